@@ -1,0 +1,52 @@
+/*
+ * core/context.h — the handle and its candidates. Shared by context.c,
+ * discovery.c, loader.c and selector.c only.
+ */
+#ifndef EDGERT_CORE_CONTEXT_H
+#define EDGERT_CORE_CONTEXT_H
+
+#include "internal.h"
+
+typedef struct er_cand {
+    edgert_candidate pub;       /**< the public view; pointers into m and below */
+    er_manifest m;
+    struct edgert_ctx *ctx;
+    int explicit_file;          /**< named explicitly by the caller */
+    char **reasons;             /**< NULL-terminated, owned */
+    size_t reason_cap;
+    char *detail;               /**< human explanation of the first failure */
+    void *dl;                   /**< dlopen handle (live, loaded) */
+    const edgert_plugin *plugin;/**< descriptor (live, loaded) */
+    edgert_host host;           /**< the host table given to this plugin */
+    void *state;                /**< the self-tested default instance */
+    char *path_chosen;
+} er_cand;
+
+struct edgert_ctx {
+    edgert_device dev;
+    er_diags diags;
+    er_search_dir *dirs;
+    size_t ndirs;
+    er_cand **cands;
+    size_t ncands;
+    er_pool *pool;
+    int ignore_env, strict, no_evidence;
+    char **disabled;            /**< NULL-terminated names */
+    edgert_log_fn log;
+    void *log_user;
+    int log_level;
+};
+
+/* discovery.c */
+ER_HIDDEN edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
+                                    size_t err_len);
+/* loader.c */
+ER_HIDDEN void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ER_HIDDEN void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ER_HIDDEN void er_gate(struct edgert_ctx *ctx, er_cand *c);
+ER_HIDDEN void er_load(struct edgert_ctx *ctx, er_cand *c);
+ER_HIDDEN void er_unload(er_cand *c);
+ER_HIDDEN void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

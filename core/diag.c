@@ -1,0 +1,82 @@
+/*
+ * core/diag.c — diagnostics collected while opening a handle, and the
+ * bounded error-buffer formatter used everywhere.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void er_set_err(char *err, size_t len, const char *fmt, ...)
+{
+    if (!err || len == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+}
+
+void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned line,
+                 unsigned column, const char *fmt, ...)
+{
+    if (!d)
+        return;
+    if (d->count == d->cap) {
+        size_t cap = d->cap ? d->cap * 2 : 16;
+        edgert_diag *items = realloc(d->items, cap * sizeof *items);
+        if (!items)
+            return; /* out of memory: the diagnostic is lost, nothing else */
+        d->items = items;
+        d->cap = cap;
+    }
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    edgert_diag *it = &d->items[d->count];
+    it->level = level;
+    it->file = file ? er_strdup(file) : NULL;
+    it->line = line;
+    it->column = column;
+    it->message = er_strdup(msg);
+    if (!it->message) {
+        free((char *)it->file);
+        return;
+    }
+    d->count++;
+}
+
+void er_diags_free(er_diags *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->count; i++) {
+        free((char *)d->items[i].file);
+        free((char *)d->items[i].message);
+    }
+    free(d->items);
+    d->items = NULL;
+    d->count = d->cap = 0;
+}
+
+void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len)
+{
+    if (!buf || len == 0)
+        return;
+    buf[0] = '\0';
+    for (size_t i = d ? d->count : 0; i > since; i--) {
+        const edgert_diag *it = &d->items[i - 1];
+        if (it->level != EDGERT_LOG_ERROR)
+            continue;
+        if (it->file && it->line)
+            snprintf(buf, len, "%s:%u:%u: %s", it->file, it->line, it->column, it->message);
+        else if (it->file)
+            snprintf(buf, len, "%s: %s", it->file, it->message);
+        else
+            snprintf(buf, len, "%s", it->message);
+        return;
+    }
+}

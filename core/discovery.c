@@ -1,0 +1,238 @@
+/*
+ * core/discovery.c — where manifests are looked for, and reading them.
+ *
+ * Search order (first folder wins when two manifests share a name):
+ *   1. EDGERT_ADD_MANIFEST_PATH   colon list, searched before everything else
+ *   2. the caller's explicit paths (edgert_options.manifest_paths, the CLI's
+ *      --manifests), which replace 3 and 4; else
+ *   3. EDGERT_MANIFEST_PATH       colon list, which replaces 4; else
+ *   4. the defaults: <dir of libedgert>/edgert/backends (an install prefix or
+ *      the build tree, which mirrors it), then the build tree's backends folder
+ *      when running from the build tree.
+ * Never the current directory: an empty element of a colon list (which in
+ * $PATH would mean ".") and relative folders from the environment are skipped
+ * with a warning. Entries of a folder are read in sorted (strcmp) order so
+ * "first wins" is reproducible.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "context.h"
+
+static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd);
+
+/* Add a folder to the search list and read its manifests right away, so the
+ * order of the list is the order in which names are claimed. */
+static int search(struct edgert_ctx *ctx, const char *path, const char *origin)
+{
+    for (size_t i = 0; i < ctx->ndirs; i++)
+        if (strcmp(ctx->dirs[i].path, path) == 0)
+            return 0; /* already listed: searching twice adds nothing */
+    er_search_dir *d = realloc(ctx->dirs, (ctx->ndirs + 1) * sizeof *d);
+    if (!d)
+        return -1;
+    ctx->dirs = d;
+    d[ctx->ndirs].path = er_strdup(path);
+    d[ctx->ndirs].origin = origin;
+    if (!d[ctx->ndirs].path)
+        return -1;
+    ctx->ndirs++;
+    return scan_dir(ctx, &d[ctx->ndirs - 1]);
+}
+
+static int add_colon_list(struct edgert_ctx *ctx, const char *list, const char *origin)
+{
+    char *copy = er_strdup(list);
+    if (!copy)
+        return -1;
+    int rc = 0;
+    /* strtok_r would merge "a::b"; walk by hand to see empty elements. */
+    for (char *p = copy;; ) {
+        char *colon = strchr(p, ':');
+        if (colon)
+            *colon = '\0';
+        if (!*p)
+            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                        "%s: empty element skipped (edgert never searches the current directory)",
+                        origin);
+        else if (p[0] != '/')
+            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                        "%s: relative folder '%s' skipped (only absolute folders are searched)",
+                        origin, p);
+        else if (search(ctx, p, origin) != 0)
+            rc = -1;
+        if (!colon)
+            break;
+        p = colon + 1;
+    }
+    free(copy);
+    return rc;
+}
+
+static void add_defaults(struct edgert_ctx *ctx)
+{
+    Dl_info info;
+    if (dladdr((void *)&edgert_open, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+        char *copy = er_strdup(info.dli_fname);
+        if (copy) {
+            char *dir = er_path_join(dirname(copy), "edgert/backends");
+            if (dir)
+                search(ctx, dir, "default (next to libedgert)");
+            free(dir);
+        }
+        free(copy);
+    }
+#ifdef EDGERT_BUILD_BACKEND_DIR
+    /* Running from the build tree (libedgert or a test binary inside it). */
+    {
+        const char *build_root = EDGERT_BUILD_ROOT;
+        if (dladdr((void *)&edgert_open, &info) && info.dli_fname &&
+            strncmp(info.dli_fname, build_root, strlen(build_root)) == 0)
+            search(ctx, EDGERT_BUILD_BACKEND_DIR, "default (build tree)");
+    }
+#endif
+}
+
+static int has_yaml_suffix(const char *n)
+{
+    size_t l = strlen(n);
+    return (l > 5 && strcmp(n + l - 5, ".yaml") == 0) || (l > 4 && strcmp(n + l - 4, ".yml") == 0);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Read one manifest; 0 ok or skipped, -1 when an explicitly named file is bad. */
+static int take_manifest(struct edgert_ctx *ctx, const char *path, int explicit_file)
+{
+    er_cand *c = calloc(1, sizeof *c);
+    if (!c)
+        return -1;
+    edgert_status st = er_manifest_load(path, &c->m, &ctx->diags);
+    if (st != EDGERT_OK) {
+        free(c);
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0, "manifest skipped, continuing");
+        return explicit_file ? -1 : 0;
+    }
+    for (size_t i = 0; i < ctx->ncands; i++) {
+        if (strcmp(ctx->cands[i]->m.name, c->m.name) == 0) {
+            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
+                        "a manifest named '%s' was already found in %s; this one is ignored "
+                        "(first wins), continuing",
+                        c->m.name, ctx->cands[i]->m.path);
+            er_manifest_free(&c->m);
+            free(c);
+            return 0;
+        }
+    }
+    er_cand **v = realloc(ctx->cands, (ctx->ncands + 1) * sizeof *v);
+    if (!v) {
+        er_manifest_free(&c->m);
+        free(c);
+        return -1;
+    }
+    ctx->cands = v;
+    c->ctx = ctx;
+    c->explicit_file = explicit_file;
+    ctx->cands[ctx->ncands++] = c;
+    return 0;
+}
+
+/* Read every *.yaml / *.yml of a folder, sorted. */
+static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
+{
+    DIR *dir = opendir(sd->path);
+    if (!dir) {
+        er_diag_add(&ctx->diags, strcmp(sd->origin, "explicit") == 0 ? EDGERT_LOG_WARN : EDGERT_LOG_INFO,
+                    sd->path, 0, 0, "manifest folder not readable (%s), continuing", strerror(errno));
+        return 0;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        if (e->d_name[0] == '.' || !has_yaml_suffix(e->d_name))
+            continue;
+        if (n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, ncap * sizeof *nn);
+            if (!nn) {
+                rc = -1;
+                goto out;
+            }
+            names = nn;
+            cap = ncap;
+        }
+        names[n] = er_path_join(sd->path, e->d_name);
+        if (!names[n]) {
+            rc = -1;
+            goto out;
+        }
+        n++;
+    }
+    qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n; i++)
+        if (take_manifest(ctx, names[i], 0) != 0)
+            rc = -1;
+out:
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    closedir(dir);
+    return rc;
+}
+
+edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
+                          size_t err_len)
+{
+    const char *add = er_getenv(ctx->ignore_env, "EDGERT_ADD_MANIFEST_PATH");
+    const char *replace = er_getenv(ctx->ignore_env, "EDGERT_MANIFEST_PATH");
+    if (add && add_colon_list(ctx, add, "EDGERT_ADD_MANIFEST_PATH") != 0)
+        goto nomem;
+
+    /* Explicit paths: folders are scanned; files are read as named manifests,
+     * and a bad one is fatal (the caller asked for exactly that file). */
+    if (o->manifest_path_count > 0) {
+        for (size_t i = 0; i < o->manifest_path_count; i++) {
+            const char *p = o->manifest_paths[i];
+            struct stat st;
+            if (!p || !*p)
+                continue;
+            if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
+                size_t before = ctx->diags.count;
+                if (take_manifest(ctx, p, 1) != 0) {
+                    char msg[1024];
+                    er_diag_last_error(&ctx->diags, before, msg, sizeof msg);
+                    er_set_err(err, err_len, "bad manifest %s", msg[0] ? msg : p);
+                    return EDGERT_E_PARSE;
+                }
+                continue;
+            }
+            if (stat(p, &st) != 0) {
+                er_set_err(err, err_len, "%s: no such manifest file or folder", p);
+                return EDGERT_E_NOT_FOUND;
+            }
+            if (search(ctx, p, "explicit") != 0)
+                goto nomem;
+        }
+    } else if (replace) {
+        if (add_colon_list(ctx, replace, "EDGERT_MANIFEST_PATH") != 0)
+            goto nomem;
+    } else {
+        add_defaults(ctx);
+    }
+    return EDGERT_OK;
+nomem:
+    er_set_err(err, err_len, "out of memory while reading manifests");
+    return EDGERT_E_NOMEM;
+}

@@ -1,0 +1,171 @@
+/*
+ * core/internal.h — declarations shared by the core's files. Not installed.
+ * Prefix `er_` marks internal symbols (hidden from libedgert's exports).
+ */
+#ifndef EDGERT_CORE_INTERNAL_H
+#define EDGERT_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <yaml.h>
+
+#include "edgert/edgert.h"
+
+#define ER_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- diagnostics (diag.c) ---------------------------------------------- */
+
+/** A growable list of diagnostics; every string is owned. */
+typedef struct er_diags {
+    edgert_diag *items;
+    size_t count, cap;
+} er_diags;
+
+ER_HIDDEN void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned line,
+                           unsigned column, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+ER_HIDDEN void er_diags_free(er_diags *d);
+/** "file:line:col: message" of the last error-level diagnostic, or "". */
+ER_HIDDEN void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len);
+
+/** Bounded formatting into a caller's error buffer (NULL/0 allowed). */
+ER_HIDDEN void er_set_err(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- small utilities (util.c) ------------------------------------------ */
+
+ER_HIDDEN char *er_strdup(const char *s);          /**< NULL-safe */
+ER_HIDDEN char *er_path_join(const char *a, const char *b);
+/** secure_getenv, or NULL when ignore_env. */
+ER_HIDDEN const char *er_getenv(int ignore_env, const char *name);
+/** Read a whole small text file under `sysroot` (NULL = "/") into a NUL-terminated
+ *  malloc'd buffer. Returns NULL when absent/unreadable or larger than max. */
+ER_HIDDEN char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out);
+/** 1 if sysroot+path exists (any type). */
+ER_HIDDEN int er_path_exists(const char *sysroot, const char *path);
+
+/* ---- YAML documents with positions (yamldoc.c) -------------------------- */
+
+/**
+ * A loaded YAML document. Every node keeps its start mark, so every error can
+ * name file, line and column. Files over EDGERT_MAX_YAML_BYTES are refused
+ * before parsing.
+ */
+typedef struct er_yaml {
+    yaml_document_t doc;
+    int loaded;
+    const char *path;    /* borrowed */
+    const char *section; /* prefix for field names in messages ("layout"), or NULL */
+} er_yaml;
+
+/** Load one document. On failure adds an error diagnostic (file:line:col) and
+ *  returns EDGERT_E_IO or EDGERT_E_PARSE. An empty file is a parse error. */
+ER_HIDDEN edgert_status er_yaml_load(er_yaml *y, const char *path, er_diags *d);
+ER_HIDDEN void er_yaml_free(er_yaml *y);
+ER_HIDDEN yaml_node_t *er_yaml_root(er_yaml *y);
+ER_HIDDEN yaml_node_t *er_yaml_node(er_yaml *y, int id);
+/** 1-based line/column of a node. */
+ER_HIDDEN unsigned er_yaml_line(const yaml_node_t *n);
+ER_HIDDEN unsigned er_yaml_col(const yaml_node_t *n);
+/** Value node for `key` in mapping `map`, or NULL. */
+ER_HIDDEN yaml_node_t *er_yaml_get(er_yaml *y, yaml_node_t *map, const char *key);
+
+/**
+ * Typed field readers for a mapping. Each returns 0 on success, 1 when the key
+ * is absent (and not required), -1 after adding an error diagnostic naming
+ * file, line, column, field and the problem (wrong type, missing required
+ * field, out of range).
+ */
+ER_HIDDEN int er_yaml_str(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                          char **out, er_diags *d);
+ER_HIDDEN int er_yaml_bool(er_yaml *y, yaml_node_t *map, const char *key, int required, int *out,
+                           er_diags *d);
+ER_HIDDEN int er_yaml_int(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                          long long lo, long long hi, long long *out, er_diags *d);
+ER_HIDDEN int er_yaml_num(er_yaml *y, yaml_node_t *map, const char *key, int required, double *out,
+                          er_diags *d);
+/** A sequence of scalars; *out is a NULL-terminated malloc'd array of owned strings. */
+ER_HIDDEN int er_yaml_strlist(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                              char ***out, size_t *count, er_diags *d);
+/** A mapping value (not a scalar): *out is the node. */
+ER_HIDDEN int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                          yaml_node_t **out, er_diags *d);
+/** Check the keys of mapping `map`: a non-scalar or duplicate key is an error
+ *  (-1); a key not in the NULL-terminated `known` list is a warning. Returns 0
+ *  or -1. Also -1 (with an error) when `map` is not a mapping. */
+ER_HIDDEN int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known,
+                                 er_diags *d);
+ER_HIDDEN void er_strlist_free(char **list);
+
+/* ---- probe (probe.c) and device profiles (device_profile.c) ------------- */
+
+/** Probe this machine: CPU flags from the CPU itself (CPUID+XGETBV / HWCAP),
+ *  everything else from files under `sysroot` (NULL = "/"). Never fails hard:
+ *  unknown facts stay 0/"" and are noted in diagnostics. */
+ER_HIDDEN edgert_status er_probe(const char *sysroot, edgert_device *out, er_diags *d);
+/** Pure helper used by er_probe and tests: decide the device class from files
+ *  under sysroot for a given CPU arch; fills class, accelerator, class_evidence,
+ *  bf16/bf16_source for GPU classes. */
+ER_HIDDEN void er_probe_device_class(const char *sysroot, edgert_arch arch, edgert_device *dev);
+/** Load a device profile (plan mode). EDGERT_E_PARSE with a file:line:col
+ *  diagnostic on any problem. */
+ER_HIDDEN edgert_status er_device_profile_load(const char *path, edgert_device *out, er_diags *d);
+
+/* ---- manifests (manifest.c) -------------------------------------------- */
+
+#define ER_MANIFEST_MAJOR 1
+
+typedef struct er_manifest {
+    char *path;            /**< the manifest file as found */
+    char *dir;             /**< its folder (library paths are relative to it) */
+    char *name, *version, *vendor;
+    char *library;         /**< as written; NULL for declarative backends */
+    char *library_path;    /**< resolved against dir; NULL when no library */
+    int has_checksum;
+    uint64_t checksum;     /**< xxh3-64 of the library file */
+    uint32_t abi_min, abi_max;
+    edgert_arch arch;      /**< EDGERT_ARCH_UNKNOWN = "any" */
+    uint32_t device_classes; /**< bit (1 << edgert_device_class) */
+    uint64_t requires_flags;
+    uint64_t uses_flags;   /**< optional flags used when present */
+    char *processor;       /**< "cpu" (default), "gpu", "npu" */
+    char *layout_format, *activation_dtype, *fallback_dtype;
+    int weight_bits, group_size, symmetric, activation_bits;
+    double bits_per_weight;
+    int runs_in_process, verified, reference;
+    char *plugin_options;  /**< optional default init options */
+    char *rationale, *notes;
+    edgert_figures declared; /**< NaN where absent; `where` owned via declared_where */
+    char *declared_where;
+} er_manifest;
+
+/** Parse and validate one manifest. On failure adds diagnostics naming
+ *  file:line:col and returns EDGERT_E_IO / EDGERT_E_PARSE; *out is then zeroed. */
+ER_HIDDEN edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d);
+ER_HIDDEN void er_manifest_free(er_manifest *m);
+
+/* ---- discovery (discovery.c) -------------------------------------------- */
+
+typedef struct er_search_dir {
+    char *path;
+    const char *origin; /* static: "explicit", "EDGERT_ADD_MANIFEST_PATH", ... */
+} er_search_dir;
+
+/* ---- thread pool (threadpool.c) ---------------------------------------- */
+
+typedef struct er_pool er_pool;
+/** threads >= 1; threads - 1 workers are started lazily on first use. */
+ER_HIDDEN er_pool *er_pool_create(unsigned threads);
+ER_HIDDEN void er_pool_destroy(er_pool *p);
+ER_HIDDEN unsigned er_pool_threads(const er_pool *p);
+/** Run fn over [0,n) in chunks of >= grain; the caller participates. Nested
+ *  calls (from inside fn) and concurrent calls from other threads run serially
+ *  on the calling thread. */
+ER_HIDDEN void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *arg);
+
+/* ---- checksum (loader.c) ----------------------------------------------- */
+/** XXH3-64 of a file; 0 on success, -1 if unreadable. */
+ER_HIDDEN int er_file_xxh3(const char *path, uint64_t *out);
+
+#endif /* EDGERT_CORE_INTERNAL_H */

@@ -1,0 +1,255 @@
+/*
+ * core/selector.c — ranking eligible candidates for a priority.
+ *
+ * The order is total (names break every tie) so the same facts always give
+ * the same answer. See edgert.h for the key, repeated here in code:
+ *   tier       0 accelerator backend on its device class, 1 CPU, 2 reference
+ *   speed      decode tokens/s, measured here if known, else declared, else 0
+ *   fidelity   activation bits, weight bits, top-1 agreement (measured > declared)
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+
+struct edgert_selection {
+    edgert_priority priority;
+    size_t count;        /* ranked (eligible) candidates */
+    size_t *order;       /* candidate indices, best first */
+    int *rank;           /* per candidate index; -1 when not ranked */
+    size_t ncands;
+    int selected;        /* candidate index or -1 */
+    const char *evidence;
+    const edgert_candidate *sel;
+};
+
+static int accelerator_class(edgert_device_class k)
+{
+    return k == EDGERT_CLASS_CUDA_DISCRETE || k == EDGERT_CLASS_JETSON ||
+           k == EDGERT_CLASS_NPU_PHONE;
+}
+
+static int tier(const struct edgert_ctx *ctx, const er_cand *c)
+{
+    if (c->m.reference)
+        return 2;
+    if (accelerator_class(ctx->dev.device_class) && c->m.processor &&
+        strcmp(c->m.processor, "cpu") != 0)
+        return 0;
+    return 1;
+}
+
+static double speed_of(const er_cand *c, int *measured)
+{
+    if (!isnan(c->pub.measured.decode_tokens_per_s)) {
+        if (measured)
+            *measured = 1;
+        return c->pub.measured.decode_tokens_per_s;
+    }
+    if (measured)
+        *measured = 0;
+    return isnan(c->pub.declared.decode_tokens_per_s) ? 0.0 : c->pub.declared.decode_tokens_per_s;
+}
+
+static double top1_of(const er_cand *c, int *measured)
+{
+    if (!isnan(c->pub.measured.top1_agreement)) {
+        if (measured)
+            *measured = 1;
+        return c->pub.measured.top1_agreement;
+    }
+    if (measured)
+        *measured = 0;
+    return isnan(c->pub.declared.top1_agreement) ? -1.0 : c->pub.declared.top1_agreement;
+}
+
+#define DESC(a, b)                                                                               \
+    do {                                                                                         \
+        if ((a) != (b))                                                                          \
+            return (a) > (b) ? -1 : 1;                                                           \
+    } while (0)
+
+/* Fidelity key alone (no tier, no name). Negative: a is more faithful. */
+static int fidelity_key(const er_cand *a, const er_cand *b)
+{
+    DESC(a->m.activation_bits, b->m.activation_bits);
+    DESC(a->m.weight_bits, b->m.weight_bits);
+    double ta = top1_of(a, NULL), tb = top1_of(b, NULL);
+    DESC(ta, tb);
+    return 0;
+}
+
+struct sort_ctx {
+    const struct edgert_ctx *ctx;
+    edgert_priority prio;
+};
+
+static int compare(const struct sort_ctx *s, const er_cand *a, const er_cand *b)
+{
+    int ta = tier(s->ctx, a), tb = tier(s->ctx, b);
+    if (ta != tb)
+        return ta < tb ? -1 : 1;
+    double sa = speed_of(a, NULL), sb = speed_of(b, NULL);
+    if (s->prio == EDGERT_PRIORITY_SPEED) {
+        DESC(sa, sb);
+        int f = fidelity_key(a, b);
+        if (f)
+            return f;
+    } else {
+        int f = fidelity_key(a, b);
+        if (f)
+            return f;
+        DESC(sa, sb);
+    }
+    return strcmp(a->m.name, b->m.name);
+}
+
+/* Insertion sort: a handful of candidates, and it keeps the comparator's
+ * context without a global (qsort has no user pointer in C11). */
+static void sort_indices(const struct sort_ctx *s, er_cand **cands, size_t *idx, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        size_t v = idx[i], j = i;
+        while (j > 0 && compare(s, cands[v], cands[idx[j - 1]]) < 0) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = v;
+    }
+}
+
+static const char *evidence_of(const struct edgert_ctx *ctx, edgert_priority prio, const er_cand *c)
+{
+    int measured = 0;
+    if (ctx->no_evidence)
+        return "declared";
+    if (prio == EDGERT_PRIORITY_SPEED)
+        speed_of(c, &measured);
+    else
+        top1_of(c, &measured);
+    return measured ? "measured" : "declared";
+}
+
+edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const char *forced,
+                            edgert_selection **out, char *err, size_t err_len)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx || !out || (priority != EDGERT_PRIORITY_SPEED && priority != EDGERT_PRIORITY_FIDELITY)) {
+        er_set_err(err, err_len, "edgert_select: bad arguments");
+        return EDGERT_E_USAGE;
+    }
+    edgert_selection *s = calloc(1, sizeof *s);
+    if (!s)
+        goto nomem;
+    s->priority = priority;
+    s->ncands = ctx->ncands;
+    s->selected = -1;
+    s->evidence = "declared";
+    s->order = calloc(ctx->ncands + 1, sizeof *s->order);
+    s->rank = calloc(ctx->ncands + 1, sizeof *s->rank);
+    if (!s->order || !s->rank)
+        goto nomem;
+    for (size_t i = 0; i < ctx->ncands; i++) {
+        s->rank[i] = -1;
+        if (ctx->cands[i]->pub.eligible)
+            s->order[s->count++] = i;
+    }
+    struct sort_ctx sc = {ctx, priority};
+    sort_indices(&sc, ctx->cands, s->order, s->count);
+    for (size_t r = 0; r < s->count; r++)
+        s->rank[s->order[r]] = (int)r;
+    *out = s;
+
+    if (forced) {
+        const er_cand *c = NULL;
+        size_t ci = 0;
+        for (size_t i = 0; i < ctx->ncands; i++)
+            if (strcmp(ctx->cands[i]->m.name, forced) == 0) {
+                c = ctx->cands[i];
+                ci = i;
+            }
+        if (!c) {
+            char known[512] = "";
+            size_t used = 0;
+            for (size_t i = 0; i < ctx->ncands && used + 2 < sizeof known; i++) {
+                int w = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
+                                 ctx->cands[i]->m.name);
+                if (w < 0)
+                    break;
+                used += (size_t)w < sizeof known - used ? (size_t)w : sizeof known - used - 1;
+            }
+            er_set_err(err, err_len, "no backend named '%s' (manifests found: %s)", forced,
+                       known[0] ? known : "none");
+            return EDGERT_E_NOT_FOUND;
+        }
+        if (!c->pub.eligible) {
+            char reasons[512] = "";
+            size_t used = 0;
+            for (size_t i = 0; i < c->pub.reason_count && used + 2 < sizeof reasons; i++) {
+                int w = snprintf(reasons + used, sizeof reasons - used, "%s%s", i ? " " : "",
+                                 c->pub.reasons[i]);
+                if (w < 0)
+                    break;
+                used += (size_t)w < sizeof reasons - used ? (size_t)w : sizeof reasons - used - 1;
+            }
+            er_set_err(err, err_len, "backend '%s' was asked for but is not eligible: %s (%s)",
+                       forced, reasons, c->pub.detail ? c->pub.detail : "");
+            return EDGERT_E_NOT_ELIGIBLE;
+        }
+        s->selected = (int)ci;
+    } else if (s->count > 0) {
+        s->selected = (int)s->order[0];
+    } else {
+        er_set_err(err, err_len, "no backend is eligible on this device%s",
+                   ctx->strict ? " (strict mode excludes the reference backend)" : "");
+        return EDGERT_E_NOT_ELIGIBLE;
+    }
+    s->sel = &ctx->cands[s->selected]->pub;
+    s->evidence = evidence_of(ctx, priority, ctx->cands[s->selected]);
+    return EDGERT_OK;
+nomem:
+    edgert_selection_free(s);
+    er_set_err(err, err_len, "out of memory");
+    return EDGERT_E_NOMEM;
+}
+
+const edgert_candidate *edgert_selection_selected(const edgert_selection *s)
+{
+    return s ? s->sel : NULL;
+}
+
+edgert_priority edgert_selection_priority(const edgert_selection *s)
+{
+    return s ? s->priority : EDGERT_PRIORITY_SPEED;
+}
+
+int edgert_selection_rank(const edgert_selection *s, size_t i)
+{
+    return (s && i < s->ncands) ? s->rank[i] : -1;
+}
+
+const char *edgert_selection_evidence(const edgert_selection *s)
+{
+    return s ? s->evidence : "declared";
+}
+
+size_t edgert_selection_count(const edgert_selection *s)
+{
+    return s ? s->count : 0;
+}
+
+size_t edgert_selection_index(const edgert_selection *s, size_t r)
+{
+    return (s && r < s->count) ? s->order[r] : (size_t)-1;
+}
+
+void edgert_selection_free(edgert_selection *s)
+{
+    if (!s)
+        return;
+    free(s->order);
+    free(s->rank);
+    free(s);
+}

@@ -1,0 +1,129 @@
+/*
+ * core/util.c — strings, paths, environment and bounded file reads.
+ * Every file the probe reads goes through er_read_file/er_path_exists so a
+ * sysroot prefix can present any device to the tests.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+char *er_strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+char *er_path_join(const char *a, const char *b)
+{
+    if (!a || !*a)
+        return er_strdup(b);
+    if (!b)
+        return er_strdup(a);
+    size_t la = strlen(a);
+    while (la > 1 && a[la - 1] == '/')
+        la--;
+    while (*b == '/')
+        b++;
+    size_t lb = strlen(b);
+    char *out = malloc(la + 1 + lb + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, a, la);
+    out[la] = '/';
+    memcpy(out + la + 1, b, lb + 1);
+    return out;
+}
+
+const char *er_getenv(int ignore_env, const char *name)
+{
+    if (ignore_env)
+        return NULL;
+    const char *v = secure_getenv(name);
+    return (v && *v) ? v : NULL;
+}
+
+static char *rooted(const char *sysroot, const char *path)
+{
+    if (!sysroot || !*sysroot || strcmp(sysroot, "/") == 0)
+        return er_strdup(path);
+    return er_path_join(sysroot, path);
+}
+
+char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out)
+{
+    char *full = rooted(sysroot, path);
+    char *buf = NULL;
+    FILE *f = NULL;
+    if (!full)
+        goto out;
+    /* Only regular files: a FIFO or device in a hostile sysroot would block
+     * fopen/fread forever. Files in /proc and /sys are regular files. */
+    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
+    if (fd < 0)
+        goto out;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        goto out;
+    }
+    f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        goto out;
+    }
+    /* Files in /proc and /sys report size 0: read until EOF, bounded by max. */
+    size_t cap = 4096, len = 0;
+    buf = malloc(cap + 1);
+    if (!buf)
+        goto out;
+    for (;;) {
+        if (len == cap) {
+            if (cap > max) { /* already holds max + 1 bytes: too large */
+                free(buf);
+                buf = NULL;
+                goto out;
+            }
+            size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+            char *nb = realloc(buf, ncap + 1);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                goto out;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f) || len > max) {
+        free(buf);
+        buf = NULL;
+        goto out;
+    }
+    buf[len] = '\0';
+    if (len_out)
+        *len_out = len;
+out:
+    if (f)
+        fclose(f);
+    free(full);
+    return buf;
+}
+
+int er_path_exists(const char *sysroot, const char *path)
+{
+    char *full = rooted(sysroot, path);
+    struct stat st;
+    int ok = full && stat(full, &st) == 0;
+    free(full);
+    return ok;
+}

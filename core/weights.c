@@ -1,0 +1,342 @@
+/*
+ * core/weights.c — canonical int4 weights (design.md §5).
+ *
+ *   edgert_quantize_rtn   dense fp32 W[n][k] -> canonical int4 (round to nearest)
+ *   edgert_dequantize     canonical int4 -> dense fp32, w = s * (q - z)
+ *   edgert_qtensor_free
+ *   er_rng_* / er_fill_weights   seeded generator for tests and the bench
+ *
+ * Canonical layout (edgert_qweights in plugin.h): codes two per byte, low
+ * nibble first, each row starting on a byte boundary (row stride (k + 1) / 2);
+ * scales float [n][groups] and zeros uint8 [n][groups] (NULL: symmetric,
+ * z = 8), groups = ceil(k / group), the last group of a row partial when
+ * k % group != 0. When k is odd the unused high nibble of each row's last
+ * byte is 0.
+ *
+ * Rounding choices, all of which keep |w - s * (q - z)| <= s / 2 (plus the
+ * rounding of one fp32 multiply) for every element:
+ *
+ *   symmetric   s = max|w| / 7, q = clamp(round(w / s) + 8, 0, 15). |w / s|
+ *               <= 7, so q never actually clamps; q = 0 is never produced.
+ *               A group whose max|w| is 0 (or so small that max|w| / 7
+ *               underflows to 0 in fp32) gets s = 0 and q = 8: it
+ *               dequantizes to exactly 0 (0 * 0), which for the underflow
+ *               case is within one denormal step of the input.
+ *
+ *   asymmetric  the range is widened to include 0 (lo = min(min, 0),
+ *               hi = max(max, 0)), then s = (hi - lo) / 15,
+ *               z = round(-lo / s), q = clamp(round(w / s) + z, 0, 15).
+ *               Widening is what GPTQ's quantizer does: with min <= 0 <= max
+ *               the zero point lands in [0, 15] by construction, so the
+ *               clamp of z never bites and the extremes clamp to the nearest
+ *               representable value. Without it, a group of all-positive
+ *               values would get z = 0 and every value above 15 * s would be
+ *               clamped to 15 * s (an unbounded error).
+ *               A constant group (max == min == c) is stored exactly:
+ *               c > 0: s = c, z = 0, q = 1;  c < 0: s = -c, z = 1, q = 0;
+ *               c == 0: s = 0, z = 0, q = 0 — each dequantizes to c bit for
+ *               bit (a multiply by +-1 or 0 is exact). This includes a
+ *               partial last group of one element.
+ *
+ * Every division and rounding is done in double on the fp32 scale that is
+ * stored, so the code chosen is the nearest one for the scale a kernel will
+ * actually use. round() is half away from zero.
+ *
+ * Non-finite inputs are refused (EDGERT_E_USAGE): there is no int4 code for
+ * them, and a single Inf would zero out the rest of its group.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "weights_gen.h"
+
+/* ---- sizes -------------------------------------------------------------- */
+
+static size_t er_groups_per_row(uint32_t k, uint32_t group)
+{
+    /* ceil(k / group) without the k + group - 1 overflow of uint32 */
+    return (size_t)(k / group) + (k % group != 0u);
+}
+
+static size_t er_codes_stride(uint32_t k)
+{
+    return ((size_t)k + 1u) / 2u;
+}
+
+/* ---- quantization of one group ------------------------------------------ */
+
+/* OR code q into position col of a zero-initialised code row. */
+static void er_put_code(uint8_t *row_codes, size_t col, unsigned q)
+{
+    row_codes[col / 2u] |= (uint8_t)((q & 15u) << ((col & 1u) * 4u));
+}
+
+static unsigned er_clamp_code(double v)
+{
+    if (v < 0.0)
+        return 0u;
+    if (v > 15.0)
+        return 15u;
+    return (unsigned)v;
+}
+
+/* Quantize src[0..len) (columns col0.. of one row). Returns -1 on a
+ * non-finite input, 0 otherwise. */
+static int er_quantize_group_sym(const float *src, size_t len, uint8_t *row_codes, size_t col0,
+                                 float *scale_out)
+{
+    double amax = 0.0;
+    for (size_t j = 0; j < len; j++) {
+        if (!isfinite(src[j]))
+            return -1;
+        double a = fabs((double)src[j]);
+        if (a > amax)
+            amax = a;
+    }
+
+    float s = (float)(amax / 7.0);
+    *scale_out = s;
+    if (s == 0.0f) {
+        /* all zero (or underflow): 0 * (8 - 8) == 0 exactly */
+        for (size_t j = 0; j < len; j++)
+            er_put_code(row_codes, col0 + j, 8u);
+        return 0;
+    }
+    for (size_t j = 0; j < len; j++) {
+        double t = round((double)src[j] / (double)s) + 8.0;
+        er_put_code(row_codes, col0 + j, er_clamp_code(t));
+    }
+    return 0;
+}
+
+static int er_quantize_group_asym(const float *src, size_t len, uint8_t *row_codes, size_t col0,
+                                  float *scale_out, uint8_t *zero_out)
+{
+    float mn = src[0], mx = src[0];
+    for (size_t j = 0; j < len; j++) {
+        if (!isfinite(src[j]))
+            return -1;
+        if (src[j] < mn)
+            mn = src[j];
+        if (src[j] > mx)
+            mx = src[j];
+    }
+
+    if (mn == mx) {
+        /* Constant group: pick (s, z, q) so that s * (q - z) == c exactly. */
+        float c = mn;
+        unsigned q = 0u, z = 0u;
+        float s = 0.0f;
+        if (c > 0.0f) {
+            s = c;
+            q = 1u;
+        } else if (c < 0.0f) {
+            s = -c;
+            z = 1u;
+        }
+        *scale_out = s;
+        *zero_out = (uint8_t)z;
+        for (size_t j = 0; j < len; j++)
+            er_put_code(row_codes, col0 + j, q);
+        return 0;
+    }
+
+    /* Widen to include 0; in double so hi - lo cannot overflow fp32. */
+    double lo = mn < 0.0f ? (double)mn : 0.0;
+    double hi = mx > 0.0f ? (double)mx : 0.0;
+    float s = (float)((hi - lo) / 15.0);
+    if (s == 0.0f) {
+        /* hi - lo is a few denormals: everything rounds to 0 */
+        *scale_out = 0.0f;
+        *zero_out = 0u;
+        return 0; /* codes stay 0 (calloc) */
+    }
+    unsigned z = er_clamp_code(round(-lo / (double)s));
+    *scale_out = s;
+    *zero_out = (uint8_t)z;
+    for (size_t j = 0; j < len; j++) {
+        double t = round((double)src[j] / (double)s) + (double)z;
+        er_put_code(row_codes, col0 + j, er_clamp_code(t));
+    }
+    return 0;
+}
+
+/* ---- public API ----------------------------------------------------------- */
+
+edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32_t group,
+                                  int symmetric, edgert_qtensor *out)
+{
+    edgert_status st = EDGERT_E_NOMEM;
+    uint8_t *codes = NULL;
+    float *scales = NULL;
+    uint8_t *zeros = NULL;
+    size_t stride, groups, codes_bytes, scale_count, scales_bytes, dense_count;
+
+    if (out == NULL)
+        return EDGERT_E_USAGE;
+    memset(out, 0, sizeof *out);
+    if (w == NULL || n == 0u || k == 0u || group == 0u)
+        return EDGERT_E_USAGE;
+
+    /* Every size is checked before anything is allocated or read; a shape
+     * whose buffers cannot be addressed cannot be allocated either. */
+    stride = er_codes_stride(k);
+    groups = er_groups_per_row(k, group);
+    if (__builtin_mul_overflow((size_t)n, stride, &codes_bytes) ||
+        __builtin_mul_overflow((size_t)n, groups, &scale_count) ||
+        __builtin_mul_overflow(scale_count, sizeof(float), &scales_bytes) ||
+        __builtin_mul_overflow((size_t)n, (size_t)k, &dense_count) ||
+        dense_count > SIZE_MAX / sizeof(float))
+        return EDGERT_E_NOMEM;
+
+    codes = calloc(codes_bytes, 1); /* zeroed: codes are OR-ed in, padding nibble stays 0 */
+    scales = malloc(scales_bytes);
+    if (!symmetric)
+        zeros = malloc(scale_count);
+    if (codes == NULL || scales == NULL || (!symmetric && zeros == NULL))
+        goto fail;
+
+    for (size_t r = 0; r < n; r++) {
+        const float *src = w + r * (size_t)k;
+        uint8_t *row_codes = codes + r * stride;
+        for (size_t g = 0; g < groups; g++) {
+            size_t col0 = g * (size_t)group;
+            size_t len = (size_t)k - col0 < group ? (size_t)k - col0 : (size_t)group;
+            size_t idx = r * groups + g;
+            int rc = symmetric
+                         ? er_quantize_group_sym(src + col0, len, row_codes, col0, &scales[idx])
+                         : er_quantize_group_asym(src + col0, len, row_codes, col0, &scales[idx],
+                                                  &zeros[idx]);
+            if (rc != 0) {
+                st = EDGERT_E_USAGE; /* non-finite weight in row r, group g */
+                goto fail;
+            }
+        }
+    }
+
+    out->codes = codes;
+    out->scales = scales;
+    out->zeros = zeros;
+    out->view.struct_size = (uint32_t)sizeof(edgert_qweights);
+    out->view.n = n;
+    out->view.k = k;
+    out->view.group = group;
+    out->view.codes = codes;
+    out->view.scales = scales;
+    out->view.zeros = zeros;
+    out->view.name = NULL;
+    return EDGERT_OK;
+
+fail:
+    free(codes);
+    free(scales);
+    free(zeros);
+    return st;
+}
+
+void edgert_qtensor_free(edgert_qtensor *t)
+{
+    if (t == NULL)
+        return;
+    free(t->codes);
+    free(t->scales);
+    free(t->zeros);
+    memset(t, 0, sizeof *t);
+}
+
+void edgert_dequantize(const edgert_qweights *w, float *out)
+{
+    if (w == NULL || out == NULL || w->codes == NULL || w->scales == NULL || w->n == 0u ||
+        w->k == 0u || w->group == 0u)
+        return;
+
+    size_t stride = er_codes_stride(w->k);
+    size_t groups = er_groups_per_row(w->k, w->group);
+    for (size_t r = 0; r < w->n; r++) {
+        const uint8_t *row_codes = w->codes + r * stride;
+        float *dst = out + r * (size_t)w->k;
+        for (size_t g = 0; g < groups; g++) {
+            size_t col0 = g * (size_t)w->group;
+            size_t end = col0 + w->group < w->k ? col0 + w->group : (size_t)w->k;
+            float s = w->scales[r * groups + g];
+            int z = w->zeros != NULL ? (int)w->zeros[r * groups + g] : 8;
+            for (size_t c = col0; c < end; c++) {
+                int q = (c & 1u) ? (row_codes[c / 2u] >> 4) : (row_codes[c / 2u] & 15);
+                /* the same fp32 expression every backend is compared with */
+                dst[c] = s * (float)(q - z);
+            }
+        }
+    }
+}
+
+/* ---- seeded generator ------------------------------------------------------ */
+
+static uint64_t er_splitmix64(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t er_rotl(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+void er_rng_seed(er_rng *r, uint64_t seed)
+{
+    if (r == NULL)
+        return;
+    /* splitmix64 never yields four zero words in a row, so the xoshiro state
+     * is never the all-zero fixed point, whatever the seed. */
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r->s[i] = er_splitmix64(&x);
+    r->spare = 0.0;
+    r->has_spare = 0;
+}
+
+uint64_t er_rng_next(er_rng *r)
+{
+    /* xoshiro256** (Blackman & Vigna), written from the published recurrence */
+    uint64_t *s = r->s;
+    uint64_t result = er_rotl(s[1] * 5u, 7) * 9u;
+    uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = er_rotl(s[3], 45);
+    return result;
+}
+
+float er_rng_normal(er_rng *r)
+{
+    if (r->has_spare) {
+        r->has_spare = 0;
+        return (float)r->spare;
+    }
+    /* Box-Muller. u1 in (0, 1] so log(u1) is finite; u2 in [0, 1). The top
+     * 53 bits make an exact double. */
+    double u1 = (double)((er_rng_next(r) >> 11) + 1u) * 0x1.0p-53;
+    double u2 = (double)(er_rng_next(r) >> 11) * 0x1.0p-53;
+    double rad = sqrt(-2.0 * log(u1));
+    double ang = 6.283185307179586476925 * u2;
+    r->spare = rad * sin(ang);
+    r->has_spare = 1;
+    return (float)(rad * cos(ang));
+}
+
+void er_fill_weights(float *w, size_t count, uint64_t seed)
+{
+    if (w == NULL)
+        return;
+    er_rng r;
+    er_rng_seed(&r, seed);
+    for (size_t i = 0; i < count; i++)
+        w[i] = 0.02f * er_rng_normal(&r);
+}

@@ -1,0 +1,401 @@
+/*
+ * core/yamldoc.c — YAML documents with positions, over libyaml's document API.
+ *
+ * Manifests and device profiles are small, strict documents. Every reader
+ * here reports problems as "file:line:col" diagnostics and never aborts the
+ * caller: a bad file is skipped, the others go on.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+unsigned er_yaml_line(const yaml_node_t *n)
+{
+    return n ? (unsigned)n->start_mark.line + 1u : 0u;
+}
+
+unsigned er_yaml_col(const yaml_node_t *n)
+{
+    return n ? (unsigned)n->start_mark.column + 1u : 0u;
+}
+
+edgert_status er_yaml_load(er_yaml *y, const char *path, er_diags *d)
+{
+    memset(y, 0, sizeof *y);
+    y->path = path;
+    edgert_status st = EDGERT_OK;
+    char *text = NULL;
+    yaml_parser_t parser;
+    int parser_ok = 0;
+
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "cannot read: %s", strerror(errno));
+        return EDGERT_E_IO;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "not a regular file");
+        return EDGERT_E_IO;
+    }
+    if ((unsigned long long)sb.st_size > EDGERT_MAX_YAML_BYTES) {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0,
+                    "file is %lld bytes, larger than the %u-byte limit; not parsed",
+                    (long long)sb.st_size, (unsigned)EDGERT_MAX_YAML_BYTES);
+        return EDGERT_E_PARSE;
+    }
+    size_t len = 0;
+    text = er_read_file(NULL, path, EDGERT_MAX_YAML_BYTES, &len);
+    if (!text) {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "cannot read (or larger than %u bytes)",
+                    (unsigned)EDGERT_MAX_YAML_BYTES);
+        return EDGERT_E_IO;
+    }
+    if (memchr(text, '\0', len)) {
+        unsigned line = 1, col = 1;
+        for (const char *p = text; *p; p++) {
+            if (*p == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        er_diag_add(d, EDGERT_LOG_ERROR, path, line, col, "NUL byte in a text file");
+        st = EDGERT_E_PARSE;
+        goto out;
+    }
+    if (!yaml_parser_initialize(&parser)) {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "out of memory creating the YAML parser");
+        st = EDGERT_E_NOMEM;
+        goto out;
+    }
+    parser_ok = 1;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &y->doc)) {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, (unsigned)parser.problem_mark.line + 1u,
+                    (unsigned)parser.problem_mark.column + 1u, "YAML syntax: %s%s%s",
+                    parser.problem ? parser.problem : "malformed document",
+                    parser.context ? " " : "", parser.context ? parser.context : "");
+        st = EDGERT_E_PARSE;
+        goto out;
+    }
+    y->loaded = 1;
+    if (!yaml_document_get_root_node(&y->doc)) {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, 1, 1, "empty document");
+        st = EDGERT_E_PARSE;
+        goto out;
+    }
+    /* A second document in the same file is almost certainly a mistake. */
+    yaml_document_t extra;
+    if (yaml_parser_load(&parser, &extra)) {
+        yaml_node_t *r = yaml_document_get_root_node(&extra);
+        if (r) {
+            er_diag_add(d, EDGERT_LOG_ERROR, path, er_yaml_line(r), er_yaml_col(r),
+                        "more than one YAML document in the file");
+            st = EDGERT_E_PARSE;
+        }
+        yaml_document_delete(&extra);
+    } else {
+        er_diag_add(d, EDGERT_LOG_ERROR, path, (unsigned)parser.problem_mark.line + 1u,
+                    (unsigned)parser.problem_mark.column + 1u, "YAML syntax: %s",
+                    parser.problem ? parser.problem : "malformed document");
+        st = EDGERT_E_PARSE;
+    }
+out:
+    if (parser_ok)
+        yaml_parser_delete(&parser);
+    free(text);
+    if (st != EDGERT_OK)
+        er_yaml_free(y);
+    return st;
+}
+
+void er_yaml_free(er_yaml *y)
+{
+    if (y && y->loaded) {
+        yaml_document_delete(&y->doc);
+        y->loaded = 0;
+    }
+}
+
+yaml_node_t *er_yaml_root(er_yaml *y)
+{
+    return y->loaded ? yaml_document_get_root_node(&y->doc) : NULL;
+}
+
+yaml_node_t *er_yaml_node(er_yaml *y, int id)
+{
+    return yaml_document_get_node(&y->doc, id);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return (n && n->type == YAML_SCALAR_NODE) ? (const char *)n->data.scalar.value : NULL;
+}
+
+static int plain(const yaml_node_t *n)
+{
+    return n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+}
+
+/* A plain scalar that YAML means as null: "", "~", "null". */
+static int is_null(const yaml_node_t *n)
+{
+    const char *s = scalar(n);
+    return s && plain(n) && (!*s || strcmp(s, "~") == 0 || strcasecmp(s, "null") == 0);
+}
+
+static const char *type_name(const yaml_node_t *n)
+{
+    switch (n->type) {
+    case YAML_MAPPING_NODE:
+        return "a mapping";
+    case YAML_SEQUENCE_NODE:
+        return "a list";
+    default:
+        return is_null(n) ? "nothing (null)" : "a scalar";
+    }
+}
+
+#define FIELD_FMT "%s%s%s"
+#define FIELD_ARGS(y, key) (y)->section ? (y)->section : "", (y)->section ? "." : "", (key)
+
+yaml_node_t *er_yaml_get(er_yaml *y, yaml_node_t *map, const char *key)
+{
+    if (!map || map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        const char *k = scalar(er_yaml_node(y, p->key));
+        if (k && strcmp(k, key) == 0)
+            return er_yaml_node(y, p->value);
+    }
+    return NULL;
+}
+
+/* Common front of every reader: 1 absent (ok), -1 missing required, 0 found. */
+static int lookup(er_yaml *y, yaml_node_t *map, const char *key, int required, yaml_node_t **out,
+                  er_diags *d)
+{
+    yaml_node_t *v = er_yaml_get(y, map, key);
+    if (v && is_null(v))
+        v = NULL; /* "key:" with no value counts as absent */
+    *out = v;
+    if (v)
+        return 0;
+    if (!required)
+        return 1;
+    er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(map), er_yaml_col(map),
+                "missing required field '" FIELD_FMT "'", FIELD_ARGS(y, key));
+    return -1;
+}
+
+static int type_error(er_yaml *y, yaml_node_t *v, const char *key, const char *want, er_diags *d)
+{
+    const char *s = scalar(v);
+    if (s)
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v),
+                    "field '" FIELD_FMT "': expected %s, got '%.60s'", FIELD_ARGS(y, key), want, s);
+    else
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v),
+                    "field '" FIELD_FMT "': expected %s, got %s", FIELD_ARGS(y, key), want,
+                    type_name(v));
+    return -1;
+}
+
+int er_yaml_str(er_yaml *y, yaml_node_t *map, const char *key, int required, char **out,
+                er_diags *d)
+{
+    yaml_node_t *v;
+    *out = NULL;
+    int r = lookup(y, map, key, required, &v, d);
+    if (r)
+        return r;
+    const char *s = scalar(v);
+    if (!s)
+        return type_error(y, v, key, "a string", d);
+    if (strlen(s) != v->data.scalar.length) {
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v),
+                    "field '" FIELD_FMT "': NUL character in the string", FIELD_ARGS(y, key));
+        return -1;
+    }
+    *out = er_strdup(s);
+    if (!*out) {
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v), "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int er_yaml_bool(er_yaml *y, yaml_node_t *map, const char *key, int required, int *out,
+                 er_diags *d)
+{
+    yaml_node_t *v;
+    int r = lookup(y, map, key, required, &v, d);
+    if (r)
+        return r;
+    const char *s = scalar(v);
+    if (s && plain(v) && strcasecmp(s, "true") == 0)
+        *out = 1;
+    else if (s && plain(v) && strcasecmp(s, "false") == 0)
+        *out = 0;
+    else
+        return type_error(y, v, key, "true or false", d);
+    return 0;
+}
+
+int er_yaml_int(er_yaml *y, yaml_node_t *map, const char *key, int required, long long lo,
+                long long hi, long long *out, er_diags *d)
+{
+    yaml_node_t *v;
+    int r = lookup(y, map, key, required, &v, d);
+    if (r)
+        return r;
+    const char *s = scalar(v);
+    if (!s || !plain(v) || !*s)
+        return type_error(y, v, key, "an integer", d);
+    char *end;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (*end || errno)
+        return type_error(y, v, key, "an integer", d);
+    if (x < lo || x > hi) {
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v),
+                    "field '" FIELD_FMT "': %lld is out of range [%lld, %lld]", FIELD_ARGS(y, key),
+                    x, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int er_yaml_num(er_yaml *y, yaml_node_t *map, const char *key, int required, double *out,
+                er_diags *d)
+{
+    yaml_node_t *v;
+    int r = lookup(y, map, key, required, &v, d);
+    if (r)
+        return r;
+    const char *s = scalar(v);
+    if (!s || !plain(v) || !*s)
+        return type_error(y, v, key, "a number", d);
+    char *end;
+    errno = 0;
+    double x = strtod(s, &end);
+    if (*end || errno || !isfinite(x))
+        return type_error(y, v, key, "a finite number", d);
+    *out = x;
+    return 0;
+}
+
+void er_strlist_free(char **list)
+{
+    if (!list)
+        return;
+    for (char **p = list; *p; p++)
+        free(*p);
+    free(list);
+}
+
+int er_yaml_strlist(er_yaml *y, yaml_node_t *map, const char *key, int required, char ***out,
+                    size_t *count, er_diags *d)
+{
+    yaml_node_t *v;
+    *out = NULL;
+    if (count)
+        *count = 0;
+    int r = lookup(y, map, key, required, &v, d);
+    if (r)
+        return r;
+    if (v->type != YAML_SEQUENCE_NODE)
+        return type_error(y, v, key, "a list", d);
+    size_t n = (size_t)(v->data.sequence.items.top - v->data.sequence.items.start);
+    char **list = calloc(n + 1, sizeof *list);
+    if (!list) {
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v), "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        yaml_node_t *it = er_yaml_node(y, v->data.sequence.items.start[i]);
+        const char *s = scalar(it);
+        if (!s || is_null(it)) {
+            char what[64];
+            snprintf(what, sizeof what, "%s[%zu]", key, i);
+            er_strlist_free(list);
+            return type_error(y, it, what, "a string", d);
+        }
+        list[i] = er_strdup(s);
+        if (!list[i]) {
+            er_strlist_free(list);
+            er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(it), er_yaml_col(it),
+                        "out of memory");
+            return -1;
+        }
+    }
+    *out = list;
+    if (count)
+        *count = n;
+    return 0;
+}
+
+int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required, yaml_node_t **out,
+                er_diags *d)
+{
+    yaml_node_t *v;
+    *out = NULL;
+    int r = lookup(y, map, key, required, &v, d);
+    if (r)
+        return r;
+    if (v->type != YAML_MAPPING_NODE)
+        return type_error(y, v, key, "a mapping", d);
+    *out = v;
+    return 0;
+}
+
+int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known, er_diags *d)
+{
+    if (!map || map->type != YAML_MAPPING_NODE) {
+        if (map)
+            er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(map), er_yaml_col(map),
+                        "%s%sexpected a mapping of fields, got %s", y->section ? y->section : "",
+                        y->section ? ": " : "", type_name(map));
+        return -1;
+    }
+    int rc = 0;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *kn = er_yaml_node(y, p->key);
+        const char *k = scalar(kn);
+        if (!k) {
+            er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(kn), er_yaml_col(kn),
+                        "a key must be a plain name, got %s", type_name(kn));
+            rc = -1;
+            continue;
+        }
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+            const char *k2 = scalar(er_yaml_node(y, q->key));
+            if (k2 && strcmp(k, k2) == 0) {
+                er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(kn), er_yaml_col(kn),
+                            "duplicate key '" FIELD_FMT "'", FIELD_ARGS(y, k));
+                rc = -1;
+                break;
+            }
+        }
+        int found = 0;
+        for (const char *const *kk = known; kk && *kk; kk++)
+            if (strcmp(*kk, k) == 0) {
+                found = 1;
+                break;
+            }
+        if (!found)
+            er_diag_add(d, EDGERT_LOG_WARN, y->path, er_yaml_line(kn), er_yaml_col(kn),
+                        "unknown key '" FIELD_FMT "' ignored", FIELD_ARGS(y, k));
+    }
+    return rc;
+}

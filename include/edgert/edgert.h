@@ -1,0 +1,274 @@
+/*
+ * edgert/edgert.h — the API an integrator calls.
+ *
+ * Life cycle:
+ *   edgert_open()      probe the device (or read a device profile), find and
+ *                      validate backend manifests, gate every candidate, and
+ *                      (live mode only) dlopen + ABI-negotiate + self-test the
+ *                      candidates whose declarative gates passed.
+ *   edgert_select()    rank the eligible candidates for a priority.
+ *   edgert_backend_open() / edgert_pack() / edgert_gemm()   run a backend.
+ *   edgert_close()     unload everything.
+ *
+ * Everything lives behind the edgert_ctx handle: no global mutable state, two
+ * handles in one process do not interfere. A handle is not safe for concurrent
+ * use from several threads except where noted (edgert_gemm on distinct
+ * outputs).
+ *
+ * Selection order (design.md §4), applied to eligible candidates only:
+ *   1. tier: a backend for the device class's accelerator (manifest
+ *      `processor: gpu|npu` on a `cuda_discrete`, `jetson` or `npu_phone`
+ *      device) first, then CPU backends, then the reference backend
+ *      (manifest `reference: true`), which is always last.
+ *   2. priority `speed`:    decode tokens/s (measured on this device if known,
+ *                           else declared; unknown counts as 0) descending,
+ *                           then fidelity (the `fidelity` key below), then name.
+ *      priority `fidelity`: activation bits descending, weight bits
+ *                           descending, then measured-or-declared top-1
+ *                           agreement descending, then speed, then name.
+ *   Names compare with strcmp, so the order is total and reproducible.
+ *
+ * Environment variables (read with secure_getenv, ignored when
+ * edgert_options.ignore_env is set):
+ *   EDGERT_MANIFEST_PATH      colon-separated folders; replaces the defaults
+ *   EDGERT_ADD_MANIFEST_PATH  colon-separated folders searched before the rest
+ *   EDGERT_DISABLE            comma-separated backend names never to use
+ *   EDGERT_PRIORITY, EDGERT_BACKEND  read by the CLI (tools/edgert.c)
+ *   EDGERT_LOG                error|warn|info|debug: default log level
+ */
+#ifndef EDGERT_EDGERT_H
+#define EDGERT_EDGERT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgert/plugin.h"
+#include "edgert/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EDGERT_VERSION_STRING "0.1.0"
+
+/** Largest manifest or device-profile file edgert parses; larger files are
+ *  refused before parsing. */
+#define EDGERT_MAX_YAML_BYTES (1024u * 1024u)
+
+typedef struct edgert_ctx edgert_ctx;
+typedef struct edgert_backend edgert_backend;
+typedef struct edgert_packed edgert_packed;
+typedef struct edgert_selection edgert_selection;
+
+typedef enum edgert_arch {
+    EDGERT_ARCH_UNKNOWN = 0,
+    EDGERT_ARCH_X86_64 = 1,
+    EDGERT_ARCH_ARM64 = 2
+} edgert_arch;
+
+typedef enum edgert_device_class {
+    EDGERT_CLASS_UNKNOWN = 0,
+    EDGERT_CLASS_X86_CPU = 1,       /**< "x86_cpu" */
+    EDGERT_CLASS_ARM64_CPU = 2,     /**< "arm64_cpu" */
+    EDGERT_CLASS_CUDA_DISCRETE = 3, /**< "cuda_discrete" */
+    EDGERT_CLASS_JETSON = 4,        /**< "jetson" */
+    EDGERT_CLASS_NPU_PHONE = 5      /**< "npu_phone" */
+} edgert_device_class;
+
+typedef enum edgert_priority {
+    EDGERT_PRIORITY_SPEED = 0,   /**< "speed" */
+    EDGERT_PRIORITY_FIDELITY = 1 /**< "fidelity" */
+} edgert_priority;
+
+/** The device facts the selection is made for (probed, or from a profile). */
+typedef struct edgert_device {
+    int planned;                /**< 1: from a device profile (plan mode); 0: probed (live) */
+    char source[512];           /**< "probe (sysroot /)" or the profile's path */
+    char name[128];             /**< profile name, or the probed CPU model */
+    edgert_arch arch;
+    edgert_device_class device_class;
+    uint64_t cpu_flags;         /**< usable flags (bit = edgert_cpu_flag) */
+    uint64_t cpu_flags_os_disabled; /**< in hardware, but the OS did not enable the state */
+    unsigned logical_cores;
+    uint64_t mem_total_bytes;   /**< 0 if unknown */
+    uint64_t mem_available_bytes;
+    int bf16;                   /**< device compute supports bf16 (GPU: driver info or default; CPU: flags) */
+    char bf16_source[160];      /**< how `bf16` was decided */
+    char accelerator[160];      /**< GPU model / NPU node that set the class, or "" */
+    char class_evidence[256];   /**< which file(s) decided the class */
+} edgert_device;
+
+/** A backend's weight/activation layout, from its manifest. */
+typedef struct edgert_layout {
+    const char *format;          /**< weight format id, e.g. "int4-asym-g128" */
+    int weight_bits;
+    int group_size;              /**< 0 when not grouped */
+    int symmetric;
+    const char *activation_dtype;/**< e.g. "bf16", "int8", "fp32" */
+    int activation_bits;
+    double bits_per_weight;      /**< stored bits per weight incl. scales/zeros */
+    const char *fallback_dtype;  /**< dtype used when the device lacks bf16, or NULL */
+} edgert_layout;
+
+/** Performance/fidelity figures; a NaN field is unknown. */
+typedef struct edgert_figures {
+    double decode_tokens_per_s;  /**< GEMM-only decode tokens/s on spark-1.7b */
+    double prefill_gflops;       /**< prefill throughput, M = 512 */
+    double top1_agreement;       /**< 0..1, vs dense fp32 on the output head */
+    double kl_mean;              /**< mean KL divergence vs dense fp32 */
+    const char *where;           /**< where they were measured (declared) or the evidence file */
+} edgert_figures;
+
+/** One manifest found, with its verdict. Read-only; owned by the handle. */
+typedef struct edgert_candidate {
+    const char *name;
+    const char *version;
+    const char *vendor;
+    const char *manifest_path;
+    const char *library_path;    /**< resolved absolute-or-relative path, NULL for declarative */
+    const char *processor;       /**< "cpu", "gpu" or "npu" */
+    const char *rationale;
+    const char *notes;
+    edgert_layout layout;
+    int runs_in_process;
+    int verified;                /**< the manifest claims figures measured on real hardware */
+    int reference;               /**< the always-available fallback backend */
+    uint32_t abi_min, abi_max;   /**< ABI range the manifest declares */
+    edgert_figures declared;
+    edgert_figures measured;     /**< from this device's evidence, NaN where none */
+    int eligible;                /**< passed every gate that applies in this mode */
+    int loaded;                  /**< live mode: library loaded and self-tested */
+    size_t reason_count;
+    const char *const *reasons;  /**< stable codes, e.g. "MISSING_CPU_FLAG(amx_tile)" */
+    const char *detail;          /**< human explanation of the first failing gate, or "" */
+    const char *path_chosen;     /**< the loaded instance's describe(), or NULL */
+    /** layout.activation_dtype as it applies on this device: the manifest's
+     *  fallback_dtype when the device lacks bf16, else activation_dtype. */
+    const char *effective_activation_dtype;
+} edgert_candidate;
+
+/** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
+typedef struct edgert_diag {
+    edgert_log_level level;
+    const char *file;            /**< may be NULL */
+    unsigned line, column;       /**< 1-based; 0 when not applicable */
+    const char *message;
+} edgert_diag;
+
+typedef void (*edgert_log_fn)(void *user, edgert_log_level level, const char *message);
+
+/** Options of edgert_open. Zero-initialise, set struct_size, fill what you need. */
+typedef struct edgert_options {
+    uint32_t struct_size;           /**< sizeof(edgert_options) */
+    const char *sysroot;            /**< prefix for every file the probe reads; NULL = "/" */
+    const char *device_profile;     /**< YAML device profile replacing the probe (plan mode) */
+    const char *const *manifest_paths; /**< folders or manifest files; replace env/defaults */
+    size_t manifest_path_count;
+    int ignore_env;                 /**< 1: read no EDGERT_* variable (hermetic tests) */
+    const char *disable;            /**< comma-separated names, added to EDGERT_DISABLE */
+    int strict;                     /**< 1: the reference backend is never eligible */
+    int no_evidence;                /**< 1: ignore measured evidence */
+    const char *evidence_file;      /**< evidence file to read; NULL = the per-user cache */
+    unsigned threads;               /**< thread pool size; 0 = all logical cores */
+    edgert_log_fn log;              /**< NULL: messages at or above log_level go to stderr */
+    void *log_user;
+    int log_level;                  /**< edgert_log_level; default EDGERT_LOG_WARN */
+} edgert_options;
+
+/** Open a handle. On failure *out is NULL and err explains. A bad manifest is
+ *  a diagnostic, not a failure, unless it was named explicitly as a file
+ *  (then EDGERT_E_PARSE); a bad device profile is EDGERT_E_PARSE. */
+edgert_status edgert_open(const edgert_options *options, edgert_ctx **out, char *err,
+                          size_t err_len);
+void edgert_close(edgert_ctx *ctx);
+
+const edgert_device *edgert_device_facts(const edgert_ctx *ctx);
+size_t edgert_candidate_count(const edgert_ctx *ctx);
+const edgert_candidate *edgert_candidate_at(const edgert_ctx *ctx, size_t i);
+const edgert_candidate *edgert_candidate_find(const edgert_ctx *ctx, const char *name);
+size_t edgert_diag_count(const edgert_ctx *ctx);
+const edgert_diag *edgert_diag_at(const edgert_ctx *ctx, size_t i);
+/** Folders searched for manifests, in order, with where each came from. */
+size_t edgert_search_path_count(const edgert_ctx *ctx);
+const char *edgert_search_path_at(const edgert_ctx *ctx, size_t i, const char **origin);
+/** Number of threads of the handle's pool. */
+unsigned edgert_thread_count(const edgert_ctx *ctx);
+
+/**
+ * Rank the eligible candidates for `priority`. With `forced` non-NULL the
+ * selection is that backend, or EDGERT_E_NOT_ELIGIBLE / EDGERT_E_NOT_FOUND with
+ * the reasons in err. With nothing eligible: EDGERT_E_NOT_ELIGIBLE, and *out
+ * is still set (all ranks -1) so callers can explain.
+ */
+edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const char *forced,
+                            edgert_selection **out, char *err, size_t err_len);
+const edgert_candidate *edgert_selection_selected(const edgert_selection *sel);
+edgert_priority edgert_selection_priority(const edgert_selection *sel);
+/** 0-based rank of candidate i (edgert_candidate_at index) or -1 when not ranked. */
+int edgert_selection_rank(const edgert_selection *sel, size_t i);
+/** "measured" or "declared": which figures decided the winner's place
+ *  (against the runner-up, or for its own speed key when alone). */
+const char *edgert_selection_evidence(const edgert_selection *sel);
+/** Ranked candidate indices, best first. */
+size_t edgert_selection_count(const edgert_selection *sel);
+size_t edgert_selection_index(const edgert_selection *sel, size_t r);
+void edgert_selection_free(edgert_selection *sel);
+
+/* --- running a backend -------------------------------------------------- */
+
+/** Create a fresh instance of a loaded, eligible, in-process backend
+ *  (`options` is passed to the plugin's init, e.g. "path=fma"). */
+edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
+                                  edgert_backend **out, char *err, size_t err_len);
+void edgert_backend_close(edgert_backend *b);
+const char *edgert_backend_name(const edgert_backend *b);
+const char *edgert_backend_describe(const edgert_backend *b);
+
+edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_packed **out,
+                          char *err, size_t err_len);
+size_t edgert_packed_bytes(const edgert_packed *p);
+void edgert_packed_free(edgert_packed *p);
+/** y[m][n] = x[m][k] * W^T. */
+edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *args,
+                          char *err, size_t err_len);
+
+/* --- canonical weights helpers ----------------------------------------- */
+
+/** Owning canonical tensor; `view` points into the owned buffers. */
+typedef struct edgert_qtensor {
+    edgert_qweights view;
+    uint8_t *codes;
+    float *scales;
+    uint8_t *zeros; /**< NULL when symmetric */
+} edgert_qtensor;
+
+/** Round-to-nearest quantization of dense fp32 W[n][k] to canonical int4.
+ *  symmetric: z = 8, s = max|w| / 7 (codes clamp to [1,15] .. [0,15]);
+ *  asymmetric: s = (max - min) / 15, z = round(-min / s) clamped to [0,15]. */
+edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32_t group,
+                                  int symmetric, edgert_qtensor *out);
+void edgert_qtensor_free(edgert_qtensor *t);
+/** out[n][k] = s * (q - z). */
+void edgert_dequantize(const edgert_qweights *w, float *out);
+/** Code of W[row][col]. */
+static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint32_t col)
+{
+    uint8_t b = w->codes[(size_t)row * ((w->k + 1u) / 2u) + col / 2u];
+    return (col & 1u) ? (unsigned)(b >> 4) : (unsigned)(b & 15u);
+}
+
+/* --- names --------------------------------------------------------------- */
+const char *edgert_arch_name(edgert_arch a);               /**< "x86_64", "arm64", "unknown" */
+const char *edgert_device_class_name(edgert_device_class c);
+const char *edgert_priority_name(edgert_priority p);
+const char *edgert_cpu_flag_name(edgert_cpu_flag f);       /**< NULL past the end */
+/** Parse names; return 0 on success, -1 if unknown. */
+int edgert_arch_parse(const char *s, edgert_arch *out);
+int edgert_device_class_parse(const char *s, edgert_device_class *out);
+int edgert_priority_parse(const char *s, edgert_priority *out);
+int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDGERT_EDGERT_H */

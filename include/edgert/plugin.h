@@ -1,0 +1,230 @@
+/*
+ * edgert/plugin.h — the ABI a backend vendor implements.
+ *
+ * A backend is a shared object (`.so`) plus a YAML manifest. The core reads
+ * the manifest, checks every requirement it can check without running plugin
+ * code (arch, device class, CPU flags, OS state, file present, checksum) and
+ * only then `dlopen`s the library with RTLD_NOW | RTLD_LOCAL and looks up ONE
+ * symbol: EDGERT_PLUGIN_ENTRY_SYMBOL, of type edgert_plugin_entry_fn.
+ *
+ * Rules for plugins (design.md §3):
+ *   - Plain C. Link against nothing of the core: everything the plugin needs
+ *     from the host comes through the edgert_host table.
+ *   - No global mutable state: per-instance state lives behind `void *state`
+ *     returned by init(). Two hosts in one process must not interfere.
+ *   - Never call exit()/abort(). Errors are edgert_status codes plus a message
+ *     written into a buffer the host owns (`err`, `err_len`, always
+ *     NUL-terminated by the plugin when it writes).
+ *   - Structs that cross the boundary start with their size and only ever grow
+ *     at the end; a reader checks `struct_size` before touching a newer field.
+ *
+ * ABI negotiation: the host calls the entry with the range of ABI versions it
+ * implements [abi_min, abi_max]. The plugin answers with a descriptor whose
+ * `abi_version` lies in that range, or returns EDGERT_E_ABI and explains.
+ *
+ * This header is self-contained: a vendor needs only it (and edgert.h for the
+ * shared status codes, which it includes).
+ */
+#ifndef EDGERT_PLUGIN_H
+#define EDGERT_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgert/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Oldest and newest plugin ABI this header describes. */
+#define EDGERT_PLUGIN_ABI_MIN 1u
+#define EDGERT_PLUGIN_ABI_MAX 1u
+
+/** The one symbol the core looks up in a plugin library. */
+#define EDGERT_PLUGIN_ENTRY_SYMBOL "edgert_plugin_entry"
+
+/** Capability bits of edgert_plugin.caps. */
+#define EDGERT_CAP_GEMM   (1u << 0) /**< pack() + gemm() are implemented */
+#define EDGERT_CAP_EXPORT (1u << 1) /**< export_graph() is implemented  */
+
+/** Log levels for edgert_host.log. */
+typedef enum edgert_log_level {
+    EDGERT_LOG_ERROR = 0,
+    EDGERT_LOG_WARN = 1,
+    EDGERT_LOG_INFO = 2,
+    EDGERT_LOG_DEBUG = 3
+} edgert_log_level;
+
+/**
+ * CPU feature bits, as the core's probe found them *usable* (CPUID/HWCAP and,
+ * on x86, enabled by the OS in XCR0; AMX also needs Linux's permission).
+ * Names match Linux /proc/cpuinfo and the manifests' `requires.cpu_flags`.
+ */
+typedef enum edgert_cpu_flag {
+    /* x86-64 */
+    EDGERT_CPU_SSE4_2 = 0,
+    EDGERT_CPU_AVX,
+    EDGERT_CPU_AVX2,
+    EDGERT_CPU_FMA,
+    EDGERT_CPU_F16C,
+    EDGERT_CPU_AVX_VNNI,
+    EDGERT_CPU_AVX512F,
+    EDGERT_CPU_AVX512BW,
+    EDGERT_CPU_AVX512VL,
+    EDGERT_CPU_AVX512DQ,
+    EDGERT_CPU_AVX512CD,
+    EDGERT_CPU_AVX512_VNNI,
+    EDGERT_CPU_AVX512_BF16,
+    EDGERT_CPU_AVX512_FP16,
+    EDGERT_CPU_AMX_TILE,
+    EDGERT_CPU_AMX_INT8,
+    EDGERT_CPU_AMX_BF16,
+    EDGERT_CPU_AMX_FP16,
+    /* ARM64 (AT_HWCAP / AT_HWCAP2 names) */
+    EDGERT_CPU_ASIMD,
+    EDGERT_CPU_ASIMDHP,
+    EDGERT_CPU_ASIMDDP,
+    EDGERT_CPU_I8MM,
+    EDGERT_CPU_BF16,
+    EDGERT_CPU_SVE,
+    EDGERT_CPU_SVE2,
+    EDGERT_CPU_FLAG_COUNT
+} edgert_cpu_flag;
+
+/** Test whether flag `f` is set in a flag mask. */
+#define EDGERT_HAS_FLAG(mask, f) ((((uint64_t)(mask)) >> (unsigned)(f)) & 1u)
+
+/**
+ * Canonical quantized weights (design.md §5): W[N][K], int4 codes q in [0,15],
+ * group size `group` along K, per (row, group) a scale s and a zero point z:
+ * w = s * (q - z).  The last group of a row is partial when K % group != 0.
+ */
+typedef struct edgert_qweights {
+    uint32_t struct_size;   /**< sizeof(edgert_qweights) */
+    uint32_t n;             /**< output channels (rows of W) */
+    uint32_t k;             /**< inputs (columns of W) */
+    uint32_t group;         /**< group size along K (> 0) */
+    /** Codes, two per byte, low nibble first, along K; each row starts on a
+     *  byte boundary: row stride = (k + 1) / 2 bytes. */
+    const uint8_t *codes;
+    /** Scales [n][groups], groups = ceil(k / group). */
+    const float *scales;
+    /** Zero points [n][groups], each in [0,15]; NULL means symmetric (z = 8). */
+    const uint8_t *zeros;
+    /** Tensor name for error messages (may be NULL). */
+    const char *name;
+} edgert_qweights;
+
+/** Arguments of one GEMM call: y[m][n] = x[m][k] * W^T, fp32 in and out. */
+typedef struct edgert_gemm_args {
+    uint32_t struct_size; /**< sizeof(edgert_gemm_args) */
+    uint32_t m;           /**< rows of x and y (tokens), >= 1 */
+    const float *x;       /**< activations, row stride ldx floats */
+    size_t ldx;           /**< >= k */
+    float *y;             /**< output, row stride ldy floats */
+    size_t ldy;           /**< >= n */
+} edgert_gemm_args;
+
+/** Work function for edgert_host.parallel_for: handles [begin, end). */
+typedef void (*edgert_range_fn)(void *arg, size_t begin, size_t end, unsigned worker);
+
+/**
+ * Services the host offers a plugin. Valid from entry until the host unloads
+ * the plugin. All function pointers are non-NULL.
+ */
+typedef struct edgert_host {
+    uint32_t struct_size;  /**< sizeof(edgert_host) as the host knows it */
+    uint32_t abi_version;  /**< ABI the host negotiated with this plugin */
+    void *host_ctx;        /**< opaque; pass back to every call below */
+    /** printf-style logging, routed to the integrator's log callback. */
+    void (*log)(void *host_ctx, edgert_log_level level, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    /** Aligned allocation (align a power of two >= sizeof(void*)); NULL on failure. */
+    void *(*alloc)(void *host_ctx, size_t size, size_t align);
+    void (*free)(void *host_ctx, void *ptr);
+    /**
+     * Run fn over [0, n) split in chunks of at least `grain` items on the
+     * core's thread pool; returns when all chunks finished. `worker` is in
+     * [0, thread_count) and unique among the chunks of ONE call running at
+     * the same time; calls from inside fn, or while another thread's call is in
+     * flight, run serially on the caller (reporting its index, often 0), so do
+     * not index scratch that outlives the call by `worker` — allocate scratch
+     * per call or per chunk.
+     */
+    void (*parallel_for)(void *host_ctx, size_t n, size_t grain, edgert_range_fn fn, void *arg);
+    /** Number of threads parallel_for may use (>= 1). */
+    unsigned (*thread_count)(void *host_ctx);
+    /** Usable CPU flags of this device (bit i = edgert_cpu_flag i). */
+    uint64_t cpu_flags;
+} edgert_host;
+
+/**
+ * The plugin descriptor. Static, const, owned by the plugin. Grows at the end
+ * only; the host reads a field only if struct_size covers it.
+ */
+typedef struct edgert_plugin {
+    uint32_t struct_size;  /**< sizeof(edgert_plugin) as the plugin was built */
+    uint32_t abi_version;  /**< ABI version the plugin chose, within the host's range */
+    const char *name;      /**< must equal the manifest's `name` */
+    const char *version;   /**< the plugin's own version string */
+    uint32_t caps;         /**< EDGERT_CAP_* bits */
+
+    /**
+     * Create an instance. `options` is a plugin-defined string (may be NULL or
+     * empty), e.g. "path=fma" to force a code path; unknown options must be
+     * refused with EDGERT_E_USAGE. On success *state is the instance.
+     */
+    edgert_status (*init)(const edgert_host *host, const char *options, void **state,
+                          char *err, size_t err_len);
+    /** Destroy an instance (state may be NULL). */
+    void (*fini)(void *state);
+    /** Quick correctness check of the instance on this CPU (e.g. a small GEMM
+     *  against a scalar loop). Called once after init, before any use. */
+    edgert_status (*self_test)(void *state, char *err, size_t err_len);
+    /** Short human description of the code path the instance chose (may be NULL). */
+    const char *(*describe)(void *state);
+
+    /* --- EDGERT_CAP_GEMM --------------------------------------------------- */
+    /**
+     * Pack canonical weights into the plugin's layout. On success *packed is
+     * an opaque handle and *packed_bytes the bytes the packed form occupies.
+     * Refuse what the layout cannot hold (e.g. asymmetric zero points in a
+     * symmetric backend) with EDGERT_E_UNSUPPORTED and a message that names
+     * the tensor. Must not retain pointers into `w`.
+     */
+    edgert_status (*pack)(void *state, const edgert_qweights *w, void **packed,
+                          size_t *packed_bytes, char *err, size_t err_len);
+    /** Free a packed handle (may be NULL). */
+    void (*packed_free)(void *state, void *packed);
+    /** y = x * W^T with the packed weights. Thread-safe for distinct y. */
+    edgert_status (*gemm)(void *state, const void *packed, const edgert_gemm_args *args,
+                          char *err, size_t err_len);
+
+    /* --- EDGERT_CAP_EXPORT ------------------------------------------------- */
+    /**
+     * Export a deployable artifact into directory `out_dir` (created by the
+     * host). `request` is a plugin-defined, NUL-terminated key=value list
+     * (one per line). NULL for plugins without EDGERT_CAP_EXPORT.
+     */
+    edgert_status (*export_graph)(void *state, const char *out_dir, const char *request,
+                                  char *err, size_t err_len);
+} edgert_plugin;
+
+/**
+ * The entry symbol's type. The host offers [abi_min, abi_max]; the plugin sets
+ * *out to its descriptor (abi_version within the range) and returns EDGERT_OK,
+ * or returns EDGERT_E_ABI with a message. `host` is valid until unload.
+ */
+typedef edgert_status (*edgert_plugin_entry_fn)(uint32_t abi_min, uint32_t abi_max,
+                                                const edgert_host *host,
+                                                const edgert_plugin **out, char *err,
+                                                size_t err_len);
+
+/** Declare the entry in a plugin: EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(...) */
+#define EDGERT_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* EDGERT_PLUGIN_H */

@@ -1,0 +1,226 @@
+/*
+ * tests/plugins/tp_common.h — a minimal, honest plugin for the test suite:
+ * a plain dequantize-and-dot GEMM (independent of the reference backend), with
+ * knobs to misbehave on purpose. Each tp_*.c sets the knobs and includes this.
+ *
+ *   TP_NAME            the descriptor's name (default "test-good")
+ *   TP_ABI_LO/HI       ABI versions the plugin can speak (default 1..1)
+ *   TP_CAPS            capability bits (default EDGERT_CAP_GEMM)
+ *   TP_INIT_FAILS      init always refuses
+ *   TP_SELFTEST_FAILS  self_test always reports a mismatch
+ *   TP_ENTRY_NAME      the exported symbol (default edgert_plugin_entry)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "edgert/plugin.h"
+
+#ifndef TP_NAME
+#define TP_NAME "test-good"
+#endif
+#ifndef TP_ABI_LO
+#define TP_ABI_LO 1u
+#endif
+#ifndef TP_ABI_HI
+#define TP_ABI_HI 1u
+#endif
+#ifndef TP_CAPS
+#define TP_CAPS EDGERT_CAP_GEMM
+#endif
+#ifndef TP_ENTRY_NAME
+#define TP_ENTRY_NAME edgert_plugin_entry
+#endif
+
+typedef struct tp_state {
+    const edgert_host *host;
+    unsigned inits;
+} tp_state;
+
+typedef struct tp_packed {
+    uint32_t n, k, groups;
+    float *w; /* dequantized [n][k] — a test plugin may trade memory for simplicity */
+} tp_packed;
+
+static void tp_msg(char *err, size_t len, const char *msg)
+{
+    if (err && len)
+        snprintf(err, len, "%s", msg);
+}
+
+static edgert_status tp_init(const edgert_host *host, const char *options, void **state,
+                             char *err, size_t err_len)
+{
+#ifdef TP_INIT_FAILS
+    (void)host; (void)options; (void)state;
+    tp_msg(err, err_len, "this test plugin always refuses to initialise");
+    return EDGERT_E_PLUGIN;
+#else
+    if (options && *options) {
+        tp_msg(err, err_len, "unknown option (this plugin takes none)");
+        return EDGERT_E_USAGE;
+    }
+    tp_state *s = host->alloc(host->host_ctx, sizeof *s, 16);
+    if (!s) {
+        tp_msg(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    memset(s, 0, sizeof *s);
+    s->host = host;
+    *state = s;
+    return EDGERT_OK;
+#endif
+}
+
+static void tp_fini(void *state)
+{
+    tp_state *s = state;
+    if (s)
+        s->host->free(s->host->host_ctx, s);
+}
+
+static edgert_status tp_pack(void *state, const edgert_qweights *w, void **packed,
+                             size_t *packed_bytes, char *err, size_t err_len)
+{
+    tp_state *s = state;
+    uint32_t groups = (w->k + w->group - 1) / w->group;
+    tp_packed *p = s->host->alloc(s->host->host_ctx, sizeof *p, 16);
+    if (!p) {
+        tp_msg(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    p->n = w->n;
+    p->k = w->k;
+    p->groups = groups;
+    p->w = s->host->alloc(s->host->host_ctx, (size_t)w->n * w->k * sizeof(float), 64);
+    if (!p->w) {
+        s->host->free(s->host->host_ctx, p);
+        tp_msg(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    size_t stride = (w->k + 1) / 2;
+    for (uint32_t r = 0; r < w->n; r++)
+        for (uint32_t c = 0; c < w->k; c++) {
+            uint8_t b = w->codes[(size_t)r * stride + c / 2];
+            int q = (c & 1) ? b >> 4 : b & 15;
+            size_t gi = (size_t)r * groups + c / w->group;
+            int z = w->zeros ? w->zeros[gi] : 8;
+            p->w[(size_t)r * w->k + c] = w->scales[gi] * (float)(q - z);
+        }
+    *packed = p;
+    *packed_bytes = (size_t)w->n * w->k * sizeof(float);
+    return EDGERT_OK;
+}
+
+static void tp_packed_free(void *state, void *packed)
+{
+    tp_state *s = state;
+    tp_packed *p = packed;
+    if (!p)
+        return;
+    s->host->free(s->host->host_ctx, p->w);
+    s->host->free(s->host->host_ctx, p);
+}
+
+struct tp_job {
+    const tp_packed *p;
+    const edgert_gemm_args *a;
+};
+
+static void tp_rows(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    (void)worker;
+    const struct tp_job *j = arg;
+    for (uint32_t m = 0; m < j->a->m; m++)
+        for (size_t r = begin; r < end; r++) {
+            float acc = 0.0f;
+            for (uint32_t c = 0; c < j->p->k; c++)
+                acc += j->a->x[m * j->a->ldx + c] * j->p->w[r * j->p->k + c];
+            j->a->y[m * j->a->ldy + r] = acc;
+        }
+}
+
+static edgert_status tp_gemm(void *state, const void *packed, const edgert_gemm_args *a,
+                             char *err, size_t err_len)
+{
+    tp_state *s = state;
+    struct tp_job j = {packed, a};
+    (void)err; (void)err_len;
+    s->host->parallel_for(s->host->host_ctx, j.p->n, 16, tp_rows, &j);
+    return EDGERT_OK;
+}
+
+static edgert_status tp_self_test(void *state, char *err, size_t err_len)
+{
+#ifdef TP_SELFTEST_FAILS
+    (void)state;
+    tp_msg(err, err_len, "y[0][0] = 1.5, expected 2.5 (deliberate failure of a test plugin)");
+    return EDGERT_E_PLUGIN;
+#else
+    /* 2x4 weights, group 4, symmetric: check one dot product by hand. */
+    uint8_t codes[4] = {0x9A, 0x78, 0x87, 0xA9}; /* row0: 10 9 8 7, row1: 7 8 9 10 */
+    float scales[2] = {0.5f, 0.25f};
+    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "self-test"};
+    void *p = NULL;
+    size_t bytes = 0;
+    edgert_status st = tp_pack(state, &w, &p, &bytes, err, err_len);
+    if (st != EDGERT_OK)
+        return st;
+    float x[4] = {1, 2, 3, 4}, y[2] = {0, 0};
+    edgert_gemm_args a = {sizeof a, 1, x, 4, y, 2};
+    st = tp_gemm(state, p, &a, err, err_len);
+    tp_packed_free(state, p);
+    /* row0: 0.5*(2*1 + 1*2 + 0*3 - 1*4) = 0; row1: 0.25*(-1 + 0 + 3 + 8) = 2.5 */
+    if (st == EDGERT_OK && (y[0] != 0.0f || y[1] != 2.5f)) {
+        tp_msg(err, err_len, "self-test GEMM mismatch");
+        return EDGERT_E_PLUGIN;
+    }
+    return st;
+#endif
+}
+
+static const char *tp_describe(void *state)
+{
+    (void)state;
+    return "test plugin: dequantize once, scalar dot products";
+}
+
+static edgert_status tp_export(void *state, const char *out_dir, const char *request, char *err,
+                               size_t err_len)
+{
+    (void)state; (void)out_dir; (void)request;
+    tp_msg(err, err_len, "test plugin exports nothing");
+    return EDGERT_E_UNSUPPORTED;
+}
+
+static const edgert_plugin tp_descriptor = {
+    .struct_size = sizeof(edgert_plugin),
+    .abi_version = TP_ABI_HI,
+    .name = TP_NAME,
+    .version = "0.0.1",
+    .caps = TP_CAPS,
+    .init = tp_init,
+    .fini = tp_fini,
+    .self_test = tp_self_test,
+    .describe = tp_describe,
+    .pack = tp_pack,
+    .packed_free = tp_packed_free,
+    .gemm = tp_gemm,
+    .export_graph = (TP_CAPS & EDGERT_CAP_EXPORT) ? tp_export : NULL,
+};
+
+EDGERT_PLUGIN_EXPORT edgert_status TP_ENTRY_NAME(uint32_t abi_min, uint32_t abi_max,
+                                                 const edgert_host *host,
+                                                 const edgert_plugin **out, char *err,
+                                                 size_t err_len)
+{
+    (void)host;
+    if (abi_max < TP_ABI_LO || abi_min > TP_ABI_HI) {
+        if (err && err_len)
+            snprintf(err, err_len, "host offers ABI %u..%u, this plugin speaks %u..%u", abi_min,
+                     abi_max, TP_ABI_LO, TP_ABI_HI);
+        return EDGERT_E_ABI;
+    }
+    *out = &tp_descriptor;
+    return EDGERT_OK;
+}

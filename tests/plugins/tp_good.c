@@ -1,0 +1,2 @@
+#define TP_NAME "test-good"
+#include "tp_common.h"

@@ -1,0 +1,209 @@
+/*
+ * tests/test_discovery.c — where manifests are looked for: explicit paths,
+ * EDGERT_MANIFEST_PATH (replaces), EDGERT_ADD_MANIFEST_PATH (prepends), the
+ * defaults, sorted reading, first-wins duplicates, never the current folder.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "edgert/edgert.h"
+#include "test_util.h"
+
+static edgert_ctx *open_with(const char *const *paths, size_t n, int ignore_env, edgert_status *st,
+                             char *err, size_t err_len)
+{
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths;
+    o.manifest_path_count = n;
+    o.ignore_env = ignore_env;
+    o.device_profile = EDGERT_TEST_FIXTURES "/devices/x86-avx2.yaml"; /* plan: no loading */
+    o.threads = 1;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    *st = edgert_open(&o, &ctx, err, err_len);
+    return ctx;
+}
+
+static void clear_env(void)
+{
+    unsetenv("EDGERT_MANIFEST_PATH");
+    unsetenv("EDGERT_ADD_MANIFEST_PATH");
+    unsetenv("EDGERT_DISABLE");
+}
+
+static void test_env_replace_and_add(void **state)
+{
+    (void)state;
+    char *a = tu_tmpdir(), *b = tu_tmpdir(), *c = tu_tmpdir();
+    free(tu_manifest(a, "x.yaml", "from-a", NULL, NULL, NULL));
+    free(tu_manifest(b, "x.yaml", "from-b", NULL, NULL, NULL));
+    free(tu_manifest(c, "x.yaml", "from-c", NULL, NULL, NULL));
+    char err[512];
+    edgert_status st;
+
+    clear_env();
+    setenv("EDGERT_MANIFEST_PATH", a, 1);
+    edgert_ctx *ctx = open_with(NULL, 0, 0, &st, err, sizeof err);
+    assert_int_equal(st, EDGERT_OK);
+    assert_int_equal(edgert_search_path_count(ctx), 1);
+    assert_string_equal(edgert_search_path_at(ctx, 0, NULL), a);
+    assert_non_null(edgert_candidate_find(ctx, "from-a"));
+    edgert_close(ctx);
+
+    /* ADD comes first, MANIFEST_PATH after it. */
+    setenv("EDGERT_ADD_MANIFEST_PATH", b, 1);
+    ctx = open_with(NULL, 0, 0, &st, err, sizeof err);
+    assert_int_equal(edgert_search_path_count(ctx), 2);
+    const char *origin = NULL;
+    assert_string_equal(edgert_search_path_at(ctx, 0, &origin), b);
+    assert_string_equal(origin, "EDGERT_ADD_MANIFEST_PATH");
+    assert_string_equal(edgert_search_path_at(ctx, 1, &origin), a);
+    assert_string_equal(origin, "EDGERT_MANIFEST_PATH");
+    edgert_close(ctx);
+
+    /* Explicit paths replace EDGERT_MANIFEST_PATH (ADD still comes first). */
+    const char *paths[1] = {c};
+    ctx = open_with(paths, 1, 0, &st, err, sizeof err);
+    assert_non_null(edgert_candidate_find(ctx, "from-b"));
+    assert_non_null(edgert_candidate_find(ctx, "from-c"));
+    assert_null(edgert_candidate_find(ctx, "from-a"));
+    edgert_close(ctx);
+
+    /* ignore_env: nothing from the environment. */
+    ctx = open_with(paths, 1, 1, &st, err, sizeof err);
+    assert_null(edgert_candidate_find(ctx, "from-b"));
+    assert_int_equal(edgert_search_path_count(ctx), 1);
+    edgert_close(ctx);
+
+    /* Disable list from the environment. */
+    setenv("EDGERT_DISABLE", "from-c, other", 1);
+    ctx = open_with(paths, 1, 0, &st, err, sizeof err);
+    assert_false(edgert_candidate_find(ctx, "from-c")->eligible);
+    edgert_close(ctx);
+    clear_env();
+    tu_rmrf(a);
+    tu_rmrf(b);
+    tu_rmrf(c);
+}
+
+/* Empty elements and relative folders in the variables are skipped with a
+ * warning: the current directory is never searched. */
+static void test_never_cwd(void **state)
+{
+    (void)state;
+    char *cwd = tu_tmpdir(), *a = tu_tmpdir();
+    free(tu_manifest(cwd, "evil.yaml", "from-cwd", NULL, NULL, NULL));
+    free(tu_manifest(a, "ok.yaml", "from-a", NULL, NULL, NULL));
+    char old[4096];
+    assert_non_null(getcwd(old, sizeof old));
+    assert_int_equal(chdir(cwd), 0);
+    char list[8192];
+    snprintf(list, sizeof list, ":.:%s::relative/dir", a);
+    clear_env();
+    setenv("EDGERT_MANIFEST_PATH", list, 1);
+    char err[512];
+    edgert_status st;
+    edgert_ctx *ctx = open_with(NULL, 0, 0, &st, err, sizeof err);
+    assert_int_equal(st, EDGERT_OK);
+    assert_null(edgert_candidate_find(ctx, "from-cwd"));
+    assert_non_null(edgert_candidate_find(ctx, "from-a"));
+    assert_int_equal(edgert_search_path_count(ctx), 1);
+    int warnings = 0;
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
+        warnings += edgert_diag_at(ctx, i)->level == EDGERT_LOG_WARN;
+    assert_true(warnings >= 3);
+    edgert_close(ctx);
+    clear_env();
+
+    /* With no variables and no explicit paths: the defaults, never cwd. */
+    ctx = open_with(NULL, 0, 1, &st, err, sizeof err);
+    assert_null(edgert_candidate_find(ctx, "from-cwd"));
+    for (size_t i = 0; i < edgert_search_path_count(ctx); i++) {
+        const char *origin = NULL;
+        const char *p = edgert_search_path_at(ctx, i, &origin);
+        assert_true(p[0] == '/');
+        assert_non_null(strstr(origin, "default"));
+    }
+    /* The test binary runs from the build tree: its backends folder is searched. */
+    int build = 0;
+    for (size_t i = 0; i < edgert_search_path_count(ctx); i++)
+        build |= strcmp(edgert_search_path_at(ctx, i, NULL), EDGERT_TEST_BACKEND_DIR) == 0;
+    assert_true(build);
+    assert_non_null(edgert_candidate_find(ctx, "ref-w4a16"));
+    edgert_close(ctx);
+    assert_int_equal(chdir(old), 0);
+    tu_rmrf(cwd);
+    tu_rmrf(a);
+}
+
+/* Sorted reading, first wins, the loser is reported; non-YAML files ignored. */
+static void test_sorted_first_wins(void **state)
+{
+    (void)state;
+    char *d = tu_tmpdir();
+    /* Written in reverse order: readdir order must not matter. */
+    free(tu_manifest(d, "b.yaml", "same", NULL, NULL, "notes: \"from b\"\n"));
+    free(tu_manifest(d, "a.yml", "same", NULL, NULL, "notes: \"from a\"\n"));
+    free(tu_manifest(d, "c.yaml.bak", "bak", NULL, NULL, NULL));
+    free(tu_manifest(d, ".hidden.yaml", "hidden", NULL, NULL, NULL));
+    const char *paths[1] = {d};
+    char err[512];
+    edgert_status st;
+    edgert_ctx *ctx = open_with(paths, 1, 1, &st, err, sizeof err);
+    assert_int_equal(st, EDGERT_OK);
+    assert_int_equal(edgert_candidate_count(ctx), 1);
+    assert_string_equal(edgert_candidate_find(ctx, "same")->notes, "from a");
+    int reported = 0;
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+        const edgert_diag *g = edgert_diag_at(ctx, i);
+        if (g->file && strstr(g->file, "b.yaml") && strstr(g->message, "first wins"))
+            reported = 1;
+    }
+    assert_true(reported);
+    edgert_close(ctx);
+    tu_rmrf(d);
+}
+
+/* A bad manifest in a folder is skipped; named explicitly it is fatal. */
+static void test_explicit_files(void **state)
+{
+    (void)state;
+    char *d = tu_tmpdir();
+    char *good = tu_manifest(d, "good.yaml", "good", NULL, NULL, NULL);
+    char *bad = tu_write(d, "bad.yaml", "manifest_version: 1\nname: bad\nlayout: 3\n");
+    char err[512];
+    edgert_status st;
+    const char *folder[1] = {d};
+    edgert_ctx *ctx = open_with(folder, 1, 1, &st, err, sizeof err);
+    assert_int_equal(st, EDGERT_OK);
+    assert_non_null(edgert_candidate_find(ctx, "good"));
+    edgert_close(ctx);
+
+    const char *files[2] = {good, bad};
+    ctx = open_with(files, 2, 1, &st, err, sizeof err);
+    assert_null(ctx);
+    assert_int_equal(st, EDGERT_E_PARSE);
+    assert_non_null(strstr(err, "bad.yaml:"));
+
+    const char *missing[1] = {"/nonexistent/edgert/manifest.yaml"};
+    ctx = open_with(missing, 1, 1, &st, err, sizeof err);
+    assert_null(ctx);
+    assert_int_equal(st, EDGERT_E_NOT_FOUND);
+    free(good);
+    free(bad);
+    tu_rmrf(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_env_replace_and_add),
+        cmocka_unit_test(test_never_cwd),
+        cmocka_unit_test(test_sorted_first_wins),
+        cmocka_unit_test(test_explicit_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,366 @@
+/*
+ * tests/test_loader.c — gated loading: every reason code, in live mode on
+ * this machine, with test-only plugins; and a backend run end to end through
+ * the host table.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "edgert/edgert.h"
+#include "internal.h"
+#include "test_util.h"
+
+static edgert_ctx *open_dir(const char *dir, const char *disable, int strict, edgert_status *st_out)
+{
+    const char *paths[1] = {dir};
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.ignore_env = 1;
+    o.disable = disable;
+    o.strict = strict;
+    o.threads = 2;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    char err[512] = "";
+    edgert_status st = edgert_open(&o, &ctx, err, sizeof err);
+    if (st_out)
+        *st_out = st;
+    if (st != EDGERT_OK)
+        print_message("edgert_open: %s\n", err);
+    return ctx;
+}
+
+static int has_reason(const edgert_candidate *c, const char *prefix)
+{
+    for (size_t i = 0; i < c->reason_count; i++)
+        if (strncmp(c->reasons[i], prefix, strlen(prefix)) == 0)
+            return 1;
+    return 0;
+}
+
+/* One manifest for one plugin in a fresh folder; returns the verdict. */
+struct one {
+    char *dir;
+    edgert_ctx *ctx;
+    const edgert_candidate *c;
+};
+
+static void one_open(struct one *o, const char *name, const char *plugin_base, const char *extra)
+{
+    o->dir = tu_tmpdir();
+    assert_non_null(o->dir);
+    char *lib = plugin_base ? tu_plugin(plugin_base) : NULL;
+    free(tu_manifest(o->dir, "m.yaml", name, lib, NULL, extra));
+    free(lib);
+    o->ctx = open_dir(o->dir, NULL, 0, NULL);
+    assert_non_null(o->ctx);
+    o->c = edgert_candidate_find(o->ctx, name);
+    assert_non_null(o->c);
+}
+
+static void one_close(struct one *o)
+{
+    edgert_close(o->ctx);
+    tu_rmrf(o->dir);
+}
+
+static void expect_rejected(const char *name, const char *plugin, const char *extra,
+                            const char *reason)
+{
+    struct one o;
+    one_open(&o, name, plugin, extra);
+    if (!has_reason(o.c, reason))
+        fail_msg("%s: expected reason %s, got %zu reasons (%s) detail '%s'", name, reason,
+                 o.c->reason_count, o.c->reason_count ? o.c->reasons[0] : "-", o.c->detail);
+    assert_false(o.c->eligible);
+    assert_false(o.c->loaded);
+    assert_true(strlen(o.c->detail) > 0);
+    one_close(&o);
+}
+
+static void test_good_plugin_loads(void **state)
+{
+    (void)state;
+    struct one o;
+    one_open(&o, "test-good", "tp_good", NULL);
+    assert_true(o.c->eligible);
+    assert_true(o.c->loaded);
+    assert_int_equal(o.c->reason_count, 0);
+    assert_non_null(o.c->path_chosen);
+    one_close(&o);
+}
+
+static void test_reason_codes(void **state)
+{
+    (void)state;
+    expect_rejected("test-abi2", "tp_abi2", NULL, "ABI_UNSUPPORTED");
+    expect_rejected("test-noentry", "tp_noentry", NULL, "NO_ENTRY_SYMBOL");
+    expect_rejected("test-selftest-fail", "tp_selftest_fail", NULL, "SELF_TEST_FAILED");
+    expect_rejected("test-init-fail", "tp_init_fail", NULL, "INIT_FAILED");
+    expect_rejected("test-badname", "tp_badname", NULL, "NAME_MISMATCH(someone-else)");
+    expect_rejected("test-nogemm", "tp_nogemm", NULL, "MISSING_CAPABILITY(gemm)");
+    expect_rejected("test-undefined", "tp_undefined", NULL, "DLOPEN_FAILED(");
+    expect_rejected("test-missing", "no_such_plugin", NULL, "LIBRARY_MISSING");
+}
+
+static void test_not_a_library(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char *fake = tu_write(dir, "libfake.so", "this is not an ELF file\n");
+    free(tu_manifest(dir, "m.yaml", "test-fake", fake, NULL, NULL));
+    edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+    const edgert_candidate *c = edgert_candidate_find(ctx, "test-fake");
+    assert_non_null(c);
+    assert_true(has_reason(c, "DLOPEN_FAILED("));
+    /* dlerror's text is part of the code, so a user sees why. */
+    assert_non_null(strstr(c->reasons[0], "libfake.so"));
+    edgert_close(ctx);
+    free(fake);
+    tu_rmrf(dir);
+}
+
+static void test_checksum(void **state)
+{
+    (void)state;
+    char *lib = tu_plugin("tp_good");
+    uint64_t h = 0;
+    assert_int_equal(er_file_xxh3(lib, &h), 0);
+    char extra[128];
+
+    snprintf(extra, sizeof extra, "checksum: \"xxh3-64:%016llx\"\n", (unsigned long long)h);
+    struct one o;
+    one_open(&o, "test-good", "tp_good", extra);
+    assert_true(o.c->loaded);
+    one_close(&o);
+
+    snprintf(extra, sizeof extra, "checksum: \"xxh3-64:%016llx\"\n", (unsigned long long)(h ^ 1));
+    expect_rejected("test-good", "tp_good", extra, "CHECKSUM_MISMATCH");
+    free(lib);
+}
+
+/* The trap plugin dies when loaded: these pass only if the gates stop the
+ * core before dlopen. */
+static void test_gates_run_no_plugin_code(void **state)
+{
+    (void)state;
+    char *empty = tu_tmpdir();
+    edgert_ctx *ctx = open_dir(empty, NULL, 0, NULL);
+    assert_non_null(ctx);
+    const edgert_device *d = edgert_device_facts(ctx);
+    const char *other_arch = d->arch == EDGERT_ARCH_X86_64 ? "arm64" : "x86_64";
+    /* A flag of this arch the CPU lacks, if any. */
+    const char *missing = NULL;
+    unsigned lo = d->arch == EDGERT_ARCH_X86_64 ? EDGERT_CPU_SSE4_2 : EDGERT_CPU_ASIMD;
+    unsigned hi = d->arch == EDGERT_ARCH_X86_64 ? EDGERT_CPU_AMX_FP16 : EDGERT_CPU_SVE2;
+    for (unsigned f = lo; f <= hi && !missing; f++)
+        if (!EDGERT_HAS_FLAG(d->cpu_flags, f) && !EDGERT_HAS_FLAG(d->cpu_flags_os_disabled, f))
+            missing = edgert_cpu_flag_name((edgert_cpu_flag)f);
+    edgert_close(ctx);
+    tu_rmrf(empty);
+
+    char extra[256];
+    /* WRONG_ARCH: the manifest's arch line overrides tu_manifest's "any". */
+    char *dir = tu_tmpdir();
+    char *lib = tu_plugin("tp_trap");
+    tu_write(dir, "m.yaml",
+             "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
+             "library: \"%s\"\nabi: {min: 1, max: 1}\narch: %s\ndevice_classes: [x86_cpu, arm64_cpu]\n"
+             "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
+             "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
+             lib, other_arch);
+    ctx = open_dir(dir, NULL, 0, NULL);
+    const edgert_candidate *c = edgert_candidate_find(ctx, "test-trap");
+    assert_non_null(c);
+    assert_true(has_reason(c, "WRONG_ARCH"));
+    assert_false(c->loaded);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+
+    /* WRONG_DEVICE_CLASS */
+    dir = tu_tmpdir();
+    tu_write(dir, "m.yaml",
+             "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
+             "library: \"%s\"\nabi: {min: 1, max: 1}\narch: any\ndevice_classes: [npu_phone]\n"
+             "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
+             "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
+             lib);
+    ctx = open_dir(dir, NULL, 0, NULL);
+    c = edgert_candidate_find(ctx, "test-trap");
+    assert_true(has_reason(c, "WRONG_DEVICE_CLASS"));
+    edgert_close(ctx);
+    tu_rmrf(dir);
+
+    /* MISSING_CPU_FLAG(<flag>) */
+    if (missing) {
+        snprintf(extra, sizeof extra, "requires: {cpu_flags: [%s]}\n", missing);
+        char want[64];
+        snprintf(want, sizeof want, "MISSING_CPU_FLAG(%s)", missing);
+        expect_rejected("test-trap", "tp_trap", extra, want);
+    } else {
+        print_message("this CPU has every flag of its arch: MISSING_CPU_FLAG not exercised live\n");
+    }
+    /* DISABLED_BY_USER */
+    dir = tu_tmpdir();
+    free(tu_manifest(dir, "m.yaml", "test-trap", lib, NULL, NULL));
+    ctx = open_dir(dir, "other,test-trap", 0, NULL);
+    c = edgert_candidate_find(ctx, "test-trap");
+    assert_true(has_reason(c, "DISABLED_BY_USER"));
+    edgert_close(ctx);
+    tu_rmrf(dir);
+    /* ABI range in the manifest that the core does not speak: refused before load. */
+    dir = tu_tmpdir();
+    tu_write(dir, "m.yaml",
+             "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
+             "library: \"%s\"\nabi: {min: 7, max: 9}\narch: any\ndevice_classes: [x86_cpu, arm64_cpu]\n"
+             "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
+             "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
+             lib);
+    ctx = open_dir(dir, NULL, 0, NULL);
+    c = edgert_candidate_find(ctx, "test-trap");
+    assert_true(has_reason(c, "ABI_UNSUPPORTED"));
+    edgert_close(ctx);
+    tu_rmrf(dir);
+    free(lib);
+}
+
+/* A failing plugin does not stop the others from loading. */
+static void test_skip_and_continue(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    const char *plugins[][2] = {{"test-abi2", "tp_abi2"},         {"test-good", "tp_good"},
+                                {"test-noentry", "tp_noentry"},   {"test-fast", "tp_fast"},
+                                {"test-selftest-fail", "tp_selftest_fail"}};
+    for (size_t i = 0; i < 5; i++) {
+        char *lib = tu_plugin(plugins[i][1]);
+        char file[64];
+        snprintf(file, sizeof file, "%zu.yaml", i);
+        free(tu_manifest(dir, file, plugins[i][0], lib, NULL, NULL));
+        free(lib);
+    }
+    tu_write(dir, "9-broken.yaml", "manifest_version: 1\nname: [oops\n");
+    edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+    assert_non_null(ctx);
+    assert_int_equal(edgert_candidate_count(ctx), 5);
+    assert_true(edgert_candidate_find(ctx, "test-good")->loaded);
+    assert_true(edgert_candidate_find(ctx, "test-fast")->loaded);
+    assert_false(edgert_candidate_find(ctx, "test-abi2")->eligible);
+    int saw_broken = 0;
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+        const edgert_diag *d = edgert_diag_at(ctx, i);
+        if (d->level == EDGERT_LOG_ERROR && d->file && strstr(d->file, "9-broken.yaml") && d->line >= 2)
+            saw_broken = 1;
+    }
+    assert_true(saw_broken);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
+/* Pack + GEMM through the public API with the test plugin and with the real
+ * reference backend, compared with each other. Exercises the host table
+ * (alloc, parallel_for over the pool). */
+static void test_run_backends(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char *lib = tu_plugin("tp_good");
+    free(tu_manifest(dir, "m.yaml", "test-good", lib, NULL, NULL));
+    free(lib);
+    const char *paths[2] = {dir, EDGERT_TEST_BACKEND_DIR};
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths;
+    o.manifest_path_count = 2;
+    o.ignore_env = 1;
+    o.threads = 2;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    char err[512] = "";
+    assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
+    const edgert_candidate *ref = edgert_candidate_find(ctx, "ref-w4a16");
+    assert_non_null(ref);
+    assert_true(ref->loaded);
+
+    const uint32_t n = 37, k = 300, m = 3;
+    float *w = malloc(sizeof(float) * n * k), *x = malloc(sizeof(float) * m * k);
+    float *y1 = calloc(m * n, sizeof(float)), *y2 = calloc(m * n, sizeof(float));
+    for (uint32_t i = 0; i < n * k; i++)
+        w[i] = sinf((float)i * 0.37f) * 0.05f;
+    for (uint32_t i = 0; i < m * k; i++)
+        x[i] = cosf((float)i * 0.11f);
+    edgert_qtensor q;
+    assert_int_equal(edgert_quantize_rtn(w, n, k, 128, 0, &q), EDGERT_OK);
+
+    const char *names[2] = {"test-good", "ref-w4a16"};
+    float *ys[2] = {y1, y2};
+    for (int b = 0; b < 2; b++) {
+        edgert_backend *be = NULL;
+        assert_int_equal(edgert_backend_open(ctx, names[b], NULL, &be, err, sizeof err), EDGERT_OK);
+        edgert_packed *p = NULL;
+        assert_int_equal(edgert_pack(be, &q.view, &p, err, sizeof err), EDGERT_OK);
+        assert_true(edgert_packed_bytes(p) > 0);
+        edgert_gemm_args a = {sizeof a, m, x, k, ys[b], n};
+        assert_int_equal(edgert_gemm(be, p, &a, err, sizeof err), EDGERT_OK);
+        edgert_packed_free(p);
+        edgert_backend_close(be);
+    }
+    for (uint32_t i = 0; i < m * n; i++)
+        assert_true(fabsf(y1[i] - y2[i]) <= 1e-4f * (1.0f + fabsf(y2[i])));
+
+    /* Bogus options are refused by the plugin, with its message. */
+    edgert_backend *be = NULL;
+    assert_int_not_equal(edgert_backend_open(ctx, "ref-w4a16", "path=warp-drive", &be, err, sizeof err),
+                         EDGERT_OK);
+    assert_null(be);
+    assert_true(strlen(err) > 0);
+    /* A non-loaded backend cannot be opened, and says why. */
+    assert_int_equal(edgert_backend_open(ctx, "nope", NULL, &be, err, sizeof err), EDGERT_E_NOT_FOUND);
+
+    edgert_qtensor_free(&q);
+    free(w); free(x); free(y1); free(y2);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
+/* Two handles in one process do not interfere. */
+static void test_two_handles(void **state)
+{
+    (void)state;
+    char *d1 = tu_tmpdir(), *d2 = tu_tmpdir();
+    char *lib = tu_plugin("tp_good");
+    free(tu_manifest(d1, "m.yaml", "test-good", lib, NULL, NULL));
+    free(lib);
+    lib = tu_plugin("tp_fast");
+    free(tu_manifest(d2, "m.yaml", "test-fast", lib, NULL, NULL));
+    free(lib);
+    edgert_ctx *a = open_dir(d1, NULL, 0, NULL), *b = open_dir(d2, "test-fast", 0, NULL);
+    assert_non_null(edgert_candidate_find(a, "test-good"));
+    assert_null(edgert_candidate_find(a, "test-fast"));
+    assert_true(edgert_candidate_find(a, "test-good")->eligible);
+    assert_false(edgert_candidate_find(b, "test-fast")->eligible); /* disabled in b only */
+    edgert_close(b);
+    assert_true(edgert_candidate_find(a, "test-good")->loaded);
+    edgert_close(a);
+    tu_rmrf(d1);
+    tu_rmrf(d2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_good_plugin_loads),
+        cmocka_unit_test(test_reason_codes),
+        cmocka_unit_test(test_not_a_library),
+        cmocka_unit_test(test_checksum),
+        cmocka_unit_test(test_gates_run_no_plugin_code),
+        cmocka_unit_test(test_skip_and_continue),
+        cmocka_unit_test(test_run_backends),
+        cmocka_unit_test(test_two_handles),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

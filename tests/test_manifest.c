@@ -1,0 +1,759 @@
+/*
+ * tests/test_manifest.c — manifest parsing and validation (core/manifest.c).
+ *
+ * - every shipped manifest (manifests/ folder, *.yaml) loads cleanly, with its key facts;
+ * - every good fixture loads; unknown keys are warnings at exact positions;
+ * - every bad fixture fails with EDGERT_E_PARSE and exactly one error whose
+ *   file, line, column and message are asserted; the multi-error fixture
+ *   reports all of its problems;
+ * - size limit, missing files, relative paths, argument checks; under
+ *   -fsanitize=address,undefined nothing leaks.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define FIXTURES EDGERT_TEST_FIXTURES "/manifests"
+#define GOOD FIXTURES "/good"
+#define BAD FIXTURES "/bad"
+#define SHIPPED EDGERT_TEST_FIXTURES "/../../manifests"
+
+#define FLAG(x) (1ull << EDGERT_CPU_##x)
+#define CLASS(x) (1u << EDGERT_CLASS_##x)
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static void print_diags(const char *what, const er_diags *d)
+{
+    for (size_t i = 0; i < d->count; i++)
+        fprintf(stderr, "  [%s] %s %s:%u:%u: %s\n", what,
+                d->items[i].level == EDGERT_LOG_ERROR ? "error" : "warning",
+                d->items[i].file ? d->items[i].file : "-", d->items[i].line, d->items[i].column,
+                d->items[i].message);
+}
+
+static size_t count_level(const er_diags *d, edgert_log_level level)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < d->count; i++)
+        n += d->items[i].level == level;
+    return n;
+}
+
+/* The diagnostic of `level` whose message contains `needle`, or NULL. */
+static const edgert_diag *find_diag(const er_diags *d, edgert_log_level level, const char *needle)
+{
+    for (size_t i = 0; i < d->count; i++)
+        if (d->items[i].level == level && strstr(d->items[i].message, needle))
+            return &d->items[i];
+    return NULL;
+}
+
+static int is_zeroed(const er_manifest *m)
+{
+    static const er_manifest zero;
+    return memcmp(m, &zero, sizeof zero) == 0;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted, NULL-terminated list of the *.yaml file names in `dir`. */
+static char **list_yaml(const char *dir, size_t *count)
+{
+    DIR *dp = opendir(dir);
+    assert_non_null(dp);
+    size_t n = 0, cap = 16;
+    char **names = calloc(cap + 1, sizeof *names);
+    assert_non_null(names);
+    struct dirent *e;
+    while ((e = readdir(dp)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".yaml") != 0)
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            names = realloc(names, (cap + 1) * sizeof *names);
+            assert_non_null(names);
+        }
+        names[n] = strdup(e->d_name);
+        assert_non_null(names[n]);
+        n++;
+    }
+    closedir(dp);
+    names[n] = NULL;
+    qsort(names, n, sizeof *names, by_name);
+    *count = n;
+    return names;
+}
+
+static char *join(const char *dir, const char *file)
+{
+    size_t len = strlen(dir) + 1 + strlen(file) + 1;
+    char *p = malloc(len);
+    assert_non_null(p);
+    snprintf(p, len, "%s/%s", dir, file);
+    return p;
+}
+
+/* Load a manifest that must be valid: OK and no error diagnostic. */
+static void load_ok(const char *path, er_manifest *m, er_diags *d)
+{
+    edgert_status st = er_manifest_load(path, m, d);
+    if (st != EDGERT_OK || count_level(d, EDGERT_LOG_ERROR) != 0)
+        print_diags(path, d);
+    assert_int_equal(st, EDGERT_OK);
+    assert_int_equal(count_level(d, EDGERT_LOG_ERROR), 0);
+    assert_string_equal(m->path, path);
+}
+
+/* ---- shipped manifests --------------------------------------------------- */
+
+typedef struct shipped {
+    const char *name;
+    const char *library; /* NULL: declarative */
+    edgert_arch arch;
+    uint32_t classes;
+    uint64_t requires_flags, uses_flags;
+    const char *processor;
+    const char *format;
+    int weight_bits, group_size, symmetric;
+    const char *activation_dtype;
+    int activation_bits;
+    double bits_per_weight;
+    const char *fallback_dtype;
+    int runs_in_process;
+    double decode; /* NAN: none declared */
+} shipped;
+
+static const shipped shipped_facts[] = {
+    {"amx-w4a8", "libedgert-amx-w4a8.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
+     FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL) | FLAG(AVX512_VNNI) | FLAG(AMX_TILE) |
+         FLAG(AMX_INT8),
+     0, "cpu", "int4-sym-g128", 4, 128, 1, "int8", 8, 4.125, NULL, 1, 86.6},
+    {"avx512-w4a16", "libedgert-avx512-w4a16.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
+     FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL),
+     FLAG(AVX512_BF16) | FLAG(AVX512_VNNI) | FLAG(AMX_BF16), "cpu", "int4-asym-g128", 4, 128, 0,
+     "bf16", 16, 4.25, NULL, 1, 80.0},
+    {"neon-w4a16", "libedgert-neon-w4a16.so", EDGERT_ARCH_ARM64,
+     CLASS(ARM64_CPU) | CLASS(JETSON) | CLASS(NPU_PHONE), FLAG(ASIMD),
+     FLAG(ASIMDHP) | FLAG(ASIMDDP) | FLAG(I8MM) | FLAG(BF16), "cpu", "int4-asym-g128", 4, 128, 0,
+     "fp16", 16, 4.25, NULL, 1, NAN},
+    {"npu-export", "libedgert-npu-export.so", EDGERT_ARCH_UNKNOWN, CLASS(NPU_PHONE), 0, 0, "npu",
+     "w8a16-qdq", 8, 0, 1, "uint16", 16, 8.0, NULL, 0, NAN},
+    {"gpu-dense", NULL, EDGERT_ARCH_UNKNOWN, CLASS(CUDA_DISCRETE) | CLASS(JETSON), 0, 0, "gpu",
+     "dense", 16, 0, 1, "bf16", 16, 16.0, "fp16", 0, NAN},
+};
+#define SHIPPED_COUNT (sizeof shipped_facts / sizeof shipped_facts[0])
+
+static void check_shipped_facts(const er_manifest *m, const shipped *f)
+{
+    if (f->library) {
+        assert_non_null(m->library);
+        assert_string_equal(m->library, f->library);
+        assert_int_equal(m->abi_min, 1);
+        assert_int_equal(m->abi_max, 1);
+    } else {
+        assert_null(m->library);
+        assert_null(m->library_path);
+    }
+    assert_int_equal(m->arch, f->arch);
+    assert_int_equal(m->device_classes, f->classes);
+    assert_true(m->requires_flags == f->requires_flags);
+    assert_true(m->uses_flags == f->uses_flags);
+    assert_string_equal(m->processor, f->processor);
+    assert_string_equal(m->layout_format, f->format);
+    assert_int_equal(m->weight_bits, f->weight_bits);
+    assert_int_equal(m->group_size, f->group_size);
+    assert_int_equal(m->symmetric, f->symmetric);
+    assert_string_equal(m->activation_dtype, f->activation_dtype);
+    assert_int_equal(m->activation_bits, f->activation_bits);
+    assert_true(m->bits_per_weight == f->bits_per_weight);
+    if (f->fallback_dtype)
+        assert_string_equal(m->fallback_dtype, f->fallback_dtype);
+    else
+        assert_null(m->fallback_dtype);
+    assert_int_equal(m->runs_in_process, f->runs_in_process);
+    assert_int_equal(m->verified, 0); /* nothing was measured by edgert yet */
+    assert_int_equal(m->reference, 0);
+    assert_false(m->has_checksum);
+    if (isnan(f->decode)) {
+        assert_true(isnan(m->declared.decode_tokens_per_s));
+        assert_null(m->declared.where);
+    } else {
+        assert_true(m->declared.decode_tokens_per_s == f->decode);
+        assert_non_null(m->declared.where);
+        assert_non_null(strstr(m->declared.where, "not measured by edgert"));
+    }
+    assert_true(isnan(m->declared.prefill_gflops));
+    assert_true(isnan(m->declared.top1_agreement));
+    assert_true(isnan(m->declared.kl_mean));
+}
+
+static void test_shipped_manifests(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char **files = list_yaml(SHIPPED, &n);
+    int seen[SHIPPED_COUNT] = {0};
+    int references = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *path = join(SHIPPED, files[i]);
+        er_diags d = {0};
+        er_manifest m;
+        load_ok(path, &m, &d);
+        if (d.count)
+            print_diags(path, &d);
+        assert_int_equal(d.count, 0); /* not even a warning */
+
+        /* The file is named after the backend. */
+        size_t stem = strlen(files[i]) - strlen(".yaml");
+        assert_int_equal(strlen(m.name), stem);
+        assert_memory_equal(m.name, files[i], stem);
+        assert_string_equal(m.dir, SHIPPED);
+        assert_non_null(m.rationale);
+        assert_true(m.rationale[0] != '\0');
+        if (m.library) {
+            char *want = join(SHIPPED, m.library);
+            assert_string_equal(m.library_path, want);
+            free(want);
+        }
+        references += m.reference;
+        if (strcmp(m.name, "ref-w4a16") == 0) { /* written elsewhere: the essentials */
+            assert_int_equal(m.reference, 1);
+            assert_non_null(m.library);
+            assert_int_equal(m.runs_in_process, 1);
+        }
+        for (size_t k = 0; k < SHIPPED_COUNT; k++) {
+            if (strcmp(m.name, shipped_facts[k].name) != 0)
+                continue;
+            check_shipped_facts(&m, &shipped_facts[k]);
+            seen[k] = 1;
+        }
+        er_manifest_free(&m);
+        er_diags_free(&d);
+        free(path);
+    }
+    for (size_t k = 0; k < SHIPPED_COUNT; k++) {
+        if (!seen[k])
+            fprintf(stderr, "shipped manifest %s.yaml not found\n", shipped_facts[k].name);
+        assert_true(seen[k]);
+    }
+    assert_true(references <= 1);
+    er_strlist_free(files);
+}
+
+/* ---- good fixtures ------------------------------------------------------- */
+
+static void test_good_fixtures_load(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char **files = list_yaml(GOOD, &n);
+    assert_true(n >= 5);
+    for (size_t i = 0; i < n; i++) {
+        char *path = join(GOOD, files[i]);
+        er_diags d = {0};
+        er_manifest m;
+        load_ok(path, &m, &d);
+        assert_string_equal(m.dir, GOOD);
+        er_manifest_free(&m);
+        er_diags_free(&d);
+        free(path);
+    }
+    er_strlist_free(files);
+}
+
+static void test_minimal(void **state)
+{
+    (void)state;
+    er_diags d = {0};
+    er_manifest m;
+    load_ok(GOOD "/minimal.yaml", &m, &d);
+    assert_int_equal(d.count, 0);
+    assert_string_equal(m.name, "minimal");
+    assert_string_equal(m.version, "1"); /* a plain scalar read as text */
+    assert_string_equal(m.vendor, "edgert-tests");
+    assert_null(m.library);
+    assert_null(m.library_path);
+    assert_false(m.has_checksum);
+    assert_int_equal(m.abi_min, 0);
+    assert_int_equal(m.abi_max, 0);
+    assert_int_equal(m.arch, EDGERT_ARCH_UNKNOWN);
+    assert_int_equal(m.device_classes, CLASS(X86_CPU));
+    assert_true(m.requires_flags == 0);
+    assert_true(m.uses_flags == 0);
+    assert_string_equal(m.processor, "cpu"); /* the default */
+    assert_int_equal(m.reference, 0);
+    assert_string_equal(m.layout_format, "dense");
+    assert_int_equal(m.weight_bits, 16);
+    assert_int_equal(m.group_size, 0);
+    assert_int_equal(m.symmetric, 1);
+    assert_string_equal(m.activation_dtype, "fp32");
+    assert_int_equal(m.activation_bits, 32); /* from the dtype */
+    assert_true(m.bits_per_weight == 16.0);
+    assert_null(m.fallback_dtype);
+    assert_int_equal(m.runs_in_process, 0);
+    assert_int_equal(m.verified, 0);
+    assert_string_equal(m.rationale, "The smallest valid manifest.");
+    assert_null(m.notes);
+    assert_null(m.plugin_options);
+    assert_true(isnan(m.declared.decode_tokens_per_s));
+    assert_true(isnan(m.declared.prefill_gflops));
+    assert_true(isnan(m.declared.top1_agreement));
+    assert_true(isnan(m.declared.kl_mean));
+    assert_null(m.declared.where);
+    assert_null(m.declared_where);
+    er_manifest_free(&m);
+    assert_true(is_zeroed(&m));
+    er_manifest_free(&m); /* freeing twice is harmless */
+    er_diags_free(&d);
+}
+
+static void test_all_fields(void **state)
+{
+    (void)state;
+    er_diags d = {0};
+    er_manifest m;
+    load_ok(GOOD "/all-fields.yaml", &m, &d);
+    assert_int_equal(d.count, 0);
+    assert_string_equal(m.name, "all-fields.v2_x");
+    assert_string_equal(m.version, "2.3.4");
+    assert_string_equal(m.library, "libedgert-all-fields.so");
+    assert_string_equal(m.library_path, GOOD "/libedgert-all-fields.so");
+    assert_int_equal(m.has_checksum, 1);
+    assert_true(m.checksum == 0x0123456789abcdefull);
+    assert_int_equal(m.abi_min, 1);
+    assert_int_equal(m.abi_max, 3);
+    assert_int_equal(m.arch, EDGERT_ARCH_X86_64);
+    assert_int_equal(m.device_classes, CLASS(X86_CPU) | CLASS(CUDA_DISCRETE));
+    assert_true(m.requires_flags == (FLAG(AVX2) | FLAG(FMA)));
+    assert_true(m.uses_flags == (FLAG(F16C) | FLAG(AVX512_BF16)));
+    assert_string_equal(m.processor, "gpu");
+    assert_int_equal(m.reference, 1);
+    assert_string_equal(m.layout_format, "int4-asym-g64");
+    assert_int_equal(m.weight_bits, 4);
+    assert_int_equal(m.group_size, 64);
+    assert_int_equal(m.symmetric, 0);
+    assert_string_equal(m.activation_dtype, "bf16");
+    assert_int_equal(m.activation_bits, 16);
+    assert_true(m.bits_per_weight == 4.5);
+    assert_string_equal(m.fallback_dtype, "fp16");
+    assert_int_equal(m.runs_in_process, 1);
+    assert_int_equal(m.verified, 1);
+    assert_string_equal(m.rationale, "Exercises every field.");
+    assert_string_equal(m.notes, "Free text for the operator.");
+    assert_string_equal(m.plugin_options, "path=fma,threads=2");
+    assert_true(m.declared.decode_tokens_per_s == 12.5);
+    assert_true(m.declared.prefill_gflops == 500.0);
+    assert_true(m.declared.top1_agreement == 0.99);
+    assert_true(m.declared.kl_mean == 0.01);
+    assert_string_equal(m.declared_where, "a test fixture, not a measurement");
+    assert_ptr_equal(m.declared.where, m.declared_where);
+    er_manifest_free(&m);
+    er_diags_free(&d);
+}
+
+static void test_version_string_and_subfolder(void **state)
+{
+    (void)state;
+    er_diags d = {0};
+    er_manifest m;
+    load_ok(GOOD "/version-string.yaml", &m, &d);
+    assert_int_equal(d.count, 0);
+    assert_string_equal(m.version, "0.1.0");
+    assert_string_equal(m.library_path, GOOD "/sub/libedgert-version-string.so");
+    assert_int_equal(m.arch, EDGERT_ARCH_ARM64);
+    assert_true(m.requires_flags == (FLAG(ASIMD) | FLAG(ASIMDDP)));
+    assert_true(m.declared.top1_agreement == 1.0);
+    assert_true(isnan(m.declared.decode_tokens_per_s));
+    assert_string_equal(m.declared.where, "nowhere: a test fixture");
+    er_manifest_free(&m);
+    er_diags_free(&d);
+}
+
+static void test_arch_any_flags_and_absolute_library(void **state)
+{
+    (void)state;
+    er_diags d = {0};
+    er_manifest m;
+    load_ok(GOOD "/arch-any-flags.yaml", &m, &d);
+    assert_int_equal(d.count, 0);
+    assert_int_equal(m.arch, EDGERT_ARCH_UNKNOWN);
+    assert_true(m.requires_flags == (FLAG(ASIMD) | FLAG(SVE)));
+    assert_true(m.uses_flags == (FLAG(SVE2) | FLAG(AVX2)));
+    /* An absolute library path is kept as written. */
+    assert_string_equal(m.library_path, "/opt/edgert/backends/libedgert-arch-any.so");
+    assert_int_equal(m.abi_min, 2);
+    assert_int_equal(m.abi_max, 65535);
+    assert_string_equal(m.processor, "npu");
+    assert_int_equal(m.activation_bits, 8);
+    er_manifest_free(&m);
+    er_diags_free(&d);
+}
+
+static void test_unknown_keys_warn(void **state)
+{
+    (void)state;
+    static const struct {
+        unsigned line, col;
+        const char *msg;
+    } want[] = {
+        {14, 1, "unknown key 'colour'"},
+        {8, 23, "unknown key 'abi.preferred'"},
+        {13, 3, "unknown key 'requires.os'"},
+        {22, 3, "unknown key 'layout.packing'"},
+        {29, 3, "unknown key 'declared.power_watts'"},
+    };
+    const char *path = GOOD "/unknown-keys.yaml";
+    er_diags d = {0};
+    er_manifest m;
+    load_ok(path, &m, &d);
+    assert_int_equal(count_level(&d, EDGERT_LOG_WARN), sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const edgert_diag *g = find_diag(&d, EDGERT_LOG_WARN, want[i].msg);
+        if (!g)
+            print_diags(path, &d);
+        assert_non_null(g);
+        assert_string_equal(g->file, path);
+        assert_int_equal(g->line, want[i].line);
+        assert_int_equal(g->column, want[i].col);
+    }
+    /* The known fields around them were read. */
+    assert_int_equal(m.abi_max, 1);
+    assert_true(m.requires_flags == FLAG(AVX2));
+    assert_true(m.bits_per_weight == 4.125);
+    assert_true(m.declared.decode_tokens_per_s == 1.0);
+    er_manifest_free(&m);
+    er_diags_free(&d);
+}
+
+/* ---- bad fixtures --------------------------------------------------------- */
+
+typedef struct bad_case {
+    const char *file;
+    unsigned line, col;
+    const char *msg;
+} bad_case;
+
+/* One problem each: exactly one error, at exactly this place. */
+static const bad_case bad_cases[] = {
+    {"syntax-error.yaml", 8, 7, "YAML syntax: did not find expected ',' or ']'"},
+    {"empty.yaml", 1, 1, "empty document"},
+    {"top-level-list.yaml", 2, 1, "top level of a manifest must be a mapping of fields"},
+    {"missing-name.yaml", 2, 1, "missing required field 'name'"},
+    {"missing-layout.yaml", 2, 1, "missing required field 'layout'"},
+    {"weight-bits-string.yaml", 10, 16,
+     "field 'layout.weight_bits': expected an integer, got 'four'"},
+    {"layout-string.yaml", 8, 9, "field 'layout': expected a mapping, got 'int4-asym-g128'"},
+    {"unknown-device-class.yaml", 7, 27, "field 'device_classes[1]': unknown device class 'tpu_pod'"},
+    {"unknown-cpu-flag.yaml", 9, 21, "field 'requires.cpu_flags[1]': unknown CPU flag 'avx1024'"},
+    {"arm-flag-on-x86.yaml", 11, 7,
+     "field 'requires.cpu_flags[1]': 'asimd' is an arm64 flag, but this manifest says arch: x86_64"},
+    {"version-2.yaml", 2, 19, "unsupported manifest_version 2 (this edgert reads 1.x)"},
+    {"version-2-string.yaml", 2, 19, "unsupported manifest_version 2.0 (this edgert reads 1.x)"},
+    {"version-malformed.yaml", 2, 19, "field 'manifest_version': expected 1 or a string \"1.N\""},
+    {"version-missing.yaml", 2, 1, "missing required field 'manifest_version'"},
+    {"abi-min-gt-max.yaml", 7, 20, "field 'abi.max': 2 is smaller than abi.min 3"},
+    {"abi-out-of-range.yaml", 7, 20, "field 'abi.max': 70000 is out of range [1, 65535]"},
+    {"abi-missing.yaml", 2, 1, "missing required field 'abi': a backend with a 'library'"},
+    {"checksum-format.yaml", 8, 11,
+     "field 'checksum': expected \"xxh3-64:\" followed by 16 hex digits"},
+    {"checksum-no-library.yaml", 6, 11,
+     "field 'checksum': a checksum is only valid with a 'library'"},
+    {"library-empty.yaml", 6, 10, "field 'library': must not be empty"},
+    {"library-nul.yaml", 6, 10, "field 'library': NUL character"},
+    {"name-chars.yaml", 3, 7, "field 'name': 'Bad Example' is not a valid backend name"},
+    {"arch-unknown.yaml", 6, 7, "field 'arch': unknown architecture 'riscv64'"},
+    {"processor-unknown.yaml", 16, 12, "field 'processor': expected cpu, gpu or npu, got 'tpu'"},
+    {"bpw-zero.yaml", 13, 20,
+     "field 'layout.bits_per_weight': must be greater than 0 and at most 32, got 0"},
+    {"activation-bits-mismatch.yaml", 13, 20,
+     "field 'layout.activation_bits': 8 disagrees with activation_dtype bf16"},
+    {"activation-dtype-unknown.yaml", 12, 21,
+     "field 'layout.activation_dtype': unknown dtype 'fp8'"},
+    {"top1-out-of-range.yaml", 18, 19,
+     "field 'declared.top1_agreement': must be between 0 and 1, got 1.5"},
+    {"declared-no-measured-on.yaml", 18, 3, "missing required field 'declared.measured_on'"},
+    {"measured-on-empty.yaml", 19, 16, "field 'declared.measured_on': must not be empty"},
+    {"duplicate-key.yaml", 6, 1, "duplicate key 'vendor'"},
+    {"runs-in-process-quoted.yaml", 14, 18,
+     "field 'runs_in_process': expected true or false, got 'yes'"},
+    {"device-classes-empty.yaml", 7, 17, "field 'device_classes': the list is empty"},
+    {"mixed-arch-any.yaml", 8, 21,
+     "field 'requires.cpu_flags[1]': 'asimd' is an arm64 flag but the flags before it are "
+     "x86_64 ones"},
+    {"uses-flag-other-arch.yaml", 7, 30,
+     "field 'uses_when_present[1]': 'avx512_bf16' is an x86_64 flag, but this manifest says "
+     "arch: arm64"},
+};
+#define BAD_COUNT (sizeof bad_cases / sizeof bad_cases[0])
+#define MULTI_FILE "multiple-errors.yaml"
+
+/* Every problem of multiple-errors.yaml, in no particular order. */
+static const bad_case multi_errors[] = {
+    {MULTI_FILE, 3, 7, "field 'name': 'Multiple_Errors' is not a valid backend name"},
+    {MULTI_FILE, 7, 12, "field 'abi.min': 0 is out of range [1, 65535]"},
+    {MULTI_FILE, 9, 27, "field 'device_classes[1]': unknown device class 'mainframe'"},
+    {MULTI_FILE, 11, 21, "field 'requires.cpu_flags[1]': 'i8mm' is an arm64 flag"},
+    {MULTI_FILE, 14, 16, "field 'layout.weight_bits': expected an integer, got 'four'"},
+    {MULTI_FILE, 15, 14, "field 'layout.symmetric': expected true or false, got 'maybe'"},
+    {MULTI_FILE, 17, 20, "field 'layout.bits_per_weight': must be greater than 0 and at most 32"},
+    {MULTI_FILE, 2, 1, "missing required field 'runs_in_process'"},
+    {MULTI_FILE, 21, 19, "field 'declared.top1_agreement': must be between 0 and 1, got 1.5"},
+    {MULTI_FILE, 21, 3, "missing required field 'declared.measured_on'"},
+};
+#define MULTI_COUNT (sizeof multi_errors / sizeof multi_errors[0])
+
+/* Load a bad file: E_PARSE, *out zeroed, then every expected error present
+ * at its exact place, and no other error. */
+static void expect_errors(const bad_case *want, size_t n)
+{
+    char *path = join(BAD, want[0].file);
+    er_diags d = {0};
+    er_manifest m;
+    memset(&m, 0xa5, sizeof m); /* the loader must zero it */
+    edgert_status st = er_manifest_load(path, &m, &d);
+    if (st != EDGERT_E_PARSE || count_level(&d, EDGERT_LOG_ERROR) != n)
+        print_diags(path, &d);
+    assert_int_equal(st, EDGERT_E_PARSE);
+    assert_true(is_zeroed(&m));
+    assert_int_equal(count_level(&d, EDGERT_LOG_ERROR), n);
+    for (size_t i = 0; i < n; i++) {
+        const edgert_diag *g = find_diag(&d, EDGERT_LOG_ERROR, want[i].msg);
+        if (!g) {
+            fprintf(stderr, "%s: no error containing \"%s\"\n", path, want[i].msg);
+            print_diags(path, &d);
+        }
+        assert_non_null(g);
+        assert_non_null(g->file);
+        assert_string_equal(g->file, path);
+        if (g->line != want[i].line || g->column != want[i].col)
+            fprintf(stderr, "%s: \"%s\" at %u:%u, expected %u:%u\n", path, want[i].msg, g->line,
+                    g->column, want[i].line, want[i].col);
+        assert_int_equal(g->line, want[i].line);
+        assert_int_equal(g->column, want[i].col);
+    }
+    er_manifest_free(&m);
+    er_diags_free(&d);
+    free(path);
+}
+
+static void test_bad_fixtures(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < BAD_COUNT; i++)
+        expect_errors(&bad_cases[i], 1);
+}
+
+static void test_multiple_errors_all_reported(void **state)
+{
+    (void)state;
+    expect_errors(multi_errors, MULTI_COUNT);
+}
+
+/* The table and the folder agree: no fixture goes untested. */
+static void test_bad_table_covers_folder(void **state)
+{
+    (void)state;
+    size_t n = 0;
+    char **files = list_yaml(BAD, &n);
+    assert_int_equal(n, BAD_COUNT + 1);
+    for (size_t i = 0; i < n; i++) {
+        int found = strcmp(files[i], MULTI_FILE) == 0;
+        for (size_t k = 0; k < BAD_COUNT && !found; k++)
+            found = strcmp(files[i], bad_cases[k].file) == 0;
+        if (!found)
+            fprintf(stderr, "bad fixture %s has no entry in bad_cases\n", files[i]);
+        assert_true(found);
+    }
+    er_strlist_free(files);
+}
+
+/* Errors are counted even when the caller collects no diagnostics. */
+static void test_bad_without_diags(void **state)
+{
+    (void)state;
+    er_manifest m;
+    assert_int_equal(er_manifest_load(BAD "/" MULTI_FILE, &m, NULL), EDGERT_E_PARSE);
+    assert_true(is_zeroed(&m));
+    assert_int_equal(er_manifest_load(BAD "/layout-string.yaml", &m, NULL), EDGERT_E_PARSE);
+    assert_true(is_zeroed(&m));
+    assert_int_equal(er_manifest_load(GOOD "/minimal.yaml", &m, NULL), EDGERT_OK);
+    er_manifest_free(&m);
+}
+
+/* ---- files and paths ------------------------------------------------------ */
+
+/* Write `size` bytes: a valid manifest padded with comment lines. */
+static void write_padded(const char *path, size_t size)
+{
+    static const char body[] = "manifest_version: 1\n"
+                               "name: padded\n"
+                               "version: \"0.1.0\"\n"
+                               "vendor: edgert-tests\n"
+                               "arch: any\n"
+                               "device_classes: [x86_cpu]\n"
+                               "layout: {format: dense, weight_bits: 16, symmetric: true,"
+                               " activation_dtype: fp32, bits_per_weight: 16}\n"
+                               "runs_in_process: false\n"
+                               "verified: false\n"
+                               "rationale: padded to a size\n";
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(body, 1, sizeof body - 1, f), sizeof body - 1);
+    size_t left = size - (sizeof body - 1);
+    char line[80];
+    while (left > 0) {
+        size_t len = left < sizeof line ? left : sizeof line;
+        memset(line, 'x', len);
+        line[0] = '#';
+        line[len - 1] = '\n';
+        assert_int_equal(fwrite(line, 1, len, f), len);
+        left -= len;
+    }
+    assert_int_equal(fclose(f), 0);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal((size_t)sb.st_size, size);
+}
+
+static void test_size_limit(void **state)
+{
+    (void)state;
+    const char *tmp = getenv("TMPDIR");
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/edgert-test-manifest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    assert_non_null(mkdtemp(dir));
+    char *at_limit = join(dir, "at-limit.yaml");
+    char *over = join(dir, "over-limit.yaml");
+
+    /* Exactly the limit: parsed. */
+    write_padded(at_limit, EDGERT_MAX_YAML_BYTES);
+    er_diags d = {0};
+    er_manifest m;
+    load_ok(at_limit, &m, &d);
+    assert_string_equal(m.name, "padded");
+    er_manifest_free(&m);
+    er_diags_free(&d);
+
+    /* One byte more: refused before parsing. */
+    write_padded(over, EDGERT_MAX_YAML_BYTES + 1);
+    memset(&m, 0xa5, sizeof m);
+    assert_int_equal(er_manifest_load(over, &m, &d), EDGERT_E_PARSE);
+    assert_true(is_zeroed(&m));
+    assert_int_equal(d.count, 1);
+    assert_int_equal(d.items[0].level, EDGERT_LOG_ERROR);
+    assert_string_equal(d.items[0].file, over);
+    assert_non_null(strstr(d.items[0].message, "larger than the 1048576-byte limit"));
+    er_diags_free(&d);
+
+    assert_int_equal(unlink(at_limit), 0);
+    assert_int_equal(unlink(over), 0);
+    assert_int_equal(rmdir(dir), 0);
+    free(at_limit);
+    free(over);
+}
+
+static void test_missing_file_is_io(void **state)
+{
+    (void)state;
+    const char *path = FIXTURES "/no-such-manifest.yaml";
+    er_diags d = {0};
+    er_manifest m;
+    memset(&m, 0xa5, sizeof m);
+    assert_int_equal(er_manifest_load(path, &m, &d), EDGERT_E_IO);
+    assert_true(is_zeroed(&m));
+    assert_int_equal(d.count, 1);
+    assert_int_equal(d.items[0].level, EDGERT_LOG_ERROR);
+    assert_string_equal(d.items[0].file, path);
+    assert_non_null(strstr(d.items[0].message, "cannot read"));
+    er_diags_free(&d);
+
+    /* A folder is not a manifest either. */
+    assert_int_equal(er_manifest_load(GOOD, &m, &d), EDGERT_E_IO);
+    assert_true(is_zeroed(&m));
+    assert_non_null(find_diag(&d, EDGERT_LOG_ERROR, "not a regular file"));
+    er_diags_free(&d);
+}
+
+/* A path without a folder: dir is "." and the library is "./<library>". */
+static void test_relative_path(void **state)
+{
+    (void)state;
+    char cwd[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    assert_int_equal(chdir(GOOD), 0);
+    er_diags d = {0};
+    er_manifest m;
+    edgert_status st = er_manifest_load("all-fields.yaml", &m, &d);
+    char dir[8] = "", lib[64] = "";
+    if (st == EDGERT_OK) {
+        snprintf(dir, sizeof dir, "%s", m.dir);
+        snprintf(lib, sizeof lib, "%s", m.library_path);
+    }
+    er_manifest_free(&m);
+    er_diags_free(&d);
+    assert_int_equal(chdir(cwd), 0); /* restore before asserting */
+    assert_int_equal(st, EDGERT_OK);
+    assert_string_equal(dir, ".");
+    assert_string_equal(lib, "./libedgert-all-fields.so");
+
+    /* Repeated slashes before the file name do not end up in dir. */
+    load_ok(GOOD "//all-fields.yaml", &m, &d);
+    assert_string_equal(m.dir, GOOD);
+    assert_string_equal(m.library_path, GOOD "/libedgert-all-fields.so");
+    er_manifest_free(&m);
+    er_diags_free(&d);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    er_diags d = {0};
+    er_manifest m;
+    assert_int_equal(er_manifest_load(NULL, &m, &d), EDGERT_E_USAGE);
+    assert_true(is_zeroed(&m));
+    assert_int_equal(er_manifest_load("", &m, &d), EDGERT_E_USAGE);
+    assert_int_equal(er_manifest_load(GOOD "/minimal.yaml", NULL, &d), EDGERT_E_USAGE);
+    er_diags_free(&d);
+    er_manifest_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_shipped_manifests),
+        cmocka_unit_test(test_good_fixtures_load),
+        cmocka_unit_test(test_minimal),
+        cmocka_unit_test(test_all_fields),
+        cmocka_unit_test(test_version_string_and_subfolder),
+        cmocka_unit_test(test_arch_any_flags_and_absolute_library),
+        cmocka_unit_test(test_unknown_keys_warn),
+        cmocka_unit_test(test_bad_fixtures),
+        cmocka_unit_test(test_multiple_errors_all_reported),
+        cmocka_unit_test(test_bad_table_covers_folder),
+        cmocka_unit_test(test_bad_without_diags),
+        cmocka_unit_test(test_size_limit),
+        cmocka_unit_test(test_missing_file_is_io),
+        cmocka_unit_test(test_relative_path),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

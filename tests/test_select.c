@@ -1,0 +1,263 @@
+/*
+ * tests/test_select.c — the selection table of design.md §4 for the fixture
+ * device profiles (plan mode, the project's real manifests), user controls,
+ * and live ranking with test-only plugins.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "edgert/edgert.h"
+#include "test_util.h"
+
+#define MANIFESTS EDGERT_TEST_FIXTURES "/../../manifests"
+#define DEVICES EDGERT_TEST_FIXTURES "/devices"
+
+static edgert_ctx *plan(const char *profile, const char *disable, int strict)
+{
+    const char *paths[1] = {MANIFESTS};
+    edgert_options o = {.struct_size = sizeof o};
+    o.device_profile = profile;
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.ignore_env = 1;
+    o.disable = disable;
+    o.strict = strict;
+    o.threads = 1;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    char err[512] = "";
+    edgert_status st = edgert_open(&o, &ctx, err, sizeof err);
+    if (st != EDGERT_OK)
+        fail_msg("edgert_open(%s): %s", profile, err);
+    /* The project's own manifests must all be valid. */
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
+        if (edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN)
+            fail_msg("diagnostic: %s: %s", edgert_diag_at(ctx, i)->file ? edgert_diag_at(ctx, i)->file : "",
+                     edgert_diag_at(ctx, i)->message);
+    return ctx;
+}
+
+static const char *select_name(edgert_ctx *ctx, edgert_priority p, const char *forced,
+                               edgert_status *st_out, char *err, size_t err_len)
+{
+    edgert_selection *sel = NULL;
+    edgert_status st = edgert_select(ctx, p, forced, &sel, err, err_len);
+    if (st_out)
+        *st_out = st;
+    const edgert_candidate *c = edgert_selection_selected(sel);
+    const char *name = c ? c->name : NULL;
+    edgert_selection_free(sel);
+    return name;
+}
+
+struct row {
+    const char *profile, *speed, *fidelity;
+};
+
+static void test_table(void **state)
+{
+    (void)state;
+    static const struct row rows[] = {
+        {"x86-amx.yaml", "amx-w4a8", "avx512-w4a16"},
+        {"x86-avx512.yaml", "avx512-w4a16", "avx512-w4a16"},
+        {"x86-avx2.yaml", "ref-w4a16", "ref-w4a16"},
+        {"rpi5.yaml", "neon-w4a16", "neon-w4a16"},
+        {"android-hexagon.yaml", "npu-export", "npu-export"},
+        {"jetson-orin.yaml", "gpu-dense", "gpu-dense"},
+        {"nvidia-workstation.yaml", "gpu-dense", "gpu-dense"},
+        /* AMX in hardware, but the OS did not grant the tile state. */
+        {"x86-amx-os-disabled.yaml", "avx512-w4a16", "avx512-w4a16"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        char path[4096], err[512];
+        snprintf(path, sizeof path, "%s/%s", DEVICES, rows[i].profile);
+        edgert_ctx *ctx = plan(path, NULL, 0);
+        assert_true(edgert_device_facts(ctx)->planned);
+        const char *s = select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, NULL, err, sizeof err);
+        const char *f = select_name(ctx, EDGERT_PRIORITY_FIDELITY, NULL, NULL, err, sizeof err);
+        if (!s || strcmp(s, rows[i].speed) != 0)
+            fail_msg("%s speed: got %s, expected %s", rows[i].profile, s ? s : "(none)", rows[i].speed);
+        if (!f || strcmp(f, rows[i].fidelity) != 0)
+            fail_msg("%s fidelity: got %s, expected %s", rows[i].profile, f ? f : "(none)",
+                     rows[i].fidelity);
+        /* Plan mode loads nothing. */
+        for (size_t c = 0; c < edgert_candidate_count(ctx); c++)
+            assert_false(edgert_candidate_at(ctx, c)->loaded);
+        edgert_close(ctx);
+    }
+}
+
+static int has_reason(const edgert_candidate *c, const char *r)
+{
+    for (size_t i = 0; i < c->reason_count; i++)
+        if (strcmp(c->reasons[i], r) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_reasons_in_plan(void **state)
+{
+    (void)state;
+    edgert_ctx *ctx = plan(DEVICES "/x86-amx-os-disabled.yaml", NULL, 0);
+    const edgert_candidate *amx = edgert_candidate_find(ctx, "amx-w4a8");
+    assert_non_null(amx);
+    assert_true(has_reason(amx, "OS_STATE_DISABLED(amx)"));
+    assert_false(has_reason(amx, "MISSING_CPU_FLAG(amx_tile)"));
+    const edgert_candidate *neon = edgert_candidate_find(ctx, "neon-w4a16");
+    assert_true(has_reason(neon, "WRONG_ARCH"));
+    const edgert_candidate *npu = edgert_candidate_find(ctx, "npu-export");
+    assert_true(has_reason(npu, "WRONG_DEVICE_CLASS"));
+    edgert_close(ctx);
+
+    ctx = plan(DEVICES "/x86-avx2.yaml", NULL, 0);
+    amx = edgert_candidate_find(ctx, "amx-w4a8");
+    assert_true(has_reason(amx, "MISSING_CPU_FLAG(amx_tile)"));
+    assert_true(has_reason(amx, "MISSING_CPU_FLAG(avx512f)"));
+    /* Plan mode never checks library files. */
+    for (size_t c = 0; c < edgert_candidate_count(ctx); c++)
+        assert_false(has_reason(edgert_candidate_at(ctx, c), "LIBRARY_MISSING"));
+    edgert_close(ctx);
+}
+
+static void test_user_controls(void **state)
+{
+    (void)state;
+    char err[512];
+    edgert_status st;
+    /* strict: no fallback to the reference backend */
+    edgert_ctx *ctx = plan(DEVICES "/x86-avx2.yaml", NULL, 1);
+    assert_null(select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, &st, err, sizeof err));
+    assert_int_equal(st, EDGERT_E_NOT_ELIGIBLE);
+    assert_true(has_reason(edgert_candidate_find(ctx, "ref-w4a16"), "STRICT_MODE"));
+    edgert_close(ctx);
+
+    /* disable list */
+    ctx = plan(DEVICES "/x86-avx512.yaml", "avx512-w4a16", 0);
+    assert_string_equal(select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, &st, err, sizeof err),
+                        "ref-w4a16");
+    edgert_close(ctx);
+
+    /* forced: eligible → that one, even if not first */
+    ctx = plan(DEVICES "/x86-amx.yaml", NULL, 0);
+    assert_string_equal(select_name(ctx, EDGERT_PRIORITY_SPEED, "ref-w4a16", &st, err, sizeof err),
+                        "ref-w4a16");
+    /* forced but not eligible: an error that says why */
+    assert_null(select_name(ctx, EDGERT_PRIORITY_SPEED, "neon-w4a16", &st, err, sizeof err));
+    assert_int_equal(st, EDGERT_E_NOT_ELIGIBLE);
+    assert_non_null(strstr(err, "WRONG_ARCH"));
+    /* forced and unknown */
+    assert_null(select_name(ctx, EDGERT_PRIORITY_SPEED, "warp-drive", &st, err, sizeof err));
+    assert_int_equal(st, EDGERT_E_NOT_FOUND);
+    assert_non_null(strstr(err, "amx-w4a8"));
+    edgert_close(ctx);
+}
+
+static void test_gpu_dtype_fallback(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char *prof = tu_write(dir, "pascal.yaml",
+                          "profile_version: 1\nname: \"GTX 1080 box\"\narch: x86_64\n"
+                          "device_class: cuda_discrete\ncpu_flags: [avx, avx2, fma]\n"
+                          "logical_cores: 8\nbf16: false\n");
+    edgert_ctx *ctx = plan(prof, NULL, 0);
+    const edgert_candidate *g = edgert_candidate_find(ctx, "gpu-dense");
+    assert_true(g->eligible);
+    assert_string_equal(g->effective_activation_dtype, "fp16");
+    edgert_close(ctx);
+    ctx = plan(DEVICES "/nvidia-workstation.yaml", NULL, 0);
+    assert_string_equal(edgert_candidate_find(ctx, "gpu-dense")->effective_activation_dtype, "bf16");
+    edgert_close(ctx);
+    free(prof);
+    tu_rmrf(dir);
+}
+
+/* Ties are broken by name: the order does not depend on the folder order. */
+static void test_total_order(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    free(tu_manifest(dir, "a.yaml", "zeta", NULL, NULL, NULL));
+    free(tu_manifest(dir, "b.yaml", "alpha", NULL, NULL, NULL));
+    const char *paths[1] = {dir};
+    edgert_options o = {.struct_size = sizeof o};
+    o.device_profile = DEVICES "/x86-avx2.yaml";
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.ignore_env = 1;
+    o.threads = 1;
+    edgert_ctx *ctx = NULL;
+    char err[256];
+    assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
+    edgert_selection *sel = NULL;
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err), EDGERT_OK);
+    assert_string_equal(edgert_selection_selected(sel)->name, "alpha");
+    assert_int_equal(edgert_selection_count(sel), 2);
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
+/* Live: two honest test plugins with a W4A8 and a W4A16 manifest, next to the
+ * real reference backend; speed picks the faster declared one, fidelity the
+ * 16-bit-activation one, and the reference is always last. */
+static void test_live_ranking(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char *fast = tu_plugin("tp_fast"), *good = tu_plugin("tp_good");
+    free(tu_manifest(dir, "fast.yaml", "test-fast", fast,
+                     "{format: int4-sym-g128, weight_bits: 4, group_size: 128, symmetric: true, "
+                     "activation_dtype: int8, bits_per_weight: 4.125}",
+                     "declared: {decode_tokens_per_s: 90, measured_on: \"test\"}\n"));
+    free(tu_manifest(dir, "good.yaml", "test-good", good, NULL,
+                     "declared: {decode_tokens_per_s: 50, measured_on: \"test\"}\n"));
+    free(fast);
+    free(good);
+    const char *paths[2] = {dir, EDGERT_TEST_BACKEND_DIR};
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths;
+    o.manifest_path_count = 2;
+    o.ignore_env = 1;
+    o.threads = 2;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    char err[512];
+    assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
+    assert_false(edgert_device_facts(ctx)->planned);
+    edgert_selection *sel = NULL;
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err), EDGERT_OK);
+    assert_string_equal(edgert_selection_selected(sel)->name, "test-fast");
+    assert_string_equal(edgert_selection_evidence(sel), "declared");
+    size_t last = edgert_selection_index(sel, edgert_selection_count(sel) - 1);
+    assert_string_equal(edgert_candidate_at(ctx, last)->name, "ref-w4a16");
+    edgert_selection_free(sel);
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, NULL, &sel, err, sizeof err), EDGERT_OK);
+    assert_string_equal(edgert_selection_selected(sel)->name, "test-good");
+    edgert_selection_free(sel);
+    /* The real plugins whose libraries have not landed are LIBRARY_MISSING or gated out. */
+    for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, i);
+        if (c->eligible)
+            assert_true(c->loaded || !c->library_path);
+    }
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_reasons_in_plan),
+        cmocka_unit_test(test_user_controls),
+        cmocka_unit_test(test_gpu_dtype_fallback),
+        cmocka_unit_test(test_total_order),
+        cmocka_unit_test(test_live_ranking),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
