@@ -156,9 +156,9 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         size_t before = ctx->diags.count;
         st = er_device_profile_load(o->device_profile, &ctx->dev, &ctx->diags);
         if (st != EDGERT_OK) {
-            char msg[1024];
+            char msg[4096];
             er_diag_last_error(&ctx->diags, before, msg, sizeof msg);
-            er_set_err(err, err_len, "bad device profile: %s", msg[0] ? msg : o->device_profile);
+            er_set_err(err, err_len, "bad device profile:\n  %s", msg[0] ? msg : o->device_profile);
             goto fail;
         }
     } else {

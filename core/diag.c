@@ -64,19 +64,26 @@ void er_diags_free(er_diags *d)
 
 void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len)
 {
+    /* Every error since `since`, one per line, so a user fixes them in one pass. */
     if (!buf || len == 0)
         return;
     buf[0] = '\0';
-    for (size_t i = d ? d->count : 0; i > since; i--) {
-        const edgert_diag *it = &d->items[i - 1];
+    size_t used = 0;
+    for (size_t i = since; d && i < d->count && used + 1 < len; i++) {
+        const edgert_diag *it = &d->items[i];
         if (it->level != EDGERT_LOG_ERROR)
             continue;
+        const char *sep = used ? "\n  " : "";
+        int w;
         if (it->file && it->line)
-            snprintf(buf, len, "%s:%u:%u: %s", it->file, it->line, it->column, it->message);
+            w = snprintf(buf + used, len - used, "%s%s:%u:%u: %s", sep, it->file, it->line,
+                         it->column, it->message);
         else if (it->file)
-            snprintf(buf, len, "%s: %s", it->file, it->message);
+            w = snprintf(buf + used, len - used, "%s%s: %s", sep, it->file, it->message);
         else
-            snprintf(buf, len, "%s", it->message);
-        return;
+            w = snprintf(buf + used, len - used, "%s%s", sep, it->message);
+        if (w < 0)
+            break;
+        used += (size_t)w < len - used ? (size_t)w : len - used - 1;
     }
 }

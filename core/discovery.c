@@ -180,7 +180,8 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
         }
         n++;
     }
-    qsort(names, n, sizeof *names, cmp_names);
+    if (n > 1)
+        qsort(names, n, sizeof *names, cmp_names);
     for (size_t i = 0; i < n; i++)
         if (take_manifest(ctx, names[i], 0) != 0)
             rc = -1;
@@ -211,9 +212,9 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
             if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
                 size_t before = ctx->diags.count;
                 if (take_manifest(ctx, p, 1) != 0) {
-                    char msg[1024];
+                    char msg[4096];
                     er_diag_last_error(&ctx->diags, before, msg, sizeof msg);
-                    er_set_err(err, err_len, "bad manifest %s", msg[0] ? msg : p);
+                    er_set_err(err, err_len, "bad manifest:\n  %s", msg[0] ? msg : p);
                     return EDGERT_E_PARSE;
                 }
                 continue;

@@ -26,7 +26,8 @@ ER_HIDDEN void er_diag_add(er_diags *d, edgert_log_level level, const char *file
                            unsigned column, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 ER_HIDDEN void er_diags_free(er_diags *d);
-/** "file:line:col: message" of the last error-level diagnostic, or "". */
+/** Every error-level diagnostic added since index `since`, as
+ *  "file:line:col: message" lines (the first without indent), or "". */
 ER_HIDDEN void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len);
 
 /** Bounded formatting into a caller's error buffer (NULL/0 allowed). */

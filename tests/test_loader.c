@@ -168,12 +168,12 @@ static void test_gates_run_no_plugin_code(void **state)
     /* WRONG_ARCH: the manifest's arch line overrides tu_manifest's "any". */
     char *dir = tu_tmpdir();
     char *lib = tu_plugin("tp_trap");
-    tu_write(dir, "m.yaml",
+    free(tu_write(dir, "m.yaml",
              "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
              "library: \"%s\"\nabi: {min: 1, max: 1}\narch: %s\ndevice_classes: [x86_cpu, arm64_cpu]\n"
              "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
              "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
-             lib, other_arch);
+             lib, other_arch));
     ctx = open_dir(dir, NULL, 0, NULL);
     const edgert_candidate *c = edgert_candidate_find(ctx, "test-trap");
     assert_non_null(c);
@@ -184,12 +184,12 @@ static void test_gates_run_no_plugin_code(void **state)
 
     /* WRONG_DEVICE_CLASS */
     dir = tu_tmpdir();
-    tu_write(dir, "m.yaml",
+    free(tu_write(dir, "m.yaml",
              "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
              "library: \"%s\"\nabi: {min: 1, max: 1}\narch: any\ndevice_classes: [npu_phone]\n"
              "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
              "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
-             lib);
+             lib));
     ctx = open_dir(dir, NULL, 0, NULL);
     c = edgert_candidate_find(ctx, "test-trap");
     assert_true(has_reason(c, "WRONG_DEVICE_CLASS"));
@@ -215,12 +215,12 @@ static void test_gates_run_no_plugin_code(void **state)
     tu_rmrf(dir);
     /* ABI range in the manifest that the core does not speak: refused before load. */
     dir = tu_tmpdir();
-    tu_write(dir, "m.yaml",
+    free(tu_write(dir, "m.yaml",
              "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
              "library: \"%s\"\nabi: {min: 7, max: 9}\narch: any\ndevice_classes: [x86_cpu, arm64_cpu]\n"
              "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
              "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
-             lib);
+             lib));
     ctx = open_dir(dir, NULL, 0, NULL);
     c = edgert_candidate_find(ctx, "test-trap");
     assert_true(has_reason(c, "ABI_UNSUPPORTED"));
@@ -244,7 +244,7 @@ static void test_skip_and_continue(void **state)
         free(tu_manifest(dir, file, plugins[i][0], lib, NULL, NULL));
         free(lib);
     }
-    tu_write(dir, "9-broken.yaml", "manifest_version: 1\nname: [oops\n");
+    free(tu_write(dir, "9-broken.yaml", "manifest_version: 1\nname: [oops\n"));
     edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
     assert_non_null(ctx);
     assert_int_equal(edgert_candidate_count(ctx), 5);

@@ -58,7 +58,7 @@ __attribute__((format(printf, 3, 4))) static char *tu_write(const char *dir, con
 
 /* A valid manifest for a test backend. `extra` is appended verbatim (YAML
  * lines), `library` may be NULL for a declarative one. */
-static char *tu_manifest(const char *dir, const char *file, const char *name, const char *library,
+__attribute__((unused)) static char *tu_manifest(const char *dir, const char *file, const char *name, const char *library,
                          const char *layout, const char *extra)
 {
     char lib[4200] = "";

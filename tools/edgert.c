@@ -446,7 +446,7 @@ static int open_ctx(const cli *c, edgert_ctx **ctx)
     o.threads = c->threads;
     o.log = cli_log;
     o.log_level = c->verbose ? EDGERT_LOG_INFO : (c->quiet ? EDGERT_LOG_ERROR : 0);
-    char err[1024] = "";
+    char err[4096] = "";
     edgert_status st = edgert_open(&o, ctx, err, sizeof err);
     if (st == EDGERT_OK)
         return EXIT_OK;

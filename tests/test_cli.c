@@ -1,0 +1,278 @@
+/*
+ * tests/test_cli.c — the `edgert` command as a user meets it: help that
+ * documents every option and variable, exit codes, and --json output that is
+ * one well-formed object (parsed back here with libyaml; JSON is YAML).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <sys/wait.h>
+
+#include "internal.h"
+#include "test_util.h"
+
+#define CLI EDGERT_TEST_CLI
+#define DEVICES EDGERT_TEST_FIXTURES "/devices"
+
+/* Run `CLI args`, capture stdout into a malloc'd string; returns the exit code. */
+static int run(const char *args, char **out)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", CLI, args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+        len += got;
+        if (cap - len < 4096) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+    }
+    buf[len] = '\0';
+    int st = pclose(p);
+    if (out)
+        *out = buf;
+    else
+        free(buf);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Parse JSON text; the caller frees with er_yaml_free + tu_rmrf(*dir). */
+static yaml_node_t *parse(const char *text, er_yaml *y, char **dir)
+{
+    *dir = tu_tmpdir();
+    char *path = tu_write(*dir, "out.json", "%s", text);
+    er_diags d = {0};
+    edgert_status st = er_yaml_load(y, path, &d);
+    if (st != EDGERT_OK)
+        fail_msg("output is not one JSON document: %s\n---\n%.2000s",
+                 d.count ? d.items[0].message : "?", text);
+    er_diags_free(&d);
+    free(path);
+    yaml_node_t *root = er_yaml_root(y);
+    assert_int_equal(root->type, YAML_MAPPING_NODE);
+    return root;
+}
+
+static const char *sval(er_yaml *y, yaml_node_t *map, const char *key)
+{
+    yaml_node_t *n = er_yaml_get(y, map, key);
+    if (!n)
+        fail_msg("missing key '%s'", key);
+    return n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static void test_help(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run("--help", &out), 0);
+    const char *must[] = {"probe", "list", "select", "--json", "--sysroot", "--device", "--manifests",
+                          "--disable", "--strict", "--threads", "EDGERT_MANIFEST_PATH",
+                          "EDGERT_ADD_MANIFEST_PATH", "EDGERT_DISABLE", "EDGERT_PRIORITY",
+                          "EDGERT_BACKEND", "EDGERT_LOG", "Exit codes"};
+    for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
+        if (!strstr(out, must[i]))
+            fail_msg("edgert --help does not mention %s", must[i]);
+    free(out);
+    assert_int_equal(run("select --help", &out), 0);
+    const char *sel[] = {"--priority", "--backend", "--explain", "--no-evidence", "speed", "fidelity"};
+    for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++)
+        if (!strstr(out, sel[i]))
+            fail_msg("edgert select --help does not mention %s", sel[i]);
+    free(out);
+    assert_int_equal(run("probe --help", NULL), 0);
+    assert_int_equal(run("list -h", NULL), 0);
+    assert_int_equal(run("--version", NULL), 0);
+}
+
+static void test_exit_codes(void **state)
+{
+    (void)state;
+    assert_int_equal(run("", NULL), 2);
+    assert_int_equal(run("frobnicate", NULL), 2);
+    assert_int_equal(run("select --frob", NULL), 2);
+    assert_int_equal(run("select --priority fast", NULL), 2);
+    assert_int_equal(run("select --threads 0", NULL), 2);
+    assert_int_equal(run("probe --priority speed", NULL), 2); /* select-only option */
+    assert_int_equal(run("select extra-arg", NULL), 2);
+    assert_int_equal(run("select --manifests", NULL), 2);
+    /* bad or missing files named explicitly: 4 */
+    assert_int_equal(run("select --device " DEVICES "/bad/cores-string.yaml", NULL), 4);
+    assert_int_equal(run("select --device /nonexistent/profile.yaml", NULL), 4);
+    assert_int_equal(run("select --manifests " EDGERT_TEST_FIXTURES "/manifests/bad/empty.yaml", NULL), 4);
+    /* nothing eligible / forced backend not eligible or unknown: 3 */
+    assert_int_equal(run("select --strict --device " DEVICES "/x86-avx2.yaml", NULL), 3);
+    assert_int_equal(run("select --backend neon-w4a16 --device " DEVICES "/x86-avx2.yaml", NULL), 3);
+    assert_int_equal(run("select --backend no-such-backend", NULL), 3);
+    assert_int_equal(run("select --device " DEVICES "/rpi5.yaml", NULL), 0);
+}
+
+static void test_env_priority(void **state)
+{
+    (void)state;
+    char cmd[4096], *out;
+    /* EDGERT_PRIORITY sets the default; a bad value is a usage error naming it. */
+    snprintf(cmd, sizeof cmd, "env EDGERT_PRIORITY=fidelity %s select --json --device %s/x86-amx.yaml",
+             CLI, DEVICES);
+    FILE *p = popen(cmd, "r");
+    char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = '\0';
+    assert_int_equal(WEXITSTATUS(pclose(p)), 0);
+    er_yaml y;
+    char *dir;
+    yaml_node_t *root = parse(buf, &y, &dir);
+    assert_string_equal(sval(&y, root, "priority"), "fidelity");
+    assert_string_equal(sval(&y, er_yaml_get(&y, root, "selected"), "name"), "avx512-w4a16");
+    er_yaml_free(&y);
+    tu_rmrf(dir);
+    snprintf(cmd, sizeof cmd, "env EDGERT_PRIORITY=turbo %s select >/dev/null 2>&1", CLI);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+    (void)out;
+}
+
+/* The JSON contract of `edgert select --json` (issue 2). */
+static void check_select_json(const char *text, const char *want_mode)
+{
+    er_yaml y;
+    char *dir;
+    yaml_node_t *root = parse(text, &y, &dir);
+    assert_string_equal(sval(&y, root, "mode"), want_mode);
+    assert_non_null(sval(&y, root, "priority"));
+    yaml_node_t *dev = er_yaml_get(&y, root, "device");
+    assert_non_null(dev);
+    assert_non_null(sval(&y, dev, "class"));
+    assert_non_null(sval(&y, dev, "arch"));
+    yaml_node_t *flags = er_yaml_get(&y, dev, "cpu_flags");
+    assert_non_null(flags);
+    assert_int_equal(flags->type, YAML_SEQUENCE_NODE);
+    yaml_node_t *sel = er_yaml_get(&y, root, "selected");
+    assert_non_null(sel);
+    assert_int_equal(sel->type, YAML_MAPPING_NODE);
+    const char *selected = sval(&y, sel, "name");
+    assert_non_null(er_yaml_get(&y, sel, "layout"));
+    assert_non_null(sval(&y, sel, "runs_in_process"));
+    const char *ev = sval(&y, sel, "evidence");
+    assert_true(strcmp(ev, "declared") == 0 || strcmp(ev, "measured") == 0);
+    yaml_node_t *cands = er_yaml_get(&y, root, "candidates");
+    assert_int_equal(cands->type, YAML_SEQUENCE_NODE);
+    int saw_selected_rank1 = 0;
+    for (yaml_node_item_t *it = cands->data.sequence.items.start; it < cands->data.sequence.items.top; it++) {
+        yaml_node_t *c = er_yaml_node(&y, *it);
+        const char *name = sval(&y, c, "name");
+        const char *eligible = sval(&y, c, "eligible");
+        yaml_node_t *reasons = er_yaml_get(&y, c, "reasons");
+        assert_int_equal(reasons->type, YAML_SEQUENCE_NODE);
+        size_t nreasons = (size_t)(reasons->data.sequence.items.top - reasons->data.sequence.items.start);
+        const char *rank = sval(&y, c, "rank");
+        if (strcmp(eligible, "true") == 0) {
+            assert_int_equal(nreasons, 0);
+            assert_true(atoi(rank) >= 1);
+            if (strcmp(name, selected) == 0 && atoi(rank) == 1)
+                saw_selected_rank1 = 1;
+        } else {
+            assert_true(nreasons > 0);
+            assert_string_equal(rank, "null");
+        }
+    }
+    assert_true(saw_selected_rank1);
+    er_yaml_free(&y);
+    tu_rmrf(dir);
+}
+
+static void test_select_json_live(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run("select --json --priority speed", &out), 0);
+    check_select_json(out, "live");
+    /* Every manifest of the build tree is listed with a verdict. */
+    const char *names[] = {"amx-w4a8", "avx512-w4a16", "neon-w4a16", "npu-export", "gpu-dense", "ref-w4a16"};
+    for (size_t i = 0; i < 6; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\"name\":\"%s\"", names[i]);
+        if (!strstr(out, key))
+            fail_msg("select --json does not list %s", names[i]);
+    }
+    free(out);
+}
+
+static void test_select_json_plan(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run("select --json --priority fidelity --device " DEVICES "/jetson-orin.yaml", &out), 0);
+    check_select_json(out, "plan");
+    assert_non_null(strstr(out, "\"name\":\"gpu-dense\""));
+    free(out);
+    assert_int_equal(run("select --explain --device " DEVICES "/android-hexagon.yaml", &out), 0);
+    assert_non_null(strstr(out, "PLAN"));
+    assert_non_null(strstr(out, "selected: npu-export"));
+    free(out);
+}
+
+/* Bad manifests in a searched folder: still one JSON object on stdout, the
+ * problem listed in "diagnostics" with its line, the others still used. */
+static void test_json_with_bad_manifest(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    free(tu_write(dir, "broken.yaml", "manifest_version: 1\nname: x\nlayout: [\n"));
+    char args[4096], *out;
+    snprintf(args, sizeof args, "list --json --manifests %s --manifests %s", dir, EDGERT_TEST_BACKEND_DIR);
+    assert_int_equal(run(args, &out), 0);
+    er_yaml y;
+    char *jdir;
+    yaml_node_t *root = parse(out, &y, &jdir);
+    yaml_node_t *diags = er_yaml_get(&y, root, "diagnostics");
+    assert_int_equal(diags->type, YAML_SEQUENCE_NODE);
+    int found = 0;
+    for (yaml_node_item_t *it = diags->data.sequence.items.start; it < diags->data.sequence.items.top; it++) {
+        yaml_node_t *d = er_yaml_node(&y, *it);
+        const char *file = sval(&y, d, "file");
+        if (file && strstr(file, "broken.yaml") && atoi(sval(&y, d, "line")) > 0)
+            found = 1;
+    }
+    assert_true(found);
+    assert_non_null(strstr(out, "\"name\":\"ref-w4a16\""));
+    er_yaml_free(&y);
+    tu_rmrf(jdir);
+    free(out);
+    tu_rmrf(dir);
+}
+
+static void test_probe_json(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run("probe --json --sysroot " EDGERT_TEST_FIXTURES "/sysroots/jetson-orin", &out), 0);
+    er_yaml y;
+    char *dir;
+    yaml_node_t *root = parse(out, &y, &dir);
+    yaml_node_t *dev = er_yaml_get(&y, root, "device");
+    assert_string_equal(sval(&y, dev, "class"), "jetson");
+    assert_string_equal(sval(&y, dev, "mode"), "live");
+    er_yaml_free(&y);
+    tu_rmrf(dir);
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help),
+        cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_env_priority),
+        cmocka_unit_test(test_select_json_live),
+        cmocka_unit_test(test_select_json_plan),
+        cmocka_unit_test(test_json_with_bad_manifest),
+        cmocka_unit_test(test_probe_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
