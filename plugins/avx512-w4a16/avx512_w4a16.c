@@ -1,0 +1,725 @@
+/*
+ * plugins/avx512-w4a16/avx512_w4a16.c — entry, options, packing, dispatch
+ * and self-test of the avx512-w4a16 backend: int4 weights with a scale and a
+ * zero point per (column, group of 128), 16-bit activations, fp32
+ * accumulation.
+ *
+ * This file is compiled WITHOUT ISA flags (plain x86-64), so loading the
+ * library and calling init on any x86-64 CPU is safe: AVX-512 code lives only
+ * in aw_kern_*.c and is reached only after init checked the host's usable
+ * CPU flags. (The core also gates on the manifest's requires.cpu_flags before
+ * dlopen; this is the second line of defence.)
+ *
+ * Code paths (one per ISA, chosen once per instance in init, in the spirit of
+ * xxHash's dispatcher), all on the same packed layout (aw_internal.h):
+ *   path=int16  vpdpbusd on 15-bit integer activations (power-of-two scale
+ *               per group of 128, split into two int8 halves); needs
+ *               avx512_vnni. Exact integer dot products per group.
+ *   path=bf16   vdpbf16ps on bf16 activations; needs avx512_bf16.
+ *   path=fma    fp32 FMA on fp32 activations; needs only avx512f (+ bw, vl,
+ *               fma, which every AVX-512 CPU has and the manifest requires).
+ *   path=auto   (default, also for NULL or "") the fastest path this CPU has
+ *               for decode: int16 if avx512_vnni, else bf16 if avx512_bf16,
+ *               else fma.
+ * Options string: "path=<auto|int16|bf16|fma>" (empty or NULL = auto). Any
+ * other text is refused with EDGERT_E_USAGE; a path whose CPU flag the host
+ * lacks is refused with EDGERT_E_UNSUPPORTED naming the flag. AMX-BF16
+ * prefill tiles are not implemented (no AMX hardware to test on).
+ *
+ * GEMM: m <= AW_DECODE_MAX_M streams the codes once (GEMV, software
+ * prefetch) over panels split on the host's parallel_for; larger m expands
+ * each (block of 3 panels, group) once into an L1-resident buffer (fp32,
+ * bf16 or u8 codes) and runs a register-blocked micro-kernel over every row
+ * block. Activation scratch is allocated per call (never indexed by worker).
+ *
+ * No global mutable state: the descriptor, tables and strings are const; an
+ * instance is an aw_state allocated through host->alloc. No exit/abort.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "aw_internal.h"
+
+_Static_assert(sizeof(aw_packed) <= AW_ALIGN, "the packed header must fit its 64 bytes");
+
+typedef struct aw_state {
+    const edgert_host *host;
+    aw_path path;
+    aw_kernels kern;
+} aw_state;
+
+typedef struct aw_path_info {
+    const char *name;
+    edgert_cpu_flag flag;     /* beyond the base flags */
+    const char *flag_name;
+    const char *describe;
+    aw_kernels kern;
+} aw_path_info;
+
+static const aw_path_info aw_paths[AW_PATH_COUNT] = {
+    [AW_PATH_FMA] = {"fma", EDGERT_CPU_AVX512F, "avx512f",
+                     "fma: AVX-512F fp32 FMA, fp32 activations (no BF16/VNNI needed)",
+                     {aw_fma_prep, aw_fma_gemm}},
+    [AW_PATH_BF16] = {"bf16", EDGERT_CPU_AVX512_BF16, "avx512_bf16",
+                      "bf16: AVX512_BF16 vdpbf16ps, bf16 activations, fp32 accumulate",
+                      {aw_bf16_prep, aw_bf16_gemm}},
+    [AW_PATH_INT16] = {"int16", EDGERT_CPU_AVX512_VNNI, "avx512_vnni",
+                       "int16: AVX512_VNNI vpdpbusd, 15-bit integer activations per group of "
+                       "128 (two int8 halves), exact int32 group sums, fp32 accumulate",
+                       {aw_int16_prep, aw_int16_gemm}},
+};
+
+/* Every path's kernel files are compiled for these (CMakeLists.txt). */
+static const struct {
+    edgert_cpu_flag flag;
+    const char *name;
+} aw_base_flags[] = {
+    {EDGERT_CPU_AVX512F, "avx512f"},
+    {EDGERT_CPU_AVX512BW, "avx512bw"},
+    {EDGERT_CPU_AVX512VL, "avx512vl"},
+    {EDGERT_CPU_FMA, "fma"},
+};
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static void aw_err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void aw_err(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (err == NULL || err_len == 0u)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+static int aw_mul(size_t a, size_t b, size_t *out)
+{
+    if (b != 0u && a > SIZE_MAX / b)
+        return -1;
+    *out = a * b;
+    return 0;
+}
+
+static int aw_add(size_t a, size_t b, size_t *out)
+{
+    if (a > SIZE_MAX - b)
+        return -1;
+    *out = a + b;
+    return 0;
+}
+
+static size_t aw_round64(size_t a)
+{
+    return (a + (AW_ALIGN - 1u)) & ~(size_t)(AW_ALIGN - 1u);
+}
+
+static const char *aw_tensor_name(const edgert_qweights *w)
+{
+    if (w->struct_size >= offsetof(edgert_qweights, name) + sizeof(w->name) && w->name != NULL &&
+        w->name[0] != '\0')
+        return w->name;
+    return "(unnamed)";
+}
+
+static double aw_absd(double v)
+{
+    return v < 0.0 ? -v : v;
+}
+
+/* ---- init ----------------------------------------------------------------------- */
+
+/* Parse "path=<name>" (surrounding blanks allowed). 0 on success. */
+static int aw_parse_options(const char *options, int *auto_path, aw_path *path, char *err,
+                            size_t err_len)
+{
+    *auto_path = 1;
+    if (options == NULL)
+        return 0;
+    const char *s = options;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    if (*s == '\0')
+        return 0;
+    if (strncmp(s, "path=", 5) != 0) {
+        aw_err(err, err_len,
+               AW_NAME ": init: unknown option '%s' (accepted: path=auto|int16|bf16|fma)",
+               options);
+        return -1;
+    }
+    s += 5;
+    size_t len = strcspn(s, " \t");
+    const char *rest = s + len;
+    while (*rest == ' ' || *rest == '\t')
+        rest++;
+    if (*rest != '\0') {
+        aw_err(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option", rest);
+        return -1;
+    }
+    if (len == 4 && strncmp(s, "auto", 4) == 0)
+        return 0;
+    for (int p = 0; p < AW_PATH_COUNT; p++) {
+        if (strlen(aw_paths[p].name) == len && strncmp(s, aw_paths[p].name, len) == 0) {
+            *auto_path = 0;
+            *path = (aw_path)p;
+            return 0;
+        }
+    }
+    aw_err(err, err_len, AW_NAME ": init: unknown path '%.*s' (accepted: auto, int16, bf16, fma)",
+           (int)len, s);
+    return -1;
+}
+
+static edgert_status aw_init(const edgert_host *host, const char *options, void **state,
+                             char *err, size_t err_len)
+{
+    if (state == NULL) {
+        aw_err(err, err_len, AW_NAME ": init: state pointer is NULL");
+        return EDGERT_E_USAGE;
+    }
+    *state = NULL;
+    if (host == NULL) {
+        aw_err(err, err_len, AW_NAME ": init: host table is NULL");
+        return EDGERT_E_USAGE;
+    }
+    if (host->struct_size < offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags) ||
+        host->alloc == NULL || host->free == NULL || host->parallel_for == NULL ||
+        host->log == NULL || host->thread_count == NULL) {
+        aw_err(err, err_len,
+               AW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
+                       "with alloc, free, parallel_for, thread_count and log set)",
+               (unsigned)host->struct_size,
+               offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags));
+        return EDGERT_E_USAGE;
+    }
+
+    int auto_path = 1;
+    aw_path path = AW_PATH_FMA;
+    if (aw_parse_options(options, &auto_path, &path, err, err_len) != 0)
+        return EDGERT_E_USAGE;
+
+    const uint64_t flags = host->cpu_flags;
+    for (size_t i = 0; i < sizeof aw_base_flags / sizeof aw_base_flags[0]; i++) {
+        if (!EDGERT_HAS_FLAG(flags, aw_base_flags[i].flag)) {
+            aw_err(err, err_len,
+                   AW_NAME ": init: this CPU lacks %s (every path needs avx512f, avx512bw, "
+                           "avx512vl and fma)",
+                   aw_base_flags[i].name);
+            return EDGERT_E_UNSUPPORTED;
+        }
+    }
+    if (auto_path) {
+        /* fastest decode first (measured on Zen 5: see the manifest notes) */
+        if (EDGERT_HAS_FLAG(flags, EDGERT_CPU_AVX512_VNNI))
+            path = AW_PATH_INT16;
+        else if (EDGERT_HAS_FLAG(flags, EDGERT_CPU_AVX512_BF16))
+            path = AW_PATH_BF16;
+        else
+            path = AW_PATH_FMA;
+    } else if (!EDGERT_HAS_FLAG(flags, aw_paths[path].flag)) {
+        aw_err(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
+                                     "does not have (or the OS has not enabled)",
+               aw_paths[path].name, aw_paths[path].flag_name);
+        return EDGERT_E_UNSUPPORTED;
+    }
+
+    aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
+    if (st == NULL) {
+        aw_err(err, err_len, AW_NAME ": init: cannot allocate %zu bytes of instance state",
+               sizeof *st);
+        return EDGERT_E_NOMEM;
+    }
+    st->host = host;
+    st->path = path;
+    st->kern = aw_paths[path].kern;
+    *state = st;
+    host->log(host->host_ctx, EDGERT_LOG_DEBUG, AW_NAME ": instance ready, path %s%s",
+              aw_paths[path].name, auto_path ? " (auto)" : " (forced)");
+    return EDGERT_OK;
+}
+
+static void aw_fini(void *state)
+{
+    aw_state *st = state;
+    if (st == NULL)
+        return;
+    st->host->free(st->host->host_ctx, st);
+}
+
+static const char *aw_describe(void *state)
+{
+    const aw_state *st = state;
+    return st != NULL ? aw_paths[st->path].describe : NULL;
+}
+
+/* ---- pack ------------------------------------------------------------------------- */
+
+typedef struct aw_pack_job {
+    const edgert_qweights *w;
+    uint8_t *data;
+    size_t panel_bytes;
+    uint32_t groups;
+} aw_pack_job;
+
+/* fp32 scale rounded to 20 significant bits, z in the freed 4 bits. */
+static uint32_t aw_meta_word(float s, unsigned z)
+{
+    uint32_t u;
+    memcpy(&u, &s, sizeof u);
+    uint32_t r = (u + 8u) & ~15u; /* round half up on the magnitude */
+    if (((r >> 23) & 0xFFu) == 0xFFu)
+        r = u & ~15u; /* rounding would overflow to inf: truncate instead */
+    return r | (uint32_t)z;
+}
+
+/*
+ * Pack panels [begin, end). Works straight from the canonical tensor into the
+ * final allocation, 4 input bytes -> one code dword at a time: the transient
+ * memory above the packed size is zero (a few registers), whatever n and k.
+ */
+static void aw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const aw_pack_job *pj = arg;
+    const edgert_qweights *w = pj->w;
+    const size_t stride = (size_t)w->k / 2u; /* k is a multiple of 128 */
+    static const unsigned nib_k[8] = AW_NIB_K;
+    (void)worker;
+
+    for (size_t p = begin; p < end; p++) {
+        uint8_t *blk = pj->data + p * pj->panel_bytes;
+        for (uint32_t g = 0; g < pj->groups; g++, blk += AW_BLOCK_BYTES) {
+            for (unsigned j = 0; j < AW_PANEL; j++) {
+                size_t col = p * AW_PANEL + j;
+                uint32_t meta = 0u;
+                if (col < w->n) {
+                    const uint8_t *src = w->codes + col * stride + (size_t)g * (AW_GROUP / 2u);
+                    for (unsigned t = 0; t < AW_OCTETS; t++) {
+                        const uint8_t *b = src + 4u * t; /* codes of inputs 8t .. 8t+7 */
+                        uint32_t d = 0u;
+                        for (unsigned i = 0; i < 8u; i++) {
+                            unsigned kk = nib_k[i];
+                            unsigned q = (kk & 1u) ? (unsigned)(b[kk / 2u] >> 4)
+                                                   : (unsigned)(b[kk / 2u] & 15u);
+                            d |= (uint32_t)q << (4u * i);
+                        }
+                        memcpy(blk + 64u * t + 4u * j, &d, 4u);
+                    }
+                    size_t gi = col * pj->groups + g;
+                    meta = aw_meta_word(w->scales[gi], w->zeros != NULL ? w->zeros[gi] : 8u);
+                } else {
+                    for (unsigned t = 0; t < AW_OCTETS; t++)
+                        memset(blk + 64u * t + 4u * j, 0, 4u);
+                }
+                memcpy(blk + AW_CODE_BYTES + 4u * j, &meta, 4u);
+            }
+        }
+    }
+}
+
+static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packed,
+                             size_t *packed_bytes, char *err, size_t err_len)
+{
+    aw_state *st = state;
+    const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
+
+    if (packed == NULL || packed_bytes == NULL || st == NULL) {
+        aw_err(err, err_len, AW_NAME ": pack: state, packed or packed_bytes is NULL");
+        return EDGERT_E_USAGE;
+    }
+    *packed = NULL;
+    *packed_bytes = 0u;
+    if (w == NULL || w->struct_size < need) {
+        aw_err(err, err_len, AW_NAME ": pack: weights descriptor is NULL or too small "
+                             "(struct_size %u, need >= %zu)",
+               w != NULL ? (unsigned)w->struct_size : 0u, need);
+        return EDGERT_E_USAGE;
+    }
+    const char *name = aw_tensor_name(w);
+    if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
+        aw_err(err, err_len,
+               AW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
+                       "and scales non-NULL",
+               name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
+        return EDGERT_E_USAGE;
+    }
+    if (w->group != AW_GROUP) {
+        aw_err(err, err_len,
+               AW_NAME ": pack '%s' [n=%u k=%u]: group size %u is not supported (layout "
+                       "int4-asym-g128 needs group 128)",
+               name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    if (w->k % AW_GROUP != 0u) {
+        aw_err(err, err_len,
+               AW_NAME ": pack '%s' [n=%u]: k=%u is not a multiple of the group size %u "
+                       "(k %% %u = %u)",
+               name, (unsigned)w->n, (unsigned)w->k, AW_GROUP, AW_GROUP,
+               (unsigned)(w->k % AW_GROUP));
+        return EDGERT_E_UNSUPPORTED;
+    }
+
+    const uint32_t groups = w->k / AW_GROUP;
+    const size_t ng = (size_t)w->n * groups;
+    for (size_t i = 0; i < ng; i++) {
+        if (w->zeros != NULL && w->zeros[i] > 15u) {
+            aw_err(err, err_len,
+                   AW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group %zu "
+                           "is outside [0, 15]",
+                   name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                   (unsigned)w->zeros[i], i / groups, i % groups);
+            return EDGERT_E_USAGE;
+        }
+        if (!isfinite(w->scales[i])) {
+            aw_err(err, err_len,
+                   AW_NAME ": pack '%s' [n=%u k=%u group=%u]: scale at row %zu group %zu is not "
+                           "finite",
+                   name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, i / groups,
+                   i % groups);
+            return EDGERT_E_USAGE;
+        }
+    }
+
+    size_t panels = ((size_t)w->n + AW_PANEL - 1u) / AW_PANEL;
+    size_t panel_bytes = (size_t)groups * AW_BLOCK_BYTES, data_bytes, total;
+    const size_t off = AW_ALIGN; /* the header; aw_data() */
+    if (panel_bytes > UINT32_MAX || aw_mul(panels, panel_bytes, &data_bytes) != 0 ||
+        aw_add(off, data_bytes, &total) != 0) {
+        aw_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+               name, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_NOMEM;
+    }
+    const edgert_host *host = st->host;
+    uint8_t *mem = host->alloc(host->host_ctx, total, AW_ALIGN);
+    if (mem == NULL) {
+        aw_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
+               (unsigned)w->n, (unsigned)w->k, total);
+        return EDGERT_E_NOMEM;
+    }
+
+    aw_packed *p = (aw_packed *)(void *)mem;
+    memset(p, 0, sizeof *p);
+    p->magic = AW_PACKED_MAGIC;
+    p->n = w->n;
+    p->k = w->k;
+    p->groups = groups;
+    p->panels = (uint32_t)panels;
+    p->panel_bytes = (uint32_t)panel_bytes;
+    snprintf(p->name, sizeof p->name, "%s", name);
+
+    aw_pack_job pj = {.w = w, .data = mem + off, .panel_bytes = panel_bytes, .groups = groups};
+    host->parallel_for(host->host_ctx, panels, 16u, aw_pack_panels, &pj);
+
+    *packed = p;
+    *packed_bytes = total;
+    return EDGERT_OK;
+}
+
+static void aw_packed_free(void *state, void *packed)
+{
+    aw_state *st = state;
+    if (st == NULL || packed == NULL)
+        return;
+    st->host->free(st->host->host_ctx, packed);
+}
+
+/* ---- gemm ------------------------------------------------------------------------- */
+
+static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_args *args,
+                             char *err, size_t err_len)
+{
+    aw_state *st = state;
+    const aw_packed *w = packed;
+    size_t span;
+
+    if (st == NULL || w == NULL || w->magic != AW_PACKED_MAGIC) {
+        aw_err(err, err_len, AW_NAME ": gemm: NULL state or not an " AW_NAME " packed handle");
+        return EDGERT_E_USAGE;
+    }
+    if (args == NULL || args->struct_size < offsetof(edgert_gemm_args, ldy) + sizeof(args->ldy)) {
+        aw_err(err, err_len, AW_NAME ": gemm on '%s': arguments NULL or too small (struct_size %u)",
+               w->name, args != NULL ? (unsigned)args->struct_size : 0u);
+        return EDGERT_E_USAGE;
+    }
+    if (args->m == 0u || args->x == NULL || args->y == NULL) {
+        aw_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y "
+                             "non-NULL",
+               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_USAGE;
+    }
+    if (args->ldx < w->k || args->ldy < w->n) {
+        aw_err(err, err_len,
+               AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must be >= "
+                       "k, ldy %zu must be >= n)",
+               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, args->ldx, args->ldy);
+        return EDGERT_E_USAGE;
+    }
+    if (aw_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
+        aw_mul((size_t)args->m - 1u, args->ldy, &span) != 0) {
+        aw_err(err, err_len,
+               AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride overflows size_t",
+               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_USAGE;
+    }
+
+    /* Per-call scratch: activations as the path needs them, plus per
+     * (row, group) sums and scales. Bounded by m * (2 k + 8 k / 128) bytes. */
+    const edgert_host *host = st->host;
+    size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->k * 2u);
+    size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
+    if (aw_mul(row_bytes, args->m, &act_bytes) != 0 || aw_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
+        aw_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
+        aw_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
+               w->name, (unsigned)args->m);
+        return EDGERT_E_NOMEM;
+    }
+    uint8_t *scratch = host->alloc(host->host_ctx, total, AW_ALIGN);
+    if (scratch == NULL) {
+        aw_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes "
+                             "of activation scratch",
+               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
+        return EDGERT_E_NOMEM;
+    }
+    aw_job job = {
+        .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
+        .act = row_bytes != 0u ? scratch : NULL, .act_row_bytes = row_bytes,
+        .gsum = (float *)(void *)(scratch + act_bytes),
+        .gscale = (float *)(void *)(scratch + act_bytes) + mg,
+    };
+
+    /* prep is O(m k): run it on the caller for small m */
+    if (args->m <= 8u)
+        st->kern.prep(&job, 0, args->m, 0);
+    else
+        host->parallel_for(host->host_ctx, args->m, 4u, st->kern.prep, &job);
+
+    if (args->m <= AW_DECODE_MAX_M) {
+        /* about 64 KiB of codes per chunk at least: the hand-off costs
+         * microseconds, streaming 64 KiB about as much */
+        size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
+        host->parallel_for(host->host_ctx, w->panels, grain, st->kern.gemm, &job);
+    } else {
+        size_t blocks = (w->panels + AW_PREFILL_PB - 1u) / AW_PREFILL_PB;
+        host->parallel_for(host->host_ctx, blocks, 1u, st->kern.gemm, &job);
+    }
+    host->free(host->host_ctx, scratch);
+    return EDGERT_OK;
+}
+
+/* ---- self-test --------------------------------------------------------------------- */
+
+static uint32_t aw_xorshift32(uint32_t *s)
+{
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+
+/*
+ * Error bound of one output of `path` against the exact (double) sum, given
+ * per input k: x_k, w_k = s (q - z), and the group maxima of |x|:
+ *   activation rounding: bf16 2^-8 sum|x w| (8 significant bits, round to
+ *     nearest); int16 sum_g 2^-13 max_g|x| sum_{k in g} |w_k|; fma none;
+ *   scale stored with 20 significant bits: 2^-20 sum|x w| (2^-19 below);
+ *   fp32 accumulation, including the zero-point correction whose two terms
+ *   each reach 15 |x| |s| per input: 2^-14 * sum 15 |x s|.
+ * Shared by the self-test and (in the same form) tests/test_avx512_w4a16.c.
+ */
+static double aw_bound(aw_path path, double sum_xw, double sum_act, double sum_xs15)
+{
+    double act = path == AW_PATH_BF16 ? ldexp(sum_xw, -8) : path == AW_PATH_INT16 ? sum_act : 0.0;
+    return act + ldexp(sum_xw, -19) + ldexp(sum_xs15, -14) + 1e-30;
+}
+
+typedef struct aw_case {
+    uint32_t m, n, k;
+    int symmetric;
+} aw_case;
+
+/* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), a
+ * partial block of 3 panels, row tiles with tails */
+static const aw_case aw_cases[] = {
+    {1u, 37u, 256u, 0}, {3u, 20u, 128u, 1}, {7u, 37u, 256u, 0}, {10u, 50u, 128u, 0},
+};
+
+static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t seed, char *err,
+                                       size_t err_len)
+{
+    const edgert_host *host = st->host;
+    const size_t stride = tc->k / 2u, groups = tc->k / AW_GROUP;
+    const size_t ldx = tc->k + 3u, ldy = tc->n + 2u;
+    const float sentinel = -12345.0f;
+    size_t codes_b = tc->n * stride, ng = tc->n * groups;
+    size_t bytes = codes_b + ng * (sizeof(float) + 1u) + (tc->m * ldx + tc->m * ldy) * sizeof(float);
+    void *packed = NULL;
+    size_t packed_bytes = 0u;
+    edgert_status rc;
+
+    uint8_t *mem = host->alloc(host->host_ctx, bytes + 64u, AW_ALIGN);
+    if (mem == NULL) {
+        aw_err(err, err_len, AW_NAME ": self-test: cannot allocate %zu bytes", bytes);
+        return EDGERT_E_NOMEM;
+    }
+    float *x = (float *)(void *)mem;
+    float *y = x + tc->m * ldx;
+    float *scales = y + tc->m * ldy;
+    uint8_t *codes = (uint8_t *)(scales + ng);
+    uint8_t *zeros = codes + codes_b;
+
+    for (size_t i = 0; i < codes_b; i++)
+        codes[i] = (uint8_t)aw_xorshift32(&seed);
+    for (size_t i = 0; i < ng; i++) {
+        scales[i] = 0.01f + (float)(aw_xorshift32(&seed) % 1000u) * 4e-5f;
+        zeros[i] = (uint8_t)(aw_xorshift32(&seed) % 16u);
+    }
+    for (size_t i = 0; i < tc->m * ldx; i++)
+        x[i] = (float)((int)(aw_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
+    for (size_t i = 0; i < tc->m * ldy; i++)
+        y[i] = sentinel;
+
+    edgert_qweights qw = {
+        .struct_size = sizeof(edgert_qweights), .n = tc->n, .k = tc->k, .group = AW_GROUP,
+        .codes = codes, .scales = scales, .zeros = tc->symmetric ? NULL : zeros,
+        .name = "self-test",
+    };
+    rc = aw_pack(st, &qw, &packed, &packed_bytes, err, err_len);
+    if (rc != EDGERT_OK)
+        goto out;
+    edgert_gemm_args ga = {
+        .struct_size = sizeof(edgert_gemm_args), .m = tc->m, .x = x, .ldx = ldx, .y = y,
+        .ldy = ldy,
+    };
+    rc = aw_gemm(st, packed, &ga, err, err_len);
+    if (rc != EDGERT_OK)
+        goto out;
+
+    for (size_t i = 0; i < tc->m; i++) {
+        for (size_t r = 0; r < ldy; r++) {
+            float got = y[i * ldy + r];
+            if (r >= tc->n) {
+                if (got != sentinel) {
+                    aw_err(err, err_len,
+                           AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] beyond n "
+                                   "was written",
+                           aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n,
+                           (unsigned)tc->k, i, r);
+                    rc = EDGERT_E_PLUGIN;
+                    goto out;
+                }
+                continue;
+            }
+            double acc = 0.0, sum_xw = 0.0, sum_act = 0.0, sum_xs15 = 0.0;
+            for (size_t g = 0; g < groups; g++) {
+                double mx = 0.0, sw = 0.0;
+                for (size_t c = g * AW_GROUP; c < (g + 1u) * AW_GROUP; c++)
+                    if (aw_absd(x[i * ldx + c]) > mx)
+                        mx = aw_absd(x[i * ldx + c]);
+                for (size_t c = g * AW_GROUP; c < (g + 1u) * AW_GROUP; c++) {
+                    unsigned b = codes[r * stride + c / 2u];
+                    int q = (int)((c % 2u) ? (b >> 4) : (b & 15u));
+                    int z = tc->symmetric ? 8 : (int)zeros[r * groups + g];
+                    double s = scales[r * groups + g];
+                    double wv = s * (double)(q - z), xv = x[i * ldx + c];
+                    acc += xv * wv;
+                    sum_xw += aw_absd(xv * wv);
+                    sw += aw_absd(wv);
+                    sum_xs15 += 15.0 * aw_absd(xv * s);
+                }
+                sum_act += ldexp(mx, -13) * sw;
+            }
+            double tol = aw_bound(st->path, sum_xw, sum_act, sum_xs15);
+            if (!(aw_absd((double)got - acc) <= tol)) { /* also catches NaN */
+                aw_err(err, err_len,
+                       AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] = %.9g but the "
+                               "scalar loop gives %.9g (|err| %.3g > bound %.3g)",
+                       aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
+                       i, r, (double)got, acc, aw_absd((double)got - acc), tol);
+                rc = EDGERT_E_PLUGIN;
+                goto out;
+            }
+        }
+    }
+    rc = EDGERT_OK;
+out:
+    aw_packed_free(st, packed);
+    host->free(host->host_ctx, mem);
+    return rc;
+}
+
+static edgert_status aw_self_test(void *state, char *err, size_t err_len)
+{
+    aw_state *st = state;
+    if (st == NULL) {
+        aw_err(err, err_len, AW_NAME ": self-test: state is NULL");
+        return EDGERT_E_USAGE;
+    }
+    for (size_t i = 0; i < sizeof aw_cases / sizeof aw_cases[0]; i++) {
+        edgert_status rc =
+            aw_self_test_case(st, &aw_cases[i], 0x9E3779B9u + (uint32_t)i, err, err_len);
+        if (rc != EDGERT_OK)
+            return rc;
+    }
+    return EDGERT_OK;
+}
+
+/* ---- descriptor and entry ----------------------------------------------------------- */
+
+static const edgert_plugin aw_plugin_v1 = {
+    .struct_size = sizeof(edgert_plugin),
+    .abi_version = 1u,
+    .name = AW_NAME,
+    .version = AW_VERSION,
+    .caps = EDGERT_CAP_GEMM,
+    .init = aw_init,
+    .fini = aw_fini,
+    .self_test = aw_self_test,
+    .describe = aw_describe,
+    .pack = aw_pack,
+    .packed_free = aw_packed_free,
+    .gemm = aw_gemm,
+    .export_graph = NULL,
+};
+
+EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
+                                                       const edgert_host *host,
+                                                       const edgert_plugin **out, char *err,
+                                                       size_t err_len);
+
+EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
+                                                       const edgert_host *host,
+                                                       const edgert_plugin **out, char *err,
+                                                       size_t err_len)
+{
+    (void)host; /* the instance gets the host table again in init() */
+    if (out == NULL) {
+        aw_err(err, err_len, AW_NAME ": entry: descriptor out-pointer is NULL");
+        return EDGERT_E_USAGE;
+    }
+    *out = NULL;
+    uint32_t lo = abi_min > EDGERT_PLUGIN_ABI_MIN ? abi_min : EDGERT_PLUGIN_ABI_MIN;
+    uint32_t hi = abi_max < EDGERT_PLUGIN_ABI_MAX ? abi_max : EDGERT_PLUGIN_ABI_MAX;
+    if (lo > hi) {
+        aw_err(err, err_len,
+               AW_NAME ": no common plugin ABI: the host offers [%u, %u], this plugin implements "
+                       "[%u, %u]",
+               (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
+               (unsigned)EDGERT_PLUGIN_ABI_MAX);
+        return EDGERT_E_ABI;
+    }
+    switch (hi) {
+    case 1u:
+        *out = &aw_plugin_v1;
+        return EDGERT_OK;
+    default:
+        aw_err(err, err_len, AW_NAME ": ABI %u is in range but has no descriptor (plugin bug)",
+               (unsigned)hi);
+        return EDGERT_E_ABI;
+    }
+}

@@ -1,0 +1,147 @@
+/*
+ * plugins/avx512-w4a16/aw_internal.h — what the dispatch file
+ * (avx512_w4a16.c, built without ISA flags) shares with the per-ISA kernel
+ * files (aw_kern_*.c, each built with its own -mavx512* flags).
+ *
+ * Nothing in here may emit AVX-512 code: it is included by the dispatch file.
+ *
+ * ---- Packed layout (one layout for every path, decode and prefill) --------
+ *
+ * Output columns (rows of W) are cut into panels of AW_PANEL = 16 columns,
+ * one per dword lane of a zmm register. A panel holds K / 128 blocks, one per
+ * group of 128 inputs, stored back to back; panels follow each other, so a
+ * thread that owns a range of panels reads one contiguous stream.
+ *
+ *   block (panel p, group g) = 1088 bytes:
+ *     codes: 16 octets t = 0..15, 64 bytes each (one zmm). Dword lane j holds
+ *            the 8 codes of column 16p + j, inputs k = 128g + 8t + 0..7,
+ *            nibble i of the dword (bits 4i..4i+3) = code of input
+ *              i:    0  1  2  3  4  5  6  7
+ *              k:    0  2  4  6  1  3  5  7     (AW_NIB_K below)
+ *            i.e. byte 0 = k0 | k2<<4, byte 1 = k4 | k6<<4,
+ *                 byte 2 = k1 | k3<<4, byte 3 = k5 | k7<<4.
+ *     meta:  16 dwords, lane j = fp32 scale of column 16p + j, group g, with
+ *            its 4 lowest mantissa bits replaced by the zero point z (0..15).
+ *
+ * Why that nibble order: one 64-byte load feeds every path with one shift
+ * and one mask or table lookup per step —
+ *   int16 (vpdpbusd):  v & 0x0F0F0F0F      = bytes (k0, k4, k1, k5)
+ *                      (v >> 4) & 0x0F..   = bytes (k2, k6, k3, k7)
+ *   bf16 (vdpbf16ps):  vpermw(v >> 4s)     = word pair (k_2s, k_2s+1), s = 0..3,
+ *                      through a 32-entry table bf16(i & 15) (vpermw reads
+ *                      only the low 5 bits of each word)
+ *   fp32 (FMA):        vpermps(v >> 4i)    = code of nibble i as fp32 (vpermps
+ *                      reads only the low 4 bits of each dword)
+ * Activations are reordered once per call to match (int16), or used in
+ * natural order (bf16, fp32).
+ *
+ * The zero point is never applied per weight: every path computes
+ *   y += s * (sum_k x_k q_k  -  z * sum_k x_k)        per (column, group)
+ * with sum_k x_k computed once per (row of x, group) from the activations
+ * exactly as the kernel sees them (bf16-rounded, or integer). s * z is exact
+ * in fp32 (20-bit scale times a 4-bit integer).
+ *
+ * Scale precision: the canonical fp32 scale is rounded to 20 significant
+ * bits (relative change <= 2^-20) to make room for z, so scale and zero point
+ * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus a 64-byte
+ * header and the zero padding of the last panel when n % 16 != 0.
+ */
+#ifndef AW_INTERNAL_H
+#define AW_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgert/plugin.h"
+
+#define AW_NAME "avx512-w4a16"
+#define AW_VERSION "0.1.0"
+
+#define AW_PANEL 16u          /* output columns per panel (zmm dword lanes) */
+#define AW_GROUP 128u         /* inputs per group: the only group size accepted */
+#define AW_OCTETS 16u         /* 8-input octets per group */
+#define AW_CODE_BYTES 1024u   /* codes of one (panel, group) block */
+#define AW_META_BYTES 64u     /* scales + zero points of one block */
+#define AW_BLOCK_BYTES (AW_CODE_BYTES + AW_META_BYTES)
+#define AW_ALIGN 64u
+#define AW_PACKED_MAGIC 0x36317761u /* "aw16" */
+
+/* Rows of x up to which gemm streams the codes directly (GEMV kernel);
+ * above it the prefill kernels expand each (panel, group) once into L1 and
+ * reuse it for every row. */
+#define AW_DECODE_MAX_M 4u
+
+/* Panels per prefill register tile and per parallel_for item in prefill. */
+#define AW_PREFILL_PB 3u
+
+/* Input offset (0..7 within the octet) held by nibble i of a code dword. */
+#define AW_NIB_K {0, 2, 4, 6, 1, 3, 5, 7}
+
+typedef enum aw_path {
+    AW_PATH_FMA = 0,   /* AVX-512F: fp32 FMA, fp32 activations */
+    AW_PATH_BF16 = 1,  /* AVX512_BF16: vdpbf16ps on bf16 activations */
+    AW_PATH_INT16 = 2, /* AVX512_VNNI: vpdpbusd on int16 activations in two int8 halves */
+    AW_PATH_COUNT
+} aw_path;
+
+typedef struct aw_packed {
+    uint32_t magic;
+    uint32_t n, k;
+    uint32_t groups;      /* k / 128 */
+    uint32_t panels;      /* ceil(n / 16) */
+    uint32_t panel_bytes; /* groups * AW_BLOCK_BYTES (< 2^32: k < 2^32) */
+    char name[40];        /* for error messages; truncated */
+    /* 64 bytes so far; the codes follow at offset AW_ALIGN (aw_data) */
+} aw_packed;
+
+/* The packed codes start right after the 64-byte header. */
+static inline const uint8_t *aw_data(const aw_packed *p)
+{
+    return (const uint8_t *)p + AW_ALIGN;
+}
+
+
+/*
+ * One GEMM call, shared read-only by all chunks of its parallel_for.
+ *
+ * Activation scratch `act` (allocated per call, never per worker), per path:
+ *   fma:   unused (x is read directly)
+ *   bf16:  uint16_t [m][k], x rounded to bf16 (round to nearest even)
+ *   int16: per (row, group) 256 bytes: 128 signed bytes `hi` then 128 `lo`,
+ *          a = 128 * hi + lo, lo in [0, 127], a = round(x * 2^sh) in
+ *          [-16384, 16383]; bytes in the order the vpdpbusd steps read them
+ *          (quad 2t = inputs 8t + {0,4,1,5}, quad 2t+1 = 8t + {2,6,3,7}).
+ * `gsum` [m][groups]: sum of the group's activations as the kernel sees
+ * them (fp32 values; int16: 2^-sh * sum a). `gscale` [m][groups]: int16 only,
+ * 2^-sh (NaN when the group holds a non-finite value).
+ */
+typedef struct aw_job {
+    const aw_packed *w;
+    uint32_t m;
+    const float *x;
+    size_t ldx;
+    float *y;
+    size_t ldy;
+    void *act;
+    size_t act_row_bytes;
+    float *gsum;
+    float *gscale;
+} aw_job;
+
+/* Kernels of one path. prep converts rows [begin, end) of x into the job's
+ * scratch; gemm computes y for panels [begin, end). Both match
+ * edgert_range_fn so they go straight to parallel_for. */
+typedef struct aw_kernels {
+    edgert_range_fn prep;
+    edgert_range_fn gemm;
+} aw_kernels;
+
+/* Defined in the ISA files; only called after the host's flags were checked. */
+void aw_fma_prep(void *job, size_t begin, size_t end, unsigned worker);
+void aw_fma_gemm(void *job, size_t begin, size_t end, unsigned worker);
+void aw_bf16_prep(void *job, size_t begin, size_t end, unsigned worker);
+void aw_bf16_gemm(void *job, size_t begin, size_t end, unsigned worker);
+void aw_int16_prep(void *job, size_t begin, size_t end, unsigned worker);
+void aw_int16_gemm(void *job, size_t begin, size_t end, unsigned worker);
+
+#endif /* AW_INTERNAL_H */

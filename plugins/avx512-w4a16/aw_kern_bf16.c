@@ -1,0 +1,224 @@
+/*
+ * plugins/avx512-w4a16/aw_kern_bf16.c — path "bf16": activations rounded to
+ * bf16 (round to nearest even), vdpbf16ps with fp32 accumulation. Compiled
+ * with -mavx512f -mavx512bw -mavx512vl -mavx512bf16.
+ *
+ * Codes become bf16 pairs through vpermw on the shifted code dword: word 0
+ * of dword lane j after >> 4s holds nibble s (input 2s) in its low bits,
+ * word 1 nibble 4 + s (input 2s + 1); vpermw reads the low 5 bits of each
+ * word, and the 32-entry table maps i -> bf16(i & 15), so no mask is needed.
+ * Codes 0..15 are exact in bf16, and so is every product with a bf16
+ * activation, so the only rounding beyond the activations' own is fp32
+ * accumulation. Per (column, group): y += s * (sum xb q - z * sum xb).
+ */
+#include "aw_kern.h"
+
+/* bf16 bit patterns of 0..15, twice (vpermw index bit 4 is don't-care) */
+#define AW_BF16_Q                                                                              \
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, 0x4100, 0x4110, 0x4120,    \
+        0x4130, 0x4140, 0x4150, 0x4160, 0x4170
+
+AW_INLINE __m512i bf16_qtab(void)
+{
+    static const uint16_t tab[32] __attribute__((aligned(64))) = {AW_BF16_Q, AW_BF16_Q};
+    return _mm512_load_si512((const void *)tab);
+}
+
+AW_INLINE __m512bh aw_as_bh(__m512i v)
+{
+    return (__m512bh)v;
+}
+
+/* ---- prep: x -> bf16, per (row, group) sum of the rounded values --------------- */
+
+void aw_bf16_prep(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const aw_job *j = arg;
+    const uint32_t groups = j->w->groups;
+    (void)worker;
+    for (size_t i = begin; i < end; i++) {
+        const float *x = j->x + i * j->ldx;
+        uint16_t *xb = (uint16_t *)((uint8_t *)j->act + i * j->act_row_bytes);
+        for (uint32_t g = 0; g < groups; g++) {
+            __m512 sum = _mm512_setzero_ps();
+            for (unsigned c = 0; c < AW_GROUP; c += 16) {
+                size_t kk = (size_t)g * AW_GROUP + c;
+                __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + kk));
+                __m256i hi = (__m256i)h;
+                _mm256_storeu_si256((__m256i *)(void *)(xb + kk), hi);
+                /* back to fp32: the exact value the kernel multiplies */
+                sum = _mm512_add_ps(sum, _mm512_castsi512_ps(
+                                             _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16)));
+            }
+            j->gsum[i * groups + g] = _mm512_reduce_add_ps(sum);
+        }
+    }
+}
+
+/* dword of bf16 pair (k, k+1) of row r, broadcast */
+AW_INLINE __m512bh bf16_pair(const uint16_t *xb, size_t k)
+{
+    int32_t d;
+    memcpy(&d, xb + k, sizeof d);
+    return aw_as_bh(_mm512_set1_epi32(d));
+}
+
+/* ---- decode ---------------------------------------------------------------------- */
+
+AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
+{
+    const aw_packed *w = j->w;
+    const uint8_t *blk = aw_data(w) + p * w->panel_bytes;
+    const __m512i qtab = bf16_qtab();
+    const unsigned NC = R == 1u ? 4u : R == 2u ? 2u : 1u; /* chains per row */
+    const uint16_t *xr[4];
+    __m512 yacc[4];
+
+    for (unsigned r = 0; r < R; r++) {
+        xr[r] = (const uint16_t *)((const uint8_t *)j->act + r * j->act_row_bytes);
+        yacc[r] = _mm512_setzero_ps();
+    }
+    for (uint32_t g = 0; g < w->groups; g++, blk += AW_BLOCK_BYTES) {
+        __m512 acc[4][4];
+        for (unsigned r = 0; r < R; r++)
+            for (unsigned c = 0; c < NC; c++)
+                acc[r][c] = _mm512_setzero_ps();
+        const size_t k0 = (size_t)g * AW_GROUP;
+        for (unsigned t = 0; t < AW_OCTETS; t++) {
+            aw_prefetch(blk + 64u * t);
+            __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
+            for (unsigned s = 0; s < 4u; s++) {
+                __m512bh q = aw_as_bh(_mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
+                for (unsigned r = 0; r < R; r++)
+                    acc[r][s % NC] = _mm512_dpbf16_ps(acc[r][s % NC], q,
+                                                      bf16_pair(xr[r], k0 + 8u * t + 2u * s));
+            }
+        }
+        aw_prefetch(blk + AW_CODE_BYTES);
+        __m512 sc, sz;
+        aw_meta(blk + AW_CODE_BYTES, &sc, &sz);
+        for (unsigned r = 0; r < R; r++) {
+            __m512 a = acc[r][0];
+            for (unsigned c = 1; c < NC; c++)
+                a = _mm512_add_ps(a, acc[r][c]);
+            yacc[r] = _mm512_fmadd_ps(a, sc, yacc[r]);
+            yacc[r] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(j->gsum[r * w->groups + g]), yacc[r]);
+        }
+    }
+    __mmask16 mask = aw_panel_mask(w, p);
+    for (unsigned r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(j->y + r * j->ldy + p * AW_PANEL, mask, yacc[r]);
+}
+
+/* ---- prefill ------------------------------------------------------------------------ */
+
+#define BF16_RB 8u
+#define BF16_PB AW_PREFILL_PB
+
+/* wexp[pair][p][32 words]: bf16 codes of inputs (2 pair, 2 pair + 1) */
+static void bf16_expand(const aw_packed *w, size_t p0, unsigned P, uint32_t g, uint16_t *wexp)
+{
+    const __m512i qtab = bf16_qtab();
+    for (unsigned p = 0; p < P; p++) {
+        const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
+        for (unsigned t = 0; t < AW_OCTETS; t++) {
+            __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
+            for (unsigned s = 0; s < 4u; s++) {
+                unsigned pair = 4u * t + s;
+                _mm512_store_si512((void *)(wexp + ((size_t)pair * P + p) * 32u),
+                                   _mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
+            }
+        }
+    }
+}
+
+AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, size_t p0, uint32_t g, size_t r0,
+                         const unsigned R, const unsigned P, const __m512 *sc, const __m512 *sz,
+                         const __mmask16 *mask)
+{
+    __m512 acc[BF16_RB][BF16_PB];
+    const uint16_t *xr[BF16_RB];
+    const size_t k0 = (size_t)g * AW_GROUP;
+    for (unsigned r = 0; r < R; r++) {
+        xr[r] = (const uint16_t *)((const uint8_t *)j->act + (r0 + r) * j->act_row_bytes) + k0;
+        for (unsigned p = 0; p < P; p++)
+            acc[r][p] = _mm512_setzero_ps();
+    }
+    for (unsigned pr = 0; pr < AW_GROUP / 2u; pr++) {
+        __m512bh wv[BF16_PB];
+        for (unsigned p = 0; p < P; p++)
+            wv[p] = aw_as_bh(_mm512_load_si512((const void *)(wexp + ((size_t)pr * P + p) * 32u)));
+        for (unsigned r = 0; r < R; r++) {
+            __m512bh xb = bf16_pair(xr[r], 2u * pr);
+            for (unsigned p = 0; p < P; p++)
+                acc[r][p] = _mm512_dpbf16_ps(acc[r][p], wv[p], xb);
+        }
+    }
+    for (unsigned r = 0; r < R; r++) {
+        __m512 gs = _mm512_set1_ps(j->gsum[(r0 + r) * j->w->groups + g]);
+        float *yr = j->y + (r0 + r) * j->ldy + p0 * AW_PANEL;
+        for (unsigned p = 0; p < P; p++) {
+            __m512 v = _mm512_fnmadd_ps(sz[p], gs, _mm512_mul_ps(acc[r][p], sc[p]));
+            aw_y_add(yr + p * AW_PANEL, mask[p], g == 0u, v);
+        }
+    }
+}
+
+AW_INLINE void bf16_rows(const aw_job *j, const uint16_t *wexp, size_t p0, uint32_t g,
+                         const unsigned P, const __m512 *sc, const __m512 *sz,
+                         const __mmask16 *mask)
+{
+    size_t r0 = 0;
+    for (; r0 + BF16_RB <= j->m; r0 += BF16_RB)
+        bf16_tile(j, wexp, p0, g, r0, BF16_RB, P, sc, sz, mask);
+    switch (j->m - r0) {
+#define BF16_CASE(R) case R: bf16_tile(j, wexp, p0, g, r0, R, P, sc, sz, mask); break;
+        BF16_CASE(1) BF16_CASE(2) BF16_CASE(3) BF16_CASE(4) BF16_CASE(5) BF16_CASE(6) BF16_CASE(7)
+#undef BF16_CASE
+    default: break;
+    }
+}
+
+static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t *wexp)
+{
+    const aw_packed *w = j->w;
+    for (uint32_t g = 0; g < w->groups; g++) {
+        __m512 sc[BF16_PB], sz[BF16_PB];
+        __mmask16 mask[BF16_PB];
+        for (unsigned p = 0; p < P; p++) {
+            aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
+                        AW_CODE_BYTES, &sc[p], &sz[p]);
+            mask[p] = aw_panel_mask(w, p0 + p);
+        }
+        bf16_expand(w, p0, P, g, wexp);
+        switch (P) {
+        case 3: bf16_rows(j, wexp, p0, g, 3, sc, sz, mask); break;
+        case 2: bf16_rows(j, wexp, p0, g, 2, sc, sz, mask); break;
+        default: bf16_rows(j, wexp, p0, g, 1, sc, sz, mask); break;
+        }
+    }
+}
+
+void aw_bf16_gemm(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const aw_job *j = arg;
+    const aw_packed *w = j->w;
+    (void)worker;
+    if (j->m <= AW_DECODE_MAX_M) {
+        for (size_t p = begin; p < end; p++) {
+            switch (j->m) {
+            case 1: bf16_decode_panel(j, p, 1); break;
+            case 2: bf16_decode_panel(j, p, 2); break;
+            case 3: bf16_decode_panel(j, p, 3); break;
+            default: bf16_decode_panel(j, p, 4); break;
+            }
+        }
+        return;
+    }
+    _Alignas(64) uint16_t wexp[AW_GROUP * BF16_PB * AW_PANEL]; /* 12 KiB, per chunk */
+    for (size_t b = begin; b < end; b++) {
+        size_t p0 = b * BF16_PB;
+        unsigned P = w->panels - p0 < BF16_PB ? (unsigned)(w->panels - p0) : BF16_PB;
+        bf16_prefill_block(j, p0, P, wexp);
+    }
+}

@@ -1,0 +1,511 @@
+/*
+ * tests/test_avx512_w4a16.c — the avx512-w4a16 backend (plugins/avx512-w4a16)
+ * through the public API (edgert_open / edgert_backend_open / edgert_pack /
+ * edgert_gemm), every forced path against the reference backend ref-w4a16
+ * and against an exact (double) sum, on odd shapes.
+ *
+ * A path whose CPU flag this machine lacks is skipped with a message (the
+ * AMX-BF16 path does not exist in the plugin: no hardware to test it on).
+ *
+ * Tolerance, per output y[i][r] (derivation; the plugin's self-test uses the
+ * same bound, aw_bound in avx512_w4a16.c):
+ *   - bf16 rounding of activations: bf16 keeps 8 significant bits and rounds
+ *     to nearest, so |bf16(x) - x| <= 2^-8 |x| per element and the output
+ *     moves by at most 2^-8 * sum_k |x_k w_k|. Products of a bf16 activation
+ *     and a code 0..15 are exact in fp32.
+ *   - int16 path: per group g of 128, activations are integers a = round(x 2^sh)
+ *     with m_g 2^sh in [2^13, 2^14) (m_g = max |x| of the group), so
+ *     |a 2^-sh - x| <= 2^-sh <= 2^-13 m_g (the clamp of +16384 included):
+ *     the output moves by at most sum_g 2^-13 m_g sum_{k in g} |w_k|. Integer
+ *     group sums are exact.
+ *   - fma path: fp32 activations, no rounding of x.
+ *   - all paths: the scale is stored with 20 significant bits (2^-20 relative,
+ *     counted as 2^-19 sum |x w|), and fp32 accumulation. The zero point is
+ *     applied per group as s * (sum x q - z sum x), so the terms that cancel
+ *     reach 15 |x s| per input; fp32 sums of at most a few hundred terms per
+ *     group plus one add per group stay below 2^-14 * sum_k 15 |x_k s_k|.
+ *   Against ref-w4a16 (fp32 sums over k <= 2048 terms) add its own
+ *   accumulation error, <= 2048 * 2^-24 = 2^-13 of sum |x w|.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <setjmp.h> /* cmocka needs these before its header */
+#include <cmocka.h>
+
+#include "edgert/edgert.h"
+
+#define AW "avx512-w4a16"
+
+typedef struct path_def {
+    const char *option;
+    const char *name;
+    edgert_cpu_flag flag;
+    const char *flag_name;
+} path_def;
+
+static const path_def paths[] = {
+    {"path=fma", "fma", EDGERT_CPU_AVX512F, "avx512f"},
+    {"path=bf16", "bf16", EDGERT_CPU_AVX512_BF16, "avx512_bf16"},
+    {"path=int16", "int16", EDGERT_CPU_AVX512_VNNI, "avx512_vnni"},
+};
+
+typedef struct fx {
+    edgert_ctx *ctx;
+    edgert_backend *ref;
+} fx;
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    const char *paths_[1] = {EDGERT_TEST_BACKEND_DIR};
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths_;
+    o.manifest_path_count = 1;
+    o.ignore_env = 1;
+    o.threads = 2;
+    o.log_level = EDGERT_LOG_ERROR;
+    char err[512] = "";
+    if (edgert_open(&o, &f->ctx, err, sizeof err) != EDGERT_OK) {
+        fprintf(stderr, "edgert_open: %s\n", err);
+        free(f);
+        return -1;
+    }
+    if (edgert_backend_open(f->ctx, "ref-w4a16", NULL, &f->ref, err, sizeof err) != EDGERT_OK) {
+        fprintf(stderr, "ref-w4a16: %s\n", err);
+        edgert_close(f->ctx);
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    edgert_backend_close(f->ref);
+    edgert_close(f->ctx);
+    free(f);
+    return 0;
+}
+
+/* Small deterministic generator (splitmix64). */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static float rng_unit(uint64_t *s) /* uniform in [-1, 1) */
+{
+    return (float)((double)(rng_next(s) >> 11) * 0x1.0p-52 - 1.0);
+}
+
+/* Activations with LLM-like spread: most around 1, a few outliers 30x
+ * larger, some groups much smaller (the int16 path's small-value case), one
+ * exact zero per row. */
+static void fill_x(float *x, uint32_t m, uint32_t k, size_t ldx, uint64_t seed)
+{
+    for (uint32_t i = 0; i < m; i++) {
+        for (uint32_t c = 0; c < k; c++) {
+            float v = rng_unit(&seed);
+            uint64_t u = rng_next(&seed) % 64u;
+            if (u == 0)
+                v *= 30.0f;
+            else if (u < 4)
+                v *= 1e-3f;
+            if ((c / 128u) % 3u == 2u)
+                v *= 0.01f;
+            x[i * ldx + c] = v;
+        }
+        x[i * ldx + (i * 7u) % k] = 0.0f;
+    }
+}
+
+static const path_def *path_or_skip(fx *f, size_t pi)
+{
+    const edgert_device *d = edgert_device_facts(f->ctx);
+    if (!EDGERT_HAS_FLAG(d->cpu_flags, paths[pi].flag)) {
+        printf("SKIP path %s: this CPU lacks %s\n", paths[pi].name, paths[pi].flag_name);
+        return NULL;
+    }
+    return &paths[pi];
+}
+
+static edgert_backend *open_path(fx *f, const path_def *p)
+{
+    edgert_backend *b = NULL;
+    char err[512] = "";
+    /* a forced path runs the plugin's self-test inside backend_open */
+    edgert_status st = edgert_backend_open(f->ctx, AW, p->option, &b, err, sizeof err);
+    if (st != EDGERT_OK)
+        fail_msg("%s %s: %s", AW, p->option, err);
+    assert_non_null(strstr(edgert_backend_describe(b), p->name));
+    return b;
+}
+
+/* One (path, m, n, k) check against the exact sum and ref-w4a16. */
+static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edgert_qtensor *t,
+                        const edgert_packed *pk, const edgert_packed *pref, uint32_t m,
+                        uint64_t seed)
+{
+    const uint32_t n = t->view.n, k = t->view.k, groups = k / 128u;
+    const size_t ldx = (size_t)k + 5u, ldy = (size_t)n + 3u;
+    const float sentinel = -777.25f;
+    float *x = malloc(sizeof(float) * m * ldx);
+    float *y = malloc(sizeof(float) * m * ldy), *yr = malloc(sizeof(float) * m * ldy);
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_non_null(yr);
+    fill_x(x, m, k, ldx, seed);
+    for (size_t i = 0; i < (size_t)m * ldx; i++)
+        if (i % ldx >= k)
+            x[i] = NAN; /* padding of x must never be read into a result */
+    for (size_t i = 0; i < (size_t)m * ldy; i++)
+        y[i] = yr[i] = sentinel;
+
+    char err[512] = "";
+    edgert_gemm_args a = {sizeof a, m, x, ldx, y, ldy};
+    if (edgert_gemm(b, pk, &a, err, sizeof err) != EDGERT_OK)
+        fail_msg("%s m=%u n=%u k=%u: gemm: %s", p->name, m, n, k, err);
+    a.y = yr;
+    if (edgert_gemm(f->ref, pref, &a, err, sizeof err) != EDGERT_OK)
+        fail_msg("ref m=%u n=%u k=%u: gemm: %s", m, n, k, err);
+
+    for (uint32_t i = 0; i < m; i++) {
+        const float *xi = x + i * ldx;
+        for (uint32_t c = n; c < ldy; c++)
+            if (y[i * ldy + c] != sentinel)
+                fail_msg("%s m=%u n=%u k=%u: y[%u][%u] beyond n was written", p->name, m, n, k, i,
+                         c);
+        for (uint32_t r = 0; r < n; r++) {
+            double exact = 0, sum_xw = 0, sum_act = 0, sum_xs15 = 0;
+            for (uint32_t g = 0; g < groups; g++) {
+                double s = t->view.scales[(size_t)r * groups + g];
+                int z = t->view.zeros ? t->view.zeros[(size_t)r * groups + g] : 8;
+                double mx = 0, sw = 0;
+                for (uint32_t c = g * 128u; c < (g + 1u) * 128u; c++) {
+                    double xv = xi[c];
+                    double wv = s * ((int)edgert_qcode(&t->view, r, c) - z);
+                    exact += xv * wv;
+                    sum_xw += fabs(xv * wv);
+                    sum_xs15 += 15.0 * fabs(xv * s);
+                    sw += fabs(wv);
+                    if (fabs(xv) > mx)
+                        mx = fabs(xv);
+                }
+                sum_act += ldexp(mx, -13) * sw;
+            }
+            double act = strcmp(p->name, "bf16") == 0    ? ldexp(sum_xw, -8)
+                         : strcmp(p->name, "int16") == 0 ? sum_act
+                                                         : 0.0;
+            double bound = act + ldexp(sum_xw, -19) + ldexp(sum_xs15, -14) + 1e-30;
+            double got = y[i * ldy + r];
+            if (!(fabs(got - exact) <= bound))
+                fail_msg("%s m=%u n=%u k=%u: y[%u][%u] = %.9g, exact %.9g: |err| %.3g > bound %.3g",
+                         p->name, m, n, k, i, r, got, exact, fabs(got - exact), bound);
+            double bref = bound + ldexp(sum_xw, -13);
+            if (!(fabs(got - yr[i * ldy + r]) <= bref))
+                fail_msg("%s m=%u n=%u k=%u: y[%u][%u] = %.9g, ref-w4a16 %.9g: |diff| %.3g > %.3g",
+                         p->name, m, n, k, i, r, got, (double)yr[i * ldy + r],
+                         fabs(got - yr[i * ldy + r]), bref);
+        }
+    }
+    free(x);
+    free(y);
+    free(yr);
+}
+
+static void test_paths_against_ref(void **state)
+{
+    fx *f = *state;
+    static const uint32_t ms[] = {1, 2, 3, 16, 17, 64};
+    static const uint32_t ns[] = {1, 7, 33, 129, 1000};
+    static const uint32_t ks[] = {128, 256, 2048};
+    char err[512] = "";
+    uint64_t seed = 42;
+
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        const path_def *p = path_or_skip(f, pi);
+        if (!p)
+            continue;
+        edgert_backend *b = open_path(f, p);
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                uint32_t n = ns[ni], k = ks[ki];
+                int sym = (ni + ki) % 4u == 3u;
+                float *w = malloc(sizeof(float) * n * k);
+                assert_non_null(w);
+                for (size_t i = 0; i < (size_t)n * k; i++)
+                    w[i] = 0.05f * rng_unit(&seed) + (i % 7u == 0 ? 0.01f : 0.0f);
+                edgert_qtensor t;
+                assert_int_equal(edgert_quantize_rtn(w, n, k, 128, sym, &t), EDGERT_OK);
+                edgert_packed *pk = NULL, *pref = NULL;
+                if (edgert_pack(b, &t.view, &pk, err, sizeof err) != EDGERT_OK)
+                    fail_msg("%s n=%u k=%u: pack: %s", p->name, n, k, err);
+                assert_int_equal(edgert_pack(f->ref, &t.view, &pref, err, sizeof err), EDGERT_OK);
+                /* header + 1088 bytes per (panel of 16 columns, group of 128) */
+                size_t expect = 64u + (size_t)((n + 15u) / 16u) * (k / 128u) * 1088u;
+                assert_int_equal(edgert_packed_bytes(pk), expect);
+                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                    check_shape(f, b, p, &t, pk, pref, ms[mi], seed++);
+                if (n <= 33u && k <= 256u) /* prefill-sized m on a small matrix */
+                    check_shape(f, b, p, &t, pk, pref, 512u, seed++);
+                edgert_packed_free(pk);
+                edgert_packed_free(pref);
+                edgert_qtensor_free(&t);
+                free(w);
+            }
+        }
+        edgert_backend_close(b);
+    }
+}
+
+/* The same packed weights give the same numbers whatever the strides, and
+ * a copy packed by another instance is byte-for-byte interchangeable. */
+static void test_strides_and_zero_x(void **state)
+{
+    fx *f = *state;
+    enum { M = 5, N = 45, K = 384 };
+    char err[512] = "";
+    uint64_t seed = 7;
+    float *w = malloc(sizeof(float) * N * K);
+    assert_non_null(w);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w[i] = 0.02f * rng_unit(&seed);
+    edgert_qtensor t;
+    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        const path_def *p = path_or_skip(f, pi);
+        if (!p)
+            continue;
+        edgert_backend *b = open_path(f, p);
+        edgert_packed *pk = NULL;
+        assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
+        for (uint32_t m = 1; m <= M; m += M - 1) { /* decode (1) and prefill (5) kernels */
+            float x1[M * K], y1[M * N], x2[M * (K + 64)], y2[M * (N + 17)];
+            fill_x(x1, m, K, K, seed++);
+            for (uint32_t i = 0; i < m; i++)
+                memcpy(x2 + i * (K + 64), x1 + i * K, sizeof(float) * K);
+            for (size_t i = 0; i < sizeof y2 / sizeof y2[0]; i++)
+                y2[i] = 3.5f;
+            edgert_gemm_args a1 = {sizeof a1, m, x1, K, y1, N};
+            edgert_gemm_args a2 = {sizeof a2, m, x2, K + 64, y2, N + 17};
+            assert_int_equal(edgert_gemm(b, pk, &a1, err, sizeof err), EDGERT_OK);
+            assert_int_equal(edgert_gemm(b, pk, &a2, err, sizeof err), EDGERT_OK);
+            for (uint32_t i = 0; i < m; i++) {
+                assert_memory_equal(y1 + i * N, y2 + i * (N + 17), sizeof(float) * N);
+                for (uint32_t c = N; c < N + 17; c++)
+                    assert_true(y2[i * (N + 17) + c] == 3.5f);
+            }
+            /* x = 0 gives exactly 0 (no bias from the zero-point correction) */
+            memset(x1, 0, sizeof x1);
+            assert_int_equal(edgert_gemm(b, pk, &a1, err, sizeof err), EDGERT_OK);
+            for (uint32_t i = 0; i < m * N; i++)
+                assert_true(y1[i] == 0.0f);
+        }
+        edgert_packed_free(pk);
+        edgert_backend_close(b);
+    }
+    edgert_qtensor_free(&t);
+    free(w);
+}
+
+static void test_refusals(void **state)
+{
+    fx *f = *state;
+    char err[512] = "";
+    edgert_backend *b = NULL;
+
+    /* unknown options: EDGERT_E_USAGE with the plugin's message */
+    static const char *bad[] = {"path=warp-drive", "threads=3", "path=int16 extra", "path="};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(edgert_backend_open(f->ctx, AW, bad[i], &b, err, sizeof err),
+                         EDGERT_E_USAGE);
+        assert_null(b);
+        assert_non_null(strstr(err, AW));
+    }
+    assert_int_equal(edgert_backend_open(f->ctx, AW, "path=auto", &b, err, sizeof err), EDGERT_OK);
+
+    /* K not a multiple of 128: refused cleanly, with the numbers */
+    enum { N = 3, K = 200 };
+    float w[N * K];
+    for (int i = 0; i < N * K; i++)
+        w[i] = 0.01f * (float)(i % 17 - 8);
+    edgert_qtensor t;
+    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
+    t.view.name = "blk.0.attn_q";
+    edgert_packed *pk = (edgert_packed *)(uintptr_t)1;
+    err[0] = '\0';
+    assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_null(pk);
+    assert_non_null(strstr(err, "k=200"));
+    assert_non_null(strstr(err, "128"));
+    assert_non_null(strstr(err, "blk.0.attn_q"));
+    edgert_qtensor_free(&t);
+
+    /* another group size: refused, names it */
+    float w2[2 * 256];
+    for (int i = 0; i < 512; i++)
+        w2[i] = 0.01f * (float)(i % 11 - 5);
+    assert_int_equal(edgert_quantize_rtn(w2, 2, 256, 32, 0, &t), EDGERT_OK);
+    err[0] = '\0';
+    assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_non_null(strstr(err, "group size 32"));
+    edgert_qtensor_free(&t);
+
+    /* bad gemm arguments */
+    assert_int_equal(edgert_quantize_rtn(w2, 2, 256, 128, 0, &t), EDGERT_OK);
+    assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
+    float x[256] = {0}, y[2] = {0};
+    edgert_gemm_args a = {sizeof a, 1, x, 255, y, 2};
+    assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "ldx 255"));
+    a.ldx = 256;
+    a.ldy = 1;
+    assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_E_USAGE);
+    a.ldy = 2;
+    a.m = 0;
+    assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_E_USAGE);
+    a.m = 1;
+    assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_OK);
+    edgert_packed_free(pk);
+    edgert_qtensor_free(&t);
+    edgert_backend_close(b);
+}
+
+/* Bits per weight on the spark-1.7b shapes: <= 4.25 + the 64-byte header. */
+static void test_packed_bits(void **state)
+{
+    fx *f = *state;
+    char err[512] = "";
+    edgert_backend *b = NULL;
+    assert_int_equal(edgert_backend_open(f->ctx, AW, NULL, &b, err, sizeof err), EDGERT_OK);
+    enum { N = 3072, K = 2048 };
+    float *w = calloc((size_t)N * K, sizeof *w);
+    assert_non_null(w);
+    uint64_t seed = 3;
+    for (size_t i = 0; i < (size_t)N * K; i += 97)
+        w[i] = rng_unit(&seed);
+    edgert_qtensor t;
+    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
+    edgert_packed *pk = NULL;
+    assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
+    double bpw = (double)edgert_packed_bytes(pk) * 8.0 / ((double)N * K);
+    printf("packed %u x %u: %zu bytes, %.6f bits per weight\n", N, K, edgert_packed_bytes(pk),
+           bpw);
+    assert_true(bpw <= 4.25 + 1e-4);
+    edgert_packed_free(pk);
+    edgert_qtensor_free(&t);
+    free(w);
+    edgert_backend_close(b);
+}
+
+/* ---- the plugin's own refusals, with a fake host lacking flags ---------------- */
+
+static void *fh_alloc(void *ctx, size_t size, size_t align)
+{
+    (void)ctx;
+    return aligned_alloc(align, (size + align - 1u) / align * align);
+}
+static void fh_free(void *ctx, void *p)
+{
+    (void)ctx;
+    free(p);
+}
+static void fh_log(void *ctx, edgert_log_level level, const char *fmt, ...)
+{
+    (void)ctx;
+    (void)level;
+    (void)fmt;
+}
+static void fh_pfor(void *ctx, size_t n, size_t grain, edgert_range_fn fn, void *arg)
+{
+    (void)ctx;
+    (void)grain;
+    if (n)
+        fn(arg, 0, n, 0);
+}
+static unsigned fh_threads(void *ctx)
+{
+    (void)ctx;
+    return 1;
+}
+
+static void test_missing_flags(void **state)
+{
+    fx *f = *state;
+    const edgert_candidate *c = edgert_candidate_find(f->ctx, AW);
+    assert_non_null(c);
+    assert_true(c->loaded); /* the auto path passed its self-test at open */
+    assert_non_null(c->library_path);
+    void *h = dlopen(c->library_path, RTLD_NOW | RTLD_LOCAL);
+    assert_non_null(h);
+    edgert_plugin_entry_fn entry = (edgert_plugin_entry_fn)dlsym(h, EDGERT_PLUGIN_ENTRY_SYMBOL);
+    assert_non_null(entry);
+
+    const uint64_t base = (1ull << EDGERT_CPU_AVX512F) | (1ull << EDGERT_CPU_AVX512BW) |
+                          (1ull << EDGERT_CPU_AVX512VL) | (1ull << EDGERT_CPU_FMA);
+    edgert_host host = {
+        .struct_size = sizeof host, .abi_version = 1, .log = fh_log, .alloc = fh_alloc,
+        .free = fh_free, .parallel_for = fh_pfor, .thread_count = fh_threads, .cpu_flags = base,
+    };
+    const edgert_plugin *p = NULL;
+    char err[512] = "";
+    assert_int_equal(entry(1, 1, &host, &p, err, sizeof err), EDGERT_OK);
+    void *inst = NULL;
+
+    /* AVX-512F without BF16 or VNNI: fma works, the others are refused by name */
+    err[0] = '\0';
+    assert_int_equal(p->init(&host, "path=bf16", &inst, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_null(inst);
+    assert_non_null(strstr(err, "avx512_bf16"));
+    assert_int_equal(p->init(&host, "path=int16", &inst, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_non_null(strstr(err, "avx512_vnni"));
+    assert_int_equal(p->init(&host, NULL, &inst, err, sizeof err), EDGERT_OK);
+    assert_non_null(strstr(p->describe(inst), "fma"));
+    assert_int_equal(p->self_test(inst, err, sizeof err), EDGERT_OK);
+    p->fini(inst);
+    inst = NULL;
+
+    /* auto prefers int16, then bf16 */
+    host.cpu_flags = base | (1ull << EDGERT_CPU_AVX512_BF16);
+    assert_int_equal(p->init(&host, "", &inst, err, sizeof err), EDGERT_OK);
+    assert_non_null(strstr(p->describe(inst), "bf16"));
+    p->fini(inst);
+    inst = NULL;
+
+    /* no AVX-512 at all: init refuses, naming the flag, and runs no kernel */
+    host.cpu_flags = (1ull << EDGERT_CPU_AVX2) | (1ull << EDGERT_CPU_FMA);
+    err[0] = '\0';
+    assert_int_equal(p->init(&host, NULL, &inst, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_non_null(strstr(err, "avx512f"));
+    dlclose(h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_missing_flags),
+        cmocka_unit_test(test_packed_bits),
+        cmocka_unit_test(test_strides_and_zero_x),
+        cmocka_unit_test(test_paths_against_ref),
+    };
+    return cmocka_run_group_tests_name(AW, tests, setup, teardown);
+}
