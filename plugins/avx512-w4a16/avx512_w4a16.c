@@ -68,8 +68,8 @@ static const aw_path_info aw_paths[AW_PATH_COUNT] = {
                       "bf16: AVX512_BF16 vdpbf16ps, bf16 activations, fp32 accumulate",
                       {aw_bf16_prep, aw_bf16_gemm}},
     [AW_PATH_INT16] = {"int16", EDGERT_CPU_AVX512_VNNI, "avx512_vnni",
-                       "int16: AVX512_VNNI vpdpbusd, 15-bit integer activations per group of "
-                       "128 (two int8 halves), exact int32 group sums, fp32 accumulate",
+                       "int16: AVX512_VNNI, 15-bit integer activations per group of 128 (decode: "
+                       "vpdpbusd on two int8 halves; prefill: vpdpwssd), exact int32 group sums, fp32 accumulate",
                        {aw_int16_prep, aw_int16_gemm}},
 };
 

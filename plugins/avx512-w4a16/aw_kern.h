@@ -14,6 +14,10 @@
 
 #define AW_INLINE static inline __attribute__((always_inline))
 
+/* Fully unroll the small register-tile loops (rows, panels, chains) so the
+ * accumulator arrays become registers at any -O level. */
+#define AW_UNROLL _Pragma("GCC unroll 32")
+
 /* Software prefetch while streaming codes (decode): the issue's measurements
  * on this machine kind — prefetcht1 about 4 KiB ahead keeps enough DRAM
  * reads in flight, prefetcht0 about 1 KiB ahead brings the line into L1 just

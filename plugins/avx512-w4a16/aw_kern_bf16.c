@@ -74,21 +74,26 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
     const uint16_t *xr[4];
     __m512 yacc[4];
 
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         xr[r] = (const uint16_t *)((const uint8_t *)j->act + r * j->act_row_bytes);
         yacc[r] = _mm512_setzero_ps();
     }
     for (uint32_t g = 0; g < w->groups; g++, blk += AW_BLOCK_BYTES) {
         __m512 acc[4][4];
+        AW_UNROLL
         for (unsigned r = 0; r < R; r++)
+            AW_UNROLL
             for (unsigned c = 0; c < NC; c++)
                 acc[r][c] = _mm512_setzero_ps();
         const size_t k0 = (size_t)g * AW_GROUP;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
             aw_prefetch(blk + 64u * t);
             __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
+            AW_UNROLL
             for (unsigned s = 0; s < 4u; s++) {
                 __m512bh q = aw_as_bh(_mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
+                AW_UNROLL
                 for (unsigned r = 0; r < R; r++)
                     acc[r][s % NC] = _mm512_dpbf16_ps(acc[r][s % NC], q,
                                                       bf16_pair(xr[r], k0 + 8u * t + 2u * s));
@@ -97,6 +102,7 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
         aw_prefetch(blk + AW_CODE_BYTES);
         __m512 sc, sz;
         aw_meta(blk + AW_CODE_BYTES, &sc, &sz);
+        AW_UNROLL
         for (unsigned r = 0; r < R; r++) {
             __m512 a = acc[r][0];
             for (unsigned c = 1; c < NC; c++)
@@ -106,6 +112,7 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
         }
     }
     __mmask16 mask = aw_panel_mask(w, p);
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++)
         _mm512_mask_storeu_ps(j->y + r * j->ldy + p * AW_PANEL, mask, yacc[r]);
 }
@@ -119,10 +126,12 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
 static void bf16_expand(const aw_packed *w, size_t p0, unsigned P, uint32_t g, uint16_t *wexp)
 {
     const __m512i qtab = bf16_qtab();
+    AW_UNROLL
     for (unsigned p = 0; p < P; p++) {
         const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
             __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
+            AW_UNROLL
             for (unsigned s = 0; s < 4u; s++) {
                 unsigned pair = 4u * t + s;
                 _mm512_store_si512((void *)(wexp + ((size_t)pair * P + p) * 32u),
@@ -139,24 +148,31 @@ AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, size_t p0, uint3
     __m512 acc[BF16_RB][BF16_PB];
     const uint16_t *xr[BF16_RB];
     const size_t k0 = (size_t)g * AW_GROUP;
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         xr[r] = (const uint16_t *)((const uint8_t *)j->act + (r0 + r) * j->act_row_bytes) + k0;
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++)
             acc[r][p] = _mm512_setzero_ps();
     }
     for (unsigned pr = 0; pr < AW_GROUP / 2u; pr++) {
         __m512bh wv[BF16_PB];
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++)
             wv[p] = aw_as_bh(_mm512_load_si512((const void *)(wexp + ((size_t)pr * P + p) * 32u)));
+        AW_UNROLL
         for (unsigned r = 0; r < R; r++) {
             __m512bh xb = bf16_pair(xr[r], 2u * pr);
+            AW_UNROLL
             for (unsigned p = 0; p < P; p++)
                 acc[r][p] = _mm512_dpbf16_ps(acc[r][p], wv[p], xb);
         }
     }
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         __m512 gs = _mm512_set1_ps(j->gsum[(r0 + r) * j->w->groups + g]);
         float *yr = j->y + (r0 + r) * j->ldy + p0 * AW_PANEL;
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             __m512 v = _mm512_fnmadd_ps(sz[p], gs, _mm512_mul_ps(acc[r][p], sc[p]));
             aw_y_add(yr + p * AW_PANEL, mask[p], g == 0u, v);
@@ -183,8 +199,9 @@ static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t 
 {
     const aw_packed *w = j->w;
     for (uint32_t g = 0; g < w->groups; g++) {
-        __m512 sc[BF16_PB], sz[BF16_PB];
-        __mmask16 mask[BF16_PB];
+        __m512 sc[BF16_PB] = {0}, sz[BF16_PB] = {0};
+        __mmask16 mask[BF16_PB] = {0};
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
                         AW_CODE_BYTES, &sc[p], &sz[p]);

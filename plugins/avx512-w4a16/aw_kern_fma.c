@@ -43,22 +43,27 @@ AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsi
     const float *xr[4];
     __m512 yacc[4];
 
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         xr[r] = j->x + (r0 + r) * j->ldx;
         yacc[r] = _mm512_setzero_ps();
     }
     for (uint32_t g = 0; g < w->groups; g++, blk += AW_BLOCK_BYTES) {
         __m512 acc[4][8];
+        AW_UNROLL
         for (unsigned r = 0; r < R; r++)
+            AW_UNROLL
             for (unsigned c = 0; c < NC; c++)
                 acc[r][c] = _mm512_setzero_ps();
         const size_t k0 = (size_t)g * AW_GROUP;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
             aw_prefetch(blk + 64u * t);
             __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
+            AW_UNROLL
             for (unsigned i = 0; i < 8u; i++) {
                 __m512 q = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4u * i), qtab);
                 size_t kk = k0 + 8u * t + (unsigned)aw_nib_k[i];
+                AW_UNROLL
                 for (unsigned r = 0; r < R; r++)
                     acc[r][i % NC] = _mm512_fmadd_ps(q, _mm512_set1_ps(xr[r][kk]), acc[r][i % NC]);
             }
@@ -66,6 +71,7 @@ AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsi
         aw_prefetch(blk + AW_CODE_BYTES);
         __m512 s, sz;
         aw_meta(blk + AW_CODE_BYTES, &s, &sz);
+        AW_UNROLL
         for (unsigned r = 0; r < R; r++) {
             __m512 a = acc[r][0];
             for (unsigned c = 1; c < NC; c++)
@@ -76,6 +82,7 @@ AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsi
         }
     }
     __mmask16 mask = aw_panel_mask(w, p);
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++)
         _mm512_mask_storeu_ps(j->y + (r0 + r) * j->ldy + p * AW_PANEL, mask, yacc[r]);
 }
@@ -89,10 +96,12 @@ AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsi
 static void fma_expand(const aw_packed *w, size_t p0, unsigned P, uint32_t g, float *wexp)
 {
     const __m512 qtab = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    AW_UNROLL
     for (unsigned p = 0; p < P; p++) {
         const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
             __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
+            AW_UNROLL
             for (unsigned i = 0; i < 8u; i++) {
                 unsigned kk = 8u * t + (unsigned)aw_nib_k[i];
                 _mm512_store_ps(wexp + ((size_t)kk * P + p) * 16u,
@@ -109,24 +118,31 @@ AW_INLINE void fma_tile(const aw_job *j, const float *wexp, size_t p0, uint32_t 
     __m512 acc[FMA_RB][FMA_PB];
     const float *xr[FMA_RB];
     const size_t k0 = (size_t)g * AW_GROUP;
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         xr[r] = j->x + (r0 + r) * j->ldx + k0;
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++)
             acc[r][p] = _mm512_setzero_ps();
     }
     for (unsigned kk = 0; kk < AW_GROUP; kk++) {
         __m512 wv[FMA_PB];
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++)
             wv[p] = _mm512_load_ps(wexp + ((size_t)kk * P + p) * 16u);
+        AW_UNROLL
         for (unsigned r = 0; r < R; r++) {
             __m512 xb = _mm512_set1_ps(xr[r][kk]);
+            AW_UNROLL
             for (unsigned p = 0; p < P; p++)
                 acc[r][p] = _mm512_fmadd_ps(wv[p], xb, acc[r][p]);
         }
     }
+    AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         __m512 gs = _mm512_set1_ps(j->gsum[(r0 + r) * j->w->groups + g]);
         float *yr = j->y + (r0 + r) * j->ldy + p0 * AW_PANEL;
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             __m512 v = _mm512_fnmadd_ps(sz[p], gs, _mm512_mul_ps(acc[r][p], s[p]));
             aw_y_add(yr + p * AW_PANEL, mask[p], g == 0u, v);
@@ -152,8 +168,9 @@ static void fma_prefill_block(const aw_job *j, size_t p0, unsigned P, float *wex
 {
     const aw_packed *w = j->w;
     for (uint32_t g = 0; g < w->groups; g++) {
-        __m512 s[FMA_PB], sz[FMA_PB];
-        __mmask16 mask[FMA_PB];
+        __m512 s[FMA_PB] = {0}, sz[FMA_PB] = {0};
+        __mmask16 mask[FMA_PB] = {0};
+        AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
                         AW_CODE_BYTES, &s[p], &sz[p]);
