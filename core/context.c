@@ -169,6 +169,8 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         }
     }
 
+    er_evidence_init(ctx, o);
+
     /* 2. The thread pool (workers start lazily). */
     unsigned threads = o->threads;
     if (threads == 0) {
@@ -195,6 +197,9 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         er_load(ctx, c);
         c->pub.eligible = c->pub.reason_count == 0;
     }
+
+    /* 5. Figures measured on this device, for the same plugin files. */
+    er_evidence_apply(ctx);
     *out = ctx;
     return EDGERT_OK;
 fail:
@@ -215,6 +220,7 @@ void edgert_close(edgert_ctx *ctx)
     er_strlist_free(ctx->disabled);
     er_diags_free(&ctx->diags);
     er_pool_destroy(ctx->pool);
+    free(ctx->evidence_path);
     free(ctx);
 }
 

@@ -35,11 +35,16 @@ struct edgert_ctx {
     edgert_log_fn log;
     void *log_user;
     int log_level;
+    char *evidence_path;        /**< resolved; NULL when none */
+    char fingerprint[17];
 };
 
 /* discovery.c */
 ER_HIDDEN edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
                                     size_t err_len);
+/* evidence.c */
+ER_HIDDEN void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o);
+ER_HIDDEN void er_evidence_apply(struct edgert_ctx *ctx);
 /* loader.c */
 ER_HIDDEN void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 ER_HIDDEN void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -165,6 +165,14 @@ ER_HIDDEN unsigned er_pool_threads(const er_pool *p);
  *  on the calling thread. */
 ER_HIDDEN void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *arg);
 
+/* ---- canonical tensors (weights.c) ------------------------------------- */
+/** Allocate an owning canonical tensor (codes zeroed); fills out->view. */
+ER_HIDDEN edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symmetric,
+                                         edgert_qtensor *out);
+/** RTN-quantize one dense row into row r of an owned tensor; -1 on NaN/inf. */
+ER_HIDDEN int er_quantize_row(const float *src, uint32_t k, uint32_t group, int symmetric,
+                              const edgert_qweights *view, uint32_t r);
+
 /* ---- checksum (loader.c) ----------------------------------------------- */
 /** XXH3-64 of a file; 0 on success, -1 if unreadable. */
 ER_HIDDEN int er_file_xxh3(const char *path, uint64_t *out);

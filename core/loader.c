@@ -15,6 +15,8 @@
  *     DLOPEN_FAILED(<dlerror>), NO_ENTRY_SYMBOL, ABI_UNSUPPORTED,
  *     INVALID_DESCRIPTOR(<what>), NAME_MISMATCH(<name>),
  *     MISSING_CAPABILITY(<cap>), INIT_FAILED, SELF_TEST_FAILED
+ *   evidence (live mode, core/evidence.c)
+ *     FAILED_VERIFY: `edgert calibrate` found wrong results on this device
  * A failing candidate is skipped and the scan goes on with the others.
  *
  * The OS layer is three calls (dlopen, dlsym, dlclose), as in the small

@@ -5,7 +5,12 @@
  * the same answer. See edgert.h for the key, repeated here in code:
  *   tier       0 accelerator backend on its device class, 1 CPU, 2 reference
  *   speed      decode tokens/s, measured here if known, else declared, else 0
- *   fidelity   activation bits, weight bits, top-1 agreement (measured > declared)
+ *   fidelity   top-1 agreement (measured > declared > unknown), KL (same; lower
+ *              first), then activation bits, weight bits
+ * "measured > declared" is per candidate: a figure measured on this device by
+ * `edgert calibrate` replaces the manifest's, and a candidate with no figure
+ * at all sorts after those with one (evidence beats taste), which keeps the
+ * order transitive.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -70,13 +75,22 @@ static double top1_of(const er_cand *c, int *measured)
             return (a) > (b) ? -1 : 1;                                                           \
     } while (0)
 
+static double kl_of(const er_cand *c)
+{
+    if (!isnan(c->pub.measured.kl_mean))
+        return c->pub.measured.kl_mean;
+    return isnan(c->pub.declared.kl_mean) ? INFINITY : c->pub.declared.kl_mean;
+}
+
 /* Fidelity key alone (no tier, no name). Negative: a is more faithful. */
 static int fidelity_key(const er_cand *a, const er_cand *b)
 {
-    DESC(a->m.activation_bits, b->m.activation_bits);
-    DESC(a->m.weight_bits, b->m.weight_bits);
     double ta = top1_of(a, NULL), tb = top1_of(b, NULL);
     DESC(ta, tb);
+    double ka = kl_of(a), kb = kl_of(b);
+    DESC(-ka, -kb);
+    DESC(a->m.activation_bits, b->m.activation_bits);
+    DESC(a->m.weight_bits, b->m.weight_bits);
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <sys/wait.h>
 
 #include "internal.h"
@@ -263,6 +264,93 @@ static void test_probe_json(void **state)
     free(out);
 }
 
+static double num(er_yaml *y, yaml_node_t *map, const char *key)
+{
+    const char *v = sval(y, map, key);
+    assert_non_null(v);
+    return strtod(v, NULL);
+}
+
+/* edgert bench on a small workload: the JSON contract of issue 3 and figures
+ * that are computed, not assumed. */
+static void test_bench_json(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run("bench --backend ref-w4a16 --json --repeat 2 --m 8 --threads 2 --workload "
+                         EDGERT_TEST_FIXTURES "/workloads/tiny.yaml", &out), 0);
+    er_yaml y;
+    char *dir;
+    yaml_node_t *root = parse(out, &y, &dir);
+    assert_string_equal(sval(&y, root, "backend"), "ref-w4a16");
+    assert_string_equal(sval(&y, root, "workload"), "tiny");
+    assert_int_equal((int)num(&y, root, "threads"), 2);
+    double bw = num(&y, root, "bandwidth_gbs"), plain = num(&y, root, "bandwidth_plain_gbs"),
+           pf = num(&y, root, "bandwidth_prefetch_gbs");
+    assert_true(plain > 0 && pf > 0);
+    assert_true(bw == (plain > pf ? plain : pf));
+    assert_non_null(er_yaml_get(&y, root, "compute_peaks"));
+    yaml_node_t *dec = er_yaml_get(&y, root, "decode");
+    yaml_node_t *ms = er_yaml_get(&y, dec, "ms_per_step");
+    double med = num(&y, ms, "median"), mn = num(&y, ms, "min"), mx = num(&y, ms, "max");
+    assert_true(mn > 0 && mn <= med && med <= mx);
+    double wb = num(&y, dec, "weight_bytes"), exp_wb = num(&y, dec, "expected_weight_bytes");
+    assert_true(fabs(wb - exp_wb) <= 0.02 * exp_wb);
+    double gbs = num(&y, dec, "weight_gbs"), frac = num(&y, dec, "fraction_of_bandwidth");
+    assert_true(fabs(gbs - wb / (med / 1e3) / 1e9) <= 1e-3 * gbs);
+    assert_true(fabs(frac - gbs / bw) <= 1e-3 * frac);
+    assert_true(fabs(num(&y, dec, "tokens_per_s") - 1e3 / med) <= 1e-3 * (1e3 / med));
+    yaml_node_t *pre = er_yaml_get(&y, root, "prefill");
+    assert_int_equal((int)num(&y, pre, "m"), 8);
+    assert_true(num(&y, pre, "gflops") > 0);
+    assert_true(num(&y, pre, "fraction_of_compute_peak") > 0);
+    yaml_node_t *pack = er_yaml_get(&y, root, "pack");
+    assert_true(num(&y, pack, "peak_rss_mb") >= num(&y, pack, "settled_rss_mb") - 1e-6);
+    yaml_node_t *shapes = er_yaml_get(&y, root, "shapes");
+    assert_int_equal(shapes->data.sequence.items.top - shapes->data.sequence.items.start, 3);
+    er_yaml_free(&y);
+    tu_rmrf(dir);
+    free(out);
+    /* bad workload file: exit 4; plan mode: usage error */
+    assert_int_equal(run("bench --workload " EDGERT_TEST_FIXTURES "/workloads/bad-k.yaml", NULL), 4);
+    assert_int_equal(run("bench --device " DEVICES "/x86-avx2.yaml", NULL), 2);
+    assert_int_equal(run("bench --backend neon-w4a16", NULL), 3);
+    assert_int_equal(run("bench --phase sideways", NULL), 2);
+}
+
+/* calibrate → evidence file → select ranks by measured figures. */
+static void test_calibrate_then_select(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), args[4096], *out;
+    snprintf(args, sizeof args,
+             "calibrate --quick --tokens 8 --repeat 1 --disable avx512-w4a16 --workload %s "
+             "--out %s/ev.json", EDGERT_TEST_FIXTURES "/workloads/tiny.yaml", dir);
+    assert_int_equal(run(args, &out), 0);
+    assert_non_null(strstr(out, "ref-w4a16"));
+    free(out);
+    snprintf(args, sizeof args, "select --json --disable avx512-w4a16 --evidence %s/ev.json", dir);
+    assert_int_equal(run(args, &out), 0);
+    er_yaml y;
+    char *jdir;
+    yaml_node_t *root = parse(out, &y, &jdir);
+    assert_string_equal(sval(&y, er_yaml_get(&y, root, "selected"), "evidence"), "measured");
+    er_yaml_free(&y);
+    tu_rmrf(jdir);
+    free(out);
+    snprintf(args, sizeof args, "select --explain --disable avx512-w4a16 --evidence %s/ev.json", dir);
+    assert_int_equal(run(args, &out), 0);
+    assert_non_null(strstr(out, "measured here"));
+    assert_non_null(strstr(out, "decided by measured figures"));
+    free(out);
+    /* --no-evidence: declared again */
+    snprintf(args, sizeof args, "select --json --no-evidence --disable avx512-w4a16 --evidence %s/ev.json", dir);
+    assert_int_equal(run(args, &out), 0);
+    assert_non_null(strstr(out, "\"evidence\":\"declared\""));
+    free(out);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -273,6 +361,8 @@ int main(void)
         cmocka_unit_test(test_select_json_plan),
         cmocka_unit_test(test_json_with_bad_manifest),
         cmocka_unit_test(test_probe_json),
+        cmocka_unit_test(test_bench_json),
+        cmocka_unit_test(test_calibrate_then_select),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

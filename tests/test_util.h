@@ -61,7 +61,7 @@ __attribute__((format(printf, 3, 4))) static char *tu_write(const char *dir, con
 __attribute__((unused)) static char *tu_manifest(const char *dir, const char *file, const char *name, const char *library,
                          const char *layout, const char *extra)
 {
-    char lib[4200] = "";
+    char lib[4400] = "";
     if (library)
         snprintf(lib, sizeof lib, "library: \"%s\"\nabi: {min: 1, max: 1}\n", library);
     return tu_write(dir, file,

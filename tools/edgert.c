@@ -4,6 +4,8 @@
  *   edgert probe    what this device is (or what a device profile says)
  *   edgert list     every backend manifest found, with its verdict
  *   edgert select   the backend to use for a priority, and why
+ *   edgert bench / verify / calibrate   evidence measured on this device
+ *                   (tools/bench.c, tools/verify.c, tools/calibrate.c)
  *
  * Output: short human text on stdout, or one JSON object with --json.
  * Diagnostics go to stderr. Exit codes: 0 ok, 1 other failure, 2 usage error,
@@ -18,22 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "edgert/edgert.h"
-#include "json.h"
-
-enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_NONE = 3, EXIT_BADFILE = 4 };
-
-#define MAX_PATHS 64
-
-typedef struct cli {
-    const char *cmd;
-    int json, explain, strict, verbose, quiet, no_evidence;
-    const char *sysroot, *device, *disable, *backend, *priority_s;
-    const char *paths[MAX_PATHS];
-    size_t npaths;
-    unsigned threads;
-    edgert_priority priority;
-} cli;
+#include "cli.h"
 
 /* ---- help ------------------------------------------------------------------ */
 
@@ -60,10 +47,13 @@ static const char env_help[] =
     "  EDGERT_PRIORITY           speed|fidelity, the default of --priority\n"
     "  EDGERT_BACKEND            the default of --backend\n"
     "  EDGERT_LOG                error|warn|info|debug (default warn)\n"
+    "  XDG_CACHE_HOME            evidence lives in $XDG_CACHE_HOME/edgert/evidence.json\n"
+    "                            (default ~/.cache/edgert/evidence.json)\n"
     "Default manifest folders: <dir of libedgert>/edgert/backends (an install or the\n"
     "build tree, which mirrors it). The current directory is never searched.\n"
-    "Exit codes: 0 ok, 1 failure, 2 usage error, 3 nothing eligible (or the forced\n"
-    "backend is not), 4 bad manifest or device profile named explicitly.\n";
+    "Exit codes: 0 ok, 1 failure (including a backend failing verify), 2 usage\n"
+    "error, 3 nothing eligible (or the forced backend is not), 4 bad manifest,\n"
+    "device profile or workload named explicitly.\n";
 
 static void usage_main(FILE *f)
 {
@@ -74,9 +64,15 @@ static void usage_main(FILE *f)
             "plugins the device can run and picks one for a priority (speed or fidelity).\n"
             "\n"
             "Commands:\n"
-            "  probe     show the device facts (CPU flags the OS enables, device class)\n"
-            "  list      list every backend manifest found and its verdict on this device\n"
-            "  select    pick the backend for a priority; --explain says why\n"
+            "  probe      show the device facts (CPU flags the OS enables, device class)\n"
+            "  list       list every backend manifest found and its verdict on this device\n"
+            "  select     pick the backend for a priority; --explain says why\n"
+            "  bench      measure a backend's decode/prefill speed against this device's\n"
+            "             memory bandwidth and compute peaks\n"
+            "  verify     check backends against the reference (correctness) and against\n"
+            "             dense fp32 (fidelity: SQNR, top-1 agreement, KL)\n"
+            "  calibrate  bench + verify every eligible backend and store the results as\n"
+            "             evidence that 'select' then ranks by\n"
             "\n"
             "Run 'edgert COMMAND --help' for a command's options.\n\n%s\n%s",
             common_help, env_help);
@@ -92,7 +88,7 @@ static void usage_cmd(FILE *f, const char *cmd)
         fprintf(f, "usage: edgert list [options]\n\nList every backend manifest found, in search "
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
                    "gates it failed.\n\n");
-    else
+    else if (strcmp(cmd, "select") == 0)
         fprintf(f,
                 "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
                 "[options]\n\n"
@@ -100,13 +96,66 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "OS state, library file, checksum, ABI, self-test, disable list); then the\n"
                 "accelerator of the device class, then CPU backends, then the reference\n"
                 "backend. Within a tier, 'speed' ranks by decode tokens/s (measured on this\n"
-                "device if known, else declared), then fidelity, then name; 'fidelity' ranks\n"
-                "by activation bits, weight bits, top-1 agreement, then speed, then name.\n\n"
+                "device by 'edgert calibrate' if known, else declared by the manifest), then\n"
+                "fidelity, then name; 'fidelity' ranks by top-1 agreement and KL (measured,\n"
+                "else declared), then activation bits, weight bits, speed, name.\n\n"
                 "  --priority P        speed (default) or fidelity\n"
                 "  --backend NAME      use this backend; an error if it is not eligible\n"
                 "  --explain           show the device, the folders searched, every manifest\n"
-                "                      with its verdict, and the ranking\n"
-                "  --no-evidence       ignore measured evidence; rank by declared figures\n\n");
+                "                      with its verdict and figures, and the ranking\n"
+                "  --no-evidence       ignore measured evidence; rank by declared figures\n"
+                "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n\n");
+    else if (strcmp(cmd, "bench") == 0)
+        fprintf(f,
+                "usage: edgert bench [--backend NAME] [--workload FILE] [--phase P] [options]\n\n"
+                "Measure one backend on a workload: decode (M = 1, every layer's weights in\n"
+                "their own buffers so they stream from DRAM), prefill (M rows), and pack\n"
+                "(time, peak and settled RssAnon). In the same run it measures the read\n"
+                "bandwidth ceiling (plain and software-prefetched streaming reads) and the\n"
+                "compute peaks of this CPU, and reports decode as a fraction of bandwidth\n"
+                "and prefill as a fraction of the compute peak its kernel relies on.\n\n"
+                "  --backend NAME      default: the backend 'select' picks for --priority\n"
+                "  --priority P        speed (default) or fidelity, to pick the backend\n"
+                "  --options STR       plugin options for its init (e.g. path=fma)\n"
+                "  --workload FILE     YAML list of shapes (default: built-in spark-1.7b):\n"
+                "                        name: my-model\n"
+                "                        shapes:\n"
+                "                          - {name: qkv, k: 2048, n: 3072, count: 28}\n"
+                "                          - {name: lm_head, k: 2048, n: 131072, count: 1, head: true}\n"
+                "                      (head: true shapes run once per prompt in prefill, M = 1)\n"
+                "  --phase P           decode, prefill or both (default both)\n"
+                "  --m N               prefill rows (default 512)\n"
+                "  --repeat N          timed repeats (default 5 decode steps, 3 prefill passes)\n"
+                "  --seed N            weight generator seed (default 1)\n\n");
+    else if (strcmp(cmd, "verify") == 0)
+        fprintf(f,
+                "usage: edgert verify [--backend NAME] [--quick] [--tokens T] [options]\n\n"
+                "Correctness: each eligible in-process backend (or --backend) against the\n"
+                "reference backend on the same canonical weights, over odd shapes (M in\n"
+                "1,2,3,16,17,64,512; N odd; K a multiple of the group and not), with a\n"
+                "tolerance derived from the backend's activation arithmetic.\n"
+                "Fidelity: against dense fp32 from the unquantized weights: SQNR per workload\n"
+                "shape, and on an output-head-shaped projection fed with LLM-like activations\n"
+                "(heavy-tailed, a few outlier channels), top-1 agreement and mean KL of the\n"
+                "softmax over T tokens. The reference backend is reported too.\n\n"
+                "  --backend NAME      verify only this backend\n"
+                "  --options STR       plugin options for its init (e.g. path=fma)\n"
+                "  --tokens T          tokens for top-1/KL (default 64)\n"
+                "  --quick             smaller head (N = 16384) and fewer shapes\n"
+                "  --workload FILE     shapes for the SQNR table (see 'edgert bench --help')\n"
+                "  --seed N            generator seed (default 1)\n\n");
+    else
+        fprintf(f,
+                "usage: edgert calibrate [--out FILE] [--quick] [options]\n\n"
+                "Run bench (decode) and verify (fidelity) for every eligible in-process\n"
+                "backend and store the results as evidence, keyed by this device's\n"
+                "fingerprint (XXH3 of the probe's facts) and each plugin file's XXH3, so a\n"
+                "changed plugin or another device never reuses them. 'edgert select' then\n"
+                "ranks by the measured figures. The file is replaced atomically.\n\n"
+                "  --out FILE          write here instead of the per-user cache\n"
+                "  --repeat N          decode steps per backend (default 5)\n"
+                "  --quick             the quick verify set (see 'edgert verify --help')\n"
+                "  --workload FILE     shapes (default: built-in spark-1.7b)\n\n");
     fprintf(f, "%s\n%s", common_help, env_help);
 }
 
@@ -114,8 +163,54 @@ static void usage_cmd(FILE *f, const char *cmd)
 
 enum {
     OPT_JSON = 256, OPT_SYSROOT, OPT_DEVICE, OPT_MANIFESTS, OPT_DISABLE, OPT_STRICT, OPT_THREADS,
-    OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE
+    OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
+    OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE
 };
+
+/* Which command takes which command-specific option. */
+static int allowed(const char *cmd, int o)
+{
+    static const struct {
+        int opt;
+        const char *cmds;
+    } table[] = {
+        {OPT_PRIORITY, " select bench "},
+        {OPT_BACKEND, " select bench verify "},
+        {OPT_EXPLAIN, " select "},
+        {OPT_NO_EVIDENCE, " select bench "},
+        {OPT_WORKLOAD, " bench verify calibrate "},
+        {OPT_PHASE, " bench "},
+        {OPT_M, " bench "},
+        {OPT_REPEAT, " bench calibrate "},
+        {OPT_SEED, " bench verify calibrate "},
+        {OPT_TOKENS, " verify calibrate "},
+        {OPT_QUICK, " verify calibrate "},
+        {OPT_OUT, " calibrate "},
+        {OPT_OPTIONS, " bench verify "},
+        {OPT_EVIDENCE, " select list bench "},
+    };
+    char key[32];
+    snprintf(key, sizeof key, " %s ", cmd);
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+        if (table[i].opt == o)
+            return strstr(table[i].cmds, key) != NULL;
+    return 1; /* common option */
+}
+
+static int parse_uint(const char *opt, const char *v, unsigned long long lo, unsigned long long hi,
+                      unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi || v[0] == '-') {
+        fprintf(stderr, "edgert: %s takes a whole number from %llu to %llu, not '%s'\n", opt, lo,
+                hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
 
 static int parse_args(cli *c, int argc, char **argv)
 {
@@ -134,15 +229,33 @@ static int parse_args(cli *c, int argc, char **argv)
         {"backend", required_argument, 0, OPT_BACKEND},
         {"explain", no_argument, 0, OPT_EXPLAIN},
         {"no-evidence", no_argument, 0, OPT_NO_EVIDENCE},
+        {"workload", required_argument, 0, OPT_WORKLOAD},
+        {"phase", required_argument, 0, OPT_PHASE},
+        {"m", required_argument, 0, OPT_M},
+        {"repeat", required_argument, 0, OPT_REPEAT},
+        {"seed", required_argument, 0, OPT_SEED},
+        {"tokens", required_argument, 0, OPT_TOKENS},
+        {"quick", no_argument, 0, OPT_QUICK},
+        {"out", required_argument, 0, OPT_OUT},
+        {"options", required_argument, 0, OPT_OPTIONS},
+        {"evidence", required_argument, 0, OPT_EVIDENCE},
         {0, 0, 0, 0},
     };
-    int is_select = strcmp(c->cmd, "select") == 0;
+    c->m = 512;
+    c->seed = 1;
+    c->tokens = 64;
     optind = 1;
     opterr = 0;
     for (;;) {
         int o = getopt_long(argc, argv, ":hvq", opts, NULL);
         if (o == -1)
             break;
+        if (o >= OPT_JSON && !allowed(c->cmd, o)) {
+            fprintf(stderr, "edgert %s: option '%s' does not apply to '%s' (see 'edgert %s --help')\n",
+                    c->cmd, argv[optind - 1], c->cmd, c->cmd);
+            return -1;
+        }
+        unsigned long long v = 0;
         switch (o) {
         case 'h':
             usage_cmd(stdout, c->cmd);
@@ -161,35 +274,51 @@ static int parse_args(cli *c, int argc, char **argv)
             break;
         case OPT_DISABLE: c->disable = optarg; break;
         case OPT_STRICT: c->strict = 1; break;
-        case OPT_THREADS: {
-            char *end;
-            errno = 0;
-            long t = strtol(optarg, &end, 10);
-            if (*end || errno || t < 1 || t > 1024) {
-                fprintf(stderr, "edgert: --threads takes a number from 1 to 1024, not '%s'\n",
-                        optarg);
+        case OPT_THREADS:
+            if (parse_uint("--threads", optarg, 1, 1024, &v))
                 return -1;
-            }
-            c->threads = (unsigned)t;
+            c->threads = (unsigned)v;
             break;
-        }
-        case OPT_PRIORITY:
-        case OPT_BACKEND:
-        case OPT_EXPLAIN:
-        case OPT_NO_EVIDENCE:
-            if (!is_select) {
-                fprintf(stderr, "edgert %s: option '%s' is only for 'edgert select'\n", c->cmd,
-                        argv[optind - 1]);
+        case OPT_PRIORITY: c->priority_s = optarg; break;
+        case OPT_BACKEND: c->backend = optarg; break;
+        case OPT_EXPLAIN: c->explain = 1; break;
+        case OPT_NO_EVIDENCE: c->no_evidence = 1; break;
+        case OPT_WORKLOAD: c->workload = optarg; break;
+        case OPT_OPTIONS: c->options = optarg; break;
+        case OPT_OUT: c->out = optarg; break;
+        case OPT_EVIDENCE: c->evidence = optarg; break;
+        case OPT_QUICK: c->quick = 1; break;
+        case OPT_PHASE:
+            if (strcmp(optarg, "decode") == 0)
+                c->phase = PHASE_DECODE;
+            else if (strcmp(optarg, "prefill") == 0)
+                c->phase = PHASE_PREFILL;
+            else if (strcmp(optarg, "both") == 0)
+                c->phase = PHASE_BOTH;
+            else {
+                fprintf(stderr, "edgert: --phase is decode, prefill or both, not '%s'\n", optarg);
                 return -1;
             }
-            if (o == OPT_PRIORITY)
-                c->priority_s = optarg;
-            else if (o == OPT_BACKEND)
-                c->backend = optarg;
-            else if (o == OPT_EXPLAIN)
-                c->explain = 1;
-            else
-                c->no_evidence = 1;
+            break;
+        case OPT_M:
+            if (parse_uint("--m", optarg, 1, 65536, &v))
+                return -1;
+            c->m = (unsigned)v;
+            break;
+        case OPT_REPEAT:
+            if (parse_uint("--repeat", optarg, 1, 100000, &v))
+                return -1;
+            c->repeat = (unsigned)v;
+            break;
+        case OPT_TOKENS:
+            if (parse_uint("--tokens", optarg, 1, 100000, &v))
+                return -1;
+            c->tokens = (unsigned)v;
+            break;
+        case OPT_SEED:
+            if (parse_uint("--seed", optarg, 0, UINT64_MAX, &v))
+                return -1;
+            c->seed = v;
             break;
         case ':':
             fprintf(stderr, "edgert %s: option '%s' needs a value\n", c->cmd, argv[optind - 1]);
@@ -204,270 +333,21 @@ static int parse_args(cli *c, int argc, char **argv)
         fprintf(stderr, "edgert %s: unexpected argument '%s'\n", c->cmd, argv[optind]);
         return -1;
     }
+    int takes_priority = allowed(c->cmd, OPT_PRIORITY);
+    const char *env_p = takes_priority ? secure_getenv("EDGERT_PRIORITY") : NULL;
     if (!c->priority_s)
-        c->priority_s = secure_getenv("EDGERT_PRIORITY");
+        c->priority_s = env_p;
     if (c->priority_s && *c->priority_s && edgert_priority_parse(c->priority_s, &c->priority) != 0) {
         fprintf(stderr, "edgert: priority must be 'speed' or 'fidelity', not '%s'%s\n",
-                c->priority_s, c->priority_s == secure_getenv("EDGERT_PRIORITY")
-                                   ? " (from EDGERT_PRIORITY)" : "");
+                c->priority_s, c->priority_s == env_p ? " (from EDGERT_PRIORITY)" : "");
         return -1;
     }
-    if (!c->backend && is_select) {
+    if (!c->backend && allowed(c->cmd, OPT_BACKEND) && strcmp(c->cmd, "verify") != 0) {
         const char *b = secure_getenv("EDGERT_BACKEND");
         if (b && *b)
             c->backend = b;
     }
     return 0;
-}
-
-/* ---- shared printing ------------------------------------------------------------ */
-
-static void flags_text(uint64_t mask, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (unsigned f = 0; f < EDGERT_CPU_FLAG_COUNT; f++)
-        if (EDGERT_HAS_FLAG(mask, f) && used + 1 < len) {
-            int w = snprintf(buf + used, len - used, "%s%s", used ? " " : "",
-                             edgert_cpu_flag_name((edgert_cpu_flag)f));
-            if (w > 0)
-                used += (size_t)w;
-        }
-    if (!used)
-        snprintf(buf, len, "(none)");
-}
-
-static void json_flags(json_w *w, const char *key, uint64_t mask)
-{
-    json_key(w, key);
-    json_arr(w);
-    for (unsigned f = 0; f < EDGERT_CPU_FLAG_COUNT; f++)
-        if (EDGERT_HAS_FLAG(mask, f))
-            json_str(w, edgert_cpu_flag_name((edgert_cpu_flag)f));
-    json_end_arr(w);
-}
-
-static void json_device(json_w *w, const edgert_device *d)
-{
-    json_key(w, "device");
-    json_obj(w);
-    json_kstr(w, "mode", d->planned ? "plan" : "live");
-    json_kstr(w, "source", d->source);
-    json_kstr(w, "name", d->name);
-    json_kstr(w, "arch", edgert_arch_name(d->arch));
-    json_kstr(w, "class", edgert_device_class_name(d->device_class));
-    json_kstr(w, "class_evidence", d->class_evidence);
-    json_kstr(w, "accelerator", d->accelerator);
-    json_flags(w, "cpu_flags", d->cpu_flags);
-    json_flags(w, "cpu_flags_os_disabled", d->cpu_flags_os_disabled);
-    json_kint(w, "logical_cores", d->logical_cores);
-    json_kint(w, "memory_total_bytes", (long long)d->mem_total_bytes);
-    json_kint(w, "memory_available_bytes", (long long)d->mem_available_bytes);
-    json_kbool(w, "bf16", d->bf16);
-    json_kstr(w, "bf16_source", d->bf16_source);
-    json_end_obj(w);
-}
-
-static void print_device(const edgert_device *d)
-{
-    char flags[1024], off[512];
-    flags_text(d->cpu_flags, flags, sizeof flags);
-    flags_text(d->cpu_flags_os_disabled, off, sizeof off);
-    printf("device: %s (%s)\n", d->name[0] ? d->name : "unnamed",
-           d->planned ? "plan from a device profile" : "live probe");
-    printf("  source        %s\n", d->source);
-    printf("  arch          %s\n", edgert_arch_name(d->arch));
-    printf("  class         %s", edgert_device_class_name(d->device_class));
-    if (d->class_evidence[0])
-        printf("  (%s)", d->class_evidence);
-    printf("\n");
-    if (d->accelerator[0])
-        printf("  accelerator   %s\n", d->accelerator);
-    printf("  cores         %u logical\n", d->logical_cores);
-    if (d->mem_total_bytes)
-        printf("  memory        %.1f GiB total, %.1f GiB available\n",
-               d->mem_total_bytes / 1073741824.0, d->mem_available_bytes / 1073741824.0);
-    printf("  cpu flags     %s\n", flags);
-    printf("  OS-disabled   %s\n", off);
-    printf("  bf16          %s (%s)\n", d->bf16 ? "yes" : "no", d->bf16_source);
-}
-
-static void json_figures(json_w *w, const char *key, const edgert_figures *f)
-{
-    json_key(w, key);
-    json_obj(w);
-    json_knum(w, "decode_tokens_per_s", f->decode_tokens_per_s);
-    json_knum(w, "prefill_gflops", f->prefill_gflops);
-    json_knum(w, "top1_agreement", f->top1_agreement);
-    json_knum(w, "kl_mean", f->kl_mean);
-    json_kstr(w, "where", f->where);
-    json_end_obj(w);
-}
-
-static void json_layout(json_w *w, const edgert_candidate *c)
-{
-    json_key(w, "layout");
-    json_obj(w);
-    json_kstr(w, "format", c->layout.format);
-    json_kint(w, "weight_bits", c->layout.weight_bits);
-    json_kint(w, "group_size", c->layout.group_size);
-    json_kbool(w, "symmetric", c->layout.symmetric);
-    json_kstr(w, "activation_dtype", c->effective_activation_dtype);
-    json_kstr(w, "declared_activation_dtype", c->layout.activation_dtype);
-    json_kint(w, "activation_bits", c->layout.activation_bits);
-    json_knum(w, "bits_per_weight", c->layout.bits_per_weight);
-    json_end_obj(w);
-}
-
-static void json_candidate(json_w *w, const edgert_candidate *c, int rank)
-{
-    json_obj(w);
-    json_kstr(w, "name", c->name);
-    json_kstr(w, "version", c->version);
-    json_kstr(w, "vendor", c->vendor);
-    json_kbool(w, "eligible", c->eligible);
-    json_key(w, "reasons");
-    json_arr(w);
-    for (size_t i = 0; i < c->reason_count; i++)
-        json_str(w, c->reasons[i]);
-    json_end_arr(w);
-    json_kstr(w, "detail", c->detail);
-    json_key(w, "rank");
-    if (rank >= 0)
-        json_int(w, rank + 1);
-    else
-        json_null(w);
-    json_kbool(w, "loaded", c->loaded);
-    json_kstr(w, "path_chosen", c->path_chosen);
-    json_kstr(w, "manifest", c->manifest_path);
-    json_kstr(w, "library", c->library_path);
-    json_kstr(w, "processor", c->processor);
-    json_kbool(w, "runs_in_process", c->runs_in_process);
-    json_kbool(w, "verified", c->verified);
-    json_kbool(w, "reference", c->reference);
-    json_layout(w, c);
-    json_figures(w, "declared", &c->declared);
-    json_figures(w, "measured", &c->measured);
-    json_kstr(w, "rationale", c->rationale);
-    json_end_obj(w);
-}
-
-static void json_diags(json_w *w, const edgert_ctx *ctx)
-{
-    static const char *const lv[] = {"error", "warning", "info", "debug"};
-    json_key(w, "diagnostics");
-    json_arr(w);
-    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
-        const edgert_diag *d = edgert_diag_at(ctx, i);
-        if (d->level > EDGERT_LOG_WARN)
-            continue;
-        json_obj(w);
-        json_kstr(w, "level", lv[d->level]);
-        json_kstr(w, "file", d->file);
-        json_kint(w, "line", d->line);
-        json_kint(w, "column", d->column);
-        json_kstr(w, "message", d->message);
-        json_end_obj(w);
-    }
-    json_end_arr(w);
-}
-
-static void json_search_paths(json_w *w, const edgert_ctx *ctx)
-{
-    json_key(w, "search_paths");
-    json_arr(w);
-    for (size_t i = 0; i < edgert_search_path_count(ctx); i++) {
-        const char *origin = NULL;
-        const char *p = edgert_search_path_at(ctx, i, &origin);
-        json_obj(w);
-        json_kstr(w, "path", p);
-        json_kstr(w, "origin", origin);
-        json_end_obj(w);
-    }
-    json_end_arr(w);
-}
-
-static void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
-{
-    static const char *const lv[] = {"error", "warning", "info", "debug"};
-    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
-        const edgert_diag *d = edgert_diag_at(ctx, i);
-        if ((int)d->level > max_level)
-            continue;
-        if (d->file && d->line)
-            fprintf(f, "  %s:%u:%u: %s: %s\n", d->file, d->line, d->column, lv[d->level], d->message);
-        else if (d->file)
-            fprintf(f, "  %s: %s: %s\n", d->file, lv[d->level], d->message);
-        else
-            fprintf(f, "  %s: %s\n", lv[d->level], d->message);
-    }
-}
-
-static void reasons_text(const edgert_candidate *c, char *buf, size_t len)
-{
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < c->reason_count && used + 1 < len; i++) {
-        int w = snprintf(buf + used, len - used, "%s%s", i ? " " : "", c->reasons[i]);
-        if (w > 0)
-            used += (size_t)w;
-    }
-}
-
-static const char *layout_text(const edgert_candidate *c, char *buf, size_t len)
-{
-    snprintf(buf, len, "%s, %d-bit weights%s, %s activations, %.3g bits/weight",
-             c->layout.format ? c->layout.format : "?", c->layout.weight_bits,
-             c->layout.symmetric ? " (symmetric)" : "",
-             c->effective_activation_dtype ? c->effective_activation_dtype : "?",
-             c->layout.bits_per_weight);
-    return buf;
-}
-
-/* ---- open ------------------------------------------------------------------------- */
-
-static void cli_log(void *user, edgert_log_level level, const char *msg)
-{
-    (void)user;
-    static const char *const lv[] = {"error", "warning", "info", "debug"};
-    fprintf(stderr, "edgert: %s: %s\n", lv[level], msg);
-}
-
-static int open_ctx(const cli *c, edgert_ctx **ctx)
-{
-    edgert_options o = {.struct_size = sizeof o};
-    o.sysroot = c->sysroot;
-    o.device_profile = c->device;
-    o.manifest_paths = c->paths;
-    o.manifest_path_count = c->npaths;
-    o.disable = c->disable;
-    o.strict = c->strict;
-    o.no_evidence = c->no_evidence;
-    o.threads = c->threads;
-    o.log = cli_log;
-    o.log_level = c->verbose ? EDGERT_LOG_INFO : (c->quiet ? EDGERT_LOG_ERROR : 0);
-    char err[4096] = "";
-    edgert_status st = edgert_open(&o, ctx, err, sizeof err);
-    if (st == EDGERT_OK)
-        return EXIT_OK;
-    fprintf(stderr, "edgert: %s\n", err[0] ? err : edgert_status_name(st));
-    if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND)
-        return EXIT_BADFILE;
-    return EXIT_FAIL;
-}
-
-/* Manifest problems go to stderr in text mode (they are in the JSON otherwise). */
-static void warn_diags(const cli *c, const edgert_ctx *ctx)
-{
-    if (c->json || c->quiet)
-        return;
-    int any = 0;
-    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
-        any |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
-    if (!any || c->explain)
-        return;
-    fprintf(stderr, "edgert: problems while reading manifests (skipped files; the others were used):\n");
-    print_diags(ctx, stderr, EDGERT_LOG_WARN);
 }
 
 /* ---- commands ----------------------------------------------------------------------- */
@@ -579,29 +459,49 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
         }
         printf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
         if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement))
-            printf("  %-16s           measured here: %.1f tok/s, top-1 %.3f\n", "",
-                   k->measured.decode_tokens_per_s, k->measured.top1_agreement);
-        if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement))
-            printf("  %-16s           declared: %.1f tok/s%s%s (%s%s)\n", "",
-                   k->declared.decode_tokens_per_s,
-                   isnan(k->declared.top1_agreement) ? "" : ", top-1 ",
-                   isnan(k->declared.top1_agreement) ? "" : "declared",
-                   k->verified ? "verified: " : "not verified here: ",
+            printf("  %-16s           measured here: %.2f tok/s decode, top-1 %.3f, KL %.3g "
+                   "(%s)\n", "", k->measured.decode_tokens_per_s, k->measured.top1_agreement,
+                   k->measured.kl_mean, k->measured.where ? k->measured.where : "evidence");
+        if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
+            printf("  %-16s           declared:", "");
+            if (!isnan(k->declared.decode_tokens_per_s))
+                printf(" %.1f tok/s", k->declared.decode_tokens_per_s);
+            if (!isnan(k->declared.top1_agreement))
+                printf(" top-1 %.3f", k->declared.top1_agreement);
+            printf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
                    k->declared.where ? k->declared.where : "?");
+        }
+    }
+    /* Evidence notes (info level) matter to a newcomer reading the ranking. */
+    if (!d->planned) {
+        const char *ev = edgert_evidence_path(ctx);
+        printf("\nevidence measured on this device: %s\n", ev ? ev : "(no evidence file can be named)");
+        for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+            const edgert_diag *g = edgert_diag_at(ctx, i);
+            if (g->level == EDGERT_LOG_INFO && g->file && ev && strcmp(g->file, ev) == 0)
+                printf("  %s\n", g->message);
+        }
     }
     edgert_priority p = edgert_selection_priority(sel);
     printf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
            p == EDGERT_PRIORITY_SPEED
                ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
                  "measured here else declared; then fidelity; then name"
-               : "device-class accelerator, CPU backends, reference last; then activation bits, "
-                 "weight bits, top-1 agreement; then speed; then name");
+               : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
+                 "and KL measured here else declared; then activation bits, weight bits; then "
+                 "speed; then name");
     if (edgert_selection_count(sel) == 0)
         printf("  (nothing eligible)\n");
     for (size_t r = 0; r < edgert_selection_count(sel); r++) {
         const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-        printf("  %zu. %-16s %d-bit weights, %d-bit activations, %s\n", r + 1, k->name,
-               k->layout.weight_bits, k->layout.activation_bits,
+        double tps = !isnan(k->measured.decode_tokens_per_s) ? k->measured.decode_tokens_per_s
+                                                             : k->declared.decode_tokens_per_s;
+        char speed[64] = "speed unknown";
+        if (!isnan(tps))
+            snprintf(speed, sizeof speed, "%.1f tok/s %s", tps,
+                     !isnan(k->measured.decode_tokens_per_s) ? "measured" : "declared");
+        printf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
+               k->layout.weight_bits, k->layout.activation_bits, speed,
                k->reference ? "reference (always last)"
                : strcmp(k->processor, "cpu") != 0 ? "accelerator of this device class"
                                                    : "CPU backend");
@@ -700,7 +600,8 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         int (*run)(const cli *);
-    } cmds[] = {{"probe", cmd_probe}, {"list", cmd_list}, {"select", cmd_select}};
+    } cmds[] = {{"probe", cmd_probe},   {"list", cmd_list},         {"select", cmd_select},
+                {"bench", cmd_bench},   {"verify", cmd_verify},     {"calibrate", cmd_calibrate}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;
@@ -709,7 +610,7 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         return cmds[i].run(&c);
     }
-    fprintf(stderr, "edgert: unknown command '%s' (commands: probe, list, select; see 'edgert --help')\n",
+    fprintf(stderr, "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, calibrate; see 'edgert --help')\n",
             cmd);
     return EXIT_USAGE;
 }

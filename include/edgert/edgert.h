@@ -20,12 +20,17 @@
  *      `processor: gpu|npu` on a `cuda_discrete`, `jetson` or `npu_phone`
  *      device) first, then CPU backends, then the reference backend
  *      (manifest `reference: true`), which is always last.
- *   2. priority `speed`:    decode tokens/s (measured on this device if known,
- *                           else declared; unknown counts as 0) descending,
- *                           then fidelity (the `fidelity` key below), then name.
- *      priority `fidelity`: activation bits descending, weight bits
- *                           descending, then measured-or-declared top-1
- *                           agreement descending, then speed, then name.
+ *   2. priority `speed`:    decode tokens/s (measured on this device by
+ *                           `edgert calibrate` if known, else declared;
+ *                           unknown counts as 0) descending, then fidelity
+ *                           (the key below), then name.
+ *      priority `fidelity`: top-1 agreement (measured, else declared; a
+ *                           candidate without one sorts after those with one)
+ *                           descending, mean KL ascending (same rule), then
+ *                           activation bits, weight bits, speed, name.
+ *   Measured figures count only for this device and the same plugin file
+ *   (core/evidence.c); evidence that a backend failed verify is a gate
+ *   (FAILED_VERIFY).
  *   Names compare with strcmp, so the order is total and reproducible.
  *
  * Environment variables (read with secure_getenv, ignored when
@@ -256,6 +261,69 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
     uint8_t b = w->codes[(size_t)row * ((w->k + 1u) / 2u) + col / 2u];
     return (col & 1u) ? (unsigned)(b >> 4) : (unsigned)(b & 15u);
 }
+
+/* --- evidence: figures measured on this device -------------------------- */
+
+/** One backend's measured figures (NaN where not measured). */
+typedef struct edgert_evidence {
+    uint32_t struct_size;       /**< sizeof(edgert_evidence) */
+    const char *backend;        /**< candidate name; its library's XXH3 is recorded */
+    double decode_tokens_per_s; /**< GEMM-only decode step rate on `workload` */
+    double prefill_gflops;
+    double top1_agreement;      /**< vs dense fp32, output-head projection */
+    double kl_mean;
+    double sqnr_min_db;         /**< worst workload shape */
+    unsigned threads;
+    const char *workload;       /**< e.g. "spark-1.7b" */
+    int correct;                /**< 1 passed verify, 0 failed (then the backend is
+                                     not eligible: FAILED_VERIFY), -1 not checked */
+} edgert_evidence;
+
+/**
+ * The evidence file this handle reads and, by default, writes:
+ * options.evidence_file, else $XDG_CACHE_HOME/edgert/evidence.json, else
+ * $HOME/.cache/edgert/evidence.json. NULL when none can be named.
+ */
+const char *edgert_evidence_path(const edgert_ctx *ctx);
+/** Hex XXH3-64 of the device facts evidence is keyed by (arch, class, CPU
+ *  flags, OS-disabled flags, cores, name, total memory in GiB). */
+const char *edgert_device_fingerprint(const edgert_ctx *ctx);
+/**
+ * Merge `items` for this device into the evidence file (`path`, or
+ * edgert_evidence_path when NULL): entries for the same device and backend
+ * are replaced, others kept. Each entry records the backend's library XXH3,
+ * so evidence for a changed plugin file is ignored when read. Written to a
+ * temporary file in the same folder, then renamed: an interrupted write never
+ * leaves a corrupt file. A corrupt existing file is reported and replaced.
+ * Live mode only (plan-mode handles describe another device).
+ */
+edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edgert_evidence *items,
+                                    size_t count, char *err, size_t err_len);
+
+/* --- deterministic workloads (bench, verify, tests) -------------------- */
+
+/**
+ * Dense LLM-like weights W[n][k]: approximately normal (sum of four uniforms),
+ * mean 0, standard deviation `std`. Row r depends only on (seed, r), so the
+ * result is the same for any thread count. `ctx` may be NULL (serial).
+ */
+void edgert_generate_dense(edgert_ctx *ctx, float *w, uint32_t n, uint32_t k, uint64_t seed,
+                           float std);
+/**
+ * The same dense weights, quantized row by row to canonical int4 (RTN, as
+ * edgert_quantize_rtn) without ever holding the n x k fp32 matrix: the only
+ * transient is one row per thread. For the bench's 1.7-billion-weight model.
+ */
+edgert_status edgert_generate_qtensor(edgert_ctx *ctx, uint32_t n, uint32_t k, uint32_t group,
+                                      int symmetric, uint64_t seed, float std,
+                                      edgert_qtensor *out);
+/**
+ * LLM-like activations x[m][k]: heavy-tailed (a normal times a log-normal
+ * scale, kurtosis well above 3) with RMS about 1, and a few outlier channels
+ * (max(2, k/256) columns chosen by the seed, the same for every row) scaled
+ * by 30, as real transformer activations have.
+ */
+void edgert_generate_activations(float *x, uint32_t m, uint32_t k, uint64_t seed);
 
 /* --- names --------------------------------------------------------------- */
 const char *edgert_arch_name(edgert_arch a);               /**< "x86_64", "arm64", "unknown" */

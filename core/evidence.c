@@ -1,0 +1,400 @@
+/*
+ * core/evidence.c — figures measured on this device, kept between runs.
+ *
+ * `edgert calibrate` measures every eligible backend and stores the results
+ * here; every later handle reads them so the selector ranks by what this
+ * device did rather than by what a manifest claims. An entry counts only
+ * for the same device (fingerprint of the probe's facts) and the same plugin
+ * file (XXH3 of the library): a rebuilt plugin or another machine starts
+ * from the declared figures again.
+ *
+ * The file is JSON (read back with libyaml: JSON is YAML):
+ *   {"evidence_version": 1, "entries": [
+ *     {"device": "<hex>", "device_name": "...", "backend": "ref-w4a16",
+ *      "plugin_xxh3": "<hex>", "decode_tokens_per_s": 3.2, "prefill_gflops": 20.1,
+ *      "top1_agreement": 1, "kl_mean": 1.2e-05, "sqnr_min_db": 19.8,
+ *      "threads": 2, "correct": 1, "workload": "spark-1.7b",
+ *      "measured_at": "2026-11-29T10:00:00Z",
+ *      "edgert_version": "0.1.0"}, ...]}
+ * A corrupt or oversized file is reported as a warning and ignored, never fatal.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "context.h"
+
+#define ER_EVIDENCE_VERSION 1
+
+/* ---- where, and for which device ---------------------------------------- */
+
+static void fingerprint(struct edgert_ctx *ctx)
+{
+    const edgert_device *d = &ctx->dev;
+    char facts[1024];
+    int n = snprintf(facts, sizeof facts, "arch=%s;class=%s;flags=%016llx;osdis=%016llx;cores=%u;"
+                     "name=%s;mem_gib=%llu",
+                     edgert_arch_name(d->arch), edgert_device_class_name(d->device_class),
+                     (unsigned long long)d->cpu_flags, (unsigned long long)d->cpu_flags_os_disabled,
+                     d->logical_cores, d->name,
+                     (unsigned long long)((d->mem_total_bytes + (1ull << 29)) >> 30));
+    XXH64_hash_t h = XXH3_64bits(facts, n > 0 ? (size_t)n : 0);
+    snprintf(ctx->fingerprint, sizeof ctx->fingerprint, "%016llx", (unsigned long long)h);
+}
+
+void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o)
+{
+    fingerprint(ctx);
+    if (o->evidence_file) {
+        ctx->evidence_path = er_strdup(o->evidence_file);
+        return;
+    }
+    /* The cache is per user: read the variables even in hermetic mode only
+     * when the caller did not ask to ignore the environment. */
+    const char *xdg = er_getenv(o->ignore_env, "XDG_CACHE_HOME");
+    const char *home = er_getenv(o->ignore_env, "HOME");
+    if (xdg && xdg[0] == '/')
+        ctx->evidence_path = er_path_join(xdg, "edgert/evidence.json");
+    else if (home && home[0] == '/')
+        ctx->evidence_path = er_path_join(home, ".cache/edgert/evidence.json");
+}
+
+const char *edgert_evidence_path(const edgert_ctx *ctx)
+{
+    return ctx ? ctx->evidence_path : NULL;
+}
+
+const char *edgert_device_fingerprint(const edgert_ctx *ctx)
+{
+    return ctx ? ctx->fingerprint : NULL;
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+static double num(er_yaml *y, yaml_node_t *map, const char *key)
+{
+    yaml_node_t *v = er_yaml_get(y, map, key);
+    if (!v || v->type != YAML_SCALAR_NODE)
+        return NAN;
+    char *end;
+    const char *s = (const char *)v->data.scalar.value;
+    double x = strtod(s, &end);
+    return (*s && !*end && isfinite(x)) ? x : NAN;
+}
+
+static const char *str(er_yaml *y, yaml_node_t *map, const char *key)
+{
+    yaml_node_t *v = er_yaml_get(y, map, key);
+    return (v && v->type == YAML_SCALAR_NODE) ? (const char *)v->data.scalar.value : NULL;
+}
+
+/* Load and check the file's shape; NULL root (and a warning) when unusable. */
+static yaml_node_t *load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int quiet_missing)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (!quiet_missing)
+            er_diag_add(&ctx->diags, EDGERT_LOG_INFO, path, 0, 0, "no evidence file yet");
+        return NULL;
+    }
+    er_diags local = {0};
+    if (er_yaml_load(y, path, &local) != EDGERT_OK) {
+        char msg[1024];
+        er_diag_last_error(&local, 0, msg, sizeof msg);
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
+                    "evidence file is corrupt and is ignored (%s); 'edgert calibrate' rewrites it",
+                    msg);
+        er_diags_free(&local);
+        return NULL;
+    }
+    er_diags_free(&local);
+    yaml_node_t *root = er_yaml_root(y);
+    yaml_node_t *entries = er_yaml_get(y, root, "entries");
+    double version = num(y, root, "evidence_version");
+    if (root->type != YAML_MAPPING_NODE || !entries || entries->type != YAML_SEQUENCE_NODE ||
+        version != ER_EVIDENCE_VERSION) {
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, er_yaml_line(root), er_yaml_col(root),
+                    "not an edgert evidence file of version %d; ignored", ER_EVIDENCE_VERSION);
+        er_yaml_free(y);
+        return NULL;
+    }
+    return entries;
+}
+
+static int library_hash(const er_cand *c, char out[17])
+{
+    uint64_t h;
+    if (!c->m.library_path || er_file_xxh3(c->m.library_path, &h) != 0)
+        return -1;
+    snprintf(out, 17, "%016llx", (unsigned long long)h);
+    return 0;
+}
+
+void er_evidence_apply(struct edgert_ctx *ctx)
+{
+    if (ctx->no_evidence || ctx->dev.planned || !ctx->evidence_path)
+        return;
+    er_yaml y;
+    yaml_node_t *entries = load(ctx, &y, ctx->evidence_path, 0);
+    if (!entries)
+        return;
+    for (size_t i = 0; i < ctx->ncands; i++) {
+        er_cand *c = ctx->cands[i];
+        char hash[17];
+        if (!c->pub.eligible || library_hash(c, hash) != 0)
+            continue;
+        for (yaml_node_item_t *it = entries->data.sequence.items.start;
+             it < entries->data.sequence.items.top; it++) {
+            yaml_node_t *e = er_yaml_node(&y, *it);
+            const char *dev = str(&y, e, "device"), *be = str(&y, e, "backend"),
+                       *ph = str(&y, e, "plugin_xxh3");
+            if (!dev || !be || !ph || strcmp(dev, ctx->fingerprint) != 0 ||
+                strcmp(be, c->m.name) != 0)
+                continue;
+            if (strcmp(ph, hash) != 0) {
+                er_diag_add(&ctx->diags, EDGERT_LOG_INFO, ctx->evidence_path, er_yaml_line(e),
+                            er_yaml_col(e),
+                            "evidence for %s was measured with another build of its plugin; "
+                            "ignored (run 'edgert calibrate' again)", c->m.name);
+                continue;
+            }
+            c->pub.measured.decode_tokens_per_s = num(&y, e, "decode_tokens_per_s");
+            c->pub.measured.prefill_gflops = num(&y, e, "prefill_gflops");
+            c->pub.measured.top1_agreement = num(&y, e, "top1_agreement");
+            c->pub.measured.kl_mean = num(&y, e, "kl_mean");
+            c->pub.measured.where = ctx->evidence_path;
+            /* Evidence that the backend computes wrong results on this device
+             * is a gate, like a failed self-test. */
+            if (num(&y, e, "correct") == 0.0) {
+                er_cand_reason(c, "FAILED_VERIFY");
+                er_cand_detail(c, "'edgert verify' found wrong results on this device (%s)",
+                               ctx->evidence_path);
+                c->pub.eligible = 0;
+            }
+        }
+    }
+    er_yaml_free(&y);
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static void jstr(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
+    fputc('"', f);
+}
+
+static void jnum(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%.9g", v);
+    else
+        fputs("null", f);
+}
+
+/* Copy an old entry through, field by field (only the fields we know). */
+static void copy_entry(FILE *f, er_yaml *y, yaml_node_t *e)
+{
+    static const char *const strs[] = {"device", "device_name", "backend", "plugin_xxh3",
+                                       "workload", "measured_at", "edgert_version"};
+    static const char *const nums[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement",
+                                       "kl_mean", "sqnr_min_db", "threads", "correct"};
+    fputs("    {", f);
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        fprintf(f, "%s\"%s\": ", i ? ", " : "", strs[i]);
+        jstr(f, str(y, e, strs[i]));
+    }
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        fprintf(f, ", \"%s\": ", nums[i]);
+        jnum(f, num(y, e, nums[i]));
+    }
+    fputs("}", f);
+}
+
+static int mkdir_p(const char *dir)
+{
+    char *p = er_strdup(dir);
+    if (!p)
+        return -1;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0700) != 0 && errno != EEXIST) {
+            free(p);
+            return -1;
+        }
+        *s = '/';
+    }
+    int rc = (mkdir(p, 0700) == 0 || errno == EEXIST) ? 0 : -1;
+    free(p);
+    return rc;
+}
+
+edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edgert_evidence *items,
+                                    size_t count, char *err, size_t err_len)
+{
+    edgert_status st = EDGERT_E_IO;
+    char *dir = NULL, *tmp = NULL;
+    FILE *f = NULL;
+    int fd = -1, have_old = 0;
+    er_yaml y;
+    yaml_node_t *old = NULL;
+
+    if (!ctx || (!items && count)) {
+        er_set_err(err, err_len, "edgert_evidence_store: bad arguments");
+        return EDGERT_E_USAGE;
+    }
+    if (ctx->dev.planned) {
+        er_set_err(err, err_len, "evidence is measured on this device; a plan handle (--device) "
+                                 "cannot store it");
+        return EDGERT_E_USAGE;
+    }
+    if (!path)
+        path = ctx->evidence_path;
+    if (!path) {
+        er_set_err(err, err_len, "no evidence file: set XDG_CACHE_HOME or HOME, or give a path");
+        return EDGERT_E_USAGE;
+    }
+    /* Hash every plugin first: an entry without its plugin's hash is useless. */
+    char (*hashes)[17] = calloc(count ? count : 1, sizeof *hashes);
+    if (!hashes) {
+        er_set_err(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const er_cand *c = NULL;
+        for (size_t j = 0; j < ctx->ncands; j++)
+            if (items[i].backend && strcmp(ctx->cands[j]->m.name, items[i].backend) == 0)
+                c = ctx->cands[j];
+        if (!c || library_hash(c, hashes[i]) != 0) {
+            er_set_err(err, err_len, "evidence for '%s': no such backend with a readable library",
+                       items[i].backend ? items[i].backend : "(null)");
+            st = EDGERT_E_NOT_FOUND;
+            goto out;
+        }
+    }
+
+    char *slash = strrchr(path, '/');
+    dir = slash ? strndup(path, (size_t)(slash - path)) : er_strdup(".");
+    if (!dir || (dir[0] && mkdir_p(dir) != 0)) {
+        er_set_err(err, err_len, "cannot create the folder of %s: %s", path, strerror(errno));
+        goto out;
+    }
+    old = load(ctx, &y, path, 1);
+    have_old = old != NULL;
+
+    if (asprintf(&tmp, "%s/.evidence.json.XXXXXX", dir[0] ? dir : "/") < 0) {
+        tmp = NULL;
+        st = EDGERT_E_NOMEM;
+        goto out;
+    }
+    fd = mkstemp(tmp);
+    if (fd < 0 || !(f = fdopen(fd, "w"))) {
+        er_set_err(err, err_len, "cannot write in %s: %s", dir, strerror(errno));
+        goto out;
+    }
+    fd = -1; /* owned by f now */
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+
+    fprintf(f, "{\"evidence_version\": %d, \"entries\": [\n", ER_EVIDENCE_VERSION);
+    int first = 1;
+    if (have_old) {
+        for (yaml_node_item_t *it = old->data.sequence.items.start; it < old->data.sequence.items.top;
+             it++) {
+            yaml_node_t *e = er_yaml_node(&y, *it);
+            const char *dev = str(&y, e, "device"), *be = str(&y, e, "backend");
+            int replaced = 0;
+            for (size_t i = 0; i < count && dev && be; i++)
+                replaced |= strcmp(dev, ctx->fingerprint) == 0 && strcmp(be, items[i].backend) == 0;
+            if (replaced || !dev || !be)
+                continue;
+            fputs(first ? "" : ",\n", f);
+            copy_entry(f, &y, e);
+            first = 0;
+        }
+    }
+    for (size_t i = 0; i < count; i++) {
+        const edgert_evidence *e = &items[i];
+        fputs(first ? "    {" : ",\n    {", f);
+        first = 0;
+        fputs("\"device\": ", f);
+        jstr(f, ctx->fingerprint);
+        fputs(", \"device_name\": ", f);
+        jstr(f, ctx->dev.name);
+        fputs(", \"backend\": ", f);
+        jstr(f, e->backend);
+        fputs(", \"plugin_xxh3\": ", f);
+        jstr(f, hashes[i]);
+        fputs(", \"workload\": ", f);
+        jstr(f, e->workload ? e->workload : "");
+        fputs(", \"measured_at\": ", f);
+        jstr(f, when);
+        fputs(", \"edgert_version\": ", f);
+        jstr(f, EDGERT_VERSION_STRING);
+        const char *names[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean",
+                               "sqnr_min_db"};
+        double vals[] = {e->decode_tokens_per_s, e->prefill_gflops, e->top1_agreement, e->kl_mean,
+                         e->sqnr_min_db};
+        for (size_t k = 0; k < 5; k++) {
+            fprintf(f, ", \"%s\": ", names[k]);
+            jnum(f, vals[k]);
+        }
+        fprintf(f, ", \"threads\": %u", e->threads);
+        if (e->correct >= 0)
+            fprintf(f, ", \"correct\": %d}", e->correct ? 1 : 0);
+        else
+            fputs(", \"correct\": null}", f);
+    }
+    fputs("\n]}\n", f);
+    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || ferror(f)) {
+        er_set_err(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        er_set_err(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
+        goto out;
+    }
+    f = NULL;
+    if (rename(tmp, path) != 0) {
+        er_set_err(err, err_len, "cannot replace %s: %s", path, strerror(errno));
+        goto out;
+    }
+    free(tmp);
+    tmp = NULL;
+    st = EDGERT_OK;
+out:
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    if (tmp) {
+        unlink(tmp); /* never leave a partial file behind */
+        free(tmp);
+    }
+    if (have_old)
+        er_yaml_free(&y);
+    free(dir);
+    free(hashes);
+    return st;
+}

@@ -1,0 +1,577 @@
+/*
+ * tools/bench.c — `edgert bench`: a backend's speed against this device's
+ * own limits, measured in the same run.
+ *
+ *   pack      one canonical int4 tensor per shape, generated
+ *             deterministically (--seed) and quantized, packed by the backend
+ *             into `count` separate buffers (one per layer); wall time, and
+ *             RssAnon sampled every 2 ms on a timer thread through the whole
+ *             phase, so a transient spike is seen. The transient charged to
+ *             the backend is, per pack call, the peak above the RSS before
+ *             the call minus the packed bytes it returned.
+ *   ceilings  streaming-read bandwidth over a buffer far larger than the LLC
+ *             (plain and software-prefetched; the better one is the ceiling),
+ *             compute peaks of every instruction family the CPU has.
+ *   decode    whole steps, M = 1: every layer's projections, each with its
+ *             own packed weights, then the head, so the weights stream from
+ *             DRAM as in a real decode step. ms per step (median, min, max),
+ *             GEMM-only tokens/s, weight bytes read per step, GB/s, and the
+ *             fraction of the ceiling.
+ *   prefill   each shape once with M rows (a head shape with M = 1, as a real
+ *             prompt computes logits for its last token only), weighted by
+ *             its count: tokens/s, GFLOP/s (2·M·N·K), fraction of the compute
+ *             peak of the family the kernel relies on.
+ * Progress goes to stderr only when it is a terminal; stdout has the result.
+ */
+#define _GNU_SOURCE
+#include "bench.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : NAN;
+}
+
+/* ---- RssAnon sampler ---------------------------------------------------------- */
+
+static long rss_anon_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    char line[256];
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "RssAnon: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+typedef struct sampler {
+    pthread_t th;
+    atomic_int stop;
+    atomic_long peak_kb;   /* over the whole phase */
+    atomic_long window_kb; /* since the last reset */
+} sampler;
+
+static void *sampler_main(void *p)
+{
+    sampler *s = p;
+    struct timespec ts = {0, 2000000};
+    while (!atomic_load(&s->stop)) {
+        long kb = rss_anon_kb();
+        if (kb > atomic_load(&s->peak_kb))
+            atomic_store(&s->peak_kb, kb);
+        if (kb > atomic_load(&s->window_kb))
+            atomic_store(&s->window_kb, kb);
+        nanosleep(&ts, NULL);
+    }
+    return NULL;
+}
+
+static void window_reset(sampler *s)
+{
+    long kb = rss_anon_kb();
+    if (kb > atomic_load(&s->peak_kb))
+        atomic_store(&s->peak_kb, kb);
+    atomic_store(&s->window_kb, kb);
+}
+
+static long window_peak(sampler *s)
+{
+    long kb = rss_anon_kb(); /* the sampler may have slept through the end */
+    if (kb > atomic_load(&s->peak_kb))
+        atomic_store(&s->peak_kb, kb);
+    long w = atomic_load(&s->window_kb);
+    return kb > w ? kb : w;
+}
+
+/* ---- progress --------------------------------------------------------------------- */
+
+static void progress(const char *what, size_t done, size_t total)
+{
+    static const int width = 30;
+    if (!isatty(2))
+        return;
+    int fill = total ? (int)(width * done / total) : width;
+    fprintf(stderr, "\r%-10s [%.*s%*s] %zu/%zu", what, fill, "##############################",
+            width - fill, "", done, total);
+    if (done == total)
+        fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+/* ---- the family a kernel relies on -------------------------------------------------- */
+
+static int family_of(const edgert_candidate *c, const char *path, const peak_result *p)
+{
+    /* The instance's own description names its instructions when it can. */
+    if (path) {
+        if (strstr(path, "tdpbusd") || strstr(path, "AMX int8") || strstr(path, "amx-int8"))
+            return PEAK_AMX_INT8;
+        if (strstr(path, "tdpbf16ps") || strstr(path, "AMX-BF16") || strstr(path, "amx-bf16"))
+            return PEAK_AMX_BF16;
+        if (strstr(path, "vpdpbusd") || strstr(path, "VNNI") || strstr(path, "vnni"))
+            return PEAK_INT8_VNNI;
+        if (strstr(path, "vdpbf16ps"))
+            return PEAK_BF16_DOT;
+    }
+    /* Otherwise by activation type, best family this CPU has. */
+    int bits = c->layout.activation_bits;
+    if (bits == 8)
+        return !isnan(p->value[PEAK_AMX_INT8]) ? PEAK_AMX_INT8
+               : !isnan(p->value[PEAK_INT8_VNNI]) ? PEAK_INT8_VNNI : PEAK_FP32_FMA;
+    if (bits == 16 && !isnan(p->value[PEAK_BF16_DOT]))
+        return PEAK_BF16_DOT;
+    return PEAK_FP32_FMA;
+}
+
+/* ---- the run ------------------------------------------------------------------------------- */
+
+static uint64_t matrix_seed(uint64_t seed, size_t shape, uint32_t layer)
+    __attribute__((unused));
+static uint64_t matrix_seed(uint64_t seed, size_t shape, uint32_t layer)
+{
+    return seed * 0x100000001B3ull ^ ((uint64_t)shape << 32) ^ layer;
+}
+
+edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
+                            bench_result *r, char *err, size_t err_len)
+{
+    edgert_status st = EDGERT_OK;
+    edgert_backend *be = NULL;
+    edgert_packed **packed[WL_MAX_SHAPES] = {0};
+    float *x = NULL, *y = NULL;
+    double *times = NULL;
+    sampler smp;
+    int sampling = 0;
+    memset(r, 0, sizeof *r);
+    memset(&smp, 0, sizeof smp);
+    snprintf(r->backend, sizeof r->backend, "%s", backend);
+    r->threads = edgert_thread_count(ctx);
+    r->compute_family = -1;
+
+    const edgert_candidate *cand = edgert_candidate_find(ctx, backend);
+    st = edgert_backend_open(ctx, backend, c->options, &be, err, err_len);
+    if (st != EDGERT_OK)
+        return st;
+    snprintf(r->path, sizeof r->path, "%s", edgert_backend_describe(be));
+    uint64_t flags = edgert_device_facts(ctx)->cpu_flags;
+    int sym = cand->layout.symmetric;
+    uint32_t group = cand->layout.group_size > 0 ? (uint32_t)cand->layout.group_size : 128u;
+
+    /* 1. Generate + pack everything, sampling RssAnon. */
+    uint32_t maxk = 0, maxn = 0;
+    size_t total_mats = 0, done = 0;
+    for (size_t s = 0; s < w->nshapes; s++) {
+        maxk = w->shapes[s].k > maxk ? w->shapes[s].k : maxk;
+        maxn = w->shapes[s].n > maxn ? w->shapes[s].n : maxn;
+        total_mats += w->shapes[s].count;
+        packed[s] = calloc(w->shapes[s].count, sizeof *packed[s]);
+        if (!packed[s])
+            goto nomem;
+    }
+    r->baseline_rss_mb = rss_anon_kb() / 1024.0;
+    atomic_store(&smp.peak_kb, rss_anon_kb());
+    if (pthread_create(&smp.th, NULL, sampler_main, &smp) == 0)
+        sampling = 1;
+    double transient_kb = 0;
+    /* One canonical tensor per shape, packed into `count` separate buffers:
+     * every layer streams its own bytes from DRAM as in a real decode step,
+     * while generating 1.7 billion weights would cost ~30 s for values the
+     * timing does not depend on. */
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        double t0 = now_s();
+        edgert_qtensor q;
+        st = edgert_generate_qtensor(ctx, sh->n, sh->k, group, sym, matrix_seed(c->seed, s, 0),
+                                     0.02f, &q);
+        if (st != EDGERT_OK) {
+            er_set_err_cli(err, err_len, "cannot generate %s [%u x %u]", sh->name, sh->n, sh->k);
+            goto out;
+        }
+        r->generate_seconds += now_s() - t0;
+        q.view.name = sh->name;
+        for (uint32_t l = 0; l < sh->count; l++) {
+            window_reset(&smp);
+            long before = rss_anon_kb();
+            double t1 = now_s();
+            st = edgert_pack(be, &q.view, &packed[s][l], err, err_len);
+            double t2 = now_s();
+            long peak = window_peak(&smp);
+            if (st != EDGERT_OK) {
+                edgert_qtensor_free(&q);
+                goto out;
+            }
+            size_t pb = edgert_packed_bytes(packed[s][l]);
+            double extra = (double)(peak - before) - (double)pb / 1024.0;
+            if (extra > transient_kb)
+                transient_kb = extra;
+            r->shapes[s].packed_bytes += pb;
+            r->weight_bytes += pb;
+            r->pack_seconds += t2 - t1;
+            progress("pack", ++done, total_mats);
+        }
+        edgert_qtensor_free(&q);
+    }
+    if (sampling) {
+        atomic_store(&smp.stop, 1);
+        pthread_join(smp.th, NULL);
+        sampling = 0;
+    }
+    r->settled_rss_mb = rss_anon_kb() / 1024.0;
+    r->peak_rss_mb = fmax(atomic_load(&smp.peak_kb) / 1024.0, r->settled_rss_mb);
+    r->pack_transient_mb = transient_kb / 1024.0;
+    r->expected_weight_bytes =
+        (uint64_t)((double)wl_weights(w) * cand->layout.bits_per_weight / 8.0 + 0.5);
+
+    /* 2. Activations and outputs, big enough for any shape. */
+    unsigned m = c->m ? c->m : 512;
+    r->m = m;
+    x = malloc(sizeof(float) * (size_t)m * maxk);
+    y = malloc(sizeof(float) * (size_t)m * maxn);
+    unsigned reps = c->repeat ? c->repeat : 5;
+    times = calloc((size_t)reps * (w->nshapes + 1), sizeof *times);
+    if (!x || !y || !times)
+        goto nomem;
+    edgert_generate_activations(x, m, maxk, c->seed);
+
+    /* 3. Decode: whole steps. */
+    if (c->phase != PHASE_PREFILL) {
+        /* Ceiling first, on the same threads, over 1 GiB (far beyond any LLC). */
+        if (peak_bandwidth(r->threads, (size_t)1 << 30, 7, flags, &r->bw) != 0) {
+            er_set_err_cli(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
+            st = EDGERT_E_NOMEM;
+            goto out;
+        }
+        r->ceiling_gbs = fmax(r->bw.plain_gbs, r->bw.prefetch_gbs);
+        uint32_t layers = 0;
+        for (size_t s = 0; s < w->nshapes; s++)
+            if (!w->shapes[s].head && w->shapes[s].count > layers)
+                layers = w->shapes[s].count;
+        double *shape_t = calloc(w->nshapes, sizeof *shape_t);
+        double *steps = calloc(reps, sizeof *steps);
+        if (!shape_t || !steps) {
+            free(shape_t);
+            free(steps);
+            goto nomem;
+        }
+        for (unsigned rep = 0; rep <= reps; rep++) { /* rep 0 warms up, untimed */
+            memset(shape_t, 0, w->nshapes * sizeof *shape_t);
+            double t0 = now_s();
+            for (int pass = 0; pass < 2; pass++) { /* layers, then heads */
+                uint32_t iters = pass == 0 ? layers : 1;
+                for (uint32_t l = 0; l < iters; l++)
+                    for (size_t s = 0; s < w->nshapes; s++) {
+                        const wl_shape *sh = &w->shapes[s];
+                        uint32_t idx = pass == 0 ? l : 0;
+                        if (sh->head != pass || (pass == 0 && l >= sh->count))
+                            continue;
+                        for (uint32_t h = 0; h < (pass ? sh->count : 1); h++) {
+                            edgert_gemm_args a = {sizeof a, 1, x, sh->k, y, sh->n};
+                            double g0 = now_s();
+                            st = edgert_gemm(be, packed[s][pass ? h : idx], &a, err, err_len);
+                            shape_t[s] += now_s() - g0;
+                            if (st != EDGERT_OK) {
+                                free(shape_t);
+                                free(steps);
+                                goto out;
+                            }
+                        }
+                    }
+            }
+            double dt = now_s() - t0;
+            if (rep > 0) {
+                steps[rep - 1] = dt;
+                for (size_t s = 0; s < w->nshapes; s++)
+                    times[(size_t)(rep - 1) * w->nshapes + s] = shape_t[s];
+            }
+            progress("decode", rep, reps);
+        }
+        double sorted[reps];
+        memcpy(sorted, steps, sizeof sorted);
+        double med = median(sorted, reps);
+        r->step_ms_median = 1e3 * med;
+        r->step_ms_min = 1e3 * sorted[0];
+        r->step_ms_max = 1e3 * sorted[reps - 1];
+        r->tokens_per_s = 1.0 / med;
+        r->weight_gbs = (double)r->weight_bytes / med / 1e9;
+        r->fraction_of_bandwidth = r->weight_gbs / r->ceiling_gbs;
+        for (size_t s = 0; s < w->nshapes; s++) {
+            double v[reps];
+            for (unsigned i = 0; i < reps; i++)
+                v[i] = times[(size_t)i * w->nshapes + s];
+            double ms = median(v, reps);
+            r->shapes[s].decode_ms = 1e3 * ms;
+            r->shapes[s].decode_gbs = (double)r->shapes[s].packed_bytes / ms / 1e9;
+        }
+        r->have_decode = 1;
+        free(shape_t);
+        free(steps);
+    }
+
+    /* 4. Prefill. */
+    if (c->phase != PHASE_DECODE) {
+        peak_compute(r->threads, flags, &r->peaks);
+        unsigned preps = c->repeat ? c->repeat : 3;
+        double total_s = 0, total_flop = 0;
+        for (size_t s = 0; s < w->nshapes; s++) {
+            const wl_shape *sh = &w->shapes[s];
+            unsigned rows = sh->head ? 1 : m;
+            double v[preps];
+            for (unsigned rep = 0; rep <= preps; rep++) {
+                edgert_gemm_args a = {sizeof a, rows, x, sh->k, y, sh->n};
+                double g0 = now_s();
+                st = edgert_gemm(be, packed[s][0], &a, err, err_len);
+                if (st != EDGERT_OK)
+                    goto out;
+                if (rep > 0)
+                    v[rep - 1] = now_s() - g0;
+            }
+            double t = median(v, preps);
+            double flop = 2.0 * rows * sh->n * (double)sh->k;
+            r->shapes[s].prefill_ms = 1e3 * t;
+            r->shapes[s].prefill_gflops = flop / t / 1e9;
+            total_s += t * sh->count;
+            total_flop += flop * sh->count;
+            progress("prefill", s + 1, w->nshapes);
+        }
+        r->prefill_tokens_per_s = m / total_s;
+        r->prefill_gflops = total_flop / total_s / 1e9;
+        r->compute_family = family_of(cand, r->path, &r->peaks);
+        r->fraction_of_compute_peak = r->prefill_gflops / r->peaks.value[r->compute_family];
+        r->have_prefill = 1;
+    }
+    st = EDGERT_OK;
+    goto out;
+nomem:
+    er_set_err_cli(err, err_len, "out of memory");
+    st = EDGERT_E_NOMEM;
+out:
+    if (sampling) {
+        atomic_store(&smp.stop, 1);
+        pthread_join(smp.th, NULL);
+    }
+    for (size_t s = 0; s < w->nshapes; s++) {
+        for (uint32_t l = 0; packed[s] && l < w->shapes[s].count; l++)
+            edgert_packed_free(packed[s][l]);
+        free(packed[s]);
+    }
+    edgert_backend_close(be);
+    free(x);
+    free(y);
+    free(times);
+    return st;
+}
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+static void print_json(const bench_result *r, const workload *w, const cli *c)
+{
+    json_w j;
+    json_init(&j, stdout);
+    json_obj(&j);
+    json_kstr(&j, "backend", r->backend);
+    json_kstr(&j, "path", r->path);
+    json_kint(&j, "threads", r->threads);
+    json_kstr(&j, "workload", w->name);
+    json_kint(&j, "seed", (long long)c->seed);
+    if (r->have_decode) {
+        json_knum(&j, "bandwidth_gbs", r->ceiling_gbs);
+        json_knum(&j, "bandwidth_plain_gbs", r->bw.plain_gbs);
+        json_knum(&j, "bandwidth_prefetch_gbs", r->bw.prefetch_gbs);
+        json_key(&j, "bandwidth");
+        json_obj(&j);
+        json_knum(&j, "plain_min", r->bw.plain_min);
+        json_knum(&j, "plain_max", r->bw.plain_max);
+        json_knum(&j, "prefetch_min", r->bw.prefetch_min);
+        json_knum(&j, "prefetch_max", r->bw.prefetch_max);
+        json_kint(&j, "bytes", (long long)r->bw.bytes);
+        json_kint(&j, "passes", r->bw.passes);
+        json_end_obj(&j);
+    }
+    json_key(&j, "compute_peaks");
+    json_obj(&j);
+    for (int i = 0; i < PEAK_COUNT; i++)
+        if (r->have_prefill && !isnan(r->peaks.value[i]))
+            json_knum(&j, peak_names[i], r->peaks.value[i]);
+    json_end_obj(&j);
+    json_key(&j, "decode");
+    if (r->have_decode) {
+        json_obj(&j);
+        json_key(&j, "ms_per_step");
+        json_obj(&j);
+        json_knum(&j, "median", r->step_ms_median);
+        json_knum(&j, "min", r->step_ms_min);
+        json_knum(&j, "max", r->step_ms_max);
+        json_end_obj(&j);
+        json_knum(&j, "tokens_per_s", r->tokens_per_s);
+        json_kint(&j, "weight_bytes", (long long)r->weight_bytes);
+        json_kint(&j, "expected_weight_bytes", (long long)r->expected_weight_bytes);
+        json_knum(&j, "bits_per_weight", 8.0 * r->weight_bytes / (double)wl_weights(w));
+        json_knum(&j, "weight_gbs", r->weight_gbs);
+        json_knum(&j, "fraction_of_bandwidth", r->fraction_of_bandwidth);
+        json_kint(&j, "steps", c->repeat ? c->repeat : 5);
+        json_end_obj(&j);
+    } else {
+        json_null(&j);
+    }
+    json_key(&j, "prefill");
+    if (r->have_prefill) {
+        json_obj(&j);
+        json_kint(&j, "m", r->m);
+        json_knum(&j, "tokens_per_s", r->prefill_tokens_per_s);
+        json_knum(&j, "gflops", r->prefill_gflops);
+        json_knum(&j, "fraction_of_compute_peak", r->fraction_of_compute_peak);
+        json_kstr(&j, "compute_family", peak_names[r->compute_family]);
+        json_end_obj(&j);
+    } else {
+        json_null(&j);
+    }
+    json_key(&j, "pack");
+    json_obj(&j);
+    json_knum(&j, "seconds", r->pack_seconds);
+    json_knum(&j, "generate_seconds", r->generate_seconds);
+    json_knum(&j, "baseline_rss_mb", r->baseline_rss_mb);
+    json_knum(&j, "peak_rss_mb", r->peak_rss_mb);
+    json_knum(&j, "settled_rss_mb", r->settled_rss_mb);
+    json_knum(&j, "transient_above_packed_mb", r->pack_transient_mb);
+    json_end_obj(&j);
+    json_key(&j, "shapes");
+    json_arr(&j);
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        const bench_shape *b = &r->shapes[s];
+        json_obj(&j);
+        json_kstr(&j, "name", sh->name);
+        json_kint(&j, "k", sh->k);
+        json_kint(&j, "n", sh->n);
+        json_kint(&j, "count", sh->count);
+        json_kbool(&j, "head", sh->head);
+        json_kint(&j, "packed_bytes", (long long)b->packed_bytes);
+        if (r->have_decode) {
+            json_knum(&j, "decode_ms", b->decode_ms);
+            json_knum(&j, "decode_gbs", b->decode_gbs);
+            json_knum(&j, "fraction_of_bandwidth", b->decode_gbs / r->ceiling_gbs);
+        }
+        if (r->have_prefill) {
+            json_knum(&j, "prefill_ms", b->prefill_ms);
+            json_knum(&j, "prefill_gflops", b->prefill_gflops);
+        }
+        json_end_obj(&j);
+    }
+    json_end_arr(&j);
+    json_end_obj(&j);
+    json_finish(&j);
+}
+
+static void print_text(const bench_result *r, const workload *w, const cli *c)
+{
+    printf("bench: %s (%s) on %s, %u threads\n", r->backend, r->path, w->name, r->threads);
+    printf("pack:    %.2f s (+%.2f s generating), RssAnon %.1f MB before, peak %.1f MB, settled "
+           "%.1f MB; transient above packed %.1f MB\n",
+           r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
+           r->settled_rss_mb, r->pack_transient_mb);
+    if (r->have_decode) {
+        printf("ceiling: read %.1f GB/s plain [%.1f..%.1f], %.1f GB/s prefetched [%.1f..%.1f] "
+               "(median of %u passes over %.0f MiB)\n",
+               r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs,
+               r->bw.prefetch_min, r->bw.prefetch_max, r->bw.passes, r->bw.bytes / 1048576.0);
+        printf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
+               "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
+               r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
+               r->tokens_per_s, r->weight_bytes / 1e6, 8.0 * r->weight_bytes / (double)wl_weights(w),
+               r->weight_gbs, r->fraction_of_bandwidth);
+    }
+    if (r->have_prefill) {
+        printf("peaks:  ");
+        for (int i = 0; i < PEAK_COUNT; i++)
+            if (!isnan(r->peaks.value[i]))
+                printf(" %s %.0f", peak_names[i], r->peaks.value[i]);
+        printf("\nprefill: M=%u: %.1f tok/s, %.1f GFLOP/s = %.3f of %s\n", r->m,
+               r->prefill_tokens_per_s, r->prefill_gflops, r->fraction_of_compute_peak,
+               peak_names[r->compute_family]);
+    }
+    printf("%-10s %7s %7s %5s %10s %10s %8s %10s\n", "shape", "k", "n", "count", "packed MB",
+           "decode ms", "GB/s", "pf GFLOP/s");
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        const bench_shape *b = &r->shapes[s];
+        printf("%-10s %7u %7u %5u %10.1f %10.3f %8.2f %10.1f\n", sh->name, sh->k, sh->n, sh->count,
+               b->packed_bytes / 1e6, r->have_decode ? b->decode_ms : NAN,
+               r->have_decode ? b->decode_gbs : NAN, r->have_prefill ? b->prefill_gflops : NAN);
+    }
+}
+
+int cmd_bench(const cli *c)
+{
+    workload w;
+    if (c->workload) {
+        if (wl_load(c->workload, &w) != 0)
+            return EXIT_BADFILE;
+    } else {
+        wl_builtin(&w);
+    }
+    edgert_ctx *ctx = NULL;
+    int rc = open_ctx(c, &ctx);
+    if (rc)
+        return rc;
+    if (edgert_device_facts(ctx)->planned) {
+        fprintf(stderr, "edgert bench: --device plans for another machine; bench measures this one\n");
+        edgert_close(ctx);
+        return EXIT_USAGE;
+    }
+    warn_diags(c, ctx);
+    char err[1024] = "";
+    const char *name = c->backend;
+    edgert_selection *sel = NULL;
+    if (!name) {
+        if (edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err) != EDGERT_OK) {
+            fprintf(stderr, "edgert: %s\n", err);
+            edgert_close(ctx);
+            return EXIT_NONE;
+        }
+        name = edgert_selection_selected(sel)->name;
+    }
+    bench_result *r = calloc(1, sizeof *r);
+    edgert_status st = r ? bench_backend(ctx, c, &w, name, r, err, sizeof err) : EDGERT_E_NOMEM;
+    if (st == EDGERT_OK) {
+        if (c->json)
+            print_json(r, &w, c);
+        else
+            print_text(r, &w, c);
+        rc = EXIT_OK;
+    } else {
+        fprintf(stderr, "edgert bench: %s\n", err[0] ? err : edgert_status_name(st));
+        rc = (st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND) ? EXIT_NONE
+             : st == EDGERT_E_USAGE                                    ? EXIT_USAGE
+                                                                       : EXIT_FAIL;
+    }
+    free(r);
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/*
+ * tools/bench.h — `edgert bench`, also used by `edgert calibrate`.
+ */
+#ifndef EDGERT_TOOLS_BENCH_H
+#define EDGERT_TOOLS_BENCH_H
+
+#include "cli.h"
+#include "peaks.h"
+#include "workload.h"
+
+typedef struct bench_shape {
+    double decode_ms;      /* median over steps, all `count` matrices of the shape */
+    double decode_gbs;
+    double prefill_ms;     /* median, one matrix, M rows (1 for a head) */
+    double prefill_gflops;
+    size_t packed_bytes;   /* all `count` matrices */
+} bench_shape;
+
+typedef struct bench_result {
+    char backend[64];
+    char path[256];        /* the instance's describe() */
+    unsigned threads;
+    bw_result bw;
+    double ceiling_gbs;    /* max(plain, prefetch) */
+    peak_result peaks;
+    int have_decode, have_prefill;
+    double step_ms_median, step_ms_min, step_ms_max;
+    double tokens_per_s, weight_gbs, fraction_of_bandwidth;
+    uint64_t weight_bytes, expected_weight_bytes;
+    unsigned m;
+    double prefill_tokens_per_s, prefill_gflops, fraction_of_compute_peak;
+    int compute_family;    /* PEAK_* the kernel relies on, -1 unknown */
+    double pack_seconds, generate_seconds, peak_rss_mb, settled_rss_mb, baseline_rss_mb,
+        pack_transient_mb;
+    bench_shape shapes[WL_MAX_SHAPES];
+} bench_result;
+
+/** Run the bench for one backend on an open handle. */
+edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
+                            bench_result *r, char *err, size_t err_len);
+
+#endif

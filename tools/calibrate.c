@@ -1,0 +1,136 @@
+/*
+ * tools/calibrate.c — `edgert calibrate`: measure every eligible in-process
+ * backend on this device (bench decode + verify) and store the figures as
+ * evidence the selector ranks by (core/evidence.c).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "verify.h"
+
+int cmd_calibrate(const cli *c)
+{
+    workload w;
+    if (c->workload) {
+        if (wl_load(c->workload, &w) != 0)
+            return EXIT_BADFILE;
+    } else {
+        wl_builtin(&w);
+    }
+    edgert_ctx *ctx = NULL;
+    int rc = open_ctx(c, &ctx);
+    if (rc)
+        return rc;
+    if (edgert_device_facts(ctx)->planned) {
+        fprintf(stderr, "edgert calibrate: --device plans for another machine; calibrate measures "
+                        "this one\n");
+        edgert_close(ctx);
+        return EXIT_USAGE;
+    }
+    warn_diags(c, ctx);
+    const char *path = c->out ? c->out : edgert_evidence_path(ctx);
+    if (!path) {
+        fprintf(stderr, "edgert calibrate: no evidence file: set XDG_CACHE_HOME or HOME, or use --out\n");
+        edgert_close(ctx);
+        return EXIT_USAGE;
+    }
+    size_t n = edgert_candidate_count(ctx), count = 0;
+    edgert_evidence *ev = calloc(n ? n : 1, sizeof *ev);
+    bench_result *br = calloc(1, sizeof *br);
+    verify_result *vr = calloc(n ? n : 1, sizeof *vr);
+    if (!ev || !br || !vr) {
+        fprintf(stderr, "edgert calibrate: out of memory\n");
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    cli bc = *c;
+    bc.phase = PHASE_DECODE;
+    bc.options = NULL;
+    char err[1024];
+    for (size_t i = 0; i < n; i++) {
+        const edgert_candidate *k = edgert_candidate_at(ctx, i);
+        if (!k->eligible || !k->loaded || !k->runs_in_process)
+            continue;
+        if (!c->quiet && !c->json)
+            fprintf(stderr, "calibrate: %s: bench (decode)...\n", k->name);
+        err[0] = '\0';
+        if (bench_backend(ctx, &bc, &w, k->name, br, err, sizeof err) != EDGERT_OK) {
+            fprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
+                    k->name, err);
+            rc = EXIT_FAIL;
+            continue;
+        }
+        if (!c->quiet && !c->json)
+            fprintf(stderr, "calibrate: %s: verify...\n", k->name);
+        verify_result *v = &vr[count];
+        if (verify_backend(ctx, c, &w, k->name, v, err, sizeof err) != EDGERT_OK) {
+            fprintf(stderr, "edgert calibrate: %s: verify failed to run: %s; no evidence stored\n",
+                    k->name, err);
+            rc = EXIT_FAIL;
+            continue;
+        }
+        edgert_evidence *e = &ev[count++];
+        e->struct_size = sizeof *e;
+        e->backend = k->name;
+        e->decode_tokens_per_s = br->tokens_per_s;
+        e->prefill_gflops = NAN;
+        e->top1_agreement = v->top1_agreement;
+        e->kl_mean = v->kl_mean;
+        e->sqnr_min_db = v->sqnr_min_db;
+        e->threads = br->threads;
+        e->workload = w.name;
+        e->correct = v->correct;
+        if (!v->correct)
+            fprintf(stderr, "edgert calibrate: %s FAILED verify (%s): it will not be selected on "
+                            "this device\n", k->name, v->first_failure);
+    }
+    err[0] = '\0';
+    if (edgert_evidence_store(ctx, path, ev, count, err, sizeof err) != EDGERT_OK) {
+        fprintf(stderr, "edgert calibrate: %s\n", err);
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    if (c->json) {
+        json_w j;
+        json_init(&j, stdout);
+        json_obj(&j);
+        json_kstr(&j, "evidence_file", path);
+        json_kstr(&j, "device_fingerprint", edgert_device_fingerprint(ctx));
+        json_kstr(&j, "workload", w.name);
+        json_key(&j, "results");
+        json_arr(&j);
+        for (size_t i = 0; i < count; i++) {
+            json_obj(&j);
+            json_kstr(&j, "name", ev[i].backend);
+            json_knum(&j, "decode_tokens_per_s", ev[i].decode_tokens_per_s);
+            json_knum(&j, "top1_agreement", ev[i].top1_agreement);
+            json_knum(&j, "kl_mean", ev[i].kl_mean);
+            json_knum(&j, "sqnr_min_db", ev[i].sqnr_min_db);
+            json_kbool(&j, "correct", ev[i].correct == 1);
+            json_end_obj(&j);
+        }
+        json_end_arr(&j);
+        json_end_obj(&j);
+        json_finish(&j);
+    } else {
+        printf("evidence for device %s written to %s:\n", edgert_device_fingerprint(ctx), path);
+        printf("  %-16s %12s %8s %10s %9s %s\n", "backend", "decode tok/s", "top-1", "KL", "SQNR min",
+               "verify");
+        for (size_t i = 0; i < count; i++)
+            printf("  %-16s %12.2f %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
+                   ev[i].decode_tokens_per_s, ev[i].top1_agreement, ev[i].kl_mean,
+                   ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
+        printf("'edgert select --explain' now ranks by these measured figures.\n");
+    }
+out:
+    free(ev);
+    free(br);
+    free(vr);
+    edgert_close(ctx);
+    return rc;
+}

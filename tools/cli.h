@@ -1,0 +1,67 @@
+/*
+ * tools/cli.h — what the `edgert` subcommands share: parsed options and the
+ * printers for device facts, candidates and diagnostics (text and JSON).
+ */
+#ifndef EDGERT_TOOLS_CLI_H
+#define EDGERT_TOOLS_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "edgert/edgert.h"
+#include "json.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_NONE = 3, EXIT_BADFILE = 4 };
+
+#define MAX_PATHS 64
+
+typedef enum { PHASE_BOTH = 0, PHASE_DECODE = 1, PHASE_PREFILL = 2 } bench_phase;
+
+/** Every option of every subcommand; each command accepts its own subset. */
+typedef struct cli {
+    const char *cmd;
+    int json, explain, strict, verbose, quiet, no_evidence, quick;
+    const char *sysroot, *device, *disable, *backend, *priority_s;
+    const char *paths[MAX_PATHS];
+    size_t npaths;
+    unsigned threads;
+    edgert_priority priority;
+    /* bench / verify / calibrate */
+    const char *workload;     /**< --workload FILE.yaml, NULL = spark-1.7b */
+    const char *options;      /**< --options STR, passed to the plugin's init */
+    const char *out;          /**< --out FILE (calibrate) */
+    const char *evidence;     /**< --evidence FILE: read evidence from here */
+    bench_phase phase;
+    unsigned m;               /**< prefill rows (default 512) */
+    unsigned repeat;          /**< 0 = the command's default */
+    unsigned tokens;          /**< verify: tokens for top-1/KL (default 64) */
+    uint64_t seed;
+} cli;
+
+void flags_text(uint64_t mask, char *buf, size_t len);
+void json_flags(json_w *w, const char *key, uint64_t mask);
+void json_device(json_w *w, const edgert_device *d);
+void print_device(const edgert_device *d);
+void json_figures(json_w *w, const char *key, const edgert_figures *f);
+void json_layout(json_w *w, const edgert_candidate *c);
+void json_candidate(json_w *w, const edgert_candidate *c, int rank);
+void json_diags(json_w *w, const edgert_ctx *ctx);
+void json_search_paths(json_w *w, const edgert_ctx *ctx);
+void print_diags(const edgert_ctx *ctx, FILE *f, int max_level);
+void reasons_text(const edgert_candidate *c, char *buf, size_t len);
+const char *layout_text(const edgert_candidate *c, char *buf, size_t len);
+void warn_diags(const cli *c, const edgert_ctx *ctx);
+
+/** Bounded formatting into an error buffer. */
+void er_set_err_cli(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/** Open a handle from the parsed options; prints the error and returns an
+ *  exit code (0 on success). */
+int open_ctx(const cli *c, edgert_ctx **ctx);
+
+/* Subcommands living in their own files. */
+int cmd_bench(const cli *c);
+int cmd_verify(const cli *c);
+int cmd_calibrate(const cli *c);
+
+#endif

@@ -1,0 +1,473 @@
+/*
+ * tools/peaks.c — see peaks.h.
+ *
+ * The CLI is built for the baseline ISA; wider code here is compiled per
+ * function with target attributes and chosen at run time from the probe's
+ * flags, like the plugins (never -march=native).
+ */
+#define _GNU_SOURCE
+#include "peaks.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "edgert/edgert.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+const char *const peak_names[PEAK_COUNT] = {"fp32_fma_gflops", "bf16_dot_gflops",
+                                            "int8_vnni_gops", "amx_int8_gops", "amx_bf16_gflops"};
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- a tiny fork/join over pthreads (the CLI has no access to the core's pool) */
+
+typedef struct team team;
+typedef void (*team_fn)(team *t, unsigned id);
+struct team {
+    unsigned n;
+    pthread_barrier_t start, stop;
+    team_fn fn;
+    void *arg;
+    int quit;
+    pthread_t *th;
+};
+
+typedef struct {
+    team *t;
+    unsigned id;
+} member;
+
+static void *member_main(void *p)
+{
+    member *m = p;
+    for (;;) {
+        pthread_barrier_wait(&m->t->start);
+        if (m->t->quit)
+            break;
+        m->t->fn(m->t, m->id);
+        pthread_barrier_wait(&m->t->stop);
+    }
+    free(m);
+    return NULL;
+}
+
+static int team_start(team *t, unsigned n)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->th = calloc(n, sizeof *t->th);
+    if (!t->th || pthread_barrier_init(&t->start, NULL, n) || pthread_barrier_init(&t->stop, NULL, n))
+        return -1;
+    for (unsigned i = 1; i < n; i++) {
+        member *m = malloc(sizeof *m);
+        m->t = t;
+        m->id = i;
+        if (pthread_create(&t->th[i], NULL, member_main, m) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Run fn on every member (the caller is member 0); returns the wall time. */
+static double team_run(team *t, team_fn fn, void *arg)
+{
+    t->fn = fn;
+    t->arg = arg;
+    pthread_barrier_wait(&t->start);
+    double t0 = now_s();
+    fn(t, 0);
+    pthread_barrier_wait(&t->stop);
+    return now_s() - t0;
+}
+
+static void team_stop(team *t)
+{
+    t->quit = 1;
+    pthread_barrier_wait(&t->start);
+    for (unsigned i = 1; i < t->n; i++)
+        pthread_join(t->th[i], NULL);
+    pthread_barrier_destroy(&t->start);
+    pthread_barrier_destroy(&t->stop);
+    free(t->th);
+}
+
+/* ---- read bandwidth -------------------------------------------------------------- */
+
+typedef struct {
+    const uint8_t *buf;
+    size_t bytes;
+    int prefetch;
+    int wide;
+    volatile uint64_t sink[64];
+} bw_job;
+
+/* Prefetch distances: prefetcht1 ~4 KiB and prefetcht0 ~1 KiB ahead, the
+ * pair that served streaming GEMVs best on this machine kind. */
+#define PF_FAR 4096
+#define PF_NEAR 1024
+
+static uint64_t read_portable(const uint8_t *p, const uint8_t *end, int prefetch)
+{
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (; p < end; p += 64) {
+        if (prefetch) {
+            __builtin_prefetch(p + PF_FAR, 0, 2);
+            __builtin_prefetch(p + PF_NEAR, 0, 3);
+        }
+        const uint64_t *q = (const uint64_t *)p;
+        a ^= q[0] ^ q[4];
+        b ^= q[1] ^ q[5];
+        c ^= q[2] ^ q[6];
+        d ^= q[3] ^ q[7];
+    }
+    return a ^ b ^ c ^ d;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p, const uint8_t *end,
+                                                               int prefetch)
+{
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (; p < end; p += 256) {
+        if (prefetch) {
+            for (int i = 0; i < 256; i += 64) {
+                _mm_prefetch((const char *)p + PF_FAR + i, _MM_HINT_T1);
+                _mm_prefetch((const char *)p + PF_NEAR + i, _MM_HINT_T0);
+            }
+        }
+        a = _mm512_xor_si512(a, _mm512_load_si512(p));
+        b = _mm512_xor_si512(b, _mm512_load_si512(p + 64));
+        c = _mm512_xor_si512(c, _mm512_load_si512(p + 128));
+        d = _mm512_xor_si512(d, _mm512_load_si512(p + 192));
+    }
+    a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
+    return (uint64_t)_mm512_reduce_add_epi64(a);
+}
+#endif
+
+static void bw_member(team *t, unsigned id)
+{
+    bw_job *j = t->arg;
+    size_t chunk = (j->bytes / t->n) & ~(size_t)4095;
+    const uint8_t *p = j->buf + (size_t)id * chunk, *end = p + chunk;
+    uint64_t s;
+#if defined(__x86_64__)
+    if (j->wide)
+        s = read_avx512(p, end, j->prefetch);
+    else
+#endif
+        s = read_portable(p, end, j->prefetch);
+    j->sink[id % 64] = s;
+}
+
+int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu_flags,
+                   bw_result *out)
+{
+    memset(out, 0, sizeof *out);
+    if (threads == 0 || passes == 0)
+        return -1;
+    bytes &= ~(size_t)((4096u * threads) - 1);
+    uint8_t *buf = aligned_alloc(4096, bytes + PF_FAR + 4096);
+    double *plain = calloc(passes, sizeof *plain), *pf = calloc(passes, sizeof *pf);
+    team t;
+    int rc = -1;
+    if (!buf || !plain || !pf || team_start(&t, threads) != 0)
+        goto out;
+    memset(buf, 1, bytes + PF_FAR + 4096); /* fault every page in before timing */
+    bw_job j = {.buf = buf, .bytes = bytes};
+#if defined(__x86_64__)
+    j.wide = EDGERT_HAS_FLAG(cpu_flags, EDGERT_CPU_AVX512F) != 0;
+#else
+    (void)cpu_flags;
+#endif
+    size_t read = (bytes / threads & ~(size_t)4095) * threads;
+    /* Alternate the two kinds so drift on a shared machine hits both alike. */
+    team_run(&t, bw_member, &j); /* warm-up: TLB, frequency */
+    for (unsigned i = 0; i < passes; i++) {
+        j.prefetch = 0;
+        plain[i] = (double)read / team_run(&t, bw_member, &j) / 1e9;
+        j.prefetch = 1;
+        pf[i] = (double)read / team_run(&t, bw_member, &j) / 1e9;
+    }
+    team_stop(&t);
+    qsort(plain, passes, sizeof *plain, cmp_double);
+    qsort(pf, passes, sizeof *pf, cmp_double);
+    out->plain_gbs = plain[passes / 2];
+    out->plain_min = plain[0];
+    out->plain_max = plain[passes - 1];
+    out->prefetch_gbs = pf[passes / 2];
+    out->prefetch_min = pf[0];
+    out->prefetch_max = pf[passes - 1];
+    out->bytes = read;
+    out->passes = passes;
+    rc = 0;
+out:
+    free(buf);
+    free(plain);
+    free(pf);
+    return rc;
+}
+
+/* ---- compute peaks ----------------------------------------------------------------- */
+
+/* Each loop keeps 12 independent accumulators (enough to cover the latency
+ * of every family here on current cores) and returns operations executed. */
+#define ITERS 2000000u
+
+typedef struct {
+    int family;
+    double ops[256];
+} cp_job;
+
+static double fma_portable(void)
+{
+    float acc[16] = {0}, x = 1.0000001f, y = 0.9999999f;
+    for (unsigned i = 0; i < ITERS / 8; i++)
+        for (int k = 0; k < 16; k++)
+            acc[k] = acc[k] * x + y;
+    volatile float sink = acc[0] + acc[15];
+    (void)sink;
+    return 2.0 * 16.0 * (ITERS / 8);
+}
+
+#if defined(__x86_64__)
+#define ACC12(T, init) T a0 = init, a1 = init, a2 = init, a3 = init, a4 = init, a5 = init, \
+    a6 = init, a7 = init, a8 = init, a9 = init, a10 = init, a11 = init
+#define STEP12(OP) a0 = OP(a0); a1 = OP(a1); a2 = OP(a2); a3 = OP(a3); a4 = OP(a4); \
+    a5 = OP(a5); a6 = OP(a6); a7 = OP(a7); a8 = OP(a8); a9 = OP(a9); a10 = OP(a10); a11 = OP(a11)
+#define SUM12(ADD) ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))), \
+    ADD(ADD(a8, a9), ADD(a10, a11)))
+
+__attribute__((target("avx512f"))) static double fma_avx512(void)
+{
+    __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
+    ACC12(__m512, _mm512_setzero_ps());
+#define F(a) _mm512_fmadd_ps(a, x, y)
+    for (unsigned i = 0; i < ITERS; i++) {
+        STEP12(F);
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
+    }
+#undef F
+    __m512 s = SUM12(_mm512_add_ps);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return 12.0 * 16.0 * 2.0 * ITERS;
+}
+
+__attribute__((target("avx2,fma"))) static double fma_avx2(void)
+{
+    __m256 x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
+    ACC12(__m256, _mm256_setzero_ps());
+#define F(a) _mm256_fmadd_ps(a, x, y)
+    for (unsigned i = 0; i < ITERS; i++) {
+        STEP12(F);
+        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3));
+    }
+#undef F
+    __m256 s = SUM12(_mm256_add_ps);
+    float v[8];
+    _mm256_storeu_ps(v, s);
+    volatile float sink = v[0];
+    (void)sink;
+    return 12.0 * 8.0 * 2.0 * ITERS;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static double bf16_avx512(void)
+{
+    __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
+    ACC12(__m512, _mm512_setzero_ps());
+#define F(a) _mm512_dpbf16_ps(a, x, y)
+    for (unsigned i = 0; i < ITERS; i++) {
+        STEP12(F);
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
+    }
+#undef F
+    __m512 s = SUM12(_mm512_add_ps);
+    volatile float sink = _mm512_reduce_add_ps(s);
+    (void)sink;
+    return 12.0 * 16.0 * 2.0 * 2.0 * ITERS; /* 16 lanes × 2 pairs × (mul + add) */
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static double vnni_avx512(void)
+{
+    __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-2);
+    ACC12(__m512i, _mm512_setzero_si512());
+#define F(a) _mm512_dpbusd_epi32(a, x, y)
+    for (unsigned i = 0; i < ITERS; i++) {
+        STEP12(F);
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
+    }
+#undef F
+    __m512i s = SUM12(_mm512_add_epi32);
+    volatile int sink = _mm512_reduce_add_epi32(s);
+    (void)sink;
+    return 12.0 * 16.0 * 4.0 * 2.0 * ITERS; /* 16 lanes × 4 bytes × (mul + add) */
+}
+
+/* AMX: tile configuration with palette 1, tiles 0..3 accumulators (16 rows x
+ * 64 bytes), 4..5 sources. The configuration must be written through memory
+ * that the compiler cannot drop before ldtilecfg (GCC 12 dropped such stores
+ * in llama.cpp's AMX path): it is volatile here, and a compiler barrier
+ * separates the stores from the load. Not executed on CPUs without AMX;
+ * untested on the machine this was written on (no AMX there). */
+struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64)));
+
+__attribute__((target("amx-tile,amx-int8,amx-bf16"))) static double amx_loop(int bf16)
+{
+    static const uint8_t zero64[16 * 64] __attribute__((aligned(64))) = {0};
+    volatile struct amx_cfg cfg;
+    memset((void *)&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 6; i++) {
+        cfg.colsb[i] = 64;
+        cfg.rows[i] = 16;
+    }
+    __asm__ volatile("" ::: "memory");
+    _tile_loadconfig((const void *)&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, zero64, 64);
+    _tile_loadd(5, zero64, 64);
+    const unsigned n = ITERS / 16;
+    if (bf16) {
+        for (unsigned i = 0; i < n; i++) {
+            _tile_dpbf16ps(0, 4, 5);
+            _tile_dpbf16ps(1, 4, 5);
+            _tile_dpbf16ps(2, 4, 5);
+            _tile_dpbf16ps(3, 4, 5);
+        }
+    } else {
+        for (unsigned i = 0; i < n; i++) {
+            _tile_dpbusd(0, 4, 5);
+            _tile_dpbusd(1, 4, 5);
+            _tile_dpbusd(2, 4, 5);
+            _tile_dpbusd(3, 4, 5);
+        }
+    }
+    _tile_release();
+    /* per instruction: 16 x 16 outputs x (64 int8 | 32 bf16 pairs... ) */
+    double per = bf16 ? 16.0 * 16.0 * 32.0 * 2.0 : 16.0 * 16.0 * 64.0 * 2.0;
+    return per * 4.0 * n;
+}
+#endif
+
+#if defined(__aarch64__)
+static double fma_neon(void)
+{
+    float32x4_t x = vdupq_n_f32(1.0000001f), y = vdupq_n_f32(0.9999999f);
+    float32x4_t a[12];
+    for (int k = 0; k < 12; k++)
+        a[k] = vdupq_n_f32(0);
+    for (unsigned i = 0; i < ITERS; i++)
+        for (int k = 0; k < 12; k++)
+            a[k] = vfmaq_f32(y, a[k], x);
+    volatile float sink = vgetq_lane_f32(a[0], 0) + vgetq_lane_f32(a[11], 3);
+    (void)sink;
+    return 12.0 * 4.0 * 2.0 * ITERS;
+}
+#endif
+
+static void cp_member(team *t, unsigned id)
+{
+    cp_job *j = t->arg;
+    double ops = 0;
+    switch (j->family) {
+#if defined(__x86_64__)
+    case PEAK_FP32_FMA + 100: ops = fma_avx512(); break;
+    case PEAK_FP32_FMA + 200: ops = fma_avx2(); break;
+    case PEAK_BF16_DOT: ops = bf16_avx512(); break;
+    case PEAK_INT8_VNNI: ops = vnni_avx512(); break;
+    case PEAK_AMX_INT8: ops = amx_loop(0); break;
+    case PEAK_AMX_BF16: ops = amx_loop(1); break;
+#endif
+#if defined(__aarch64__)
+    case PEAK_FP32_FMA + 300: ops = fma_neon(); break;
+#endif
+    default: ops = fma_portable(); break;
+    }
+    j->ops[id % 256] = ops;
+}
+
+static double run_family(team *t, int family)
+{
+    cp_job j = {.family = family};
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) { /* best of 3: peaks are limits, not typical values */
+        double s = team_run(t, cp_member, &j), ops = 0;
+        for (unsigned i = 0; i < t->n; i++)
+            ops += j.ops[i];
+        if (ops / s > best)
+            best = ops / s;
+    }
+    return best / 1e9;
+}
+
+void peak_compute(unsigned threads, uint64_t f, peak_result *out)
+{
+    for (int i = 0; i < PEAK_COUNT; i++) {
+        out->value[i] = NAN;
+        out->isa[i] = NULL;
+    }
+    team t;
+    if (team_start(&t, threads ? threads : 1) != 0)
+        return;
+#if defined(__x86_64__)
+    if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AVX512F)) {
+        out->value[PEAK_FP32_FMA] = run_family(&t, PEAK_FP32_FMA + 100);
+        out->isa[PEAK_FP32_FMA] = "avx512f vfmadd";
+    } else if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AVX2) && EDGERT_HAS_FLAG(f, EDGERT_CPU_FMA)) {
+        out->value[PEAK_FP32_FMA] = run_family(&t, PEAK_FP32_FMA + 200);
+        out->isa[PEAK_FP32_FMA] = "avx2 vfmadd";
+    }
+    if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AVX512_BF16)) {
+        out->value[PEAK_BF16_DOT] = run_family(&t, PEAK_BF16_DOT);
+        out->isa[PEAK_BF16_DOT] = "avx512_bf16 vdpbf16ps";
+    }
+    if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AVX512_VNNI)) {
+        out->value[PEAK_INT8_VNNI] = run_family(&t, PEAK_INT8_VNNI);
+        out->isa[PEAK_INT8_VNNI] = "avx512_vnni vpdpbusd";
+    }
+    if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_TILE) && EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_INT8)) {
+        out->value[PEAK_AMX_INT8] = run_family(&t, PEAK_AMX_INT8);
+        out->isa[PEAK_AMX_INT8] = "amx tdpbusd";
+    }
+    if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_TILE) && EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_BF16)) {
+        out->value[PEAK_AMX_BF16] = run_family(&t, PEAK_AMX_BF16);
+        out->isa[PEAK_AMX_BF16] = "amx tdpbf16ps";
+    }
+#elif defined(__aarch64__)
+    (void)f;
+    out->value[PEAK_FP32_FMA] = run_family(&t, PEAK_FP32_FMA + 300);
+    out->isa[PEAK_FP32_FMA] = "neon fmla";
+#endif
+    if (isnan(out->value[PEAK_FP32_FMA])) {
+        out->value[PEAK_FP32_FMA] = run_family(&t, -1);
+        out->isa[PEAK_FP32_FMA] = "portable C";
+    }
+    team_stop(&t);
+}

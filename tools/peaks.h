@@ -1,0 +1,43 @@
+/*
+ * tools/peaks.h — the physical limits a kernel is judged against, measured
+ * in the same run on the same threads: memory read bandwidth (decode) and
+ * the peak of each compute instruction family this CPU has (prefill).
+ */
+#ifndef EDGERT_TOOLS_PEAKS_H
+#define EDGERT_TOOLS_PEAKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bw_result {
+    double plain_gbs, prefetch_gbs;          /* medians over passes */
+    double plain_min, plain_max, prefetch_min, prefetch_max;
+    size_t bytes;                            /* buffer size */
+    unsigned passes;
+} bw_result;
+
+/** Streaming-read bandwidth over `bytes` (far larger than the LLC) on
+ *  `threads` threads: a plain read and one with software prefetch ahead of
+ *  the loads. `cpu_flags` picks the widest loads the CPU has. 0 or -1. */
+int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu_flags,
+                   bw_result *out);
+
+enum {
+    PEAK_FP32_FMA = 0, /* GFLOP/s: AVX-512 / AVX2+FMA / NEON fused multiply-add */
+    PEAK_BF16_DOT,     /* GFLOP/s: vdpbf16ps */
+    PEAK_INT8_VNNI,    /* GOP/s:   vpdpbusd */
+    PEAK_AMX_INT8,     /* GOP/s:   tdpbusd */
+    PEAK_AMX_BF16,     /* GFLOP/s: tdpbf16ps */
+    PEAK_COUNT
+};
+typedef struct peak_result {
+    double value[PEAK_COUNT]; /* NaN when the CPU lacks the family */
+    const char *isa[PEAK_COUNT];
+} peak_result;
+
+extern const char *const peak_names[PEAK_COUNT];
+
+/** Tight register loops on `threads` threads for every family the CPU has. */
+void peak_compute(unsigned threads, uint64_t cpu_flags, peak_result *out);
+
+#endif

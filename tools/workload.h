@@ -1,0 +1,37 @@
+/*
+ * tools/workload.h — the shapes a bench or verify run uses: the built-in
+ * spark-1.7b (design.md §6) or a YAML file.
+ */
+#ifndef EDGERT_TOOLS_WORKLOAD_H
+#define EDGERT_TOOLS_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WL_MAX_SHAPES 64
+
+typedef struct wl_shape {
+    char name[64];
+    uint32_t k, n, count; /* W[n][k], `count` times per decode step */
+    int head;             /* output head: once per step in decode, M = 1 in prefill */
+} wl_shape;
+
+typedef struct workload {
+    char name[128];
+    size_t nshapes;
+    wl_shape shapes[WL_MAX_SHAPES];
+} workload;
+
+/** The built-in spark-1.7b: 28 layers of qkv, o, gate_up, down + lm_head. */
+void wl_builtin(workload *w);
+/** Load a workload file; on error prints "file:line:col: message" lines to
+ *  stderr and returns -1. Format:
+ *    name: my-model
+ *    shapes:
+ *      - {name: qkv, k: 2048, n: 3072, count: 28}
+ *      - {name: lm_head, k: 2048, n: 131072, count: 1, head: true}   */
+int wl_load(const char *path, workload *w);
+/** Weights per decode step (sum of n*k*count). */
+uint64_t wl_weights(const workload *w);
+
+#endif
