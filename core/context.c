@@ -55,7 +55,7 @@ static int parse_level(const char *s, int dflt)
     static const char *const names[] = {"error", "warn", "info", "debug"};
     for (int i = 0; s && i < 4; i++)
         if (strcasecmp(s, names[i]) == 0)
-            return i;
+            return EDGERT_LOG_ERROR + i;
     return dflt;
 }
 

@@ -11,6 +11,9 @@
 
 #include <stdarg.h>
 
+/* Indexed by edgert_log_level (1 = error). */
+static const char *const lv[] = {"?", "error", "warning", "info", "debug"};
+
 void er_set_err_cli(char *err, size_t len, const char *fmt, ...)
 {
     if (!err || !len)
@@ -155,7 +158,6 @@ void json_candidate(json_w *w, const edgert_candidate *c, int rank)
 
 void json_diags(json_w *w, const edgert_ctx *ctx)
 {
-    static const char *const lv[] = {"error", "warning", "info", "debug"};
     json_key(w, "diagnostics");
     json_arr(w);
     for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
@@ -190,7 +192,6 @@ void json_search_paths(json_w *w, const edgert_ctx *ctx)
 
 void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
 {
-    static const char *const lv[] = {"error", "warning", "info", "debug"};
     for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
         const edgert_diag *d = edgert_diag_at(ctx, i);
         if ((int)d->level > max_level)
@@ -230,7 +231,6 @@ const char *layout_text(const edgert_candidate *c, char *buf, size_t len)
 static void cli_log(void *user, edgert_log_level level, const char *msg)
 {
     (void)user;
-    static const char *const lv[] = {"error", "warning", "info", "debug"};
     fprintf(stderr, "edgert: %s: %s\n", lv[level], msg);
 }
 

@@ -177,7 +177,8 @@ typedef struct edgert_options {
     unsigned threads;               /**< thread pool size; 0 = all logical cores */
     edgert_log_fn log;              /**< NULL: messages at or above log_level go to stderr */
     void *log_user;
-    int log_level;                  /**< edgert_log_level; default EDGERT_LOG_WARN */
+    int log_level;                  /**< an edgert_log_level, or 0 for the default:
+                                         EDGERT_LOG, else EDGERT_LOG_WARN */
 } edgert_options;
 
 /** Open a handle. On failure *out is NULL and err explains. A bad manifest is

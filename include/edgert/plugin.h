@@ -48,12 +48,13 @@ extern "C" {
 #define EDGERT_CAP_GEMM   (1u << 0) /**< pack() + gemm() are implemented */
 #define EDGERT_CAP_EXPORT (1u << 1) /**< export_graph() is implemented  */
 
-/** Log levels for edgert_host.log. */
+/** Log levels for edgert_host.log, most severe first. 0 is not a level:
+ *  in edgert_options.log_level it means "the default". */
 typedef enum edgert_log_level {
-    EDGERT_LOG_ERROR = 0,
-    EDGERT_LOG_WARN = 1,
-    EDGERT_LOG_INFO = 2,
-    EDGERT_LOG_DEBUG = 3
+    EDGERT_LOG_ERROR = 1,
+    EDGERT_LOG_WARN = 2,
+    EDGERT_LOG_INFO = 3,
+    EDGERT_LOG_DEBUG = 4
 } edgert_log_level;
 
 /**
