@@ -141,7 +141,10 @@ typedef struct edgert_host {
     /** printf-style logging, routed to the integrator's log callback. */
     void (*log)(void *host_ctx, edgert_log_level level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-    /** Aligned allocation (align a power of two >= sizeof(void*)); NULL on failure. */
+    /** Aligned allocation (align a power of two >= sizeof(void*)); NULL on
+     *  failure. Allocations of 4 MiB and more are 2 MiB-aligned and backed by
+     *  transparent huge pages where the OS allows (fewer TLB misses when
+     *  streaming packed weights). */
     void *(*alloc)(void *host_ctx, size_t size, size_t align);
     void (*free)(void *host_ctx, void *ptr);
     /**
