@@ -1,0 +1,133 @@
+/*
+ * plugins/npu-export/ne.h — internals shared by the npu-export plugin's files.
+ * Self-contained: the plugin includes only the public ABI header and links
+ * nothing of the core.
+ *
+ *   npu_export.c   entry, request parsing, the export run, report/encodings
+ *   safetensors.c  a validating reader for the inputs (hostile files)
+ *   onnx_pb.c      protobuf wire format and the ONNX messages we emit
+ *   quant_sim.c    quantizers and the simulator of the exported arithmetic
+ */
+#ifndef EDGERT_NPU_EXPORT_NE_H
+#define EDGERT_NPU_EXPORT_NE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "edgert/plugin.h"
+
+#define NE_NAME "npu-export"
+
+void ne_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ---- safetensors ---------------------------------------------------------- */
+
+typedef enum {
+    ST_F32, ST_F16, ST_BF16, ST_F64, ST_I8, ST_U8, ST_I16, ST_U16, ST_I32, ST_U32,
+    ST_I64, ST_U64, ST_BOOL, ST_I4, ST_U4, ST_F8_E4M3, ST_F8_E5M2, ST_UNKNOWN
+} st_dtype;
+
+#define ST_MAX_DIMS 8
+
+typedef struct st_tensor {
+    char *name;
+    char dtype_name[16];
+    st_dtype dtype;
+    uint32_t ndim;
+    uint64_t shape[ST_MAX_DIMS];
+    uint64_t begin, end; /* relative to the data section */
+} st_tensor;
+
+typedef struct st_file {
+    const char *path;
+    FILE *f;
+    uint64_t file_size, data_start;
+    st_tensor *t;
+    size_t n;
+} st_file;
+
+/** Open and validate: header length, JSON, dtypes, shapes, offsets (inside
+ *  the file, sizes matching shape x dtype, no overlaps). Errors name the file. */
+int st_open(st_file *sf, const char *path, char *err, size_t len);
+void st_close(st_file *sf);
+const st_tensor *st_find(const st_file *sf, const char *name);
+/** Read a F32/F16/BF16 tensor converted to fp32 into out (numel floats). */
+int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t len);
+uint64_t st_numel(const st_tensor *t);
+int st_is_float(st_dtype d);
+
+/* ---- protobuf / ONNX -------------------------------------------------------- */
+
+typedef struct pb {
+    uint8_t *p;
+    size_t n, cap;
+    int oom;
+} pb;
+
+void pb_free(pb *b);
+void pb_raw(pb *b, const void *d, size_t n);
+void pb_varint(pb *b, uint64_t v);
+void pb_uint(pb *b, unsigned field, uint64_t v);          /* wire type 0 */
+void pb_bytes(pb *b, unsigned field, const void *d, size_t n); /* wire type 2 */
+void pb_str(pb *b, unsigned field, const char *s);
+void pb_msg(pb *b, unsigned field, const pb *sub);
+
+/* ONNX TensorProto.DataType values used here. */
+enum { ONNX_FLOAT = 1, ONNX_UINT8 = 2, ONNX_INT8 = 3, ONNX_UINT16 = 4, ONNX_INT4 = 22 };
+
+/** GraphProto.initializer with inline raw_data. */
+void onnx_init_inline(pb *graph, const char *name, int dtype, const int64_t *dims, int ndim,
+                      const void *raw, size_t raw_len);
+/** GraphProto.initializer whose data lives in an external file. */
+void onnx_init_external(pb *graph, const char *name, int dtype, const int64_t *dims, int ndim,
+                        const char *location, uint64_t offset, uint64_t length);
+/** GraphProto.input (field 11) or output (field 12): a tensor with a static shape. */
+void onnx_value_info(pb *graph, unsigned field, const char *name, int dtype, const int64_t *dims,
+                     int ndim);
+/** GraphProto.node; axis < 0: no axis attribute. */
+void onnx_node(pb *graph, const char *op, const char *const *in, int nin, const char *out,
+               const char *name, int64_t axis);
+/** The whole ModelProto: ir_version 10, opset {"" 21}, the graph. */
+void onnx_model(pb *model, const pb *graph, const char *graph_name, const char *producer_version,
+                const char *const *meta_kv, int nmeta);
+/** Self-test: known encodings of the wire format. 0 on success. */
+int pb_self_test(char *err, size_t len);
+
+/* ---- quantization and simulation ------------------------------------------- */
+
+/** Affine quantization of activations: q = clamp(rne(x / scale) + zp, 0, qmax),
+ *  x' = (q - zp) * scale — exactly ONNX QuantizeLinear/DequantizeLinear. */
+typedef struct ne_aq {
+    float scale;
+    int32_t zp;
+    int32_t qmax; /* 65535 or 255 */
+    float lo, hi; /* the range it was derived from (includes 0) */
+} ne_aq;
+
+/** Range kinds. */
+typedef enum { NE_RANGE_MINMAX, NE_RANGE_PERCENTILE, NE_RANGE_FIXED } ne_range_kind;
+typedef struct ne_range {
+    ne_range_kind kind;
+    double pct; /* percentile: keep [100 - pct, pct] */
+} ne_range;
+
+/** [lo, hi] of values[0..n) for a range kind (scratch: n floats, may be NULL for
+ *  minmax/fixed); always widened to include 0. */
+void ne_range_of(const float *v, size_t n, ne_range r, float *scratch, float *lo, float *hi);
+ne_aq ne_aq_make(float lo, float hi, unsigned bits);
+float ne_aq_apply(const ne_aq *q, float x);
+/** Per-output-channel symmetric weights: scale = max|w| / qmax, codes in
+ *  [-qmax, qmax] (qmax 127 for int8, 7 for int4). q: [n][k] row-major. */
+void ne_wquant(const float *w, uint32_t n, uint32_t k, int qmax, int8_t *q, float *scale);
+
+typedef struct ne_host_ops {
+    const edgert_host *host;
+} ne_host_ops;
+
+/** y[t][n] = sum_k x[t][k] * wt[k][n] for a block of columns: wt is [k][nb]
+ *  (nb <= NE_NB), y is [t][nb]. Fixed summation order (k ascending). */
+#define NE_NB 64u
+void ne_gemm_block(const float *x, uint32_t t, uint32_t k, const float *wt, uint32_t nb, float *y);
+
+#endif

@@ -1,0 +1,647 @@
+/*
+ * plugins/npu-export/safetensors.c — a validating reader for safetensors
+ * files, which here are hostile input (a user's download).
+ *
+ * Format: 8 bytes little-endian header length H, then H bytes of JSON
+ *   {"<name>": {"dtype": "F32", "shape": [N, K], "data_offsets": [b, e]}, ...,
+ *    "__metadata__": {...}}
+ * then the raw data; offsets are relative to the end of the header.
+ *
+ * Checked before any tensor is read: H within the file and at most
+ * ST_MAX_HEADER; the JSON well formed (nesting depth limited, strings and
+ * numbers bounded); every entry has dtype, shape and data_offsets; shape
+ * products do not overflow; begin <= end <= data size; end - begin equals
+ * numel x dtype size for every dtype we know; no two tensors overlap; no
+ * duplicate names. Every error names the file. Data is little-endian (the
+ * format's definition) and read as such on the little-endian CPUs edgert
+ * supports.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ne.h"
+
+#define ST_MAX_HEADER (100u << 20) /* the format's own limit: 100 MB */
+#define ST_MAX_TENSORS 1000000u
+#define ST_MAX_NAME 4096u
+#define ST_MAX_DEPTH 32
+
+typedef struct jcur {
+    const char *p, *end;
+    const char *path;
+    char *err;
+    size_t len;
+    int failed;
+} jcur;
+
+static int jfail(jcur *c, const char *what)
+{
+    if (!c->failed)
+        ne_err(c->err, c->len, "%s: bad safetensors header: %s", c->path, what);
+    c->failed = 1;
+    return -1;
+}
+
+static void jws(jcur *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\n' || *c->p == '\r'))
+        c->p++;
+}
+
+static int jexpect(jcur *c, char ch, const char *what)
+{
+    jws(c);
+    if (c->p >= c->end || *c->p != ch)
+        return jfail(c, what);
+    c->p++;
+    return 0;
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* A JSON string into a malloc'd UTF-8 buffer (out may be NULL to skip). */
+static int jstring(jcur *c, char **out)
+{
+    jws(c);
+    if (c->p >= c->end || *c->p != '"')
+        return jfail(c, "expected a string");
+    c->p++;
+    size_t cap = 64, n = 0;
+    char *s = out ? malloc(cap) : NULL;
+    if (out && !s)
+        return jfail(c, "out of memory");
+    for (;;) {
+        if (c->p >= c->end) {
+            free(s);
+            return jfail(c, "unterminated string");
+        }
+        unsigned char ch = (unsigned char)*c->p++;
+        uint32_t cp;
+        if (ch == '"')
+            break;
+        if (ch < 0x20) {
+            free(s);
+            return jfail(c, "control character in a string");
+        }
+        if (ch != '\\') {
+            cp = ch; /* UTF-8 bytes pass through */
+            goto put_byte;
+        }
+        if (c->p >= c->end) {
+            free(s);
+            return jfail(c, "unterminated escape");
+        }
+        ch = (unsigned char)*c->p++;
+        switch (ch) {
+        case '"': case '\\': case '/': cp = ch; goto put_byte;
+        case 'b': cp = '\b'; goto put_byte;
+        case 'f': cp = '\f'; goto put_byte;
+        case 'n': cp = '\n'; goto put_byte;
+        case 'r': cp = '\r'; goto put_byte;
+        case 't': cp = '\t'; goto put_byte;
+        case 'u': {
+            if (c->end - c->p < 4) {
+                free(s);
+                return jfail(c, "short \\u escape");
+            }
+            cp = 0;
+            for (int i = 0; i < 4; i++) {
+                int h = hexval(c->p[i]);
+                if (h < 0) {
+                    free(s);
+                    return jfail(c, "bad \\u escape");
+                }
+                cp = cp * 16 + (uint32_t)h;
+            }
+            c->p += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && c->end - c->p >= 6 && c->p[0] == '\\' &&
+                c->p[1] == 'u') {
+                uint32_t lo = 0;
+                int ok = 1;
+                for (int i = 0; i < 4; i++) {
+                    int h = hexval(c->p[2 + i]);
+                    ok &= h >= 0;
+                    lo = lo * 16 + (uint32_t)(h < 0 ? 0 : h);
+                }
+                if (ok && lo >= 0xDC00 && lo <= 0xDFFF) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    c->p += 6;
+                }
+            }
+            break;
+        }
+        default:
+            free(s);
+            return jfail(c, "unknown escape in a string");
+        }
+        /* Code point to UTF-8. */
+        {
+            unsigned char u[4];
+            int k;
+            if (cp < 0x80) { u[0] = (unsigned char)cp; k = 1; }
+            else if (cp < 0x800) { u[0] = (unsigned char)(0xC0 | cp >> 6); u[1] = (unsigned char)(0x80 | (cp & 63)); k = 2; }
+            else if (cp < 0x10000) { u[0] = (unsigned char)(0xE0 | cp >> 12); u[1] = (unsigned char)(0x80 | ((cp >> 6) & 63)); u[2] = (unsigned char)(0x80 | (cp & 63)); k = 3; }
+            else { u[0] = (unsigned char)(0xF0 | cp >> 18); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 63)); u[2] = (unsigned char)(0x80 | ((cp >> 6) & 63)); u[3] = (unsigned char)(0x80 | (cp & 63)); k = 4; }
+            for (int i = 0; i < k; i++) {
+                if (s && n + 2 > cap) {
+                    char *t = realloc(s, cap *= 2);
+                    if (!t) { free(s); return jfail(c, "out of memory"); }
+                    s = t;
+                }
+                if (s) s[n] = (char)u[i];
+                n++;
+            }
+            if (n > ST_MAX_NAME) { free(s); return jfail(c, "string longer than 4096 bytes"); }
+            continue;
+        }
+    put_byte:
+        if (s && n + 2 > cap) {
+            char *t = realloc(s, cap *= 2);
+            if (!t) { free(s); return jfail(c, "out of memory"); }
+            s = t;
+        }
+        if (s) s[n] = (char)cp;
+        n++;
+        if (n > ST_MAX_NAME) { free(s); return jfail(c, "string longer than 4096 bytes"); }
+    }
+    if (s) {
+        s[n] = '\0';
+        if (strlen(s) != n) {
+            free(s);
+            return jfail(c, "NUL character in a string");
+        }
+        *out = s;
+    }
+    return 0;
+}
+
+/* A non-negative integer without sign, fraction or exponent. */
+static int juint(jcur *c, uint64_t *out)
+{
+    jws(c);
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9')
+        return jfail(c, "expected a non-negative integer");
+    uint64_t v = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        unsigned d = (unsigned)(*c->p++ - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return jfail(c, "integer overflows 64 bits");
+        v = v * 10 + d;
+    }
+    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E'))
+        return jfail(c, "expected an integer, found a fraction or exponent");
+    *out = v;
+    return 0;
+}
+
+static int jskip(jcur *c, int depth)
+{
+    if (depth > ST_MAX_DEPTH)
+        return jfail(c, "nesting deeper than 32 levels");
+    jws(c);
+    if (c->p >= c->end)
+        return jfail(c, "unexpected end");
+    char ch = *c->p;
+    if (ch == '"')
+        return jstring(c, NULL);
+    if (ch == '{' || ch == '[') {
+        char close = ch == '{' ? '}' : ']';
+        c->p++;
+        jws(c);
+        if (c->p < c->end && *c->p == close) {
+            c->p++;
+            return 0;
+        }
+        for (;;) {
+            if (ch == '{' && (jstring(c, NULL) || jexpect(c, ':', "expected ':'")))
+                return -1;
+            if (jskip(c, depth + 1))
+                return -1;
+            jws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                continue;
+            }
+            return jexpect(c, close, "expected ',' or a closing bracket");
+        }
+    }
+    static const char *const lits[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t l = strlen(lits[i]);
+        if ((size_t)(c->end - c->p) >= l && memcmp(c->p, lits[i], l) == 0) {
+            c->p += l;
+            return 0;
+        }
+    }
+    if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        const char *s = c->p;
+        while (c->p < c->end && strchr("+-.eE0123456789", *c->p))
+            c->p++;
+        if (c->p - s > 64)
+            return jfail(c, "number longer than 64 characters");
+        return 0;
+    }
+    return jfail(c, "unexpected character");
+}
+
+static const struct {
+    const char *name;
+    st_dtype d;
+    unsigned bits;
+} dtypes[] = {
+    {"F32", ST_F32, 32},   {"F16", ST_F16, 16},   {"BF16", ST_BF16, 16}, {"F64", ST_F64, 64},
+    {"I8", ST_I8, 8},      {"U8", ST_U8, 8},      {"I16", ST_I16, 16},   {"U16", ST_U16, 16},
+    {"I32", ST_I32, 32},   {"U32", ST_U32, 32},   {"I64", ST_I64, 64},   {"U64", ST_U64, 64},
+    {"BOOL", ST_BOOL, 8},  {"I4", ST_I4, 4},      {"U4", ST_U4, 4},      {"F8_E4M3", ST_F8_E4M3, 8},
+    {"F8_E5M2", ST_F8_E5M2, 8},
+};
+
+static unsigned dtype_bits(st_dtype d)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].d == d)
+            return dtypes[i].bits;
+    return 0;
+}
+
+int st_is_float(st_dtype d)
+{
+    return d == ST_F32 || d == ST_F16 || d == ST_BF16;
+}
+
+uint64_t st_numel(const st_tensor *t)
+{
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < t->ndim; i++)
+        n *= t->shape[i]; /* overflow was ruled out at open */
+    return n;
+}
+
+/* One tensor entry: {"dtype": .., "shape": [..], "data_offsets": [b, e]}. */
+static int parse_entry(jcur *c, st_tensor *t)
+{
+    int have_dtype = 0, have_shape = 0, have_off = 0;
+    if (jexpect(c, '{', "a tensor entry must be an object"))
+        return -1;
+    jws(c);
+    if (c->p < c->end && *c->p == '}')
+        return jfail(c, "empty tensor entry");
+    for (;;) {
+        char *key = NULL;
+        if (jstring(c, &key) || jexpect(c, ':', "expected ':'")) {
+            free(key);
+            return -1;
+        }
+        if (strcmp(key, "dtype") == 0) {
+            char *v = NULL;
+            if (jstring(c, &v)) {
+                free(key);
+                return -1;
+            }
+            snprintf(t->dtype_name, sizeof t->dtype_name, "%s", v);
+            t->dtype = ST_UNKNOWN;
+            for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+                if (strcmp(v, dtypes[i].name) == 0)
+                    t->dtype = dtypes[i].d;
+            free(v);
+            have_dtype = 1;
+        } else if (strcmp(key, "shape") == 0) {
+            if (jexpect(c, '[', "shape must be an array")) {
+                free(key);
+                return -1;
+            }
+            jws(c);
+            t->ndim = 0;
+            if (c->p < c->end && *c->p == ']') {
+                c->p++;
+            } else {
+                for (;;) {
+                    uint64_t d;
+                    if (t->ndim == ST_MAX_DIMS) {
+                        free(key);
+                        return jfail(c, "more than 8 dimensions");
+                    }
+                    if (juint(c, &d)) {
+                        free(key);
+                        return -1;
+                    }
+                    t->shape[t->ndim++] = d;
+                    jws(c);
+                    if (c->p < c->end && *c->p == ',') {
+                        c->p++;
+                        continue;
+                    }
+                    if (jexpect(c, ']', "expected ',' or ']' in shape")) {
+                        free(key);
+                        return -1;
+                    }
+                    break;
+                }
+            }
+            have_shape = 1;
+        } else if (strcmp(key, "data_offsets") == 0) {
+            if (jexpect(c, '[', "data_offsets must be an array") || juint(c, &t->begin) ||
+                jexpect(c, ',', "data_offsets must have two integers") || juint(c, &t->end) ||
+                jexpect(c, ']', "data_offsets must have exactly two integers")) {
+                free(key);
+                return -1;
+            }
+            have_off = 1;
+        } else if (jskip(c, 2)) {
+            free(key);
+            return -1;
+        }
+        free(key);
+        jws(c);
+        if (c->p < c->end && *c->p == ',') {
+            c->p++;
+            continue;
+        }
+        if (jexpect(c, '}', "expected ',' or '}' in a tensor entry"))
+            return -1;
+        break;
+    }
+    if (!have_dtype || !have_shape || !have_off)
+        return jfail(c, "a tensor entry lacks dtype, shape or data_offsets");
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    if (x->begin != y->begin)
+        return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const st_tensor *const *)a)->name, (*(const st_tensor *const *)b)->name);
+}
+
+/* Offsets, sizes, overlaps and duplicate names, once the header parsed. */
+static int validate(st_file *sf, char *err, size_t len)
+{
+    uint64_t data_size = sf->file_size - sf->data_start;
+    for (size_t i = 0; i < sf->n; i++) {
+        st_tensor *t = &sf->t[i];
+        uint64_t numel = 1;
+        for (uint32_t d = 0; d < t->ndim; d++) {
+            if (t->shape[d] && numel > UINT64_MAX / 8 / t->shape[d]) {
+                ne_err(err, len, "%s: tensor '%s': shape too large (overflows)", sf->path, t->name);
+                return -1;
+            }
+            numel *= t->shape[d];
+        }
+        if (t->begin > t->end || t->end > data_size) {
+            ne_err(err, len, "%s: tensor '%s': data_offsets [%llu, %llu] outside the data section "
+                             "(%llu bytes after the header; truncated file?)",
+                   sf->path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
+                   (unsigned long long)data_size);
+            return -1;
+        }
+        unsigned bits = dtype_bits(t->dtype);
+        if (bits && t->end - t->begin != (numel * bits + 7) / 8) {
+            ne_err(err, len, "%s: tensor '%s': %llu bytes of data for shape x %s = %llu bytes",
+                   sf->path, t->name, (unsigned long long)(t->end - t->begin), t->dtype_name,
+                   (unsigned long long)((numel * bits + 7) / 8));
+            return -1;
+        }
+    }
+    if (sf->n < 2)
+        return 0;
+    st_tensor **v = malloc(sf->n * sizeof *v);
+    if (!v) {
+        ne_err(err, len, "%s: out of memory", sf->path);
+        return -1;
+    }
+    for (size_t i = 0; i < sf->n; i++)
+        v[i] = &sf->t[i];
+    int rc = 0;
+    qsort(v, sf->n, sizeof *v, cmp_begin);
+    for (size_t i = 1; i < sf->n && !rc; i++)
+        if (v[i]->begin < v[i - 1]->end) {
+            ne_err(err, len, "%s: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
+                   sf->path, v[i - 1]->name, (unsigned long long)v[i - 1]->begin,
+                   (unsigned long long)v[i - 1]->end, v[i]->name,
+                   (unsigned long long)v[i]->begin, (unsigned long long)v[i]->end);
+            rc = -1;
+        }
+    qsort(v, sf->n, sizeof *v, cmp_name);
+    for (size_t i = 1; i < sf->n && !rc; i++)
+        if (strcmp(v[i]->name, v[i - 1]->name) == 0) {
+            ne_err(err, len, "%s: tensor '%s' appears twice", sf->path, v[i]->name);
+            rc = -1;
+        }
+    free(v);
+    return rc;
+}
+
+int st_open(st_file *sf, const char *path, char *err, size_t len)
+{
+    memset(sf, 0, sizeof *sf);
+    sf->path = path;
+    char *hdr = NULL;
+    struct stat st;
+    sf->f = fopen(path, "rb");
+    if (!sf->f || fstat(fileno(sf->f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        ne_err(err, len, "%s: cannot open: %s", path, sf->f ? "not a regular file" : strerror(errno));
+        goto fail;
+    }
+    sf->file_size = (uint64_t)st.st_size;
+    unsigned char lb[8];
+    if (sf->file_size < 8 || fread(lb, 1, 8, sf->f) != 8) {
+        ne_err(err, len, "%s: not a safetensors file (shorter than the 8-byte header length)", path);
+        goto fail;
+    }
+    uint64_t h = 0;
+    for (int i = 7; i >= 0; i--)
+        h = h << 8 | lb[i];
+    if (h > ST_MAX_HEADER) {
+        ne_err(err, len, "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
+                         "file, or a hostile one)", path, (unsigned long long)h);
+        goto fail;
+    }
+    if (h < 2 || h > sf->file_size - 8) {
+        ne_err(err, len, "%s: header length %llu does not fit the file (%llu bytes)", path,
+               (unsigned long long)h, (unsigned long long)sf->file_size);
+        goto fail;
+    }
+    hdr = malloc(h);
+    if (!hdr || fread(hdr, 1, h, sf->f) != h) {
+        ne_err(err, len, "%s: cannot read the %llu-byte header", path, (unsigned long long)h);
+        goto fail;
+    }
+    sf->data_start = 8 + h;
+    jcur c = {hdr, hdr + h, path, err, len, 0};
+    if (jexpect(&c, '{', "the header must be a JSON object"))
+        goto fail;
+    size_t cap = 0;
+    jws(&c);
+    if (c.p < c.end && *c.p == '}') {
+        c.p++;
+    } else {
+        for (;;) {
+            char *key = NULL;
+            if (jstring(&c, &key) || jexpect(&c, ':', "expected ':'")) {
+                free(key);
+                goto fail;
+            }
+            if (strcmp(key, "__metadata__") == 0) {
+                free(key);
+                if (jskip(&c, 1))
+                    goto fail;
+            } else {
+                if (sf->n == ST_MAX_TENSORS) {
+                    free(key);
+                    jfail(&c, "more than a million tensors");
+                    goto fail;
+                }
+                if (sf->n == cap) {
+                    size_t nc = cap ? cap * 2 : 64;
+                    st_tensor *t = realloc(sf->t, nc * sizeof *t);
+                    if (!t) {
+                        free(key);
+                        jfail(&c, "out of memory");
+                        goto fail;
+                    }
+                    sf->t = t;
+                    cap = nc;
+                }
+                st_tensor *t = &sf->t[sf->n];
+                memset(t, 0, sizeof *t);
+                t->name = key;
+                sf->n++;
+                if (parse_entry(&c, t)) {
+                    char msg[256];
+                    snprintf(msg, sizeof msg, "%s", err);
+                    ne_err(err, len, "%s (in tensor '%.200s')", msg, key);
+                    goto fail;
+                }
+            }
+            jws(&c);
+            if (c.p < c.end && *c.p == ',') {
+                c.p++;
+                continue;
+            }
+            if (jexpect(&c, '}', "expected ',' or '}' after a tensor"))
+                goto fail;
+            break;
+        }
+    }
+    jws(&c);
+    if (c.p != c.end) {
+        jfail(&c, "trailing bytes after the JSON object");
+        goto fail;
+    }
+    free(hdr);
+    hdr = NULL;
+    if (validate(sf, err, len))
+        goto fail;
+    return 0;
+fail:
+    free(hdr);
+    st_close(sf);
+    return -1;
+}
+
+void st_close(st_file *sf)
+{
+    for (size_t i = 0; i < sf->n; i++)
+        free(sf->t[i].name);
+    free(sf->t);
+    if (sf->f)
+        fclose(sf->f);
+    sf->t = NULL;
+    sf->n = 0;
+    sf->f = NULL;
+}
+
+const st_tensor *st_find(const st_file *sf, const char *name)
+{
+    for (size_t i = 0; i < sf->n; i++)
+        if (strcmp(sf->t[i].name, name) == 0)
+            return &sf->t[i];
+    return NULL;
+}
+
+static float half_to_float(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
+    if (e == 31) {
+        bits = s | 0x7F800000u | (m << 13);
+    } else if (e == 0) {
+        if (m == 0) {
+            bits = s;
+        } else { /* subnormal: normalise */
+            e = 113;
+            while (!(m & 1024)) {
+                m <<= 1;
+                e--;
+            }
+            bits = s | (e << 23) | ((m & 1023) << 13);
+        }
+    } else {
+        bits = s | ((e + 112) << 23) | (m << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t len)
+{
+    if (!st_is_float(t->dtype)) {
+        ne_err(err, len, "%s: tensor '%s' is %s; expected F32, F16 or BF16", sf->path, t->name,
+               t->dtype_name);
+        return -1;
+    }
+    uint64_t numel = st_numel(t);
+    unsigned es = t->dtype == ST_F32 ? 4 : 2;
+    if (fseeko(sf->f, (off_t)(sf->data_start + t->begin), SEEK_SET) != 0) {
+        ne_err(err, len, "%s: cannot seek to tensor '%s'", sf->path, t->name);
+        return -1;
+    }
+    enum { CH = 1 << 16 };
+    uint16_t *buf = es == 2 ? malloc(CH * 2) : NULL;
+    if (es == 2 && !buf) {
+        ne_err(err, len, "out of memory");
+        return -1;
+    }
+    int rc = 0;
+    for (uint64_t i = 0; i < numel && !rc;) {
+        size_t n = numel - i < CH ? (size_t)(numel - i) : CH;
+        if (es == 4) {
+            if (fread(out + i, 4, n, sf->f) != n)
+                rc = -1;
+        } else if (fread(buf, 2, n, sf->f) != n) {
+            rc = -1;
+        } else if (t->dtype == ST_F16) {
+            for (size_t j = 0; j < n; j++)
+                out[i + j] = half_to_float(buf[j]);
+        } else {
+            for (size_t j = 0; j < n; j++) {
+                uint32_t b = (uint32_t)buf[j] << 16;
+                memcpy(&out[i + j], &b, 4);
+            }
+        }
+        i += n;
+    }
+    free(buf);
+    if (rc)
+        ne_err(err, len, "%s: short read in tensor '%s' (file changed or truncated?)", sf->path,
+               t->name);
+    return rc;
+}
