@@ -49,7 +49,9 @@ ER_HIDDEN void er_evidence_apply(struct edgert_ctx *ctx);
 ER_HIDDEN void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 ER_HIDDEN void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 ER_HIDDEN void er_gate(struct edgert_ctx *ctx, er_cand *c);
+ER_HIDDEN void er_gate_file(struct edgert_ctx *ctx, er_cand *c);
 ER_HIDDEN void er_load(struct edgert_ctx *ctx, er_cand *c);
+ER_HIDDEN void er_load_now(struct edgert_ctx *ctx, er_cand *c);
 ER_HIDDEN void er_unload(er_cand *c);
 ER_HIDDEN void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -8,10 +8,11 @@
  *     MISSING_CPU_FLAG(<flag>), OS_STATE_DISABLED(<state>),
  *     ABI_UNSUPPORTED (the manifest's range misses the core's),
  *     STRICT_MODE (the reference backend when strict mode is on)
- *   file (live mode only)
+ *   file (live mode only; in plan mode on demand, for edgert_export)
  *     LIBRARY_MISSING, CHECKSUM_MISMATCH
- *   loading (live mode only, and only when every gate above passed: the core
- *   never runs code from a plugin whose gates failed)
+ *   loading (live mode only — or on demand for edgert_export in plan mode —
+ *   and only when every gate above passed: the core never runs code from a
+ *   plugin whose gates failed)
  *     DLOPEN_FAILED(<dlerror>), NO_ENTRY_SYMBOL, ABI_UNSUPPORTED,
  *     INVALID_DESCRIPTOR(<what>), NAME_MISMATCH(<name>),
  *     MISSING_CAPABILITY(<cap>), INIT_FAILED, SELF_TEST_FAILED
@@ -194,8 +195,15 @@ void er_gate(struct edgert_ctx *ctx, er_cand *c)
     }
     if (dev->planned || !m->library)
         return;
+    er_gate_file(ctx, c);
+}
 
-    /* File gates: live mode only (a plan is about the target's files). */
+/* File gates: live mode only (a plan is about the target's files), and on
+ * demand for a plugin that runs on this host while planning (core/export.c). */
+void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
+{
+    (void)ctx;
+    const er_manifest *m = &c->m;
     struct stat st;
     if (stat(m->library_path, &st) != 0 || !S_ISREG(st.st_mode)) {
         er_cand_reason(c, "LIBRARY_MISSING");
@@ -289,7 +297,9 @@ static void fill_host(er_cand *c, uint32_t abi)
     c->host.free = host_free;
     c->host.parallel_for = host_parallel_for;
     c->host.thread_count = host_threads;
-    c->host.cpu_flags = c->ctx->dev.cpu_flags;
+    /* In plan mode the flags describe the profiled device, not this host, so a
+     * plugin loaded on demand there (export) is told none: portable code. */
+    c->host.cpu_flags = c->ctx->dev.planned ? 0 : c->ctx->dev.cpu_flags;
 }
 
 /* ---- loading ------------------------------------------------------------- */
@@ -314,11 +324,17 @@ static const char *descriptor_problem(const edgert_plugin *p)
 
 void er_load(struct edgert_ctx *ctx, er_cand *c)
 {
+    if (c->pub.reason_count > 0 || ctx->dev.planned || !c->m.library)
+        return; /* never run code of a candidate whose gates failed */
+    er_load_now(ctx, c);
+}
+
+/* dlopen, entry, ABI, descriptor, name, init, self-test. The caller has
+ * checked that every gate passed (er_load, or edgert_export on demand). */
+void er_load_now(struct edgert_ctx *ctx, er_cand *c)
+{
     const er_manifest *m = &c->m;
     char err[512] = "";
-    if (c->pub.reason_count > 0 || ctx->dev.planned || !m->library)
-        return; /* never run code of a candidate whose gates failed */
-
     dlerror();
     c->dl = dlopen(m->library_path, RTLD_NOW | RTLD_LOCAL);
     if (!c->dl) {

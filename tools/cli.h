@@ -36,6 +36,10 @@ typedef struct cli {
     unsigned repeat;          /**< 0 = the command's default */
     unsigned tokens;          /**< verify: tokens for top-1/KL (default 64) */
     uint64_t seed;
+    /* export */
+    const char *weights, *calibration; /**< --weights / --calibration FILE.safetensors */
+    const char *scheme, *ranges;       /**< passed to the plugin's request */
+    int force, golden;
 } cli;
 
 void flags_text(uint64_t mask, char *buf, size_t len);
@@ -63,5 +67,7 @@ int open_ctx(const cli *c, edgert_ctx **ctx);
 int cmd_bench(const cli *c);
 int cmd_verify(const cli *c);
 int cmd_calibrate(const cli *c);
+int cmd_export(const cli *c);
+void export_help(FILE *f);
 
 #endif

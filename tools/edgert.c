@@ -6,6 +6,7 @@
  *   edgert select   the backend to use for a priority, and why
  *   edgert bench / verify / calibrate   evidence measured on this device
  *                   (tools/bench.c, tools/verify.c, tools/calibrate.c)
+ *   edgert export   an exported graph for an export-only backend (tools/export.c)
  *
  * Output: short human text on stdout, or one JSON object with --json.
  * Diagnostics go to stderr. Exit codes: 0 ok, 1 other failure, 2 usage error,
@@ -73,6 +74,8 @@ static void usage_main(FILE *f)
             "             dense fp32 (fidelity: SQNR, top-1 agreement, KL)\n"
             "  calibrate  bench + verify every eligible backend and store the results as\n"
             "             evidence that 'select' then ranks by\n"
+            "  export     write a calibrated w8a16 ONNX graph for a phone NPU (npu-export),\n"
+            "             with encodings and an SQNR report\n"
             "\n"
             "Run 'edgert COMMAND --help' for a command's options.\n\n%s\n%s",
             common_help, env_help);
@@ -144,6 +147,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --quick             smaller head (N = 16384) and fewer shapes\n"
                 "  --workload FILE     shapes for the SQNR table (see 'edgert bench --help')\n"
                 "  --seed N            generator seed (default 1)\n\n");
+    else if (strcmp(cmd, "export") == 0)
+        export_help(f);
     else
         fprintf(f,
                 "usage: edgert calibrate [--out FILE] [--quick] [options]\n\n"
@@ -164,7 +169,8 @@ static void usage_cmd(FILE *f, const char *cmd)
 enum {
     OPT_JSON = 256, OPT_SYSROOT, OPT_DEVICE, OPT_MANIFESTS, OPT_DISABLE, OPT_STRICT, OPT_THREADS,
     OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
-    OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE
+    OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
+    OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN
 };
 
 /* Which command takes which command-specific option. */
@@ -174,18 +180,24 @@ static int allowed(const char *cmd, int o)
         int opt;
         const char *cmds;
     } table[] = {
-        {OPT_PRIORITY, " select bench "},
-        {OPT_BACKEND, " select bench verify "},
+        {OPT_PRIORITY, " select bench export "},
+        {OPT_BACKEND, " select bench verify export "},
         {OPT_EXPLAIN, " select "},
         {OPT_NO_EVIDENCE, " select bench "},
         {OPT_WORKLOAD, " bench verify calibrate "},
         {OPT_PHASE, " bench "},
         {OPT_M, " bench "},
         {OPT_REPEAT, " bench calibrate "},
-        {OPT_SEED, " bench verify calibrate "},
-        {OPT_TOKENS, " verify calibrate "},
-        {OPT_QUICK, " verify calibrate "},
-        {OPT_OUT, " calibrate "},
+        {OPT_SEED, " bench verify calibrate export "},
+        {OPT_TOKENS, " verify calibrate export "},
+        {OPT_QUICK, " verify calibrate export "},
+        {OPT_OUT, " calibrate export "},
+        {OPT_WEIGHTS, " export "},
+        {OPT_CALIBRATION, " export "},
+        {OPT_SCHEME, " export "},
+        {OPT_RANGES, " export "},
+        {OPT_FORCE, " export "},
+        {OPT_GOLDEN, " export "},
         {OPT_OPTIONS, " bench verify "},
         {OPT_EVIDENCE, " select list bench "},
     };
@@ -239,6 +251,12 @@ static int parse_args(cli *c, int argc, char **argv)
         {"out", required_argument, 0, OPT_OUT},
         {"options", required_argument, 0, OPT_OPTIONS},
         {"evidence", required_argument, 0, OPT_EVIDENCE},
+        {"weights", required_argument, 0, OPT_WEIGHTS},
+        {"calibration", required_argument, 0, OPT_CALIBRATION},
+        {"scheme", required_argument, 0, OPT_SCHEME},
+        {"ranges", required_argument, 0, OPT_RANGES},
+        {"force", no_argument, 0, OPT_FORCE},
+        {"golden", no_argument, 0, OPT_GOLDEN},
         {0, 0, 0, 0},
     };
     c->m = 512;
@@ -288,6 +306,12 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_OUT: c->out = optarg; break;
         case OPT_EVIDENCE: c->evidence = optarg; break;
         case OPT_QUICK: c->quick = 1; break;
+        case OPT_WEIGHTS: c->weights = optarg; break;
+        case OPT_CALIBRATION: c->calibration = optarg; break;
+        case OPT_SCHEME: c->scheme = optarg; break;
+        case OPT_RANGES: c->ranges = optarg; break;
+        case OPT_FORCE: c->force = 1; break;
+        case OPT_GOLDEN: c->golden = 1; break;
         case OPT_PHASE:
             if (strcmp(optarg, "decode") == 0)
                 c->phase = PHASE_DECODE;
@@ -601,7 +625,8 @@ int main(int argc, char **argv)
         const char *name;
         int (*run)(const cli *);
     } cmds[] = {{"probe", cmd_probe},   {"list", cmd_list},         {"select", cmd_select},
-                {"bench", cmd_bench},   {"verify", cmd_verify},     {"calibrate", cmd_calibrate}};
+                {"bench", cmd_bench},   {"verify", cmd_verify},     {"calibrate", cmd_calibrate},
+                {"export", cmd_export}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;
@@ -610,7 +635,7 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         return cmds[i].run(&c);
     }
-    fprintf(stderr, "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, calibrate; see 'edgert --help')\n",
+    fprintf(stderr, "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, calibrate, export; see 'edgert --help')\n",
             cmd);
     return EXIT_USAGE;
 }

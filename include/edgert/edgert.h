@@ -238,6 +238,20 @@ void edgert_packed_free(edgert_packed *p);
 edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *args,
                           char *err, size_t err_len);
 
+/**
+ * Run an export-only backend (EDGERT_CAP_EXPORT, e.g. npu-export): the plugin
+ * writes its artifact into the existing directory `out_dir`; `request` is the
+ * plugin's key=value list, one per line (see the plugin's header comment).
+ * The backend must be eligible for the handle's device (live, or the profiled
+ * device in plan mode). The export runs on THIS host, so in plan mode the core
+ * loads the plugin on demand, with the gates plan mode skipped: library file,
+ * checksum, dlopen, ABI, init, self-test (same reason codes; on failure they
+ * are added to the candidate, which becomes ineligible). A plugin without the
+ * capability is MISSING_CAPABILITY(export), EDGERT_E_UNSUPPORTED.
+ */
+edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *out_dir,
+                            const char *request, char *err, size_t err_len);
+
 /* --- canonical weights helpers ----------------------------------------- */
 
 /** Owning canonical tensor; `view` points into the owned buffers. */

@@ -1,0 +1,456 @@
+/*
+ * tools/export.c — `edgert export`: run an export-only backend (npu-export)
+ * through the core (edgert_export) and leave either a complete artifact in
+ * --out or nothing.
+ *
+ * Inputs: --weights FILE (dense safetensors, "<proj>.weight" [N][K]) and
+ * --calibration FILE ("<proj>.x" [T][K] activation samples). Without them the
+ * command generates spark-1.7b (design.md §6; --quick: a reduced model with
+ * hidden 256, intermediate 832, 2 layers, vocabulary 4096) as seeded dense bf16
+ * weights (edgert_generate_dense, std 0.02) and LLM-like activations per
+ * projection (edgert_generate_activations: heavy tails, outlier channels).
+ * The generated files live in the work folder below and are removed at the
+ * end (the full model takes 3.4 GB of bf16 there while it runs).
+ *
+ * Output discipline: everything is written into a work folder created next to
+ * --out (same file system), ".<name>.edgert-export-XXXXXX/out", and renamed
+ * into place only when the plugin succeeded: a failed or refused export
+ * leaves no partial output. An existing --out is replaced only when it is
+ * empty or holds an earlier edgert export (its report.json says
+ * "edgert-npu-export-report"); any other existing folder is refused, so a
+ * typo cannot delete someone's data.
+ *
+ * The safetensors writer here is deliberately tiny (header JSON padded to 8
+ * bytes, then the data in header order); the plugin has its own reader,
+ * since plugins link nothing of edgert and tools include no plugin code.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+void export_help(FILE *f)
+{
+    fprintf(f,
+            "usage: edgert export --out DIR [--backend npu-export] [--device PHONE.yaml]\n"
+            "                     [--weights FILE] [--calibration FILE] [--scheme S]\n"
+            "                     [--ranges R] [--force] [--golden] [--quick] [--seed N]\n"
+            "                     [--tokens T] [options]\n\n"
+            "Export a model for a phone NPU with an export-only backend (npu-export): an\n"
+            "ONNX QDQ graph (opset 21; int8 weights per output channel, uint16 activations\n"
+            "with ranges calibrated on real activations), encodings.json (quantization\n"
+            "overrides for Qualcomm's converters) and report.json / report.txt: SQNR against\n"
+            "fp32 per projection and end to end, for the exported scheme and for the ones\n"
+            "it refuses (w8a8, uncalibrated ranges, w4a16), measured by the same simulator.\n"
+            "The export runs on this host; --device names the phone it is for (npu-export is\n"
+            "eligible for npu_phone devices), and the plugin is loaded on demand.\n\n"
+            "  --out DIR           the artifact folder; written atomically (a failed export\n"
+            "                      leaves nothing). An existing DIR must be empty or an\n"
+            "                      earlier export, which is then replaced\n"
+            "  --backend NAME      default: the backend 'select' picks for the device\n"
+            "  --weights FILE      dense safetensors, tensors '<proj>.weight' [N][K] in F32,\n"
+            "                      F16 or BF16. 4-bit inputs (GPTQ qweight, I4/U4) are refused:\n"
+            "                      the calibrated path needs 8-bit weights from the dense model.\n"
+            "                      Default: generated spark-1.7b weights (seeded)\n"
+            "  --calibration FILE  safetensors, '<proj>.x' [T][K] activation samples per\n"
+            "                      projection. Default: generated LLM-like activations\n"
+            "                      (heavy-tailed, outlier channels), T = --tokens\n"
+            "  --scheme S          w8a16 (default); w8a8 and w4a16 are refused with the\n"
+            "                      measured reason unless --force\n"
+            "  --ranges R          minmax (default), percentile:P, or fixed (uncalibrated\n"
+            "                      [-1, 1], refused unless --force)\n"
+            "  --force             export a refused scheme anyway; the report warns\n"
+            "  --golden            also write golden/: inputs, simulated and fp32 outputs as\n"
+            "                      raw float32, to check a runtime against\n"
+            "  --quick             the reduced model (generated inputs only)\n"
+            "  --seed N            generator seed (default 1)\n"
+            "  --tokens T          generated calibration samples per projection (default 64)\n\n"
+            "Exit codes: 0 exported, 1 refused or failed, 2 usage, 3 backend not eligible,\n"
+            "4 a bad input file.\n\n");
+}
+
+/* ---- the generated model ----------------------------------------------------- */
+
+typedef struct gen_proj {
+    char name[64];
+    uint32_t n, k;
+} gen_proj;
+
+/* spark-1.7b (design.md §6) or the quick configuration, in model order. */
+static size_t gen_shapes(int quick, gen_proj **out)
+{
+    uint32_t hidden = quick ? 256 : 2048, qkv = quick ? 384 : 3072;
+    uint32_t inter = quick ? 832 : 6656, layers = quick ? 2 : 28, vocab = quick ? 4096 : 131072;
+    size_t n = (size_t)layers * 4 + 1, i = 0;
+    gen_proj *p = calloc(n, sizeof *p);
+    if (!p)
+        return 0;
+    for (uint32_t l = 0; l < layers; l++) {
+        snprintf(p[i].name, sizeof p[i].name, "layers.%u.qkv", l);
+        p[i].n = qkv, p[i++].k = hidden;
+        snprintf(p[i].name, sizeof p[i].name, "layers.%u.o", l);
+        p[i].n = hidden, p[i++].k = hidden;
+        snprintf(p[i].name, sizeof p[i].name, "layers.%u.gate_up", l);
+        p[i].n = 2 * inter, p[i++].k = hidden;
+        snprintf(p[i].name, sizeof p[i].name, "layers.%u.down", l);
+        p[i].n = hidden, p[i++].k = inter;
+    }
+    snprintf(p[i].name, sizeof p[i].name, "lm_head");
+    p[i].n = vocab, p[i++].k = hidden;
+    *out = p;
+    return n;
+}
+
+/* ---- a minimal safetensors writer --------------------------------------------- */
+
+typedef struct st_entry {
+    char name[80];
+    const char *dtype; /* "F32" or "BF16" */
+    uint64_t rows, cols;
+} st_entry;
+
+/* Header for `n` tensors stored back to back in this order. */
+static int st_write_header(FILE *f, const st_entry *e, size_t n)
+{
+    size_t cap = 256 + n * 160, len = 0;
+    char *h = malloc(cap);
+    if (!h)
+        return -1;
+    uint64_t off = 0;
+    len += (size_t)snprintf(h + len, cap - len, "{");
+    for (size_t i = 0; i < n; i++) {
+        uint64_t bytes = e[i].rows * e[i].cols * (strcmp(e[i].dtype, "F32") == 0 ? 4u : 2u);
+        len += (size_t)snprintf(h + len, cap - len,
+                                "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu,%llu],"
+                                "\"data_offsets\":[%llu,%llu]}",
+                                i ? "," : "", e[i].name, e[i].dtype,
+                                (unsigned long long)e[i].rows, (unsigned long long)e[i].cols,
+                                (unsigned long long)off, (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    len += (size_t)snprintf(h + len, cap - len, "}");
+    while (len % 8)
+        h[len++] = ' ';
+    unsigned char lb[8];
+    for (int i = 0; i < 8; i++)
+        lb[i] = (unsigned char)((uint64_t)len >> (8 * i));
+    int rc = fwrite(lb, 1, 8, f) == 8 && fwrite(h, 1, len, f) == len ? 0 : -1;
+    free(h);
+    return rc;
+}
+
+static uint16_t to_bf16(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (inputs are finite) */
+    return (uint16_t)(u >> 16);
+}
+
+/* Generate weights (bf16) and calibration (f32) for the model into dir. */
+static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, const char *cpath)
+{
+    gen_proj *p = NULL;
+    size_t np = gen_shapes(c->quick, &p);
+    st_entry *e = calloc(np ? np : 1, sizeof *e);
+    FILE *wf = fopen(wpath, "wb"), *cf = fopen(cpath, "wb");
+    float *buf = NULL;
+    uint16_t *half = NULL;
+    int rc = -1;
+    if (!np || !e || !wf || !cf) {
+        fprintf(stderr, "edgert export: cannot create the generated inputs: %s\n", strerror(errno));
+        goto out;
+    }
+    size_t maxw = 0, maxx = 0;
+    for (size_t i = 0; i < np; i++) {
+        size_t w = (size_t)p[i].n * p[i].k, x = (size_t)c->tokens * p[i].k;
+        maxw = w > maxw ? w : maxw;
+        maxx = x > maxx ? x : maxx;
+    }
+    buf = malloc((maxw > maxx ? maxw : maxx) * sizeof *buf);
+    half = malloc(maxw * sizeof *half);
+    if (!buf || !half) {
+        fprintf(stderr, "edgert export: out of memory generating the model\n");
+        goto out;
+    }
+    for (size_t i = 0; i < np; i++) {
+        snprintf(e[i].name, sizeof e[i].name, "%s.weight", p[i].name);
+        e[i].dtype = "BF16", e[i].rows = p[i].n, e[i].cols = p[i].k;
+    }
+    if (st_write_header(wf, e, np))
+        goto io;
+    for (size_t i = 0; i < np; i++) {
+        size_t w = (size_t)p[i].n * p[i].k;
+        edgert_generate_dense(ctx, buf, p[i].n, p[i].k, c->seed * 0x9E3779B97F4A7C15ull + i, 0.02f);
+        for (size_t j = 0; j < w; j++)
+            half[j] = to_bf16(buf[j]);
+        if (fwrite(half, 2, w, wf) != w)
+            goto io;
+    }
+    for (size_t i = 0; i < np; i++) {
+        snprintf(e[i].name, sizeof e[i].name, "%s.x", p[i].name);
+        e[i].dtype = "F32", e[i].rows = c->tokens, e[i].cols = p[i].k;
+    }
+    if (st_write_header(cf, e, np))
+        goto io;
+    for (size_t i = 0; i < np; i++) {
+        size_t x = (size_t)c->tokens * p[i].k;
+        edgert_generate_activations(buf, c->tokens, p[i].k, c->seed * 1000003ull + 7919ull * i);
+        if (fwrite(buf, 4, x, cf) != x)
+            goto io;
+    }
+    rc = 0;
+    goto out;
+io:
+    fprintf(stderr, "edgert export: writing the generated inputs failed: %s\n", strerror(errno));
+out:
+    if (wf && fclose(wf) != 0)
+        rc = -1;
+    if (cf && fclose(cf) != 0)
+        rc = -1;
+    free(buf);
+    free(half);
+    free(e);
+    free(p);
+    return rc;
+}
+
+/* ---- folders ------------------------------------------------------------------- */
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void rmrf(const char *dir)
+{
+    if (dir)
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* 0: absent; 1: an earlier export; 2: an empty folder; -1: anything else (refuse). */
+static int out_state(const char *out)
+{
+    struct stat st;
+    if (lstat(out, &st) != 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode))
+        return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/report.json", out);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        char head[256] = "";
+        size_t n = fread(head, 1, sizeof head - 1, f);
+        head[n] = '\0';
+        fclose(f);
+        return strstr(head, "\"edgert-npu-export-report\"") ? 1 : -1;
+    }
+    DIR *d = opendir(out);
+    if (!d)
+        return -1;
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(d));)
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty ? 2 : -1;
+}
+
+static void print_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        fwrite(buf, 1, n, stdout);
+    fclose(f);
+}
+
+int cmd_export(const cli *c)
+{
+    if (!c->out || !*c->out) {
+        fprintf(stderr, "edgert export: --out DIR is required (see 'edgert export --help')\n");
+        return EXIT_USAGE;
+    }
+    if (c->quick && (c->weights || c->calibration)) {
+        fprintf(stderr, "edgert export: --quick picks the generated reduced model; it does not "
+                        "apply to --weights/--calibration files\n");
+        return EXIT_USAGE;
+    }
+    if (c->tokens > 4096) {
+        fprintf(stderr, "edgert export: --tokens is at most 4096 for generated calibration\n");
+        return EXIT_USAGE;
+    }
+    char *outc = strdup(c->out), *outc2 = strdup(c->out);
+    char *parent = outc ? dirname(outc) : NULL, *base = outc2 ? basename(outc2) : NULL;
+    char work[4200] = "", tmp_out[4300] = "", old[4300] = "", wpath[4300], cpath[4300];
+    char *request = NULL, selname[128];
+    edgert_ctx *ctx = NULL;
+    int rc = EXIT_FAIL;
+    if (!parent || !base || !*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 ||
+        strcmp(base, "..") == 0) {
+        fprintf(stderr, "edgert export: --out '%s' must name a folder\n", c->out);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    int prior = out_state(c->out);
+    if (prior < 0) {
+        fprintf(stderr, "edgert export: %s exists and is not an earlier edgert export; choose "
+                        "another --out or empty it first\n", c->out);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    cli oc = *c;
+    oc.out = NULL; /* --out is the artifact folder here, not an evidence file */
+    rc = open_ctx(&oc, &ctx);
+    if (rc)
+        goto out;
+    warn_diags(c, ctx);
+    const edgert_device *dev = edgert_device_facts(ctx);
+    const char *backend = c->backend;
+    char err[8192] = "";
+    if (!backend) {
+        edgert_selection *sel = NULL;
+        edgert_status st = edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err);
+        const edgert_candidate *s = edgert_selection_selected(sel);
+        if (st != EDGERT_OK || !s || s->runs_in_process) {
+            fprintf(stderr, "edgert export: the backend selected for %s device (%s) %s; export "
+                            "needs an export backend: pass --device with a phone profile "
+                            "(npu-export is for npu_phone devices) or --backend NAME\n",
+                    dev->planned ? "the profiled" : "this", s ? s->name : "none",
+                    s ? "runs in process" : "is none");
+            edgert_selection_free(sel);
+            rc = EXIT_NONE;
+            goto out;
+        }
+        snprintf(selname, sizeof selname, "%s", s->name);
+        backend = selname;
+        edgert_selection_free(sel);
+    }
+
+    snprintf(work, sizeof work, "%s/.%s.edgert-export-XXXXXX", parent, base);
+    if (!mkdtemp(work)) {
+        fprintf(stderr, "edgert export: cannot create a work folder next to %s: %s\n", c->out,
+                strerror(errno));
+        work[0] = '\0';
+        goto out;
+    }
+    snprintf(tmp_out, sizeof tmp_out, "%s/out", work);
+    if (mkdir(tmp_out, 0755) != 0) {
+        fprintf(stderr, "edgert export: %s: %s\n", tmp_out, strerror(errno));
+        goto out;
+    }
+    const char *wf = c->weights, *cf = c->calibration;
+    if (!wf || !cf) {
+        if (!wf != !cf) {
+            fprintf(stderr, "edgert export: give both --weights and --calibration, or neither "
+                            "(then both are generated)\n");
+            rc = EXIT_USAGE;
+            goto out;
+        }
+        snprintf(wpath, sizeof wpath, "%s/weights.safetensors", work);
+        snprintf(cpath, sizeof cpath, "%s/calibration.safetensors", work);
+        if (!c->quiet && !c->json)
+            fprintf(stderr, "export: generating %s weights and %u calibration tokens...\n",
+                    c->quick ? "quick (reduced)" : "spark-1.7b", c->tokens);
+        if (generate_inputs(ctx, c, wpath, cpath) != 0)
+            goto out;
+        wf = wpath;
+        cf = cpath;
+    }
+    if (asprintf(&request, "weights=%s\ncalibration=%s\nscheme=%s\nranges=%s\nforce=%d\n"
+                           "golden=%d\n",
+                 wf, cf, c->scheme ? c->scheme : "w8a16", c->ranges ? c->ranges : "minmax",
+                 c->force, c->golden) < 0) {
+        request = NULL;
+        goto out;
+    }
+    if (strchr(wf, '\n') || strchr(cf, '\n') || (c->scheme && strchr(c->scheme, '\n')) ||
+        (c->ranges && strchr(c->ranges, '\n'))) {
+        fprintf(stderr, "edgert export: option values cannot contain newlines\n");
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    if (!c->quiet && !c->json)
+        fprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
+    edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
+    if (st != EDGERT_OK) {
+        if (c->json) {
+            json_w w;
+            json_init(&w, stdout);
+            json_obj(&w);
+            json_kstr(&w, "status", st == EDGERT_E_UNSUPPORTED ? "refused" : "failed");
+            json_kstr(&w, "backend", backend);
+            json_kstr(&w, "error", err);
+            json_end_obj(&w);
+            json_finish(&w);
+        }
+        fprintf(stderr, "edgert export: %s\n", err);
+        rc = st == EDGERT_E_USAGE                                   ? EXIT_USAGE
+             : st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND ? EXIT_NONE
+             : st == EDGERT_E_PARSE                                   ? EXIT_BADFILE
+                                                                      : EXIT_FAIL;
+        goto out;
+    }
+    /* Into place: an earlier export moves aside first, and comes back if the
+     * final rename fails. */
+    snprintf(old, sizeof old, "%s/previous", work);
+    if (prior == 2 && rmdir(c->out) != 0) {
+        fprintf(stderr, "edgert export: cannot replace the empty folder %s: %s\n", c->out,
+                strerror(errno));
+        goto out;
+    }
+    if (prior == 1 && rename(c->out, old) != 0) {
+        fprintf(stderr, "edgert export: cannot move the earlier export %s aside: %s\n", c->out,
+                strerror(errno));
+        goto out;
+    }
+    if (rename(tmp_out, c->out) != 0) {
+        fprintf(stderr, "edgert export: cannot rename %s to %s: %s\n", tmp_out, c->out,
+                strerror(errno));
+        if (prior == 1)
+            rename(old, c->out);
+        goto out;
+    }
+    rc = EXIT_OK;
+    char rpath[4300];
+    if (c->json) {
+        json_w w;
+        json_init(&w, stdout);
+        json_obj(&w);
+        json_kstr(&w, "status", "exported");
+        json_kstr(&w, "backend", backend);
+        json_kstr(&w, "mode", dev->planned ? "plan" : "live");
+        json_kstr(&w, "device", dev->name);
+        json_kstr(&w, "out", c->out);
+        snprintf(rpath, sizeof rpath, "%s/report.json", c->out);
+        json_kstr(&w, "report", rpath);
+        json_kbool(&w, "replaced_earlier_export", prior == 1);
+        json_end_obj(&w);
+        json_finish(&w);
+    } else {
+        printf("exported with %s to %s%s\n\n", backend, c->out,
+               prior == 1 ? " (replaced the earlier export)" : "");
+        snprintf(rpath, sizeof rpath, "%s/report.txt", c->out);
+        print_file(rpath);
+    }
+out:
+    if (work[0])
+        rmrf(work);
+    edgert_close(ctx);
+    free(request);
+    free(outc);
+    free(outc2);
+    return rc;
+}
