@@ -1,0 +1,53 @@
+// tests/npu_export_check.js — run an `edgert export --golden` artifact with
+// ONNX Runtime (onnxruntime-node, CPU), a runtime nobody here wrote.
+//
+//   node npu_export_check.js EXPORT_DIR OUT_DIR [disabled|all]
+//
+// Reads EXPORT_DIR/report.json for the projections, feeds each graph input
+// "<proj>.x" with golden/NNN.x.f32 (raw little-endian float32 [T][K]) and
+// writes each output "<proj>.y" to OUT_DIR/NNN.y_ort.f32. The optimisation
+// level defaults to "disabled" so every QuantizeLinear / DequantizeLinear /
+// MatMul runs as the ONNX spec defines it (no fusion into integer kernels).
+// The comparison is the C test's job (tests/test_npu_export.c); this script
+// only prints the runtime version and what it ran. NODE_PATH points it at the
+// cached install.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const ort = require('onnxruntime-node');
+
+async function main() {
+  const [dir, outDir, level = 'disabled'] = process.argv.slice(2);
+  if (!dir || !outDir) {
+    console.error('usage: node npu_export_check.js EXPORT_DIR OUT_DIR [disabled|all]');
+    process.exit(2);
+  }
+  const report = JSON.parse(fs.readFileSync(path.join(dir, 'report.json'), 'utf8'));
+  const session = await ort.InferenceSession.create(path.join(dir, 'model.onnx'), {
+    graphOptimizationLevel: level,
+    executionProviders: ['cpu'],
+  });
+  const feeds = {};
+  for (const p of report.projections) {
+    const buf = fs.readFileSync(path.join(dir, p.golden.x));
+    const data = new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4);
+    if (data.length !== report.tokens * p.k) throw new Error(`${p.golden.x}: ${data.length} floats, expected ${report.tokens}x${p.k}`);
+    feeds[p.input] = new ort.Tensor('float32', Float32Array.from(data), [report.tokens, p.k]);
+  }
+  const results = await session.run(feeds);
+  fs.mkdirSync(outDir, { recursive: true });
+  report.projections.forEach((p, i) => {
+    const y = results[p.output];
+    if (!y) throw new Error(`no output ${p.output}`);
+    if (y.dims.length !== 2 || y.dims[0] !== report.tokens || y.dims[1] !== p.n)
+      throw new Error(`${p.output}: dims ${y.dims}, expected [${report.tokens}, ${p.n}]`);
+    const name = path.basename(p.golden.y_sim).replace('.y_sim.f32', '.y_ort.f32');
+    fs.writeFileSync(path.join(outDir, name), Buffer.from(y.data.buffer, y.data.byteOffset, y.data.byteLength));
+  });
+  console.log(`onnxruntime-node ${ort.env.versions.common}: ran ${report.projections.length} projections, optimisation ${level}`);
+}
+
+main().catch((e) => {
+  console.error(`npu_export_check: ${e && e.stack ? e.stack : e}`);
+  process.exit(1);
+});
