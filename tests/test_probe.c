@@ -944,9 +944,16 @@ static void test_probe_with_sysroot(void **state)
 /* ----------------------------------------------------------------------- */
 
 /* The flags of the first CPU in /proc/cpuinfo ("flags" on x86, "Features"
- * on arm64) that edgert has names for. Returns -1 if cpuinfo is missing. */
+ * on arm64: only this build's arch's key counts) that edgert has names for.
+ * Returns -1 if cpuinfo is missing or has no such line — as under qemu
+ * user-mode emulation, where /proc/cpuinfo is the host's. */
 static int cpuinfo_flags(uint64_t *mask)
 {
+#if defined(__aarch64__)
+    static const char key[] = "Features";
+#else
+    static const char key[] = "flags";
+#endif
     *mask = 0;
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
@@ -955,7 +962,7 @@ static int cpuinfo_flags(uint64_t *mask)
     size_t cap = 0;
     int found = -1;
     while (found < 0 && getline(&line, &cap, f) > 0) {
-        if (strncmp(line, "flags", 5) != 0 && strncmp(line, "Features", 8) != 0)
+        if (strncmp(line, key, sizeof key - 1) != 0)
             continue;
         char *colon = strchr(line, ':');
         if (!colon)
@@ -1008,6 +1015,12 @@ static void test_live_probe(void **state)
     assert_int_equal(dev.cpu_flags & dev.cpu_flags_os_disabled, 0);
     assert_int_equal(count_level(&d, EDGERT_LOG_ERROR), 0);
 
+#if defined(__aarch64__)
+    /* Advanced SIMD is mandatory in ARMv8-A Linux; a probe without it is broken. */
+    assert_true(EDGERT_HAS_FLAG(dev.cpu_flags, EDGERT_CPU_ASIMD));
+    if (dev.device_class == EDGERT_CLASS_ARM64_CPU)
+        assert_int_equal(dev.bf16, !!EDGERT_HAS_FLAG(dev.cpu_flags, EDGERT_CPU_BF16));
+#endif
     uint64_t listed;
     if (cpuinfo_flags(&listed) != 0) {
         er_diags_free(&d);
