@@ -1,0 +1,897 @@
+/*
+ * plugins/neon-w4a16/neon_w4a16.c — int4 weights (scale and zero point per
+ * row and group of 128) x fp16 activations on ARM64, fp32 accumulation.
+ *
+ * This file is the entry, the dispatch, the packing and the activation
+ * preparation. It is compiled for baseline ARMv8-A (-march=armv8-a) and
+ * executes no instruction beyond it: it can be loaded and init'ed on any
+ * ARM64 CPU. Each code path lives in its own file, compiled with exactly the
+ * extension it uses, and is reached only after init found that extension in
+ * host->cpu_flags (what the core's probe read from AT_HWCAP/AT_HWCAP2):
+ *
+ *   path=neon     nw_kern_neon.c  Advanced SIMD only (asimd): codes
+ *                 dequantized to fp32 q - z, FMLA into fp32. The base path.
+ *   path=bf16     nw_kern_bf16.c  BFMMLA (bf16). Each fp16 activation is an
+ *                 exact sum of two bf16 numbers, so nothing is rounded to bf16.
+ *   path=dotprod  nw_kern_dot.c   SDOT/UDOT (asimddp) on the activations put
+ *                 on a per-(row, group) int16 grid and split in two int8
+ *                 halves; exact int32 sums per group.
+ *   path=i8mm     nw_kern_i8mm.c  SMMLA/UMMLA (i8mm): the dotprod arithmetic,
+ *                 two rows of x per instruction.
+ *   path=auto     (default; also NULL or "") the first of i8mm, dotprod,
+ *                 bf16, neon whose flag the host has.
+ *
+ * Options: "path=<auto|neon|bf16|dotprod|i8mm>" (blanks around it allowed).
+ * Anything else is EDGERT_E_USAGE; a path whose CPU flag the host lacks is
+ * EDGERT_E_UNSUPPORTED, naming the flag.
+ *
+ * Activations (every path): x arrives as fp32 and is rounded to fp16 (round
+ * to nearest even, saturated to +-65504), the backend's declared activation
+ * type. neon and bf16 then compute sum x16 * (q - z) * s with exact products
+ * and fp32 sums. dotprod and i8mm use the fp16 values on an int16 grid per
+ * (row, group of 128): v = round(x16 / 2^E), E = floor(log2 max|x16|) - 14;
+ * values within 4 binades of the group's largest are exact on that grid,
+ * smaller ones move by at most 2^(E-1) <= max|x16| * 2^-15. A group holding
+ * a NaN gives NaN outputs on every path.
+ *
+ * Weights: the canonical form (edgert_qweights) with group 128 only, K a
+ * multiple of 128; zero points are kept as given (symmetric input: 8). The
+ * packed layout is described in nw_kern.h (4.3125 bits per weight).
+ *
+ * Memory. pack: the packed allocation only; it is written panel by panel
+ * straight from the canonical codes, no transient buffer (peak = canonical
+ * input + packed output). gemm: one transient allocation per call for the
+ * prepared activations, at most 4 * m * k + 8 * m * k / 128 + 64 bytes,
+ * i.e. no more than the fp32 x the caller passed (neon, bf16: 4 m k + ...;
+ * dotprod, i8mm: about 2 m k), plus a per-task stack tile of at most 2 KiB.
+ *
+ * Threads: gemm and pack split the panels of 4 output rows over
+ * host->parallel_for; nothing is indexed by `worker`. No global mutable
+ * state: the descriptor, strings and tables are const; an instance is an
+ * nw_state allocated through host->alloc.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "edgert/plugin.h"
+#include "nw_kern.h"
+
+#define NW_NAME "neon-w4a16"
+#define NW_VERSION "0.1.0"
+#define NW_ALIGN 64u
+#define NW_PACKED_MAGIC 0x3477344eu /* "N4w4" */
+#define NW_MIN_TASK_MACS 65536u     /* smallest parallel_for chunk worth a hand-off */
+#define NW_FP16_MAX 65504.0f
+
+typedef enum nw_path { NW_PATH_NEON = 0, NW_PATH_BF16, NW_PATH_DOTPROD, NW_PATH_I8MM } nw_path;
+
+typedef struct nw_path_info {
+    const char *name;
+    edgert_cpu_flag flag; /* the flag the path needs besides asimd */
+    const char *flag_name;
+    nw_kernel_fn kernel;
+    const char *describe;
+} nw_path_info;
+
+static const nw_path_info nw_paths[] = {
+    [NW_PATH_NEON] = {"neon", EDGERT_CPU_ASIMD, "asimd", nw_kern_neon,
+                      "neon (base path): fp16 activations, int4 dequantized to fp32, FMLA, fp32 "
+                      "accumulation"},
+    [NW_PATH_BF16] = {"bf16", EDGERT_CPU_BF16, "bf16", nw_kern_bf16,
+                      "bf16: fp16 activations as exact bf16 hi+lo pairs, BFMMLA, fp32 "
+                      "accumulation"},
+    [NW_PATH_DOTPROD] = {"dotprod", EDGERT_CPU_ASIMDDP, "asimddp", nw_kern_dotprod,
+                         "dotprod: fp16 activations on a per-group int16 grid split in int8 "
+                         "halves, SDOT/UDOT exact in int32, fp32 accumulation"},
+    [NW_PATH_I8MM] = {"i8mm", EDGERT_CPU_I8MM, "i8mm", nw_kern_i8mm,
+                      "i8mm: fp16 activations on a per-group int16 grid split in int8 halves, "
+                      "SMMLA/UMMLA exact in int32, fp32 accumulation"},
+};
+#define NW_PATH_COUNT (sizeof nw_paths / sizeof nw_paths[0])
+
+typedef struct nw_state {
+    const edgert_host *host;
+    nw_path path;
+} nw_state;
+
+/* ---- small helpers -------------------------------------------------------- */
+
+static void nw_err(char *err, size_t err_len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void nw_err(char *err, size_t err_len, const char *fmt, ...)
+{
+    if (err == NULL || err_len == 0u)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+/* a * b and a + b into *out; 0 on success, -1 on size_t overflow */
+static int nw_mul(size_t a, size_t b, size_t *out)
+{
+    if (b != 0u && a > SIZE_MAX / b)
+        return -1;
+    *out = a * b;
+    return 0;
+}
+
+static int nw_add(size_t a, size_t b, size_t *out)
+{
+    if (a > SIZE_MAX - b)
+        return -1;
+    *out = a + b;
+    return 0;
+}
+
+static int nw_round_up(size_t a, size_t align, size_t *out)
+{
+    if (nw_add(a, align - 1u, out) != 0)
+        return -1;
+    *out &= ~(align - 1u);
+    return 0;
+}
+
+/* Append an aligned section of `bytes` at *off; its offset in *at. */
+static int nw_section(size_t *off, size_t bytes, size_t *at)
+{
+    if (nw_round_up(*off, NW_ALIGN, at) != 0 || nw_add(*at, bytes, off) != 0)
+        return -1;
+    return 0;
+}
+
+static const char *nw_tensor_name(const char *name)
+{
+    return (name != NULL && name[0] != '\0') ? name : "(unnamed)";
+}
+
+static int nw_has(const edgert_host *host, edgert_cpu_flag f)
+{
+    return EDGERT_HAS_FLAG(host->cpu_flags, f) != 0;
+}
+
+/* ---- activations ------------------------------------------------------------ */
+
+/* x rounded to fp16 (nearest even), saturated to the fp16 range; NaN stays NaN. */
+static inline float nw_fp16(float v)
+{
+    if (v > NW_FP16_MAX)
+        v = NW_FP16_MAX;
+    else if (v < -NW_FP16_MAX)
+        v = -NW_FP16_MAX;
+    return (float)(__fp16)v;
+}
+
+static inline uint32_t nw_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, sizeof b);
+    return b;
+}
+
+static inline float nw_from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, sizeof f);
+    return f;
+}
+
+/* The int16 grid of one group of fp16 values: v[i] = round(x16[i] / 2^E),
+ * *fe = 2^E, returns sum v. E = floor(log2 max|x16|) - 14 so |v| < 2^15
+ * (clamped all the same). An all-zero group has E = 0; a NaN makes *fe NaN. */
+static int32_t nw_grid(const float *x16, size_t len, int16_t *v, float *fe)
+{
+    float mx = 0.0f;
+    int nan = 0;
+    for (size_t i = 0; i < len; i++) {
+        float a = fabsf(x16[i]);
+        if (a != a)
+            nan = 1;
+        else if (a > mx)
+            mx = a;
+    }
+    int e = 0;
+    if (mx > 0.0f) {
+        (void)frexpf(mx, &e); /* mx = f 2^e, f in [0.5, 1): floor(log2 mx) = e - 1 */
+        e = e - 1 - 14;
+    }
+    const float inv = ldexpf(1.0f, -e);
+    int32_t sum = 0;
+    for (size_t i = 0; i < len; i++) {
+        float q = x16[i] != x16[i] ? 0.0f : rintf(x16[i] * inv);
+        long iv = (long)q;
+        if (iv > 32767)
+            iv = 32767;
+        else if (iv < -32768)
+            iv = -32768;
+        v[i] = (int16_t)iv;
+        sum += (int32_t)iv;
+    }
+    *fe = nan ? NAN : ldexpf(1.0f, e);
+    return sum;
+}
+
+/* Bytes of the prepared activations for `path`, m rows of k; -1 on overflow.
+ * Offsets of the sections in *o (indices as used by nw_prepare). */
+typedef struct nw_act_layout {
+    size_t xf, xb, xh, xl, xp, sv, fe, total;
+} nw_act_layout;
+
+static int nw_act_size(nw_path path, uint32_t m, uint32_t k, nw_act_layout *o)
+{
+    size_t mk, mg, off = 0, b;
+    const size_t groups = k / NW_G, pairs = ((size_t)m + 1u) / 2u;
+
+    memset(o, 0, sizeof *o);
+    if (nw_mul(m, k, &mk) != 0 || nw_mul(m, groups, &mg) != 0)
+        return -1;
+    switch (path) {
+    case NW_PATH_NEON:
+        if (nw_mul(mk, sizeof(float), &b) != 0 || nw_section(&off, b, &o->xf) != 0)
+            return -1;
+        break;
+    case NW_PATH_BF16:
+        if (nw_mul(mk, 2u * sizeof(uint16_t), &b) != 0 || nw_section(&off, b, &o->xb) != 0)
+            return -1;
+        break;
+    case NW_PATH_DOTPROD:
+        if (nw_section(&off, mk, &o->xh) != 0 || nw_section(&off, mk, &o->xl) != 0)
+            return -1;
+        break;
+    case NW_PATH_I8MM:
+        if (nw_mul(pairs, (size_t)k * 4u, &b) != 0 || nw_section(&off, b, &o->xp) != 0)
+            return -1;
+        break;
+    }
+    if ((path == NW_PATH_DOTPROD || path == NW_PATH_I8MM) &&
+        (nw_section(&off, mg * sizeof(int32_t), &o->sv) != 0 ||
+         nw_section(&off, mg * sizeof(float), &o->fe) != 0))
+        return -1;
+    o->total = off;
+    return 0;
+}
+
+/* Fill the prepared activations of `path` into mem (laid out by *o). */
+static void nw_prepare(nw_path path, const edgert_gemm_args *args, uint32_t k,
+                       const nw_act_layout *o, unsigned char *mem, nw_act *a)
+{
+    const size_t groups = k / NW_G;
+    const uint32_t m = args->m;
+
+    memset(a, 0, sizeof *a);
+    a->m = m;
+    a->xf = (const float *)(const void *)(mem + o->xf);
+    a->xb = (const uint16_t *)(const void *)(mem + o->xb);
+    a->xh = (const int8_t *)(const void *)(mem + o->xh);
+    a->xl = mem + o->xl;
+    a->xp = mem + o->xp;
+    a->sv = (const int32_t *)(const void *)(mem + o->sv);
+    a->fe = (const float *)(const void *)(mem + o->fe);
+
+    if (path == NW_PATH_I8MM && (m & 1u)) /* the odd last row's partner: zeros */
+        memset(mem + o->xp + ((size_t)m / 2u) * k * 4u, 0, (size_t)k * 4u);
+
+    for (uint32_t i = 0; i < m; i++) {
+        const float *x = args->x + (size_t)i * args->ldx;
+        for (size_t g = 0; g < groups; g++) {
+            float x16[NW_G];
+            for (size_t c = 0; c < NW_G; c++)
+                x16[c] = nw_fp16(x[g * NW_G + c]);
+
+            if (path == NW_PATH_NEON) {
+                memcpy((float *)(void *)(mem + o->xf) + (size_t)i * k + g * NW_G, x16,
+                       sizeof x16);
+            } else if (path == NW_PATH_BF16) {
+                /* per k-quad: 4 x hi, then 4 x lo; hi + lo == x16 exactly */
+                uint16_t *xb = (uint16_t *)(void *)(mem + o->xb) + ((size_t)i * k + g * NW_G) * 2u;
+                for (size_t c = 0; c < NW_G; c++) {
+                    uint32_t hb = nw_bits(x16[c]) & 0xffff0000u;
+                    float lo = x16[c] - nw_from_bits(hb);
+                    xb[(c / 4u) * 8u + c % 4u] = (uint16_t)(hb >> 16);
+                    xb[(c / 4u) * 8u + 4u + c % 4u] = (uint16_t)(nw_bits(lo) >> 16);
+                }
+            } else {
+                int16_t v[NW_G];
+                float fe;
+                int32_t sv = nw_grid(x16, NW_G, v, &fe);
+                ((int32_t *)(void *)(mem + o->sv))[(size_t)i * groups + g] = sv;
+                ((float *)(void *)(mem + o->fe))[(size_t)i * groups + g] = fe;
+                if (path == NW_PATH_DOTPROD) {
+                    int8_t *xh = (int8_t *)(void *)(mem + o->xh) + (size_t)i * k + g * NW_G;
+                    uint8_t *xl = mem + o->xl + (size_t)i * k + g * NW_G;
+                    for (size_t c = 0; c < NW_G; c++) {
+                        xh[c] = (int8_t)(v[c] >> 8); /* arithmetic shift: floor */
+                        xl[c] = (uint8_t)(v[c] & 0xff);
+                    }
+                } else {
+                    /* pair i / 2, slot i % 2; blocks of 8 columns */
+                    uint8_t *xp = mem + o->xp + ((size_t)(i / 2u) * (k / 8u) + g * (NW_G / 8u)) * 32u;
+                    for (size_t c = 0; c < NW_G; c++) {
+                        uint8_t *blk = xp + (c / 8u) * 32u + (i % 2u) * 8u + c % 8u;
+                        blk[0] = (uint8_t)(int8_t)(v[c] >> 8);
+                        blk[16] = (uint8_t)(v[c] & 0xff);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- plugin functions ------------------------------------------------------ */
+
+/* "path=<name>" with optional blanks around; *out on success. */
+static edgert_status nw_parse_options(const edgert_host *host, const char *options, nw_path *out,
+                                      char *err, size_t err_len)
+{
+    char name[16];
+    const char *s = options, *e;
+    int autop = 0;
+
+    if (s == NULL)
+        s = "";
+    while (*s == ' ' || *s == '\t')
+        s++;
+    e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+        e--;
+    if (s == e) {
+        autop = 1;
+    } else {
+        if ((size_t)(e - s) < 5u || strncmp(s, "path=", 5) != 0 || (size_t)(e - s - 5) >= sizeof name) {
+            nw_err(err, err_len,
+                   NW_NAME ": init: unknown option '%s' (accepted: path=auto|neon|bf16|dotprod|i8mm)",
+                   options);
+            return EDGERT_E_USAGE;
+        }
+        memcpy(name, s + 5, (size_t)(e - s - 5));
+        name[e - s - 5] = '\0';
+        if (strcmp(name, "auto") == 0)
+            autop = 1;
+    }
+
+    if (!nw_has(host, EDGERT_CPU_ASIMD)) {
+        nw_err(err, err_len,
+               NW_NAME ": init: this CPU lacks the CPU flag asimd (Advanced SIMD), which every "
+                       "path needs");
+        return EDGERT_E_UNSUPPORTED;
+    }
+    if (autop) {
+        static const nw_path order[] = {NW_PATH_I8MM, NW_PATH_DOTPROD, NW_PATH_BF16, NW_PATH_NEON};
+        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+            if (nw_has(host, nw_paths[order[i]].flag)) {
+                *out = order[i];
+                return EDGERT_OK;
+            }
+        }
+        *out = NW_PATH_NEON;
+        return EDGERT_OK;
+    }
+    for (size_t i = 0; i < NW_PATH_COUNT; i++) {
+        if (strcmp(name, nw_paths[i].name) != 0)
+            continue;
+        if (!nw_has(host, nw_paths[i].flag)) {
+            nw_err(err, err_len,
+                   NW_NAME ": init: path=%s needs the CPU flag %s, which this CPU lacks", name,
+                   nw_paths[i].flag_name);
+            return EDGERT_E_UNSUPPORTED;
+        }
+        *out = (nw_path)i;
+        return EDGERT_OK;
+    }
+    nw_err(err, err_len,
+           NW_NAME ": init: unknown path '%s' in option '%s' (accepted: path=auto|neon|bf16|"
+                   "dotprod|i8mm)",
+           name, options);
+    return EDGERT_E_USAGE;
+}
+
+static edgert_status nw_init(const edgert_host *host, const char *options, void **state,
+                             char *err, size_t err_len)
+{
+    if (state == NULL) {
+        nw_err(err, err_len, NW_NAME ": init: state pointer is NULL");
+        return EDGERT_E_USAGE;
+    }
+    *state = NULL;
+    if (host == NULL) {
+        nw_err(err, err_len, NW_NAME ": init: host table is NULL");
+        return EDGERT_E_USAGE;
+    }
+    const size_t need = offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags);
+    if (host->struct_size < need || host->alloc == NULL || host->free == NULL ||
+        host->parallel_for == NULL || host->log == NULL) {
+        nw_err(err, err_len,
+               NW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
+                       "with alloc, free, parallel_for, log and cpu_flags)",
+               (unsigned)host->struct_size, need);
+        return EDGERT_E_USAGE;
+    }
+    nw_path path = NW_PATH_NEON;
+    edgert_status rc = nw_parse_options(host, options, &path, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+
+    nw_state *st = host->alloc(host->host_ctx, sizeof *st, NW_ALIGN);
+    if (st == NULL) {
+        nw_err(err, err_len, NW_NAME ": init: cannot allocate %zu bytes of instance state",
+               sizeof *st);
+        return EDGERT_E_NOMEM;
+    }
+    st->host = host;
+    st->path = path;
+    *state = st;
+    host->log(host->host_ctx, EDGERT_LOG_DEBUG, NW_NAME ": instance ready, path %s (%s)",
+              nw_paths[path].name, nw_paths[path].describe);
+    return EDGERT_OK;
+}
+
+static void nw_fini(void *state)
+{
+    nw_state *st = state;
+    if (st == NULL)
+        return;
+    st->host->free(st->host->host_ctx, st);
+}
+
+static const char *nw_describe(void *state)
+{
+    const nw_state *st = state;
+    return st != NULL ? nw_paths[st->path].describe : NULL;
+}
+
+/* ---- packing ---------------------------------------------------------------- */
+
+typedef struct nw_pack_job {
+    const edgert_qweights *w;
+    uint8_t *codes;
+    float *scales;
+    uint8_t *zeros;
+    size_t groups;
+} nw_pack_job;
+
+static inline unsigned nw_canon_code(const uint8_t *row_codes, size_t c)
+{
+    unsigned b = row_codes[c / 2u];
+    return (c & 1u) ? (b >> 4) : (b & 15u);
+}
+
+/* parallel_for task: panels [begin, end), written straight from the canonical form */
+static void nw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const nw_pack_job *job = arg;
+    const edgert_qweights *w = job->w;
+    const size_t stride = ((size_t)w->k + 1u) / 2u, groups = job->groups;
+
+    (void)worker;
+    for (size_t p = begin; p < end; p++) {
+        for (size_t g = 0; g < groups; g++) {
+            const size_t pg = p * groups + g;
+            uint8_t *tile = job->codes + pg * NW_TILE;
+            for (unsigned r = 0; r < NW_NR; r++) {
+                const size_t row = p * NW_NR + r;
+                if (row >= w->n) { /* padding row: contributes 0 */
+                    for (unsigned t = 0; t < NW_CHUNKS; t++)
+                        memset(tile + 16u * t + 4u * r, 0, 4u);
+                    job->scales[pg * NW_NR + r] = 0.0f;
+                    job->zeros[pg * NW_NR + r] = 0u;
+                    continue;
+                }
+                const uint8_t *rc = w->codes + row * stride;
+                for (unsigned t = 0; t < NW_CHUNKS; t++) {
+                    const size_t c0 = g * NW_G + 8u * t;
+                    for (unsigned i = 0; i < 4u; i++)
+                        tile[16u * t + 4u * r + i] =
+                            (uint8_t)(nw_canon_code(rc, c0 + i) | (nw_canon_code(rc, c0 + 4u + i) << 4));
+                }
+                job->scales[pg * NW_NR + r] = w->scales[row * groups + g];
+                job->zeros[pg * NW_NR + r] = w->zeros != NULL ? w->zeros[row * groups + g] : 8u;
+            }
+        }
+    }
+}
+
+static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
+                             size_t *packed_bytes, char *err, size_t err_len)
+{
+    nw_state *st = state;
+    const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
+    size_t groups, panels, pg, off_codes, off_scales, off_zeros, bytes, total = 0;
+
+    if (packed == NULL || packed_bytes == NULL || st == NULL) {
+        nw_err(err, err_len, NW_NAME ": pack: state, packed or packed_bytes is NULL");
+        return EDGERT_E_USAGE;
+    }
+    *packed = NULL;
+    *packed_bytes = 0u;
+    if (w == NULL || w->struct_size < need) {
+        nw_err(err, err_len, NW_NAME ": pack: weights descriptor is NULL or too small "
+                             "(struct_size %u, need >= %zu)",
+               w != NULL ? (unsigned)w->struct_size : 0u, need);
+        return EDGERT_E_USAGE;
+    }
+    const char *name = w->struct_size >= offsetof(edgert_qweights, name) + sizeof(w->name)
+                           ? nw_tensor_name(w->name)
+                           : nw_tensor_name(NULL);
+    if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
+        nw_err(err, err_len,
+               NW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
+                       "and scales non-NULL",
+               name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
+        return EDGERT_E_USAGE;
+    }
+    if (w->group != NW_G) {
+        nw_err(err, err_len,
+               NW_NAME ": pack '%s' [n=%u k=%u group=%u]: only group size %u is supported "
+                       "(the packed layout holds whole groups of %u)",
+               name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, NW_G, NW_G);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    if (w->k % NW_G != 0u) {
+        nw_err(err, err_len,
+               NW_NAME ": pack '%s' [n=%u k=%u group=%u]: k must be a multiple of %u (%u is "
+                       "not); this backend has no partial groups",
+               name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, NW_G, (unsigned)w->k);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    groups = w->k / NW_G;
+    panels = ((size_t)w->n + NW_NR - 1u) / NW_NR;
+    if (w->zeros != NULL) {
+        for (size_t i = 0; i < (size_t)w->n * groups; i++) {
+            if (w->zeros[i] > 15u) {
+                nw_err(err, err_len,
+                       NW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group "
+                               "%zu is outside [0, 15]",
+                       name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                       (unsigned)w->zeros[i], i / groups, i % groups);
+                return EDGERT_E_USAGE;
+            }
+        }
+    }
+    if (nw_mul(panels, groups, &pg) != 0 || nw_section(&total, sizeof(nw_packed), &bytes) != 0 ||
+        nw_mul(pg, NW_TILE, &bytes) != 0 || nw_section(&total, bytes, &off_codes) != 0 ||
+        nw_mul(pg, NW_NR * sizeof(float), &bytes) != 0 ||
+        nw_section(&total, bytes, &off_scales) != 0 ||
+        nw_section(&total, pg * NW_NR, &off_zeros) != 0) {
+        nw_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+               name, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_NOMEM;
+    }
+
+    const edgert_host *host = st->host;
+    unsigned char *mem = host->alloc(host->host_ctx, total, NW_ALIGN);
+    if (mem == NULL) {
+        nw_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
+               (unsigned)w->n, (unsigned)w->k, total);
+        return EDGERT_E_NOMEM;
+    }
+    nw_packed *p = (nw_packed *)(void *)mem;
+    memset(p, 0, sizeof *p);
+    nw_pack_job job = {
+        .w = w,
+        .codes = mem + off_codes,
+        .scales = (float *)(void *)(mem + off_scales),
+        .zeros = mem + off_zeros,
+        .groups = groups,
+    };
+    size_t grain = NW_MIN_TASK_MACS / (NW_NR * (size_t)w->k) + 1u;
+    host->parallel_for(host->host_ctx, panels, grain, nw_pack_panels, &job);
+
+    p->magic = NW_PACKED_MAGIC;
+    p->n = w->n;
+    p->k = w->k;
+    p->groups = groups;
+    p->panels = panels;
+    p->codes = job.codes;
+    p->scales = job.scales;
+    p->zeros = job.zeros;
+    p->bytes = total;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    *packed = p;
+    *packed_bytes = total;
+    return EDGERT_OK;
+}
+
+static void nw_packed_free(void *state, void *packed)
+{
+    nw_state *st = state;
+    if (st == NULL || packed == NULL)
+        return;
+    st->host->free(st->host->host_ctx, packed);
+}
+
+/* ---- gemm -------------------------------------------------------------------- */
+
+typedef struct nw_run {
+    nw_job job;
+    nw_kernel_fn kernel;
+} nw_run;
+
+static void nw_run_panels(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const nw_run *run = arg;
+    (void)worker;
+    run->kernel(&run->job, begin, end);
+}
+
+static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_args *args,
+                             char *err, size_t err_len)
+{
+    nw_state *st = state;
+    const nw_packed *w = packed;
+    size_t span, per_panel;
+    nw_act_layout lay;
+
+    if (st == NULL || w == NULL || w->magic != NW_PACKED_MAGIC) {
+        nw_err(err, err_len, NW_NAME ": gemm: NULL state or not a " NW_NAME " packed handle");
+        return EDGERT_E_USAGE;
+    }
+    if (args == NULL || args->struct_size < offsetof(edgert_gemm_args, ldy) + sizeof(args->ldy)) {
+        nw_err(err, err_len, NW_NAME ": gemm on '%s': arguments NULL or too small (struct_size %u)",
+               w->name, args != NULL ? (unsigned)args->struct_size : 0u);
+        return EDGERT_E_USAGE;
+    }
+    if (args->m == 0u || args->x == NULL || args->y == NULL) {
+        nw_err(err, err_len,
+               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y non-NULL",
+               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_USAGE;
+    }
+    if (args->ldx < w->k || args->ldy < w->n) {
+        nw_err(err, err_len,
+               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must be >= "
+                       "k, ldy %zu must be >= n)",
+               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, args->ldx, args->ldy);
+        return EDGERT_E_USAGE;
+    }
+    if (nw_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
+        nw_mul((size_t)args->m - 1u, args->ldy, &span) != 0 ||
+        nw_act_size(st->path, args->m, w->k, &lay) != 0) {
+        nw_err(err, err_len,
+               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: sizes overflow size_t", w->name,
+               (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_USAGE;
+    }
+
+    const edgert_host *host = st->host;
+    unsigned char *mem = host->alloc(host->host_ctx, lay.total, NW_ALIGN);
+    if (mem == NULL) {
+        nw_err(err, err_len,
+               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes of prepared "
+                       "activations",
+               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, lay.total);
+        return EDGERT_E_NOMEM;
+    }
+    nw_act act;
+    nw_prepare(st->path, args, w->k, &lay, mem, &act);
+
+    nw_run run = {
+        .job = {.w = w, .a = &act, .y = args->y, .ldy = args->ldy},
+        .kernel = nw_paths[st->path].kernel,
+    };
+    size_t grain = 1u;
+    if (nw_mul((size_t)w->k * NW_NR, args->m, &per_panel) == 0 && per_panel < NW_MIN_TASK_MACS)
+        grain = (NW_MIN_TASK_MACS + per_panel - 1u) / per_panel;
+    host->parallel_for(host->host_ctx, w->panels, grain, nw_run_panels, &run);
+
+    host->free(host->host_ctx, mem);
+    return EDGERT_OK;
+}
+
+/* ---- self-test ---------------------------------------------------------------- */
+
+static uint32_t nw_xorshift32(uint32_t *s)
+{
+    uint32_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    return *s = x;
+}
+
+typedef struct nw_case {
+    uint32_t m, n, k;
+    int symmetric;
+} nw_case;
+
+/* A partial panel (n = 6, 5), an odd m (the i8mm pair with zeros), two
+ * groups, and symmetric weights. */
+static const nw_case nw_cases[] = {
+    {3u, 6u, 256u, 0},
+    {2u, 5u, 128u, 1},
+};
+
+#define NW_ST_K 256u
+#define NW_ST_N 6u
+#define NW_ST_M 3u
+#define NW_ST_PAD 2u
+#define NW_ST_SENTINEL -12345.0f
+
+/* The activation value a path multiplies with (what nw_prepare encodes). */
+static void nw_effective_x(nw_path path, const float *x, uint32_t k, double *out)
+{
+    for (uint32_t g = 0; g < k / NW_G; g++) {
+        float x16[NW_G];
+        for (uint32_t c = 0; c < NW_G; c++)
+            x16[c] = nw_fp16(x[g * NW_G + c]);
+        if (path == NW_PATH_NEON || path == NW_PATH_BF16) {
+            for (uint32_t c = 0; c < NW_G; c++)
+                out[g * NW_G + c] = x16[c];
+        } else {
+            int16_t v[NW_G];
+            float fe;
+            (void)nw_grid(x16, NW_G, v, &fe);
+            for (uint32_t c = 0; c < NW_G; c++)
+                out[g * NW_G + c] = (double)v[c] * fe;
+        }
+    }
+}
+
+static edgert_status nw_self_test_case(nw_state *st, const nw_case *tc, uint32_t seed, char *err,
+                                       size_t err_len)
+{
+    uint8_t codes[NW_ST_N * NW_ST_K / 2u];
+    float scales[NW_ST_N * (NW_ST_K / NW_G)];
+    uint8_t zeros[NW_ST_N * (NW_ST_K / NW_G)];
+    float x[NW_ST_M * (NW_ST_K + NW_ST_PAD)];
+    float y[NW_ST_M * (NW_ST_N + NW_ST_PAD)];
+    double xe[NW_ST_K];
+    const size_t groups = tc->k / NW_G, stride = tc->k / 2u;
+    const size_t ldx = (size_t)tc->k + NW_ST_PAD, ldy = (size_t)tc->n + NW_ST_PAD;
+    void *packed = NULL;
+    size_t packed_bytes = 0u;
+    edgert_status rc;
+
+    for (size_t i = 0; i < tc->n * stride; i++)
+        codes[i] = (uint8_t)nw_xorshift32(&seed);
+    for (size_t i = 0; i < tc->n * groups; i++) {
+        scales[i] = 0.01f + (float)(nw_xorshift32(&seed) % 1000u) * 4e-5f;
+        zeros[i] = (uint8_t)(nw_xorshift32(&seed) % 16u);
+    }
+    /* x in [-1, 1], one outlier per row (the int16 grid's rounding case) and
+     * one value past the fp16 range (saturation) */
+    for (size_t i = 0; i < tc->m * ldx; i++)
+        x[i] = (float)((int)(nw_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
+    for (size_t i = 0; i < tc->m; i++) {
+        x[i * ldx + 5u] = 300.0f;
+        x[i * ldx + tc->k - 1u] = -70000.0f;
+    }
+    for (size_t i = 0; i < tc->m * ldy; i++)
+        y[i] = NW_ST_SENTINEL;
+
+    edgert_qweights qw = {
+        .struct_size = sizeof(edgert_qweights), .n = tc->n, .k = tc->k, .group = NW_G,
+        .codes = codes, .scales = scales, .zeros = tc->symmetric ? NULL : zeros,
+        .name = "self-test",
+    };
+    rc = nw_pack(st, &qw, &packed, &packed_bytes, err, err_len);
+    if (rc != EDGERT_OK)
+        goto out;
+    edgert_gemm_args ga = {
+        .struct_size = sizeof(edgert_gemm_args), .m = tc->m, .x = x, .ldx = ldx, .y = y,
+        .ldy = ldy,
+    };
+    rc = nw_gemm(st, packed, &ga, err, err_len);
+    if (rc != EDGERT_OK)
+        goto out;
+
+    /* Oracle: the path's own activation values (fp16, or the int16 grid),
+     * exact products and sums in double. Left: only the plugin's fp32 sums,
+     * well below 2^-16 of sum |x w| for k <= 256. */
+    for (size_t i = 0; i < tc->m; i++) {
+        nw_effective_x(st->path, x + i * ldx, tc->k, xe);
+        for (size_t r = 0; r < ldy; r++) {
+            float got = y[i * ldy + r];
+            if (r >= tc->n) {
+                if (got != NW_ST_SENTINEL) {
+                    nw_err(err, err_len,
+                           NW_NAME ": self-test (%s) m=%u n=%u k=%u: y[%zu][%zu] beyond n was "
+                                   "written",
+                           nw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n,
+                           (unsigned)tc->k, i, r);
+                    rc = EDGERT_E_PLUGIN;
+                    goto out;
+                }
+                continue;
+            }
+            double acc = 0.0, mag = 0.0;
+            for (size_t c = 0; c < tc->k; c++) {
+                unsigned q = nw_canon_code(codes + r * stride, c);
+                int z = tc->symmetric ? 8 : (int)zeros[r * groups + c / NW_G];
+                double t = xe[c] * (double)scales[r * groups + c / NW_G] * (double)((int)q - z);
+                acc += t;
+                mag += fabs(t);
+            }
+            double tol = mag * 0x1p-16 + 1e-30;
+            if (!(fabs((double)got - acc) <= tol)) { /* also catches NaN */
+                nw_err(err, err_len,
+                       NW_NAME ": self-test (%s) m=%u n=%u k=%u %s: y[%zu][%zu] = %.9g but the "
+                               "scalar loop gives %.9g (|err| %.3g > tolerance %.3g)",
+                       nw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
+                       tc->symmetric ? "symmetric" : "asymmetric", i, r, (double)got, acc,
+                       fabs((double)got - acc), tol);
+                rc = EDGERT_E_PLUGIN;
+                goto out;
+            }
+        }
+    }
+    rc = EDGERT_OK;
+out:
+    nw_packed_free(st, packed);
+    return rc;
+}
+
+static edgert_status nw_self_test(void *state, char *err, size_t err_len)
+{
+    nw_state *st = state;
+    if (st == NULL) {
+        nw_err(err, err_len, NW_NAME ": self-test: state is NULL");
+        return EDGERT_E_USAGE;
+    }
+    for (size_t i = 0; i < sizeof nw_cases / sizeof nw_cases[0]; i++) {
+        edgert_status rc = nw_self_test_case(st, &nw_cases[i], 0x2545F491u + (uint32_t)i, err,
+                                             err_len);
+        if (rc != EDGERT_OK)
+            return rc;
+    }
+    return EDGERT_OK;
+}
+
+/* ---- descriptor and entry ----------------------------------------------------- */
+
+static const edgert_plugin nw_plugin_v1 = {
+    .struct_size = sizeof(edgert_plugin),
+    .abi_version = 1u,
+    .name = NW_NAME,
+    .version = NW_VERSION,
+    .caps = EDGERT_CAP_GEMM,
+    .init = nw_init,
+    .fini = nw_fini,
+    .self_test = nw_self_test,
+    .describe = nw_describe,
+    .pack = nw_pack,
+    .packed_free = nw_packed_free,
+    .gemm = nw_gemm,
+    .export_graph = NULL,
+};
+
+EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
+                                                       const edgert_host *host,
+                                                       const edgert_plugin **out, char *err,
+                                                       size_t err_len);
+
+EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
+                                                       const edgert_host *host,
+                                                       const edgert_plugin **out, char *err,
+                                                       size_t err_len)
+{
+    (void)host; /* the instance gets the host table again in init() */
+
+    if (out == NULL) {
+        nw_err(err, err_len, NW_NAME ": entry: descriptor out-pointer is NULL");
+        return EDGERT_E_USAGE;
+    }
+    *out = NULL;
+    uint32_t lo = abi_min > EDGERT_PLUGIN_ABI_MIN ? abi_min : EDGERT_PLUGIN_ABI_MIN;
+    uint32_t hi = abi_max < EDGERT_PLUGIN_ABI_MAX ? abi_max : EDGERT_PLUGIN_ABI_MAX;
+    if (lo > hi) {
+        nw_err(err, err_len,
+               NW_NAME ": no common plugin ABI: the host offers [%u, %u], this plugin implements "
+                       "[%u, %u]",
+               (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
+               (unsigned)EDGERT_PLUGIN_ABI_MAX);
+        return EDGERT_E_ABI;
+    }
+    if (hi == 1u) {
+        *out = &nw_plugin_v1;
+        return EDGERT_OK;
+    }
+    nw_err(err, err_len, NW_NAME ": ABI %u is in range but has no descriptor (plugin bug)",
+           (unsigned)hi);
+    return EDGERT_E_ABI;
+}

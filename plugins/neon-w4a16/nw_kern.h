@@ -1,0 +1,101 @@
+/*
+ * plugins/neon-w4a16/nw_kern.h — what the dispatch file (neon_w4a16.c) and
+ * the per-ISA kernel files share: the packed layout, the prepared
+ * activations and the kernel entry points. Internal to this plugin.
+ *
+ * Packed layout (one layout for every path; see neon_w4a16.c for the
+ * packing): W is cut into panels of NW_NR = 4 output rows (the last panel is
+ * padded with zero rows: code 0, scale 0, zero point 0) and along K into
+ * groups of NW_G = 128. One (panel, group) tile is 256 bytes of codes: 16
+ * chunks of 16 bytes, chunk t covering columns [8t, 8t + 8):
+ *
+ *     byte j of chunk t (r = j / 4, i = j % 4):
+ *         low nibble  = q[row r][8t + i]       (k-quad 2t)
+ *         high nibble = q[row r][8t + 4 + i]   (k-quad 2t + 1)
+ *
+ * so `b & 15` is the 4 rows x 4 columns of k-quad 2t, row-major, which is
+ * what SDOT/UDOT by-element and a row-per-register fp32 FMA want, and
+ * zipping the 32-bit lanes of the low and high nibbles gives 2 rows x 8
+ * columns, what SMMLA/UMMLA (and, four columns at a time, BFMMLA) want.
+ * Codes: panels x groups x 256 bytes, panel-major (a panel's K is
+ * contiguous); scales: panels x groups x 4 fp32 (canonical values, not
+ * rounded); zero points: panels x groups x 4 bytes. Bits per weight:
+ * 4 + (32 + 8) / 128 = 4.3125 when n is a multiple of 4.
+ */
+#ifndef NW_KERN_H
+#define NW_KERN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NW_NR 4u        /* output rows per panel */
+#define NW_G 128u       /* group size along K (the only one accepted) */
+#define NW_TILE 256u    /* code bytes per (panel, group) */
+#define NW_CHUNKS 16u   /* 16-byte chunks per tile */
+
+typedef struct nw_packed {
+    uint32_t magic;
+    uint32_t n, k;
+    size_t groups;        /* k / NW_G */
+    size_t panels;        /* ceil(n / NW_NR) */
+    const uint8_t *codes; /* panels * groups * NW_TILE */
+    const float *scales;  /* panels * groups * NW_NR */
+    const uint8_t *zeros; /* panels * groups * NW_NR */
+    size_t bytes;         /* the whole allocation, header included */
+    char name[64];        /* for error messages; truncated */
+} nw_packed;
+
+/*
+ * Activations as each path consumes them, prepared once per gemm call by the
+ * dispatch file from the fp32 x. Every path starts from x rounded to fp16
+ * (saturated to +-65504): the backend's activations are fp16 (manifest).
+ *
+ *   neon:    xf[m][k]      the fp16 values as fp32 (exact)
+ *   bf16:    xb[m][k / 4][8] bf16 bits, per k-quad {hi x4, lo x4} with
+ *            hi + lo == the fp16 value exactly (hi: its top 8 significant
+ *            bits, lo: the remaining 3)
+ *   dotprod: each (row, group) on an int16 grid: v = round(x16 / 2^E), E =
+ *            floor(log2 max|x16|) - 14, so |v| < 2^15; xh[m][k] = v >> 8
+ *            (signed), xl[m][k] = v & 255 (unsigned), v = 256 xh + xl;
+ *            sv[m][g] = sum of v, fe[m][g] = 2^E
+ *   i8mm:    the same int16 split, interleaved for row pairs:
+ *            xp[pair][k / 8][32] = {xh of row 2p (8), xh of row 2p+1 (8),
+ *            xl of row 2p (8), xl of row 2p+1 (8)}; the partner of an odd
+ *            last row is zeros.
+ */
+typedef struct nw_act {
+    uint32_t m;
+    const float *xf;
+    const uint16_t *xb;
+    const int8_t *xh;
+    const uint8_t *xl;
+    const uint8_t *xp;
+    const int32_t *sv;
+    const float *fe;
+} nw_act;
+
+/* One gemm call: panels [begin, end) of w for all m rows of the activations. */
+typedef struct nw_job {
+    const nw_packed *w;
+    const nw_act *a;
+    float *y;
+    size_t ldy;
+} nw_job;
+
+typedef void (*nw_kernel_fn)(const nw_job *job, size_t panel_begin, size_t panel_end);
+
+/* y[m][n0 .. n0 + valid) += v[0 .. valid) */
+static inline void nw_y_add(float *y, const float *v, unsigned valid)
+{
+    for (unsigned r = 0; r < valid; r++)
+        y[r] += v[r];
+}
+
+/* Each in its own file, compiled with exactly the ISA extension it uses;
+ * the dispatch file calls one only after checking the host's CPU flags. */
+void nw_kern_neon(const nw_job *job, size_t panel_begin, size_t panel_end);    /* armv8-a */
+void nw_kern_bf16(const nw_job *job, size_t panel_begin, size_t panel_end);    /* +bf16 */
+void nw_kern_dotprod(const nw_job *job, size_t panel_begin, size_t panel_end); /* +dotprod */
+void nw_kern_i8mm(const nw_job *job, size_t panel_begin, size_t panel_end);    /* +i8mm */
+
+#endif /* NW_KERN_H */
