@@ -498,8 +498,31 @@ static void test_missing_flags(void **state)
     dlclose(h);
 }
 
+#if !defined(__x86_64__)
+/* On another arch (the ARM64 cross build, run under qemu) the plugin folder
+ * builds nothing and the manifest's arch gate must refuse the backend before
+ * any load: that is all there is to test there. */
+static void test_gated_out_on_other_arch(void **state)
+{
+    fx *f = *state;
+    const edgert_candidate *c = edgert_candidate_find(f->ctx, AW);
+    assert_non_null(c);
+    assert_int_not_equal(edgert_device_facts(f->ctx)->arch, EDGERT_ARCH_X86_64);
+    assert_false(c->eligible);
+    assert_false(c->loaded);
+    int wrong_arch = 0;
+    for (size_t i = 0; i < c->reason_count; i++)
+        wrong_arch |= strcmp(c->reasons[i], "WRONG_ARCH") == 0;
+    assert_true(wrong_arch);
+}
+#endif
+
 int main(void)
 {
+#if !defined(__x86_64__)
+    const struct CMUnitTest other_arch[] = {cmocka_unit_test(test_gated_out_on_other_arch)};
+    return cmocka_run_group_tests_name(AW, other_arch, setup, teardown);
+#endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_missing_flags),

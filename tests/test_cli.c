@@ -16,6 +16,12 @@
 #include "test_cli_util.h"
 
 #define DEVICES EDGERT_TEST_FIXTURES "/devices"
+/* A shipped backend this build's arch never runs (its arch gate refuses it). */
+#if defined(__aarch64__)
+#define OTHER_ARCH_BACKEND "avx512-w4a16"
+#else
+#define OTHER_ARCH_BACKEND "neon-w4a16"
+#endif
 
 static void test_help(void **state)
 {
@@ -263,7 +269,7 @@ static void test_bench_json(void **state)
     /* bad workload file: exit 4; plan mode: usage error */
     assert_int_equal(run("bench --workload " EDGERT_TEST_FIXTURES "/workloads/bad-k.yaml", NULL), 4);
     assert_int_equal(run("bench --device " DEVICES "/x86-avx2.yaml", NULL), 2);
-    assert_int_equal(run("bench --backend neon-w4a16", NULL), 3);
+    assert_int_equal(run("bench --backend " OTHER_ARCH_BACKEND, NULL), 3);
     assert_int_equal(run("bench --phase sideways", NULL), 2);
 }
 
