@@ -128,18 +128,21 @@ static void progress(const char *what, size_t done, size_t total)
 
 static int family_of(const edgert_candidate *c, const char *path, const peak_result *p)
 {
-    /* The instance's own description names its instructions when it can. */
-    if (path) {
-        if (strstr(path, "tdpbusd") || strstr(path, "AMX int8") || strstr(path, "amx-int8"))
-            return PEAK_AMX_INT8;
-        if (strstr(path, "tdpbf16ps") || strstr(path, "AMX-BF16") || strstr(path, "amx-bf16"))
-            return PEAK_AMX_BF16;
-        if (strstr(path, "vpdpbusd") || strstr(path, "VNNI") || strstr(path, "vnni"))
-            return PEAK_INT8_VNNI;
-        if (strstr(path, "vdpbf16ps"))
-            return PEAK_BF16_DOT;
-    }
-    /* Otherwise by activation type, best family this CPU has. */
+    /* The instance's own description names its instructions: match
+     * mnemonics only (free text like "no VNNI needed" must not count). A
+     * "prefill:" part, when present, is what prefill runs. */
+    static const struct {
+        const char *mnemonic;
+        int family;
+    } m[] = {{"tdpbusd", PEAK_AMX_INT8},    {"tdpbf16ps", PEAK_AMX_BF16},
+             {"vpdpwssd", PEAK_INT16_VNNI}, {"vpdpbusd", PEAK_INT8_VNNI},
+             {"vdpbf16ps", PEAK_BF16_DOT},  {"FMA", PEAK_FP32_FMA}};
+    const char *parts[2] = {path ? strstr(path, "prefill:") : NULL, path};
+    for (int i = 0; i < 2; i++)
+        for (size_t k = 0; parts[i] && k < sizeof m / sizeof m[0]; k++)
+            if (strstr(parts[i], m[k].mnemonic) && !isnan(p->value[m[k].family]))
+                return m[k].family;
+    /* Otherwise by activation type, the best family this CPU has. */
     int bits = c->layout.activation_bits;
     if (bits == 8)
         return !isnan(p->value[PEAK_AMX_INT8]) ? PEAK_AMX_INT8

@@ -24,7 +24,8 @@
 #endif
 
 const char *const peak_names[PEAK_COUNT] = {"fp32_fma_gflops", "bf16_dot_gflops",
-                                            "int8_vnni_gops", "amx_int8_gops", "amx_bf16_gflops"};
+                                            "int8_vnni_gops",  "amx_int8_gops",
+                                            "amx_bf16_gflops", "int16_vnni_gops"};
 
 static double now_s(void)
 {
@@ -331,6 +332,22 @@ __attribute__((target("avx512f,avx512vnni"))) static double vnni_avx512(void)
     return 12.0 * 16.0 * 4.0 * 2.0 * ITERS; /* 16 lanes × 4 bytes × (mul + add) */
 }
 
+__attribute__((target("avx512f,avx512vnni"))) static double vnni16_avx512(void)
+{
+    __m512i x = _mm512_set1_epi16(3), y = _mm512_set1_epi16(-2);
+    ACC12(__m512i, _mm512_setzero_si512());
+#define F(a) _mm512_dpwssd_epi32(a, x, y)
+    for (unsigned i = 0; i < ITERS; i++) {
+        STEP12(F);
+        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
+    }
+#undef F
+    __m512i s = SUM12(_mm512_add_epi32);
+    volatile int sink = _mm512_reduce_add_epi32(s);
+    (void)sink;
+    return 12.0 * 16.0 * 2.0 * 2.0 * ITERS; /* 16 lanes × 2 int16 pairs × (mul + add) */
+}
+
 /* AMX: tile configuration with palette 1, tiles 0..3 accumulators (16 rows x
  * 64 bytes), 4..5 sources. The configuration must be written through memory
  * that the compiler cannot drop before ldtilecfg (GCC 12 dropped such stores
@@ -410,6 +427,7 @@ static void cp_member(team *t, unsigned id)
     case PEAK_FP32_FMA + 200: ops = fma_avx2(); break;
     case PEAK_BF16_DOT: ops = bf16_avx512(); break;
     case PEAK_INT8_VNNI: ops = vnni_avx512(); break;
+    case PEAK_INT16_VNNI: ops = vnni16_avx512(); break;
     case PEAK_AMX_INT8: ops = amx_loop(0); break;
     case PEAK_AMX_BF16: ops = amx_loop(1); break;
 #endif
@@ -459,6 +477,8 @@ void peak_compute(unsigned threads, uint64_t f, peak_result *out)
     if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AVX512_VNNI)) {
         out->value[PEAK_INT8_VNNI] = run_family(&t, PEAK_INT8_VNNI);
         out->isa[PEAK_INT8_VNNI] = "avx512_vnni vpdpbusd";
+        out->value[PEAK_INT16_VNNI] = run_family(&t, PEAK_INT16_VNNI);
+        out->isa[PEAK_INT16_VNNI] = "avx512_vnni vpdpwssd";
     }
     if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_TILE) && EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_INT8)) {
         out->value[PEAK_AMX_INT8] = run_family(&t, PEAK_AMX_INT8);

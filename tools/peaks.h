@@ -28,6 +28,7 @@ enum {
     PEAK_INT8_VNNI,    /* GOP/s:   vpdpbusd */
     PEAK_AMX_INT8,     /* GOP/s:   tdpbusd */
     PEAK_AMX_BF16,     /* GFLOP/s: tdpbf16ps */
+    PEAK_INT16_VNNI,   /* GOP/s:   vpdpwssd (int16 pairs) */
     PEAK_COUNT
 };
 typedef struct peak_result {
