@@ -885,8 +885,8 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     const uint64_t xseed = seed_of(v->c->seed, 0xAC71, name_hash(s->name), k);
     size_t nk = (size_t)n * k;
     edgert_status rc = EDGERT_OK;
-    float *w = NULL, *x = NULL, *yd = NULL, *yb = NULL;
-    edgert_packed *p = NULL;
+    float *w = NULL, *x = NULL, *yd = NULL, *yb = NULL, *yr = NULL;
+    edgert_packed *p = NULL, *pr = NULL;
     edgert_qtensor qt = {0};
     char perr[1024] = "";
 
@@ -927,6 +927,16 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     }
     qt.view.name = s->name;
     rc = edgert_pack(v->b, &qt.view, &p, perr, sizeof perr);
+    /* The head is also run by the reference on the same quantized weights, so
+     * agreement with the reference isolates the kernel's own error. */
+    if (rc == EDGERT_OK && s->head && !v->self) {
+        yr = malloc((size_t)rows * n * sizeof *yr);
+        if (!yr || edgert_pack(v->ref, &qt.view, &pr, perr, sizeof perr) != EDGERT_OK ||
+            run_gemm(v->ref, pr, rows, x, k, yr, n, perr, sizeof perr) != EDGERT_OK) {
+            free(yr);
+            yr = NULL; /* reported as unknown (NaN), never as agreement */
+        }
+    }
     edgert_qtensor_free(&qt);
     if (rc != EDGERT_OK) {
         verr(err, err_len, "pack of shape %s (n=%u k=%u) failed: %s", s->name, n, k, perr);
@@ -983,9 +993,18 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
         r->head_logit_std = lstd / tokens;
         r->head_dense_top1_prob = ptop / tokens;
         r->head_dense_entropy = ent / tokens;
+        r->top1_vs_reference = NAN;
+        if (yr) {
+            size_t same = 0;
+            for (uint32_t t = 0; t < tokens; t++)
+                same += metric_argmax(yb + (size_t)t * n, n) == metric_argmax(yr + (size_t)t * n, n);
+            r->top1_vs_reference = (double)same / tokens;
+        }
     }
 out:
     edgert_packed_free(p);
+    edgert_packed_free(pr);
+    free(yr);
     edgert_qtensor_free(&qt);
     free(w);
     free(x);
@@ -1042,7 +1061,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     snprintf(r->name, sizeof r->name, "%s", backend ? backend : "");
     r->max_abs_err = 0.0;
     r->worst_ratio = 0.0;
-    r->sqnr_min_db = r->top1_agreement = r->kl_mean = NAN;
+    r->sqnr_min_db = r->top1_agreement = r->kl_mean = r->top1_vs_reference = NAN;
     if (!ctx || !c || !w || !backend) {
         verr(err, err_len, "verify_backend: bad arguments");
         return EDGERT_E_USAGE;
@@ -1145,6 +1164,9 @@ static void print_result(const verify_result *r, const char *error)
     printf(" min %.2f\n", r->sqnr_min_db);
     printf("  head         k=%u n=%u, %u tokens: top-1 agreement %.4f, mean KL %.4g nats\n",
            r->head_k, r->head_n, r->tokens, r->top1_agreement, r->kl_mean);
+    if (!isnan(r->top1_vs_reference))
+        printf("               top-1 agreement with %s on the same quantized weights: %.4f\n",
+               VERIFY_REF, r->top1_vs_reference);
     printf("               (weights std %.3f; dense logits: std %.2f, top-1 probability %.3f, "
            "entropy %.2f of log N = %.2f nats)\n",
            r->head_weight_std, r->head_logit_std, r->head_dense_top1_prob, r->head_dense_entropy,
@@ -1172,6 +1194,7 @@ static void json_result(json_w *j, const verify_result *r, const char *error)
     json_knum(j, "min", r->sqnr_min_db);
     json_end_obj(j);
     json_knum(j, "top1_agreement", r->top1_agreement);
+    json_knum(j, "top1_vs_reference", r->top1_vs_reference);
     json_knum(j, "kl_mean", r->kl_mean);
     json_key(j, "head");
     json_obj(j);
