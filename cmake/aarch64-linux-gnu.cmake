@@ -34,6 +34,12 @@
 # the stack-cache list walk. The cross libc is only for linking (older than
 # the runtime one, which is the direction glibc supports); `-L /` (qemu treats
 # it as no prefix) runs everything against the multiarch pair.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+
+set(EDGERT_CROSS_TRIPLE aarch64-linux-gnu)
+set(CMAKE_C_COMPILER ${EDGERT_CROSS_TRIPLE}-gcc)
+
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/)
 
 # Programs (pkg-config, qemu) are the build machine's; libraries and headers

@@ -41,9 +41,10 @@
  * Memory. pack: the packed allocation only; it is written panel by panel
  * straight from the canonical codes, no transient buffer (peak = canonical
  * input + packed output). gemm: one transient allocation per call for the
- * prepared activations, at most 4 * m * k + 8 * m * k / 128 + 64 bytes,
- * i.e. no more than the fp32 x the caller passed (neon, bf16: 4 m k + ...;
- * dotprod, i8mm: about 2 m k), plus a per-task stack tile of at most 2 KiB.
+ * prepared activations, the size of the fp32 x the caller passed or less:
+ * neon and bf16 4 m k bytes, dotprod and i8mm 2 m k (+ 4 k for an odd m)
+ * + 8 bytes per (row, group), plus at most 4 x 64 bytes of alignment; and a
+ * per-task stack tile of at most 2 KiB.
  *
  * Threads: gemm and pack split the panels of 4 output rows over
  * host->parallel_for; nothing is indexed by `worker`. No global mutable
