@@ -30,6 +30,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "edgert/status.h"
 
@@ -227,6 +228,47 @@ typedef edgert_status (*edgert_plugin_entry_fn)(uint32_t abi_min, uint32_t abi_m
 
 /** Declare the entry in a plugin: EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(...) */
 #define EDGERT_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+/**
+ * The usual body of a plugin's entry, header-only so a plugin still links
+ * nothing of the core: pick the newest ABI both the host's [abi_min, abi_max]
+ * and this header's [EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX] contain
+ * (an inverted host range is empty) and hand out the descriptor for it.
+ * `by_abi[v - EDGERT_PLUGIN_ABI_MIN]` is the descriptor for ABI v (NULL if
+ * the plugin has none for v). `name` prefixes the error message.
+ */
+static inline edgert_status edgert_plugin_negotiate(uint32_t abi_min, uint32_t abi_max,
+                                                    const edgert_plugin *const *by_abi,
+                                                    const char *name, const edgert_plugin **out,
+                                                    char *err, size_t err_len)
+{
+    if (out == NULL) {
+        if (err && err_len)
+            snprintf(err, err_len, "%s: entry: descriptor out-pointer is NULL", name);
+        return EDGERT_E_USAGE;
+    }
+    *out = NULL;
+    uint32_t lo = abi_min > EDGERT_PLUGIN_ABI_MIN ? abi_min : EDGERT_PLUGIN_ABI_MIN;
+    uint32_t hi = abi_max < EDGERT_PLUGIN_ABI_MAX ? abi_max : EDGERT_PLUGIN_ABI_MAX;
+    if (lo > hi) {
+        if (err && err_len)
+            snprintf(err, err_len,
+                     "%s: no common plugin ABI: the host offers [%u, %u], this plugin "
+                     "implements [%u, %u]",
+                     name, (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
+                     (unsigned)EDGERT_PLUGIN_ABI_MAX);
+        return EDGERT_E_ABI;
+    }
+    const edgert_plugin *d = by_abi[hi - EDGERT_PLUGIN_ABI_MIN];
+    if (d == NULL) {
+        if (err && err_len)
+            snprintf(err, err_len, "%s: ABI %u is in range but has no descriptor (plugin bug)",
+                     name, (unsigned)hi);
+        return EDGERT_E_ABI;
+    }
+    *out = d;
+    return EDGERT_OK;
+}
 
 #ifdef __cplusplus
 }

@@ -872,27 +872,6 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
-
-    if (out == NULL) {
-        nw_err(err, err_len, NW_NAME ": entry: descriptor out-pointer is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *out = NULL;
-    uint32_t lo = abi_min > EDGERT_PLUGIN_ABI_MIN ? abi_min : EDGERT_PLUGIN_ABI_MIN;
-    uint32_t hi = abi_max < EDGERT_PLUGIN_ABI_MAX ? abi_max : EDGERT_PLUGIN_ABI_MAX;
-    if (lo > hi) {
-        nw_err(err, err_len,
-               NW_NAME ": no common plugin ABI: the host offers [%u, %u], this plugin implements "
-                       "[%u, %u]",
-               (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
-               (unsigned)EDGERT_PLUGIN_ABI_MAX);
-        return EDGERT_E_ABI;
-    }
-    if (hi == 1u) {
-        *out = &nw_plugin_v1;
-        return EDGERT_OK;
-    }
-    nw_err(err, err_len, NW_NAME ": ABI %u is in range but has no descriptor (plugin bug)",
-           (unsigned)hi);
-    return EDGERT_E_ABI;
+    static const edgert_plugin *const by_abi[] = {&nw_plugin_v1}; /* ABI 1 */
+    return edgert_plugin_negotiate(abi_min, abi_max, by_abi, NW_NAME, out, err, err_len);
 }

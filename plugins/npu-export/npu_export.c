@@ -1362,18 +1362,7 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        const edgert_plugin **out, char *err,
                                                        size_t err_len)
 {
-    (void)host;
-    if (!out) {
-        ne_err(err, err_len, NE_NAME ": entry: descriptor out-pointer is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *out = NULL;
-    if (abi_min > 1u || abi_max < 1u) {
-        ne_err(err, err_len, NE_NAME ": no common plugin ABI: the host offers [%u, %u], this "
-                                     "plugin implements [1, 1]", (unsigned)abi_min,
-               (unsigned)abi_max);
-        return EDGERT_E_ABI;
-    }
-    *out = &ne_plugin_v1;
-    return EDGERT_OK;
+    (void)host; /* the instance gets the host table again in init() */
+    static const edgert_plugin *const by_abi[] = {&ne_plugin_v1}; /* ABI 1 */
+    return edgert_plugin_negotiate(abi_min, abi_max, by_abi, NE_NAME, out, err, err_len);
 }

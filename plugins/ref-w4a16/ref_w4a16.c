@@ -656,32 +656,6 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
-
-    if (out == NULL) {
-        ref_err(err, err_len, REF_NAME ": entry: descriptor out-pointer is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *out = NULL;
-
-    /* The newest version both sides implement. An inverted host range
-     * (abi_min > abi_max) is empty, and lo > hi refuses it too. */
-    uint32_t lo = abi_min > EDGERT_PLUGIN_ABI_MIN ? abi_min : EDGERT_PLUGIN_ABI_MIN;
-    uint32_t hi = abi_max < EDGERT_PLUGIN_ABI_MAX ? abi_max : EDGERT_PLUGIN_ABI_MAX;
-    if (lo > hi) {
-        ref_err(err, err_len,
-                REF_NAME ": no common plugin ABI: the host offers [%u, %u], this plugin "
-                         "implements [%u, %u]",
-                (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
-                (unsigned)EDGERT_PLUGIN_ABI_MAX);
-        return EDGERT_E_ABI;
-    }
-    switch (hi) {
-    case 1u:
-        *out = &ref_plugin_v1;
-        return EDGERT_OK;
-    default:
-        ref_err(err, err_len, REF_NAME ": ABI %u is in range but has no descriptor (plugin bug)",
-                (unsigned)hi);
-        return EDGERT_E_ABI;
-    }
+    static const edgert_plugin *const by_abi[] = {&ref_plugin_v1}; /* ABI 1 */
+    return edgert_plugin_negotiate(abi_min, abi_max, by_abi, REF_NAME, out, err, err_len);
 }
