@@ -4,8 +4,10 @@
  * edgert_gemm), every forced path against the reference backend ref-w4a16
  * and against an exact (double) sum, on odd shapes.
  *
- * A path whose CPU flag this machine lacks is skipped with a message (the
- * AMX-BF16 path does not exist in the plugin: no hardware to test it on).
+ * A path whose CPU flag this machine lacks is skipped with a message. Path
+ * amx (AMX-BF16 tiles for prefill) also runs on a software model of the
+ * tiles: the plugin's sources built as the test-only backend
+ * avx512-w4a16-amxemu (tests/plugins/amxemu), on any AVX512_BF16 + VNNI CPU.
  *
  * Tolerance, per output y[i][r] (derivation; the plugin's self-test uses the
  * same bound, aw_bound in avx512_w4a16.c):
@@ -43,25 +45,46 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
+#include "internal.h" /* er_yaml, for test_cli_util.h */
+#include "test_util.h"
+#include "test_cli_util.h"
 
 #define AW "avx512-w4a16"
 
+#define AW_EMU "avx512-w4a16-amxemu"
+
+/* Activation arithmetic, for the tolerance: */
+typedef enum act_kind { ACT_FP32, ACT_BF16, ACT_INT16 } act_kind;
+
 typedef struct path_def {
+    const char *backend; /* plugin name */
     const char *option;
-    const char *name;
-    edgert_cpu_flag flag;
-    const char *flag_name;
+    const char *name;    /* the path describe() names */
+    edgert_cpu_flag flags[3];
+    const char *flag_names[3];
+    unsigned nflags;
+    act_kind decode, prefill; /* m <= 4, m > 4 */
 } path_def;
 
+/* Path amx runs here only on the emulated tiles (tests/plugins/amxemu): the
+ * same plugin sources built as AW_EMU, whose amx path needs no AMX flag. On
+ * an AMX machine the real path runs too. */
 static const path_def paths[] = {
-    {"path=fma", "fma", EDGERT_CPU_AVX512F, "avx512f"},
-    {"path=bf16", "bf16", EDGERT_CPU_AVX512_BF16, "avx512_bf16"},
-    {"path=int16", "int16", EDGERT_CPU_AVX512_VNNI, "avx512_vnni"},
+    {AW, "path=fma", "fma", {EDGERT_CPU_AVX512F}, {"avx512f"}, 1, ACT_FP32, ACT_FP32},
+    {AW, "path=bf16", "bf16", {EDGERT_CPU_AVX512_BF16}, {"avx512_bf16"}, 1, ACT_BF16, ACT_BF16},
+    {AW, "path=int16", "int16", {EDGERT_CPU_AVX512_VNNI}, {"avx512_vnni"}, 1, ACT_INT16, ACT_INT16},
+    {AW, "path=amx", "AMX-BF16 tiles",
+     {EDGERT_CPU_AMX_BF16, EDGERT_CPU_AMX_TILE, EDGERT_CPU_AVX512_VNNI},
+     {"amx_bf16", "amx_tile", "avx512_vnni"}, 3, ACT_INT16, ACT_BF16},
+    {AW_EMU, "path=amx", "EMULATED AMX-BF16 tiles",
+     {EDGERT_CPU_AVX512_BF16, EDGERT_CPU_AVX512_VNNI}, {"avx512_bf16", "avx512_vnni"}, 2,
+     ACT_INT16, ACT_BF16},
 };
 
 typedef struct fx {
     edgert_ctx *ctx;
     edgert_backend *ref;
+    char *emu_dir; /* the emulated build's manifest */
 } fx;
 
 static int setup(void **state)
@@ -69,22 +92,31 @@ static int setup(void **state)
     fx *f = calloc(1, sizeof *f);
     if (!f)
         return -1;
-    const char *paths_[1] = {EDGERT_TEST_BACKEND_DIR};
+    f->emu_dir = tu_tmpdir();
+    char *lib = tu_plugin("tp_avx512_amxemu");
+    /* x86-64 only: elsewhere the arch gate keeps it out before any load */
+    char *mf = tu_manifest(f->emu_dir, "amxemu.yaml", AW_EMU, lib, NULL,
+                           "requires:\n  cpu_flags: [avx512f, avx512bw, avx512vl]\n");
+    free(lib);
+    free(mf);
+    const char *paths_[2] = {EDGERT_TEST_BACKEND_DIR, f->emu_dir};
     edgert_options o = {.struct_size = sizeof o};
     o.manifest_paths = paths_;
-    o.manifest_path_count = 1;
+    o.manifest_path_count = 2;
     o.ignore_env = 1;
     o.threads = 2;
     o.log_level = EDGERT_LOG_ERROR;
     char err[512] = "";
     if (edgert_open(&o, &f->ctx, err, sizeof err) != EDGERT_OK) {
         fprintf(stderr, "edgert_open: %s\n", err);
+        tu_rmrf(f->emu_dir);
         free(f);
         return -1;
     }
     if (edgert_backend_open(f->ctx, "ref-w4a16", NULL, &f->ref, err, sizeof err) != EDGERT_OK) {
         fprintf(stderr, "ref-w4a16: %s\n", err);
         edgert_close(f->ctx);
+        tu_rmrf(f->emu_dir);
         free(f);
         return -1;
     }
@@ -97,6 +129,7 @@ static int teardown(void **state)
     fx *f = *state;
     edgert_backend_close(f->ref);
     edgert_close(f->ctx);
+    tu_rmrf(f->emu_dir);
     free(f);
     return 0;
 }
@@ -139,9 +172,12 @@ static void fill_x(float *x, uint32_t m, uint32_t k, size_t ldx, uint64_t seed)
 static const path_def *path_or_skip(fx *f, size_t pi)
 {
     const edgert_device *d = edgert_device_facts(f->ctx);
-    if (!EDGERT_HAS_FLAG(d->cpu_flags, paths[pi].flag)) {
-        printf("SKIP path %s: this CPU lacks %s\n", paths[pi].name, paths[pi].flag_name);
-        return NULL;
+    for (unsigned i = 0; i < paths[pi].nflags; i++) {
+        if (!EDGERT_HAS_FLAG(d->cpu_flags, paths[pi].flags[i])) {
+            printf("SKIP %s %s: this CPU lacks %s\n", paths[pi].backend, paths[pi].option,
+                   paths[pi].flag_names[i]);
+            return NULL;
+        }
     }
     return &paths[pi];
 }
@@ -151,10 +187,12 @@ static edgert_backend *open_path(fx *f, const path_def *p)
     edgert_backend *b = NULL;
     char err[512] = "";
     /* a forced path runs the plugin's self-test inside backend_open */
-    edgert_status st = edgert_backend_open(f->ctx, AW, p->option, &b, err, sizeof err);
+    edgert_status st = edgert_backend_open(f->ctx, p->backend, p->option, &b, err, sizeof err);
     if (st != EDGERT_OK)
-        fail_msg("%s %s: %s", AW, p->option, err);
-    assert_non_null(strstr(edgert_backend_describe(b), p->name));
+        fail_msg("%s %s: %s", p->backend, p->option, err);
+    if (!strstr(edgert_backend_describe(b), p->name))
+        fail_msg("%s %s: describe() says '%s', not '%s'", p->backend, p->option,
+                 edgert_backend_describe(b), p->name);
     return b;
 }
 
@@ -210,9 +248,8 @@ static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edger
                 }
                 sum_act += ldexp(mx, -13) * sw;
             }
-            double act = strcmp(p->name, "bf16") == 0    ? ldexp(sum_xw, -8)
-                         : strcmp(p->name, "int16") == 0 ? sum_act
-                                                         : 0.0;
+            act_kind kind = m <= 4u ? p->decode : p->prefill;
+            double act = kind == ACT_BF16 ? ldexp(sum_xw, -8) : kind == ACT_INT16 ? sum_act : 0.0;
             double bound = act + ldexp(sum_xw, -19) + ldexp(sum_xs15, -14) + 1e-30;
             double got = y[i * ldy + r];
             if (!(fabs(got - exact) <= bound))
@@ -233,7 +270,8 @@ static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edger
 static void test_paths_against_ref(void **state)
 {
     fx *f = *state;
-    static const uint32_t ms[] = {1, 2, 3, 16, 17, 64};
+    /* decode (<= 4) and prefill; path amx: 32-row blocks, full and partial */
+    static const uint32_t ms[] = {1, 2, 3, 5, 16, 17, 33, 64};
     static const uint32_t ns[] = {1, 7, 33, 129, 1000};
     static const uint32_t ks[] = {128, 256, 2048};
     char err[512] = "";
@@ -490,12 +528,60 @@ static void test_missing_flags(void **state)
     p->fini(inst);
     inst = NULL;
 
+    /* path amx names the first flag it lacks */
+    err[0] = '\0';
+    assert_int_equal(p->init(&host, "path=amx", &inst, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_non_null(strstr(err, "avx512_vnni"));
+    host.cpu_flags |= 1ull << EDGERT_CPU_AVX512_VNNI;
+    assert_int_equal(p->init(&host, "path=amx", &inst, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_non_null(strstr(err, "amx_bf16"));
+    assert_int_equal(p->init(&host, NULL, &inst, err, sizeof err), EDGERT_OK);
+    assert_non_null(strstr(p->describe(inst), "int16"));
+    p->fini(inst);
+    inst = NULL;
+
+    /* A host that claims AMX on a CPU whose OS refuses tile data (this
+     * CPU, when it has no AMX): forced amx is refused with the reason, auto
+     * falls back to int16 instead of failing. */
+    const edgert_device *d = edgert_device_facts(f->ctx);
+    if (!EDGERT_HAS_FLAG(d->cpu_flags, EDGERT_CPU_AMX_TILE)) {
+        host.cpu_flags |= (1ull << EDGERT_CPU_AMX_BF16) | (1ull << EDGERT_CPU_AMX_TILE);
+        err[0] = '\0';
+        assert_int_equal(p->init(&host, "path=amx", &inst, err, sizeof err),
+                         EDGERT_E_UNSUPPORTED);
+        assert_null(inst);
+        assert_non_null(strstr(err, "permission"));
+        assert_int_equal(p->init(&host, NULL, &inst, err, sizeof err), EDGERT_OK);
+        assert_non_null(strstr(p->describe(inst), "int16"));
+        p->fini(inst);
+        inst = NULL;
+    }
+
     /* no AVX-512 at all: init refuses, naming the flag, and runs no kernel */
     host.cpu_flags = (1ull << EDGERT_CPU_AVX2) | (1ull << EDGERT_CPU_FMA);
     err[0] = '\0';
     assert_int_equal(p->init(&host, NULL, &inst, err, sizeof err), EDGERT_E_UNSUPPORTED);
     assert_non_null(strstr(err, "avx512f"));
     dlclose(h);
+}
+
+/* `edgert verify` end to end on the emulated tiles: correctness against
+ * ref-w4a16 on the quick workload (m up to 512), SQNR and head top-1. */
+static void test_verify_amx_emulated(void **state)
+{
+    fx *f = *state;
+    const path_def *p = path_or_skip(f, sizeof paths / sizeof paths[0] - 1u);
+    if (!p)
+        return;
+    char args[4096], *out = NULL;
+    snprintf(args, sizeof args,
+             "verify --quick --backend " AW_EMU " --options path=amx --manifests %s --manifests %s",
+             f->emu_dir, EDGERT_TEST_BACKEND_DIR);
+    int rc = run(args, &out);
+    if (rc != 0 || !strstr(out, AW_EMU " (amx: prefill on EMULATED AMX-BF16 tiles") ||
+        !strstr(out, "all correct"))
+        fail_msg("edgert %s: exit %d\n%.4000s", args, rc, out);
+    free(out);
 }
 
 #if !defined(__x86_64__)
@@ -529,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_packed_bits),
         cmocka_unit_test(test_strides_and_zero_x),
         cmocka_unit_test(test_paths_against_ref),
+        cmocka_unit_test(test_verify_amx_emulated),
     };
     return cmocka_run_group_tests_name(AW, tests, setup, teardown);
 }

@@ -12,37 +12,48 @@
  *
  * Code paths (one per ISA, chosen once per instance in init, in the spirit of
  * xxHash's dispatcher), all on the same packed layout (aw_internal.h):
+ *   path=amx    prefill (m > 4) on AMX-BF16 tiles, bf16 activations
+ *               (aw_kern_amx.c); decode as path int16. Needs amx_bf16,
+ *               amx_tile (and Linux's tile-data permission, asked for in
+ *               init) and avx512_vnni.
  *   path=int16  vpdpbusd on 15-bit integer activations (power-of-two scale
  *               per group of 128, split into two int8 halves); needs
  *               avx512_vnni. Exact integer dot products per group.
  *   path=bf16   vdpbf16ps on bf16 activations; needs avx512_bf16.
  *   path=fma    fp32 FMA on fp32 activations; needs only avx512f (+ bw, vl,
  *               fma, which every AVX-512 CPU has and the manifest requires).
- *   path=auto   (default, also for NULL or "") the fastest path this CPU has
- *               for decode: int16 if avx512_vnni, else bf16 if avx512_bf16,
- *               else fma.
- * Options string: "path=<auto|int16|bf16|fma>" (empty or NULL = auto). Any
- * other text is refused with EDGERT_E_USAGE; a path whose CPU flag the host
- * lacks is refused with EDGERT_E_UNSUPPORTED naming the flag. AMX-BF16
- * prefill tiles are not implemented (no AMX hardware to test on).
+ *   path=auto   (default, also for NULL or "") amx if the tiles are usable,
+ *               else the fastest decode this CPU has: int16 if avx512_vnni,
+ *               else bf16 if avx512_bf16, else fma.
+ * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto).
+ * Any other text is refused with EDGERT_E_USAGE; a path whose CPU flag the
+ * host lacks is refused with EDGERT_E_UNSUPPORTED naming the flag.
  *
  * GEMM: m <= AW_DECODE_MAX_M streams the codes once (GEMV, software
  * prefetch) over panels split on the host's parallel_for; larger m expands
  * each (block of 3 panels, group) once into an L1-resident buffer (fp32,
  * bf16 or u8 codes) and runs a register-blocked micro-kernel over every row
- * block. Activation scratch is allocated per call (never indexed by worker).
+ * block (path amx: blocks of 4 panels, 32 x 32 tiles). Activation scratch is
+ * allocated per call (never indexed by worker).
  *
  * No global mutable state: the descriptor, tables and strings are const; an
  * instance is an aw_state allocated through host->alloc. No exit/abort.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "aw_internal.h"
+
+/* <asm/prctl.h> values (Linux 5.16+), spelled out so older headers build. */
+#define AW_ARCH_REQ_XCOMP_PERM 0x1023
+#define AW_XFEATURE_XTILEDATA 18
 
 _Static_assert(sizeof(aw_packed) <= AW_ALIGN, "the packed header must fit its 64 bytes");
 
@@ -52,25 +63,47 @@ typedef struct aw_state {
     aw_kernels kern;
 } aw_state;
 
+typedef struct aw_flag_need {
+    edgert_cpu_flag flag;
+    const char *name;
+} aw_flag_need;
+
 typedef struct aw_path_info {
     const char *name;
-    edgert_cpu_flag flag;     /* beyond the base flags */
-    const char *flag_name;
+    aw_flag_need need[3]; /* beyond the base flags; name NULL ends the list */
     const char *describe;
     aw_kernels kern;
 } aw_path_info;
 
+#define AW_SAME(prep, gemm) prep, gemm, prep, gemm, AW_PREFILL_PB, 1u
+
+/* The amx path's tiles: real AMX, or (test build) the emulator, which needs
+ * no AMX flag. */
+#ifdef AW_AMX_EMULATE
+#define AW_AMX_NEEDS {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}, {EDGERT_CPU_AVX512_BF16, "avx512_bf16"}
+#define AW_AMX_TILES "EMULATED AMX-BF16 tiles (test build)"
+#else
+#define AW_AMX_NEEDS {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}, {EDGERT_CPU_AMX_BF16, "amx_bf16"}, \
+        {EDGERT_CPU_AMX_TILE, "amx_tile"}
+#define AW_AMX_TILES "AMX-BF16 tiles"
+#endif
+
 static const aw_path_info aw_paths[AW_PATH_COUNT] = {
-    [AW_PATH_FMA] = {"fma", EDGERT_CPU_AVX512F, "avx512f",
+    [AW_PATH_FMA] = {"fma", {{EDGERT_CPU_AVX512F, "avx512f"}},
                      "fma: AVX-512F fp32 FMA, fp32 activations (no BF16/VNNI needed)",
-                     {aw_fma_prep, aw_fma_gemm}},
-    [AW_PATH_BF16] = {"bf16", EDGERT_CPU_AVX512_BF16, "avx512_bf16",
+                     {AW_SAME(aw_fma_prep, aw_fma_gemm)}},
+    [AW_PATH_BF16] = {"bf16", {{EDGERT_CPU_AVX512_BF16, "avx512_bf16"}},
                       "bf16: AVX512_BF16 vdpbf16ps, bf16 activations, fp32 accumulate",
-                      {aw_bf16_prep, aw_bf16_gemm}},
-    [AW_PATH_INT16] = {"int16", EDGERT_CPU_AVX512_VNNI, "avx512_vnni",
+                      {AW_SAME(aw_bf16_prep, aw_bf16_gemm)}},
+    [AW_PATH_INT16] = {"int16", {{EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}},
                        "int16: AVX512_VNNI, 15-bit integer activations per group of 128 (decode: "
                        "vpdpbusd on two int8 halves; prefill: vpdpwssd), exact int32 group sums, fp32 accumulate",
-                       {aw_int16_prep, aw_int16_gemm}},
+                       {AW_SAME(aw_int16_prep, aw_int16_gemm)}},
+    [AW_PATH_AMX] = {"amx", {AW_AMX_NEEDS},
+                     "amx: prefill on " AW_AMX_TILES " (bf16 activations, fp32 accumulate); "
+                     "decode as path int16 (vpdpbusd GEMV, 15-bit integer activations)",
+                     {aw_int16_prep, aw_int16_gemm, aw_bf16_prep, aw_amx_gemm, AW_AMX_PB,
+                      AW_AMX_ROW_PAD}},
 };
 
 /* Every path's kernel files are compiled for these (CMakeLists.txt). */
@@ -133,6 +166,37 @@ static double aw_absd(double v)
     return v < 0.0 ? -v : v;
 }
 
+/* The first flag path `p` needs that `flags` lacks, or NULL. */
+static const char *aw_missing_flag(uint64_t flags, aw_path p)
+{
+    for (size_t i = 0; i < sizeof aw_paths[p].need / sizeof aw_paths[p].need[0]; i++) {
+        const aw_flag_need *n = &aw_paths[p].need[i];
+        if (n->name != NULL && !EDGERT_HAS_FLAG(flags, n->flag))
+            return n->name;
+    }
+    return NULL;
+}
+
+/* Linux (5.16+) keeps AMX tile data off until the process asks. The edgert
+ * core asks in its probe (the host's amx flags mean it was granted); a host
+ * that is not edgert may not have, and asking again is harmless. 0 when the
+ * tiles may be used. The emulated test build needs no permission. */
+static int aw_amx_permission(char *err, size_t err_len)
+{
+#if defined(AW_AMX_EMULATE)
+    (void)err;
+    (void)err_len;
+    return 0;
+#else
+    if (syscall(SYS_arch_prctl, AW_ARCH_REQ_XCOMP_PERM, AW_XFEATURE_XTILEDATA) == 0)
+        return 0;
+    aw_err(err, err_len, AW_NAME ": init: path=amx: Linux refused AMX tile-data permission "
+                                 "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
+           strerror(errno));
+    return -1;
+#endif
+}
+
 /* ---- init ----------------------------------------------------------------------- */
 
 /* Parse "path=<name>" (surrounding blanks allowed). 0 on success. */
@@ -149,7 +213,7 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
         return 0;
     if (strncmp(s, "path=", 5) != 0) {
         aw_err(err, err_len,
-               AW_NAME ": init: unknown option '%s' (accepted: path=auto|int16|bf16|fma)",
+               AW_NAME ": init: unknown option '%s' (accepted: path=auto|amx|int16|bf16|fma)",
                options);
         return -1;
     }
@@ -171,7 +235,7 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
             return 0;
         }
     }
-    aw_err(err, err_len, AW_NAME ": init: unknown path '%.*s' (accepted: auto, int16, bf16, fma)",
+    aw_err(err, err_len, AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)",
            (int)len, s);
     return -1;
 }
@@ -215,18 +279,32 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
         }
     }
     if (auto_path) {
-        /* fastest decode first (measured on Zen 5: see the manifest notes) */
-        if (EDGERT_HAS_FLAG(flags, EDGERT_CPU_AVX512_VNNI))
-            path = AW_PATH_INT16;
-        else if (EDGERT_HAS_FLAG(flags, EDGERT_CPU_AVX512_BF16))
-            path = AW_PATH_BF16;
-        else
-            path = AW_PATH_FMA;
-    } else if (!EDGERT_HAS_FLAG(flags, aw_paths[path].flag)) {
-        aw_err(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
-                                     "does not have (or the OS has not enabled)",
-               aw_paths[path].name, aw_paths[path].flag_name);
-        return EDGERT_E_UNSUPPORTED;
+        /* amx where tiles are usable (its decode is int16's); else the
+         * fastest decode measured on Zen 5 (see the manifest notes) */
+        static const aw_path order[] = {AW_PATH_AMX, AW_PATH_INT16, AW_PATH_BF16, AW_PATH_FMA};
+        for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+            path = order[i];
+            if (aw_missing_flag(flags, path) != NULL)
+                continue;
+            if (path == AW_PATH_AMX && aw_amx_permission(err, err_len) != 0) {
+                host->log(host->host_ctx, EDGERT_LOG_WARN, "%s; path auto goes on without AMX",
+                          err != NULL && err_len != 0u ? err : AW_NAME ": AMX refused");
+                if (err != NULL && err_len != 0u)
+                    err[0] = '\0';
+                continue;
+            }
+            break;
+        }
+    } else {
+        const char *missing = aw_missing_flag(flags, path);
+        if (missing != NULL) {
+            aw_err(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
+                                         "does not have (or the OS has not enabled)",
+                   aw_paths[path].name, missing);
+            return EDGERT_E_UNSUPPORTED;
+        }
+        if (path == AW_PATH_AMX && aw_amx_permission(err, err_len) != 0)
+            return EDGERT_E_UNSUPPORTED;
     }
 
     aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
@@ -467,12 +545,18 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         return EDGERT_E_USAGE;
     }
 
-    /* Per-call scratch: activations as the path needs them, plus per
-     * (row, group) sums and scales. Bounded by m * (2 k + 8 k / 128) bytes. */
+    /* Per-call scratch: activations as the path needs them (rows padded to
+     * the prefill kernel's row_pad), plus per (row, group) sums and scales.
+     * Bounded by (m + row_pad - 1) * 2 k + m * 8 k / 128 bytes. */
     const edgert_host *host = st->host;
+    const int decode = args->m <= AW_DECODE_MAX_M;
+    const edgert_range_fn prep = decode ? st->kern.decode_prep : st->kern.prefill_prep;
+    const edgert_range_fn gemm = decode ? st->kern.decode_gemm : st->kern.prefill_gemm;
+    const size_t pad = decode ? 1u : st->kern.row_pad;
+    const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
     size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->k * 2u);
     size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
-    if (aw_mul(row_bytes, args->m, &act_bytes) != 0 || aw_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
+    if (aw_mul(row_bytes, rows, &act_bytes) != 0 || aw_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
         aw_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
         aw_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                w->name, (unsigned)args->m);
@@ -485,6 +569,8 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
+    if (rows > args->m) /* padding rows: zeros, computed but never stored */
+        memset(scratch + (size_t)args->m * row_bytes, 0, (rows - args->m) * row_bytes);
     aw_job job = {
         .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
         .act = row_bytes != 0u ? scratch : NULL, .act_row_bytes = row_bytes,
@@ -494,18 +580,18 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
 
     /* prep is O(m k): run it on the caller for small m */
     if (args->m <= 8u)
-        st->kern.prep(&job, 0, args->m, 0);
+        prep(&job, 0, args->m, 0);
     else
-        host->parallel_for(host->host_ctx, args->m, 4u, st->kern.prep, &job);
+        host->parallel_for(host->host_ctx, args->m, 4u, prep, &job);
 
-    if (args->m <= AW_DECODE_MAX_M) {
+    if (decode) {
         /* about 64 KiB of codes per chunk at least: the hand-off costs
          * microseconds, streaming 64 KiB about as much */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
-        host->parallel_for(host->host_ctx, w->panels, grain, st->kern.gemm, &job);
+        host->parallel_for(host->host_ctx, w->panels, grain, gemm, &job);
     } else {
-        size_t blocks = (w->panels + AW_PREFILL_PB - 1u) / AW_PREFILL_PB;
-        host->parallel_for(host->host_ctx, blocks, 1u, st->kern.gemm, &job);
+        size_t items = (w->panels + st->kern.prefill_pb - 1u) / st->kern.prefill_pb;
+        host->parallel_for(host->host_ctx, items, 1u, gemm, &job);
     }
     host->free(host->host_ctx, scratch);
     return EDGERT_OK;
@@ -532,10 +618,12 @@ static uint32_t aw_xorshift32(uint32_t *s)
  *   each reach 15 |x| |s| per input: 2^-14 * sum 15 |x s|.
  * Shared by the self-test and (in the same form) tests/test_avx512_w4a16.c.
  */
-static double aw_bound(aw_path path, double sum_xw, double sum_act, double sum_xs15)
+static double aw_bound(aw_path path, uint32_t m, double sum_xw, double sum_act, double sum_xs15)
 {
+    if (path == AW_PATH_AMX) /* int16 GEMV in decode, bf16 tiles in prefill */
+        path = m <= AW_DECODE_MAX_M ? AW_PATH_INT16 : AW_PATH_BF16;
     double act = path == AW_PATH_BF16 ? ldexp(sum_xw, -8) : path == AW_PATH_INT16 ? sum_act : 0.0;
-    return act + ldexp(sum_xw, -19) + ldexp(sum_xs15, -14) + 1e-30;
+    return act + ldexp(sum_xs15, -14) + ldexp(sum_xw, -19) + 1e-30;
 }
 
 typedef struct aw_case {
@@ -544,9 +632,12 @@ typedef struct aw_case {
 } aw_case;
 
 /* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), a
- * partial block of 3 panels, row tiles with tails */
+ * partial block of 3 panels, row tiles with tails; m = 40 and n = 87 (6
+ * panels) give path amx two row blocks, the second partial, and an item of
+ * 2 panels after a full one of 4 */
 static const aw_case aw_cases[] = {
     {1u, 37u, 256u, 0}, {3u, 20u, 128u, 1}, {7u, 37u, 256u, 0}, {10u, 50u, 128u, 0},
+    {40u, 87u, 256u, 0},
 };
 
 static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t seed, char *err,
@@ -634,7 +725,7 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
                 }
                 sum_act += ldexp(mx, -13) * sw;
             }
-            double tol = aw_bound(st->path, sum_xw, sum_act, sum_xs15);
+            double tol = aw_bound(st->path, tc->m, sum_xw, sum_act, sum_xs15);
             if (!(aw_absd((double)got - acc) <= tol)) { /* also catches NaN */
                 aw_err(err, err_len,
                        AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] = %.9g but the "

@@ -54,7 +54,13 @@
 
 #include "edgert/plugin.h"
 
+/* The test-only build on emulated AMX tiles (tests/plugins/amxemu) is a
+ * plugin of its own, with its own name. */
+#ifdef AW_AMX_EMULATE
+#define AW_NAME "avx512-w4a16-amxemu"
+#else
 #define AW_NAME "avx512-w4a16"
+#endif
 #define AW_VERSION "0.1.0"
 
 #define AW_PANEL 16u          /* output columns per panel (zmm dword lanes) */
@@ -71,8 +77,15 @@
  * reuse it for every row. */
 #define AW_DECODE_MAX_M 4u
 
-/* Panels per prefill register tile and per parallel_for item in prefill. */
+/* Panels per prefill register tile and per parallel_for item in prefill
+ * (fma, bf16, int16 paths). */
 #define AW_PREFILL_PB 3u
+
+/* Path amx (aw_kern_amx.c): panels per prefill item, and the multiple of
+ * rows the activation scratch is padded to (with zero rows) so that every
+ * A tile is full. */
+#define AW_AMX_PB 4u
+#define AW_AMX_ROW_PAD 32u
 
 /* Input offset (0..7 within the octet) held by nibble i of a code dword. */
 #define AW_NIB_K {0, 2, 4, 6, 1, 3, 5, 7}
@@ -81,6 +94,7 @@ typedef enum aw_path {
     AW_PATH_FMA = 0,   /* AVX-512F: fp32 FMA, fp32 activations */
     AW_PATH_BF16 = 1,  /* AVX512_BF16: vdpbf16ps on bf16 activations */
     AW_PATH_INT16 = 2, /* AVX512_VNNI: vpdpbusd on int16 activations in two int8 halves */
+    AW_PATH_AMX = 3,   /* AMX-BF16 tiles for prefill, bf16 activations, bf16 GEMV decode */
     AW_PATH_COUNT
 } aw_path;
 
@@ -106,11 +120,13 @@ static inline const uint8_t *aw_data(const aw_packed *p)
  *
  * Activation scratch `act` (allocated per call, never per worker), per path:
  *   fma:   unused (x is read directly)
- *   bf16:  uint16_t [m][k], x rounded to bf16 (round to nearest even)
+ *   bf16:  uint16_t [m][k], x rounded to bf16 (round to nearest even); also
+ *          path amx in prefill
  *   int16: per (row, group) 256 bytes: 128 signed bytes `hi` then 128 `lo`,
  *          a = 128 * hi + lo, lo in [0, 127], a = round(x * 2^sh) in
  *          [-16384, 16383]; bytes in the order the vpdpbusd steps read them
- *          (quad 2t = inputs 8t + {0,4,1,5}, quad 2t+1 = 8t + {2,6,3,7}).
+ *          (quad 2t = inputs 8t + {0,4,1,5}, quad 2t+1 = 8t + {2,6,3,7});
+ *          also path amx in decode.
  * `gsum` [m][groups]: sum of the group's activations as the kernel sees
  * them (fp32 values; int16: 2^-sh * sum a). `gscale` [m][groups]: int16 only,
  * 2^-sh (NaN when the group holds a non-finite value).
@@ -128,12 +144,21 @@ typedef struct aw_job {
     float *gscale;
 } aw_job;
 
-/* Kernels of one path. prep converts rows [begin, end) of x into the job's
- * scratch; gemm computes y for panels [begin, end). Both match
- * edgert_range_fn so they go straight to parallel_for. */
+/* Kernels of one path: one pair for decode (m <= AW_DECODE_MAX_M), one for
+ * prefill. prep converts rows [begin, end) of x into the job's scratch; gemm
+ * computes y for panels [begin, end) in decode, for prefill items [begin,
+ * end) of prefill_pb panels each in prefill. All match edgert_range_fn so
+ * they go straight to parallel_for. In prefill the activation scratch holds
+ * m rounded up to row_pad rows, the rows beyond m zero. The activation
+ * format of the two preps may differ (path amx: int16 decode, bf16
+ * prefill); both use rows of 2 k bytes. */
 typedef struct aw_kernels {
-    edgert_range_fn prep;
-    edgert_range_fn gemm;
+    edgert_range_fn decode_prep;
+    edgert_range_fn decode_gemm;
+    edgert_range_fn prefill_prep;
+    edgert_range_fn prefill_gemm;
+    unsigned prefill_pb;
+    unsigned row_pad;
 } aw_kernels;
 
 /* Defined in the ISA files; only called after the host's flags were checked. */
@@ -143,5 +168,6 @@ void aw_bf16_prep(void *job, size_t begin, size_t end, unsigned worker);
 void aw_bf16_gemm(void *job, size_t begin, size_t end, unsigned worker);
 void aw_int16_prep(void *job, size_t begin, size_t end, unsigned worker);
 void aw_int16_gemm(void *job, size_t begin, size_t end, unsigned worker);
+void aw_amx_gemm(void *job, size_t begin, size_t end, unsigned worker);
 
 #endif /* AW_INTERNAL_H */

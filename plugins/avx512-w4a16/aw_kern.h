@@ -62,4 +62,43 @@ AW_INLINE void aw_y_add(float *yp, __mmask16 mask, int first, __m512 v)
     _mm512_mask_storeu_ps(yp, mask, v);
 }
 
+/* bf16 bit patterns of 0..15, twice (vpermw index bit 4 is don't-care) */
+#define AW_BF16_Q                                                                              \
+    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, 0x4100, 0x4110, 0x4120,    \
+        0x4130, 0x4140, 0x4150, 0x4160, 0x4170
+
+AW_INLINE __m512i aw_bf16_qtab(void)
+{
+    static const uint16_t tab[32] __attribute__((aligned(64))) = {AW_BF16_Q, AW_BF16_Q};
+    return _mm512_load_si512((const void *)tab);
+}
+
+/*
+ * Expand group g of panels p0 .. p0+P-1 to bf16 codes (0..15, exact):
+ *   wexp[pair][p][32 words], pair = 0..63: words 2j, 2j+1 = codes of inputs
+ *   (128 g + 2 pair, 128 g + 2 pair + 1) of column 16 (p0 + p) + j.
+ * That is the VNNI pair layout both consumers read: a vdpbf16ps operand per
+ * (pair, panel), and an AMX B tile per (16 pairs, panel) with a row stride
+ * of P * 64 bytes. vpermw of the code dword shifted by 4s yields pair 4t + s
+ * (aw_internal.h: nibbles s and 4 + s hold inputs 2s and 2s + 1).
+ * 4 KiB per panel; the caller's buffer is 64-byte aligned.
+ */
+AW_INLINE void aw_bf16_expand(const aw_packed *w, size_t p0, unsigned P, uint32_t g,
+                              uint16_t *wexp)
+{
+    const __m512i qtab = aw_bf16_qtab();
+    for (unsigned p = 0; p < P; p++) {
+        const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
+        for (unsigned t = 0; t < AW_OCTETS; t++) {
+            __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
+            AW_UNROLL
+            for (unsigned s = 0; s < 4u; s++) {
+                unsigned pair = 4u * t + s;
+                _mm512_store_si512((void *)(wexp + ((size_t)pair * P + p) * 32u),
+                                   _mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
+            }
+        }
+    }
+}
+
 #endif /* AW_KERN_H */

@@ -13,17 +13,6 @@
  */
 #include "aw_kern.h"
 
-/* bf16 bit patterns of 0..15, twice (vpermw index bit 4 is don't-care) */
-#define AW_BF16_Q                                                                              \
-    0x0000, 0x3F80, 0x4000, 0x4040, 0x4080, 0x40A0, 0x40C0, 0x40E0, 0x4100, 0x4110, 0x4120,    \
-        0x4130, 0x4140, 0x4150, 0x4160, 0x4170
-
-AW_INLINE __m512i bf16_qtab(void)
-{
-    static const uint16_t tab[32] __attribute__((aligned(64))) = {AW_BF16_Q, AW_BF16_Q};
-    return _mm512_load_si512((const void *)tab);
-}
-
 AW_INLINE __m512bh aw_as_bh(__m512i v)
 {
     return (__m512bh)v;
@@ -69,7 +58,7 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
 {
     const aw_packed *w = j->w;
     const uint8_t *blk = aw_data(w) + p * w->panel_bytes;
-    const __m512i qtab = bf16_qtab();
+    const __m512i qtab = aw_bf16_qtab();
     const unsigned NC = R == 1u ? 4u : R == 2u ? 2u : 1u; /* chains per row */
     const uint16_t *xr[4];
     __m512 yacc[4];
@@ -121,25 +110,6 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
 
 #define BF16_RB 8u
 #define BF16_PB AW_PREFILL_PB
-
-/* wexp[pair][p][32 words]: bf16 codes of inputs (2 pair, 2 pair + 1) */
-static void bf16_expand(const aw_packed *w, size_t p0, unsigned P, uint32_t g, uint16_t *wexp)
-{
-    const __m512i qtab = bf16_qtab();
-    AW_UNROLL
-    for (unsigned p = 0; p < P; p++) {
-        const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
-        for (unsigned t = 0; t < AW_OCTETS; t++) {
-            __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
-            AW_UNROLL
-            for (unsigned s = 0; s < 4u; s++) {
-                unsigned pair = 4u * t + s;
-                _mm512_store_si512((void *)(wexp + ((size_t)pair * P + p) * 32u),
-                                   _mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
-            }
-        }
-    }
-}
 
 AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, size_t p0, uint32_t g, size_t r0,
                          const unsigned R, const unsigned P, const __m512 *sc, const __m512 *sz,
@@ -207,7 +177,7 @@ static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t 
                         AW_CODE_BYTES, &sc[p], &sz[p]);
             mask[p] = aw_panel_mask(w, p0 + p);
         }
-        bf16_expand(w, p0, P, g, wexp);
+        aw_bf16_expand(w, p0, P, g, wexp);
         switch (P) {
         case 3: bf16_rows(j, wexp, p0, g, 3, sc, sz, mask); break;
         case 2: bf16_rows(j, wexp, p0, g, 2, sc, sz, mask); break;
