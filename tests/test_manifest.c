@@ -149,7 +149,7 @@ static const shipped shipped_facts[] = {
      0, "cpu", "int4-sym-g128", 4, 128, 1, "int8", 8, 4.125, NULL, 1, 86.6},
     {"avx512-w4a16", "libedgert-avx512-w4a16.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
      FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL),
-     FLAG(AVX512_BF16) | FLAG(AVX512_VNNI), "cpu", "int4-asym-g128", 4, 128, 0,
+     FLAG(AMX_BF16) | FLAG(AMX_TILE) | FLAG(AVX512_BF16) | FLAG(AVX512_VNNI), "cpu", "int4-asym-g128", 4, 128, 0,
      "bf16", 16, 4.25, NULL, 1, 45.0},
     {"neon-w4a16", "libedgert-neon-w4a16.so", EDGERT_ARCH_ARM64,
      CLASS(ARM64_CPU) | CLASS(JETSON) | CLASS(NPU_PHONE), FLAG(ASIMD),

@@ -111,7 +111,7 @@ static inline void aw_emu_zero(int t)
 
 static inline float aw_emu_ftz(float v)
 {
-    return fpclassify(v) == FP_SUBNORMAL ? copysignf(0.0f, v) : v;
+    return fabsf(v) < 0x1p-126f ? copysignf(0.0f, v) : v;
 }
 
 static inline float aw_emu_bf16(const uint8_t *p)
@@ -135,15 +135,21 @@ static inline void aw_emu_dpbf16ps(int c, int a, int b)
                      c, a, b, aw_emu.rows[c], aw_emu.colsb[c], aw_emu.rows[a], aw_emu.colsb[a],
                      aw_emu.rows[b], aw_emu.colsb[b]);
     const unsigned M = aw_emu.rows[c], N = aw_emu.colsb[c] / 4u, K = aw_emu.colsb[a] / 4u;
+    float af[16][32], bf[16][32]; /* the bf16 elements as fp32, flushed */
+    for (unsigned r = 0; r < 16u; r++) {
+        for (unsigned e = 0; e < 32u; e++) {
+            af[r][e] = aw_emu_bf16(&aw_emu.t[a][r][2u * e]);
+            bf[r][e] = aw_emu_bf16(&aw_emu.t[b][r][2u * e]);
+        }
+    }
     for (unsigned m = 0; m < M; m++) {
         for (unsigned n = 0; n < N; n++) {
             float acc;
             memcpy(&acc, &aw_emu.t[c][m][4u * n], 4);
             acc = aw_emu_ftz(acc);
             for (unsigned k = 0; k < K; k++) {
-                acc += aw_emu_bf16(&aw_emu.t[a][m][4u * k]) * aw_emu_bf16(&aw_emu.t[b][k][4u * n]);
-                acc += aw_emu_bf16(&aw_emu.t[a][m][4u * k + 2u]) *
-                       aw_emu_bf16(&aw_emu.t[b][k][4u * n + 2u]);
+                acc += af[m][2u * k] * bf[k][2u * n];
+                acc += af[m][2u * k + 1u] * bf[k][2u * n + 1u];
                 acc = aw_emu_ftz(acc);
             }
             memcpy(&aw_emu.t[c][m][4u * n], &acc, 4);
