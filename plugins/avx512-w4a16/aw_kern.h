@@ -74,19 +74,23 @@ AW_INLINE __m512i aw_bf16_qtab(void)
 }
 
 /*
- * Expand group g of panels p0 .. p0+P-1 to bf16 codes (0..15, exact):
+ * Expand group g of panels p0 .. p0+P-1 into 16-bit pairs (codes 0..15,
+ * exact in either form):
  *   wexp[pair][p][32 words], pair = 0..63: words 2j, 2j+1 = codes of inputs
- *   (128 g + 2 pair, 128 g + 2 pair + 1) of column 16 (p0 + p) + j.
- * That is the VNNI pair layout both consumers read: a vdpbf16ps operand per
- * (pair, panel), and an AMX B tile per (16 pairs, panel) with a row stride
- * of P * 64 bytes. vpermw of the code dword shifted by 4s yields pair 4t + s
- * (aw_internal.h: nibbles s and 4 + s hold inputs 2s and 2s + 1).
+ *   (128 g + 2 pair, 128 g + 2 pair + 1) of column 16 (p0 + p) + j,
+ * as bf16 (bf16 != 0: for vdpbf16ps and AMX-BF16) or int16 (vpdpwssd).
+ * That is the VNNI pair layout every consumer reads: one zmm operand per
+ * (pair, panel), or an AMX B tile per (16 pairs, panel) with a row stride
+ * of P * 64 bytes. The code dword shifted by 4s holds pair 4t + s in the
+ * low nibble of each word (aw_internal.h: nibbles s and 4 + s are inputs 2s
+ * and 2s + 1): int16 masks it, bf16 maps it through the table with vpermw.
  * 4 KiB per panel; the caller's buffer is 64-byte aligned.
  */
-AW_INLINE void aw_bf16_expand(const aw_packed *w, size_t p0, unsigned P, uint32_t g,
-                              uint16_t *wexp)
+AW_INLINE void aw_expand_pairs(const aw_packed *w, size_t p0, unsigned P, uint32_t g,
+                               uint16_t *wexp, const int bf16)
 {
     const __m512i qtab = aw_bf16_qtab();
+    const __m512i low4 = _mm512_set1_epi32(0x000F000F);
     for (unsigned p = 0; p < P; p++) {
         const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
@@ -94,8 +98,10 @@ AW_INLINE void aw_bf16_expand(const aw_packed *w, size_t p0, unsigned P, uint32_
             AW_UNROLL
             for (unsigned s = 0; s < 4u; s++) {
                 unsigned pair = 4u * t + s;
+                __m512i sh = _mm512_srli_epi32(v, 4u * s);
                 _mm512_store_si512((void *)(wexp + ((size_t)pair * P + p) * 32u),
-                                   _mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
+                                   bf16 ? _mm512_permutexvar_epi16(sh, qtab)
+                                        : _mm512_and_si512(sh, low4));
             }
         }
     }

@@ -6,7 +6,7 @@
  *
  * Prefill, per parallel_for item = up to AMX_NB panels (64 columns):
  *   for each group g of 128 inputs:
- *     expand the item's codes of group g to bf16 once (aw_bf16_expand: the
+ *     expand the item's codes of group g to bf16 once (aw_expand_pairs: the
  *     VNNI pair layout a B tile reads, 4 KiB per panel, L1-resident);
  *     for each block of 32 rows, for each pair of panels:
  *       C (4 tiles: 2 row halves x 2 panels, fp32 16 x 16) =
@@ -121,7 +121,7 @@ static void amx_prefill_item(const aw_job *j, size_t p0, unsigned P, uint16_t *w
                         AW_CODE_BYTES, &sc[p], &sz[p]);
             mask[p] = aw_panel_mask(w, p0 + p);
         }
-        aw_bf16_expand(w, p0, P, g, wexp);
+        aw_expand_pairs(w, p0, P, g, wexp, 1);
         for (size_t r0 = 0; r0 < j->m; r0 += AMX_RB) {
             for (unsigned pp = 0; pp < P; pp += 2u) {
                 if (pp + 1u < P) {

@@ -177,7 +177,7 @@ static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t 
                         AW_CODE_BYTES, &sc[p], &sz[p]);
             mask[p] = aw_panel_mask(w, p0 + p);
         }
-        aw_bf16_expand(w, p0, P, g, wexp);
+        aw_expand_pairs(w, p0, P, g, wexp, 1);
         switch (P) {
         case 3: bf16_rows(j, wexp, p0, g, 3, sc, sz, mask); break;
         case 2: bf16_rows(j, wexp, p0, g, 2, sc, sz, mask); break;

@@ -173,25 +173,6 @@ AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R)
 #define INT16_PB AW_PREFILL_PB
 
 
-/* wexp[pair][p][32 words]: codes of inputs (2 pair, 2 pair + 1) as int16 */
-static void int16_expand(const aw_packed *w, size_t p0, unsigned P, uint32_t g, int16_t *wexp)
-{
-    const __m512i mask = _mm512_set1_epi32(0x000F000F);
-    AW_UNROLL
-    for (unsigned p = 0; p < P; p++) {
-        const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
-        for (unsigned t = 0; t < AW_OCTETS; t++) {
-            __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
-            AW_UNROLL
-            for (unsigned s = 0; s < 4u; s++) {
-                unsigned pair = 4u * t + s;
-                _mm512_store_si512((void *)(wexp + ((size_t)pair * P + p) * 32u),
-                                   _mm512_and_si512(_mm512_srli_epi32(v, 4u * s), mask));
-            }
-        }
-    }
-}
-
 /* acc += a . b over int16 pairs, in place (see I16_DPBUSD). */
 #define I16_DPWSSD(acc, a, b) __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
 
@@ -282,7 +263,7 @@ static void int16_prefill_block(const aw_job *j, size_t p0, unsigned P, int16_t 
                         AW_CODE_BYTES, &sc[p], &sz[p]);
             mask[p] = aw_panel_mask(w, p0 + p);
         }
-        int16_expand(w, p0, P, g, wexp);
+        aw_expand_pairs(w, p0, P, g, (uint16_t *)wexp, 0);
         size_t r0 = 0;
         for (; r0 + INT16_RB <= j->m; r0 += INT16_RB)
             int16_tile(j, wexp, p0, g, r0, INT16_RB, P, sc, sz, mask);
