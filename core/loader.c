@@ -254,17 +254,19 @@ static void *host_alloc(void *host_ctx, size_t size, size_t align)
         size = 1;
     if (size > SIZE_MAX - align - ER_HUGE)
         return NULL;
-    int huge = size >= 2 * (size_t)ER_HUGE;
-    if (huge) {
+    /* From one huge page up: start on a 2 MiB boundary, and ask for huge
+     * pages on the whole 2 MiB pages of the buffer. The tail (< 2 MiB)
+     * stays on 4 KiB pages: rounding the size up would make the kernel
+     * back the slack too (up to +90% on a 2.2 MB matrix). */
+    size_t huge = size >= ER_HUGE ? size & ~(size_t)(ER_HUGE - 1) : 0u;
+    if (huge)
         align = align > ER_HUGE ? align : ER_HUGE;
-        size = (size + ER_HUGE - 1) & ~(size_t)(ER_HUGE - 1);
-    }
     void *p = NULL;
     if (posix_memalign(&p, align, size) != 0)
         return NULL;
 #ifdef MADV_HUGEPAGE
     if (huge)
-        (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: failure changes nothing */
+        (void)madvise(p, huge, MADV_HUGEPAGE); /* a hint: failure changes nothing */
 #endif
     return p;
 }

@@ -6,9 +6,14 @@
  * executing, and as which worker).
  *
  * Shape of a run (er_pool_run):
- *   - [0, n) is cut into about threads * 4 chunks of at least `grain` items;
- *     participants take chunk indices from an atomic counter, so a slow
- *     thread does fewer chunks instead of holding everyone up.
+ *   - [0, n) is handed out in chunks of decreasing size ("guided"
+ *     self-scheduling): each claim takes 1 / (2 * threads) of what is left,
+ *     at least `grain` items, by compare-and-swap on the next unclaimed
+ *     item. Early chunks are long (one contiguous stream per thread, which
+ *     the hardware prefetcher likes), the last ones short, so a thread
+ *     slowed by a neighbour leaves the others a short tail instead of a
+ *     whole chunk (fixed threads * 4 chunks left up to an eighth of a
+ *     decode GEMM to one thread at the end).
  *   - The calling thread is worker 0 and works too. Workers 1..threads-1 are
  *     started lazily the first time a run is big enough to split.
  *   - The caller publishes the job (fields, then `open`, then a new
@@ -59,7 +64,7 @@
 #include "internal.h"
 
 #define ER_POOL_CACHELINE 64
-#define ER_POOL_CHUNKS_PER_THREAD 4
+#define ER_POOL_GUIDED_DIV 2 /* a claim takes (left) / (2 * threads) */
 #define ER_POOL_SPIN_NS 40000L /* 40 µs of spinning before a condvar sleep */
 
 typedef struct er_pool_worker {
@@ -84,7 +89,7 @@ struct er_pool {
      * published by the store to `open`. */
     edgert_range_fn fn;
     void *arg;
-    size_t n, chunk, nchunks;
+    size_t n, grain;
 
     /* Hot atomics on their own cache lines: workers poll `generation` while
      * they take chunks from `next`. */
@@ -92,8 +97,8 @@ struct er_pool {
     atomic_int open;
     atomic_int stop;
     atomic_uint sleepers;
-    alignas(ER_POOL_CACHELINE) atomic_size_t next;
-    alignas(ER_POOL_CACHELINE) atomic_size_t finished;
+    alignas(ER_POOL_CACHELINE) atomic_size_t next;     /* first unclaimed item */
+    alignas(ER_POOL_CACHELINE) atomic_size_t finished; /* items done */
     atomic_int caller_waiting;
     alignas(ER_POOL_CACHELINE) atomic_uint active;
 };
@@ -156,20 +161,26 @@ static void er_pool_notify_done(er_pool *p)
 
 static void er_pool_work(er_pool *p, unsigned worker)
 {
-    size_t n = p->n, chunk = p->chunk, nchunks = p->nchunks;
+    const size_t n = p->n, grain = p->grain;
+    const size_t div = (size_t)p->threads * ER_POOL_GUIDED_DIV;
     edgert_range_fn fn = p->fn;
     void *arg = p->arg;
 
-    for (;;) {
-        size_t c = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (c >= nchunks)
-            break;
-        /* c < nchunks = ceil(n / chunk), so c * chunk < n: no overflow */
-        size_t begin = c * chunk;
-        size_t end = n - begin > chunk ? begin + chunk : n;
-        fn(arg, begin, end, worker);
-        if (atomic_fetch_add(&p->finished, 1) + 1 == nchunks)
+    size_t begin = atomic_load_explicit(&p->next, memory_order_relaxed);
+    while (begin < n) {
+        size_t left = n - begin, size = left / div;
+        if (size < grain)
+            size = grain;
+        if (size > left)
+            size = left;
+        /* on failure `begin` is reloaded with the current value */
+        if (!atomic_compare_exchange_weak_explicit(&p->next, &begin, begin + size,
+                                                   memory_order_relaxed, memory_order_relaxed))
+            continue;
+        fn(arg, begin, begin + size, worker);
+        if (atomic_fetch_add(&p->finished, size) + size == n)
             er_pool_notify_done(p);
+        begin = atomic_load_explicit(&p->next, memory_order_relaxed);
     }
 }
 
@@ -354,14 +365,7 @@ void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *a
         return;
     }
 
-    /* about threads * 4 chunks, none smaller than grain */
-    size_t target = (size_t)p->threads * ER_POOL_CHUNKS_PER_THREAD;
-    size_t chunk = n / target + (n % target != 0u);
-    if (chunk < grain)
-        chunk = grain;
-    size_t nchunks = n / chunk + (n % chunk != 0u);
-
-    if (p->threads == 1u || nchunks < 2u || er_tl_pool != NULL) {
+    if (p->threads == 1u || n <= grain || er_tl_pool != NULL) {
         er_pool_serial(p, n, fn, arg);
         return;
     }
@@ -382,8 +386,7 @@ void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *a
     p->fn = fn;
     p->arg = arg;
     p->n = n;
-    p->chunk = chunk;
-    p->nchunks = nchunks;
+    p->grain = grain;
     atomic_store_explicit(&p->next, 0u, memory_order_relaxed);
     atomic_store_explicit(&p->finished, 0u, memory_order_relaxed);
     atomic_store(&p->open, 1);
@@ -402,7 +405,7 @@ void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *a
 
     /* Wait for every chunk to finish: spin briefly, then sleep. */
     long long deadline = 0;
-    for (unsigned spins = 0; atomic_load(&p->finished) != nchunks; spins++) {
+    for (unsigned spins = 0; atomic_load(&p->finished) != n; spins++) {
         if ((spins & 31u) == 0u) {
             long long now = er_now_ns();
             if (deadline == 0)
@@ -412,10 +415,10 @@ void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *a
         }
         er_cpu_relax();
     }
-    if (atomic_load(&p->finished) != nchunks) {
+    if (atomic_load(&p->finished) != n) {
         pthread_mutex_lock(&p->lock);
         atomic_store(&p->caller_waiting, 1);
-        while (atomic_load(&p->finished) != nchunks)
+        while (atomic_load(&p->finished) != n)
             pthread_cond_wait(&p->done, &p->lock);
         atomic_store(&p->caller_waiting, 0);
         pthread_mutex_unlock(&p->lock);
