@@ -323,7 +323,7 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
         }
     }
     if (st != EDGERT_OK) {
-        er_set_err(err, err_len, "%s: %s", name, perr[0] ? perr : edgert_status_name(st));
+        er_set_plugin_err(err, err_len, name, NULL, perr, st);
         free(b);
         return st;
     }
@@ -372,9 +372,10 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
     char perr[512] = "";
     edgert_status st = b->cand->plugin->pack(b->state, w, &p->handle, &p->bytes, perr, sizeof perr);
     if (st != EDGERT_OK) {
-        er_set_err(err, err_len, "%s: pack %s [%u x %u]: %s", b->cand->m.name,
-                   w->name ? w->name : "weights", w->n, w->k,
-                   perr[0] ? perr : edgert_status_name(st));
+        char what[256];
+        snprintf(what, sizeof what, "pack %s [%u x %u]", w->name ? w->name : "weights", w->n,
+                 w->k);
+        er_set_plugin_err(err, err_len, b->cand->m.name, what, perr, st);
         free(p);
         return st;
     }
@@ -412,7 +413,6 @@ edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edger
     char perr[512] = "";
     edgert_status st = b->cand->plugin->gemm(b->state, p->handle, a, perr, sizeof perr);
     if (st != EDGERT_OK)
-        er_set_err(err, err_len, "%s: gemm: %s", b->cand->m.name,
-                   perr[0] ? perr : edgert_status_name(st));
+        er_set_plugin_err(err, err_len, b->cand->m.name, "gemm", perr, st);
     return st;
 }

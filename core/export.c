@@ -79,6 +79,6 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
     edgert_status rc = c->plugin->export_graph(c->state, out_dir, request ? request : "", perr,
                                                sizeof perr);
     if (rc != EDGERT_OK)
-        er_set_err(err, err_len, "%s: %s", backend, perr[0] ? perr : edgert_status_name(rc));
+        er_set_plugin_err(err, err_len, backend, NULL, perr, rc);
     return rc;
 }

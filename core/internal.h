@@ -34,6 +34,13 @@ ER_HIDDEN void er_diag_last_error(const er_diags *d, size_t since, char *buf, si
 ER_HIDDEN void er_set_err(char *err, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/** A plugin's error message for the caller: "name: context: message"
+ *  (context may be NULL), or the plugin's message alone when it already
+ *  begins with "name:" (the plugin then named its own context); the status
+ *  name when the plugin wrote nothing. */
+ER_HIDDEN void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
+                                 const char *perr, edgert_status st);
+
 /* ---- small utilities (util.c) ------------------------------------------ */
 
 ER_HIDDEN char *er_strdup(const char *s);          /**< NULL-safe */

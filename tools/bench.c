@@ -264,17 +264,38 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
 
     /* 3. Decode: whole steps. */
     if (c->phase != PHASE_PREFILL) {
+        uint32_t layers = 0;
+        for (size_t s = 0; s < w->nshapes; s++)
+            if (!w->shapes[s].head && w->shapes[s].count > layers)
+                layers = w->shapes[s].count;
+        /* The step's GEMMs in the order the loop below runs them, by packed
+         * size: the ceiling is also read in calls of these sizes. */
+        size_t ncalls = 0, *calls = NULL;
+        for (size_t s = 0; s < w->nshapes; s++)
+            ncalls += w->shapes[s].count;
+        calls = calloc(ncalls ? ncalls : 1, sizeof *calls);
+        if (!calls)
+            goto nomem;
+        ncalls = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (uint32_t l = 0; l < (pass == 0 ? layers : 1u); l++)
+                for (size_t s = 0; s < w->nshapes; s++) {
+                    const wl_shape *sh = &w->shapes[s];
+                    if (sh->head != pass || (pass == 0 && l >= sh->count))
+                        continue;
+                    for (uint32_t h = 0; h < (pass ? sh->count : 1u); h++)
+                        calls[ncalls++] = edgert_packed_bytes(packed[s][pass ? h : l]);
+                }
         /* Ceiling first, on the same threads, over 1 GiB (far beyond any LLC). */
-        if (peak_bandwidth(r->threads, (size_t)1 << 30, 7, flags, &r->bw) != 0) {
+        int bw_rc = peak_bandwidth(r->threads, (size_t)1 << 30, 7, flags, calls, ncalls, &r->bw);
+        free(calls);
+        if (bw_rc != 0) {
             er_set_err_cli(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
             st = EDGERT_E_NOMEM;
             goto out;
         }
         r->ceiling_gbs = fmax(r->bw.plain_gbs, r->bw.prefetch_gbs);
-        uint32_t layers = 0;
-        for (size_t s = 0; s < w->nshapes; s++)
-            if (!w->shapes[s].head && w->shapes[s].count > layers)
-                layers = w->shapes[s].count;
+        r->calls_ceiling_gbs = fmax(r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
         double *shape_t = calloc(w->nshapes, sizeof *shape_t);
         double *steps = calloc(reps, sizeof *steps);
         if (!shape_t || !steps) {
@@ -323,6 +344,8 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
         r->tokens_per_s = 1.0 / med;
         r->weight_gbs = (double)r->weight_bytes / med / 1e9;
         r->fraction_of_bandwidth = r->weight_gbs / r->ceiling_gbs;
+        r->fraction_of_calls_ceiling =
+            r->calls_ceiling_gbs > 0.0 ? r->weight_gbs / r->calls_ceiling_gbs : NAN;
         for (size_t s = 0; s < w->nshapes; s++) {
             double v[reps];
             for (unsigned i = 0; i < reps; i++)
@@ -414,7 +437,11 @@ static void print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "prefetch_max", r->bw.prefetch_max);
         json_kint(&j, "bytes", (long long)r->bw.bytes);
         json_kint(&j, "passes", r->bw.passes);
+        json_knum(&j, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
+        json_knum(&j, "call_sized_prefetch_gbs", r->bw.calls_prefetch_gbs);
+        json_kint(&j, "calls_per_step", (long long)r->bw.calls);
         json_end_obj(&j);
+        json_knum(&j, "bandwidth_call_sized_gbs", r->calls_ceiling_gbs);
     }
     json_key(&j, "compute_peaks");
     json_obj(&j);
@@ -437,6 +464,7 @@ static void print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "bits_per_weight", 8.0 * r->weight_bytes / (double)wl_weights(w));
         json_knum(&j, "weight_gbs", r->weight_gbs);
         json_knum(&j, "fraction_of_bandwidth", r->fraction_of_bandwidth);
+        json_knum(&j, "fraction_of_call_sized_bandwidth", r->fraction_of_calls_ceiling);
         json_kint(&j, "steps", c->repeat ? c->repeat : 5);
         json_end_obj(&j);
     } else {
@@ -503,11 +531,15 @@ static void print_text(const bench_result *r, const workload *w, const cli *c)
                "(median of %u passes over %.0f MiB)\n",
                r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs,
                r->bw.prefetch_min, r->bw.prefetch_max, r->bw.passes, r->bw.bytes / 1048576.0);
+        printf("         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s plain, "
+               "%.1f prefetched\n",
+               r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
         printf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
                "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
                r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
                r->tokens_per_s, r->weight_bytes / 1e6, 8.0 * r->weight_bytes / (double)wl_weights(w),
                r->weight_gbs, r->fraction_of_bandwidth);
+        printf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
     }
     if (r->have_prefill) {
         printf("peaks:  ");

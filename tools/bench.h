@@ -22,10 +22,12 @@ typedef struct bench_result {
     unsigned threads;
     bw_result bw;
     double ceiling_gbs;    /* max(plain, prefetch) */
+    double calls_ceiling_gbs; /* the same, read in calls of the step's GEMM sizes */
     peak_result peaks;
     int have_decode, have_prefill;
     double step_ms_median, step_ms_min, step_ms_max;
     double tokens_per_s, weight_gbs, fraction_of_bandwidth;
+    double fraction_of_calls_ceiling;
     uint64_t weight_bytes, expected_weight_bytes;
     unsigned m;
     double prefill_tokens_per_s, prefill_gflops, fraction_of_compute_peak;

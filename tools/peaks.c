@@ -119,6 +119,9 @@ typedef struct {
     size_t bytes;
     int prefetch;
     int wide;
+    const size_t *calls; /* non-NULL: read in calls of these sizes */
+    size_t ncalls;
+    size_t calls_read;   /* bytes one pass of calls reads, all threads */
     volatile uint64_t sink[64];
 } bw_job;
 
@@ -166,23 +169,43 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p,
 }
 #endif
 
+static uint64_t bw_read(const bw_job *j, const uint8_t *p, const uint8_t *end)
+{
+#if defined(__x86_64__)
+    if (j->wide)
+        return read_avx512(p, end, j->prefetch);
+#endif
+    return read_portable(p, end, j->prefetch);
+}
+
 static void bw_member(team *t, unsigned id)
 {
     bw_job *j = t->arg;
     size_t chunk = (j->bytes / t->n) & ~(size_t)4095;
     const uint8_t *p = j->buf + (size_t)id * chunk, *end = p + chunk;
-    uint64_t s;
-#if defined(__x86_64__)
-    if (j->wide)
-        s = read_avx512(p, end, j->prefetch);
-    else
-#endif
-        s = read_portable(p, end, j->prefetch);
+    uint64_t s = 0;
+    if (j->calls == NULL) {
+        s = bw_read(j, p, end);
+    } else {
+        /* Call i: bytes [off, off + size) of the buffer, size cut to a
+         * multiple of 256 per thread; this thread reads its share. */
+        size_t off = 0;
+        for (size_t i = 0; i < j->ncalls; i++) {
+            size_t share = j->calls[i] / t->n & ~(size_t)255, size = share * t->n;
+            if (size == 0 || size > j->bytes)
+                continue;
+            if (off + size > j->bytes)
+                off = 0;
+            const uint8_t *q = j->buf + off + (size_t)id * share;
+            s ^= bw_read(j, q, q + share);
+            off += size;
+        }
+    }
     j->sink[id % 64] = s;
 }
 
 int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu_flags,
-                   bw_result *out)
+                   const size_t *call_bytes, size_t ncalls, bw_result *out)
 {
     memset(out, 0, sizeof *out);
     if (threads == 0 || passes == 0)
@@ -197,9 +220,10 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
         (void)madvise(buf, alloc, MADV_HUGEPAGE);
 #endif
     double *plain = calloc(passes, sizeof *plain), *pf = calloc(passes, sizeof *pf);
+    double *cplain = calloc(passes, sizeof *cplain), *cpf = calloc(passes, sizeof *cpf);
     team t;
     int rc = -1;
-    if (!buf || !plain || !pf || team_start(&t, threads) != 0)
+    if (!buf || !plain || !pf || !cplain || !cpf || team_start(&t, threads) != 0)
         goto out;
     memset(buf, 1, alloc); /* fault every page in before timing */
     bw_job j = {.buf = buf, .bytes = bytes};
@@ -211,11 +235,26 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
     size_t read = (bytes / threads & ~(size_t)4095) * threads;
     /* Alternate the two kinds so drift on a shared machine hits both alike. */
     team_run(&t, bw_member, &j); /* warm-up: TLB, frequency */
+    size_t calls_read = 0;
+    for (size_t i = 0; call_bytes != NULL && i < ncalls; i++) {
+        size_t size = (call_bytes[i] / threads & ~(size_t)255) * threads;
+        if (size <= bytes)
+            calls_read += size;
+    }
     for (unsigned i = 0; i < passes; i++) {
+        j.calls = NULL;
         j.prefetch = 0;
         plain[i] = (double)read / team_run(&t, bw_member, &j) / 1e9;
         j.prefetch = 1;
         pf[i] = (double)read / team_run(&t, bw_member, &j) / 1e9;
+        if (calls_read == 0)
+            continue;
+        j.calls = call_bytes;
+        j.ncalls = ncalls;
+        j.prefetch = 0;
+        cplain[i] = (double)calls_read / team_run(&t, bw_member, &j) / 1e9;
+        j.prefetch = 1;
+        cpf[i] = (double)calls_read / team_run(&t, bw_member, &j) / 1e9;
     }
     team_stop(&t);
     qsort(plain, passes, sizeof *plain, cmp_double);
@@ -228,11 +267,20 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
     out->prefetch_max = pf[passes - 1];
     out->bytes = read;
     out->passes = passes;
+    if (calls_read != 0) {
+        qsort(cplain, passes, sizeof *cplain, cmp_double);
+        qsort(cpf, passes, sizeof *cpf, cmp_double);
+        out->calls_plain_gbs = cplain[passes / 2];
+        out->calls_prefetch_gbs = cpf[passes / 2];
+        out->calls = ncalls;
+    }
     rc = 0;
 out:
     free(buf);
     free(plain);
     free(pf);
+    free(cplain);
+    free(cpf);
     return rc;
 }
 

@@ -14,13 +14,20 @@ typedef struct bw_result {
     double plain_min, plain_max, prefetch_min, prefetch_max;
     size_t bytes;                            /* buffer size */
     unsigned passes;
+    /* The same two reads cut into calls of the sizes given (0 when none):
+     * each thread reads its share of one call, then jumps to the next. */
+    double calls_plain_gbs, calls_prefetch_gbs; /* medians over passes */
+    size_t calls;                               /* calls per pass */
 } bw_result;
 
 /** Streaming-read bandwidth over `bytes` (far larger than the LLC) on
  *  `threads` threads: a plain read and one with software prefetch ahead of
- *  the loads. `cpu_flags` picks the widest loads the CPU has. 0 or -1. */
+ *  the loads. `cpu_flags` picks the widest loads the CPU has. With
+ *  `call_bytes` (ncalls > 0) also the same reads in back-to-back calls of
+ *  those sizes, one after the other through the buffer (wrapping): the
+ *  streaming limit for work cut into calls the way a decode step is. 0 or -1. */
 int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu_flags,
-                   bw_result *out);
+                   const size_t *call_bytes, size_t ncalls, bw_result *out);
 
 enum {
     PEAK_FP32_FMA = 0, /* GFLOP/s: AVX-512 / AVX2+FMA / NEON fused multiply-add */
