@@ -54,6 +54,18 @@ static inline float aw_hsum16(const float *v)
     return _mm512_reduce_add_ps(_mm512_loadu_ps(v));
 }
 
+/* Per-panel epilogue data of group g for panels p0 .. p0+P-1: scale, s * z
+ * and the mask of the columns that exist. */
+AW_INLINE void aw_block_meta(const aw_packed *w, size_t p0, unsigned P, uint32_t g, __m512 *sc,
+                             __m512 *sz, __mmask16 *mask)
+{
+    for (unsigned p = 0; p < P; p++) { /* P is known only at run time */
+        aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
+                    AW_CODE_BYTES, &sc[p], &sz[p]);
+        mask[p] = aw_panel_mask(w, p0 + p);
+    }
+}
+
 /* Flush one fp32 tile row into y: y = (first ? 0 : y) + v, masked. */
 AW_INLINE void aw_y_add(float *yp, __mmask16 mask, int first, __m512 v)
 {

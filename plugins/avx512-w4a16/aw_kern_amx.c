@@ -116,11 +116,7 @@ static void amx_prefill_item(const aw_job *j, size_t p0, unsigned P, uint16_t *w
     for (uint32_t g = 0; g < w->groups; g++) {
         __m512 sc[AMX_NB], sz[AMX_NB];
         __mmask16 mask[AMX_NB];
-        for (unsigned p = 0; p < P; p++) {
-            aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
-                        AW_CODE_BYTES, &sc[p], &sz[p]);
-            mask[p] = aw_panel_mask(w, p0 + p);
-        }
+        aw_block_meta(w, p0, P, g, sc, sz, mask);
         aw_expand_pairs(w, p0, P, g, wexp, 1);
         for (size_t r0 = 0; r0 < j->m; r0 += AMX_RB) {
             for (unsigned pp = 0; pp < P; pp += 2u) {

@@ -171,12 +171,7 @@ static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t 
     for (uint32_t g = 0; g < w->groups; g++) {
         __m512 sc[BF16_PB] = {0}, sz[BF16_PB] = {0};
         __mmask16 mask[BF16_PB] = {0};
-        AW_UNROLL
-        for (unsigned p = 0; p < P; p++) {
-            aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
-                        AW_CODE_BYTES, &sc[p], &sz[p]);
-            mask[p] = aw_panel_mask(w, p0 + p);
-        }
+        aw_block_meta(w, p0, P, g, sc, sz, mask);
         aw_expand_pairs(w, p0, P, g, wexp, 1);
         switch (P) {
         case 3: bf16_rows(j, wexp, p0, g, 3, sc, sz, mask); break;

@@ -170,12 +170,7 @@ static void fma_prefill_block(const aw_job *j, size_t p0, unsigned P, float *wex
     for (uint32_t g = 0; g < w->groups; g++) {
         __m512 s[FMA_PB] = {0}, sz[FMA_PB] = {0};
         __mmask16 mask[FMA_PB] = {0};
-        AW_UNROLL
-        for (unsigned p = 0; p < P; p++) {
-            aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
-                        AW_CODE_BYTES, &s[p], &sz[p]);
-            mask[p] = aw_panel_mask(w, p0 + p);
-        }
+        aw_block_meta(w, p0, P, g, s, sz, mask);
         fma_expand(w, p0, P, g, wexp);
         switch (P) {
         case 3: fma_rows(j, wexp, p0, g, 3, s, sz, mask); break;

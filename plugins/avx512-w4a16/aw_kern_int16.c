@@ -254,15 +254,11 @@ static void int16_tile(const aw_job *j, const int16_t *wexp, size_t p0, uint32_t
 static void int16_prefill_block(const aw_job *j, size_t p0, unsigned P, int16_t *wexp)
 {
     const aw_packed *w = j->w;
+    P = P < INT16_PB ? P : INT16_PB; /* no-op; tells the unrolled loops below their bound */
     for (uint32_t g = 0; g < w->groups; g++) {
         __m512 sc[INT16_PB] = {0}, sz[INT16_PB] = {0};
         __mmask16 mask[INT16_PB] = {0};
-        AW_UNROLL
-        for (unsigned p = 0; p < P; p++) {
-            aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
-                        AW_CODE_BYTES, &sc[p], &sz[p]);
-            mask[p] = aw_panel_mask(w, p0 + p);
-        }
+        aw_block_meta(w, p0, P, g, sc, sz, mask);
         aw_expand_pairs(w, p0, P, g, (uint16_t *)wexp, 0);
         size_t r0 = 0;
         for (; r0 + INT16_RB <= j->m; r0 += INT16_RB)
