@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "aw_internal.h"
+#include "plugin_util.h"
 
 /* <asm/prctl.h> values (Linux 5.16+), spelled out so older headers build. */
 #define AW_ARCH_REQ_XCOMP_PERM 0x1023
@@ -119,35 +120,6 @@ static const struct {
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static void aw_err(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void aw_err(char *err, size_t err_len, const char *fmt, ...)
-{
-    if (err == NULL || err_len == 0u)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
-static int aw_mul(size_t a, size_t b, size_t *out)
-{
-    if (b != 0u && a > SIZE_MAX / b)
-        return -1;
-    *out = a * b;
-    return 0;
-}
-
-static int aw_add(size_t a, size_t b, size_t *out)
-{
-    if (a > SIZE_MAX - b)
-        return -1;
-    *out = a + b;
-    return 0;
-}
-
 static size_t aw_round64(size_t a)
 {
     return (a + (AW_ALIGN - 1u)) & ~(size_t)(AW_ALIGN - 1u);
@@ -190,7 +162,7 @@ static int aw_amx_permission(char *err, size_t err_len)
 #else
     if (syscall(SYS_arch_prctl, AW_ARCH_REQ_XCOMP_PERM, AW_XFEATURE_XTILEDATA) == 0)
         return 0;
-    aw_err(err, err_len, AW_NAME ": init: path=amx: Linux refused AMX tile-data permission "
+    pu_err(err, err_len, AW_NAME ": init: path=amx: Linux refused AMX tile-data permission "
                                  "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
            strerror(errno));
     return -1;
@@ -212,7 +184,7 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
     if (*s == '\0')
         return 0;
     if (strncmp(s, "path=", 5) != 0) {
-        aw_err(err, err_len,
+        pu_err(err, err_len,
                AW_NAME ": init: unknown option '%s' (accepted: path=auto|amx|int16|bf16|fma)",
                options);
         return -1;
@@ -223,7 +195,7 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
     while (*rest == ' ' || *rest == '\t')
         rest++;
     if (*rest != '\0') {
-        aw_err(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option", rest);
+        pu_err(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option", rest);
         return -1;
     }
     if (len == 4 && strncmp(s, "auto", 4) == 0)
@@ -235,7 +207,7 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
             return 0;
         }
     }
-    aw_err(err, err_len, AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)",
+    pu_err(err, err_len, AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)",
            (int)len, s);
     return -1;
 }
@@ -244,18 +216,18 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
                              char *err, size_t err_len)
 {
     if (state == NULL) {
-        aw_err(err, err_len, AW_NAME ": init: state pointer is NULL");
+        pu_err(err, err_len, AW_NAME ": init: state pointer is NULL");
         return EDGERT_E_USAGE;
     }
     *state = NULL;
     if (host == NULL) {
-        aw_err(err, err_len, AW_NAME ": init: host table is NULL");
+        pu_err(err, err_len, AW_NAME ": init: host table is NULL");
         return EDGERT_E_USAGE;
     }
     if (host->struct_size < offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags) ||
         host->alloc == NULL || host->free == NULL || host->parallel_for == NULL ||
         host->log == NULL || host->thread_count == NULL) {
-        aw_err(err, err_len,
+        pu_err(err, err_len,
                AW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
                        "with alloc, free, parallel_for, thread_count and log set)",
                (unsigned)host->struct_size,
@@ -271,7 +243,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     const uint64_t flags = host->cpu_flags;
     for (size_t i = 0; i < sizeof aw_base_flags / sizeof aw_base_flags[0]; i++) {
         if (!EDGERT_HAS_FLAG(flags, aw_base_flags[i].flag)) {
-            aw_err(err, err_len,
+            pu_err(err, err_len,
                    AW_NAME ": init: this CPU lacks %s (every path needs avx512f, avx512bw, "
                            "avx512vl and fma)",
                    aw_base_flags[i].name);
@@ -298,7 +270,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     } else {
         const char *missing = aw_missing_flag(flags, path);
         if (missing != NULL) {
-            aw_err(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
+            pu_err(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
                                          "does not have (or the OS has not enabled)",
                    aw_paths[path].name, missing);
             return EDGERT_E_UNSUPPORTED;
@@ -309,7 +281,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
 
     aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
     if (st == NULL) {
-        aw_err(err, err_len, AW_NAME ": init: cannot allocate %zu bytes of instance state",
+        pu_err(err, err_len, AW_NAME ": init: cannot allocate %zu bytes of instance state",
                sizeof *st);
         return EDGERT_E_NOMEM;
     }
@@ -407,34 +379,34 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
 
     if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        aw_err(err, err_len, AW_NAME ": pack: state, packed or packed_bytes is NULL");
+        pu_err(err, err_len, AW_NAME ": pack: state, packed or packed_bytes is NULL");
         return EDGERT_E_USAGE;
     }
     *packed = NULL;
     *packed_bytes = 0u;
     if (w == NULL || w->struct_size < need) {
-        aw_err(err, err_len, AW_NAME ": pack: weights descriptor is NULL or too small "
+        pu_err(err, err_len, AW_NAME ": pack: weights descriptor is NULL or too small "
                              "(struct_size %u, need >= %zu)",
                w != NULL ? (unsigned)w->struct_size : 0u, need);
         return EDGERT_E_USAGE;
     }
     const char *name = aw_tensor_name(w);
     if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        aw_err(err, err_len,
+        pu_err(err, err_len,
                AW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
                        "and scales non-NULL",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_USAGE;
     }
     if (w->group != AW_GROUP) {
-        aw_err(err, err_len,
+        pu_err(err, err_len,
                AW_NAME ": pack '%s' [n=%u k=%u]: group size %u is not supported (layout "
                        "int4-asym-g128 needs group 128)",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_UNSUPPORTED;
     }
     if (w->k % AW_GROUP != 0u) {
-        aw_err(err, err_len,
+        pu_err(err, err_len,
                AW_NAME ": pack '%s' [n=%u]: k=%u is not a multiple of the group size %u "
                        "(k %% %u = %u)",
                name, (unsigned)w->n, (unsigned)w->k, AW_GROUP, AW_GROUP,
@@ -446,7 +418,7 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     const size_t ng = (size_t)w->n * groups;
     for (size_t i = 0; i < ng; i++) {
         if (w->zeros != NULL && w->zeros[i] > 15u) {
-            aw_err(err, err_len,
+            pu_err(err, err_len,
                    AW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group %zu "
                            "is outside [0, 15]",
                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
@@ -454,7 +426,7 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
             return EDGERT_E_USAGE;
         }
         if (!isfinite(w->scales[i])) {
-            aw_err(err, err_len,
+            pu_err(err, err_len,
                    AW_NAME ": pack '%s' [n=%u k=%u group=%u]: scale at row %zu group %zu is not "
                            "finite",
                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, i / groups,
@@ -466,16 +438,16 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     size_t panels = ((size_t)w->n + AW_PANEL - 1u) / AW_PANEL;
     size_t panel_bytes = (size_t)groups * AW_BLOCK_BYTES, data_bytes, total;
     const size_t off = AW_ALIGN; /* the header; aw_data() */
-    if (panel_bytes > UINT32_MAX || aw_mul(panels, panel_bytes, &data_bytes) != 0 ||
-        aw_add(off, data_bytes, &total) != 0) {
-        aw_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+    if (panel_bytes > UINT32_MAX || pu_mul(panels, panel_bytes, &data_bytes) != 0 ||
+        pu_add(off, data_bytes, &total) != 0) {
+        pu_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
     }
     const edgert_host *host = st->host;
     uint8_t *mem = host->alloc(host->host_ctx, total, AW_ALIGN);
     if (mem == NULL) {
-        aw_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
+        pu_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
                (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
@@ -513,37 +485,14 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
 {
     aw_state *st = state;
     const aw_packed *w = packed;
-    size_t span;
 
     if (st == NULL || w == NULL || w->magic != AW_PACKED_MAGIC) {
-        aw_err(err, err_len, AW_NAME ": gemm: NULL state or not an " AW_NAME " packed handle");
+        pu_err(err, err_len, AW_NAME ": gemm: NULL state or not an " AW_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
-    if (args == NULL || args->struct_size < offsetof(edgert_gemm_args, ldy) + sizeof(args->ldy)) {
-        aw_err(err, err_len, AW_NAME ": gemm on '%s': arguments NULL or too small (struct_size %u)",
-               w->name, args != NULL ? (unsigned)args->struct_size : 0u);
-        return EDGERT_E_USAGE;
-    }
-    if (args->m == 0u || args->x == NULL || args->y == NULL) {
-        aw_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y "
-                             "non-NULL",
-               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_USAGE;
-    }
-    if (args->ldx < w->k || args->ldy < w->n) {
-        aw_err(err, err_len,
-               AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must be >= "
-                       "k, ldy %zu must be >= n)",
-               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, args->ldx, args->ldy);
-        return EDGERT_E_USAGE;
-    }
-    if (aw_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
-        aw_mul((size_t)args->m - 1u, args->ldy, &span) != 0) {
-        aw_err(err, err_len,
-               AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride overflows size_t",
-               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_USAGE;
-    }
+    edgert_status ast = pu_check_gemm_args(AW_NAME, w->name, w->n, w->k, args, err, err_len);
+    if (ast != EDGERT_OK)
+        return ast;
 
     /* Per-call scratch: activations as the path needs them (rows padded to
      * the prefill kernel's row_pad), plus per (row, group) sums and scales.
@@ -556,15 +505,15 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
     const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
     size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->k * 2u);
     size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
-    if (aw_mul(row_bytes, rows, &act_bytes) != 0 || aw_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
-        aw_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
-        aw_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
+    if (pu_mul(row_bytes, rows, &act_bytes) != 0 || pu_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
+        pu_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
+        pu_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
     }
     uint8_t *scratch = host->alloc(host->host_ctx, total, AW_ALIGN);
     if (scratch == NULL) {
-        aw_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes "
+        pu_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes "
                              "of activation scratch",
                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
@@ -598,15 +547,6 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
 }
 
 /* ---- self-test --------------------------------------------------------------------- */
-
-static uint32_t aw_xorshift32(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
 
 /*
  * Error bound of one output of `path` against the exact (double) sum, given
@@ -655,7 +595,7 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
 
     uint8_t *mem = host->alloc(host->host_ctx, bytes + 64u, AW_ALIGN);
     if (mem == NULL) {
-        aw_err(err, err_len, AW_NAME ": self-test: cannot allocate %zu bytes", bytes);
+        pu_err(err, err_len, AW_NAME ": self-test: cannot allocate %zu bytes", bytes);
         return EDGERT_E_NOMEM;
     }
     float *x = (float *)(void *)mem;
@@ -665,13 +605,13 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
     uint8_t *zeros = codes + codes_b;
 
     for (size_t i = 0; i < codes_b; i++)
-        codes[i] = (uint8_t)aw_xorshift32(&seed);
+        codes[i] = (uint8_t)pu_xorshift32(&seed);
     for (size_t i = 0; i < ng; i++) {
-        scales[i] = 0.01f + (float)(aw_xorshift32(&seed) % 1000u) * 4e-5f;
-        zeros[i] = (uint8_t)(aw_xorshift32(&seed) % 16u);
+        scales[i] = 0.01f + (float)(pu_xorshift32(&seed) % 1000u) * 4e-5f;
+        zeros[i] = (uint8_t)(pu_xorshift32(&seed) % 16u);
     }
     for (size_t i = 0; i < tc->m * ldx; i++)
-        x[i] = (float)((int)(aw_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
+        x[i] = (float)((int)(pu_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
     for (size_t i = 0; i < tc->m * ldy; i++)
         y[i] = sentinel;
 
@@ -696,7 +636,7 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
             float got = y[i * ldy + r];
             if (r >= tc->n) {
                 if (got != sentinel) {
-                    aw_err(err, err_len,
+                    pu_err(err, err_len,
                            AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] beyond n "
                                    "was written",
                            aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n,
@@ -727,7 +667,7 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
             }
             double tol = aw_bound(st->path, tc->m, sum_xw, sum_act, sum_xs15);
             if (!(aw_absd((double)got - acc) <= tol)) { /* also catches NaN */
-                aw_err(err, err_len,
+                pu_err(err, err_len,
                        AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] = %.9g but the "
                                "scalar loop gives %.9g (|err| %.3g > bound %.3g)",
                        aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
@@ -748,7 +688,7 @@ static edgert_status aw_self_test(void *state, char *err, size_t err_len)
 {
     aw_state *st = state;
     if (st == NULL) {
-        aw_err(err, err_len, AW_NAME ": self-test: state is NULL");
+        pu_err(err, err_len, AW_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
     for (size_t i = 0; i < sizeof aw_cases / sizeof aw_cases[0]; i++) {

@@ -60,6 +60,7 @@
 
 #include "edgert/plugin.h"
 #include "nw_kern.h"
+#include "plugin_util.h"
 
 #define NW_NAME "neon-w4a16"
 #define NW_VERSION "0.1.0"
@@ -101,48 +102,10 @@ typedef struct nw_state {
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static void nw_err(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void nw_err(char *err, size_t err_len, const char *fmt, ...)
-{
-    if (err == NULL || err_len == 0u)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
-/* a * b and a + b into *out; 0 on success, -1 on size_t overflow */
-static int nw_mul(size_t a, size_t b, size_t *out)
-{
-    if (b != 0u && a > SIZE_MAX / b)
-        return -1;
-    *out = a * b;
-    return 0;
-}
-
-static int nw_add(size_t a, size_t b, size_t *out)
-{
-    if (a > SIZE_MAX - b)
-        return -1;
-    *out = a + b;
-    return 0;
-}
-
-static int nw_round_up(size_t a, size_t align, size_t *out)
-{
-    if (nw_add(a, align - 1u, out) != 0)
-        return -1;
-    *out &= ~(align - 1u);
-    return 0;
-}
-
 /* Append an aligned section of `bytes` at *off; its offset in *at. */
 static int nw_section(size_t *off, size_t bytes, size_t *at)
 {
-    if (nw_round_up(*off, NW_ALIGN, at) != 0 || nw_add(*at, bytes, off) != 0)
+    if (pu_round_up(*off, NW_ALIGN, at) != 0 || pu_add(*at, bytes, off) != 0)
         return -1;
     return 0;
 }
@@ -230,15 +193,15 @@ static int nw_act_size(nw_path path, uint32_t m, uint32_t k, nw_act_layout *o)
     const size_t groups = k / NW_G, pairs = ((size_t)m + 1u) / 2u;
 
     memset(o, 0, sizeof *o);
-    if (nw_mul(m, k, &mk) != 0 || nw_mul(m, groups, &mg) != 0)
+    if (pu_mul(m, k, &mk) != 0 || pu_mul(m, groups, &mg) != 0)
         return -1;
     switch (path) {
     case NW_PATH_NEON:
-        if (nw_mul(mk, sizeof(float), &b) != 0 || nw_section(&off, b, &o->xf) != 0)
+        if (pu_mul(mk, sizeof(float), &b) != 0 || nw_section(&off, b, &o->xf) != 0)
             return -1;
         break;
     case NW_PATH_BF16:
-        if (nw_mul(mk, 2u * sizeof(uint16_t), &b) != 0 || nw_section(&off, b, &o->xb) != 0)
+        if (pu_mul(mk, 2u * sizeof(uint16_t), &b) != 0 || nw_section(&off, b, &o->xb) != 0)
             return -1;
         break;
     case NW_PATH_DOTPROD:
@@ -246,7 +209,7 @@ static int nw_act_size(nw_path path, uint32_t m, uint32_t k, nw_act_layout *o)
             return -1;
         break;
     case NW_PATH_I8MM:
-        if (nw_mul(pairs, (size_t)k * 4u, &b) != 0 || nw_section(&off, b, &o->xp) != 0)
+        if (pu_mul(pairs, (size_t)k * 4u, &b) != 0 || nw_section(&off, b, &o->xp) != 0)
             return -1;
         break;
     }
@@ -345,7 +308,7 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
         autop = 1;
     } else {
         if ((size_t)(e - s) < 5u || strncmp(s, "path=", 5) != 0 || (size_t)(e - s - 5) >= sizeof name) {
-            nw_err(err, err_len,
+            pu_err(err, err_len,
                    NW_NAME ": init: unknown option '%s' (accepted: path=auto|neon|bf16|dotprod|i8mm)",
                    options);
             return EDGERT_E_USAGE;
@@ -357,7 +320,7 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
     }
 
     if (!nw_has(host, EDGERT_CPU_ASIMD)) {
-        nw_err(err, err_len,
+        pu_err(err, err_len,
                NW_NAME ": init: this CPU lacks the CPU flag asimd (Advanced SIMD), which every "
                        "path needs");
         return EDGERT_E_UNSUPPORTED;
@@ -377,7 +340,7 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
         if (strcmp(name, nw_paths[i].name) != 0)
             continue;
         if (!nw_has(host, nw_paths[i].flag)) {
-            nw_err(err, err_len,
+            pu_err(err, err_len,
                    NW_NAME ": init: path=%s needs the CPU flag %s, which this CPU lacks", name,
                    nw_paths[i].flag_name);
             return EDGERT_E_UNSUPPORTED;
@@ -385,7 +348,7 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
         *out = (nw_path)i;
         return EDGERT_OK;
     }
-    nw_err(err, err_len,
+    pu_err(err, err_len,
            NW_NAME ": init: unknown path '%s' in option '%s' (accepted: path=auto|neon|bf16|"
                    "dotprod|i8mm)",
            name, options);
@@ -396,18 +359,18 @@ static edgert_status nw_init(const edgert_host *host, const char *options, void 
                              char *err, size_t err_len)
 {
     if (state == NULL) {
-        nw_err(err, err_len, NW_NAME ": init: state pointer is NULL");
+        pu_err(err, err_len, NW_NAME ": init: state pointer is NULL");
         return EDGERT_E_USAGE;
     }
     *state = NULL;
     if (host == NULL) {
-        nw_err(err, err_len, NW_NAME ": init: host table is NULL");
+        pu_err(err, err_len, NW_NAME ": init: host table is NULL");
         return EDGERT_E_USAGE;
     }
     const size_t need = offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags);
     if (host->struct_size < need || host->alloc == NULL || host->free == NULL ||
         host->parallel_for == NULL || host->log == NULL) {
-        nw_err(err, err_len,
+        pu_err(err, err_len,
                NW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
                        "with alloc, free, parallel_for, log and cpu_flags)",
                (unsigned)host->struct_size, need);
@@ -420,7 +383,7 @@ static edgert_status nw_init(const edgert_host *host, const char *options, void 
 
     nw_state *st = host->alloc(host->host_ctx, sizeof *st, NW_ALIGN);
     if (st == NULL) {
-        nw_err(err, err_len, NW_NAME ": init: cannot allocate %zu bytes of instance state",
+        pu_err(err, err_len, NW_NAME ": init: cannot allocate %zu bytes of instance state",
                sizeof *st);
         return EDGERT_E_NOMEM;
     }
@@ -505,13 +468,13 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
     size_t groups, panels, pg, off_codes, off_scales, off_zeros, bytes, total = 0;
 
     if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        nw_err(err, err_len, NW_NAME ": pack: state, packed or packed_bytes is NULL");
+        pu_err(err, err_len, NW_NAME ": pack: state, packed or packed_bytes is NULL");
         return EDGERT_E_USAGE;
     }
     *packed = NULL;
     *packed_bytes = 0u;
     if (w == NULL || w->struct_size < need) {
-        nw_err(err, err_len, NW_NAME ": pack: weights descriptor is NULL or too small "
+        pu_err(err, err_len, NW_NAME ": pack: weights descriptor is NULL or too small "
                              "(struct_size %u, need >= %zu)",
                w != NULL ? (unsigned)w->struct_size : 0u, need);
         return EDGERT_E_USAGE;
@@ -520,21 +483,21 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
                            ? nw_tensor_name(w->name)
                            : nw_tensor_name(NULL);
     if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        nw_err(err, err_len,
+        pu_err(err, err_len,
                NW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
                        "and scales non-NULL",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_USAGE;
     }
     if (w->group != NW_G) {
-        nw_err(err, err_len,
+        pu_err(err, err_len,
                NW_NAME ": pack '%s' [n=%u k=%u group=%u]: only group size %u is supported "
                        "(the packed layout holds whole groups of %u)",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, NW_G, NW_G);
         return EDGERT_E_UNSUPPORTED;
     }
     if (w->k % NW_G != 0u) {
-        nw_err(err, err_len,
+        pu_err(err, err_len,
                NW_NAME ": pack '%s' [n=%u k=%u group=%u]: k must be a multiple of %u (%u is "
                        "not); this backend has no partial groups",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, NW_G, (unsigned)w->k);
@@ -545,7 +508,7 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
     if (w->zeros != NULL) {
         for (size_t i = 0; i < (size_t)w->n * groups; i++) {
             if (w->zeros[i] > 15u) {
-                nw_err(err, err_len,
+                pu_err(err, err_len,
                        NW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group "
                                "%zu is outside [0, 15]",
                        name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
@@ -554,12 +517,12 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
             }
         }
     }
-    if (nw_mul(panels, groups, &pg) != 0 || nw_section(&total, sizeof(nw_packed), &bytes) != 0 ||
-        nw_mul(pg, NW_TILE, &bytes) != 0 || nw_section(&total, bytes, &off_codes) != 0 ||
-        nw_mul(pg, NW_NR * sizeof(float), &bytes) != 0 ||
+    if (pu_mul(panels, groups, &pg) != 0 || nw_section(&total, sizeof(nw_packed), &bytes) != 0 ||
+        pu_mul(pg, NW_TILE, &bytes) != 0 || nw_section(&total, bytes, &off_codes) != 0 ||
+        pu_mul(pg, NW_NR * sizeof(float), &bytes) != 0 ||
         nw_section(&total, bytes, &off_scales) != 0 ||
         nw_section(&total, pg * NW_NR, &off_zeros) != 0) {
-        nw_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+        pu_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
     }
@@ -567,7 +530,7 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, total, NW_ALIGN);
     if (mem == NULL) {
-        nw_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
+        pu_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
                (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
@@ -625,44 +588,26 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
 {
     nw_state *st = state;
     const nw_packed *w = packed;
-    size_t span, per_panel;
+    size_t per_panel;
     nw_act_layout lay;
 
     if (st == NULL || w == NULL || w->magic != NW_PACKED_MAGIC) {
-        nw_err(err, err_len, NW_NAME ": gemm: NULL state or not a " NW_NAME " packed handle");
+        pu_err(err, err_len, NW_NAME ": gemm: NULL state or not a " NW_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
-    if (args == NULL || args->struct_size < offsetof(edgert_gemm_args, ldy) + sizeof(args->ldy)) {
-        nw_err(err, err_len, NW_NAME ": gemm on '%s': arguments NULL or too small (struct_size %u)",
-               w->name, args != NULL ? (unsigned)args->struct_size : 0u);
-        return EDGERT_E_USAGE;
-    }
-    if (args->m == 0u || args->x == NULL || args->y == NULL) {
-        nw_err(err, err_len,
-               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y non-NULL",
+    edgert_status ast = pu_check_gemm_args(NW_NAME, w->name, w->n, w->k, args, err, err_len);
+    if (ast != EDGERT_OK)
+        return ast;
+    if (nw_act_size(st->path, args->m, w->k, &lay) != 0) {
+        pu_err(err, err_len, NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: sizes overflow size_t",
                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_USAGE;
-    }
-    if (args->ldx < w->k || args->ldy < w->n) {
-        nw_err(err, err_len,
-               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must be >= "
-                       "k, ldy %zu must be >= n)",
-               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, args->ldx, args->ldy);
-        return EDGERT_E_USAGE;
-    }
-    if (nw_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
-        nw_mul((size_t)args->m - 1u, args->ldy, &span) != 0 ||
-        nw_act_size(st->path, args->m, w->k, &lay) != 0) {
-        nw_err(err, err_len,
-               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: sizes overflow size_t", w->name,
-               (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_USAGE;
     }
 
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, lay.total, NW_ALIGN);
     if (mem == NULL) {
-        nw_err(err, err_len,
+        pu_err(err, err_len,
                NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes of prepared "
                        "activations",
                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, lay.total);
@@ -676,7 +621,7 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
         .kernel = nw_paths[st->path].kernel,
     };
     size_t grain = 1u;
-    if (nw_mul((size_t)w->k * NW_NR, args->m, &per_panel) == 0 && per_panel < NW_MIN_TASK_MACS)
+    if (pu_mul((size_t)w->k * NW_NR, args->m, &per_panel) == 0 && per_panel < NW_MIN_TASK_MACS)
         grain = (NW_MIN_TASK_MACS + per_panel - 1u) / per_panel;
     host->parallel_for(host->host_ctx, w->panels, grain, nw_run_panels, &run);
 
@@ -685,15 +630,6 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
 }
 
 /* ---- self-test ---------------------------------------------------------------- */
-
-static uint32_t nw_xorshift32(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
 
 typedef struct nw_case {
     uint32_t m, n, k;
@@ -749,15 +685,15 @@ static edgert_status nw_self_test_case(nw_state *st, const nw_case *tc, uint32_t
     edgert_status rc;
 
     for (size_t i = 0; i < tc->n * stride; i++)
-        codes[i] = (uint8_t)nw_xorshift32(&seed);
+        codes[i] = (uint8_t)pu_xorshift32(&seed);
     for (size_t i = 0; i < tc->n * groups; i++) {
-        scales[i] = 0.01f + (float)(nw_xorshift32(&seed) % 1000u) * 4e-5f;
-        zeros[i] = (uint8_t)(nw_xorshift32(&seed) % 16u);
+        scales[i] = 0.01f + (float)(pu_xorshift32(&seed) % 1000u) * 4e-5f;
+        zeros[i] = (uint8_t)(pu_xorshift32(&seed) % 16u);
     }
     /* x in [-1, 1], one outlier per row (the int16 grid's rounding case) and
      * one value past the fp16 range (saturation) */
     for (size_t i = 0; i < tc->m * ldx; i++)
-        x[i] = (float)((int)(nw_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
+        x[i] = (float)((int)(pu_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
     for (size_t i = 0; i < tc->m; i++) {
         x[i * ldx + 5u] = 300.0f;
         x[i * ldx + tc->k - 1u] = -70000.0f;
@@ -790,7 +726,7 @@ static edgert_status nw_self_test_case(nw_state *st, const nw_case *tc, uint32_t
             float got = y[i * ldy + r];
             if (r >= tc->n) {
                 if (got != NW_ST_SENTINEL) {
-                    nw_err(err, err_len,
+                    pu_err(err, err_len,
                            NW_NAME ": self-test (%s) m=%u n=%u k=%u: y[%zu][%zu] beyond n was "
                                    "written",
                            nw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n,
@@ -810,7 +746,7 @@ static edgert_status nw_self_test_case(nw_state *st, const nw_case *tc, uint32_t
             }
             double tol = mag * 0x1p-16 + 1e-30;
             if (!(fabs((double)got - acc) <= tol)) { /* also catches NaN */
-                nw_err(err, err_len,
+                pu_err(err, err_len,
                        NW_NAME ": self-test (%s) m=%u n=%u k=%u %s: y[%zu][%zu] = %.9g but the "
                                "scalar loop gives %.9g (|err| %.3g > tolerance %.3g)",
                        nw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
@@ -831,7 +767,7 @@ static edgert_status nw_self_test(void *state, char *err, size_t err_len)
 {
     nw_state *st = state;
     if (st == NULL) {
-        nw_err(err, err_len, NW_NAME ": self-test: state is NULL");
+        pu_err(err, err_len, NW_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
     for (size_t i = 0; i < sizeof nw_cases / sizeof nw_cases[0]; i++) {

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "edgert/plugin.h"
+#include "plugin_util.h"
 
 #define REF_NAME "ref-w4a16"
 #define REF_VERSION "0.1.0"
@@ -71,44 +72,6 @@ typedef struct ref_job {
 } ref_job;
 
 /* ---- small helpers -------------------------------------------------------- */
-
-static void ref_err(char *err, size_t err_len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void ref_err(char *err, size_t err_len, const char *fmt, ...)
-{
-    if (err == NULL || err_len == 0u)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
-/* a * b and a + b into *out; 0 on success, -1 on size_t overflow */
-static int ref_mul(size_t a, size_t b, size_t *out)
-{
-    if (b != 0u && a > SIZE_MAX / b)
-        return -1;
-    *out = a * b;
-    return 0;
-}
-
-static int ref_add(size_t a, size_t b, size_t *out)
-{
-    if (a > SIZE_MAX - b)
-        return -1;
-    *out = a + b;
-    return 0;
-}
-
-static int ref_round_up(size_t a, size_t align, size_t *out)
-{
-    if (ref_add(a, align - 1u, out) != 0)
-        return -1;
-    *out &= ~(align - 1u);
-    return 0;
-}
 
 static const char *ref_tensor_name(const char *name)
 {
@@ -266,33 +229,33 @@ static edgert_status ref_init(const edgert_host *host, const char *options, void
                               char *err, size_t err_len)
 {
     if (state == NULL) {
-        ref_err(err, err_len, REF_NAME ": init: state pointer is NULL");
+        pu_err(err, err_len, REF_NAME ": init: state pointer is NULL");
         return EDGERT_E_USAGE;
     }
     *state = NULL;
     if (host == NULL) {
-        ref_err(err, err_len, REF_NAME ": init: host table is NULL");
+        pu_err(err, err_len, REF_NAME ": init: host table is NULL");
         return EDGERT_E_USAGE;
     }
     /* cpu_flags is the last field of ABI 1; everything before it is used */
     if (host->struct_size < offsetof(edgert_host, cpu_flags) ||
         host->alloc == NULL || host->free == NULL || host->parallel_for == NULL ||
         host->log == NULL) {
-        ref_err(err, err_len,
+        pu_err(err, err_len,
                 REF_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
                 "with alloc, free, parallel_for and log set)",
                 (unsigned)host->struct_size, offsetof(edgert_host, cpu_flags));
         return EDGERT_E_USAGE;
     }
     if (options != NULL && options[0] != '\0') {
-        ref_err(err, err_len, REF_NAME ": init: unknown option '%s' (this backend takes no options)",
+        pu_err(err, err_len, REF_NAME ": init: unknown option '%s' (this backend takes no options)",
                 options);
         return EDGERT_E_USAGE;
     }
 
     ref_state *st = host->alloc(host->host_ctx, sizeof *st, REF_ALIGN);
     if (st == NULL) {
-        ref_err(err, err_len, REF_NAME ": init: cannot allocate %zu bytes of instance state",
+        pu_err(err, err_len, REF_NAME ": init: cannot allocate %zu bytes of instance state",
                 sizeof *st);
         return EDGERT_E_NOMEM;
     }
@@ -324,13 +287,13 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     size_t stride, groups, ng, off_codes, codes_bytes, off_scales, scales_bytes, off_zeros, total;
 
     if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        ref_err(err, err_len, REF_NAME ": pack: state, packed or packed_bytes is NULL");
+        pu_err(err, err_len, REF_NAME ": pack: state, packed or packed_bytes is NULL");
         return EDGERT_E_USAGE;
     }
     *packed = NULL;
     *packed_bytes = 0u;
     if (w == NULL || w->struct_size < need) {
-        ref_err(err, err_len, REF_NAME ": pack: weights descriptor is NULL or too small "
+        pu_err(err, err_len, REF_NAME ": pack: weights descriptor is NULL or too small "
                               "(struct_size %u, need >= %zu)",
                 w != NULL ? (unsigned)w->struct_size : 0u, need);
         return EDGERT_E_USAGE;
@@ -339,7 +302,7 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
                            ? ref_tensor_name(w->name)
                            : ref_tensor_name(NULL);
     if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        ref_err(err, err_len,
+        pu_err(err, err_len,
                 REF_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and "
                          "codes and scales non-NULL",
                 name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
@@ -348,15 +311,15 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
 
     stride = ((size_t)w->k + 1u) / 2u;
     groups = ref_groups_per_row(w->k, w->group);
-    if (ref_round_up(sizeof(ref_packed), REF_ALIGN, &off_codes) != 0 ||
-        ref_mul((size_t)w->n, stride, &codes_bytes) != 0 ||
-        ref_add(off_codes, codes_bytes, &off_scales) != 0 ||
-        ref_round_up(off_scales, REF_ALIGN, &off_scales) != 0 ||
-        ref_mul((size_t)w->n, groups, &ng) != 0 ||
-        ref_mul(ng, sizeof(float), &scales_bytes) != 0 ||
-        ref_add(off_scales, scales_bytes, &off_zeros) != 0 ||
-        ref_add(off_zeros, ng, &total) != 0) {
-        ref_err(err, err_len,
+    if (pu_round_up(sizeof(ref_packed), REF_ALIGN, &off_codes) != 0 ||
+        pu_mul((size_t)w->n, stride, &codes_bytes) != 0 ||
+        pu_add(off_codes, codes_bytes, &off_scales) != 0 ||
+        pu_round_up(off_scales, REF_ALIGN, &off_scales) != 0 ||
+        pu_mul((size_t)w->n, groups, &ng) != 0 ||
+        pu_mul(ng, sizeof(float), &scales_bytes) != 0 ||
+        pu_add(off_scales, scales_bytes, &off_zeros) != 0 ||
+        pu_add(off_zeros, ng, &total) != 0) {
+        pu_err(err, err_len,
                 REF_NAME ": pack '%s' [n=%u k=%u group=%u]: packed size overflows size_t", name,
                 (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_NOMEM;
@@ -364,7 +327,7 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     if (w->zeros != NULL) {
         for (size_t i = 0; i < ng; i++) {
             if (w->zeros[i] > 15u) {
-                ref_err(err, err_len,
+                pu_err(err, err_len,
                         REF_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu "
                                  "group %zu is outside [0, 15]",
                         name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
@@ -377,7 +340,7 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, total, REF_ALIGN);
     if (mem == NULL) {
-        ref_err(err, err_len, REF_NAME ": pack '%s' [n=%u k=%u group=%u]: cannot allocate %zu bytes",
+        pu_err(err, err_len, REF_NAME ": pack '%s' [n=%u k=%u group=%u]: cannot allocate %zu bytes",
                 name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, total);
         return EDGERT_E_NOMEM;
     }
@@ -424,42 +387,20 @@ static edgert_status ref_gemm(void *state, const void *packed, const edgert_gemm
 {
     ref_state *st = state;
     const ref_packed *w = packed;
-    size_t per_row, span;
+    size_t per_row;
 
     if (st == NULL || w == NULL || w->magic != REF_PACKED_MAGIC) {
-        ref_err(err, err_len, REF_NAME ": gemm: NULL state or not a " REF_NAME " packed handle");
+        pu_err(err, err_len, REF_NAME ": gemm: NULL state or not a " REF_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
-    if (args == NULL || args->struct_size < offsetof(edgert_gemm_args, ldy) + sizeof(args->ldy)) {
-        ref_err(err, err_len, REF_NAME ": gemm on '%s': arguments NULL or too small (struct_size %u)",
-                w->name, args != NULL ? (unsigned)args->struct_size : 0u);
-        return EDGERT_E_USAGE;
-    }
-    if (args->m == 0u || args->x == NULL || args->y == NULL) {
-        ref_err(err, err_len, REF_NAME ": gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y "
-                              "non-NULL",
-                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_USAGE;
-    }
-    if (args->ldx < w->k || args->ldy < w->n) {
-        ref_err(err, err_len,
-                REF_NAME ": gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must be "
-                         ">= k, ldy %zu must be >= n)",
-                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, args->ldx, args->ldy);
-        return EDGERT_E_USAGE;
-    }
-    if (ref_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
-        ref_mul((size_t)args->m - 1u, args->ldy, &span) != 0) {
-        ref_err(err, err_len,
-                REF_NAME ": gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride overflows size_t",
-                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_USAGE;
-    }
+    edgert_status ast = pu_check_gemm_args(REF_NAME, w->name, w->n, w->k, args, err, err_len);
+    if (ast != EDGERT_OK)
+        return ast;
 
     /* Enough rows per task that one task is >= REF_MIN_TASK_MACS
      * multiply-adds: below that the hand-off costs more than it saves. */
     size_t grain = 4u;
-    if (ref_mul((size_t)w->k, (size_t)args->m, &per_row) == 0 && per_row < REF_MIN_TASK_MACS) {
+    if (pu_mul((size_t)w->k, (size_t)args->m, &per_row) == 0 && per_row < REF_MIN_TASK_MACS) {
         size_t g = (REF_MIN_TASK_MACS + per_row - 1u) / per_row;
         if (g > grain)
             grain = g;
@@ -473,16 +414,6 @@ static edgert_status ref_gemm(void *state, const void *packed, const edgert_gemm
 }
 
 /* ---- self-test ---------------------------------------------------------------- */
-
-/* Small deterministic generator; local state only. */
-static uint32_t ref_xorshift32(uint32_t *s)
-{
-    uint32_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    return *s = x;
-}
 
 typedef struct ref_case {
     uint32_t m, n, k, group;
@@ -524,22 +455,22 @@ static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint3
 
     if (tc->n * stride > REF_ST_CODES || tc->n * groups > REF_ST_GROUPS ||
         tc->m * ldx > REF_ST_X || tc->m * ldy > REF_ST_Y) {
-        ref_err(err, err_len, REF_NAME ": self-test: case m=%u n=%u k=%u exceeds its buffers",
+        pu_err(err, err_len, REF_NAME ": self-test: case m=%u n=%u k=%u exceeds its buffers",
                 (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k);
         return EDGERT_E_INTERNAL;
     }
 
     for (size_t i = 0; i < tc->n * stride; i++)
-        codes[i] = (uint8_t)ref_xorshift32(&seed);
+        codes[i] = (uint8_t)pu_xorshift32(&seed);
     if (tc->k & 1u) /* canonical padding nibble is 0 */
         for (size_t r = 0; r < tc->n; r++)
             codes[r * stride + stride - 1u] &= 15u;
     for (size_t i = 0; i < tc->n * groups; i++) {
-        scales[i] = 0.01f + (float)(ref_xorshift32(&seed) % 1000u) * 4e-5f;
-        zeros[i] = (uint8_t)(ref_xorshift32(&seed) % 16u);
+        scales[i] = 0.01f + (float)(pu_xorshift32(&seed) % 1000u) * 4e-5f;
+        zeros[i] = (uint8_t)(pu_xorshift32(&seed) % 16u);
     }
     for (size_t i = 0; i < tc->m * ldx; i++)
-        x[i] = (float)((int)(ref_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
+        x[i] = (float)((int)(pu_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
     for (size_t i = 0; i < tc->m * ldy; i++)
         y[i] = REF_ST_SENTINEL;
 
@@ -570,7 +501,7 @@ static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint3
             float got = y[i * ldy + r];
             if (r >= tc->n) {
                 if (got != REF_ST_SENTINEL) {
-                    ref_err(err, err_len,
+                    pu_err(err, err_len,
                             REF_NAME ": self-test m=%u n=%u k=%u group=%u: y[%zu][%zu] beyond n "
                                      "was written (ldy %zu)",
                             (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
@@ -593,7 +524,7 @@ static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint3
             }
             double tol = 1e-5 * mag + 1e-7;
             if (!(ref_absd((double)got - acc) <= tol)) { /* also catches NaN */
-                ref_err(err, err_len,
+                pu_err(err, err_len,
                         REF_NAME ": self-test m=%u n=%u k=%u group=%u %s: y[%zu][%zu] = %.9g but "
                                  "the scalar loop gives %.9g (|err| %.3g > tolerance %.3g)",
                         (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k, (unsigned)tc->group,
@@ -615,7 +546,7 @@ static edgert_status ref_self_test(void *state, char *err, size_t err_len)
 {
     ref_state *st = state;
     if (st == NULL) {
-        ref_err(err, err_len, REF_NAME ": self-test: state is NULL");
+        pu_err(err, err_len, REF_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
     for (size_t i = 0; i < sizeof ref_cases / sizeof ref_cases[0]; i++) {
