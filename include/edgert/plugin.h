@@ -226,8 +226,19 @@ typedef edgert_status (*edgert_plugin_entry_fn)(uint32_t abi_min, uint32_t abi_m
                                                 const edgert_plugin **out, char *err,
                                                 size_t err_len);
 
-/** Declare the entry in a plugin: EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(...) */
+/** Exports the entry from a plugin built with hidden visibility. */
 #define EDGERT_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+/**
+ * The entry each plugin defines, declared here so that a definition whose
+ * signature drifts from edgert_plugin_entry_fn fails to compile (and so
+ * -Wmissing-prototypes needs no second declaration in the plugin). The core
+ * never calls it by name: it looks EDGERT_PLUGIN_ENTRY_SYMBOL up with dlsym.
+ */
+EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
+                                                       const edgert_host *host,
+                                                       const edgert_plugin **out, char *err,
+                                                       size_t err_len);
 
 /**
  * The usual body of a plugin's entry, header-only so a plugin still links

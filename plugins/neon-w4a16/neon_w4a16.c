@@ -800,11 +800,6 @@ static const edgert_plugin nw_plugin_v1 = {
 EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
                                                        const edgert_host *host,
                                                        const edgert_plugin **out, char *err,
-                                                       size_t err_len);
-
-EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
-                                                       const edgert_host *host,
-                                                       const edgert_plugin **out, char *err,
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
