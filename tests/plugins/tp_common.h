@@ -9,6 +9,10 @@
  *   TP_INIT_FAILS      init always refuses
  *   TP_SELFTEST_FAILS  self_test always reports a mismatch
  *   TP_ENTRY_NAME      the exported symbol (default edgert_plugin_entry)
+ *   TP_DESCRIBE        what describe() returns
+ *   TP_WRONG_LAST_ZERO a subtle arithmetic bug its symmetric self-test cannot
+ *                      see: the last group of every row is dequantized with
+ *                      zero point 8 instead of the stored one
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +34,9 @@
 #endif
 #ifndef TP_ENTRY_NAME
 #define TP_ENTRY_NAME edgert_plugin_entry
+#endif
+#ifndef TP_DESCRIBE
+#define TP_DESCRIBE "test plugin: dequantize once, scalar dot products"
 #endif
 
 typedef struct tp_state {
@@ -103,8 +110,13 @@ static edgert_status tp_pack(void *state, const edgert_qweights *w, void **packe
         for (uint32_t c = 0; c < w->k; c++) {
             uint8_t b = w->codes[(size_t)r * stride + c / 2];
             int q = (c & 1) ? b >> 4 : b & 15;
-            size_t gi = (size_t)r * groups + c / w->group;
+            uint32_t g = c / w->group;
+            size_t gi = (size_t)r * groups + g;
+#ifdef TP_WRONG_LAST_ZERO
+            int z = (w->zeros && g + 1 < groups) ? w->zeros[gi] : 8; /* THE BUG */
+#else
             int z = w->zeros ? w->zeros[gi] : 8;
+#endif
             p->w[(size_t)r * w->k + c] = w->scales[gi] * (float)(q - z);
         }
     *packed = p;
@@ -182,7 +194,7 @@ static edgert_status tp_self_test(void *state, char *err, size_t err_len)
 static const char *tp_describe(void *state)
 {
     (void)state;
-    return "test plugin: dequantize once, scalar dot products";
+    return TP_DESCRIBE;
 }
 
 static edgert_status tp_export(void *state, const char *out_dir, const char *request, char *err,
