@@ -564,22 +564,10 @@ static void print_text(const bench_result *r, const workload *w, const cli *c)
 int cmd_bench(const cli *c)
 {
     workload w;
-    if (c->workload) {
-        if (wl_load(c->workload, &w) != 0)
-            return EXIT_BADFILE;
-    } else {
-        wl_builtin(&w);
-    }
     edgert_ctx *ctx = NULL;
-    int rc = open_ctx(c, &ctx);
+    int rc = open_measuring(c, "bench", "bench measures this one", &w, &ctx);
     if (rc)
         return rc;
-    if (edgert_device_facts(ctx)->planned) {
-        fprintf(stderr, "edgert bench: --device plans for another machine; bench measures this one\n");
-        edgert_close(ctx);
-        return EXIT_USAGE;
-    }
-    warn_diags(c, ctx);
     char err[1024] = "";
     const char *name = c->backend;
     edgert_selection *sel = NULL;

@@ -16,23 +16,10 @@
 int cmd_calibrate(const cli *c)
 {
     workload w;
-    if (c->workload) {
-        if (wl_load(c->workload, &w) != 0)
-            return EXIT_BADFILE;
-    } else {
-        wl_builtin(&w);
-    }
     edgert_ctx *ctx = NULL;
-    int rc = open_ctx(c, &ctx);
+    int rc = open_measuring(c, "calibrate", "calibrate measures this one", &w, &ctx);
     if (rc)
         return rc;
-    if (edgert_device_facts(ctx)->planned) {
-        fprintf(stderr, "edgert calibrate: --device plans for another machine; calibrate measures "
-                        "this one\n");
-        edgert_close(ctx);
-        return EXIT_USAGE;
-    }
-    warn_diags(c, ctx);
     const char *path = c->out ? c->out : edgert_evidence_path(ctx);
     if (!path) {
         fprintf(stderr, "edgert calibrate: no evidence file: set XDG_CACHE_HOME or HOME, or use --out\n");

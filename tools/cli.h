@@ -63,6 +63,15 @@ void er_set_err_cli(char *err, size_t len, const char *fmt, ...) __attribute__((
  *  exit code (0 on success). */
 int open_ctx(const cli *c, edgert_ctx **ctx);
 
+/** The start of each command that measures this machine (bench, verify,
+ *  calibrate): the workload (--workload FILE or the built-in), a live
+ *  handle (a --device plan is refused: `runs` says what `cmd` does on this
+ *  machine), then the handle's diagnostics as warnings. Returns an exit
+ *  code, 0 on success (then the caller closes *ctx). */
+struct workload;
+int open_measuring(const cli *c, const char *cmd, const char *runs, struct workload *w,
+                   edgert_ctx **ctx);
+
 /* Subcommands living in their own files. */
 int cmd_bench(const cli *c);
 int cmd_verify(const cli *c);

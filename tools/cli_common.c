@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "workload.h"
 
 #include <stdarg.h>
 
@@ -272,3 +273,25 @@ void warn_diags(const cli *c, const edgert_ctx *ctx)
     print_diags(ctx, stderr, EDGERT_LOG_WARN);
 }
 
+
+int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,
+                   edgert_ctx **ctx)
+{
+    if (c->workload) {
+        if (wl_load(c->workload, w) != 0)
+            return EXIT_BADFILE;
+    } else {
+        wl_builtin(w);
+    }
+    int rc = open_ctx(c, ctx);
+    if (rc)
+        return rc;
+    if (edgert_device_facts(*ctx)->planned) {
+        fprintf(stderr, "edgert %s: --device plans for another machine; %s\n", cmd, runs);
+        edgert_close(*ctx);
+        *ctx = NULL;
+        return EXIT_USAGE;
+    }
+    warn_diags(c, *ctx);
+    return 0;
+}

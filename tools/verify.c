@@ -1218,23 +1218,10 @@ int cmd_verify(const cli *c)
         return EXIT_USAGE;
     }
     workload wl;
-    if (c->workload) {
-        if (wl_load(c->workload, &wl) != 0)
-            return EXIT_BADFILE;
-    } else {
-        wl_builtin(&wl);
-    }
     edgert_ctx *ctx = NULL;
-    int rc = open_ctx(c, &ctx);
+    int rc = open_measuring(c, "verify", "verify runs the backends on this one", &wl, &ctx);
     if (rc)
         return rc;
-    if (edgert_device_facts(ctx)->planned) {
-        fprintf(stderr, "edgert verify: --device plans for another machine; verify runs the "
-                        "backends on this one\n");
-        edgert_close(ctx);
-        return EXIT_USAGE;
-    }
-    warn_diags(c, ctx);
 
     size_t ncand = edgert_candidate_count(ctx), nb = 0;
     const char **names = xcalloc(ncand + 1, sizeof *names);
