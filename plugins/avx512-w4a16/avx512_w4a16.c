@@ -604,14 +604,7 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
     uint8_t *codes = (uint8_t *)(scales + ng);
     uint8_t *zeros = codes + codes_b;
 
-    for (size_t i = 0; i < codes_b; i++)
-        codes[i] = (uint8_t)pu_xorshift32(&seed);
-    for (size_t i = 0; i < ng; i++) {
-        scales[i] = 0.01f + (float)(pu_xorshift32(&seed) % 1000u) * 4e-5f;
-        zeros[i] = (uint8_t)(pu_xorshift32(&seed) % 16u);
-    }
-    for (size_t i = 0; i < tc->m * ldx; i++)
-        x[i] = (float)((int)(pu_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
+    pu_selftest_fill(&seed, codes, codes_b, scales, zeros, ng, x, tc->m * ldx);
     for (size_t i = 0; i < tc->m * ldy; i++)
         y[i] = sentinel;
 

@@ -65,6 +65,23 @@ static inline uint32_t pu_xorshift32(uint32_t *s)
     return *s = x;
 }
 
+/* Self-test inputs from `*seed`: random code bytes, scales in [0.01, 0.05),
+ * zero points 0..15, activations in [-1, 1] in steps of 1e-3. */
+__attribute__((unused)) static void pu_selftest_fill(uint32_t *seed, uint8_t *codes,
+                                                     size_t ncodes, float *scales,
+                                                     uint8_t *zeros, size_t ngroups, float *x,
+                                                     size_t nx)
+{
+    for (size_t i = 0; i < ncodes; i++)
+        codes[i] = (uint8_t)pu_xorshift32(seed);
+    for (size_t i = 0; i < ngroups; i++) {
+        scales[i] = 0.01f + (float)(pu_xorshift32(seed) % 1000u) * 4e-5f;
+        zeros[i] = (uint8_t)(pu_xorshift32(seed) % 16u);
+    }
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (float)((int)(pu_xorshift32(seed) % 2001u) - 1000) * 1e-3f;
+}
+
 /*
  * The checks every GEMM makes of its arguments before touching memory:
  * the descriptor is present and large enough, m >= 1, x and y set, strides

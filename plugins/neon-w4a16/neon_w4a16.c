@@ -684,16 +684,10 @@ static edgert_status nw_self_test_case(nw_state *st, const nw_case *tc, uint32_t
     size_t packed_bytes = 0u;
     edgert_status rc;
 
-    for (size_t i = 0; i < tc->n * stride; i++)
-        codes[i] = (uint8_t)pu_xorshift32(&seed);
-    for (size_t i = 0; i < tc->n * groups; i++) {
-        scales[i] = 0.01f + (float)(pu_xorshift32(&seed) % 1000u) * 4e-5f;
-        zeros[i] = (uint8_t)(pu_xorshift32(&seed) % 16u);
-    }
     /* x in [-1, 1], one outlier per row (the int16 grid's rounding case) and
      * one value past the fp16 range (saturation) */
-    for (size_t i = 0; i < tc->m * ldx; i++)
-        x[i] = (float)((int)(pu_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
+    pu_selftest_fill(&seed, codes, tc->n * stride, scales, zeros, tc->n * groups, x,
+                     tc->m * ldx);
     for (size_t i = 0; i < tc->m; i++) {
         x[i * ldx + 5u] = 300.0f;
         x[i * ldx + tc->k - 1u] = -70000.0f;

@@ -460,17 +460,11 @@ static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint3
         return EDGERT_E_INTERNAL;
     }
 
-    for (size_t i = 0; i < tc->n * stride; i++)
-        codes[i] = (uint8_t)pu_xorshift32(&seed);
+    pu_selftest_fill(&seed, codes, tc->n * stride, scales, zeros, tc->n * groups, x,
+                     tc->m * ldx);
     if (tc->k & 1u) /* canonical padding nibble is 0 */
         for (size_t r = 0; r < tc->n; r++)
             codes[r * stride + stride - 1u] &= 15u;
-    for (size_t i = 0; i < tc->n * groups; i++) {
-        scales[i] = 0.01f + (float)(pu_xorshift32(&seed) % 1000u) * 4e-5f;
-        zeros[i] = (uint8_t)(pu_xorshift32(&seed) % 16u);
-    }
-    for (size_t i = 0; i < tc->m * ldx; i++)
-        x[i] = (float)((int)(pu_xorshift32(&seed) % 2001u) - 1000) * 1e-3f;
     for (size_t i = 0; i < tc->m * ldy; i++)
         y[i] = REF_ST_SENTINEL;
 
