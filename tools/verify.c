@@ -115,17 +115,6 @@
 
 /* ---- small utilities ------------------------------------------------------------ */
 
-static void verr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void verr(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 static uint64_t mix64(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
@@ -252,7 +241,7 @@ static int tol_model_for(const edgert_candidate *k, tol_model *tm, char *err, si
     } else if (dtype_is(d, int8) || (!*d && bits == 8)) {
         tm->kind = TM_INT8;
     } else {
-        verr(err, err_len,
+        er_set_err_cli(err, err_len,
              "%s: cannot derive a correctness tolerance for activation dtype '%s' (%d bits): "
              "verify knows fp32, bf16, fp16, int16 and int8",
              k->name, d, bits);
@@ -361,7 +350,7 @@ static edgert_status case_w_make(const vrun *v, uint32_t n, uint32_t k, uint64_t
     if (!dense || !w->wd || !w->wz) {
         free(dense);
         case_w_free(w);
-        verr(err, err_len, "out of memory for a %ux%u case", n, k);
+        er_set_err_cli(err, err_len, "out of memory for a %ux%u case", n, k);
         return EDGERT_E_NOMEM;
     }
     edgert_generate_dense(v->ctx, dense, n, k, seed, WEIGHT_STD);
@@ -369,7 +358,7 @@ static edgert_status case_w_make(const vrun *v, uint32_t n, uint32_t k, uint64_t
     free(dense);
     if (st != EDGERT_OK) {
         case_w_free(w);
-        verr(err, err_len, "quantizing a %ux%u case: %s", n, k, edgert_status_name(st));
+        er_set_err_cli(err, err_len, "quantizing a %ux%u case: %s", n, k, edgert_status_name(st));
         return st;
     }
     snprintf(w->name, sizeof w->name, "verify[n=%u k=%u]", n, k);
@@ -656,7 +645,7 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
             if (!v->self) {
                 st = edgert_pack(v->ref, &w.qt.view, &pr, perr, sizeof perr);
                 if (st != EDGERT_OK) {
-                    verr(err, err_len, "the reference backend could not pack n=%u k=%u: %s", n, k,
+                    er_set_err_cli(err, err_len, "the reference backend could not pack n=%u k=%u: %s", n, k,
                          perr);
                     rc = st;
                     edgert_packed_free(pb);
@@ -683,7 +672,7 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
                 float *yr = v->self ? yb : malloc((size_t)m * ldy * sizeof *yr);
                 row_worst *rw = malloc((size_t)n * sizeof *rw);
                 if (!x || !xr || (v->tm.kind != TM_FP32 && !dx) || !yb || !yr || !rw) {
-                    verr(err, err_len, "out of memory for case m=%u n=%u k=%u", m, n, k);
+                    er_set_err_cli(err, err_len, "out of memory for case m=%u n=%u k=%u", m, n, k);
                     rc = EDGERT_E_NOMEM;
                     goto next;
                 }
@@ -705,7 +694,7 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
                 if (!v->self) {
                     st = run_gemm(v->ref, pr, m, xr, ldx, yr, ldy, perr, sizeof perr);
                     if (st != EDGERT_OK) {
-                        verr(err, err_len, "the reference backend failed m=%u n=%u k=%u: %s", m,
+                        er_set_err_cli(err, err_len, "the reference backend failed m=%u n=%u k=%u: %s", m,
                              n, k, perr);
                         rc = st;
                         goto next;
@@ -891,7 +880,7 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     char perr[1024] = "";
 
     if (nk / k != n || nk > SIZE_MAX / sizeof(float)) {
-        verr(err, err_len, "shape %s (%ux%u) is too large", s->name, n, k);
+        er_set_err_cli(err, err_len, "shape %s (%ux%u) is too large", s->name, n, k);
         return EDGERT_E_NOMEM;
     }
     w = malloc(nk * sizeof *w);
@@ -899,7 +888,7 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     yd = malloc((size_t)rows * n * sizeof *yd);
     yb = malloc((size_t)rows * n * sizeof *yb);
     if (!w || !x || !yd || !yb) {
-        verr(err, err_len, "out of memory for shape %s (n=%u k=%u: %.2f GiB of fp32 weights)",
+        er_set_err_cli(err, err_len, "out of memory for shape %s (n=%u k=%u: %.2f GiB of fp32 weights)",
              s->name, n, k, (double)nk * 4.0 / 1073741824.0);
         rc = EDGERT_E_NOMEM;
         goto out;
@@ -921,7 +910,7 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     progress(v, "fidelity %s (n=%u k=%u): quantize and pack", s->name, n, k);
     rc = edgert_generate_qtensor(v->ctx, n, k, v->group, v->symmetric, wseed, std, &qt);
     if (rc != EDGERT_OK) {
-        verr(err, err_len, "quantizing shape %s (n=%u k=%u): %s", s->name, n, k,
+        er_set_err_cli(err, err_len, "quantizing shape %s (n=%u k=%u): %s", s->name, n, k,
              edgert_status_name(rc));
         goto out;
     }
@@ -939,13 +928,13 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     }
     edgert_qtensor_free(&qt);
     if (rc != EDGERT_OK) {
-        verr(err, err_len, "pack of shape %s (n=%u k=%u) failed: %s", s->name, n, k, perr);
+        er_set_err_cli(err, err_len, "pack of shape %s (n=%u k=%u) failed: %s", s->name, n, k, perr);
         goto out;
     }
     progress(v, "fidelity %s (n=%u k=%u): backend gemm, %u tokens", s->name, n, k, rows);
     rc = run_gemm(v->b, p, rows, x, k, yb, n, perr, sizeof perr);
     if (rc != EDGERT_OK) {
-        verr(err, err_len, "gemm on shape %s (m=%u n=%u k=%u) failed: %s", s->name, rows, n, k,
+        er_set_err_cli(err, err_len, "gemm on shape %s (m=%u n=%u k=%u) failed: %s", s->name, rows, n, k,
              perr);
         goto out;
     }
@@ -1063,7 +1052,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     r->worst_ratio = 0.0;
     r->sqnr_min_db = r->top1_agreement = r->kl_mean = r->top1_vs_reference = NAN;
     if (!ctx || !c || !w || !backend) {
-        verr(err, err_len, "verify_backend: bad arguments");
+        er_set_err_cli(err, err_len, "verify_backend: bad arguments");
         return EDGERT_E_USAGE;
     }
     vrun v = {.ctx = ctx, .c = c, .name = backend, .r = r};
@@ -1071,7 +1060,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     v.progress = isatty(2) && !c->quiet;
     v.cand = edgert_candidate_find(ctx, backend);
     if (!v.cand) {
-        verr(err, err_len, "no backend named '%s'", backend);
+        er_set_err_cli(err, err_len, "no backend named '%s'", backend);
         return EDGERT_E_NOT_FOUND;
     }
     if (tol_model_for(v.cand, &v.tm, err, err_len) != 0)
@@ -1094,7 +1083,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
         char rerr[1024] = "";
         rc = edgert_backend_open(ctx, VERIFY_REF, NULL, &v.ref, rerr, sizeof rerr);
         if (rc != EDGERT_OK) {
-            verr(err, err_len, "the reference backend %s, the oracle of the correctness check, "
+            er_set_err_cli(err, err_len, "the reference backend %s, the oracle of the correctness check, "
                  "is not usable: %s", VERIFY_REF, rerr);
             edgert_backend_close(v.b);
             return rc;
