@@ -241,10 +241,11 @@ static int tol_model_for(const edgert_candidate *k, tol_model *tm, char *err, si
     } else if (dtype_is(d, int8) || (!*d && bits == 8)) {
         tm->kind = TM_INT8;
     } else {
-        er_set_err_cli(err, err_len,
-             "%s: cannot derive a correctness tolerance for activation dtype '%s' (%d bits): "
-             "verify knows fp32, bf16, fp16, int16 and int8",
-             k->name, d, bits);
+        er_set_err_cli(
+            err, err_len,
+            "%s: cannot derive a correctness tolerance for activation dtype '%s' (%d bits): "
+            "verify knows fp32, bf16, fp16, int16 and int8",
+            k->name, d, bits);
         return -1;
     }
     switch (tm->kind) {
@@ -645,8 +646,9 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
             if (!v->self) {
                 st = edgert_pack(v->ref, &w.qt.view, &pr, perr, sizeof perr);
                 if (st != EDGERT_OK) {
-                    er_set_err_cli(err, err_len, "the reference backend could not pack n=%u k=%u: %s", n, k,
-                         perr);
+                    er_set_err_cli(err, err_len,
+                                   "the reference backend could not pack n=%u k=%u: %s", n, k,
+                                   perr);
                     rc = st;
                     edgert_packed_free(pb);
                     case_w_free(&w);
@@ -694,8 +696,9 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
                 if (!v->self) {
                     st = run_gemm(v->ref, pr, m, xr, ldx, yr, ldy, perr, sizeof perr);
                     if (st != EDGERT_OK) {
-                        er_set_err_cli(err, err_len, "the reference backend failed m=%u n=%u k=%u: %s", m,
-                             n, k, perr);
+                        er_set_err_cli(err, err_len,
+                                       "the reference backend failed m=%u n=%u k=%u: %s", m, n, k,
+                                       perr);
                         rc = st;
                         goto next;
                     }
@@ -888,8 +891,9 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     yd = malloc((size_t)rows * n * sizeof *yd);
     yb = malloc((size_t)rows * n * sizeof *yb);
     if (!w || !x || !yd || !yb) {
-        er_set_err_cli(err, err_len, "out of memory for shape %s (n=%u k=%u: %.2f GiB of fp32 weights)",
-             s->name, n, k, (double)nk * 4.0 / 1073741824.0);
+        er_set_err_cli(err, err_len,
+                       "out of memory for shape %s (n=%u k=%u: %.2f GiB of fp32 weights)", s->name,
+                       n, k, (double)nk * 4.0 / 1073741824.0);
         rc = EDGERT_E_NOMEM;
         goto out;
     }
@@ -911,7 +915,7 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     rc = edgert_generate_qtensor(v->ctx, n, k, v->group, v->symmetric, wseed, std, &qt);
     if (rc != EDGERT_OK) {
         er_set_err_cli(err, err_len, "quantizing shape %s (n=%u k=%u): %s", s->name, n, k,
-             edgert_status_name(rc));
+                       edgert_status_name(rc));
         goto out;
     }
     qt.view.name = s->name;
@@ -928,14 +932,15 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     }
     edgert_qtensor_free(&qt);
     if (rc != EDGERT_OK) {
-        er_set_err_cli(err, err_len, "pack of shape %s (n=%u k=%u) failed: %s", s->name, n, k, perr);
+        er_set_err_cli(err, err_len, "pack of shape %s (n=%u k=%u) failed: %s", s->name, n, k,
+                       perr);
         goto out;
     }
     progress(v, "fidelity %s (n=%u k=%u): backend gemm, %u tokens", s->name, n, k, rows);
     rc = run_gemm(v->b, p, rows, x, k, yb, n, perr, sizeof perr);
     if (rc != EDGERT_OK) {
-        er_set_err_cli(err, err_len, "gemm on shape %s (m=%u n=%u k=%u) failed: %s", s->name, rows, n, k,
-             perr);
+        er_set_err_cli(err, err_len, "gemm on shape %s (m=%u n=%u k=%u) failed: %s", s->name, rows,
+                       n, k, perr);
         goto out;
     }
     if (index < WL_MAX_SHAPES) {
@@ -1083,8 +1088,10 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
         char rerr[1024] = "";
         rc = edgert_backend_open(ctx, VERIFY_REF, NULL, &v.ref, rerr, sizeof rerr);
         if (rc != EDGERT_OK) {
-            er_set_err_cli(err, err_len, "the reference backend %s, the oracle of the correctness check, "
-                 "is not usable: %s", VERIFY_REF, rerr);
+            er_set_err_cli(err, err_len,
+                           "the reference backend %s, the oracle of the correctness check, "
+                           "is not usable: %s",
+                           VERIFY_REF, rerr);
             edgert_backend_close(v.b);
             return rc;
         }
