@@ -258,11 +258,13 @@ static void test_bench_json(void **state)
     /* the same reads in calls of the step's GEMM sizes: one call per matrix */
     yaml_node_t *bwo = er_yaml_get(&y, root, "bandwidth");
     double cbw = num(&y, root, "bandwidth_call_sized_gbs");
-    double cplain = num(&y, bwo, "call_sized_plain_gbs"), cpf = num(&y, bwo, "call_sized_prefetch_gbs");
+    double cplain = num(&y, bwo, "call_sized_plain_gbs"),
+           cpf = num(&y, bwo, "call_sized_prefetch_gbs");
     assert_true(cplain > 0 && cpf > 0);
     assert_true(cbw == (cplain > cpf ? cplain : cpf));
     assert_int_equal((int)num(&y, bwo, "calls_per_step"), 2 + 2 + 1);
-    assert_true(fabs(num(&y, dec, "fraction_of_call_sized_bandwidth") - gbs / cbw) <= 1e-3 * gbs / cbw);
+    assert_true(fabs(num(&y, dec, "fraction_of_call_sized_bandwidth") - gbs / cbw) <=
+                1e-3 * gbs / cbw);
     yaml_node_t *pre = er_yaml_get(&y, root, "prefill");
     assert_int_equal((int)num(&y, pre, "m"), 8);
     assert_true(num(&y, pre, "gflops") > 0);

@@ -531,9 +531,10 @@ static void print_text(const bench_result *r, const workload *w, const cli *c)
                "(median of %u passes over %.0f MiB)\n",
                r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs,
                r->bw.prefetch_min, r->bw.prefetch_max, r->bw.passes, r->bw.bytes / 1048576.0);
-        printf("         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s plain, "
-               "%.1f prefetched\n",
-               r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
+        printf(
+            "         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s plain, "
+            "%.1f prefetched\n",
+            r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
         printf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
                "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
                r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,

@@ -81,10 +81,12 @@ typedef struct aw_path_info {
 /* The amx path's tiles: real AMX, or (test build) the emulator, which needs
  * no AMX flag. */
 #ifdef AW_AMX_EMULATE
-#define AW_AMX_NEEDS {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}, {EDGERT_CPU_AVX512_BF16, "avx512_bf16"}
+#define AW_AMX_NEEDS                                                                          \
+    {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}, {EDGERT_CPU_AVX512_BF16, "avx512_bf16"}
 #define AW_AMX_TILES "EMULATED AMX-BF16 tiles (test build)"
 #else
-#define AW_AMX_NEEDS {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}, {EDGERT_CPU_AMX_BF16, "amx_bf16"}, \
+#define AW_AMX_NEEDS                                                                          \
+    {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}, {EDGERT_CPU_AMX_BF16, "amx_bf16"},               \
         {EDGERT_CPU_AMX_TILE, "amx_tile"}
 #define AW_AMX_TILES "AMX-BF16 tiles"
 #endif
@@ -98,7 +100,8 @@ static const aw_path_info aw_paths[AW_PATH_COUNT] = {
                       {AW_SAME(aw_bf16_prep, aw_bf16_gemm)}},
     [AW_PATH_INT16] = {"int16", {{EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}},
                        "int16: AVX512_VNNI, 15-bit integer activations per group of 128 (decode: "
-                       "vpdpbusd on two int8 halves; prefill: vpdpwssd), exact int32 group sums, fp32 accumulate",
+                       "vpdpbusd on two int8 halves; prefill: vpdpwssd), exact int32 group sums, "
+                       "fp32 accumulate",
                        {AW_SAME(aw_int16_prep, aw_int16_gemm)}},
     [AW_PATH_AMX] = {"amx", {AW_AMX_NEEDS},
                      "amx: prefill on " AW_AMX_TILES " (bf16 activations, fp32 accumulate); "
@@ -207,8 +210,9 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
             return 0;
         }
     }
-    pu_err(err, err_len, AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)",
-           (int)len, s);
+    pu_err(err, err_len,
+           AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)", (int)len,
+           s);
     return -1;
 }
 
@@ -505,7 +509,8 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
     const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
     size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->k * 2u);
     size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
-    if (pu_mul(row_bytes, rows, &act_bytes) != 0 || pu_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
+    if (pu_mul(row_bytes, rows, &act_bytes) != 0 ||
+        pu_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
         pu_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
         pu_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                w->name, (unsigned)args->m);
