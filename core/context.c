@@ -125,20 +125,20 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
     edgert_options dflt = {.struct_size = sizeof dflt};
     edgert_status st = EDGERT_OK;
     if (!out) {
-        er_set_err(err, err_len, "edgert_open: out is NULL");
+        edgert_errf(err, err_len, "edgert_open: out is NULL");
         return EDGERT_E_USAGE;
     }
     *out = NULL;
     if (!o)
         o = &dflt;
     if (o->struct_size < offsetof(edgert_options, log_level) + sizeof(int)) {
-        er_set_err(err, err_len, "edgert_open: options.struct_size %u is too small (set it to "
+        edgert_errf(err, err_len, "edgert_open: options.struct_size %u is too small (set it to "
                                  "sizeof(edgert_options))", o->struct_size);
         return EDGERT_E_USAGE;
     }
     edgert_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
-        er_set_err(err, err_len, "out of memory");
+        edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     ctx->ignore_env = o->ignore_env;
@@ -158,13 +158,13 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         if (st != EDGERT_OK) {
             char msg[4096];
             er_diag_last_error(&ctx->diags, before, msg, sizeof msg);
-            er_set_err(err, err_len, "bad device profile:\n  %s", msg[0] ? msg : o->device_profile);
+            edgert_errf(err, err_len, "bad device profile:\n  %s", msg[0] ? msg : o->device_profile);
             goto fail;
         }
     } else {
         st = er_probe(o->sysroot, &ctx->dev, &ctx->diags);
         if (st != EDGERT_OK) {
-            er_set_err(err, err_len, "probe failed: %s", edgert_status_name(st));
+            edgert_errf(err, err_len, "probe failed: %s", edgert_status_name(st));
             goto fail;
         }
     }
@@ -179,7 +179,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
     }
     ctx->pool = er_pool_create(threads);
     if (!ctx->pool) {
-        er_set_err(err, err_len, "cannot create a thread pool of %u threads", threads);
+        edgert_errf(err, err_len, "cannot create a thread pool of %u threads", threads);
         st = EDGERT_E_NOMEM;
         goto fail;
     }
@@ -276,13 +276,18 @@ unsigned edgert_thread_count(const edgert_ctx *ctx)
     return ctx ? er_pool_threads(ctx->pool) : 0;
 }
 
+void edgert_parallel_for(edgert_ctx *ctx, size_t n, size_t grain, edgert_range_fn fn, void *arg)
+{
+    er_pool_run(ctx ? ctx->pool : NULL, n, grain, fn, arg);
+}
+
 /* ---- running a backend --------------------------------------------------- */
 
 edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
                                   edgert_backend **out, char *err, size_t err_len)
 {
     if (!ctx || !name || !out) {
-        er_set_err(err, err_len, "edgert_backend_open: bad arguments");
+        edgert_errf(err, err_len, "edgert_backend_open: bad arguments");
         return EDGERT_E_USAGE;
     }
     *out = NULL;
@@ -291,22 +296,22 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
         if (strcmp(ctx->cands[i]->m.name, name) == 0)
             c = ctx->cands[i];
     if (!c) {
-        er_set_err(err, err_len, "no backend named '%s'", name);
+        edgert_errf(err, err_len, "no backend named '%s'", name);
         return EDGERT_E_NOT_FOUND;
     }
     if (!c->pub.eligible || !c->plugin) {
-        er_set_err(err, err_len, "backend '%s' is not loaded on this device: %s%s%s", name,
-                   c->pub.reason_count ? c->pub.reasons[0] : "no library (declarative backend)",
-                   c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
+        edgert_errf(err, err_len, "backend '%s' is not loaded on this device: %s%s%s", name,
+                    c->pub.reason_count ? c->pub.reasons[0] : "no library (declarative backend)",
+                    c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
         return c->pub.eligible ? EDGERT_E_UNSUPPORTED : EDGERT_E_NOT_ELIGIBLE;
     }
     if (!(c->plugin->caps & EDGERT_CAP_GEMM)) {
-        er_set_err(err, err_len, "backend '%s' has no GEMM (export-only)", name);
+        edgert_errf(err, err_len, "backend '%s' has no GEMM (export-only)", name);
         return EDGERT_E_UNSUPPORTED;
     }
     edgert_backend *b = calloc(1, sizeof *b);
     if (!b) {
-        er_set_err(err, err_len, "out of memory");
+        edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     b->ctx = ctx;
@@ -358,14 +363,14 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
 {
     if (!b || !w || !out || w->struct_size < sizeof(edgert_qweights) || !w->codes || !w->scales ||
         w->n == 0 || w->k == 0 || w->group == 0) {
-        er_set_err(err, err_len, "edgert_pack: bad arguments (need n, k, group > 0, codes and "
+        edgert_errf(err, err_len, "edgert_pack: bad arguments (need n, k, group > 0, codes and "
                                  "scales)");
         return EDGERT_E_USAGE;
     }
     *out = NULL;
     edgert_packed *p = calloc(1, sizeof *p);
     if (!p) {
-        er_set_err(err, err_len, "out of memory");
+        edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     p->b = b;
@@ -400,12 +405,12 @@ edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edger
                           char *err, size_t err_len)
 {
     if (!b || !p || !a || a->struct_size < sizeof(edgert_gemm_args) || !a->x || !a->y || a->m == 0) {
-        er_set_err(err, err_len, "edgert_gemm: bad arguments");
+        edgert_errf(err, err_len, "edgert_gemm: bad arguments");
         return EDGERT_E_USAGE;
     }
     if (p->b != b) {
         /* The packed layout may depend on the instance's code path. */
-        er_set_err(err, err_len, "edgert_gemm: weights were packed by another backend instance "
+        edgert_errf(err, err_len, "edgert_gemm: weights were packed by another backend instance "
                                  "('%s'); pack them with this one ('%s')",
                    p->b->cand->m.name, b->cand->m.name);
         return EDGERT_E_USAGE;

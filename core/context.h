@@ -40,20 +40,20 @@ struct edgert_ctx {
 };
 
 /* discovery.c */
-ER_HIDDEN edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
-                                    size_t err_len);
+edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
+                          size_t err_len);
 /* evidence.c */
-ER_HIDDEN void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o);
-ER_HIDDEN void er_evidence_apply(struct edgert_ctx *ctx);
+void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o);
+void er_evidence_apply(struct edgert_ctx *ctx);
 /* loader.c */
-ER_HIDDEN void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-ER_HIDDEN void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-ER_HIDDEN void er_gate(struct edgert_ctx *ctx, er_cand *c);
-ER_HIDDEN void er_gate_file(struct edgert_ctx *ctx, er_cand *c);
-ER_HIDDEN void er_load(struct edgert_ctx *ctx, er_cand *c);
-ER_HIDDEN void er_load_now(struct edgert_ctx *ctx, er_cand *c);
-ER_HIDDEN void er_unload(er_cand *c);
-ER_HIDDEN void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
+void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void er_gate(struct edgert_ctx *ctx, er_cand *c);
+void er_gate_file(struct edgert_ctx *ctx, er_cand *c);
+void er_load(struct edgert_ctx *ctx, er_cand *c);
+void er_load_now(struct edgert_ctx *ctx, er_cand *c);
+void er_unload(er_cand *c);
+void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -8,25 +8,15 @@
 
 #include "internal.h"
 
-void er_set_err(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
                        const char *perr, edgert_status st)
 {
     size_t nl = strlen(name);
     if (perr && perr[0] && strncmp(perr, name, nl) == 0 && perr[nl] == ':')
-        er_set_err(err, len, "%s", perr);
+        edgert_errf(err, len, "%s", perr);
     else
-        er_set_err(err, len, "%s: %s%s%s", name, context ? context : "", context ? ": " : "",
-                   perr && perr[0] ? perr : edgert_status_name(st));
+        edgert_errf(err, len, "%s: %s%s%s", name, context ? context : "", context ? ": " : "",
+                    perr && perr[0] ? perr : edgert_status_name(st));
 }
 
 void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned line,

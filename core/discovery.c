@@ -214,13 +214,13 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
                 if (take_manifest(ctx, p, 1) != 0) {
                     char msg[4096];
                     er_diag_last_error(&ctx->diags, before, msg, sizeof msg);
-                    er_set_err(err, err_len, "bad manifest:\n  %s", msg[0] ? msg : p);
+                    edgert_errf(err, err_len, "bad manifest:\n  %s", msg[0] ? msg : p);
                     return EDGERT_E_PARSE;
                 }
                 continue;
             }
             if (stat(p, &st) != 0) {
-                er_set_err(err, err_len, "%s: no such manifest file or folder", p);
+                edgert_errf(err, err_len, "%s: no such manifest file or folder", p);
                 return EDGERT_E_NOT_FOUND;
             }
             if (search(ctx, p, "explicit") != 0)
@@ -234,6 +234,6 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
     }
     return EDGERT_OK;
 nomem:
-    er_set_err(err, err_len, "out of memory while reading manifests");
+    edgert_errf(err, err_len, "out of memory while reading manifests");
     return EDGERT_E_NOMEM;
 }

@@ -258,24 +258,24 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     yaml_node_t *old = NULL;
 
     if (!ctx || (!items && count)) {
-        er_set_err(err, err_len, "edgert_evidence_store: bad arguments");
+        edgert_errf(err, err_len, "edgert_evidence_store: bad arguments");
         return EDGERT_E_USAGE;
     }
     if (ctx->dev.planned) {
-        er_set_err(err, err_len, "evidence is measured on this device; a plan handle (--device) "
+        edgert_errf(err, err_len, "evidence is measured on this device; a plan handle (--device) "
                                  "cannot store it");
         return EDGERT_E_USAGE;
     }
     if (!path)
         path = ctx->evidence_path;
     if (!path) {
-        er_set_err(err, err_len, "no evidence file: set XDG_CACHE_HOME or HOME, or give a path");
+        edgert_errf(err, err_len, "no evidence file: set XDG_CACHE_HOME or HOME, or give a path");
         return EDGERT_E_USAGE;
     }
     /* Hash every plugin first: an entry without its plugin's hash is useless. */
     char (*hashes)[17] = calloc(count ? count : 1, sizeof *hashes);
     if (!hashes) {
-        er_set_err(err, err_len, "out of memory");
+        edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     for (size_t i = 0; i < count; i++) {
@@ -284,8 +284,8 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
             if (items[i].backend && strcmp(ctx->cands[j]->m.name, items[i].backend) == 0)
                 c = ctx->cands[j];
         if (!c || library_hash(c, hashes[i]) != 0) {
-            er_set_err(err, err_len, "evidence for '%s': no such backend with a readable library",
-                       items[i].backend ? items[i].backend : "(null)");
+            edgert_errf(err, err_len, "evidence for '%s': no such backend with a readable library",
+                        items[i].backend ? items[i].backend : "(null)");
             st = EDGERT_E_NOT_FOUND;
             goto out;
         }
@@ -294,7 +294,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     char *slash = strrchr(path, '/');
     dir = slash ? strndup(path, (size_t)(slash - path)) : er_strdup(".");
     if (!dir || (dir[0] && mkdir_p(dir) != 0)) {
-        er_set_err(err, err_len, "cannot create the folder of %s: %s", path, strerror(errno));
+        edgert_errf(err, err_len, "cannot create the folder of %s: %s", path, strerror(errno));
         goto out;
     }
     old = load(ctx, &y, path, 1);
@@ -307,7 +307,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     }
     fd = mkstemp(tmp);
     if (fd < 0 || !(f = fdopen(fd, "w"))) {
-        er_set_err(err, err_len, "cannot write in %s: %s", dir, strerror(errno));
+        edgert_errf(err, err_len, "cannot write in %s: %s", dir, strerror(errno));
         goto out;
     }
     fd = -1; /* owned by f now */
@@ -367,17 +367,17 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     }
     fputs("\n]}\n", f);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0 || ferror(f)) {
-        er_set_err(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
+        edgert_errf(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
     if (fclose(f) != 0) {
         f = NULL;
-        er_set_err(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
+        edgert_errf(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
         goto out;
     }
     f = NULL;
     if (rename(tmp, path) != 0) {
-        er_set_err(err, err_len, "cannot replace %s: %s", path, strerror(errno));
+        edgert_errf(err, err_len, "cannot replace %s: %s", path, strerror(errno));
         goto out;
     }
     free(tmp);

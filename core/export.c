@@ -20,9 +20,9 @@
 static edgert_status refuse(er_cand *c, char *err, size_t err_len)
 {
     c->pub.eligible = 0;
-    er_set_err(err, err_len, "backend '%s' cannot be loaded here: %s%s%s", c->m.name,
-               c->pub.reason_count ? c->pub.reasons[c->pub.reason_count - 1] : "failed",
-               c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
+    edgert_errf(err, err_len, "backend '%s' cannot be loaded here: %s%s%s", c->m.name,
+                c->pub.reason_count ? c->pub.reasons[c->pub.reason_count - 1] : "failed",
+                c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
     return EDGERT_E_NOT_ELIGIBLE;
 }
 
@@ -30,7 +30,7 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
                             const char *request, char *err, size_t err_len)
 {
     if (!ctx || !backend || !out_dir) {
-        er_set_err(err, err_len, "edgert_export: ctx, backend and out_dir are required");
+        edgert_errf(err, err_len, "edgert_export: ctx, backend and out_dir are required");
         return EDGERT_E_USAGE;
     }
     er_cand *c = NULL;
@@ -38,19 +38,19 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
         if (strcmp(ctx->cands[i]->m.name, backend) == 0)
             c = ctx->cands[i];
     if (!c) {
-        er_set_err(err, err_len, "no backend named '%s'", backend);
+        edgert_errf(err, err_len, "no backend named '%s'", backend);
         return EDGERT_E_NOT_FOUND;
     }
     if (!c->pub.eligible) {
-        er_set_err(err, err_len, "backend '%s' is not eligible for %s device: %s%s%s", backend,
-                   ctx->dev.planned ? "the profiled" : "this",
-                   c->pub.reason_count ? c->pub.reasons[0] : "not eligible",
-                   c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
+        edgert_errf(err, err_len, "backend '%s' is not eligible for %s device: %s%s%s", backend,
+                    ctx->dev.planned ? "the profiled" : "this",
+                    c->pub.reason_count ? c->pub.reasons[0] : "not eligible",
+                    c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
         return EDGERT_E_NOT_ELIGIBLE;
     }
     if (!c->m.library) {
-        er_set_err(err, err_len, "backend '%s' is declarative (no library): nothing to export with",
-                   backend);
+        edgert_errf(err, err_len, "backend '%s' is declarative (no library): nothing to export with",
+                    backend);
         return EDGERT_E_UNSUPPORTED;
     }
     if (!c->plugin) {
@@ -65,14 +65,14 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
     if (!(c->plugin->caps & EDGERT_CAP_EXPORT)) {
         er_cand_reason(c, "MISSING_CAPABILITY(export)");
         er_cand_detail(c, "the plugin does not declare EDGERT_CAP_EXPORT");
-        er_set_err(err, err_len, "backend '%s' has no export capability (MISSING_CAPABILITY(export))",
-                   backend);
+        edgert_errf(err, err_len, "backend '%s' has no export capability (MISSING_CAPABILITY(export))",
+                    backend);
         return EDGERT_E_UNSUPPORTED;
     }
     struct stat st;
     if (stat(out_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        er_set_err(err, err_len, "%s: %s (edgert_export writes into an existing directory)",
-                   out_dir, errno == ENOENT ? "no such directory" : "not a directory");
+        edgert_errf(err, err_len, "%s: %s (edgert_export writes into an existing directory)",
+                    out_dir, errno == ENOENT ? "no such directory" : "not a directory");
         return EDGERT_E_USAGE;
     }
     char perr[4096] = "";

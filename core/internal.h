@@ -1,6 +1,7 @@
 /*
  * core/internal.h — declarations shared by the core's files. Not installed.
- * Prefix `er_` marks internal symbols (hidden from libedgert's exports).
+ * Prefix `er_` marks internal symbols; libedgert is built with hidden
+ * visibility and exports only what edgert.h marks EDGERT_API.
  */
 #ifndef EDGERT_CORE_INTERNAL_H
 #define EDGERT_CORE_INTERNAL_H
@@ -12,8 +13,6 @@
 
 #include "edgert/edgert.h"
 
-#define ER_HIDDEN __attribute__((visibility("hidden")))
-
 /* ---- diagnostics (diag.c) ---------------------------------------------- */
 
 /** A growable list of diagnostics; every string is owned. */
@@ -22,36 +21,32 @@ typedef struct er_diags {
     size_t count, cap;
 } er_diags;
 
-ER_HIDDEN void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned line,
-                           unsigned column, const char *fmt, ...)
+void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned line,
+                 unsigned column, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
-ER_HIDDEN void er_diags_free(er_diags *d);
+void er_diags_free(er_diags *d);
 /** Every error-level diagnostic added since index `since`, as
  *  "file:line:col: message" lines (the first without indent), or "". */
-ER_HIDDEN void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len);
-
-/** Bounded formatting into a caller's error buffer (NULL/0 allowed). */
-ER_HIDDEN void er_set_err(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len);
 
 /** A plugin's error message for the caller: "name: context: message"
  *  (context may be NULL), or the plugin's message alone when it already
  *  begins with "name:" (the plugin then named its own context); the status
  *  name when the plugin wrote nothing. */
-ER_HIDDEN void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
-                                 const char *perr, edgert_status st);
+void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
+                       const char *perr, edgert_status st);
 
 /* ---- small utilities (util.c) ------------------------------------------ */
 
-ER_HIDDEN char *er_strdup(const char *s);          /**< NULL-safe */
-ER_HIDDEN char *er_path_join(const char *a, const char *b);
+char *er_strdup(const char *s);          /**< NULL-safe */
+char *er_path_join(const char *a, const char *b);
 /** secure_getenv, or NULL when ignore_env. */
-ER_HIDDEN const char *er_getenv(int ignore_env, const char *name);
+const char *er_getenv(int ignore_env, const char *name);
 /** Read a whole small text file under `sysroot` (NULL = "/") into a NUL-terminated
  *  malloc'd buffer. Returns NULL when absent/unreadable or larger than max. */
-ER_HIDDEN char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out);
+char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out);
 /** 1 if sysroot+path exists (any type). */
-ER_HIDDEN int er_path_exists(const char *sysroot, const char *path);
+int er_path_exists(const char *sysroot, const char *path);
 
 /* ---- YAML documents with positions (yamldoc.c) -------------------------- */
 
@@ -69,15 +64,15 @@ typedef struct er_yaml {
 
 /** Load one document. On failure adds an error diagnostic (file:line:col) and
  *  returns EDGERT_E_IO or EDGERT_E_PARSE. An empty file is a parse error. */
-ER_HIDDEN edgert_status er_yaml_load(er_yaml *y, const char *path, er_diags *d);
-ER_HIDDEN void er_yaml_free(er_yaml *y);
-ER_HIDDEN yaml_node_t *er_yaml_root(er_yaml *y);
-ER_HIDDEN yaml_node_t *er_yaml_node(er_yaml *y, int id);
+edgert_status er_yaml_load(er_yaml *y, const char *path, er_diags *d);
+void er_yaml_free(er_yaml *y);
+yaml_node_t *er_yaml_root(er_yaml *y);
+yaml_node_t *er_yaml_node(er_yaml *y, int id);
 /** 1-based line/column of a node. */
-ER_HIDDEN unsigned er_yaml_line(const yaml_node_t *n);
-ER_HIDDEN unsigned er_yaml_col(const yaml_node_t *n);
+unsigned er_yaml_line(const yaml_node_t *n);
+unsigned er_yaml_col(const yaml_node_t *n);
 /** Value node for `key` in mapping `map`, or NULL. */
-ER_HIDDEN yaml_node_t *er_yaml_get(er_yaml *y, yaml_node_t *map, const char *key);
+yaml_node_t *er_yaml_get(er_yaml *y, yaml_node_t *map, const char *key);
 
 /**
  * Typed field readers for a mapping. Each returns 0 on success, 1 when the key
@@ -85,40 +80,40 @@ ER_HIDDEN yaml_node_t *er_yaml_get(er_yaml *y, yaml_node_t *map, const char *key
  * file, line, column, field and the problem (wrong type, missing required
  * field, out of range).
  */
-ER_HIDDEN int er_yaml_str(er_yaml *y, yaml_node_t *map, const char *key, int required,
-                          char **out, er_diags *d);
-ER_HIDDEN int er_yaml_bool(er_yaml *y, yaml_node_t *map, const char *key, int required, int *out,
-                           er_diags *d);
-ER_HIDDEN int er_yaml_int(er_yaml *y, yaml_node_t *map, const char *key, int required,
-                          long long lo, long long hi, long long *out, er_diags *d);
-ER_HIDDEN int er_yaml_num(er_yaml *y, yaml_node_t *map, const char *key, int required, double *out,
-                          er_diags *d);
+int er_yaml_str(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                char **out, er_diags *d);
+int er_yaml_bool(er_yaml *y, yaml_node_t *map, const char *key, int required, int *out,
+                 er_diags *d);
+int er_yaml_int(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                long long lo, long long hi, long long *out, er_diags *d);
+int er_yaml_num(er_yaml *y, yaml_node_t *map, const char *key, int required, double *out,
+                er_diags *d);
 /** A sequence of scalars; *out is a NULL-terminated malloc'd array of owned strings. */
-ER_HIDDEN int er_yaml_strlist(er_yaml *y, yaml_node_t *map, const char *key, int required,
-                              char ***out, size_t *count, er_diags *d);
+int er_yaml_strlist(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                    char ***out, size_t *count, er_diags *d);
 /** A mapping value (not a scalar): *out is the node. */
-ER_HIDDEN int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required,
-                          yaml_node_t **out, er_diags *d);
+int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required,
+                yaml_node_t **out, er_diags *d);
 /** Check the keys of mapping `map`: a non-scalar or duplicate key is an error
  *  (-1); a key not in the NULL-terminated `known` list is a warning. Returns 0
  *  or -1. Also -1 (with an error) when `map` is not a mapping. */
-ER_HIDDEN int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known,
-                                 er_diags *d);
-ER_HIDDEN void er_strlist_free(char **list);
+int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known,
+                       er_diags *d);
+void er_strlist_free(char **list);
 
 /* ---- probe (probe.c) and device profiles (device_profile.c) ------------- */
 
 /** Probe this machine: CPU flags from the CPU itself (CPUID+XGETBV / HWCAP),
  *  everything else from files under `sysroot` (NULL = "/"). Never fails hard:
  *  unknown facts stay 0/"" and are noted in diagnostics. */
-ER_HIDDEN edgert_status er_probe(const char *sysroot, edgert_device *out, er_diags *d);
+edgert_status er_probe(const char *sysroot, edgert_device *out, er_diags *d);
 /** Pure helper used by er_probe and tests: decide the device class from files
  *  under sysroot for a given CPU arch; fills class, accelerator, class_evidence,
  *  bf16/bf16_source for GPU classes. */
-ER_HIDDEN void er_probe_device_class(const char *sysroot, edgert_arch arch, edgert_device *dev);
+void er_probe_device_class(const char *sysroot, edgert_arch arch, edgert_device *dev);
 /** Load a device profile (plan mode). EDGERT_E_PARSE with a file:line:col
  *  diagnostic on any problem. */
-ER_HIDDEN edgert_status er_device_profile_load(const char *path, edgert_device *out, er_diags *d);
+edgert_status er_device_profile_load(const char *path, edgert_device *out, er_diags *d);
 
 /* ---- manifests (manifest.c) -------------------------------------------- */
 
@@ -150,8 +145,8 @@ typedef struct er_manifest {
 
 /** Parse and validate one manifest. On failure adds diagnostics naming
  *  file:line:col and returns EDGERT_E_IO / EDGERT_E_PARSE; *out is then zeroed. */
-ER_HIDDEN edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d);
-ER_HIDDEN void er_manifest_free(er_manifest *m);
+edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d);
+void er_manifest_free(er_manifest *m);
 
 /* ---- discovery (discovery.c) -------------------------------------------- */
 
@@ -164,24 +159,16 @@ typedef struct er_search_dir {
 
 typedef struct er_pool er_pool;
 /** threads >= 1; threads - 1 workers are started lazily on first use. */
-ER_HIDDEN er_pool *er_pool_create(unsigned threads);
-ER_HIDDEN void er_pool_destroy(er_pool *p);
-ER_HIDDEN unsigned er_pool_threads(const er_pool *p);
+er_pool *er_pool_create(unsigned threads);
+void er_pool_destroy(er_pool *p);
+unsigned er_pool_threads(const er_pool *p);
 /** Run fn over [0,n) in chunks of >= grain; the caller participates. Nested
  *  calls (from inside fn) and concurrent calls from other threads run serially
  *  on the calling thread. */
-ER_HIDDEN void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *arg);
-
-/* ---- canonical tensors (weights.c) ------------------------------------- */
-/** Allocate an owning canonical tensor (codes zeroed); fills out->view. */
-ER_HIDDEN edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symmetric,
-                                         edgert_qtensor *out);
-/** RTN-quantize one dense row into row r of an owned tensor; -1 on NaN/inf. */
-ER_HIDDEN int er_quantize_row(const float *src, uint32_t k, uint32_t group, int symmetric,
-                              const edgert_qweights *view, uint32_t r);
+void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *arg);
 
 /* ---- checksum (loader.c) ----------------------------------------------- */
 /** XXH3-64 of a file; 0 on success, -1 if unreadable. */
-ER_HIDDEN int er_file_xxh3(const char *path, uint64_t *out);
+int er_file_xxh3(const char *path, uint64_t *out);
 
 #endif /* EDGERT_CORE_INTERNAL_H */

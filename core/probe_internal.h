@@ -50,10 +50,10 @@ typedef struct er_x86_cpuid {
  * XGETBV itself is undefined then. `amx_permitted` is the outcome of Linux's
  * ARCH_REQ_XCOMP_PERM request for XTILEDATA (1 granted, 0 refused).
  */
-ER_HIDDEN void er_x86_decode(const er_x86_cpuid *regs, uint64_t xcr0, int amx_permitted,
-                             uint64_t *usable, uint64_t *os_disabled);
+void er_x86_decode(const er_x86_cpuid *regs, uint64_t xcr0, int amx_permitted,
+                   uint64_t *usable, uint64_t *os_disabled);
 /** 1 when CPUID.80000001h:EDX bit 29 (long mode) is reported. */
-ER_HIDDEN int er_x86_long_mode(const er_x86_cpuid *regs);
+int er_x86_long_mode(const er_x86_cpuid *regs);
 
 /* Linux arm64 AT_HWCAP / AT_HWCAP2 bits (arch/arm64/include/uapi/asm/hwcap.h),
  * defined here so the decoder builds and is tested on any host. */
@@ -67,13 +67,13 @@ ER_HIDDEN int er_x86_long_mode(const er_x86_cpuid *regs);
 
 /** Decode AT_HWCAP/AT_HWCAP2 into edgert_cpu_flag bits. The kernel only
  *  advertises what it enabled, so there is no "os disabled" set on arm64. */
-ER_HIDDEN void er_arm64_decode(uint64_t hwcap, uint64_t hwcap2, uint64_t *usable);
+void er_arm64_decode(uint64_t hwcap, uint64_t hwcap2, uint64_t *usable);
 
 /** Count CPUs in a Linux CPU list ("0-3,5,7-8\n" → 7). Ranges must be
  *  ascending and non-overlapping, ids < ER_PROBE_MAX_CPU_ID. Returns 0 and
  *  sets *count (≥ 1), or -1 for anything else (empty, garbage, overflow). */
 #define ER_PROBE_MAX_CPU_ID (1u << 20)
-ER_HIDDEN int er_parse_cpu_list(const char *text, unsigned *count);
+int er_parse_cpu_list(const char *text, unsigned *count);
 
 /** Parse /proc/meminfo text: MemTotal / MemAvailable in kB, converted to
  *  bytes. Returns a bit mask: 1 = total found and valid, 2 = available found
@@ -83,24 +83,24 @@ ER_HIDDEN int er_parse_cpu_list(const char *text, unsigned *count);
 #define ER_MEMINFO_MAX_BYTES (1ull << 60) /* 1 EiB: anything larger is garbage */
 #define ER_MEMINFO_TOTAL 1
 #define ER_MEMINFO_AVAILABLE 2
-ER_HIDDEN int er_parse_meminfo(const char *text, uint64_t *total_bytes,
-                               uint64_t *available_bytes);
+int er_parse_meminfo(const char *text, uint64_t *total_bytes,
+                     uint64_t *available_bytes);
 
 /** bf16 rule for a discrete NVIDIA GPU, from the driver's "Model:" string:
  *  0 for pre-Ampere product names, 1 otherwise (see probe.c for the list). */
-ER_HIDDEN int er_gpu_model_has_bf16(const char *model);
+int er_gpu_model_has_bf16(const char *model);
 
 /** bf16 of a CPU (also used for npu_phone, whose CPU side runs the rest):
  *  x86_64 from avx512_bf16 / amx_bf16, arm64 from bf16, in dev->cpu_flags;
  *  sets dev->bf16 and dev->bf16_source. Shared with device_profile.c so a
  *  profile without `bf16:` gets the same rule as the probe. */
-ER_HIDDEN void er_bf16_from_cpu_flags(edgert_device *dev, edgert_arch arch);
+void er_bf16_from_cpu_flags(edgert_device *dev, edgert_arch arch);
 
 /** The file-based host facts of er_probe for a given CPU arch: logical cores,
  *  memory, and the name (cpuinfo "model name" and/or device-tree model,
  *  preferred order by arch). Leaves unknown facts at 0/"" and notes why in
  *  `d`. Does not touch flags, class or bf16. */
-ER_HIDDEN void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *dev,
-                                   er_diags *d);
+void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *dev,
+                         er_diags *d);
 
 #endif /* EDGERT_CORE_PROBE_INTERNAL_H */

@@ -151,7 +151,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     if (out)
         *out = NULL;
     if (!ctx || !out || (priority != EDGERT_PRIORITY_SPEED && priority != EDGERT_PRIORITY_FIDELITY)) {
-        er_set_err(err, err_len, "edgert_select: bad arguments");
+        edgert_errf(err, err_len, "edgert_select: bad arguments");
         return EDGERT_E_USAGE;
     }
     edgert_selection *s = calloc(1, sizeof *s);
@@ -194,8 +194,8 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
                     break;
                 used += (size_t)w < sizeof known - used ? (size_t)w : sizeof known - used - 1;
             }
-            er_set_err(err, err_len, "no backend named '%s' (manifests found: %s)", forced,
-                       known[0] ? known : "none");
+            edgert_errf(err, err_len, "no backend named '%s' (manifests found: %s)", forced,
+                        known[0] ? known : "none");
             return EDGERT_E_NOT_FOUND;
         }
         if (!c->pub.eligible) {
@@ -208,16 +208,16 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
                     break;
                 used += (size_t)w < sizeof reasons - used ? (size_t)w : sizeof reasons - used - 1;
             }
-            er_set_err(err, err_len, "backend '%s' was asked for but is not eligible: %s (%s)",
-                       forced, reasons, c->pub.detail ? c->pub.detail : "");
+            edgert_errf(err, err_len, "backend '%s' was asked for but is not eligible: %s (%s)",
+                        forced, reasons, c->pub.detail ? c->pub.detail : "");
             return EDGERT_E_NOT_ELIGIBLE;
         }
         s->selected = (int)ci;
     } else if (s->count > 0) {
         s->selected = (int)s->order[0];
     } else {
-        er_set_err(err, err_len, "no backend is eligible on this device%s",
-                   ctx->strict ? " (strict mode excludes the reference backend)" : "");
+        edgert_errf(err, err_len, "no backend is eligible on this device%s",
+                    ctx->strict ? " (strict mode excludes the reference backend)" : "");
         return EDGERT_E_NOT_ELIGIBLE;
     }
     s->sel = &ctx->cands[s->selected]->pub;
@@ -225,7 +225,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     return EDGERT_OK;
 nomem:
     edgert_selection_free(s);
-    er_set_err(err, err_len, "out of memory");
+    edgert_errf(err, err_len, "out of memory");
     return EDGERT_E_NOMEM;
 }
 

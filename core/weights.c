@@ -4,7 +4,6 @@
  *   edgert_quantize_rtn   dense fp32 W[n][k] -> canonical int4 (round to nearest)
  *   edgert_dequantize     canonical int4 -> dense fp32, w = s * (q - z)
  *   edgert_qtensor_free
- *   er_rng_* / er_fill_weights   seeded generator for tests and the bench
  *
  * Canonical layout (edgert_qweights in plugin.h): codes two per byte, low
  * nibble first, each row starting on a byte boundary (row stride (k + 1) / 2);
@@ -51,7 +50,6 @@
 #include <string.h>
 
 #include "internal.h"
-#include "weights_gen.h"
 
 /* ---- sizes -------------------------------------------------------------- */
 
@@ -171,7 +169,7 @@ static int er_quantize_group_asym(const float *src, size_t len, uint8_t *row_cod
 
 /* ---- public API ----------------------------------------------------------- */
 
-edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symmetric,
+static edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symmetric,
                                edgert_qtensor *out)
 {
     size_t stride, groups, codes_bytes, scale_count, scales_bytes;
@@ -209,7 +207,7 @@ edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symme
     return EDGERT_OK;
 }
 
-int er_quantize_row(const float *src, uint32_t k, uint32_t group, int symmetric,
+static int er_quantize_row(const float *src, uint32_t k, uint32_t group, int symmetric,
                     const edgert_qweights *view, uint32_t r)
 {
     size_t stride = er_codes_stride(k), groups = er_groups_per_row(k, group);
@@ -287,74 +285,4 @@ void edgert_dequantize(const edgert_qweights *w, float *out)
             }
         }
     }
-}
-
-/* ---- seeded generator ------------------------------------------------------ */
-
-static uint64_t er_splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t er_rotl(uint64_t x, int r)
-{
-    return (x << r) | (x >> (64 - r));
-}
-
-void er_rng_seed(er_rng *r, uint64_t seed)
-{
-    if (r == NULL)
-        return;
-    /* splitmix64 never yields four zero words in a row, so the xoshiro state
-     * is never the all-zero fixed point, whatever the seed. */
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = er_splitmix64(&x);
-    r->spare = 0.0;
-    r->has_spare = 0;
-}
-
-uint64_t er_rng_next(er_rng *r)
-{
-    /* xoshiro256** (Blackman & Vigna), written from the published recurrence */
-    uint64_t *s = r->s;
-    uint64_t result = er_rotl(s[1] * 5u, 7) * 9u;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = er_rotl(s[3], 45);
-    return result;
-}
-
-float er_rng_normal(er_rng *r)
-{
-    if (r->has_spare) {
-        r->has_spare = 0;
-        return (float)r->spare;
-    }
-    /* Box-Muller. u1 in (0, 1] so log(u1) is finite; u2 in [0, 1). The top
-     * 53 bits make an exact double. */
-    double u1 = (double)((er_rng_next(r) >> 11) + 1u) * 0x1.0p-53;
-    double u2 = (double)(er_rng_next(r) >> 11) * 0x1.0p-53;
-    double rad = sqrt(-2.0 * log(u1));
-    double ang = 6.283185307179586476925 * u2;
-    r->spare = rad * sin(ang);
-    r->has_spare = 1;
-    return (float)(rad * cos(ang));
-}
-
-void er_fill_weights(float *w, size_t count, uint64_t seed)
-{
-    if (w == NULL)
-        return;
-    er_rng r;
-    er_rng_seed(&r, seed);
-    for (size_t i = 0; i < count; i++)
-        w[i] = 0.02f * er_rng_normal(&r);
 }

@@ -45,6 +45,7 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
+#include "generate.h"
 #include "internal.h" /* er_yaml, for test_cli_util.h */
 #include "test_util.h"
 #include "test_cli_util.h"
@@ -134,18 +135,9 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Small deterministic generator (splitmix64). */
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 static float rng_unit(uint64_t *s) /* uniform in [-1, 1) */
 {
-    return (float)((double)(rng_next(s) >> 11) * 0x1.0p-52 - 1.0);
+    return (float)((double)(gen_splitmix64(s) >> 11) * 0x1.0p-52 - 1.0);
 }
 
 /* Activations with LLM-like spread: most around 1, a few outliers 30x
@@ -156,7 +148,7 @@ static void fill_x(float *x, uint32_t m, uint32_t k, size_t ldx, uint64_t seed)
     for (uint32_t i = 0; i < m; i++) {
         for (uint32_t c = 0; c < k; c++) {
             float v = rng_unit(&seed);
-            uint64_t u = rng_next(&seed) % 64u;
+            uint64_t u = gen_splitmix64(&seed) % 64u;
             if (u == 0)
                 v *= 30.0f;
             else if (u < 4)

@@ -28,7 +28,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
-#include "weights_gen.h"
+#include "generate.h"
 
 static const char *g_plugin_path; /* set once in main, read-only afterwards */
 
@@ -106,7 +106,7 @@ static void test_rtn_error_bound(void **state)
         uint32_t n = shapes[i][0], k = shapes[i][1], g = shapes[i][2];
         float *w = malloc((size_t)n * k * sizeof *w);
         assert_non_null(w);
-        er_fill_weights(w, (size_t)n * k, 1000u + i);
+        gen_fill_weights(w, (size_t)n * k, 1000u + i);
         check_rtn_error(w, n, k, g, 1);
         check_rtn_error(w, n, k, g, 0);
         /* all-positive and all-negative rows: the asymmetric range must
@@ -190,7 +190,7 @@ static void test_rtn_constant_groups(void **state)
      * reproduced by (c / 15) * 15 in fp32): every one exactly. */
     enum { NC = 64, GC = 4 };
     float wc[NC * GC], dc[NC * GC];
-    er_fill_weights(wc, NC, 11u);
+    gen_fill_weights(wc, NC, 11u);
     for (int i = NC - 1; i >= 0; i--)
         for (int j = 0; j < GC; j++)
             wc[i * GC + j] = wc[i];
@@ -201,7 +201,7 @@ static void test_rtn_constant_groups(void **state)
 
     /* k = 129, group 128: the last group has one element, stored exactly */
     float w1[129], d1[129];
-    er_fill_weights(w1, 129, 7u);
+    gen_fill_weights(w1, 129, 7u);
     assert_int_equal(edgert_quantize_rtn(w1, 1, 129, 128, 0, &t), EDGERT_OK);
     edgert_dequantize(&t.view, d1);
     assert_memory_equal(&d1[128], &w1[128], sizeof(float));
@@ -266,10 +266,10 @@ static void test_fill_weights(void **state)
     float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
     assert_non_null(a);
     assert_non_null(b);
-    er_fill_weights(a, N, 42u);
-    er_fill_weights(b, N, 42u);
+    gen_fill_weights(a, N, 42u);
+    gen_fill_weights(b, N, 42u);
     assert_memory_equal(a, b, N * sizeof *a);
-    er_fill_weights(b, N, 43u);
+    gen_fill_weights(b, N, 43u);
     assert_memory_not_equal(a, b, N * sizeof *a);
 
     double sum = 0, sq = 0;
@@ -283,11 +283,11 @@ static void test_fill_weights(void **state)
     assert_true(fabs(mean) < 3e-4);
     assert_true(sd > 0.0197 && sd < 0.0203);
 
-    er_rng r1, r2;
-    er_rng_seed(&r1, 0u);
-    er_rng_seed(&r2, 0u);
-    assert_true(er_rng_next(&r1) == er_rng_next(&r2));
-    assert_true(er_rng_next(&r1) != 0u || er_rng_next(&r1) != 0u);
+    gen_rng r1, r2;
+    gen_rng_seed(&r1, 0u);
+    gen_rng_seed(&r2, 0u);
+    assert_true(gen_rng_next(&r1) == gen_rng_next(&r2));
+    assert_true(gen_rng_next(&r1) != 0u || gen_rng_next(&r1) != 0u);
     free(a);
     free(b);
 }
@@ -865,12 +865,12 @@ static void check_gemm(plugin_fx *f, const void *packed, const float *wd, uint32
     assert_non_null(y);
     assert_non_null(y2);
 
-    er_rng r;
-    er_rng_seed(&r, seed);
+    gen_rng r;
+    gen_rng_seed(&r, seed);
     for (size_t i = 0; i < m; i++)
         for (size_t c = 0; c < ldx; c++)
             /* padding columns are NaN: reading them would poison y */
-            x[i * ldx + c] = c < k ? er_rng_normal(&r) : NAN;
+            x[i * ldx + c] = c < k ? gen_rng_normal(&r) : NAN;
     for (size_t i = 0; i < (size_t)m * ldy; i++)
         y[i] = Y_SENTINEL;
 
@@ -945,7 +945,7 @@ static void test_plugin_gemm_shapes(void **state)
                     float *wd = malloc((size_t)n * k * sizeof *wd);
                     assert_non_null(w);
                     assert_non_null(wd);
-                    er_fill_weights(w, (size_t)n * k, seed++);
+                    gen_fill_weights(w, (size_t)n * k, seed++);
                     edgert_qtensor t;
                     assert_int_equal(edgert_quantize_rtn(w, n, k, g, sym, &t), EDGERT_OK);
                     t.view.name = what;
@@ -985,7 +985,7 @@ static void test_plugin_packed_bytes(void **state)
     enum { N = 256, K = 1024 };
     float *w = malloc((size_t)N * K * sizeof *w);
     assert_non_null(w);
-    er_fill_weights(w, (size_t)N * K, 99u);
+    gen_fill_weights(w, (size_t)N * K, 99u);
     for (int sym = 0; sym < 2; sym++) {
         edgert_qtensor t;
         assert_int_equal(edgert_quantize_rtn(w, N, K, 128, sym, &t), EDGERT_OK);

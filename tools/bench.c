@@ -25,6 +25,7 @@
  */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "generate.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -210,10 +211,10 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
         const wl_shape *sh = &w->shapes[s];
         double t0 = now_s();
         edgert_qtensor q;
-        st = edgert_generate_qtensor(ctx, sh->n, sh->k, group, sym, matrix_seed(c->seed, s, 0),
+        st = gen_qtensor(ctx, sh->n, sh->k, group, sym, matrix_seed(c->seed, s, 0),
                                      0.02f, &q);
         if (st != EDGERT_OK) {
-            er_set_err_cli(err, err_len, "cannot generate %s [%u x %u]", sh->name, sh->n, sh->k);
+            edgert_errf(err, err_len, "cannot generate %s [%u x %u]", sh->name, sh->n, sh->k);
             goto out;
         }
         r->generate_seconds += now_s() - t0;
@@ -260,7 +261,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     times = calloc((size_t)reps * (w->nshapes + 1), sizeof *times);
     if (!x || !y || !times)
         goto nomem;
-    edgert_generate_activations(x, m, maxk, c->seed);
+    gen_activations(x, m, maxk, c->seed);
 
     /* 3. Decode: whole steps. */
     if (c->phase != PHASE_PREFILL) {
@@ -290,7 +291,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
         int bw_rc = peak_bandwidth(r->threads, (size_t)1 << 30, 7, flags, calls, ncalls, &r->bw);
         free(calls);
         if (bw_rc != 0) {
-            er_set_err_cli(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
+            edgert_errf(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
             st = EDGERT_E_NOMEM;
             goto out;
         }
@@ -335,8 +336,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
             }
             progress("decode", rep, reps);
         }
-        double sorted[reps];
-        memcpy(sorted, steps, sizeof sorted);
+        double *sorted = steps; /* sorted in place: the order is not used again */
         double med = median(sorted, reps);
         r->step_ms_median = 1e3 * med;
         r->step_ms_min = 1e3 * sorted[0];
@@ -347,7 +347,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
         r->fraction_of_calls_ceiling =
             r->calls_ceiling_gbs > 0.0 ? r->weight_gbs / r->calls_ceiling_gbs : NAN;
         for (size_t s = 0; s < w->nshapes; s++) {
-            double v[reps];
+            double *v = steps; /* the step times are no longer needed: reuse */
             for (unsigned i = 0; i < reps; i++)
                 v[i] = times[(size_t)i * w->nshapes + s];
             double ms = median(v, reps);
@@ -364,16 +364,20 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
         peak_compute(r->threads, flags, &r->peaks);
         unsigned preps = c->repeat ? c->repeat : 3;
         double total_s = 0, total_flop = 0;
+        double *v = calloc(preps, sizeof *v);
+        if (!v)
+            goto nomem;
         for (size_t s = 0; s < w->nshapes; s++) {
             const wl_shape *sh = &w->shapes[s];
             unsigned rows = sh->head ? 1 : m;
-            double v[preps];
             for (unsigned rep = 0; rep <= preps; rep++) {
                 edgert_gemm_args a = {sizeof a, rows, x, sh->k, y, sh->n};
                 double g0 = now_s();
                 st = edgert_gemm(be, packed[s][0], &a, err, err_len);
-                if (st != EDGERT_OK)
+                if (st != EDGERT_OK) {
+                    free(v);
                     goto out;
+                }
                 if (rep > 0)
                     v[rep - 1] = now_s() - g0;
             }
@@ -385,6 +389,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
             total_flop += flop * sh->count;
             progress("prefill", s + 1, w->nshapes);
         }
+        free(v);
         r->prefill_tokens_per_s = m / total_s;
         r->prefill_gflops = total_flop / total_s / 1e9;
         r->compute_family = family_of(cand, r->path, &r->peaks);
@@ -394,7 +399,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     st = EDGERT_OK;
     goto out;
 nomem:
-    er_set_err_cli(err, err_len, "out of memory");
+    edgert_errf(err, err_len, "out of memory");
     st = EDGERT_E_NOMEM;
 out:
     if (sampling) {

@@ -57,7 +57,6 @@ const char *layout_text(const edgert_candidate *c, char *buf, size_t len);
 void warn_diags(const cli *c, const edgert_ctx *ctx);
 
 /** Bounded formatting into an error buffer. */
-void er_set_err_cli(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /** Open a handle from the parsed options; prints the error and returns an
  *  exit code (0 on success). */

@@ -15,16 +15,6 @@
 /* Indexed by edgert_log_level (1 = error). */
 static const char *const lv[] = {"?", "error", "warning", "info", "debug"};
 
-void er_set_err_cli(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- shared printing ------------------------------------------------------------ */
 
 void flags_text(uint64_t mask, char *buf, size_t len)

@@ -7,8 +7,8 @@
  * --calibration FILE ("<proj>.x" [T][K] activation samples). Without them the
  * command generates spark-1.7b (design.md §6; --quick: a reduced model with
  * hidden 256, intermediate 832, 2 layers, vocabulary 4096) as seeded dense bf16
- * weights (edgert_generate_dense, std 0.02) and LLM-like activations per
- * projection (edgert_generate_activations: heavy tails, outlier channels).
+ * weights (gen_dense, std 0.02) and LLM-like activations per
+ * projection (gen_activations: heavy tails, outlier channels).
  * The generated files live in the work folder below and are removed at the
  * end (the full model takes 3.4 GB of bf16 there while it runs).
  *
@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "generate.h"
 
 void export_help(FILE *f)
 {
@@ -189,7 +190,7 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
         goto io;
     for (size_t i = 0; i < np; i++) {
         size_t w = (size_t)p[i].n * p[i].k;
-        edgert_generate_dense(ctx, buf, p[i].n, p[i].k, c->seed * 0x9E3779B97F4A7C15ull + i, 0.02f);
+        gen_dense(ctx, buf, p[i].n, p[i].k, c->seed * 0x9E3779B97F4A7C15ull + i, 0.02f);
         for (size_t j = 0; j < w; j++)
             half[j] = to_bf16(buf[j]);
         if (fwrite(half, 2, w, wf) != w)
@@ -203,7 +204,7 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
         goto io;
     for (size_t i = 0; i < np; i++) {
         size_t x = (size_t)c->tokens * p[i].k;
-        edgert_generate_activations(buf, c->tokens, p[i].k, c->seed * 1000003ull + 7919ull * i);
+        gen_activations(buf, c->tokens, p[i].k, c->seed * 1000003ull + 7919ull * i);
         if (fwrite(buf, 4, x, cf) != x)
             goto io;
     }

@@ -4,7 +4,7 @@
  * faithful is it (against dense fp32 of the unquantized weights)?
  *
  * ---- Correctness --------------------------------------------------------------
- * Canonical weights W[n][k] are generated (edgert_generate_dense, std 0.02)
+ * Canonical weights W[n][k] are generated (gen_dense, std 0.02)
  * and quantized by round-to-nearest in the backend's own layout (symmetric or
  * not, its group size, 128 when the manifest says 0). The backend under test
  * B and the oracle R ("ref-w4a16", plain fp32 arithmetic) pack the same
@@ -16,7 +16,7 @@
  * For K not a multiple of the group, B may refuse at pack time; the refusal
  * must be clean: EDGERT_E_UNSUPPORTED or EDGERT_E_USAGE with a message that
  * names k. That counts as a passed case; if B accepts, its output is checked.
- * Activations vary by case: LLM-like (edgert_generate_activations: heavy
+ * Activations vary by case: LLM-like (gen_activations: heavy
  * tails, outlier channels), uniform in [-1, 1], LLM-like scaled by 2^-10, and
  * LLM-like with an all-zero row. Every x row has NaN in its ldx padding and
  * every y row sentinels in its ldy padding: reading past k or writing past n
@@ -71,9 +71,9 @@
  *
  * ---- Fidelity ----------------------------------------------------------------
  * For each workload shape (with --quick: shapes of at most 8M weights, and the
- * output head with N capped at 16384), dense W from edgert_generate_dense(std
+ * output head with N capped at 16384), dense W from gen_dense(std
  * 0.02) and the same W quantized by RTN in the backend's layout
- * (edgert_generate_qtensor gives exactly edgert_quantize_rtn of those dense
+ * (gen_qtensor gives exactly edgert_quantize_rtn of those dense
  * weights); y_dense = x W^T from the UNQUANTIZED W with products and sums in
  * double (on all threads), y_B from the backend: SQNR in dB over M = 8 tokens
  * of LLM-like activations. The output head (the workload's `head: true` shape,
@@ -85,6 +85,7 @@
  */
 #define _GNU_SOURCE
 #include "verify.h"
+#include "generate.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -115,17 +116,9 @@
 
 /* ---- small utilities ------------------------------------------------------------ */
 
-static uint64_t mix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ull;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-    return x ^ (x >> 31);
-}
-
 static uint64_t seed_of(uint64_t base, uint64_t a, uint64_t b, uint64_t c)
 {
-    return mix64(base ^ mix64(a ^ mix64(b ^ mix64(c))));
+    return gen_mix64(base ^ gen_mix64(a ^ gen_mix64(b ^ gen_mix64(c))));
 }
 
 static uint64_t name_hash(const char *s)
@@ -241,7 +234,7 @@ static int tol_model_for(const edgert_candidate *k, tol_model *tm, char *err, si
     } else if (dtype_is(d, int8) || (!*d && bits == 8)) {
         tm->kind = TM_INT8;
     } else {
-        er_set_err_cli(
+        edgert_errf(
             err, err_len,
             "%s: cannot derive a correctness tolerance for activation dtype '%s' (%d bits): "
             "verify knows fp32, bf16, fp16, int16 and int8",
@@ -351,15 +344,15 @@ static edgert_status case_w_make(const vrun *v, uint32_t n, uint32_t k, uint64_t
     if (!dense || !w->wd || !w->wz) {
         free(dense);
         case_w_free(w);
-        er_set_err_cli(err, err_len, "out of memory for a %ux%u case", n, k);
+        edgert_errf(err, err_len, "out of memory for a %ux%u case", n, k);
         return EDGERT_E_NOMEM;
     }
-    edgert_generate_dense(v->ctx, dense, n, k, seed, WEIGHT_STD);
+    gen_dense(v->ctx, dense, n, k, seed, WEIGHT_STD);
     edgert_status st = edgert_quantize_rtn(dense, n, k, v->group, v->symmetric, &w->qt);
     free(dense);
     if (st != EDGERT_OK) {
         case_w_free(w);
-        er_set_err_cli(err, err_len, "quantizing a %ux%u case: %s", n, k, edgert_status_name(st));
+        edgert_errf(err, err_len, "quantizing a %ux%u case: %s", n, k, edgert_status_name(st));
         return st;
     }
     snprintf(w->name, sizeof w->name, "verify[n=%u k=%u]", n, k);
@@ -483,13 +476,13 @@ static void case_x(const vrun *v, uint32_t m, uint32_t k, size_t ldx, unsigned v
     float *tmp = malloc((size_t)m * k * sizeof *tmp);
     if (!tmp) { /* fall back to a simple deterministic pattern */
         for (size_t i = 0; i < (size_t)m * ldx; i++)
-            x[i] = (float)((int)(mix64(seed + i) % 2001u) - 1000) * 1e-3f;
+            x[i] = (float)((int)(gen_mix64(seed + i) % 2001u) - 1000) * 1e-3f;
     } else {
         if (variety == 1) {
             for (size_t i = 0; i < (size_t)m * k; i++)
-                tmp[i] = (float)((double)(mix64(seed ^ (i * 0x9E37u)) >> 11) * 0x1p-52 - 1.0);
+                tmp[i] = (float)((double)(gen_mix64(seed ^ (i * 0x9E37u)) >> 11) * 0x1p-52 - 1.0);
         } else {
-            edgert_generate_activations(tmp, m, k, seed);
+            gen_activations(tmp, m, k, seed);
             if (variety == 2)
                 for (size_t i = 0; i < (size_t)m * k; i++)
                     tmp[i] *= 0x1p-10f;
@@ -646,9 +639,9 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
             if (!v->self) {
                 st = edgert_pack(v->ref, &w.qt.view, &pr, perr, sizeof perr);
                 if (st != EDGERT_OK) {
-                    er_set_err_cli(err, err_len,
-                                   "the reference backend could not pack n=%u k=%u: %s", n, k,
-                                   perr);
+                    edgert_errf(err, err_len,
+                                "the reference backend could not pack n=%u k=%u: %s", n, k,
+                                perr);
                     rc = st;
                     edgert_packed_free(pb);
                     case_w_free(&w);
@@ -674,7 +667,7 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
                 float *yr = v->self ? yb : malloc((size_t)m * ldy * sizeof *yr);
                 row_worst *rw = malloc((size_t)n * sizeof *rw);
                 if (!x || !xr || (v->tm.kind != TM_FP32 && !dx) || !yb || !yr || !rw) {
-                    er_set_err_cli(err, err_len, "out of memory for case m=%u n=%u k=%u", m, n, k);
+                    edgert_errf(err, err_len, "out of memory for case m=%u n=%u k=%u", m, n, k);
                     rc = EDGERT_E_NOMEM;
                     goto next;
                 }
@@ -696,9 +689,9 @@ static edgert_status correctness(vrun *v, char *err, size_t err_len)
                 if (!v->self) {
                     st = run_gemm(v->ref, pr, m, xr, ldx, yr, ldy, perr, sizeof perr);
                     if (st != EDGERT_OK) {
-                        er_set_err_cli(err, err_len,
-                                       "the reference backend failed m=%u n=%u k=%u: %s", m, n, k,
-                                       perr);
+                        edgert_errf(err, err_len,
+                                    "the reference backend failed m=%u n=%u k=%u: %s", m, n, k,
+                                    perr);
                         rc = st;
                         goto next;
                     }
@@ -883,7 +876,7 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     char perr[1024] = "";
 
     if (nk / k != n || nk > SIZE_MAX / sizeof(float)) {
-        er_set_err_cli(err, err_len, "shape %s (%ux%u) is too large", s->name, n, k);
+        edgert_errf(err, err_len, "shape %s (%ux%u) is too large", s->name, n, k);
         return EDGERT_E_NOMEM;
     }
     w = malloc(nk * sizeof *w);
@@ -891,15 +884,15 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     yd = malloc((size_t)rows * n * sizeof *yd);
     yb = malloc((size_t)rows * n * sizeof *yb);
     if (!w || !x || !yd || !yb) {
-        er_set_err_cli(err, err_len,
-                       "out of memory for shape %s (n=%u k=%u: %.2f GiB of fp32 weights)", s->name,
-                       n, k, (double)nk * 4.0 / 1073741824.0);
+        edgert_errf(err, err_len,
+                    "out of memory for shape %s (n=%u k=%u: %.2f GiB of fp32 weights)", s->name,
+                    n, k, (double)nk * 4.0 / 1073741824.0);
         rc = EDGERT_E_NOMEM;
         goto out;
     }
     progress(v, "fidelity %s (n=%u k=%u): dense fp32 weights", s->name, n, k);
-    edgert_generate_activations(x, rows, k, xseed);
-    edgert_generate_dense(v->ctx, w, n, k, wseed, std);
+    gen_activations(x, rows, k, xseed);
+    gen_dense(v->ctx, w, n, k, wseed, std);
     progress(v, "fidelity %s (n=%u k=%u): dense reference in double", s->name, n, k);
     {
         dense_job j = {w, x, rows, n, k, yb}; /* yb is free until the backend runs */
@@ -912,10 +905,10 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     free(w);
     w = NULL;
     progress(v, "fidelity %s (n=%u k=%u): quantize and pack", s->name, n, k);
-    rc = edgert_generate_qtensor(v->ctx, n, k, v->group, v->symmetric, wseed, std, &qt);
+    rc = gen_qtensor(v->ctx, n, k, v->group, v->symmetric, wseed, std, &qt);
     if (rc != EDGERT_OK) {
-        er_set_err_cli(err, err_len, "quantizing shape %s (n=%u k=%u): %s", s->name, n, k,
-                       edgert_status_name(rc));
+        edgert_errf(err, err_len, "quantizing shape %s (n=%u k=%u): %s", s->name, n, k,
+                    edgert_status_name(rc));
         goto out;
     }
     qt.view.name = s->name;
@@ -932,15 +925,15 @@ static edgert_status fidelity_one(vrun *v, const fid_shape *s, uint32_t rows, ui
     }
     edgert_qtensor_free(&qt);
     if (rc != EDGERT_OK) {
-        er_set_err_cli(err, err_len, "pack of shape %s (n=%u k=%u) failed: %s", s->name, n, k,
-                       perr);
+        edgert_errf(err, err_len, "pack of shape %s (n=%u k=%u) failed: %s", s->name, n, k,
+                    perr);
         goto out;
     }
     progress(v, "fidelity %s (n=%u k=%u): backend gemm, %u tokens", s->name, n, k, rows);
     rc = run_gemm(v->b, p, rows, x, k, yb, n, perr, sizeof perr);
     if (rc != EDGERT_OK) {
-        er_set_err_cli(err, err_len, "gemm on shape %s (m=%u n=%u k=%u) failed: %s", s->name, rows,
-                       n, k, perr);
+        edgert_errf(err, err_len, "gemm on shape %s (m=%u n=%u k=%u) failed: %s", s->name, rows,
+                    n, k, perr);
         goto out;
     }
     if (index < WL_MAX_SHAPES) {
@@ -1057,7 +1050,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     r->worst_ratio = 0.0;
     r->sqnr_min_db = r->top1_agreement = r->kl_mean = r->top1_vs_reference = NAN;
     if (!ctx || !c || !w || !backend) {
-        er_set_err_cli(err, err_len, "verify_backend: bad arguments");
+        edgert_errf(err, err_len, "verify_backend: bad arguments");
         return EDGERT_E_USAGE;
     }
     vrun v = {.ctx = ctx, .c = c, .name = backend, .r = r};
@@ -1065,7 +1058,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     v.progress = isatty(2) && !c->quiet;
     v.cand = edgert_candidate_find(ctx, backend);
     if (!v.cand) {
-        er_set_err_cli(err, err_len, "no backend named '%s'", backend);
+        edgert_errf(err, err_len, "no backend named '%s'", backend);
         return EDGERT_E_NOT_FOUND;
     }
     if (tol_model_for(v.cand, &v.tm, err, err_len) != 0)
@@ -1088,10 +1081,10 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
         char rerr[1024] = "";
         rc = edgert_backend_open(ctx, VERIFY_REF, NULL, &v.ref, rerr, sizeof rerr);
         if (rc != EDGERT_OK) {
-            er_set_err_cli(err, err_len,
-                           "the reference backend %s, the oracle of the correctness check, "
-                           "is not usable: %s",
-                           VERIFY_REF, rerr);
+            edgert_errf(err, err_len,
+                        "the reference backend %s, the oracle of the correctness check, "
+                        "is not usable: %s",
+                        VERIFY_REF, rerr);
             edgert_backend_close(v.b);
             return rc;
         }

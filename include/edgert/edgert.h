@@ -97,7 +97,8 @@ typedef struct edgert_device {
     unsigned logical_cores;
     uint64_t mem_total_bytes;   /**< 0 if unknown */
     uint64_t mem_available_bytes;
-    int bf16;                   /**< device compute supports bf16 (GPU: driver info or default; CPU: flags) */
+    int bf16;                   /**< device compute supports bf16 (GPU: driver info or
+                                     default; CPU: flags) */
     char bf16_source[160];      /**< how `bf16` was decided */
     char accelerator[160];      /**< GPU model / NPU node that set the class, or "" */
     char class_evidence[256];   /**< which file(s) decided the class */
@@ -184,21 +185,32 @@ typedef struct edgert_options {
 /** Open a handle. On failure *out is NULL and err explains. A bad manifest is
  *  a diagnostic, not a failure, unless it was named explicitly as a file
  *  (then EDGERT_E_PARSE); a bad device profile is EDGERT_E_PARSE. */
-edgert_status edgert_open(const edgert_options *options, edgert_ctx **out, char *err,
-                          size_t err_len);
-void edgert_close(edgert_ctx *ctx);
+EDGERT_API edgert_status edgert_open(const edgert_options *options, edgert_ctx **out, char *err,
+                                     size_t err_len);
+EDGERT_API void edgert_close(edgert_ctx *ctx);
 
-const edgert_device *edgert_device_facts(const edgert_ctx *ctx);
-size_t edgert_candidate_count(const edgert_ctx *ctx);
-const edgert_candidate *edgert_candidate_at(const edgert_ctx *ctx, size_t i);
-const edgert_candidate *edgert_candidate_find(const edgert_ctx *ctx, const char *name);
-size_t edgert_diag_count(const edgert_ctx *ctx);
-const edgert_diag *edgert_diag_at(const edgert_ctx *ctx, size_t i);
+EDGERT_API const edgert_device *edgert_device_facts(const edgert_ctx *ctx);
+EDGERT_API size_t edgert_candidate_count(const edgert_ctx *ctx);
+EDGERT_API const edgert_candidate *edgert_candidate_at(const edgert_ctx *ctx, size_t i);
+EDGERT_API const edgert_candidate *edgert_candidate_find(const edgert_ctx *ctx, const char *name);
+EDGERT_API size_t edgert_diag_count(const edgert_ctx *ctx);
+EDGERT_API const edgert_diag *edgert_diag_at(const edgert_ctx *ctx, size_t i);
 /** Folders searched for manifests, in order, with where each came from. */
-size_t edgert_search_path_count(const edgert_ctx *ctx);
-const char *edgert_search_path_at(const edgert_ctx *ctx, size_t i, const char **origin);
+EDGERT_API size_t edgert_search_path_count(const edgert_ctx *ctx);
+EDGERT_API const char *edgert_search_path_at(const edgert_ctx *ctx, size_t i, const char **origin);
 /** Number of threads of the handle's pool. */
-unsigned edgert_thread_count(const edgert_ctx *ctx);
+EDGERT_API unsigned edgert_thread_count(const edgert_ctx *ctx);
+/**
+ * Run fn over [0, n) on the handle's thread pool, in chunks of at least
+ * `grain` items; returns when every chunk has finished. The contract is the
+ * one plugins get through edgert_host.parallel_for (plugin.h): the calling
+ * thread works too; `worker` is in [0, edgert_thread_count) and unique among
+ * the chunks of one call running at the same time; a call made from inside
+ * fn, or while another thread's call on the same handle is in flight, runs
+ * serially on the caller. `ctx` NULL runs fn(arg, 0, n, 0) on the caller.
+ */
+EDGERT_API void edgert_parallel_for(edgert_ctx *ctx, size_t n, size_t grain, edgert_range_fn fn,
+                                    void *arg);
 
 /**
  * Rank the eligible candidates for `priority`. With `forced` non-NULL the
@@ -206,37 +218,38 @@ unsigned edgert_thread_count(const edgert_ctx *ctx);
  * the reasons in err. With nothing eligible: EDGERT_E_NOT_ELIGIBLE, and *out
  * is still set (all ranks -1) so callers can explain.
  */
-edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const char *forced,
-                            edgert_selection **out, char *err, size_t err_len);
-const edgert_candidate *edgert_selection_selected(const edgert_selection *sel);
-edgert_priority edgert_selection_priority(const edgert_selection *sel);
+EDGERT_API edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority,
+                                       const char *forced, edgert_selection **out, char *err,
+                                       size_t err_len);
+EDGERT_API const edgert_candidate *edgert_selection_selected(const edgert_selection *sel);
+EDGERT_API edgert_priority edgert_selection_priority(const edgert_selection *sel);
 /** 0-based rank of candidate i (edgert_candidate_at index) or -1 when not ranked. */
-int edgert_selection_rank(const edgert_selection *sel, size_t i);
+EDGERT_API int edgert_selection_rank(const edgert_selection *sel, size_t i);
 /** "measured" or "declared": which figures decided the winner's place
  *  (against the runner-up, or for its own speed key when alone). */
-const char *edgert_selection_evidence(const edgert_selection *sel);
+EDGERT_API const char *edgert_selection_evidence(const edgert_selection *sel);
 /** Ranked candidate indices, best first. */
-size_t edgert_selection_count(const edgert_selection *sel);
-size_t edgert_selection_index(const edgert_selection *sel, size_t r);
-void edgert_selection_free(edgert_selection *sel);
+EDGERT_API size_t edgert_selection_count(const edgert_selection *sel);
+EDGERT_API size_t edgert_selection_index(const edgert_selection *sel, size_t r);
+EDGERT_API void edgert_selection_free(edgert_selection *sel);
 
 /* --- running a backend -------------------------------------------------- */
 
 /** Create a fresh instance of a loaded, eligible, in-process backend
  *  (`options` is passed to the plugin's init, e.g. "path=fma"). */
-edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
-                                  edgert_backend **out, char *err, size_t err_len);
-void edgert_backend_close(edgert_backend *b);
-const char *edgert_backend_name(const edgert_backend *b);
-const char *edgert_backend_describe(const edgert_backend *b);
+EDGERT_API edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
+                                             edgert_backend **out, char *err, size_t err_len);
+EDGERT_API void edgert_backend_close(edgert_backend *b);
+EDGERT_API const char *edgert_backend_name(const edgert_backend *b);
+EDGERT_API const char *edgert_backend_describe(const edgert_backend *b);
 
-edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_packed **out,
-                          char *err, size_t err_len);
-size_t edgert_packed_bytes(const edgert_packed *p);
-void edgert_packed_free(edgert_packed *p);
+EDGERT_API edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w,
+                                     edgert_packed **out, char *err, size_t err_len);
+EDGERT_API size_t edgert_packed_bytes(const edgert_packed *p);
+EDGERT_API void edgert_packed_free(edgert_packed *p);
 /** y[m][n] = x[m][k] * W^T. */
-edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *args,
-                          char *err, size_t err_len);
+EDGERT_API edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p,
+                                     const edgert_gemm_args *args, char *err, size_t err_len);
 
 /**
  * Run an export-only backend (EDGERT_CAP_EXPORT, e.g. npu-export): the plugin
@@ -249,8 +262,8 @@ edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edger
  * are added to the candidate, which becomes ineligible). A plugin without the
  * capability is MISSING_CAPABILITY(export), EDGERT_E_UNSUPPORTED.
  */
-edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *out_dir,
-                            const char *request, char *err, size_t err_len);
+EDGERT_API edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *out_dir,
+                                       const char *request, char *err, size_t err_len);
 
 /* --- canonical weights helpers ----------------------------------------- */
 
@@ -265,11 +278,11 @@ typedef struct edgert_qtensor {
 /** Round-to-nearest quantization of dense fp32 W[n][k] to canonical int4.
  *  symmetric: z = 8, s = max|w| / 7 (codes clamp to [1,15] .. [0,15]);
  *  asymmetric: s = (max - min) / 15, z = round(-min / s) clamped to [0,15]. */
-edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32_t group,
-                                  int symmetric, edgert_qtensor *out);
-void edgert_qtensor_free(edgert_qtensor *t);
+EDGERT_API edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32_t group,
+                                             int symmetric, edgert_qtensor *out);
+EDGERT_API void edgert_qtensor_free(edgert_qtensor *t);
 /** out[n][k] = s * (q - z). */
-void edgert_dequantize(const edgert_qweights *w, float *out);
+EDGERT_API void edgert_dequantize(const edgert_qweights *w, float *out);
 /** Code of W[row][col]. */
 static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint32_t col)
 {
@@ -299,10 +312,10 @@ typedef struct edgert_evidence {
  * options.evidence_file, else $XDG_CACHE_HOME/edgert/evidence.json, else
  * $HOME/.cache/edgert/evidence.json. NULL when none can be named.
  */
-const char *edgert_evidence_path(const edgert_ctx *ctx);
+EDGERT_API const char *edgert_evidence_path(const edgert_ctx *ctx);
 /** Hex XXH3-64 of the device facts evidence is keyed by (arch, class, CPU
  *  flags, OS-disabled flags, cores, name, total memory in GiB). */
-const char *edgert_device_fingerprint(const edgert_ctx *ctx);
+EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
 /**
  * Merge `items` for this device into the evidence file (`path`, or
  * edgert_evidence_path when NULL): entries for the same device and backend
@@ -312,44 +325,22 @@ const char *edgert_device_fingerprint(const edgert_ctx *ctx);
  * leaves a corrupt file. A corrupt existing file is reported and replaced.
  * Live mode only (plan-mode handles describe another device).
  */
-edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edgert_evidence *items,
-                                    size_t count, char *err, size_t err_len);
-
-/* --- deterministic workloads (bench, verify, tests) -------------------- */
-
-/**
- * Dense LLM-like weights W[n][k]: approximately normal (sum of four uniforms),
- * mean 0, standard deviation `std`. Row r depends only on (seed, r), so the
- * result is the same for any thread count. `ctx` may be NULL (serial).
- */
-void edgert_generate_dense(edgert_ctx *ctx, float *w, uint32_t n, uint32_t k, uint64_t seed,
-                           float std);
-/**
- * The same dense weights, quantized row by row to canonical int4 (RTN, as
- * edgert_quantize_rtn) without ever holding the n x k fp32 matrix: the only
- * transient is one row per thread. For the bench's 1.7-billion-weight model.
- */
-edgert_status edgert_generate_qtensor(edgert_ctx *ctx, uint32_t n, uint32_t k, uint32_t group,
-                                      int symmetric, uint64_t seed, float std,
-                                      edgert_qtensor *out);
-/**
- * LLM-like activations x[m][k]: heavy-tailed (a normal times a log-normal
- * scale, kurtosis well above 3) with RMS about 1, and a few outlier channels
- * (max(2, k/256) columns chosen by the seed, the same for every row) scaled
- * by 30, as real transformer activations have.
- */
-void edgert_generate_activations(float *x, uint32_t m, uint32_t k, uint64_t seed);
+EDGERT_API edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path,
+                                               const edgert_evidence *items, size_t count,
+                                               char *err, size_t err_len);
 
 /* --- names --------------------------------------------------------------- */
-const char *edgert_arch_name(edgert_arch a);               /**< "x86_64", "arm64", "unknown" */
-const char *edgert_device_class_name(edgert_device_class c);
-const char *edgert_priority_name(edgert_priority p);
-const char *edgert_cpu_flag_name(edgert_cpu_flag f);       /**< NULL past the end */
-/** Parse names; return 0 on success, -1 if unknown. */
-int edgert_arch_parse(const char *s, edgert_arch *out);
-int edgert_device_class_parse(const char *s, edgert_device_class *out);
-int edgert_priority_parse(const char *s, edgert_priority *out);
-int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out);
+/** "x86_64", "arm64", "unknown" */
+EDGERT_API const char *edgert_arch_name(edgert_arch a);
+EDGERT_API const char *edgert_device_class_name(edgert_device_class c);
+EDGERT_API const char *edgert_priority_name(edgert_priority p);
+/** NULL past the end */
+EDGERT_API const char *edgert_cpu_flag_name(edgert_cpu_flag f);
+           /** Parse names; return 0 on success, -1 if unknown. */
+           EDGERT_API int edgert_arch_parse(const char *s, edgert_arch *out);
+EDGERT_API int edgert_device_class_parse(const char *s, edgert_device_class *out);
+EDGERT_API int edgert_priority_parse(const char *s, edgert_priority *out);
+EDGERT_API int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,7 @@
 #ifndef EDGERT_PLUGIN_H
 #define EDGERT_PLUGIN_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -241,6 +242,25 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len);
 
 /**
+ * Bounded formatting into an error buffer the caller owns (design.md §3: a
+ * failure is a status code plus a message in the host's buffer). `err` may be
+ * NULL or `err_len` 0 (then nothing is written); otherwise the result is
+ * always NUL-terminated, truncated to err_len - 1 bytes. Header-only, so a
+ * plugin links nothing of the core; the core, the CLI and the in-tree plugins
+ * all format their errors through this one function.
+ */
+__attribute__((format(printf, 3, 4))) static inline void edgert_errf(char *err, size_t err_len,
+                                                                     const char *fmt, ...)
+{
+    if (err == NULL || err_len == 0u)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, err_len, fmt, ap);
+    va_end(ap);
+}
+
+/**
  * The usual body of a plugin's entry, header-only so a plugin still links
  * nothing of the core: pick the newest ABI both the host's [abi_min, abi_max]
  * and this header's [EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX] contain
@@ -254,27 +274,24 @@ static inline edgert_status edgert_plugin_negotiate(uint32_t abi_min, uint32_t a
                                                     char *err, size_t err_len)
 {
     if (out == NULL) {
-        if (err && err_len)
-            snprintf(err, err_len, "%s: entry: descriptor out-pointer is NULL", name);
+        edgert_errf(err, err_len, "%s: entry: descriptor out-pointer is NULL", name);
         return EDGERT_E_USAGE;
     }
     *out = NULL;
     uint32_t lo = abi_min > EDGERT_PLUGIN_ABI_MIN ? abi_min : EDGERT_PLUGIN_ABI_MIN;
     uint32_t hi = abi_max < EDGERT_PLUGIN_ABI_MAX ? abi_max : EDGERT_PLUGIN_ABI_MAX;
     if (lo > hi) {
-        if (err && err_len)
-            snprintf(err, err_len,
-                     "%s: no common plugin ABI: the host offers [%u, %u], this plugin "
-                     "implements [%u, %u]",
-                     name, (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
-                     (unsigned)EDGERT_PLUGIN_ABI_MAX);
+        edgert_errf(err, err_len,
+                    "%s: no common plugin ABI: the host offers [%u, %u], this plugin "
+                    "implements [%u, %u]",
+                    name, (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
+                    (unsigned)EDGERT_PLUGIN_ABI_MAX);
         return EDGERT_E_ABI;
     }
     const edgert_plugin *d = by_abi[hi - EDGERT_PLUGIN_ABI_MIN];
     if (d == NULL) {
-        if (err && err_len)
-            snprintf(err, err_len, "%s: ABI %u is in range but has no descriptor (plugin bug)",
-                     name, (unsigned)hi);
+        edgert_errf(err, err_len, "%s: ABI %u is in range but has no descriptor (plugin bug)",
+                    name, (unsigned)hi);
         return EDGERT_E_ABI;
     }
     *out = d;

@@ -9,6 +9,12 @@
 extern "C" {
 #endif
 
+/** Marks the functions libedgert exports; everything else in the library is
+ *  hidden (it is built with -fvisibility=hidden). */
+#ifndef EDGERT_API
+#define EDGERT_API __attribute__((visibility("default")))
+#endif
+
 typedef enum edgert_status {
     EDGERT_OK = 0,
     EDGERT_E_USAGE = 1,        /**< bad argument or option */
@@ -24,7 +30,7 @@ typedef enum edgert_status {
 } edgert_status;
 
 /** Stable short name of a status code, e.g. "E_PARSE". Never NULL. */
-const char *edgert_status_name(edgert_status s);
+EDGERT_API const char *edgert_status_name(edgert_status s);
 
 #ifdef __cplusplus
 }

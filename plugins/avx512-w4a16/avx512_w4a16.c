@@ -165,7 +165,7 @@ static int aw_amx_permission(char *err, size_t err_len)
 #else
     if (syscall(SYS_arch_prctl, AW_ARCH_REQ_XCOMP_PERM, AW_XFEATURE_XTILEDATA) == 0)
         return 0;
-    pu_err(err, err_len, AW_NAME ": init: path=amx: Linux refused AMX tile-data permission "
+    edgert_errf(err, err_len, AW_NAME ": init: path=amx: Linux refused AMX tile-data permission "
                                  "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
            strerror(errno));
     return -1;
@@ -187,9 +187,9 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
     if (*s == '\0')
         return 0;
     if (strncmp(s, "path=", 5) != 0) {
-        pu_err(err, err_len,
-               AW_NAME ": init: unknown option '%s' (accepted: path=auto|amx|int16|bf16|fma)",
-               options);
+        edgert_errf(err, err_len,
+                    AW_NAME ": init: unknown option '%s' (accepted: path=auto|amx|int16|bf16|fma)",
+                    options);
         return -1;
     }
     s += 5;
@@ -198,7 +198,7 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
     while (*rest == ' ' || *rest == '\t')
         rest++;
     if (*rest != '\0') {
-        pu_err(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option", rest);
+        edgert_errf(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option", rest);
         return -1;
     }
     if (len == 4 && strncmp(s, "auto", 4) == 0)
@@ -210,9 +210,9 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
             return 0;
         }
     }
-    pu_err(err, err_len,
-           AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)", (int)len,
-           s);
+    edgert_errf(err, err_len,
+                AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)", (int)len,
+                s);
     return -1;
 }
 
@@ -220,19 +220,19 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
                              char *err, size_t err_len)
 {
     if (state == NULL) {
-        pu_err(err, err_len, AW_NAME ": init: state pointer is NULL");
+        edgert_errf(err, err_len, AW_NAME ": init: state pointer is NULL");
         return EDGERT_E_USAGE;
     }
     *state = NULL;
     if (host == NULL) {
-        pu_err(err, err_len, AW_NAME ": init: host table is NULL");
+        edgert_errf(err, err_len, AW_NAME ": init: host table is NULL");
         return EDGERT_E_USAGE;
     }
     if (host->struct_size < offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags) ||
         host->alloc == NULL || host->free == NULL || host->parallel_for == NULL ||
         host->log == NULL || host->thread_count == NULL) {
-        pu_err(err, err_len,
-               AW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
+        edgert_errf(err, err_len,
+                    AW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
                        "with alloc, free, parallel_for, thread_count and log set)",
                (unsigned)host->struct_size,
                offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags));
@@ -247,8 +247,8 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     const uint64_t flags = host->cpu_flags;
     for (size_t i = 0; i < sizeof aw_base_flags / sizeof aw_base_flags[0]; i++) {
         if (!EDGERT_HAS_FLAG(flags, aw_base_flags[i].flag)) {
-            pu_err(err, err_len,
-                   AW_NAME ": init: this CPU lacks %s (every path needs avx512f, avx512bw, "
+            edgert_errf(err, err_len,
+                        AW_NAME ": init: this CPU lacks %s (every path needs avx512f, avx512bw, "
                            "avx512vl and fma)",
                    aw_base_flags[i].name);
             return EDGERT_E_UNSUPPORTED;
@@ -274,7 +274,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     } else {
         const char *missing = aw_missing_flag(flags, path);
         if (missing != NULL) {
-            pu_err(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
+            edgert_errf(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
                                          "does not have (or the OS has not enabled)",
                    aw_paths[path].name, missing);
             return EDGERT_E_UNSUPPORTED;
@@ -285,8 +285,8 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
 
     aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
     if (st == NULL) {
-        pu_err(err, err_len, AW_NAME ": init: cannot allocate %zu bytes of instance state",
-               sizeof *st);
+        edgert_errf(err, err_len, AW_NAME ": init: cannot allocate %zu bytes of instance state",
+                    sizeof *st);
         return EDGERT_E_NOMEM;
     }
     st->host = host;
@@ -383,35 +383,35 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
 
     if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        pu_err(err, err_len, AW_NAME ": pack: state, packed or packed_bytes is NULL");
+        edgert_errf(err, err_len, AW_NAME ": pack: state, packed or packed_bytes is NULL");
         return EDGERT_E_USAGE;
     }
     *packed = NULL;
     *packed_bytes = 0u;
     if (w == NULL || w->struct_size < need) {
-        pu_err(err, err_len, AW_NAME ": pack: weights descriptor is NULL or too small "
+        edgert_errf(err, err_len, AW_NAME ": pack: weights descriptor is NULL or too small "
                              "(struct_size %u, need >= %zu)",
                w != NULL ? (unsigned)w->struct_size : 0u, need);
         return EDGERT_E_USAGE;
     }
     const char *name = aw_tensor_name(w);
     if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        pu_err(err, err_len,
-               AW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
+        edgert_errf(err, err_len,
+                    AW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
                        "and scales non-NULL",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_USAGE;
     }
     if (w->group != AW_GROUP) {
-        pu_err(err, err_len,
-               AW_NAME ": pack '%s' [n=%u k=%u]: group size %u is not supported (layout "
+        edgert_errf(err, err_len,
+                    AW_NAME ": pack '%s' [n=%u k=%u]: group size %u is not supported (layout "
                        "int4-asym-g128 needs group 128)",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_UNSUPPORTED;
     }
     if (w->k % AW_GROUP != 0u) {
-        pu_err(err, err_len,
-               AW_NAME ": pack '%s' [n=%u]: k=%u is not a multiple of the group size %u "
+        edgert_errf(err, err_len,
+                    AW_NAME ": pack '%s' [n=%u]: k=%u is not a multiple of the group size %u "
                        "(k %% %u = %u)",
                name, (unsigned)w->n, (unsigned)w->k, AW_GROUP, AW_GROUP,
                (unsigned)(w->k % AW_GROUP));
@@ -422,16 +422,16 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     const size_t ng = (size_t)w->n * groups;
     for (size_t i = 0; i < ng; i++) {
         if (w->zeros != NULL && w->zeros[i] > 15u) {
-            pu_err(err, err_len,
-                   AW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group %zu "
+            edgert_errf(err, err_len,
+                        AW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group %zu "
                            "is outside [0, 15]",
                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
                    (unsigned)w->zeros[i], i / groups, i % groups);
             return EDGERT_E_USAGE;
         }
         if (!isfinite(w->scales[i])) {
-            pu_err(err, err_len,
-                   AW_NAME ": pack '%s' [n=%u k=%u group=%u]: scale at row %zu group %zu is not "
+            edgert_errf(err, err_len,
+                        AW_NAME ": pack '%s' [n=%u k=%u group=%u]: scale at row %zu group %zu is not "
                            "finite",
                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, i / groups,
                    i % groups);
@@ -444,15 +444,15 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     const size_t off = AW_ALIGN; /* the header; aw_data() */
     if (panel_bytes > UINT32_MAX || pu_mul(panels, panel_bytes, &data_bytes) != 0 ||
         pu_add(off, data_bytes, &total) != 0) {
-        pu_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
-               name, (unsigned)w->n, (unsigned)w->k);
+        edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+                    name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
     }
     const edgert_host *host = st->host;
     uint8_t *mem = host->alloc(host->host_ctx, total, AW_ALIGN);
     if (mem == NULL) {
-        pu_err(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
-               (unsigned)w->n, (unsigned)w->k, total);
+        edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
+                    (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
 
@@ -491,7 +491,7 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
     const aw_packed *w = packed;
 
     if (st == NULL || w == NULL || w->magic != AW_PACKED_MAGIC) {
-        pu_err(err, err_len, AW_NAME ": gemm: NULL state or not an " AW_NAME " packed handle");
+        edgert_errf(err, err_len, AW_NAME ": gemm: NULL state or not an " AW_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
     edgert_status ast = pu_check_gemm_args(AW_NAME, w->name, w->n, w->k, args, err, err_len);
@@ -512,13 +512,13 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
     if (pu_mul(row_bytes, rows, &act_bytes) != 0 ||
         pu_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
         pu_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
-        pu_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
-               w->name, (unsigned)args->m);
+        edgert_errf(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
+                    w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
     }
     uint8_t *scratch = host->alloc(host->host_ctx, total, AW_ALIGN);
     if (scratch == NULL) {
-        pu_err(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes "
+        edgert_errf(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes "
                              "of activation scratch",
                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
@@ -600,7 +600,7 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
 
     uint8_t *mem = host->alloc(host->host_ctx, bytes + 64u, AW_ALIGN);
     if (mem == NULL) {
-        pu_err(err, err_len, AW_NAME ": self-test: cannot allocate %zu bytes", bytes);
+        edgert_errf(err, err_len, AW_NAME ": self-test: cannot allocate %zu bytes", bytes);
         return EDGERT_E_NOMEM;
     }
     float *x = (float *)(void *)mem;
@@ -634,8 +634,8 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
             float got = y[i * ldy + r];
             if (r >= tc->n) {
                 if (got != sentinel) {
-                    pu_err(err, err_len,
-                           AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] beyond n "
+                    edgert_errf(err, err_len,
+                                AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] beyond n "
                                    "was written",
                            aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n,
                            (unsigned)tc->k, i, r);
@@ -665,8 +665,8 @@ static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t
             }
             double tol = aw_bound(st->path, tc->m, sum_xw, sum_act, sum_xs15);
             if (!(aw_absd((double)got - acc) <= tol)) { /* also catches NaN */
-                pu_err(err, err_len,
-                       AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] = %.9g but the "
+                edgert_errf(err, err_len,
+                            AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] = %.9g but the "
                                "scalar loop gives %.9g (|err| %.3g > bound %.3g)",
                        aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
                        i, r, (double)got, acc, aw_absd((double)got - acc), tol);
@@ -686,7 +686,7 @@ static edgert_status aw_self_test(void *state, char *err, size_t err_len)
 {
     aw_state *st = state;
     if (st == NULL) {
-        pu_err(err, err_len, AW_NAME ": self-test: state is NULL");
+        edgert_errf(err, err_len, AW_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
     for (size_t i = 0; i < sizeof aw_cases / sizeof aw_cases[0]; i++) {

@@ -17,18 +17,6 @@
 
 #include "edgert/plugin.h"
 
-/* Format into the caller's error buffer (NULL or 0 bytes: nothing). */
-__attribute__((format(printf, 3, 4), unused)) static void pu_err(char *err, size_t err_len,
-                                                                 const char *fmt, ...)
-{
-    if (err == NULL || err_len == 0u)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_len, fmt, ap);
-    va_end(ap);
-}
-
 /* a * b, a + b, a rounded up to a power-of-two `align`, into *out; 0 on
  * success, -1 on size_t overflow (*out untouched then, except round_up). */
 static inline int pu_mul(size_t a, size_t b, size_t *out)
@@ -97,27 +85,27 @@ __attribute__((unused)) static edgert_status pu_check_gemm_args(const char *plug
 {
     size_t span;
     if (args == NULL || args->struct_size < offsetof(edgert_gemm_args, ldy) + sizeof(args->ldy)) {
-        pu_err(err, err_len, "%s: gemm on '%s': arguments NULL or too small (struct_size %u)",
-               plugin, tensor, args != NULL ? (unsigned)args->struct_size : 0u);
+        edgert_errf(err, err_len, "%s: gemm on '%s': arguments NULL or too small (struct_size %u)",
+                    plugin, tensor, args != NULL ? (unsigned)args->struct_size : 0u);
         return EDGERT_E_USAGE;
     }
     if (args->m == 0u || args->x == NULL || args->y == NULL) {
-        pu_err(err, err_len,
-               "%s: gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y non-NULL", plugin,
-               tensor, (unsigned)args->m, (unsigned)n, (unsigned)k);
+        edgert_errf(err, err_len,
+                    "%s: gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y non-NULL", plugin,
+                    tensor, (unsigned)args->m, (unsigned)n, (unsigned)k);
         return EDGERT_E_USAGE;
     }
     if (args->ldx < k || args->ldy < n) {
-        pu_err(err, err_len,
-               "%s: gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must be >= k, "
-               "ldy %zu must be >= n)",
-               plugin, tensor, (unsigned)args->m, (unsigned)n, (unsigned)k, args->ldx, args->ldy);
+        edgert_errf(err, err_len,
+                    "%s: gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must be >= k, "
+                    "ldy %zu must be >= n)",
+                    plugin, tensor, (unsigned)args->m, (unsigned)n, (unsigned)k, args->ldx, args->ldy);
         return EDGERT_E_USAGE;
     }
     if (pu_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
         pu_mul((size_t)args->m - 1u, args->ldy, &span) != 0) {
-        pu_err(err, err_len, "%s: gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride overflows size_t",
-               plugin, tensor, (unsigned)args->m, (unsigned)n, (unsigned)k);
+        edgert_errf(err, err_len, "%s: gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride overflows size_t",
+                    plugin, tensor, (unsigned)args->m, (unsigned)n, (unsigned)k);
         return EDGERT_E_USAGE;
     }
     return EDGERT_OK;

@@ -308,9 +308,9 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
         autop = 1;
     } else {
         if ((size_t)(e - s) < 5u || strncmp(s, "path=", 5) != 0 || (size_t)(e - s - 5) >= sizeof name) {
-            pu_err(err, err_len,
-                   NW_NAME ": init: unknown option '%s' (accepted: path=auto|neon|bf16|dotprod|i8mm)",
-                   options);
+            edgert_errf(err, err_len,
+                        NW_NAME ": init: unknown option '%s' (accepted: path=auto|neon|bf16|dotprod|i8mm)",
+                        options);
             return EDGERT_E_USAGE;
         }
         memcpy(name, s + 5, (size_t)(e - s - 5));
@@ -320,8 +320,8 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
     }
 
     if (!nw_has(host, EDGERT_CPU_ASIMD)) {
-        pu_err(err, err_len,
-               NW_NAME ": init: this CPU lacks the CPU flag asimd (Advanced SIMD), which every "
+        edgert_errf(err, err_len,
+                    NW_NAME ": init: this CPU lacks the CPU flag asimd (Advanced SIMD), which every "
                        "path needs");
         return EDGERT_E_UNSUPPORTED;
     }
@@ -340,16 +340,16 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
         if (strcmp(name, nw_paths[i].name) != 0)
             continue;
         if (!nw_has(host, nw_paths[i].flag)) {
-            pu_err(err, err_len,
-                   NW_NAME ": init: path=%s needs the CPU flag %s, which this CPU lacks", name,
-                   nw_paths[i].flag_name);
+            edgert_errf(err, err_len,
+                        NW_NAME ": init: path=%s needs the CPU flag %s, which this CPU lacks", name,
+                        nw_paths[i].flag_name);
             return EDGERT_E_UNSUPPORTED;
         }
         *out = (nw_path)i;
         return EDGERT_OK;
     }
-    pu_err(err, err_len,
-           NW_NAME ": init: unknown path '%s' in option '%s' (accepted: path=auto|neon|bf16|"
+    edgert_errf(err, err_len,
+                NW_NAME ": init: unknown path '%s' in option '%s' (accepted: path=auto|neon|bf16|"
                    "dotprod|i8mm)",
            name, options);
     return EDGERT_E_USAGE;
@@ -359,19 +359,19 @@ static edgert_status nw_init(const edgert_host *host, const char *options, void 
                              char *err, size_t err_len)
 {
     if (state == NULL) {
-        pu_err(err, err_len, NW_NAME ": init: state pointer is NULL");
+        edgert_errf(err, err_len, NW_NAME ": init: state pointer is NULL");
         return EDGERT_E_USAGE;
     }
     *state = NULL;
     if (host == NULL) {
-        pu_err(err, err_len, NW_NAME ": init: host table is NULL");
+        edgert_errf(err, err_len, NW_NAME ": init: host table is NULL");
         return EDGERT_E_USAGE;
     }
     const size_t need = offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags);
     if (host->struct_size < need || host->alloc == NULL || host->free == NULL ||
         host->parallel_for == NULL || host->log == NULL) {
-        pu_err(err, err_len,
-               NW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
+        edgert_errf(err, err_len,
+                    NW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
                        "with alloc, free, parallel_for, log and cpu_flags)",
                (unsigned)host->struct_size, need);
         return EDGERT_E_USAGE;
@@ -383,8 +383,8 @@ static edgert_status nw_init(const edgert_host *host, const char *options, void 
 
     nw_state *st = host->alloc(host->host_ctx, sizeof *st, NW_ALIGN);
     if (st == NULL) {
-        pu_err(err, err_len, NW_NAME ": init: cannot allocate %zu bytes of instance state",
-               sizeof *st);
+        edgert_errf(err, err_len, NW_NAME ": init: cannot allocate %zu bytes of instance state",
+                    sizeof *st);
         return EDGERT_E_NOMEM;
     }
     st->host = host;
@@ -468,13 +468,13 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
     size_t groups, panels, pg, off_codes, off_scales, off_zeros, bytes, total = 0;
 
     if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        pu_err(err, err_len, NW_NAME ": pack: state, packed or packed_bytes is NULL");
+        edgert_errf(err, err_len, NW_NAME ": pack: state, packed or packed_bytes is NULL");
         return EDGERT_E_USAGE;
     }
     *packed = NULL;
     *packed_bytes = 0u;
     if (w == NULL || w->struct_size < need) {
-        pu_err(err, err_len, NW_NAME ": pack: weights descriptor is NULL or too small "
+        edgert_errf(err, err_len, NW_NAME ": pack: weights descriptor is NULL or too small "
                              "(struct_size %u, need >= %zu)",
                w != NULL ? (unsigned)w->struct_size : 0u, need);
         return EDGERT_E_USAGE;
@@ -483,22 +483,22 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
                            ? nw_tensor_name(w->name)
                            : nw_tensor_name(NULL);
     if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        pu_err(err, err_len,
-               NW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
+        edgert_errf(err, err_len,
+                    NW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
                        "and scales non-NULL",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_USAGE;
     }
     if (w->group != NW_G) {
-        pu_err(err, err_len,
-               NW_NAME ": pack '%s' [n=%u k=%u group=%u]: only group size %u is supported "
+        edgert_errf(err, err_len,
+                    NW_NAME ": pack '%s' [n=%u k=%u group=%u]: only group size %u is supported "
                        "(the packed layout holds whole groups of %u)",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, NW_G, NW_G);
         return EDGERT_E_UNSUPPORTED;
     }
     if (w->k % NW_G != 0u) {
-        pu_err(err, err_len,
-               NW_NAME ": pack '%s' [n=%u k=%u group=%u]: k must be a multiple of %u (%u is "
+        edgert_errf(err, err_len,
+                    NW_NAME ": pack '%s' [n=%u k=%u group=%u]: k must be a multiple of %u (%u is "
                        "not); this backend has no partial groups",
                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, NW_G, (unsigned)w->k);
         return EDGERT_E_UNSUPPORTED;
@@ -508,8 +508,8 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
     if (w->zeros != NULL) {
         for (size_t i = 0; i < (size_t)w->n * groups; i++) {
             if (w->zeros[i] > 15u) {
-                pu_err(err, err_len,
-                       NW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group "
+                edgert_errf(err, err_len,
+                            NW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group "
                                "%zu is outside [0, 15]",
                        name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
                        (unsigned)w->zeros[i], i / groups, i % groups);
@@ -522,16 +522,16 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
         pu_mul(pg, NW_NR * sizeof(float), &bytes) != 0 ||
         nw_section(&total, bytes, &off_scales) != 0 ||
         nw_section(&total, pg * NW_NR, &off_zeros) != 0) {
-        pu_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
-               name, (unsigned)w->n, (unsigned)w->k);
+        edgert_errf(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+                    name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
     }
 
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, total, NW_ALIGN);
     if (mem == NULL) {
-        pu_err(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
-               (unsigned)w->n, (unsigned)w->k, total);
+        edgert_errf(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
+                    (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
     nw_packed *p = (nw_packed *)(void *)mem;
@@ -592,23 +592,23 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
     nw_act_layout lay;
 
     if (st == NULL || w == NULL || w->magic != NW_PACKED_MAGIC) {
-        pu_err(err, err_len, NW_NAME ": gemm: NULL state or not a " NW_NAME " packed handle");
+        edgert_errf(err, err_len, NW_NAME ": gemm: NULL state or not a " NW_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
     edgert_status ast = pu_check_gemm_args(NW_NAME, w->name, w->n, w->k, args, err, err_len);
     if (ast != EDGERT_OK)
         return ast;
     if (nw_act_size(st->path, args->m, w->k, &lay) != 0) {
-        pu_err(err, err_len, NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: sizes overflow size_t",
-               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
+        edgert_errf(err, err_len, NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: sizes overflow size_t",
+                    w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_USAGE;
     }
 
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, lay.total, NW_ALIGN);
     if (mem == NULL) {
-        pu_err(err, err_len,
-               NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes of prepared "
+        edgert_errf(err, err_len,
+                    NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes of prepared "
                        "activations",
                w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, lay.total);
         return EDGERT_E_NOMEM;
@@ -720,8 +720,8 @@ static edgert_status nw_self_test_case(nw_state *st, const nw_case *tc, uint32_t
             float got = y[i * ldy + r];
             if (r >= tc->n) {
                 if (got != NW_ST_SENTINEL) {
-                    pu_err(err, err_len,
-                           NW_NAME ": self-test (%s) m=%u n=%u k=%u: y[%zu][%zu] beyond n was "
+                    edgert_errf(err, err_len,
+                                NW_NAME ": self-test (%s) m=%u n=%u k=%u: y[%zu][%zu] beyond n was "
                                    "written",
                            nw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n,
                            (unsigned)tc->k, i, r);
@@ -740,8 +740,8 @@ static edgert_status nw_self_test_case(nw_state *st, const nw_case *tc, uint32_t
             }
             double tol = mag * 0x1p-16 + 1e-30;
             if (!(fabs((double)got - acc) <= tol)) { /* also catches NaN */
-                pu_err(err, err_len,
-                       NW_NAME ": self-test (%s) m=%u n=%u k=%u %s: y[%zu][%zu] = %.9g but the "
+                edgert_errf(err, err_len,
+                            NW_NAME ": self-test (%s) m=%u n=%u k=%u %s: y[%zu][%zu] = %.9g but the "
                                "scalar loop gives %.9g (|err| %.3g > tolerance %.3g)",
                        nw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
                        tc->symmetric ? "symmetric" : "asymmetric", i, r, (double)got, acc,
@@ -761,7 +761,7 @@ static edgert_status nw_self_test(void *state, char *err, size_t err_len)
 {
     nw_state *st = state;
     if (st == NULL) {
-        pu_err(err, err_len, NW_NAME ": self-test: state is NULL");
+        edgert_errf(err, err_len, NW_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
     for (size_t i = 0; i < sizeof nw_cases / sizeof nw_cases[0]; i++) {

@@ -19,7 +19,6 @@
 
 #define NE_NAME "npu-export"
 
-void ne_err(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- safetensors ---------------------------------------------------------- */
 

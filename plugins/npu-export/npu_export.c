@@ -90,16 +90,6 @@
 #define DEV_A8_DB 5.1
 #define DEV_W4A16_UNCAL_DB (-1.6)
 
-void ne_err(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 typedef struct ne_state {
     const edgert_host *host;
 } ne_state;
@@ -156,7 +146,7 @@ static edgert_status parse_request(const char *request, ne_req *q, char *err, si
     snprintf(q->ranges_text, sizeof q->ranges_text, "minmax");
     q->buf = strdup(request ? request : "");
     if (!q->buf) {
-        ne_err(err, len, "out of memory");
+        edgert_errf(err, len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     unsigned seen = 0;
@@ -169,7 +159,7 @@ static edgert_status parse_request(const char *request, ne_req *q, char *err, si
             continue;
         char *eq = strchr(line, '=');
         if (!eq) {
-            ne_err(err, len, NE_NAME ": request line '%.100s' is not key=value", line);
+            edgert_errf(err, len, NE_NAME ": request line '%.100s' is not key=value", line);
             return EDGERT_E_USAGE;
         }
         *eq = '\0';
@@ -181,12 +171,12 @@ static edgert_status parse_request(const char *request, ne_req *q, char *err, si
             if (strcmp(k, keys[i]) == 0)
                 idx = i;
         if (idx < 0) {
-            ne_err(err, len, NE_NAME ": unknown request key '%.64s' (known: weights, "
+            edgert_errf(err, len, NE_NAME ": unknown request key '%.64s' (known: weights, "
                              "calibration, scheme, ranges, force, head, golden)", k);
             return EDGERT_E_USAGE;
         }
         if (seen & (1u << idx)) {
-            ne_err(err, len, NE_NAME ": request key '%s' given twice", k);
+            edgert_errf(err, len, NE_NAME ": request key '%s' given twice", k);
             return EDGERT_E_USAGE;
         }
         seen |= 1u << idx;
@@ -207,16 +197,16 @@ static edgert_status parse_request(const char *request, ne_req *q, char *err, si
         case 6: bad = parse_bool(v, &q->golden); break;
         }
         if (bad) {
-            ne_err(err, len, NE_NAME ": bad value '%.100s' for %s (%s)", v, k,
-                   idx == 2   ? "w8a16, w8a8 or w4a16"
-                   : idx == 3 ? "minmax, percentile:P with 50 < P <= 100, or fixed"
-                   : idx == 4 || idx == 6 ? "0 or 1"
+            edgert_errf(err, len, NE_NAME ": bad value '%.100s' for %s (%s)", v, k,
+                        idx == 2   ? "w8a16, w8a8 or w4a16"
+                        : idx == 3 ? "minmax, percentile:P with 50 < P <= 100, or fixed"
+                        : idx == 4 || idx == 6 ? "0 or 1"
                                           : "a non-empty value");
             return EDGERT_E_USAGE;
         }
     }
     if (!q->weights || !q->calibration) {
-        ne_err(err, len, NE_NAME ": the request needs weights=FILE and calibration=FILE "
+        edgert_errf(err, len, NE_NAME ": the request needs weights=FILE and calibration=FILE "
                          "(safetensors): the calibrated path takes its ranges from real "
                          "activations");
         return EDGERT_E_USAGE;
@@ -416,7 +406,7 @@ static int write_raw(run *r, const char *rel, const void *d, size_t n, char *err
     if (f && fclose(f) != 0)
         ok = 0;
     if (!ok)
-        ne_err(err, len, "%s: cannot write: %s", path ? path : rel, strerror(errno));
+        edgert_errf(err, len, "%s: cannot write: %s", path ? path : rel, strerror(errno));
     free(path);
     return ok ? 0 : -1;
 }
@@ -433,8 +423,8 @@ static int put_init(run *r, const char *name, int dtype, const int64_t *dims, in
         char *path = path_join(r->out_dir, "model.onnx.data");
         r->ext = path ? fopen(path, "wb") : NULL;
         if (!r->ext) {
-            ne_err(err, len, "%s: cannot create: %s", path ? path : "model.onnx.data",
-                   strerror(errno));
+            edgert_errf(err, len, "%s: cannot create: %s", path ? path : "model.onnx.data",
+                        strerror(errno));
             free(path);
             return -1;
         }
@@ -444,7 +434,7 @@ static int put_init(run *r, const char *name, int dtype, const int64_t *dims, in
     static const char zeros[NE_ALIGN_EXTERNAL];
     uint64_t pad = (NE_ALIGN_EXTERNAL - r->ext_off % NE_ALIGN_EXTERNAL) % NE_ALIGN_EXTERNAL;
     if ((pad && fwrite(zeros, 1, pad, r->ext) != pad) || fwrite(raw, 1, n, r->ext) != n) {
-        ne_err(err, len, "%s/model.onnx.data: write failed: %s", r->out_dir, strerror(errno));
+        edgert_errf(err, len, "%s/model.onnx.data: write failed: %s", r->out_dir, strerror(errno));
         return -1;
     }
     r->ext_off += pad;
@@ -498,7 +488,7 @@ static int emit_projection(run *r, proj *p, const int8_t *q, const float *scale,
     if (!wt || !zeros) {
         free(wt);
         free(zeros);
-        ne_err(err, len, "out of memory (%zu bytes for %s)", bytes, P);
+        edgert_errf(err, len, "out of memory (%zu bytes for %s)", bytes, P);
         return -1;
     }
     const uint32_t TB = 64; /* tile: rows of W read contiguously, columns of Wt written */
@@ -563,22 +553,22 @@ static int do_projection(run *r, size_t pi, char *err, size_t len)
     float *ysim = r->q->golden && !r->refused ? malloc(tn * sizeof *ysim) : NULL;
     if (!w || !x || !q8 || !q4 || !s8 || !s4 || !yref || !scratch || !sig || !noise ||
         (r->q->golden && !r->refused && !ysim)) {
-        ne_err(err, len, "out of memory for projection %s [%u x %u] (%zu MB of weights as fp32)",
-               p->name, n, k, nk * 4 >> 20);
+        edgert_errf(err, len, "out of memory for projection %s [%u x %u] (%zu MB of weights as fp32)",
+                    p->name, n, k, nk * 4 >> 20);
         goto out;
     }
     if (st_read_f32(&r->wf, p->w, w, err, len) || st_read_f32(&r->cf, p->x, x, err, len))
         goto out;
     for (size_t i = 0; i < nk; i++)
         if (!isfinite(w[i])) {
-            ne_err(err, len, "%s: tensor '%s' has a non-finite value at [%zu][%zu]", r->q->weights,
-                   p->w->name, i / k, i % k);
+            edgert_errf(err, len, "%s: tensor '%s' has a non-finite value at [%zu][%zu]", r->q->weights,
+                        p->w->name, i / k, i % k);
             goto out;
         }
     for (size_t i = 0; i < tk; i++)
         if (!isfinite(x[i])) {
-            ne_err(err, len, "%s: tensor '%s' has a non-finite value at [%zu][%zu]",
-                   r->q->calibration, p->x->name, i / k, i % k);
+            edgert_errf(err, len, "%s: tensor '%s' has a non-finite value at [%zu][%zu]",
+                        r->q->calibration, p->x->name, i / k, i % k);
             goto out;
         }
     ne_wquant(w, n, k, 127, q8, s8);
@@ -603,7 +593,7 @@ static int do_projection(run *r, size_t pi, char *err, size_t len)
     const edgert_host *h = r->st->host;
     h->parallel_for(h->host_ctx, nblocks, 1, sim_blocks, &j);
     if (j.failed) {
-        ne_err(err, len, "out of memory in the simulator (%s)", p->name);
+        edgert_errf(err, len, "out of memory in the simulator (%s)", p->name);
         goto out;
     }
     p->sig = 0.0;
@@ -635,7 +625,7 @@ static int do_projection(run *r, size_t pi, char *err, size_t len)
         ne_aq xq = ne_aq_make(lo, hi, (unsigned)ab);
         xd[c] = malloc(tk * sizeof(float));
         if (!xd[c]) {
-            ne_err(err, len, "out of memory (%s)", p->name);
+            edgert_errf(err, len, "out of memory (%s)", p->name);
             goto out;
         }
         for (size_t i = 0; i < tk; i++)
@@ -655,7 +645,7 @@ static int do_projection(run *r, size_t pi, char *err, size_t len)
     j.pass = 2;
     h->parallel_for(h->host_ctx, nblocks, 1, sim_blocks, &j);
     if (j.failed) {
-        ne_err(err, len, "out of memory in the simulator (%s)", p->name);
+        edgert_errf(err, len, "out of memory in the simulator (%s)", p->name);
         goto out;
     }
     for (int c = 0; c < NCFG; c++) {
@@ -667,7 +657,7 @@ static int do_projection(run *r, size_t pi, char *err, size_t len)
     if (!r->refused) {
         p->wscale = malloc((size_t)n * 4);
         if (!p->wscale) {
-            ne_err(err, len, "out of memory");
+            edgert_errf(err, len, "out of memory");
             goto out;
         }
         memcpy(p->wscale, p->wbits == 8 ? s8 : s4, (size_t)n * 4);
@@ -716,15 +706,15 @@ static edgert_status refuse_4bit(run *r, char *err, size_t len)
             why = "GPTQ 4-bit zero points / group index";
         if (!why)
             continue;
-        ne_err(err, len,
-               "%s: tensor '%s' holds 4-bit weights (%s). The calibrated NPU path needs 8-bit "
-               "weights quantized from the dense model: on the phone, 4-bit weights failed the "
-               "converter on the calibrated path, uncalibrated w4a16 scored %.1f dB SQNR against "
-               "%.1f dB for calibrated w8a16, and 4-bit weights saved memory, not time (0.917 vs "
-               "0.912 ms per layer; design.md section 1). Re-quantizing 4-bit codes to 8 bits would "
-               "keep their 4-bit error, so force cannot help: export from the dense fp16/bf16/fp32 "
-               "checkpoint instead.",
-               r->q->weights, t->name, why, DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);
+        edgert_errf(err, len,
+                    "%s: tensor '%s' holds 4-bit weights (%s). The calibrated NPU path needs 8-bit "
+                    "weights quantized from the dense model: on the phone, 4-bit weights failed the "
+                    "converter on the calibrated path, uncalibrated w4a16 scored %.1f dB SQNR against "
+                    "%.1f dB for calibrated w8a16, and 4-bit weights saved memory, not time (0.917 vs "
+                    "0.912 ms per layer; design.md section 1). Re-quantizing 4-bit codes to 8 bits would "
+                    "keep their 4-bit error, so force cannot help: export from the dense fp16/bf16/fp32 "
+                    "checkpoint instead.",
+                    r->q->weights, t->name, why, DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);
         return EDGERT_E_UNSUPPORTED;
     }
     return EDGERT_OK;
@@ -741,7 +731,7 @@ static edgert_status collect(run *r, char *err, size_t len)
     size_t cap = r->wf.n ? r->wf.n : 1;
     r->p = calloc(cap, sizeof *r->p);
     if (!r->p) {
-        ne_err(err, len, "out of memory");
+        edgert_errf(err, len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     for (size_t i = 0; i < r->wf.n; i++) {
@@ -750,12 +740,12 @@ static edgert_status collect(run *r, char *err, size_t len)
             continue;
         if (t->ndim != 2 || !t->shape[0] || !t->shape[1] || t->shape[0] > (1u << 24) ||
             t->shape[1] > (1u << 24)) {
-            ne_err(err, len, "%s: tensor '%s' must be 2-D [N][K] with 1 <= N, K <= 16777216",
-                   r->q->weights, t->name);
+            edgert_errf(err, len, "%s: tensor '%s' must be 2-D [N][K] with 1 <= N, K <= 16777216",
+                        r->q->weights, t->name);
             return EDGERT_E_PARSE;
         }
         if (!st_is_float(t->dtype)) {
-            ne_err(err, len, "%s: tensor '%s' is %s; dense weights must be F32, F16 or BF16 "
+            edgert_errf(err, len, "%s: tensor '%s' is %s; dense weights must be F32, F16 or BF16 "
                              "(the exporter quantizes them itself, per output channel)",
                    r->q->weights, t->name, t->dtype_name);
             return EDGERT_E_UNSUPPORTED;
@@ -763,7 +753,7 @@ static edgert_status collect(run *r, char *err, size_t len)
         proj *p = &r->p[r->np++];
         p->name = strndup(t->name, strlen(t->name) - 7);
         if (!p->name) {
-            ne_err(err, len, "out of memory");
+            edgert_errf(err, len, "out of memory");
             return EDGERT_E_NOMEM;
         }
         p->w = t;
@@ -774,8 +764,8 @@ static edgert_status collect(run *r, char *err, size_t len)
                   (nl > hl && p->name[nl - hl - 1] == '.' && strcmp(p->name + nl - hl, r->q->head) == 0);
     }
     if (!r->np) {
-        ne_err(err, len, "%s: no dense weights: expected 2-D tensors named '<projection>.weight'",
-               r->q->weights);
+        edgert_errf(err, len, "%s: no dense weights: expected 2-D tensors named '<projection>.weight'",
+                    r->q->weights);
         return EDGERT_E_PARSE;
     }
     qsort(r->p, r->np, sizeof *r->p, cmp_proj_offset);
@@ -785,13 +775,13 @@ static edgert_status collect(run *r, char *err, size_t len)
         snprintf(xn, sizeof xn, "%s.x", p->name);
         const st_tensor *x = st_find(&r->cf, xn);
         if (!x) {
-            ne_err(err, len, "%s: no calibration samples '%s' for projection %s (expected [T][%u] "
+            edgert_errf(err, len, "%s: no calibration samples '%s' for projection %s (expected [T][%u] "
                              "activations)", r->q->calibration, xn, p->name, p->k);
             return EDGERT_E_PARSE;
         }
         if (x->ndim != 2 || x->shape[1] != p->k || !x->shape[0] || x->shape[0] > NE_MAX_TOKENS ||
             !st_is_float(x->dtype)) {
-            ne_err(err, len, "%s: tensor '%s' must be float [T][%u] with 1 <= T <= %u (it is %s "
+            edgert_errf(err, len, "%s: tensor '%s' must be float [T][%u] with 1 <= T <= %u (it is %s "
                              "with %u dimensions)", r->q->calibration, xn, p->k, NE_MAX_TOKENS,
                    x->dtype_name, x->ndim);
             return EDGERT_E_PARSE;
@@ -799,14 +789,14 @@ static edgert_status collect(run *r, char *err, size_t len)
         if (i == 0)
             r->t = (uint32_t)x->shape[0];
         else if (x->shape[0] != r->t) {
-            ne_err(err, len, "%s: tensor '%s' has %llu samples, '%s.x' has %u: every projection "
+            edgert_errf(err, len, "%s: tensor '%s' has %llu samples, '%s.x' has %u: every projection "
                              "needs the same T", r->q->calibration, xn,
                    (unsigned long long)x->shape[0], r->p[0].name, r->t);
             return EDGERT_E_PARSE;
         }
         p->x = x;
         if ((uint64_t)r->t * p->n > (1ull << 31)) {
-            ne_err(err, len, "projection %s: T x N = %llu outputs is too many for one simulation; "
+            edgert_errf(err, len, "projection %s: T x N = %llu outputs is too many for one simulation; "
                              "use fewer calibration samples", p->name,
                    (unsigned long long)r->t * p->n);
             return EDGERT_E_USAGE;
@@ -884,7 +874,7 @@ static int write_encodings(run *r, char *err, size_t len)
     char *path = path_join(r->out_dir, "encodings.json");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (!f) {
-        ne_err(err, len, "%s: cannot create: %s", path ? path : "encodings.json", strerror(errno));
+        edgert_errf(err, len, "%s: cannot create: %s", path ? path : "encodings.json", strerror(errno));
         free(path);
         return -1;
     }
@@ -927,7 +917,7 @@ static int write_encodings(run *r, char *err, size_t len)
     fprintf(f, "\n  }\n}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad) {
-        ne_err(err, len, "%s: write failed: %s", path, strerror(errno));
+        edgert_errf(err, len, "%s: write failed: %s", path, strerror(errno));
         free(path);
         return -1;
     }
@@ -946,8 +936,8 @@ static int write_reports(run *r, char *err, size_t len)
     int rc = -1;
     char rb[64];
     if (!f || !t) {
-        ne_err(err, len, "%s: cannot create report.json / report.txt: %s", r->out_dir,
-               strerror(errno));
+        edgert_errf(err, len, "%s: cannot create report.json / report.txt: %s", r->out_dir,
+                    strerror(errno));
         goto out;
     }
     const ne_req *q = r->q;
@@ -1079,7 +1069,7 @@ static int write_reports(run *r, char *err, size_t len)
         rc = -1;
     t = NULL;
     if (rc)
-        ne_err(err, len, "%s: writing the report failed: %s", r->out_dir, strerror(errno));
+        edgert_errf(err, len, "%s: writing the report failed: %s", r->out_dir, strerror(errno));
 out:
     if (f)
         fclose(f);
@@ -1098,36 +1088,36 @@ static void refusal(run *r, char *err, size_t len)
     char rb[64];
     if (q->scheme == SCHEME_W8A8) {
         agg p = aggregate(r, CFG_W8A8_PCT);
-        ne_err(err, len,
-               "scheme w8a8 refused: 8-bit activations measured %.1f dB SQNR end to end on this "
-               "calibration set (worst projection %s: %.1f dB; with percentile:99.99 ranges %.1f "
-               "dB), against %.1f dB for calibrated w8a16. Per-tensor 8-bit ranges are sized by "
-               "the outlier channels, so ordinary channels keep only a few codes. On the phone NPU "
-               "int8 activations broke the model (%.1f dB vs %.1f dB for calibrated w8a16; "
-               "design.md section 1). Pass force=1 (edgert export --force) to export it anyway.",
-               ex.e2e, r->p[ex.min_at].name, ex.min, p.e2e, ok.e2e, DEV_A8_DB, DEV_W8A16_DB);
+        edgert_errf(err, len,
+                    "scheme w8a8 refused: 8-bit activations measured %.1f dB SQNR end to end on this "
+                    "calibration set (worst projection %s: %.1f dB; with percentile:99.99 ranges %.1f "
+                    "dB), against %.1f dB for calibrated w8a16. Per-tensor 8-bit ranges are sized by "
+                    "the outlier channels, so ordinary channels keep only a few codes. On the phone NPU "
+                    "int8 activations broke the model (%.1f dB vs %.1f dB for calibrated w8a16; "
+                    "design.md section 1). Pass force=1 (edgert export --force) to export it anyway.",
+                    ex.e2e, r->p[ex.min_at].name, ex.min, p.e2e, ok.e2e, DEV_A8_DB, DEV_W8A16_DB);
     } else if (q->scheme == SCHEME_W4A16) {
         agg u = aggregate(r, CFG_W4A16_UNCAL);
-        ne_err(err, len,
-               "scheme w4a16 refused: int4 weights (per output channel) measured %.1f dB SQNR end "
-               "to end here (worst projection %s: %.1f dB; with uncalibrated ranges %.1f dB), "
-               "against %.1f dB for calibrated w8a16. On the phone, 4-bit weights failed the "
-               "converter on the calibrated path, uncalibrated w4a16 scored %.1f dB, and 4-bit "
-               "weights saved memory, not time (0.917 vs 0.912 ms per layer; design.md section "
-               "1). Pass force=1 (edgert export --force) to export it anyway.",
-               ex.e2e, r->p[ex.min_at].name, ex.min, u.e2e, ok.e2e, DEV_W4A16_UNCAL_DB);
+        edgert_errf(err, len,
+                    "scheme w4a16 refused: int4 weights (per output channel) measured %.1f dB SQNR end "
+                    "to end here (worst projection %s: %.1f dB; with uncalibrated ranges %.1f dB), "
+                    "against %.1f dB for calibrated w8a16. On the phone, 4-bit weights failed the "
+                    "converter on the calibrated path, uncalibrated w4a16 scored %.1f dB, and 4-bit "
+                    "weights saved memory, not time (0.917 vs 0.912 ms per layer; design.md section "
+                    "1). Pass force=1 (edgert export --force) to export it anyway.",
+                    ex.e2e, r->p[ex.min_at].name, ex.min, u.e2e, ok.e2e, DEV_W4A16_UNCAL_DB);
     } else {
         agg c = aggregate(r, CFG_W8A16);
         (void)c;
-        ne_err(err, len,
-               "uncalibrated ranges (%s) refused: they measured %.1f dB SQNR end to end here "
-               "(worst projection %s: %.1f dB) against calibrated minmax ranges, which the "
-               "report shows for w8a16; activations beyond [-1, 1] (the outlier channels) are "
-               "clipped. On the phone, uncalibrated w4a16 scored %.1f dB against %.1f dB for "
-               "calibrated w8a16 (design.md section 1). Pass force=1 (edgert export --force) to "
-               "export it anyway.",
-               range_text(q->ranges, rb, sizeof rb), ex.e2e, r->p[ex.min_at].name, ex.min,
-               DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);
+        edgert_errf(err, len,
+                    "uncalibrated ranges (%s) refused: they measured %.1f dB SQNR end to end here "
+                    "(worst projection %s: %.1f dB) against calibrated minmax ranges, which the "
+                    "report shows for w8a16; activations beyond [-1, 1] (the outlier channels) are "
+                    "clipped. On the phone, uncalibrated w4a16 scored %.1f dB against %.1f dB for "
+                    "calibrated w8a16 (design.md section 1). Pass force=1 (edgert export --force) to "
+                    "export it anyway.",
+                    range_text(q->ranges, rb, sizeof rb), ex.e2e, r->p[ex.min_at].name, ex.min,
+                    DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);
     }
 }
 
@@ -1139,7 +1129,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     run r;
     memset(&r, 0, sizeof r);
     if (!st || !out_dir) {
-        ne_err(err, err_len, NE_NAME ": export: state or out_dir is NULL");
+        edgert_errf(err, err_len, NE_NAME ": export: state or out_dir is NULL");
         return EDGERT_E_USAGE;
     }
     edgert_status rc = parse_request(request, &q, err, err_len);
@@ -1153,7 +1143,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     r.refused = refused_scheme && !q.force;
     struct stat sb;
     if (stat(out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        ne_err(err, err_len, NE_NAME ": %s is not a directory (the host creates it)", out_dir);
+        edgert_errf(err, err_len, NE_NAME ": %s is not a directory (the host creates it)", out_dir);
         rc = EDGERT_E_USAGE;
         goto out;
     }
@@ -1175,7 +1165,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     if (q.golden && !r.refused) {
         char *g = path_join(out_dir, "golden");
         if (!g || (mkdir(g, 0777) != 0 && errno != EEXIST)) {
-            ne_err(err, err_len, "%s/golden: cannot create: %s", out_dir, strerror(errno));
+            edgert_errf(err, err_len, "%s/golden: cannot create: %s", out_dir, strerror(errno));
             free(g);
             rc = EDGERT_E_IO;
             goto out;
@@ -1205,7 +1195,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
         int e = fclose(r.ext);
         r.ext = NULL;
         if (e != 0) {
-            ne_err(err, err_len, "%s/model.onnx.data: write failed: %s", out_dir, strerror(errno));
+            edgert_errf(err, err_len, "%s/model.onnx.data: write failed: %s", out_dir, strerror(errno));
             rc = EDGERT_E_IO;
             goto out;
         }
@@ -1220,7 +1210,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
         onnx_model(&model, &r.graph, "edgert_projection_bank", NE_VERSION, meta, 4);
         if (model.oom || r.graph.oom) {
             pb_free(&model);
-            ne_err(err, err_len, "out of memory building model.onnx");
+            edgert_errf(err, err_len, "out of memory building model.onnx");
             rc = EDGERT_E_NOMEM;
             goto out;
         }
@@ -1257,18 +1247,18 @@ static edgert_status ne_init(const edgert_host *host, const char *options, void 
                              size_t err_len)
 {
     if (!host || !state) {
-        ne_err(err, err_len, NE_NAME ": init: host or state is NULL");
+        edgert_errf(err, err_len, NE_NAME ": init: host or state is NULL");
         return EDGERT_E_USAGE;
     }
     *state = NULL;
     if (options && *options) {
-        ne_err(err, err_len, NE_NAME ": unknown init options '%.100s' (it takes none; export "
+        edgert_errf(err, err_len, NE_NAME ": unknown init options '%.100s' (it takes none; export "
                                      "settings go in the export request)", options);
         return EDGERT_E_USAGE;
     }
     ne_state *st = host->alloc(host->host_ctx, sizeof *st, 16);
     if (!st) {
-        ne_err(err, err_len, NE_NAME ": out of memory");
+        edgert_errf(err, err_len, NE_NAME ": out of memory");
         return EDGERT_E_NOMEM;
     }
     st->host = host;
@@ -1286,7 +1276,7 @@ static void ne_fini(void *state)
 static edgert_status ne_self_test(void *state, char *err, size_t err_len)
 {
     if (!state) {
-        ne_err(err, err_len, NE_NAME ": self-test: state is NULL");
+        edgert_errf(err, err_len, NE_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
     if (pb_self_test(err, err_len))
@@ -1295,7 +1285,7 @@ static edgert_status ne_self_test(void *state, char *err, size_t err_len)
      * 0 stays exact, ties round to even. */
     ne_aq a = ne_aq_make(-1.0f, 3.0f, 16);
     if (a.zp != 16384 || ne_aq_apply(&a, 0.0f) != 0.0f || fabsf(ne_aq_apply(&a, 1.0f) - 1.0f) > a.scale) {
-        ne_err(err, err_len, NE_NAME ": self-test: activation quantizer is wrong (zp %d)", a.zp);
+        edgert_errf(err, err_len, NE_NAME ": self-test: activation quantizer is wrong (zp %d)", a.zp);
         return EDGERT_E_PLUGIN;
     }
     /* Percentile selection against a known order: 0..999 shuffled. */
@@ -1305,7 +1295,7 @@ static edgert_status ne_self_test(void *state, char *err, size_t err_len)
     ne_range pr = {NE_RANGE_PERCENTILE, 99.0};
     ne_range_of(v, 1000, pr, s, &lo, &hi);
     if (lo != -490.0f || hi != 489.0f) {
-        ne_err(err, err_len, NE_NAME ": self-test: percentile selection gave [%g, %g], expected "
+        edgert_errf(err, err_len, NE_NAME ": self-test: percentile selection gave [%g, %g], expected "
                                      "[-490, 489]", (double)lo, (double)hi);
         return EDGERT_E_PLUGIN;
     }
@@ -1322,8 +1312,8 @@ static edgert_status ne_self_test(void *state, char *err, size_t err_len)
             for (int k = 0; k < 7; k++)
                 e += x[t * 7 + k] * wt[k * 3 + c];
             if (y[t * 3 + c] != e) {
-                ne_err(err, err_len, NE_NAME ": self-test: GEMM block y[%d][%d] = %g, expected %g",
-                       t, c, (double)y[t * 3 + c], (double)e);
+                edgert_errf(err, err_len, NE_NAME ": self-test: GEMM block y[%d][%d] = %g, expected %g",
+                            t, c, (double)y[t * 3 + c], (double)e);
                 return EDGERT_E_PLUGIN;
             }
         }

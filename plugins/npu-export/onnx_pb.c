@@ -217,6 +217,6 @@ int pb_self_test(char *err, size_t len)
     int ok = !b.oom && b.n == sizeof want && memcmp(b.p, want, sizeof want) == 0;
     pb_free(&b);
     if (!ok)
-        ne_err(err, len, NE_NAME ": self-test: protobuf varint/key encoding is wrong");
+        edgert_errf(err, len, NE_NAME ": self-test: protobuf varint/key encoding is wrong");
     return ok ? 0 : -1;
 }

@@ -40,7 +40,7 @@ typedef struct jcur {
 static int jfail(jcur *c, const char *what)
 {
     if (!c->failed)
-        ne_err(c->err, c->len, "%s: bad safetensors header: %s", c->path, what);
+        edgert_errf(c->err, c->len, "%s: bad safetensors header: %s", c->path, what);
     c->failed = 1;
     return -1;
 }
@@ -400,13 +400,13 @@ static int validate(st_file *sf, char *err, size_t len)
         uint64_t numel = 1;
         for (uint32_t d = 0; d < t->ndim; d++) {
             if (t->shape[d] && numel > UINT64_MAX / 8 / t->shape[d]) {
-                ne_err(err, len, "%s: tensor '%s': shape too large (overflows)", sf->path, t->name);
+                edgert_errf(err, len, "%s: tensor '%s': shape too large (overflows)", sf->path, t->name);
                 return -1;
             }
             numel *= t->shape[d];
         }
         if (t->begin > t->end || t->end > data_size) {
-            ne_err(err, len, "%s: tensor '%s': data_offsets [%llu, %llu] outside the data section "
+            edgert_errf(err, len, "%s: tensor '%s': data_offsets [%llu, %llu] outside the data section "
                              "(%llu bytes after the header; truncated file?)",
                    sf->path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
                    (unsigned long long)data_size);
@@ -414,9 +414,9 @@ static int validate(st_file *sf, char *err, size_t len)
         }
         unsigned bits = dtype_bits(t->dtype);
         if (bits && t->end - t->begin != (numel * bits + 7) / 8) {
-            ne_err(err, len, "%s: tensor '%s': %llu bytes of data for shape x %s = %llu bytes",
-                   sf->path, t->name, (unsigned long long)(t->end - t->begin), t->dtype_name,
-                   (unsigned long long)((numel * bits + 7) / 8));
+            edgert_errf(err, len, "%s: tensor '%s': %llu bytes of data for shape x %s = %llu bytes",
+                        sf->path, t->name, (unsigned long long)(t->end - t->begin), t->dtype_name,
+                        (unsigned long long)((numel * bits + 7) / 8));
             return -1;
         }
     }
@@ -424,7 +424,7 @@ static int validate(st_file *sf, char *err, size_t len)
         return 0;
     st_tensor **v = malloc(sf->n * sizeof *v);
     if (!v) {
-        ne_err(err, len, "%s: out of memory", sf->path);
+        edgert_errf(err, len, "%s: out of memory", sf->path);
         return -1;
     }
     for (size_t i = 0; i < sf->n; i++)
@@ -433,16 +433,16 @@ static int validate(st_file *sf, char *err, size_t len)
     qsort(v, sf->n, sizeof *v, cmp_begin);
     for (size_t i = 1; i < sf->n && !rc; i++)
         if (v[i]->begin < v[i - 1]->end) {
-            ne_err(err, len, "%s: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
-                   sf->path, v[i - 1]->name, (unsigned long long)v[i - 1]->begin,
-                   (unsigned long long)v[i - 1]->end, v[i]->name,
-                   (unsigned long long)v[i]->begin, (unsigned long long)v[i]->end);
+            edgert_errf(err, len, "%s: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
+                        sf->path, v[i - 1]->name, (unsigned long long)v[i - 1]->begin,
+                        (unsigned long long)v[i - 1]->end, v[i]->name,
+                        (unsigned long long)v[i]->begin, (unsigned long long)v[i]->end);
             rc = -1;
         }
     qsort(v, sf->n, sizeof *v, cmp_name);
     for (size_t i = 1; i < sf->n && !rc; i++)
         if (strcmp(v[i]->name, v[i - 1]->name) == 0) {
-            ne_err(err, len, "%s: tensor '%s' appears twice", sf->path, v[i]->name);
+            edgert_errf(err, len, "%s: tensor '%s' appears twice", sf->path, v[i]->name);
             rc = -1;
         }
     free(v);
@@ -457,31 +457,31 @@ int st_open(st_file *sf, const char *path, char *err, size_t len)
     struct stat st;
     sf->f = fopen(path, "rb");
     if (!sf->f || fstat(fileno(sf->f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        ne_err(err, len, "%s: cannot open: %s", path, sf->f ? "not a regular file" : strerror(errno));
+        edgert_errf(err, len, "%s: cannot open: %s", path, sf->f ? "not a regular file" : strerror(errno));
         goto fail;
     }
     sf->file_size = (uint64_t)st.st_size;
     unsigned char lb[8];
     if (sf->file_size < 8 || fread(lb, 1, 8, sf->f) != 8) {
-        ne_err(err, len, "%s: not a safetensors file (shorter than the 8-byte header length)", path);
+        edgert_errf(err, len, "%s: not a safetensors file (shorter than the 8-byte header length)", path);
         goto fail;
     }
     uint64_t h = 0;
     for (int i = 7; i >= 0; i--)
         h = h << 8 | lb[i];
     if (h > ST_MAX_HEADER) {
-        ne_err(err, len, "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
+        edgert_errf(err, len, "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
                          "file, or a hostile one)", path, (unsigned long long)h);
         goto fail;
     }
     if (h < 2 || h > sf->file_size - 8) {
-        ne_err(err, len, "%s: header length %llu does not fit the file (%llu bytes)", path,
-               (unsigned long long)h, (unsigned long long)sf->file_size);
+        edgert_errf(err, len, "%s: header length %llu does not fit the file (%llu bytes)", path,
+                    (unsigned long long)h, (unsigned long long)sf->file_size);
         goto fail;
     }
     hdr = malloc(h);
     if (!hdr || fread(hdr, 1, h, sf->f) != h) {
-        ne_err(err, len, "%s: cannot read the %llu-byte header", path, (unsigned long long)h);
+        edgert_errf(err, len, "%s: cannot read the %llu-byte header", path, (unsigned long long)h);
         goto fail;
     }
     sf->data_start = 8 + h;
@@ -527,7 +527,7 @@ int st_open(st_file *sf, const char *path, char *err, size_t len)
                 if (parse_entry(&c, t)) {
                     char msg[256];
                     snprintf(msg, sizeof msg, "%s", err);
-                    ne_err(err, len, "%s (in tensor '%.200s')", msg, key);
+                    edgert_errf(err, len, "%s (in tensor '%.200s')", msg, key);
                     goto fail;
                 }
             }
@@ -604,20 +604,20 @@ static float half_to_float(uint16_t h)
 int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t len)
 {
     if (!st_is_float(t->dtype)) {
-        ne_err(err, len, "%s: tensor '%s' is %s; expected F32, F16 or BF16", sf->path, t->name,
-               t->dtype_name);
+        edgert_errf(err, len, "%s: tensor '%s' is %s; expected F32, F16 or BF16", sf->path, t->name,
+                    t->dtype_name);
         return -1;
     }
     uint64_t numel = st_numel(t);
     unsigned es = t->dtype == ST_F32 ? 4 : 2;
     if (fseeko(sf->f, (off_t)(sf->data_start + t->begin), SEEK_SET) != 0) {
-        ne_err(err, len, "%s: cannot seek to tensor '%s'", sf->path, t->name);
+        edgert_errf(err, len, "%s: cannot seek to tensor '%s'", sf->path, t->name);
         return -1;
     }
     enum { CH = 1 << 16 };
     uint16_t *buf = es == 2 ? malloc(CH * 2) : NULL;
     if (es == 2 && !buf) {
-        ne_err(err, len, "out of memory");
+        edgert_errf(err, len, "out of memory");
         return -1;
     }
     int rc = 0;
@@ -641,7 +641,7 @@ int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t l
     }
     free(buf);
     if (rc)
-        ne_err(err, len, "%s: short read in tensor '%s' (file changed or truncated?)", sf->path,
-               t->name);
+        edgert_errf(err, len, "%s: short read in tensor '%s' (file changed or truncated?)", sf->path,
+                    t->name);
     return rc;
 }

@@ -229,33 +229,33 @@ static edgert_status ref_init(const edgert_host *host, const char *options, void
                               char *err, size_t err_len)
 {
     if (state == NULL) {
-        pu_err(err, err_len, REF_NAME ": init: state pointer is NULL");
+        edgert_errf(err, err_len, REF_NAME ": init: state pointer is NULL");
         return EDGERT_E_USAGE;
     }
     *state = NULL;
     if (host == NULL) {
-        pu_err(err, err_len, REF_NAME ": init: host table is NULL");
+        edgert_errf(err, err_len, REF_NAME ": init: host table is NULL");
         return EDGERT_E_USAGE;
     }
     /* cpu_flags is the last field of ABI 1; everything before it is used */
     if (host->struct_size < offsetof(edgert_host, cpu_flags) ||
         host->alloc == NULL || host->free == NULL || host->parallel_for == NULL ||
         host->log == NULL) {
-        pu_err(err, err_len,
+        edgert_errf(err, err_len,
                 REF_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
                 "with alloc, free, parallel_for and log set)",
                 (unsigned)host->struct_size, offsetof(edgert_host, cpu_flags));
         return EDGERT_E_USAGE;
     }
     if (options != NULL && options[0] != '\0') {
-        pu_err(err, err_len, REF_NAME ": init: unknown option '%s' (this backend takes no options)",
+        edgert_errf(err, err_len, REF_NAME ": init: unknown option '%s' (this backend takes no options)",
                 options);
         return EDGERT_E_USAGE;
     }
 
     ref_state *st = host->alloc(host->host_ctx, sizeof *st, REF_ALIGN);
     if (st == NULL) {
-        pu_err(err, err_len, REF_NAME ": init: cannot allocate %zu bytes of instance state",
+        edgert_errf(err, err_len, REF_NAME ": init: cannot allocate %zu bytes of instance state",
                 sizeof *st);
         return EDGERT_E_NOMEM;
     }
@@ -287,13 +287,13 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     size_t stride, groups, ng, off_codes, codes_bytes, off_scales, scales_bytes, off_zeros, total;
 
     if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        pu_err(err, err_len, REF_NAME ": pack: state, packed or packed_bytes is NULL");
+        edgert_errf(err, err_len, REF_NAME ": pack: state, packed or packed_bytes is NULL");
         return EDGERT_E_USAGE;
     }
     *packed = NULL;
     *packed_bytes = 0u;
     if (w == NULL || w->struct_size < need) {
-        pu_err(err, err_len, REF_NAME ": pack: weights descriptor is NULL or too small "
+        edgert_errf(err, err_len, REF_NAME ": pack: weights descriptor is NULL or too small "
                               "(struct_size %u, need >= %zu)",
                 w != NULL ? (unsigned)w->struct_size : 0u, need);
         return EDGERT_E_USAGE;
@@ -302,7 +302,7 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
                            ? ref_tensor_name(w->name)
                            : ref_tensor_name(NULL);
     if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        pu_err(err, err_len,
+        edgert_errf(err, err_len,
                 REF_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and "
                          "codes and scales non-NULL",
                 name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
@@ -319,7 +319,7 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
         pu_mul(ng, sizeof(float), &scales_bytes) != 0 ||
         pu_add(off_scales, scales_bytes, &off_zeros) != 0 ||
         pu_add(off_zeros, ng, &total) != 0) {
-        pu_err(err, err_len,
+        edgert_errf(err, err_len,
                 REF_NAME ": pack '%s' [n=%u k=%u group=%u]: packed size overflows size_t", name,
                 (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_NOMEM;
@@ -327,7 +327,7 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     if (w->zeros != NULL) {
         for (size_t i = 0; i < ng; i++) {
             if (w->zeros[i] > 15u) {
-                pu_err(err, err_len,
+                edgert_errf(err, err_len,
                         REF_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu "
                                  "group %zu is outside [0, 15]",
                         name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
@@ -340,7 +340,7 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, total, REF_ALIGN);
     if (mem == NULL) {
-        pu_err(err, err_len, REF_NAME ": pack '%s' [n=%u k=%u group=%u]: cannot allocate %zu bytes",
+        edgert_errf(err, err_len, REF_NAME ": pack '%s' [n=%u k=%u group=%u]: cannot allocate %zu bytes",
                 name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, total);
         return EDGERT_E_NOMEM;
     }
@@ -390,7 +390,7 @@ static edgert_status ref_gemm(void *state, const void *packed, const edgert_gemm
     size_t per_row;
 
     if (st == NULL || w == NULL || w->magic != REF_PACKED_MAGIC) {
-        pu_err(err, err_len, REF_NAME ": gemm: NULL state or not a " REF_NAME " packed handle");
+        edgert_errf(err, err_len, REF_NAME ": gemm: NULL state or not a " REF_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
     edgert_status ast = pu_check_gemm_args(REF_NAME, w->name, w->n, w->k, args, err, err_len);
@@ -455,7 +455,7 @@ static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint3
 
     if (tc->n * stride > REF_ST_CODES || tc->n * groups > REF_ST_GROUPS ||
         tc->m * ldx > REF_ST_X || tc->m * ldy > REF_ST_Y) {
-        pu_err(err, err_len, REF_NAME ": self-test: case m=%u n=%u k=%u exceeds its buffers",
+        edgert_errf(err, err_len, REF_NAME ": self-test: case m=%u n=%u k=%u exceeds its buffers",
                 (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k);
         return EDGERT_E_INTERNAL;
     }
@@ -495,7 +495,7 @@ static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint3
             float got = y[i * ldy + r];
             if (r >= tc->n) {
                 if (got != REF_ST_SENTINEL) {
-                    pu_err(err, err_len,
+                    edgert_errf(err, err_len,
                             REF_NAME ": self-test m=%u n=%u k=%u group=%u: y[%zu][%zu] beyond n "
                                      "was written (ldy %zu)",
                             (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
@@ -518,7 +518,7 @@ static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint3
             }
             double tol = 1e-5 * mag + 1e-7;
             if (!(ref_absd((double)got - acc) <= tol)) { /* also catches NaN */
-                pu_err(err, err_len,
+                edgert_errf(err, err_len,
                         REF_NAME ": self-test m=%u n=%u k=%u group=%u %s: y[%zu][%zu] = %.9g but "
                                  "the scalar loop gives %.9g (|err| %.3g > tolerance %.3g)",
                         (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k, (unsigned)tc->group,
@@ -540,7 +540,7 @@ static edgert_status ref_self_test(void *state, char *err, size_t err_len)
 {
     ref_state *st = state;
     if (st == NULL) {
-        pu_err(err, err_len, REF_NAME ": self-test: state is NULL");
+        edgert_errf(err, err_len, REF_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
     for (size_t i = 0; i < sizeof ref_cases / sizeof ref_cases[0]; i++) {

@@ -221,6 +221,11 @@ static const edgert_plugin tp_descriptor = {
     .export_graph = (TP_CAPS & EDGERT_CAP_EXPORT) ? tp_export : NULL,
 };
 
+/* Declared for -Wmissing-prototypes when it is not plugin.h's edgert_plugin_entry. */
+EDGERT_PLUGIN_EXPORT edgert_status TP_ENTRY_NAME(uint32_t abi_min, uint32_t abi_max,
+                                                 const edgert_host *host,
+                                                 const edgert_plugin **out, char *err,
+                                                 size_t err_len);
 EDGERT_PLUGIN_EXPORT edgert_status TP_ENTRY_NAME(uint32_t abi_min, uint32_t abi_max,
                                                  const edgert_host *host,
                                                  const edgert_plugin **out, char *err,
