@@ -1,6 +1,7 @@
 /*
- * core/context.h — the handle and its candidates. Shared by context.c,
- * discovery.c, loader.c and selector.c only.
+ * core/context.h — the handle and its candidates, shared by the files of the
+ * data flow (design.md §2): discovery, gate, load, host, evidence, selector,
+ * backend, export. Not installed.
  */
 #ifndef EDGERT_CORE_CONTEXT_H
 #define EDGERT_CORE_CONTEXT_H
@@ -39,21 +40,37 @@ struct edgert_ctx {
     char fingerprint[17];
 };
 
-/* discovery.c */
+/* The steps of edgert_open (context.c), in the order it calls them, and
+ * what every step shares. */
+
+/* candidate.c: the public view, reasons, the one lookup, the one "why not". */
+void er_cand_publish(struct edgert_ctx *ctx, er_cand *c);
+void er_cand_free(er_cand *c);
+/** The candidate named `name`, or NULL. */
+er_cand *er_cand_find(const struct edgert_ctx *ctx, const char *name);
+void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** The human explanation; only the first failure's is kept. */
+void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** Why `c` cannot be used: "CODE CODE — detail" (every reason code, then
+ *  the first failure's explanation), for every message that refuses it. */
+void er_cand_why_not(const er_cand *c, char *buf, size_t len);
+
+/* discovery.c: folders, then the manifests in them. */
 edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
                           size_t err_len);
-/* evidence.c */
-void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o);
-void er_evidence_apply(struct edgert_ctx *ctx);
-/* loader.c */
-void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* gate.c: declarative gates (every mode), then the file gates (live mode). */
 void er_gate(struct edgert_ctx *ctx, er_cand *c);
 void er_gate_file(struct edgert_ctx *ctx, er_cand *c);
+/* load.c: dlopen, entry, ABI, descriptor, init, self-test. */
 void er_load(struct edgert_ctx *ctx, er_cand *c);
 void er_load_now(struct edgert_ctx *ctx, er_cand *c);
 void er_unload(er_cand *c);
+/* host.c: the table a plugin gets, and the core's log. */
+void er_host_fill(er_cand *c, uint32_t abi);
 void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* evidence.c: figures measured on this device. */
+void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o);
+void er_evidence_apply(struct edgert_ctx *ctx);
 
 #endif

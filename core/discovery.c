@@ -123,16 +123,15 @@ static int take_manifest(struct edgert_ctx *ctx, const char *path, int explicit_
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0, "manifest skipped, continuing");
         return explicit_file ? -1 : 0;
     }
-    for (size_t i = 0; i < ctx->ncands; i++) {
-        if (strcmp(ctx->cands[i]->m.name, c->m.name) == 0) {
-            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
-                        "a manifest named '%s' was already found in %s; this one is ignored "
-                        "(first wins), continuing",
-                        c->m.name, ctx->cands[i]->m.path);
-            er_manifest_free(&c->m);
-            free(c);
-            return 0;
-        }
+    const er_cand *first = er_cand_find(ctx, c->m.name);
+    if (first) {
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
+                    "a manifest named '%s' was already found in %s; this one is ignored "
+                    "(first wins), continuing",
+                    c->m.name, first->m.path);
+        er_manifest_free(&c->m);
+        free(c);
+        return 0;
     }
     er_cand **v = realloc(ctx->cands, (ctx->ncands + 1) * sizeof *v);
     if (!v) {

@@ -279,10 +279,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         return EDGERT_E_NOMEM;
     }
     for (size_t i = 0; i < count; i++) {
-        const er_cand *c = NULL;
-        for (size_t j = 0; j < ctx->ncands; j++)
-            if (items[i].backend && strcmp(ctx->cands[j]->m.name, items[i].backend) == 0)
-                c = ctx->cands[j];
+        const er_cand *c = er_cand_find(ctx, items[i].backend);
         if (!c || library_hash(c, hashes[i]) != 0) {
             edgert_errf(err, err_len, "evidence for '%s': no such backend with a readable library",
                         items[i].backend ? items[i].backend : "(null)");

@@ -19,10 +19,10 @@
 
 static edgert_status refuse(er_cand *c, char *err, size_t err_len)
 {
+    char why[1024];
     c->pub.eligible = 0;
-    edgert_errf(err, err_len, "backend '%s' cannot be loaded here: %s%s%s", c->m.name,
-                c->pub.reason_count ? c->pub.reasons[c->pub.reason_count - 1] : "failed",
-                c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
+    er_cand_why_not(c, why, sizeof why);
+    edgert_errf(err, err_len, "backend '%s' cannot be loaded here: %s", c->m.name, why);
     return EDGERT_E_NOT_ELIGIBLE;
 }
 
@@ -33,19 +33,16 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
         edgert_errf(err, err_len, "edgert_export: ctx, backend and out_dir are required");
         return EDGERT_E_USAGE;
     }
-    er_cand *c = NULL;
-    for (size_t i = 0; i < ctx->ncands; i++)
-        if (strcmp(ctx->cands[i]->m.name, backend) == 0)
-            c = ctx->cands[i];
+    er_cand *c = er_cand_find(ctx, backend);
     if (!c) {
         edgert_errf(err, err_len, "no backend named '%s'", backend);
         return EDGERT_E_NOT_FOUND;
     }
     if (!c->pub.eligible) {
-        edgert_errf(err, err_len, "backend '%s' is not eligible for %s device: %s%s%s", backend,
-                    ctx->dev.planned ? "the profiled" : "this",
-                    c->pub.reason_count ? c->pub.reasons[0] : "not eligible",
-                    c->pub.detail && *c->pub.detail ? " — " : "", c->pub.detail ? c->pub.detail : "");
+        char why[1024];
+        er_cand_why_not(c, why, sizeof why);
+        edgert_errf(err, err_len, "backend '%s' is not eligible for %s device: %s", backend,
+                    ctx->dev.planned ? "the profiled" : "this", why);
         return EDGERT_E_NOT_ELIGIBLE;
     }
     if (!c->m.library) {

@@ -167,7 +167,7 @@ unsigned er_pool_threads(const er_pool *p);
  *  on the calling thread. */
 void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *arg);
 
-/* ---- checksum (loader.c) ----------------------------------------------- */
+/* ---- checksum (gate.c; evidence.c keys measurements by it too) ------------ */
 /** XXH3-64 of a file; 0 on success, -1 if unreadable. */
 int er_file_xxh3(const char *path, uint64_t *out);
 

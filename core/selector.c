@@ -177,13 +177,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     *out = s;
 
     if (forced) {
-        const er_cand *c = NULL;
-        size_t ci = 0;
-        for (size_t i = 0; i < ctx->ncands; i++)
-            if (strcmp(ctx->cands[i]->m.name, forced) == 0) {
-                c = ctx->cands[i];
-                ci = i;
-            }
+        const er_cand *c = er_cand_find(ctx, forced);
         if (!c) {
             char known[512] = "";
             size_t used = 0;
@@ -199,19 +193,15 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
             return EDGERT_E_NOT_FOUND;
         }
         if (!c->pub.eligible) {
-            char reasons[512] = "";
-            size_t used = 0;
-            for (size_t i = 0; i < c->pub.reason_count && used + 2 < sizeof reasons; i++) {
-                int w = snprintf(reasons + used, sizeof reasons - used, "%s%s", i ? " " : "",
-                                 c->pub.reasons[i]);
-                if (w < 0)
-                    break;
-                used += (size_t)w < sizeof reasons - used ? (size_t)w : sizeof reasons - used - 1;
-            }
-            edgert_errf(err, err_len, "backend '%s' was asked for but is not eligible: %s (%s)",
-                        forced, reasons, c->pub.detail ? c->pub.detail : "");
+            char why[1024];
+            er_cand_why_not(c, why, sizeof why);
+            edgert_errf(err, err_len, "backend '%s' was asked for but is not eligible: %s", forced,
+                        why);
             return EDGERT_E_NOT_ELIGIBLE;
         }
+        size_t ci = 0;
+        while (ctx->cands[ci] != c)
+            ci++;
         s->selected = (int)ci;
     } else if (s->count > 0) {
         s->selected = (int)s->order[0];

@@ -225,8 +225,11 @@ EDGERT_API const edgert_candidate *edgert_selection_selected(const edgert_select
 EDGERT_API edgert_priority edgert_selection_priority(const edgert_selection *sel);
 /** 0-based rank of candidate i (edgert_candidate_at index) or -1 when not ranked. */
 EDGERT_API int edgert_selection_rank(const edgert_selection *sel, size_t i);
-/** "measured" or "declared": which figures decided the winner's place
- *  (against the runner-up, or for its own speed key when alone). */
+/** "measured" or "declared": where the winner's own figure for the priority's
+ *  first key came from — its decode rate (speed) or top-1 agreement
+ *  (fidelity), measured on this device by `edgert calibrate`, or else the
+ *  manifest's. It does not say which key separated it from the runner-up
+ *  (that may be the tier, or a tie-break). "declared" with no_evidence. */
 EDGERT_API const char *edgert_selection_evidence(const edgert_selection *sel);
 /** Ranked candidate indices, best first. */
 EDGERT_API size_t edgert_selection_count(const edgert_selection *sel);

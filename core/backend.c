@@ -1,0 +1,160 @@
+/*
+ * core/backend.c — running a backend (edgert.h, "running a backend"): a fresh
+ * instance of a loaded, eligible plugin, packing canonical weights into its
+ * layout, and GEMM on them. Every crossing of the plugin boundary goes
+ * through here, with the plugin's message turned into the caller's error
+ * (er_set_plugin_err).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "context.h"
+
+struct edgert_backend {
+    edgert_ctx *ctx;
+    er_cand *cand;
+    void *state;
+};
+
+struct edgert_packed {
+    edgert_backend *b;
+    void *handle;
+    size_t bytes;
+};
+
+edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
+                                  edgert_backend **out, char *err, size_t err_len)
+{
+    if (!ctx || !name || !out) {
+        edgert_errf(err, err_len, "edgert_backend_open: bad arguments");
+        return EDGERT_E_USAGE;
+    }
+    *out = NULL;
+    er_cand *c = er_cand_find(ctx, name);
+    if (!c) {
+        edgert_errf(err, err_len, "no backend named '%s'", name);
+        return EDGERT_E_NOT_FOUND;
+    }
+    if (!c->pub.eligible || !c->plugin) {
+        char why[1024];
+        er_cand_why_not(c, why, sizeof why);
+        edgert_errf(err, err_len, "backend '%s' is not loaded on this device: %s", name, why);
+        return c->pub.eligible ? EDGERT_E_UNSUPPORTED : EDGERT_E_NOT_ELIGIBLE;
+    }
+    if (!(c->plugin->caps & EDGERT_CAP_GEMM)) {
+        edgert_errf(err, err_len, "backend '%s' has no GEMM (export-only)", name);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    edgert_backend *b = calloc(1, sizeof *b);
+    if (!b) {
+        edgert_errf(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    b->ctx = ctx;
+    b->cand = c;
+    char perr[512] = "";
+    const char *opts = options ? options : c->m.plugin_options;
+    edgert_status st = c->plugin->init(&c->host, opts, &b->state, perr, sizeof perr);
+    if (st == EDGERT_OK && options) {
+        /* A new path was forced: it must pass the self-test too. */
+        st = c->plugin->self_test(b->state, perr, sizeof perr);
+        if (st != EDGERT_OK) {
+            c->plugin->fini(b->state);
+            b->state = NULL;
+        }
+    }
+    if (st != EDGERT_OK) {
+        er_set_plugin_err(err, err_len, name, NULL, perr, st);
+        free(b);
+        return st;
+    }
+    *out = b;
+    return EDGERT_OK;
+}
+
+void edgert_backend_close(edgert_backend *b)
+{
+    if (!b)
+        return;
+    if (b->state)
+        b->cand->plugin->fini(b->state);
+    free(b);
+}
+
+const char *edgert_backend_name(const edgert_backend *b)
+{
+    return b ? b->cand->m.name : NULL;
+}
+
+const char *edgert_backend_describe(const edgert_backend *b)
+{
+    if (!b || !b->cand->plugin->describe)
+        return "";
+    const char *d = b->cand->plugin->describe(b->state);
+    return d ? d : "";
+}
+
+edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_packed **out,
+                          char *err, size_t err_len)
+{
+    if (!b || !w || !out || w->struct_size < sizeof(edgert_qweights) || !w->codes || !w->scales ||
+        w->n == 0 || w->k == 0 || w->group == 0) {
+        edgert_errf(err, err_len, "edgert_pack: bad arguments (need n, k, group > 0, codes and "
+                                 "scales)");
+        return EDGERT_E_USAGE;
+    }
+    *out = NULL;
+    edgert_packed *p = calloc(1, sizeof *p);
+    if (!p) {
+        edgert_errf(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    p->b = b;
+    char perr[512] = "";
+    edgert_status st = b->cand->plugin->pack(b->state, w, &p->handle, &p->bytes, perr, sizeof perr);
+    if (st != EDGERT_OK) {
+        char what[256];
+        snprintf(what, sizeof what, "pack %s [%u x %u]", w->name ? w->name : "weights", w->n,
+                 w->k);
+        er_set_plugin_err(err, err_len, b->cand->m.name, what, perr, st);
+        free(p);
+        return st;
+    }
+    *out = p;
+    return EDGERT_OK;
+}
+
+size_t edgert_packed_bytes(const edgert_packed *p)
+{
+    return p ? p->bytes : 0;
+}
+
+void edgert_packed_free(edgert_packed *p)
+{
+    if (!p)
+        return;
+    p->b->cand->plugin->packed_free(p->b->state, p->handle);
+    free(p);
+}
+
+edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *a,
+                          char *err, size_t err_len)
+{
+    if (!b || !p || !a || a->struct_size < sizeof(edgert_gemm_args) || !a->x || !a->y || a->m == 0) {
+        edgert_errf(err, err_len, "edgert_gemm: bad arguments");
+        return EDGERT_E_USAGE;
+    }
+    if (p->b != b) {
+        /* The packed layout may depend on the instance's code path. */
+        edgert_errf(err, err_len, "edgert_gemm: weights were packed by another backend instance "
+                                 "('%s'); pack them with this one ('%s')",
+                   p->b->cand->m.name, b->cand->m.name);
+        return EDGERT_E_USAGE;
+    }
+    char perr[512] = "";
+    edgert_status st = b->cand->plugin->gemm(b->state, p->handle, a, perr, sizeof perr);
+    if (st != EDGERT_OK)
+        er_set_plugin_err(err, err_len, b->cand->m.name, "gemm", perr, st);
+    return st;
+}
