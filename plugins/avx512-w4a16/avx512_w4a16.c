@@ -50,7 +50,7 @@
 #include <unistd.h>
 
 #include "aw_internal.h"
-#include "plugin_util.h"
+#include "plugin_kit.h"
 
 /* <asm/prctl.h> values (Linux 5.16+), spelled out so older headers build. */
 #define AW_ARCH_REQ_XCOMP_PERM 0x1023
@@ -59,7 +59,7 @@
 _Static_assert(sizeof(aw_packed) <= AW_ALIGN, "the packed header must fit its 64 bytes");
 
 typedef struct aw_state {
-    const edgert_host *host;
+    const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
     aw_path path;
     aw_kernels kern;
 } aw_state;
@@ -126,19 +126,6 @@ static const struct {
 static size_t aw_round64(size_t a)
 {
     return (a + (AW_ALIGN - 1u)) & ~(size_t)(AW_ALIGN - 1u);
-}
-
-static const char *aw_tensor_name(const edgert_qweights *w)
-{
-    if (w->struct_size >= offsetof(edgert_qweights, name) + sizeof(w->name) && w->name != NULL &&
-        w->name[0] != '\0')
-        return w->name;
-    return "(unnamed)";
-}
-
-static double aw_absd(double v)
-{
-    return v < 0.0 ? -v : v;
 }
 
 /* The first flag path `p` needs that `flags` lacks, or NULL. */
@@ -219,25 +206,9 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
 static edgert_status aw_init(const edgert_host *host, const char *options, void **state,
                              char *err, size_t err_len)
 {
-    if (state == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": init: state pointer is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *state = NULL;
-    if (host == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": init: host table is NULL");
-        return EDGERT_E_USAGE;
-    }
-    if (host->struct_size < offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags) ||
-        host->alloc == NULL || host->free == NULL || host->parallel_for == NULL ||
-        host->log == NULL || host->thread_count == NULL) {
-        edgert_errf(err, err_len,
-                    AW_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
-                       "with alloc, free, parallel_for, thread_count and log set)",
-               (unsigned)host->struct_size,
-               offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags));
-        return EDGERT_E_USAGE;
-    }
+    edgert_status rc = pk_check_init(AW_NAME, host, state, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
 
     int auto_path = 1;
     aw_path path = AW_PATH_FMA;
@@ -296,14 +267,6 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, AW_NAME ": instance ready, path %s%s",
               aw_paths[path].name, auto_path ? " (auto)" : " (forced)");
     return EDGERT_OK;
-}
-
-static void aw_fini(void *state)
-{
-    aw_state *st = state;
-    if (st == NULL)
-        return;
-    st->host->free(st->host->host_ctx, st);
 }
 
 static const char *aw_describe(void *state)
@@ -379,71 +342,22 @@ static void aw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
 static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packed,
                              size_t *packed_bytes, char *err, size_t err_len)
 {
+    /* group 128 only, whole groups; finite scales (the meta word keeps 20
+     * significant bits of the scale: an inf or NaN would lose its meaning) */
+    static const pk_layout_needs needs = {"int4-asym-g128", AW_GROUP, 1, 1};
     aw_state *st = state;
-    const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
-
-    if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": pack: state, packed or packed_bytes is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *packed = NULL;
-    *packed_bytes = 0u;
-    if (w == NULL || w->struct_size < need) {
-        edgert_errf(err, err_len, AW_NAME ": pack: weights descriptor is NULL or too small "
-                             "(struct_size %u, need >= %zu)",
-               w != NULL ? (unsigned)w->struct_size : 0u, need);
-        return EDGERT_E_USAGE;
-    }
-    const char *name = aw_tensor_name(w);
-    if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        edgert_errf(err, err_len,
-                    AW_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and codes "
-                       "and scales non-NULL",
-               name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
-        return EDGERT_E_USAGE;
-    }
-    if (w->group != AW_GROUP) {
-        edgert_errf(err, err_len,
-                    AW_NAME ": pack '%s' [n=%u k=%u]: group size %u is not supported (layout "
-                       "int4-asym-g128 needs group 128)",
-               name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
-        return EDGERT_E_UNSUPPORTED;
-    }
-    if (w->k % AW_GROUP != 0u) {
-        edgert_errf(err, err_len,
-                    AW_NAME ": pack '%s' [n=%u]: k=%u is not a multiple of the group size %u "
-                       "(k %% %u = %u)",
-               name, (unsigned)w->n, (unsigned)w->k, AW_GROUP, AW_GROUP,
-               (unsigned)(w->k % AW_GROUP));
-        return EDGERT_E_UNSUPPORTED;
-    }
-
+    const char *name = NULL;
+    edgert_status rc = pk_check_pack(AW_NAME, st, w, packed, packed_bytes, &needs, &name, err,
+                                     err_len);
+    if (rc != EDGERT_OK)
+        return rc;
     const uint32_t groups = w->k / AW_GROUP;
-    const size_t ng = (size_t)w->n * groups;
-    for (size_t i = 0; i < ng; i++) {
-        if (w->zeros != NULL && w->zeros[i] > 15u) {
-            edgert_errf(err, err_len,
-                        AW_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu group %zu "
-                           "is outside [0, 15]",
-                   name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
-                   (unsigned)w->zeros[i], i / groups, i % groups);
-            return EDGERT_E_USAGE;
-        }
-        if (!isfinite(w->scales[i])) {
-            edgert_errf(err, err_len,
-                        AW_NAME ": pack '%s' [n=%u k=%u group=%u]: scale at row %zu group %zu is not "
-                           "finite",
-                   name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, i / groups,
-                   i % groups);
-            return EDGERT_E_USAGE;
-        }
-    }
 
     size_t panels = ((size_t)w->n + AW_PANEL - 1u) / AW_PANEL;
     size_t panel_bytes = (size_t)groups * AW_BLOCK_BYTES, data_bytes, total;
     const size_t off = AW_ALIGN; /* the header; aw_data() */
-    if (panel_bytes > UINT32_MAX || pu_mul(panels, panel_bytes, &data_bytes) != 0 ||
-        pu_add(off, data_bytes, &total) != 0) {
+    if (panel_bytes > UINT32_MAX || pk_mul(panels, panel_bytes, &data_bytes) != 0 ||
+        pk_add(off, data_bytes, &total) != 0) {
         edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
@@ -474,14 +388,6 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     return EDGERT_OK;
 }
 
-static void aw_packed_free(void *state, void *packed)
-{
-    aw_state *st = state;
-    if (st == NULL || packed == NULL)
-        return;
-    st->host->free(st->host->host_ctx, packed);
-}
-
 /* ---- gemm ------------------------------------------------------------------------- */
 
 static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_args *args,
@@ -494,7 +400,7 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         edgert_errf(err, err_len, AW_NAME ": gemm: NULL state or not an " AW_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
-    edgert_status ast = pu_check_gemm_args(AW_NAME, w->name, w->n, w->k, args, err, err_len);
+    edgert_status ast = pk_check_gemm_args(AW_NAME, w->name, w->n, w->k, args, err, err_len);
     if (ast != EDGERT_OK)
         return ast;
 
@@ -509,9 +415,9 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
     const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
     size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->k * 2u);
     size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
-    if (pu_mul(row_bytes, rows, &act_bytes) != 0 ||
-        pu_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
-        pu_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
+    if (pk_mul(row_bytes, rows, &act_bytes) != 0 ||
+        pk_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
+        pk_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
         edgert_errf(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                     w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
@@ -571,131 +477,31 @@ static double aw_bound(aw_path path, uint32_t m, double sum_xw, double sum_act, 
     return act + ldexp(sum_xs15, -14) + ldexp(sum_xw, -19) + 1e-30;
 }
 
-typedef struct aw_case {
-    uint32_t m, n, k;
-    int symmetric;
-} aw_case;
-
 /* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), a
  * partial block of 3 panels, row tiles with tails; m = 40 and n = 87 (6
  * panels) give path amx two row blocks, the second partial, and an item of
  * 2 panels after a full one of 4 */
-static const aw_case aw_cases[] = {
-    {1u, 37u, 256u, 0}, {3u, 20u, 128u, 1}, {7u, 37u, 256u, 0}, {10u, 50u, 128u, 0},
-    {40u, 87u, 256u, 0},
+static const pk_case aw_cases[] = {
+    {1u, 37u, 256u, AW_GROUP, 0}, {3u, 20u, 128u, AW_GROUP, 1}, {7u, 37u, 256u, AW_GROUP, 0},
+    {10u, 50u, 128u, AW_GROUP, 0}, {40u, 87u, 256u, AW_GROUP, 0},
 };
 
-static edgert_status aw_self_test_case(aw_state *st, const aw_case *tc, uint32_t seed, char *err,
-                                       size_t err_len)
+static double aw_self_test_bound(const void *state, uint32_t m, const pk_sums *s)
 {
-    const edgert_host *host = st->host;
-    const size_t stride = tc->k / 2u, groups = tc->k / AW_GROUP;
-    const size_t ldx = tc->k + 3u, ldy = tc->n + 2u;
-    const float sentinel = -12345.0f;
-    size_t codes_b = tc->n * stride, ng = tc->n * groups;
-    size_t bytes = codes_b + ng * (sizeof(float) + 1u) + (tc->m * ldx + tc->m * ldy) * sizeof(float);
-    void *packed = NULL;
-    size_t packed_bytes = 0u;
-    edgert_status rc;
-
-    uint8_t *mem = host->alloc(host->host_ctx, bytes + 64u, AW_ALIGN);
-    if (mem == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": self-test: cannot allocate %zu bytes", bytes);
-        return EDGERT_E_NOMEM;
-    }
-    float *x = (float *)(void *)mem;
-    float *y = x + tc->m * ldx;
-    float *scales = y + tc->m * ldy;
-    uint8_t *codes = (uint8_t *)(scales + ng);
-    uint8_t *zeros = codes + codes_b;
-
-    pu_selftest_fill(&seed, codes, codes_b, scales, zeros, ng, x, tc->m * ldx);
-    for (size_t i = 0; i < tc->m * ldy; i++)
-        y[i] = sentinel;
-
-    edgert_qweights qw = {
-        .struct_size = sizeof(edgert_qweights), .n = tc->n, .k = tc->k, .group = AW_GROUP,
-        .codes = codes, .scales = scales, .zeros = tc->symmetric ? NULL : zeros,
-        .name = "self-test",
-    };
-    rc = aw_pack(st, &qw, &packed, &packed_bytes, err, err_len);
-    if (rc != EDGERT_OK)
-        goto out;
-    edgert_gemm_args ga = {
-        .struct_size = sizeof(edgert_gemm_args), .m = tc->m, .x = x, .ldx = ldx, .y = y,
-        .ldy = ldy,
-    };
-    rc = aw_gemm(st, packed, &ga, err, err_len);
-    if (rc != EDGERT_OK)
-        goto out;
-
-    for (size_t i = 0; i < tc->m; i++) {
-        for (size_t r = 0; r < ldy; r++) {
-            float got = y[i * ldy + r];
-            if (r >= tc->n) {
-                if (got != sentinel) {
-                    edgert_errf(err, err_len,
-                                AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] beyond n "
-                                   "was written",
-                           aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n,
-                           (unsigned)tc->k, i, r);
-                    rc = EDGERT_E_PLUGIN;
-                    goto out;
-                }
-                continue;
-            }
-            double acc = 0.0, sum_xw = 0.0, sum_act = 0.0, sum_xs15 = 0.0;
-            for (size_t g = 0; g < groups; g++) {
-                double mx = 0.0, sw = 0.0;
-                for (size_t c = g * AW_GROUP; c < (g + 1u) * AW_GROUP; c++)
-                    if (aw_absd(x[i * ldx + c]) > mx)
-                        mx = aw_absd(x[i * ldx + c]);
-                for (size_t c = g * AW_GROUP; c < (g + 1u) * AW_GROUP; c++) {
-                    unsigned b = codes[r * stride + c / 2u];
-                    int q = (int)((c % 2u) ? (b >> 4) : (b & 15u));
-                    int z = tc->symmetric ? 8 : (int)zeros[r * groups + g];
-                    double s = scales[r * groups + g];
-                    double wv = s * (double)(q - z), xv = x[i * ldx + c];
-                    acc += xv * wv;
-                    sum_xw += aw_absd(xv * wv);
-                    sw += aw_absd(wv);
-                    sum_xs15 += 15.0 * aw_absd(xv * s);
-                }
-                sum_act += ldexp(mx, -13) * sw;
-            }
-            double tol = aw_bound(st->path, tc->m, sum_xw, sum_act, sum_xs15);
-            if (!(aw_absd((double)got - acc) <= tol)) { /* also catches NaN */
-                edgert_errf(err, err_len,
-                            AW_NAME ": self-test (path %s) m=%u n=%u k=%u: y[%zu][%zu] = %.9g but the "
-                               "scalar loop gives %.9g (|err| %.3g > bound %.3g)",
-                       aw_paths[st->path].name, (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
-                       i, r, (double)got, acc, aw_absd((double)got - acc), tol);
-                rc = EDGERT_E_PLUGIN;
-                goto out;
-            }
-        }
-    }
-    rc = EDGERT_OK;
-out:
-    aw_packed_free(st, packed);
-    host->free(host->host_ctx, mem);
-    return rc;
+    const aw_state *st = state;
+    return aw_bound(st->path, m, s->sum_xw, s->sum_grid, s->sum_xs15);
 }
 
 static edgert_status aw_self_test(void *state, char *err, size_t err_len)
 {
-    aw_state *st = state;
-    if (st == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": self-test: state is NULL");
-        return EDGERT_E_USAGE;
-    }
-    for (size_t i = 0; i < sizeof aw_cases / sizeof aw_cases[0]; i++) {
-        edgert_status rc =
-            aw_self_test_case(st, &aw_cases[i], 0x9E3779B9u + (uint32_t)i, err, err_len);
-        if (rc != EDGERT_OK)
-            return rc;
-    }
-    return EDGERT_OK;
+    const aw_state *st = state;
+    const pk_self_test t = {
+        .plugin = AW_NAME, .path = st != NULL ? aw_paths[st->path].name : NULL, .state = state,
+        .host = st != NULL ? st->host : NULL, .cases = aw_cases,
+        .ncases = sizeof aw_cases / sizeof aw_cases[0], .seed = 0x9E3779B9u, .pack = aw_pack,
+        .packed_free = pk_packed_free, .gemm = aw_gemm, .bound = aw_self_test_bound,
+    };
+    return pk_run_self_test(&t, err, err_len);
 }
 
 /* ---- descriptor and entry ----------------------------------------------------------- */
@@ -707,11 +513,11 @@ static const edgert_plugin aw_plugin_v1 = {
     .version = AW_VERSION,
     .caps = EDGERT_CAP_GEMM,
     .init = aw_init,
-    .fini = aw_fini,
+    .fini = pk_fini,
     .self_test = aw_self_test,
     .describe = aw_describe,
     .pack = aw_pack,
-    .packed_free = aw_packed_free,
+    .packed_free = pk_packed_free,
     .gemm = aw_gemm,
     .export_graph = NULL,
 };

@@ -27,14 +27,14 @@
  * No global mutable state: the descriptor and strings are const; an instance
  * is a ref_state allocated through host->alloc.
  */
-#include <stdarg.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "edgert/plugin.h"
-#include "plugin_util.h"
+#include "plugin_kit.h"
 
 #define REF_NAME "ref-w4a16"
 #define REF_VERSION "0.1.0"
@@ -47,7 +47,7 @@
 #define REF_PACKED_MAGIC 0x34775266u /* "fRw4" */
 
 typedef struct ref_state {
-    const edgert_host *host;
+    const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
 } ref_state;
 
 typedef struct ref_packed {
@@ -72,21 +72,6 @@ typedef struct ref_job {
 } ref_job;
 
 /* ---- small helpers -------------------------------------------------------- */
-
-static const char *ref_tensor_name(const char *name)
-{
-    return (name != NULL && name[0] != '\0') ? name : "(unnamed)";
-}
-
-static size_t ref_groups_per_row(uint32_t k, uint32_t group)
-{
-    return (size_t)(k / group) + (k % group != 0u);
-}
-
-static double ref_absd(double v)
-{
-    return v < 0.0 ? -v : v;
-}
 
 /* ---- decoding ---------------------------------------------------------------- */
 
@@ -228,49 +213,25 @@ static void ref_gemm_rows(void *arg, size_t begin, size_t end, unsigned worker)
 static edgert_status ref_init(const edgert_host *host, const char *options, void **state,
                               char *err, size_t err_len)
 {
-    if (state == NULL) {
-        edgert_errf(err, err_len, REF_NAME ": init: state pointer is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *state = NULL;
-    if (host == NULL) {
-        edgert_errf(err, err_len, REF_NAME ": init: host table is NULL");
-        return EDGERT_E_USAGE;
-    }
-    /* cpu_flags is the last field of ABI 1; everything before it is used */
-    if (host->struct_size < offsetof(edgert_host, cpu_flags) ||
-        host->alloc == NULL || host->free == NULL || host->parallel_for == NULL ||
-        host->log == NULL) {
-        edgert_errf(err, err_len,
-                REF_NAME ": init: host table too small or incomplete (struct_size %u, need >= %zu "
-                "with alloc, free, parallel_for and log set)",
-                (unsigned)host->struct_size, offsetof(edgert_host, cpu_flags));
-        return EDGERT_E_USAGE;
-    }
+    edgert_status rc = pk_check_init(REF_NAME, host, state, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
     if (options != NULL && options[0] != '\0') {
-        edgert_errf(err, err_len, REF_NAME ": init: unknown option '%s' (this backend takes no options)",
-                options);
+        edgert_errf(err, err_len, REF_NAME ": init: unknown option '%s' (this backend takes no "
+                                  "options)", options);
         return EDGERT_E_USAGE;
     }
 
     ref_state *st = host->alloc(host->host_ctx, sizeof *st, REF_ALIGN);
     if (st == NULL) {
         edgert_errf(err, err_len, REF_NAME ": init: cannot allocate %zu bytes of instance state",
-                sizeof *st);
+                    sizeof *st);
         return EDGERT_E_NOMEM;
     }
     st->host = host;
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, REF_NAME ": instance ready (" REF_DESCRIBE ")");
     return EDGERT_OK;
-}
-
-static void ref_fini(void *state)
-{
-    ref_state *st = state;
-    if (st == NULL)
-        return;
-    st->host->free(st->host->host_ctx, st);
 }
 
 static const char *ref_describe(void *state)
@@ -282,61 +243,31 @@ static const char *ref_describe(void *state)
 static edgert_status ref_pack(void *state, const edgert_qweights *w, void **packed,
                               size_t *packed_bytes, char *err, size_t err_len)
 {
+    /* any group size, partial last groups: the canonical form as it is */
+    static const pk_layout_needs needs = {"int4-asym", 0u, 0, 0};
     ref_state *st = state;
-    const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
+    const char *name = NULL;
     size_t stride, groups, ng, off_codes, codes_bytes, off_scales, scales_bytes, off_zeros, total;
 
-    if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        edgert_errf(err, err_len, REF_NAME ": pack: state, packed or packed_bytes is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *packed = NULL;
-    *packed_bytes = 0u;
-    if (w == NULL || w->struct_size < need) {
-        edgert_errf(err, err_len, REF_NAME ": pack: weights descriptor is NULL or too small "
-                              "(struct_size %u, need >= %zu)",
-                w != NULL ? (unsigned)w->struct_size : 0u, need);
-        return EDGERT_E_USAGE;
-    }
-    const char *name = w->struct_size >= offsetof(edgert_qweights, name) + sizeof(w->name)
-                           ? ref_tensor_name(w->name)
-                           : ref_tensor_name(NULL);
-    if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        edgert_errf(err, err_len,
-                REF_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and "
-                         "codes and scales non-NULL",
-                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
-        return EDGERT_E_USAGE;
-    }
-
+    edgert_status rc = pk_check_pack(REF_NAME, st, w, packed, packed_bytes, &needs, &name, err,
+                                     err_len);
+    if (rc != EDGERT_OK)
+        return rc;
     stride = ((size_t)w->k + 1u) / 2u;
-    groups = ref_groups_per_row(w->k, w->group);
-    if (pu_round_up(sizeof(ref_packed), REF_ALIGN, &off_codes) != 0 ||
-        pu_mul((size_t)w->n, stride, &codes_bytes) != 0 ||
-        pu_add(off_codes, codes_bytes, &off_scales) != 0 ||
-        pu_round_up(off_scales, REF_ALIGN, &off_scales) != 0 ||
-        pu_mul((size_t)w->n, groups, &ng) != 0 ||
-        pu_mul(ng, sizeof(float), &scales_bytes) != 0 ||
-        pu_add(off_scales, scales_bytes, &off_zeros) != 0 ||
-        pu_add(off_zeros, ng, &total) != 0) {
+    groups = pk_groups(w->k, w->group);
+    if (pk_round_up(sizeof(ref_packed), REF_ALIGN, &off_codes) != 0 ||
+        pk_mul((size_t)w->n, stride, &codes_bytes) != 0 ||
+        pk_add(off_codes, codes_bytes, &off_scales) != 0 ||
+        pk_round_up(off_scales, REF_ALIGN, &off_scales) != 0 ||
+        pk_mul((size_t)w->n, groups, &ng) != 0 ||
+        pk_mul(ng, sizeof(float), &scales_bytes) != 0 ||
+        pk_add(off_scales, scales_bytes, &off_zeros) != 0 ||
+        pk_add(off_zeros, ng, &total) != 0) {
         edgert_errf(err, err_len,
                 REF_NAME ": pack '%s' [n=%u k=%u group=%u]: packed size overflows size_t", name,
                 (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_NOMEM;
     }
-    if (w->zeros != NULL) {
-        for (size_t i = 0; i < ng; i++) {
-            if (w->zeros[i] > 15u) {
-                edgert_errf(err, err_len,
-                        REF_NAME ": pack '%s' [n=%u k=%u group=%u]: zero point %u at row %zu "
-                                 "group %zu is outside [0, 15]",
-                        name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
-                        (unsigned)w->zeros[i], i / groups, i % groups);
-                return EDGERT_E_USAGE;
-            }
-        }
-    }
-
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, total, REF_ALIGN);
     if (mem == NULL) {
@@ -374,14 +305,6 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     return EDGERT_OK;
 }
 
-static void ref_packed_free(void *state, void *packed)
-{
-    ref_state *st = state;
-    if (st == NULL || packed == NULL)
-        return;
-    st->host->free(st->host->host_ctx, packed);
-}
-
 static edgert_status ref_gemm(void *state, const void *packed, const edgert_gemm_args *args,
                               char *err, size_t err_len)
 {
@@ -393,14 +316,14 @@ static edgert_status ref_gemm(void *state, const void *packed, const edgert_gemm
         edgert_errf(err, err_len, REF_NAME ": gemm: NULL state or not a " REF_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
-    edgert_status ast = pu_check_gemm_args(REF_NAME, w->name, w->n, w->k, args, err, err_len);
+    edgert_status ast = pk_check_gemm_args(REF_NAME, w->name, w->n, w->k, args, err, err_len);
     if (ast != EDGERT_OK)
         return ast;
 
     /* Enough rows per task that one task is >= REF_MIN_TASK_MACS
      * multiply-adds: below that the hand-off costs more than it saves. */
     size_t grain = 4u;
-    if (pu_mul((size_t)w->k, (size_t)args->m, &per_row) == 0 && per_row < REF_MIN_TASK_MACS) {
+    if (pk_mul((size_t)w->k, (size_t)args->m, &per_row) == 0 && per_row < REF_MIN_TASK_MACS) {
         size_t g = (REF_MIN_TASK_MACS + per_row - 1u) / per_row;
         if (g > grain)
             grain = g;
@@ -415,141 +338,38 @@ static edgert_status ref_gemm(void *state, const void *packed, const edgert_gemm
 
 /* ---- self-test ---------------------------------------------------------------- */
 
-typedef struct ref_case {
-    uint32_t m, n, k, group;
-    int symmetric;
-} ref_case;
-
 /* Odd shapes on purpose: odd k (padding nibble), partial last groups, a
  * group smaller than the lookup-table threshold, an odd group (groups that
  * start on a high nibble), k across two segments, n covering a full row
  * block plus the 4-row and 1-row tails. */
-static const ref_case ref_cases[] = {
+static const pk_case ref_cases[] = {
     {3u, 21u, 301u, 32u, 0},
     {2u, 3u, 7u, 4u, 1},
     {1u, 5u, 513u, 128u, 0},
     {2u, 6u, 100u, 19u, 0},
 };
 
-#define REF_ST_CODES 4096u
-#define REF_ST_GROUPS 256u
-#define REF_ST_X 1100u
-#define REF_ST_Y 128u
-#define REF_ST_PAD 2u /* extra columns in ldx and ldy */
-#define REF_ST_SENTINEL -12345.0f
-
-static edgert_status ref_self_test_case(ref_state *st, const ref_case *tc, uint32_t seed,
-                                        char *err, size_t err_len)
+/* Against the exact (double) sum: the plugin sums at most ~64 fp32 terms per
+ * partial, then a few partials per segment and one add per segment, so its
+ * error is below ~100 * 2^-24 * sum|x w|, under 1e-5 * sum|x w| for these k;
+ * the 1e-7 absolute term covers sums near 0. */
+static double ref_bound(const void *state, uint32_t m, const pk_sums *s)
 {
-    uint8_t codes[REF_ST_CODES];
-    float scales[REF_ST_GROUPS];
-    uint8_t zeros[REF_ST_GROUPS];
-    float x[REF_ST_X];
-    float y[REF_ST_Y];
-    size_t stride = ((size_t)tc->k + 1u) / 2u;
-    size_t groups = ref_groups_per_row(tc->k, tc->group);
-    size_t ldx = (size_t)tc->k + REF_ST_PAD, ldy = (size_t)tc->n + REF_ST_PAD;
-    void *packed = NULL;
-    size_t packed_bytes = 0u;
-    edgert_status rc;
-
-    if (tc->n * stride > REF_ST_CODES || tc->n * groups > REF_ST_GROUPS ||
-        tc->m * ldx > REF_ST_X || tc->m * ldy > REF_ST_Y) {
-        edgert_errf(err, err_len, REF_NAME ": self-test: case m=%u n=%u k=%u exceeds its buffers",
-                (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k);
-        return EDGERT_E_INTERNAL;
-    }
-
-    pu_selftest_fill(&seed, codes, tc->n * stride, scales, zeros, tc->n * groups, x,
-                     tc->m * ldx);
-    if (tc->k & 1u) /* canonical padding nibble is 0 */
-        for (size_t r = 0; r < tc->n; r++)
-            codes[r * stride + stride - 1u] &= 15u;
-    for (size_t i = 0; i < tc->m * ldy; i++)
-        y[i] = REF_ST_SENTINEL;
-
-    edgert_qweights qw = {
-        .struct_size = sizeof(edgert_qweights), .n = tc->n, .k = tc->k, .group = tc->group,
-        .codes = codes, .scales = scales, .zeros = tc->symmetric ? NULL : zeros,
-        .name = "self-test",
-    };
-    rc = ref_pack(st, &qw, &packed, &packed_bytes, err, err_len);
-    if (rc != EDGERT_OK)
-        goto out;
-    edgert_gemm_args ga = {
-        .struct_size = sizeof(edgert_gemm_args), .m = tc->m, .x = x, .ldx = ldx, .y = y,
-        .ldy = ldy,
-    };
-    rc = ref_gemm(st, packed, &ga, err, err_len);
-    if (rc != EDGERT_OK)
-        goto out;
-
-    /* Independent scalar reference: decode each code from the canonical
-     * bytes directly, w in double, sum in double. Tolerance: the plugin sums
-     * at most ~64 fp32 terms per partial, then a few partials per segment and
-     * one add per segment, so its error is below ~100 * 2^-24 * sum|x w|,
-     * under 1e-5 * sum|x w| for these k; the 1e-7 absolute term covers
-     * sums near 0. */
-    for (size_t i = 0; i < tc->m; i++) {
-        for (size_t r = 0; r < ldy; r++) {
-            float got = y[i * ldy + r];
-            if (r >= tc->n) {
-                if (got != REF_ST_SENTINEL) {
-                    edgert_errf(err, err_len,
-                            REF_NAME ": self-test m=%u n=%u k=%u group=%u: y[%zu][%zu] beyond n "
-                                     "was written (ldy %zu)",
-                            (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k,
-                            (unsigned)tc->group, i, r, ldy);
-                    rc = EDGERT_E_PLUGIN;
-                    goto out;
-                }
-                continue;
-            }
-            double acc = 0.0, mag = 0.0;
-            for (size_t c = 0; c < tc->k; c++) {
-                unsigned b = codes[r * stride + c / 2u];
-                int q = (int)((c % 2u) ? (b >> 4) : (b & 15u));
-                size_t g = c / tc->group;
-                int z = tc->symmetric ? 8 : (int)zeros[r * groups + g];
-                double wv = (double)scales[r * groups + g] * (double)(q - z);
-                double t = (double)x[i * ldx + c] * wv;
-                acc += t;
-                mag += ref_absd(t);
-            }
-            double tol = 1e-5 * mag + 1e-7;
-            if (!(ref_absd((double)got - acc) <= tol)) { /* also catches NaN */
-                edgert_errf(err, err_len,
-                        REF_NAME ": self-test m=%u n=%u k=%u group=%u %s: y[%zu][%zu] = %.9g but "
-                                 "the scalar loop gives %.9g (|err| %.3g > tolerance %.3g)",
-                        (unsigned)tc->m, (unsigned)tc->n, (unsigned)tc->k, (unsigned)tc->group,
-                        tc->symmetric ? "symmetric" : "asymmetric", i, r, (double)got, acc,
-                        ref_absd((double)got - acc), tol);
-                rc = EDGERT_E_PLUGIN;
-                goto out;
-            }
-        }
-    }
-    rc = EDGERT_OK;
-
-out:
-    ref_packed_free(st, packed);
-    return rc;
+    (void)state;
+    (void)m;
+    return 1e-5 * s->sum_xw + 1e-7;
 }
 
 static edgert_status ref_self_test(void *state, char *err, size_t err_len)
 {
-    ref_state *st = state;
-    if (st == NULL) {
-        edgert_errf(err, err_len, REF_NAME ": self-test: state is NULL");
-        return EDGERT_E_USAGE;
-    }
-    for (size_t i = 0; i < sizeof ref_cases / sizeof ref_cases[0]; i++) {
-        edgert_status rc = ref_self_test_case(st, &ref_cases[i], 0x9E3779B9u + (uint32_t)i, err,
-                                              err_len);
-        if (rc != EDGERT_OK)
-            return rc;
-    }
-    return EDGERT_OK;
+    const ref_state *st = state;
+    const pk_self_test t = {
+        .plugin = REF_NAME, .path = "portable", .state = state,
+        .host = st != NULL ? st->host : NULL, .cases = ref_cases,
+        .ncases = sizeof ref_cases / sizeof ref_cases[0], .seed = 0x9E3779B9u,
+        .pack = ref_pack, .packed_free = pk_packed_free, .gemm = ref_gemm, .bound = ref_bound,
+    };
+    return pk_run_self_test(&t, err, err_len);
 }
 
 /* ---- descriptor and entry ----------------------------------------------------- */
@@ -561,11 +381,11 @@ static const edgert_plugin ref_plugin_v1 = {
     .version = REF_VERSION,
     .caps = EDGERT_CAP_GEMM,
     .init = ref_init,
-    .fini = ref_fini,
+    .fini = pk_fini,
     .self_test = ref_self_test,
     .describe = ref_describe,
     .pack = ref_pack,
-    .packed_free = ref_packed_free,
+    .packed_free = pk_packed_free,
     .gemm = ref_gemm,
     .export_graph = NULL,
 };

@@ -1,0 +1,66 @@
+# cmake/EdgertPlugin.cmake — edgert_add_plugin(): one backend plugin, built the
+# way every plugin must be (design.md §3, include/edgert/plugin.h):
+#
+#   edgert_add_plugin(<target>
+#     SOURCES <file>...                 the plugin's sources
+#     [ISA_FLAGS "<file>=<flags>"...]   per-FILE instruction-set flags, e.g.
+#                                       "aw_kern_int16.c=-mavx512f -mavx512vnni";
+#                                       never for the whole target and never
+#                                       -march=native: the entry file stays
+#                                       baseline so the library loads and inits
+#                                       on any CPU of its arch, and init picks the
+#                                       path from the host's CPU flags
+#     [LIBS <lib>...]                   extra libraries (libm, ...)
+#     [OUTPUT_DIRECTORY <dir>]          default: the backends folder
+#     [PREFIX <prefix>]                 default "lib"
+#     [NO_KIT]                          without plugins/common/plugin_kit.c
+#     [NO_INSTALL])                     test-only plugins
+#
+# A MODULE library with hidden visibility (only edgert_plugin_entry is
+# exported, by EDGERT_PLUGIN_EXPORT), linking nothing of the core: it sees the
+# public headers and, unless NO_KIT, the in-tree support kit compiled in as
+# source. The ISA flag list of a plugin is given once and can serve a second
+# target built from the same files (the AMX-emulation test build does):
+# COMPILE_OPTIONS are set per source for that target's directory.
+include_guard(GLOBAL)
+
+set(EDGERT_PLUGIN_KIT_DIR ${CMAKE_CURRENT_LIST_DIR}/../plugins/common)
+
+function(edgert_add_plugin target)
+  cmake_parse_arguments(P "NO_KIT;NO_INSTALL" "OUTPUT_DIRECTORY;PREFIX" "SOURCES;ISA_FLAGS;LIBS"
+    ${ARGN})
+  if(NOT P_SOURCES)
+    message(FATAL_ERROR "edgert_add_plugin(${target}): no SOURCES")
+  endif()
+  add_library(${target} MODULE ${P_SOURCES})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/include)
+  if(NOT P_NO_KIT)
+    target_sources(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR}/plugin_kit.c)
+    target_include_directories(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR})
+  endif()
+  if(P_LIBS)
+    target_link_libraries(${target} PRIVATE ${P_LIBS})
+  endif()
+  foreach(spec ${P_ISA_FLAGS})
+    if(NOT spec MATCHES "^([^=]+)=(.+)$")
+      message(FATAL_ERROR "edgert_add_plugin(${target}): ISA_FLAGS entry '${spec}' is not file=flags")
+    endif()
+    set(file ${CMAKE_MATCH_1})
+    separate_arguments(flags UNIX_COMMAND "${CMAKE_MATCH_2}")
+    set_source_files_properties(${file} TARGET_DIRECTORY ${target} PROPERTIES
+      COMPILE_OPTIONS "${flags}")
+  endforeach()
+  if(NOT DEFINED P_OUTPUT_DIRECTORY)
+    set(P_OUTPUT_DIRECTORY ${EDGERT_BACKEND_DIR})
+  endif()
+  if(NOT DEFINED P_PREFIX)
+    set(P_PREFIX "lib")
+  endif()
+  set_target_properties(${target} PROPERTIES
+    PREFIX "${P_PREFIX}"
+    C_VISIBILITY_PRESET hidden
+    LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIRECTORY})
+  if(NOT P_NO_INSTALL)
+    install(TARGETS ${target} LIBRARY DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
+  endif()
+endfunction()
