@@ -141,7 +141,8 @@ void edgert_packed_free(edgert_packed *p)
 edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *a,
                           char *err, size_t err_len)
 {
-    if (!b || !p || !a || a->struct_size < sizeof(edgert_gemm_args) || !a->x || !a->y || a->m == 0) {
+    if (!b || !p || !a || a->struct_size < sizeof(edgert_gemm_args) || !a->x || !a->y ||
+        a->m == 0) {
         edgert_errf(err, err_len, "edgert_gemm: bad arguments");
         return EDGERT_E_USAGE;
     }

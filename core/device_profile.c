@@ -201,6 +201,123 @@ static int read_fixed_str(er_yaml *y, yaml_node_t *root, const char *key, int re
     return r;
 }
 
+/* name, arch and device_class, and whether the class exists on that arch.
+ * 0, or -1 after reporting every problem. */
+static int read_identity(er_yaml *y, yaml_node_t *root, edgert_device *dev, er_diags *d)
+{
+    int bad = 0;
+    if (read_fixed_str(y, root, "name", 1, 1, dev->name, sizeof dev->name, d) != 0)
+        bad = 1;
+    int arch = EDGERT_ARCH_UNKNOWN, cls = EDGERT_CLASS_UNKNOWN;
+    if (read_enum(y, root, "arch", "x86_64 or arm64", parse_arch, &arch, d) != 0)
+        bad = 1;
+    if (read_enum(y, root, "device_class",
+                  "x86_cpu, arm64_cpu, cuda_discrete, jetson or npu_phone", parse_class, &cls,
+                  d) != 0)
+        bad = 1;
+    dev->arch = (edgert_arch)arch;
+    dev->device_class = (edgert_device_class)cls;
+    yaml_node_t *class_node = er_yaml_get(y, root, "device_class");
+    if (dev->arch != EDGERT_ARCH_UNKNOWN && dev->device_class != EDGERT_CLASS_UNKNOWN &&
+        !class_allowed(dev->arch, dev->device_class)) {
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(class_node),
+                    er_yaml_col(class_node),
+                    "device_class %s does not exist on arch %s (x86_64: x86_cpu, "
+                    "cuda_discrete; arm64: arm64_cpu, jetson, npu_phone, cuda_discrete)",
+                    edgert_device_class_name(dev->device_class), edgert_arch_name(dev->arch));
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+/* cpu_flags and os_disabled_flags, which must not overlap. 0 or -1. */
+static int read_cpu_flags(er_yaml *y, yaml_node_t *root, edgert_device *dev, er_diags *d)
+{
+    int bad = 0;
+    if (read_flags(y, root, "cpu_flags", 1, dev->arch, &dev->cpu_flags, d) != 0)
+        bad = 1;
+    if (read_flags(y, root, "os_disabled_flags", 0, dev->arch, &dev->cpu_flags_os_disabled, d) !=
+        0)
+        bad = 1;
+    uint64_t both = dev->cpu_flags & dev->cpu_flags_os_disabled;
+    if (both) {
+        yaml_node_t *v = er_yaml_get(y, root, "os_disabled_flags");
+        unsigned f = 0;
+        while (!EDGERT_HAS_FLAG(both, f))
+            f++;
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v),
+                    "field 'os_disabled_flags': '%s' is also in cpu_flags; a flag is either "
+                    "usable or disabled by the OS",
+                    edgert_cpu_flag_name((edgert_cpu_flag)f));
+        bad = 1;
+    }
+    return bad ? -1 : 0;
+}
+
+/* logical_cores, memory_total_mb and memory_available_mb. 0 or -1. */
+static int read_resources(er_yaml *y, yaml_node_t *root, edgert_device *dev, er_diags *d)
+{
+    int bad = 0;
+    long long cores = 0, total_mb = 0, avail_mb = 0;
+    if (er_yaml_int(y, root, "logical_cores", 1, 1, ER_PROFILE_MAX_CORES, &cores, d) != 0)
+        bad = 1;
+    int has_total = er_yaml_int(y, root, "memory_total_mb", 0, 0, ER_PROFILE_MAX_MB, &total_mb, d);
+    int has_avail =
+        er_yaml_int(y, root, "memory_available_mb", 0, 0, ER_PROFILE_MAX_MB, &avail_mb, d);
+    if (has_total < 0 || has_avail < 0)
+        bad = 1;
+    if (has_total == 0 && has_avail == 0 && avail_mb > total_mb) {
+        yaml_node_t *v = er_yaml_get(y, root, "memory_available_mb");
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v),
+                    "memory_available_mb %lld exceeds memory_total_mb %lld", avail_mb,
+                    total_mb);
+        bad = 1;
+    }
+    dev->logical_cores = (unsigned)cores;
+    dev->mem_total_bytes = has_total == 0 ? (uint64_t)total_mb * MIB : 0;
+    dev->mem_available_bytes = has_avail == 0 ? (uint64_t)avail_mb * MIB : 0;
+    return bad ? -1 : 0;
+}
+
+/* bf16 as the profile says, else the default for the class: GPUs of a
+ * profile are assumed Ampere/Orin or newer, CPUs follow their flags. */
+static void decide_bf16(int has_bf16, int bf16, edgert_device *dev)
+{
+    if (has_bf16 == 0) {
+        dev->bf16 = bf16;
+        snprintf(dev->bf16_source, sizeof dev->bf16_source, "device profile: bf16: %s",
+                 bf16 ? "true" : "false");
+    } else if (dev->device_class == EDGERT_CLASS_CUDA_DISCRETE ||
+               dev->device_class == EDGERT_CLASS_JETSON) {
+        dev->bf16 = 1;
+        snprintf(dev->bf16_source, sizeof dev->bf16_source,
+                 "device profile default for %s: assumed Ampere/Orin or newer",
+                 edgert_device_class_name(dev->device_class));
+    } else {
+        er_bf16_from_cpu_flags(dev, dev->arch);
+        char rule[sizeof dev->bf16_source];
+        snprintf(rule, sizeof rule, "%s", dev->bf16_source);
+        snprintf(dev->bf16_source, sizeof dev->bf16_source, "device profile default from %.120s",
+                 rule);
+    }
+}
+
+/* The version decides how to read everything else: stop when it is missing
+ * or unsupported rather than misreport fields. 0 or -1. */
+static int check_version(er_yaml *y, yaml_node_t *root, er_diags *d)
+{
+    long long version = 0;
+    if (er_yaml_int(y, root, "profile_version", 1, LLONG_MIN, LLONG_MAX, &version, d) != 0)
+        return -1;
+    if (version == ER_PROFILE_VERSION)
+        return 0;
+    yaml_node_t *v = er_yaml_get(y, root, "profile_version");
+    er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(v), er_yaml_col(v),
+                "unsupported profile_version %lld (this edgert reads %d)", version,
+                ER_PROFILE_VERSION);
+    return -1;
+}
+
 edgert_status er_device_profile_load(const char *path, edgert_device *out, er_diags *d)
 {
     if (!out)
@@ -217,131 +334,38 @@ edgert_status er_device_profile_load(const char *path, edgert_device *out, er_di
     edgert_status st = er_yaml_load(&y, path, d);
     if (st != EDGERT_OK)
         return st; /* er_yaml_load reported file:line:col and freed y */
-    int bad = 0;
+    st = EDGERT_E_PARSE;
     yaml_node_t *root = er_yaml_root(&y);
     if (!root || root->type != YAML_MAPPING_NODE) {
         er_yaml_check_keys(&y, root, profile_keys, d); /* reports "expected a mapping" */
-        st = EDGERT_E_PARSE;
         goto out;
     }
-    if (er_yaml_check_keys(&y, root, profile_keys, d) != 0)
-        bad = 1; /* duplicate or non-scalar keys; keep going to report the rest */
-
-    /* The version decides how to read everything else: stop when it is
-     * missing or unsupported rather than misreport fields. */
-    long long version = 0;
-    if (er_yaml_int(&y, root, "profile_version", 1, LLONG_MIN, LLONG_MAX, &version, d) != 0) {
-        st = EDGERT_E_PARSE;
+    /* Every field is read even after a bad one, to report all problems at once. */
+    int bad = er_yaml_check_keys(&y, root, profile_keys, d) != 0;
+    if (check_version(&y, root, d) != 0)
         goto out;
-    }
-    if (version != ER_PROFILE_VERSION) {
-        yaml_node_t *v = er_yaml_get(&y, root, "profile_version");
-        er_diag_add(d, EDGERT_LOG_ERROR, path, er_yaml_line(v), er_yaml_col(v),
-                    "unsupported profile_version %lld (this edgert reads %d)", version,
-                    ER_PROFILE_VERSION);
-        st = EDGERT_E_PARSE;
-        goto out;
-    }
-
-    if (read_fixed_str(&y, root, "name", 1, 1, dev.name, sizeof dev.name, d) != 0)
-        bad = 1;
-
-    int arch = EDGERT_ARCH_UNKNOWN, cls = EDGERT_CLASS_UNKNOWN;
-    if (read_enum(&y, root, "arch", "x86_64 or arm64", parse_arch, &arch, d) != 0)
-        bad = 1;
-    if (read_enum(&y, root, "device_class",
-                  "x86_cpu, arm64_cpu, cuda_discrete, jetson or npu_phone", parse_class, &cls,
-                  d) != 0)
-        bad = 1;
-    dev.arch = (edgert_arch)arch;
-    dev.device_class = (edgert_device_class)cls;
-    yaml_node_t *class_node = er_yaml_get(&y, root, "device_class");
-    if (dev.arch != EDGERT_ARCH_UNKNOWN && dev.device_class != EDGERT_CLASS_UNKNOWN &&
-        !class_allowed(dev.arch, dev.device_class)) {
-        er_diag_add(d, EDGERT_LOG_ERROR, path, er_yaml_line(class_node), er_yaml_col(class_node),
-                    "device_class %s does not exist on arch %s (x86_64: x86_cpu, "
-                    "cuda_discrete; arm64: arm64_cpu, jetson, npu_phone, cuda_discrete)",
-                    edgert_device_class_name(dev.device_class), edgert_arch_name(dev.arch));
-        bad = 1;
-    }
-
-    if (read_flags(&y, root, "cpu_flags", 1, dev.arch, &dev.cpu_flags, d) != 0)
-        bad = 1;
-    if (read_flags(&y, root, "os_disabled_flags", 0, dev.arch, &dev.cpu_flags_os_disabled, d) !=
-        0)
-        bad = 1;
-    uint64_t both = dev.cpu_flags & dev.cpu_flags_os_disabled;
-    if (both) {
-        yaml_node_t *v = er_yaml_get(&y, root, "os_disabled_flags");
-        unsigned f = 0;
-        while (!EDGERT_HAS_FLAG(both, f))
-            f++;
-        er_diag_add(d, EDGERT_LOG_ERROR, path, er_yaml_line(v), er_yaml_col(v),
-                    "field 'os_disabled_flags': '%s' is also in cpu_flags; a flag is either "
-                    "usable or disabled by the OS",
-                    edgert_cpu_flag_name((edgert_cpu_flag)f));
-        bad = 1;
-    }
-
-    long long cores = 0, total_mb = 0, avail_mb = 0;
-    if (er_yaml_int(&y, root, "logical_cores", 1, 1, ER_PROFILE_MAX_CORES, &cores, d) != 0)
-        bad = 1;
-    int has_total =
-        er_yaml_int(&y, root, "memory_total_mb", 0, 0, ER_PROFILE_MAX_MB, &total_mb, d);
-    int has_avail =
-        er_yaml_int(&y, root, "memory_available_mb", 0, 0, ER_PROFILE_MAX_MB, &avail_mb, d);
-    if (has_total < 0 || has_avail < 0)
-        bad = 1;
-    if (has_total == 0 && has_avail == 0 && avail_mb > total_mb) {
-        yaml_node_t *v = er_yaml_get(&y, root, "memory_available_mb");
-        er_diag_add(d, EDGERT_LOG_ERROR, path, er_yaml_line(v), er_yaml_col(v),
-                    "memory_available_mb %lld exceeds memory_total_mb %lld", avail_mb,
-                    total_mb);
-        bad = 1;
-    }
-    dev.logical_cores = (unsigned)cores;
-    dev.mem_total_bytes = has_total == 0 ? (uint64_t)total_mb * MIB : 0;
-    dev.mem_available_bytes = has_avail == 0 ? (uint64_t)avail_mb * MIB : 0;
-
+    bad |= read_identity(&y, root, &dev, d) != 0;
+    bad |= read_cpu_flags(&y, root, &dev, d) != 0;
+    bad |= read_resources(&y, root, &dev, d) != 0;
     int bf16 = 0;
     int has_bf16 = er_yaml_bool(&y, root, "bf16", 0, &bf16, d);
-    if (has_bf16 < 0)
-        bad = 1;
-    if (read_fixed_str(&y, root, "accelerator", 0, 0, dev.accelerator, sizeof dev.accelerator,
-                       d) < 0)
-        bad = 1;
+    bad |= has_bf16 < 0;
+    bad |= read_fixed_str(&y, root, "accelerator", 0, 0, dev.accelerator,
+                          sizeof dev.accelerator, d) < 0;
     char *notes = NULL; /* only type-checked: notes are for people */
-    if (er_yaml_str(&y, root, "notes", 0, &notes, d) < 0)
-        bad = 1;
+    bad |= er_yaml_str(&y, root, "notes", 0, &notes, d) < 0;
     free(notes);
-
-    if (bad) {
-        st = EDGERT_E_PARSE;
+    if (bad)
         goto out;
-    }
 
-    if (has_bf16 == 0) {
-        dev.bf16 = bf16;
-        snprintf(dev.bf16_source, sizeof dev.bf16_source, "device profile: bf16: %s",
-                 bf16 ? "true" : "false");
-    } else if (dev.device_class == EDGERT_CLASS_CUDA_DISCRETE ||
-               dev.device_class == EDGERT_CLASS_JETSON) {
-        dev.bf16 = 1;
-        snprintf(dev.bf16_source, sizeof dev.bf16_source,
-                 "device profile default for %s: assumed Ampere/Orin or newer",
-                 edgert_device_class_name(dev.device_class));
-    } else {
-        er_bf16_from_cpu_flags(&dev, dev.arch);
-        char rule[sizeof dev.bf16_source];
-        snprintf(rule, sizeof rule, "%s", dev.bf16_source);
-        snprintf(dev.bf16_source, sizeof dev.bf16_source, "device profile default from %.120s",
-                 rule);
-    }
+    decide_bf16(has_bf16, bf16, &dev);
     dev.planned = 1;
     snprintf(dev.source, sizeof dev.source, "%s", path);
     snprintf(dev.class_evidence, sizeof dev.class_evidence,
-             "device profile: device_class at line %u", er_yaml_line(class_node));
+             "device profile: device_class at line %u",
+             er_yaml_line(er_yaml_get(&y, root, "device_class")));
     *out = dev;
+    st = EDGERT_OK;
 out:
     er_yaml_free(&y);
     return st;

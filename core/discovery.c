@@ -151,8 +151,9 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
 {
     DIR *dir = opendir(sd->path);
     if (!dir) {
-        er_diag_add(&ctx->diags, strcmp(sd->origin, "explicit") == 0 ? EDGERT_LOG_WARN : EDGERT_LOG_INFO,
-                    sd->path, 0, 0, "manifest folder not readable (%s), continuing", strerror(errno));
+        er_diag_add(
+            &ctx->diags, strcmp(sd->origin, "explicit") == 0 ? EDGERT_LOG_WARN : EDGERT_LOG_INFO,
+            sd->path, 0, 0, "manifest folder not readable (%s), continuing", strerror(errno));
         return 0;
     }
     char **names = NULL;

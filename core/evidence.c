@@ -247,15 +247,112 @@ static int mkdir_p(const char *dir)
     return rc;
 }
 
+/* Hash every plugin first: an entry without its plugin's hash is useless.
+ * A malloc'd array of `count` hex hashes, or NULL with err set. */
+static char (*hash_plugins(edgert_ctx *ctx, const edgert_evidence *items, size_t count,
+                           edgert_status *st, char *err, size_t err_len))[17]
+{
+    char (*hashes)[17] = calloc(count ? count : 1, sizeof *hashes);
+    if (!hashes) {
+        edgert_errf(err, err_len, "out of memory");
+        *st = EDGERT_E_NOMEM;
+        return NULL;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const er_cand *c = er_cand_find(ctx, items[i].backend);
+        if (!c || library_hash(c, hashes[i]) != 0) {
+            edgert_errf(err, err_len, "evidence for '%s': no such backend with a readable library",
+                        items[i].backend ? items[i].backend : "(null)");
+            *st = EDGERT_E_NOT_FOUND;
+            free(hashes);
+            return NULL;
+        }
+    }
+    return hashes;
+}
+
+/* The old file's entries that the new ones do not replace (same device and
+ * backend), copied as they were. Returns whether anything was written. */
+static int write_kept(FILE *f, edgert_ctx *ctx, er_yaml *y, yaml_node_t *old,
+                      const edgert_evidence *items, size_t count)
+{
+    int first = 1;
+    for (yaml_node_item_t *it = old->data.sequence.items.start; it < old->data.sequence.items.top;
+         it++) {
+        yaml_node_t *e = er_yaml_node(y, *it);
+        const char *dev = str(y, e, "device"), *be = str(y, e, "backend");
+        int replaced = 0;
+        for (size_t i = 0; i < count && dev && be; i++)
+            replaced |= strcmp(dev, ctx->fingerprint) == 0 && strcmp(be, items[i].backend) == 0;
+        if (replaced || !dev || !be)
+            continue;
+        fputs(first ? "" : ",\n", f);
+        copy_entry(f, y, e);
+        first = 0;
+    }
+    return !first;
+}
+
+static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, const char *hash,
+                        const char *when)
+{
+    fputs("\"device\": ", f);
+    jstr(f, ctx->fingerprint);
+    fputs(", \"device_name\": ", f);
+    jstr(f, ctx->dev.name);
+    fputs(", \"backend\": ", f);
+    jstr(f, e->backend);
+    fputs(", \"plugin_xxh3\": ", f);
+    jstr(f, hash);
+    fputs(", \"workload\": ", f);
+    jstr(f, e->workload ? e->workload : "");
+    fputs(", \"measured_at\": ", f);
+    jstr(f, when);
+    fputs(", \"edgert_version\": ", f);
+    jstr(f, EDGERT_VERSION_STRING);
+    const char *names[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean",
+                           "sqnr_min_db"};
+    double vals[] = {e->decode_tokens_per_s, e->prefill_gflops, e->top1_agreement, e->kl_mean,
+                     e->sqnr_min_db};
+    for (size_t k = 0; k < 5; k++) {
+        fprintf(f, ", \"%s\": ", names[k]);
+        jnum(f, vals[k]);
+    }
+    fprintf(f, ", \"threads\": %u", e->threads);
+    if (e->correct >= 0)
+        fprintf(f, ", \"correct\": %d}", e->correct ? 1 : 0);
+    else
+        fputs(", \"correct\": null}", f);
+}
+
+/* Flush, sync and close f (always closed), then rename tmp over path. */
+static edgert_status commit_file(FILE *f, const char *tmp, const char *path, char *err,
+                                 size_t err_len)
+{
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0 || ferror(f);
+    if (fclose(f) != 0 || bad) {
+        edgert_errf(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
+        return EDGERT_E_IO;
+    }
+    if (rename(tmp, path) != 0) {
+        edgert_errf(err, err_len, "cannot replace %s: %s", path, strerror(errno));
+        return EDGERT_E_IO;
+    }
+    return EDGERT_OK;
+}
+
+/* Writes a temporary file next to `path` (old entries kept, the new ones
+ * replacing theirs), then renames it over `path`: an interrupted write never
+ * leaves a corrupt file, and a failed one leaves nothing behind. */
 edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edgert_evidence *items,
                                     size_t count, char *err, size_t err_len)
 {
     edgert_status st = EDGERT_E_IO;
     char *dir = NULL, *tmp = NULL;
+    char (*hashes)[17] = NULL;
     FILE *f = NULL;
-    int fd = -1, have_old = 0;
+    int have_old = 0;
     er_yaml y;
-    yaml_node_t *old = NULL;
 
     if (!ctx || (!items && count)) {
         edgert_errf(err, err_len, "edgert_evidence_store: bad arguments");
@@ -263,7 +360,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     }
     if (ctx->dev.planned) {
         edgert_errf(err, err_len, "evidence is measured on this device; a plan handle (--device) "
-                                 "cannot store it");
+                                  "cannot store it");
         return EDGERT_E_USAGE;
     }
     if (!path)
@@ -272,21 +369,9 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         edgert_errf(err, err_len, "no evidence file: set XDG_CACHE_HOME or HOME, or give a path");
         return EDGERT_E_USAGE;
     }
-    /* Hash every plugin first: an entry without its plugin's hash is useless. */
-    char (*hashes)[17] = calloc(count ? count : 1, sizeof *hashes);
-    if (!hashes) {
-        edgert_errf(err, err_len, "out of memory");
-        return EDGERT_E_NOMEM;
-    }
-    for (size_t i = 0; i < count; i++) {
-        const er_cand *c = er_cand_find(ctx, items[i].backend);
-        if (!c || library_hash(c, hashes[i]) != 0) {
-            edgert_errf(err, err_len, "evidence for '%s': no such backend with a readable library",
-                        items[i].backend ? items[i].backend : "(null)");
-            st = EDGERT_E_NOT_FOUND;
-            goto out;
-        }
-    }
+    hashes = hash_plugins(ctx, items, count, &st, err, err_len);
+    if (!hashes)
+        return st;
 
     char *slash = strrchr(path, '/');
     dir = slash ? strndup(path, (size_t)(slash - path)) : er_strdup(".");
@@ -294,101 +379,40 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         edgert_errf(err, err_len, "cannot create the folder of %s: %s", path, strerror(errno));
         goto out;
     }
-    old = load(ctx, &y, path, 1);
+    yaml_node_t *old = load(ctx, &y, path, 1);
     have_old = old != NULL;
-
     if (asprintf(&tmp, "%s/.evidence.json.XXXXXX", dir[0] ? dir : "/") < 0) {
         tmp = NULL;
         st = EDGERT_E_NOMEM;
         goto out;
     }
-    fd = mkstemp(tmp);
+    int fd = mkstemp(tmp);
     if (fd < 0 || !(f = fdopen(fd, "w"))) {
         edgert_errf(err, err_len, "cannot write in %s: %s", dir, strerror(errno));
+        if (fd >= 0)
+            close(fd);
         goto out;
     }
-    fd = -1; /* owned by f now */
     char when[32];
     time_t now = time(NULL);
     struct tm tm;
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
 
     fprintf(f, "{\"evidence_version\": %d, \"entries\": [\n", ER_EVIDENCE_VERSION);
-    int first = 1;
-    if (have_old) {
-        for (yaml_node_item_t *it = old->data.sequence.items.start; it < old->data.sequence.items.top;
-             it++) {
-            yaml_node_t *e = er_yaml_node(&y, *it);
-            const char *dev = str(&y, e, "device"), *be = str(&y, e, "backend");
-            int replaced = 0;
-            for (size_t i = 0; i < count && dev && be; i++)
-                replaced |= strcmp(dev, ctx->fingerprint) == 0 && strcmp(be, items[i].backend) == 0;
-            if (replaced || !dev || !be)
-                continue;
-            fputs(first ? "" : ",\n", f);
-            copy_entry(f, &y, e);
-            first = 0;
-        }
-    }
-    for (size_t i = 0; i < count; i++) {
-        const edgert_evidence *e = &items[i];
+    int first = !(have_old && write_kept(f, ctx, &y, old, items, count));
+    for (size_t i = 0; i < count; i++, first = 0) {
         fputs(first ? "    {" : ",\n    {", f);
-        first = 0;
-        fputs("\"device\": ", f);
-        jstr(f, ctx->fingerprint);
-        fputs(", \"device_name\": ", f);
-        jstr(f, ctx->dev.name);
-        fputs(", \"backend\": ", f);
-        jstr(f, e->backend);
-        fputs(", \"plugin_xxh3\": ", f);
-        jstr(f, hashes[i]);
-        fputs(", \"workload\": ", f);
-        jstr(f, e->workload ? e->workload : "");
-        fputs(", \"measured_at\": ", f);
-        jstr(f, when);
-        fputs(", \"edgert_version\": ", f);
-        jstr(f, EDGERT_VERSION_STRING);
-        const char *names[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean",
-                               "sqnr_min_db"};
-        double vals[] = {e->decode_tokens_per_s, e->prefill_gflops, e->top1_agreement, e->kl_mean,
-                         e->sqnr_min_db};
-        for (size_t k = 0; k < 5; k++) {
-            fprintf(f, ", \"%s\": ", names[k]);
-            jnum(f, vals[k]);
-        }
-        fprintf(f, ", \"threads\": %u", e->threads);
-        if (e->correct >= 0)
-            fprintf(f, ", \"correct\": %d}", e->correct ? 1 : 0);
-        else
-            fputs(", \"correct\": null}", f);
+        write_entry(f, ctx, &items[i], hashes[i], when);
     }
     fputs("\n]}\n", f);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || ferror(f)) {
-        edgert_errf(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        edgert_errf(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
-        goto out;
-    }
+    st = commit_file(f, tmp, path, err, err_len);
     f = NULL;
-    if (rename(tmp, path) != 0) {
-        edgert_errf(err, err_len, "cannot replace %s: %s", path, strerror(errno));
-        goto out;
-    }
-    free(tmp);
-    tmp = NULL;
-    st = EDGERT_OK;
 out:
     if (f)
         fclose(f);
-    if (fd >= 0)
-        close(fd);
-    if (tmp) {
+    if (tmp && st != EDGERT_OK)
         unlink(tmp); /* never leave a partial file behind */
-        free(tmp);
-    }
+    free(tmp);
     if (have_old)
         er_yaml_free(&y);
     free(dir);

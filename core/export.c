@@ -46,8 +46,8 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
         return EDGERT_E_NOT_ELIGIBLE;
     }
     if (!c->m.library) {
-        edgert_errf(err, err_len, "backend '%s' is declarative (no library): nothing to export with",
-                    backend);
+        edgert_errf(err, err_len,
+                    "backend '%s' is declarative (no library): nothing to export with", backend);
         return EDGERT_E_UNSUPPORTED;
     }
     if (!c->plugin) {
@@ -62,8 +62,8 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
     if (!(c->plugin->caps & EDGERT_CAP_EXPORT)) {
         er_cand_reason(c, "MISSING_CAPABILITY(export)");
         er_cand_detail(c, "the plugin does not declare EDGERT_CAP_EXPORT");
-        edgert_errf(err, err_len, "backend '%s' has no export capability (MISSING_CAPABILITY(export))",
-                    backend);
+        edgert_errf(err, err_len,
+                    "backend '%s' has no export capability (MISSING_CAPABILITY(export))", backend);
         return EDGERT_E_UNSUPPORTED;
     }
     struct stat st;

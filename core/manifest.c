@@ -538,8 +538,8 @@ static int read_dtype(mreader *r, yaml_node_t *layout, const char *key, int requ
         return rc;
     *bits = dtype_bits(*out);
     if (*bits == 0) {
-        fail_field(r, er_yaml_get(&r->y, layout, key), key, "unknown dtype '%s'; expected " DTYPE_LIST,
-                   *out);
+        fail_field(r, er_yaml_get(&r->y, layout, key), key,
+                   "unknown dtype '%s'; expected " DTYPE_LIST, *out);
         return -1;
     }
     return 0;

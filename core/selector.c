@@ -150,7 +150,8 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
 {
     if (out)
         *out = NULL;
-    if (!ctx || !out || (priority != EDGERT_PRIORITY_SPEED && priority != EDGERT_PRIORITY_FIDELITY)) {
+    if (!ctx || !out ||
+        (priority != EDGERT_PRIORITY_SPEED && priority != EDGERT_PRIORITY_FIDELITY)) {
         edgert_errf(err, err_len, "edgert_select: bad arguments");
         return EDGERT_E_USAGE;
     }

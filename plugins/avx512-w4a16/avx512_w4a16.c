@@ -185,7 +185,8 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
     while (*rest == ' ' || *rest == '\t')
         rest++;
     if (*rest != '\0') {
-        edgert_errf(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option", rest);
+        edgert_errf(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option",
+                    rest);
         return -1;
     }
     if (len == 4 && strncmp(s, "auto", 4) == 0)
@@ -198,8 +199,8 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
         }
     }
     edgert_errf(err, err_len,
-                AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)", (int)len,
-                s);
+                AW_NAME ": init: unknown path '%.*s' (accepted: auto, amx, int16, bf16, fma)",
+                (int)len, s);
     return -1;
 }
 
@@ -245,9 +246,10 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     } else {
         const char *missing = aw_missing_flag(flags, path);
         if (missing != NULL) {
-            edgert_errf(err, err_len, AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
-                                         "does not have (or the OS has not enabled)",
-                   aw_paths[path].name, missing);
+            edgert_errf(err, err_len,
+                        AW_NAME ": init: path=%s needs the CPU flag %s, which this CPU "
+                                "does not have (or the OS has not enabled)",
+                        aw_paths[path].name, missing);
             return EDGERT_E_UNSUPPORTED;
         }
         if (path == AW_PATH_AMX && aw_amx_permission(err, err_len) != 0)
@@ -365,8 +367,8 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     const edgert_host *host = st->host;
     uint8_t *mem = host->alloc(host->host_ctx, total, AW_ALIGN);
     if (mem == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
-                    (unsigned)w->n, (unsigned)w->k, total);
+        edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes",
+                    name, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
 
@@ -424,9 +426,10 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
     }
     uint8_t *scratch = host->alloc(host->host_ctx, total, AW_ALIGN);
     if (scratch == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes "
-                             "of activation scratch",
-               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
+        edgert_errf(err, err_len,
+                    AW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes "
+                            "of activation scratch",
+                    w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
     if (rows > args->m) /* padding rows: zeros, computed but never stored */

@@ -276,13 +276,13 @@ static edgert_status check_case(const pk_self_test *t, const pk_case *tc, const 
             double bound = t->bound(t->state, tc->m, &s);
             if (fabs((double)got - s.exact) <= bound) /* false for NaN too */
                 continue;
-            edgert_errf(err, err_len,
-                        "%s: self-test (path %s) m=%u n=%u k=%u group=%u %s: y[%zu][%zu] = %.9g but "
-                        "the scalar loop gives %.9g (|err| %.3g > bound %.3g)",
-                        t->plugin, t->path ? t->path : "-", (unsigned)tc->m, (unsigned)tc->n,
-                        (unsigned)tc->k, (unsigned)tc->group,
-                        tc->symmetric ? "symmetric" : "asymmetric", i, r, (double)got, s.exact,
-                        fabs((double)got - s.exact), bound);
+            edgert_errf(
+                err, err_len,
+                "%s: self-test (path %s) m=%u n=%u k=%u group=%u %s: y[%zu][%zu] = %.9g but "
+                "the scalar loop gives %.9g (|err| %.3g > bound %.3g)",
+                t->plugin, t->path ? t->path : "-", (unsigned)tc->m, (unsigned)tc->n,
+                (unsigned)tc->k, (unsigned)tc->group, tc->symmetric ? "symmetric" : "asymmetric", i,
+                r, (double)got, s.exact, fabs((double)got - s.exact), bound);
             return EDGERT_E_PLUGIN;
         }
     }

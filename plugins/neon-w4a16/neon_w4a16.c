@@ -270,7 +270,8 @@ static void nw_prepare(nw_path path, const edgert_gemm_args *args, uint32_t k,
                     }
                 } else {
                     /* pair i / 2, slot i % 2; blocks of 8 columns */
-                    uint8_t *xp = mem + o->xp + ((size_t)(i / 2u) * (k / 8u) + g * (NW_G / 8u)) * 32u;
+                    uint8_t *xp =
+                        mem + o->xp + ((size_t)(i / 2u) * (k / 8u) + g * (NW_G / 8u)) * 32u;
                     for (size_t c = 0; c < NW_G; c++) {
                         uint8_t *blk = xp + (c / 8u) * 32u + (i % 2u) * 8u + c % 8u;
                         blk[0] = (uint8_t)(int8_t)(v[c] >> 8);
@@ -302,9 +303,11 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
     if (s == e) {
         autop = 1;
     } else {
-        if ((size_t)(e - s) < 5u || strncmp(s, "path=", 5) != 0 || (size_t)(e - s - 5) >= sizeof name) {
+        if ((size_t)(e - s) < 5u || strncmp(s, "path=", 5) != 0 ||
+            (size_t)(e - s - 5) >= sizeof name) {
             edgert_errf(err, err_len,
-                        NW_NAME ": init: unknown option '%s' (accepted: path=auto|neon|bf16|dotprod|i8mm)",
+                        NW_NAME
+                        ": init: unknown option '%s' (accepted: path=auto|neon|bf16|dotprod|i8mm)",
                         options);
             return EDGERT_E_USAGE;
         }
@@ -316,8 +319,9 @@ static edgert_status nw_parse_options(const edgert_host *host, const char *optio
 
     if (!nw_has(host, EDGERT_CPU_ASIMD)) {
         edgert_errf(err, err_len,
-                    NW_NAME ": init: this CPU lacks the CPU flag asimd (Advanced SIMD), which every "
-                       "path needs");
+                    NW_NAME
+                    ": init: this CPU lacks the CPU flag asimd (Advanced SIMD), which every "
+                    "path needs");
         return EDGERT_E_UNSUPPORTED;
     }
     if (autop) {
@@ -454,8 +458,8 @@ static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packe
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, total, NW_ALIGN);
     if (mem == NULL) {
-        edgert_errf(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes", name,
-                    (unsigned)w->n, (unsigned)w->k, total);
+        edgert_errf(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes",
+                    name, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
     nw_packed *p = (nw_packed *)(void *)mem;
@@ -524,9 +528,10 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
     unsigned char *mem = host->alloc(host->host_ctx, lay.total, NW_ALIGN);
     if (mem == NULL) {
         edgert_errf(err, err_len,
-                    NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes of prepared "
-                       "activations",
-               w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, lay.total);
+                    NW_NAME
+                    ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes of prepared "
+                    "activations",
+                    w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, lay.total);
         return EDGERT_E_NOMEM;
     }
     nw_act act;

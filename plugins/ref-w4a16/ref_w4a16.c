@@ -271,8 +271,9 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     const edgert_host *host = st->host;
     unsigned char *mem = host->alloc(host->host_ctx, total, REF_ALIGN);
     if (mem == NULL) {
-        edgert_errf(err, err_len, REF_NAME ": pack '%s' [n=%u k=%u group=%u]: cannot allocate %zu bytes",
-                name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, total);
+        edgert_errf(err, err_len,
+                    REF_NAME ": pack '%s' [n=%u k=%u group=%u]: cannot allocate %zu bytes", name,
+                    (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, total);
         return EDGERT_E_NOMEM;
     }
 
@@ -313,7 +314,8 @@ static edgert_status ref_gemm(void *state, const void *packed, const edgert_gemm
     size_t per_row;
 
     if (st == NULL || w == NULL || w->magic != REF_PACKED_MAGIC) {
-        edgert_errf(err, err_len, REF_NAME ": gemm: NULL state or not a " REF_NAME " packed handle");
+        edgert_errf(err, err_len,
+                    REF_NAME ": gemm: NULL state or not a " REF_NAME " packed handle");
         return EDGERT_E_USAGE;
     }
     edgert_status ast = pk_check_gemm_args(REF_NAME, w->name, w->n, w->k, args, err, err_len);
