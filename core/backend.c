@@ -98,7 +98,7 @@ const char *edgert_backend_describe(const edgert_backend *b)
 edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_packed **out,
                           char *err, size_t err_len)
 {
-    if (!b || !w || !out || w->struct_size < sizeof(edgert_qweights) || !w->codes || !w->scales ||
+    if (!b || !w || !out || w->struct_size < EDGERT_QWEIGHTS_V1_SIZE || !w->codes || !w->scales ||
         w->n == 0 || w->k == 0 || w->group == 0) {
         edgert_errf(err, err_len, "edgert_pack: bad arguments (need n, k, group > 0, codes and "
                                  "scales)");
@@ -141,7 +141,7 @@ void edgert_packed_free(edgert_packed *p)
 edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *a,
                           char *err, size_t err_len)
 {
-    if (!b || !p || !a || a->struct_size < sizeof(edgert_gemm_args) || !a->x || !a->y ||
+    if (!b || !p || !a || a->struct_size < EDGERT_GEMM_ARGS_V1_SIZE || !a->x || !a->y ||
         a->m == 0) {
         edgert_errf(err, err_len, "edgert_gemm: bad arguments");
         return EDGERT_E_USAGE;

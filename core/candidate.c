@@ -87,8 +87,9 @@ er_cand *er_cand_find(const struct edgert_ctx *ctx, const char *name)
     return NULL;
 }
 
-void er_cand_reason(er_cand *c, const char *fmt, ...)
+void er_cand_reason(er_cand *c, er_gate_id gate, const char *fmt, ...)
 {
+    c->failed |= 1u << gate; /* first: the verdict must not depend on memory */
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
@@ -139,6 +140,15 @@ __attribute__((format(printf, 4, 5))) static void append(char *buf, size_t len, 
         *used += (size_t)w < len - *used ? (size_t)w : len - *used - 1;
 }
 
+/* Gate names by er_gate_id: the reason codes without their arguments, for a
+ * verdict whose reason strings could not be allocated. */
+static const char *const gate_names[ER_GATE_COUNT] = {
+    "DISABLED_BY_USER", "WRONG_ARCH", "WRONG_DEVICE_CLASS", "MISSING_CPU_FLAG",
+    "OS_STATE_DISABLED", "ABI_UNSUPPORTED", "STRICT_MODE", "LIBRARY_MISSING",
+    "CHECKSUM_MISMATCH", "DLOPEN_FAILED", "NO_ENTRY_SYMBOL", "INVALID_DESCRIPTOR",
+    "NAME_MISMATCH", "MISSING_CAPABILITY", "INIT_FAILED", "SELF_TEST_FAILED", "FAILED_VERIFY",
+};
+
 void er_cand_why_not(const er_cand *c, char *buf, size_t len)
 {
     if (!buf || len == 0)
@@ -147,6 +157,9 @@ void er_cand_why_not(const er_cand *c, char *buf, size_t len)
     size_t used = 0;
     for (size_t i = 0; i < c->pub.reason_count; i++)
         append(buf, len, &used, "%s%s", i ? " " : "", c->pub.reasons[i]);
+    for (unsigned g = 0; c->pub.reason_count == 0 && g < ER_GATE_COUNT; g++)
+        if (c->failed & (1u << g))
+            append(buf, len, &used, "%s%s", used ? " " : "", gate_names[g]);
     if (used == 0)
         append(buf, len, &used, "%s",
                c->m.library ? "not loaded" : "no library (declarative backend)");

@@ -117,7 +117,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
     *out = NULL;
     if (!o)
         o = &dflt;
-    if (o->struct_size < offsetof(edgert_options, log_level) + sizeof(int)) {
+    if (o->struct_size < EDGERT_OPTIONS_V1_SIZE) {
         edgert_errf(err, err_len, "edgert_open: options.struct_size %u is too small (set it to "
                                   "sizeof(edgert_options))", o->struct_size);
         return EDGERT_E_USAGE;
@@ -143,7 +143,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         er_cand_publish(ctx, c);
         er_gate(ctx, c);
         er_load(ctx, c); /* only when every gate passed, and in live mode */
-        c->pub.eligible = c->pub.reason_count == 0;
+        c->pub.eligible = c->failed == 0;
     }
     er_evidence_apply(ctx); /* for the same device and the same plugin files */
     *out = ctx;

@@ -8,11 +8,39 @@
 
 #include "internal.h"
 
+/*
+ * Every gate, one bit each in er_cand.failed. Eligibility and the decision to
+ * run plugin code are taken from these bits, which cannot fail to be set; the
+ * reason strings (er_cand_reason) are decoration and may be lost when memory
+ * runs out, so a gate fails closed whatever happens to its message.
+ */
+typedef enum er_gate_id {
+    ER_GATE_DISABLED_BY_USER = 0,
+    ER_GATE_WRONG_ARCH,
+    ER_GATE_WRONG_DEVICE_CLASS,
+    ER_GATE_MISSING_CPU_FLAG,
+    ER_GATE_OS_STATE_DISABLED,
+    ER_GATE_ABI_UNSUPPORTED,
+    ER_GATE_STRICT_MODE,
+    ER_GATE_LIBRARY_MISSING,
+    ER_GATE_CHECKSUM_MISMATCH,
+    ER_GATE_DLOPEN_FAILED,
+    ER_GATE_NO_ENTRY_SYMBOL,
+    ER_GATE_INVALID_DESCRIPTOR,
+    ER_GATE_NAME_MISMATCH,
+    ER_GATE_MISSING_CAPABILITY,
+    ER_GATE_INIT_FAILED,
+    ER_GATE_SELF_TEST_FAILED,
+    ER_GATE_FAILED_VERIFY,
+    ER_GATE_COUNT
+} er_gate_id;
+
 typedef struct er_cand {
     edgert_candidate pub;       /**< the public view; pointers into m and below */
     er_manifest m;
     struct edgert_ctx *ctx;
     int explicit_file;          /**< named explicitly by the caller */
+    uint32_t failed;            /**< bit (1 << er_gate_id) per failed gate */
     char **reasons;             /**< NULL-terminated, owned */
     size_t reason_cap;
     char *detail;               /**< human explanation of the first failure */
@@ -48,7 +76,9 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c);
 void er_cand_free(er_cand *c);
 /** The candidate named `name`, or NULL. */
 er_cand *er_cand_find(const struct edgert_ctx *ctx, const char *name);
-void er_cand_reason(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** Record that `gate` failed (always), and its reason code (when memory allows). */
+void er_cand_reason(er_cand *c, er_gate_id gate, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /** The human explanation; only the first failure's is kept. */
 void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /** Why `c` cannot be used: "CODE CODE — detail" (every reason code, then

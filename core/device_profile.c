@@ -61,10 +61,10 @@ static const char *const profile_keys[] = {
     "bf16",            "accelerator", "notes", NULL,
 };
 
-/* The arch a flag belongs to: the enum lists x86 flags, then arm64 ones. */
+/* The arch a flag belongs to, from the one flag table (names.c). */
 static edgert_arch flag_arch(edgert_cpu_flag f)
 {
-    return f < EDGERT_CPU_ASIMD ? EDGERT_ARCH_X86_64 : EDGERT_ARCH_ARM64;
+    return er_cpu_flag_info_of(f)->arch;
 }
 
 /* "asimd, asimdhp, ..." — the flag names of `arch` (all when unknown). */

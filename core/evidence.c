@@ -174,7 +174,7 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             /* Evidence that the backend computes wrong results on this device
              * is a gate, like a failed self-test. */
             if (num(&y, e, "correct") == 0.0) {
-                er_cand_reason(c, "FAILED_VERIFY");
+                er_cand_reason(c, ER_GATE_FAILED_VERIFY, "FAILED_VERIFY");
                 er_cand_detail(c, "'edgert verify' found wrong results on this device (%s)",
                                ctx->evidence_path);
                 c->pub.eligible = 0;
@@ -247,6 +247,15 @@ static int mkdir_p(const char *dir)
     return rc;
 }
 
+/* Item i of the caller's array, whose elements are items[0].struct_size
+ * bytes apart (a caller built against an older, smaller struct still works;
+ * edgert_evidence_store checked that size covers version 1). */
+static const edgert_evidence *item(const edgert_evidence *items, size_t i)
+{
+    return (const edgert_evidence *)(const void *)((const char *)items +
+                                                   i * (size_t)items[0].struct_size);
+}
+
 /* Hash every plugin first: an entry without its plugin's hash is useless.
  * A malloc'd array of `count` hex hashes, or NULL with err set. */
 static char (*hash_plugins(edgert_ctx *ctx, const edgert_evidence *items, size_t count,
@@ -259,10 +268,10 @@ static char (*hash_plugins(edgert_ctx *ctx, const edgert_evidence *items, size_t
         return NULL;
     }
     for (size_t i = 0; i < count; i++) {
-        const er_cand *c = er_cand_find(ctx, items[i].backend);
+        const er_cand *c = er_cand_find(ctx, item(items, i)->backend);
         if (!c || library_hash(c, hashes[i]) != 0) {
             edgert_errf(err, err_len, "evidence for '%s': no such backend with a readable library",
-                        items[i].backend ? items[i].backend : "(null)");
+                        item(items, i)->backend ? item(items, i)->backend : "(null)");
             *st = EDGERT_E_NOT_FOUND;
             free(hashes);
             return NULL;
@@ -283,7 +292,8 @@ static int write_kept(FILE *f, edgert_ctx *ctx, er_yaml *y, yaml_node_t *old,
         const char *dev = str(y, e, "device"), *be = str(y, e, "backend");
         int replaced = 0;
         for (size_t i = 0; i < count && dev && be; i++)
-            replaced |= strcmp(dev, ctx->fingerprint) == 0 && strcmp(be, items[i].backend) == 0;
+            replaced |=
+                strcmp(dev, ctx->fingerprint) == 0 && strcmp(be, item(items, i)->backend) == 0;
         if (replaced || !dev || !be)
             continue;
         fputs(first ? "" : ",\n", f);
@@ -358,6 +368,14 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         edgert_errf(err, err_len, "edgert_evidence_store: bad arguments");
         return EDGERT_E_USAGE;
     }
+    for (size_t i = 0; i < count; i++) {
+        if (items[0].struct_size < EDGERT_EVIDENCE_V1_SIZE || !item(items, i)->backend) {
+            edgert_errf(err, err_len, "edgert_evidence_store: item %zu: struct_size %u is too "
+                                      "small (set it to sizeof(edgert_evidence)) or backend is "
+                                      "NULL", i, items[0].struct_size);
+            return EDGERT_E_USAGE;
+        }
+    }
     if (ctx->dev.planned) {
         edgert_errf(err, err_len, "evidence is measured on this device; a plan handle (--device) "
                                   "cannot store it");
@@ -402,7 +420,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     int first = !(have_old && write_kept(f, ctx, &y, old, items, count));
     for (size_t i = 0; i < count; i++, first = 0) {
         fputs(first ? "    {" : ",\n    {", f);
-        write_entry(f, ctx, &items[i], hashes[i], when);
+        write_entry(f, ctx, item(items, i), hashes[i], when);
     }
     fputs("\n]}\n", f);
     st = commit_file(f, tmp, path, err, err_len);

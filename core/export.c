@@ -51,16 +51,16 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
         return EDGERT_E_UNSUPPORTED;
     }
     if (!c->plugin) {
-        size_t before = c->pub.reason_count;
+        uint32_t before = c->failed;
         er_gate_file(ctx, c);
-        if (c->pub.reason_count > before)
+        if (c->failed != before)
             return refuse(c, err, err_len);
         er_load_now(ctx, c);
         if (!c->plugin || !c->pub.loaded)
             return refuse(c, err, err_len);
     }
     if (!(c->plugin->caps & EDGERT_CAP_EXPORT)) {
-        er_cand_reason(c, "MISSING_CAPABILITY(export)");
+        er_cand_reason(c, ER_GATE_MISSING_CAPABILITY, "MISSING_CAPABILITY(export)");
         er_cand_detail(c, "the plugin does not declare EDGERT_CAP_EXPORT");
         edgert_errf(err, err_len,
                     "backend '%s' has no export capability (MISSING_CAPABILITY(export))", backend);

@@ -60,69 +60,57 @@ static int is_disabled(struct edgert_ctx *ctx, const char *name)
     return 0;
 }
 
-/* The OS-managed register state a flag depends on. */
-static const char *flag_state(edgert_cpu_flag f)
-{
-    if (f >= EDGERT_CPU_AMX_TILE && f <= EDGERT_CPU_AMX_FP16)
-        return "amx";
-    if (f >= EDGERT_CPU_AVX512F && f <= EDGERT_CPU_AVX512_FP16)
-        return "avx512";
-    if (f >= EDGERT_CPU_AVX && f <= EDGERT_CPU_AVX_VNNI)
-        return "avx";
-    return "sve"; /* ARM64: SVE state is the only OS-managed one we track */
-}
-
 void er_gate(struct edgert_ctx *ctx, er_cand *c)
 {
     const er_manifest *m = &c->m;
     const edgert_device *dev = &ctx->dev;
 
     if (is_disabled(ctx, m->name)) {
-        er_cand_reason(c, "DISABLED_BY_USER");
+        er_cand_reason(c, ER_GATE_DISABLED_BY_USER, "DISABLED_BY_USER");
         er_cand_detail(c, "named in the disable list (EDGERT_DISABLE or --disable)");
     }
     if (m->arch != EDGERT_ARCH_UNKNOWN && m->arch != dev->arch) {
-        er_cand_reason(c, "WRONG_ARCH");
+        er_cand_reason(c, ER_GATE_WRONG_ARCH, "WRONG_ARCH");
         er_cand_detail(c, "built for %s, this device is %s", edgert_arch_name(m->arch),
                        edgert_arch_name(dev->arch));
     }
     if (!(m->device_classes & (1u << dev->device_class))) {
-        er_cand_reason(c, "WRONG_DEVICE_CLASS");
+        er_cand_reason(c, ER_GATE_WRONG_DEVICE_CLASS, "WRONG_DEVICE_CLASS");
         er_cand_detail(c, "not meant for device class %s",
                        edgert_device_class_name(dev->device_class));
     }
     /* Only check flags when the arch matches: other-arch flags are moot. */
     if (m->arch == EDGERT_ARCH_UNKNOWN || m->arch == dev->arch) {
-        const char *states_reported[4] = {0};
+        const char *states_reported[EDGERT_CPU_FLAG_COUNT] = {0}; /* at most one per flag */
         size_t nstates = 0;
         for (unsigned f = 0; f < EDGERT_CPU_FLAG_COUNT; f++) {
             if (!EDGERT_HAS_FLAG(m->requires_flags, f) || EDGERT_HAS_FLAG(dev->cpu_flags, f))
                 continue;
             const char *fname = edgert_cpu_flag_name((edgert_cpu_flag)f);
             if (EDGERT_HAS_FLAG(dev->cpu_flags_os_disabled, f)) {
-                const char *s = flag_state((edgert_cpu_flag)f);
+                const char *s = er_cpu_flag_info_of((edgert_cpu_flag)f)->os_state;
                 int seen = 0;
                 for (size_t i = 0; i < nstates; i++)
                     seen |= strcmp(states_reported[i], s) == 0;
-                if (!seen && nstates < 4) {
+                if (!seen) {
                     states_reported[nstates++] = s;
-                    er_cand_reason(c, "OS_STATE_DISABLED(%s)", s);
+                    er_cand_reason(c, ER_GATE_OS_STATE_DISABLED, "OS_STATE_DISABLED(%s)", s);
                     er_cand_detail(c, "the CPU has %s but the OS has not enabled the %s register "
                                       "state for this process", fname, s);
                 }
             } else {
-                er_cand_reason(c, "MISSING_CPU_FLAG(%s)", fname);
+                er_cand_reason(c, ER_GATE_MISSING_CPU_FLAG, "MISSING_CPU_FLAG(%s)", fname);
                 er_cand_detail(c, "this CPU lacks %s", fname);
             }
         }
     }
     if (m->library && (m->abi_max < EDGERT_PLUGIN_ABI_MIN || m->abi_min > EDGERT_PLUGIN_ABI_MAX)) {
-        er_cand_reason(c, "ABI_UNSUPPORTED");
+        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
         er_cand_detail(c, "manifest declares ABI %u..%u, this edgert speaks %u..%u", m->abi_min,
                        m->abi_max, EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX);
     }
     if (m->reference && ctx->strict) {
-        er_cand_reason(c, "STRICT_MODE");
+        er_cand_reason(c, ER_GATE_STRICT_MODE, "STRICT_MODE");
         er_cand_detail(c, "strict mode: no fallback to the reference backend");
     }
     if (dev->planned || !m->library)
@@ -138,7 +126,7 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     const er_manifest *m = &c->m;
     struct stat st;
     if (stat(m->library_path, &st) != 0 || !S_ISREG(st.st_mode)) {
-        er_cand_reason(c, "LIBRARY_MISSING");
+        er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
         er_cand_detail(c, "%s: %s", m->library_path,
                        errno == ENOENT ? "no such file" : "not a readable regular file");
         return;
@@ -146,10 +134,10 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     if (m->has_checksum) {
         uint64_t h = 0;
         if (er_file_xxh3(m->library_path, &h) != 0) {
-            er_cand_reason(c, "LIBRARY_MISSING");
+            er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
             er_cand_detail(c, "%s: cannot read to verify its checksum", m->library_path);
         } else if (h != m->checksum) {
-            er_cand_reason(c, "CHECKSUM_MISMATCH");
+            er_cand_reason(c, ER_GATE_CHECKSUM_MISMATCH, "CHECKSUM_MISMATCH");
             er_cand_detail(c, "%s has xxh3-64:%016llx, the manifest expects xxh3-64:%016llx "
                               "(stale or swapped file?)",
                            m->library_path, (unsigned long long)h,

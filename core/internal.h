@@ -36,6 +36,18 @@ void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len);
 void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
                        const char *perr, edgert_status st);
 
+/* ---- CPU flags (names.c) -------------------------------------------------- */
+
+/** What the core knows of one CPU flag. */
+typedef struct er_cpu_flag_info {
+    const char *name;     /**< /proc/cpuinfo spelling, as in manifests */
+    edgert_arch arch;     /**< the architecture the flag exists on */
+    const char *os_state; /**< the OS-managed register state it needs ("avx512", "amx", ...) */
+} er_cpu_flag_info;
+
+/** The row of flag `f`, or NULL past the end of the enum. */
+const er_cpu_flag_info *er_cpu_flag_info_of(edgert_cpu_flag f);
+
 /* ---- small utilities (util.c) ------------------------------------------ */
 
 char *er_strdup(const char *s);          /**< NULL-safe */

@@ -54,12 +54,9 @@ static void os_unload(void *lib)
 
 /* ---- loading ------------------------------------------------------------- */
 
-/* Size of the ABI-1 descriptor: every field up to export_graph. */
-#define ER_PLUGIN_V1_SIZE (offsetof(edgert_plugin, export_graph) + sizeof(void *))
-
 static const char *descriptor_problem(const edgert_plugin *p)
 {
-    if (p->struct_size < ER_PLUGIN_V1_SIZE)
+    if (p->struct_size < EDGERT_PLUGIN_V1_SIZE)
         return "struct_size smaller than ABI 1's descriptor";
     if (!p->name)
         return "name is NULL";
@@ -74,7 +71,7 @@ static const char *descriptor_problem(const edgert_plugin *p)
 
 void er_load(struct edgert_ctx *ctx, er_cand *c)
 {
-    if (c->pub.reason_count > 0 || ctx->dev.planned || !c->m.library)
+    if (c->failed || ctx->dev.planned || !c->m.library)
         return; /* never run code of a candidate whose gates failed */
     er_load_now(ctx, c);
 }
@@ -87,13 +84,13 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     char err[512] = "";
     c->dl = os_load(m->library_path, err, sizeof err);
     if (!c->dl) {
-        er_cand_reason(c, "DLOPEN_FAILED(%s)", err);
+        er_cand_reason(c, ER_GATE_DLOPEN_FAILED, "DLOPEN_FAILED(%s)", err);
         er_cand_detail(c, "dlopen refused %s", m->library_path);
         goto fail;
     }
     void *sym = os_symbol(c->dl, EDGERT_PLUGIN_ENTRY_SYMBOL);
     if (!sym) {
-        er_cand_reason(c, "NO_ENTRY_SYMBOL");
+        er_cand_reason(c, ER_GATE_NO_ENTRY_SYMBOL, "NO_ENTRY_SYMBOL");
         er_cand_detail(c, "%s does not export %s", m->library_path, EDGERT_PLUGIN_ENTRY_SYMBOL);
         goto fail;
     }
@@ -107,31 +104,31 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     const edgert_plugin *p = NULL;
     edgert_status st = entry(lo, hi, &c->host, &p, err, sizeof err);
     if (st != EDGERT_OK || !p) {
-        er_cand_reason(c, "ABI_UNSUPPORTED");
+        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
         er_cand_detail(c, "the plugin refused ABI %u..%u: %s", lo, hi,
                        err[0] ? err : edgert_status_name(st));
         goto fail;
     }
     if (p->abi_version < lo || p->abi_version > hi) {
-        er_cand_reason(c, "ABI_UNSUPPORTED");
+        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
         er_cand_detail(c, "offered ABI %u..%u, the plugin answered %u", lo, hi, p->abi_version);
         goto fail;
     }
     c->host.abi_version = p->abi_version;
     const char *bad = descriptor_problem(p);
     if (bad) {
-        er_cand_reason(c, "INVALID_DESCRIPTOR(%s)", bad);
+        er_cand_reason(c, ER_GATE_INVALID_DESCRIPTOR, "INVALID_DESCRIPTOR(%s)", bad);
         er_cand_detail(c, "the plugin's descriptor is malformed: %s", bad);
         goto fail;
     }
     if (strcmp(p->name, m->name) != 0) {
-        er_cand_reason(c, "NAME_MISMATCH(%.64s)", p->name);
+        er_cand_reason(c, ER_GATE_NAME_MISMATCH, "NAME_MISMATCH(%.64s)", p->name);
         er_cand_detail(c, "the library calls itself '%.64s', the manifest '%s' (swapped file?)",
                        p->name, m->name);
         goto fail;
     }
     if (m->runs_in_process && !(p->caps & EDGERT_CAP_GEMM)) {
-        er_cand_reason(c, "MISSING_CAPABILITY(gemm)");
+        er_cand_reason(c, ER_GATE_MISSING_CAPABILITY, "MISSING_CAPABILITY(gemm)");
         er_cand_detail(c, "the manifest says runs_in_process but the plugin has no GEMM");
         goto fail;
     }
@@ -140,14 +137,14 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     st = p->init(&c->host, m->plugin_options, &c->state, err, sizeof err);
     if (st != EDGERT_OK) {
         c->state = NULL;
-        er_cand_reason(c, "INIT_FAILED");
+        er_cand_reason(c, ER_GATE_INIT_FAILED, "INIT_FAILED");
         er_cand_detail(c, "init: %s", err[0] ? err : edgert_status_name(st));
         goto fail;
     }
     err[0] = '\0';
     st = p->self_test(c->state, err, sizeof err);
     if (st != EDGERT_OK) {
-        er_cand_reason(c, "SELF_TEST_FAILED");
+        er_cand_reason(c, ER_GATE_SELF_TEST_FAILED, "SELF_TEST_FAILED");
         er_cand_detail(c, "self-test: %s", err[0] ? err : edgert_status_name(st));
         goto fail;
     }

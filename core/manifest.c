@@ -265,10 +265,10 @@ static int dtype_bits(const char *s)
     return 0;
 }
 
-/* Which architecture a CPU flag belongs to (see the enum's two blocks). */
+/* The arch a flag belongs to, from the one flag table (names.c). */
 static edgert_arch flag_arch(edgert_cpu_flag f)
 {
-    return f <= EDGERT_CPU_AMX_FP16 ? EDGERT_ARCH_X86_64 : EDGERT_ARCH_ARM64;
+    return er_cpu_flag_info_of(f)->arch;
 }
 
 /* The folder of `path`: "." when it has none, "/" for a file in the root. */

@@ -19,34 +19,47 @@ static const char *const class_names[] = {
 
 static const char *const priority_names[] = {"speed", "fidelity"};
 
-/* Indexed by edgert_cpu_flag; Linux /proc/cpuinfo spellings. */
-static const char *const flag_names[EDGERT_CPU_FLAG_COUNT] = {
-    [EDGERT_CPU_SSE4_2] = "sse4_2",
-    [EDGERT_CPU_AVX] = "avx",
-    [EDGERT_CPU_AVX2] = "avx2",
-    [EDGERT_CPU_FMA] = "fma",
-    [EDGERT_CPU_F16C] = "f16c",
-    [EDGERT_CPU_AVX_VNNI] = "avx_vnni",
-    [EDGERT_CPU_AVX512F] = "avx512f",
-    [EDGERT_CPU_AVX512BW] = "avx512bw",
-    [EDGERT_CPU_AVX512VL] = "avx512vl",
-    [EDGERT_CPU_AVX512DQ] = "avx512dq",
-    [EDGERT_CPU_AVX512CD] = "avx512cd",
-    [EDGERT_CPU_AVX512_VNNI] = "avx512_vnni",
-    [EDGERT_CPU_AVX512_BF16] = "avx512_bf16",
-    [EDGERT_CPU_AVX512_FP16] = "avx512_fp16",
-    [EDGERT_CPU_AMX_TILE] = "amx_tile",
-    [EDGERT_CPU_AMX_INT8] = "amx_int8",
-    [EDGERT_CPU_AMX_BF16] = "amx_bf16",
-    [EDGERT_CPU_AMX_FP16] = "amx_fp16",
-    [EDGERT_CPU_ASIMD] = "asimd",
-    [EDGERT_CPU_ASIMDHP] = "asimdhp",
-    [EDGERT_CPU_ASIMDDP] = "asimddp",
-    [EDGERT_CPU_I8MM] = "i8mm",
-    [EDGERT_CPU_BF16] = "bf16",
-    [EDGERT_CPU_SVE] = "sve",
-    [EDGERT_CPU_SVE2] = "sve2",
+/*
+ * Every CPU flag, indexed by edgert_cpu_flag (whose values are ABI: stable,
+ * append-only). The one place that says which arch a flag belongs to and
+ * which OS-managed register state it needs; every classifier (manifests,
+ * device profiles, the OS-state gate) asks this table, never the enum's
+ * ranges, so a flag appended after sve2 (an x86 one, say) is classified by
+ * its row. Names are Linux /proc/cpuinfo spellings.
+ */
+#define X86 EDGERT_ARCH_X86_64
+#define ARM EDGERT_ARCH_ARM64
+static const er_cpu_flag_info flag_table[] = {
+    [EDGERT_CPU_SSE4_2] = {"sse4_2", X86, "sse"},
+    [EDGERT_CPU_AVX] = {"avx", X86, "avx"},
+    [EDGERT_CPU_AVX2] = {"avx2", X86, "avx"},
+    [EDGERT_CPU_FMA] = {"fma", X86, "avx"},
+    [EDGERT_CPU_F16C] = {"f16c", X86, "avx"},
+    [EDGERT_CPU_AVX_VNNI] = {"avx_vnni", X86, "avx"},
+    [EDGERT_CPU_AVX512F] = {"avx512f", X86, "avx512"},
+    [EDGERT_CPU_AVX512BW] = {"avx512bw", X86, "avx512"},
+    [EDGERT_CPU_AVX512VL] = {"avx512vl", X86, "avx512"},
+    [EDGERT_CPU_AVX512DQ] = {"avx512dq", X86, "avx512"},
+    [EDGERT_CPU_AVX512CD] = {"avx512cd", X86, "avx512"},
+    [EDGERT_CPU_AVX512_VNNI] = {"avx512_vnni", X86, "avx512"},
+    [EDGERT_CPU_AVX512_BF16] = {"avx512_bf16", X86, "avx512"},
+    [EDGERT_CPU_AVX512_FP16] = {"avx512_fp16", X86, "avx512"},
+    [EDGERT_CPU_AMX_TILE] = {"amx_tile", X86, "amx"},
+    [EDGERT_CPU_AMX_INT8] = {"amx_int8", X86, "amx"},
+    [EDGERT_CPU_AMX_BF16] = {"amx_bf16", X86, "amx"},
+    [EDGERT_CPU_AMX_FP16] = {"amx_fp16", X86, "amx"},
+    [EDGERT_CPU_ASIMD] = {"asimd", ARM, "fpsimd"},
+    [EDGERT_CPU_ASIMDHP] = {"asimdhp", ARM, "fpsimd"},
+    [EDGERT_CPU_ASIMDDP] = {"asimddp", ARM, "fpsimd"},
+    [EDGERT_CPU_I8MM] = {"i8mm", ARM, "fpsimd"},
+    [EDGERT_CPU_BF16] = {"bf16", ARM, "fpsimd"},
+    [EDGERT_CPU_SVE] = {"sve", ARM, "sve"},
+    [EDGERT_CPU_SVE2] = {"sve2", ARM, "sve"},
 };
+#undef X86
+#undef ARM
+_Static_assert(sizeof flag_table / sizeof flag_table[0] == EDGERT_CPU_FLAG_COUNT,
+               "every edgert_cpu_flag needs its row in flag_table");
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -80,9 +93,14 @@ const char *edgert_priority_name(edgert_priority p)
     return (unsigned)p < COUNT(priority_names) ? priority_names[p] : "unknown";
 }
 
+const er_cpu_flag_info *er_cpu_flag_info_of(edgert_cpu_flag f)
+{
+    return (unsigned)f < COUNT(flag_table) ? &flag_table[f] : NULL;
+}
+
 const char *edgert_cpu_flag_name(edgert_cpu_flag f)
 {
-    return (unsigned)f < COUNT(flag_names) ? flag_names[f] : NULL;
+    return (unsigned)f < COUNT(flag_table) ? flag_table[f].name : NULL;
 }
 
 int edgert_arch_parse(const char *s, edgert_arch *out)
@@ -119,9 +137,11 @@ int edgert_priority_parse(const char *s, edgert_priority *out)
 
 int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out)
 {
-    int i = lookup(flag_names, COUNT(flag_names), s);
-    if (i < 0)
-        return -1;
-    *out = (edgert_cpu_flag)i;
-    return 0;
+    for (size_t i = 0; s && i < COUNT(flag_table); i++) {
+        if (strcmp(flag_table[i].name, s) == 0) {
+            *out = (edgert_cpu_flag)i;
+            return 0;
+        }
+    }
+    return -1;
 }

@@ -180,7 +180,11 @@ typedef struct edgert_options {
     void *log_user;
     int log_level;                  /**< an edgert_log_level, or 0 for the default:
                                          EDGERT_LOG, else EDGERT_LOG_WARN */
+    /* ---- version 1 ends here (EDGERT_OPTIONS_V1_SIZE); fields only ever append ---- */
 } edgert_options;
+
+/** Size of edgert_options in its first version: the least struct_size accepted. */
+#define EDGERT_OPTIONS_V1_SIZE (offsetof(edgert_options, log_level) + sizeof(int))
 
 /** Open a handle. On failure *out is NULL and err explains. A bad manifest is
  *  a diagnostic, not a failure, unless it was named explicitly as a file
@@ -308,7 +312,13 @@ typedef struct edgert_evidence {
     const char *workload;       /**< e.g. "spark-1.7b" */
     int correct;                /**< 1 passed verify, 0 failed (then the backend is
                                      not eligible: FAILED_VERIFY), -1 not checked */
+    /* ---- version 1 ends here (EDGERT_EVIDENCE_V1_SIZE) ---- */
 } edgert_evidence;
+
+/** Size of edgert_evidence in its first version. An array passed to
+ *  edgert_evidence_store is walked with its elements' own struct_size as the
+ *  stride, so a caller built against an older header still works. */
+#define EDGERT_EVIDENCE_V1_SIZE (offsetof(edgert_evidence, correct) + sizeof(int))
 
 /**
  * The evidence file this handle reads and, by default, writes:

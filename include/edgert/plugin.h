@@ -117,7 +117,12 @@ typedef struct edgert_qweights {
     const uint8_t *zeros;
     /** Tensor name for error messages (may be NULL). */
     const char *name;
+    /* ---- ABI 1 ends here (EDGERT_QWEIGHTS_V1_SIZE); later fields only ever append ---- */
 } edgert_qweights;
+
+/** Size of edgert_qweights in ABI 1: the least struct_size a reader accepts.
+ *  A field past it is read only when struct_size covers it. */
+#define EDGERT_QWEIGHTS_V1_SIZE (offsetof(edgert_qweights, name) + sizeof(const char *))
 
 /** Arguments of one GEMM call: y[m][n] = x[m][k] * W^T, fp32 in and out. */
 typedef struct edgert_gemm_args {
@@ -127,7 +132,11 @@ typedef struct edgert_gemm_args {
     size_t ldx;           /**< >= k */
     float *y;             /**< output, row stride ldy floats */
     size_t ldy;           /**< >= n */
+    /* ---- ABI 1 ends here (EDGERT_GEMM_ARGS_V1_SIZE) ---- */
 } edgert_gemm_args;
+
+/** Size of edgert_gemm_args in ABI 1. */
+#define EDGERT_GEMM_ARGS_V1_SIZE (offsetof(edgert_gemm_args, ldy) + sizeof(size_t))
 
 /** Work function for edgert_host.parallel_for: handles [begin, end). */
 typedef void (*edgert_range_fn)(void *arg, size_t begin, size_t end, unsigned worker);
@@ -163,7 +172,11 @@ typedef struct edgert_host {
     unsigned (*thread_count)(void *host_ctx);
     /** Usable CPU flags of this device (bit i = edgert_cpu_flag i). */
     uint64_t cpu_flags;
+    /* ---- ABI 1 ends here (EDGERT_HOST_V1_SIZE) ---- */
 } edgert_host;
+
+/** Size of edgert_host in ABI 1: a plugin needs at least this much table. */
+#define EDGERT_HOST_V1_SIZE (offsetof(edgert_host, cpu_flags) + sizeof(uint64_t))
 
 /**
  * The plugin descriptor. Static, const, owned by the plugin. Grows at the end
@@ -215,7 +228,11 @@ typedef struct edgert_plugin {
      */
     edgert_status (*export_graph)(void *state, const char *out_dir, const char *request,
                                   char *err, size_t err_len);
+    /* ---- ABI 1 ends here (EDGERT_PLUGIN_V1_SIZE) ---- */
 } edgert_plugin;
+
+/** Size of the ABI-1 descriptor: the least struct_size the core accepts. */
+#define EDGERT_PLUGIN_V1_SIZE (offsetof(edgert_plugin, export_graph) + sizeof(void (*)(void)))
 
 /**
  * The entry symbol's type. The host offers [abi_min, abi_max]; the plugin sets

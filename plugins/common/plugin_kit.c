@@ -19,8 +19,7 @@
 edgert_status pk_check_init(const char *plugin, const edgert_host *host, void **state, char *err,
                             size_t err_len)
 {
-    /* cpu_flags is the last field of ABI 1's table */
-    const size_t need = offsetof(edgert_host, cpu_flags) + sizeof(host->cpu_flags);
+    const size_t need = EDGERT_HOST_V1_SIZE;
     if (state == NULL) {
         edgert_errf(err, err_len, "%s: init: state pointer is NULL", plugin);
         return EDGERT_E_USAGE;
@@ -156,7 +155,7 @@ edgert_status pk_check_gemm_args(const char *plugin, const char *tensor, uint32_
                                  const edgert_gemm_args *args, char *err, size_t err_len)
 {
     size_t span;
-    if (args == NULL || args->struct_size < offsetof(edgert_gemm_args, ldy) + sizeof(args->ldy)) {
+    if (args == NULL || args->struct_size < EDGERT_GEMM_ARGS_V1_SIZE) {
         edgert_errf(err, err_len, "%s: gemm on '%s': arguments NULL or too small (struct_size %u)",
                     plugin, tensor, args != NULL ? (unsigned)args->struct_size : 0u);
         return EDGERT_E_USAGE;
