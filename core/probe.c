@@ -2,16 +2,18 @@
  * core/probe.c — what device are we on? (design.md §2, "Probe")
  *
  * CPU flags come from the CPU itself, never from files: CPUID + XGETBV on
- * x86-64 (plus Linux's AMX permission request), getauxval(AT_HWCAP/AT_HWCAP2)
- * on arm64. A flag counts as usable only when the OS enabled the register
- * state it needs; a flag the CPU has but the OS did not enable is reported
- * separately (cpu_flags_os_disabled) so `explain` can say why a backend that
- * "should" run does not.
+ * x86-64 (plus what Linux says about AMX tile data), getauxval(AT_HWCAP/
+ * AT_HWCAP2) on arm64. A flag counts as usable only when the OS enabled the
+ * register state it needs; a flag the CPU has but the OS did not enable is
+ * reported separately (cpu_flags_os_disabled) so `explain` can say why a
+ * backend that "should" run does not.
  *
  * Everything else — cores, memory, names, the device class — comes from files
  * read through the sysroot prefix, so tests (and fleet planning) can present
  * any device. The probe never fails hard: a missing or garbled file leaves
- * that fact at 0 / "" and adds a diagnostic saying which file and why.
+ * that fact at 0 / "" and adds a diagnostic saying which file and why. And it
+ * only observes: it changes no state of the process (probe_cpu.c says what
+ * that means for AMX).
  *
  * This file is the spine; each step has its own file, pure decoders over
  * sysroot-relative reads:

@@ -3,16 +3,18 @@
  * code can do AND what the OS lets a process use.
  *
  * CPU flags come from the CPU itself, never from files (a sysroot describes
- * files, not the CPU we run on): CPUID + XGETBV on x86-64, plus Linux's AMX
- * permission request; getauxval(AT_HWCAP/AT_HWCAP2) on arm64. A flag
+ * files, not the CPU we run on): CPUID + XGETBV on x86-64, plus what Linux
+ * says about AMX tile data; getauxval(AT_HWCAP/AT_HWCAP2) on arm64. A flag
  * counts as usable only when the OS enabled the register state it needs; a
  * flag the CPU has but the OS did not enable is reported separately
  * (cpu_flags_os_disabled) so `explain` can say why a backend that "should"
  * run does not.
  *
- * The decoders (er_x86_decode, er_arm64_decode) are pure functions of
- * register values, tested with synthetic ones on any host; only the live
- * readers at the end of this file execute CPUID, XGETBV or a syscall.
+ * The decoders (er_x86_decode, er_x86_amx_permitted, er_arm64_decode) are
+ * pure functions of register values and masks, tested with synthetic ones on
+ * any host; only the live readers at the end of this file execute CPUID,
+ * XGETBV or a syscall. The probe only observes: it changes no process state
+ * (the AMX rule below says what that means for tile data).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -30,12 +32,15 @@
 
 #include "probe_internal.h"
 
-/* Linux x86 arch_prctl request for extended-state permission (v5.16+,
- * arch/x86/include/uapi/asm/prctl.h); defined here so old headers build. */
-#ifndef ARCH_REQ_XCOMP_PERM
-#define ARCH_REQ_XCOMP_PERM 0x1023
+/* Linux x86 arch_prctl requests that read the extended-state permissions
+ * (v5.16+, arch/x86/include/uapi/asm/prctl.h); defined here so old headers
+ * build. */
+#ifndef ARCH_GET_XCOMP_SUPP
+#define ARCH_GET_XCOMP_SUPP 0x1021
 #endif
-#define ER_XFEATURE_XTILEDATA 18
+#ifndef ARCH_GET_XCOMP_PERM
+#define ARCH_GET_XCOMP_PERM 0x1022
+#endif
 
 #define FLAG(f) (1ull << (unsigned)(f))
 
@@ -56,7 +61,7 @@ typedef struct x86_bit {
     enum x86_reg reg;
     unsigned bit;
     uint64_t state; /* XCR0 components that must all be enabled */
-    int amx;        /* also needs Linux's XTILEDATA permission */
+    int amx;        /* also needs Linux to let this process use tile data */
 } x86_bit;
 
 /* Bit positions: Intel SDM vol. 2A, CPUID; AMD APM vol. 3, appendix E. */
@@ -131,6 +136,35 @@ int er_x86_long_mode(const er_x86_cpuid *regs)
     if (!regs || regs->max_ext_leaf < 0x80000001u)
         return 0;
     return (int)((regs->ext1_edx >> X86_LM_BIT) & 1u);
+}
+
+/*
+ * AMX tile data and Linux (5.16+): the kernel enables XTILECFG/XTILEDATA in
+ * XCR0 but keeps tile data off for each process until the process asks
+ * (arch_prctl ARCH_REQ_XCOMP_PERM); the first tile instruction without the
+ * permission dies with SIGILL. Asking changes the process for good (the
+ * permission cannot be dropped, and from then on Linux refuses a sigaltstack
+ * too small for the tile state), while most processes that probe never run
+ * a tile instruction (`edgert probe`, every backend but an AMX one); so the
+ * probe never asks. It only reads what the kernel would grant
+ * (ARCH_GET_XCOMP_SUPP) and what this process already holds
+ * (ARCH_GET_XCOMP_PERM). The rule:
+ *
+ *   AMX flags are usable  <=>  the CPU reports them (CPUID)
+ *                              AND XCR0 enables XTILECFG and XTILEDATA
+ *                              AND XTILEDATA is held (perm) or grantable (supp)
+ *
+ * and they are OS-disabled when the CPU reports them but any of the other
+ * two fails. So a manifest that requires amx_tile passes the gate on an AMX
+ * machine, and the plugin that uses the tiles requests the permission in its
+ * own init. "Grantable" is not a promise: the request can still fail (e.g.
+ * ENOSPC when the process installed a sigaltstack too small for the tile
+ * state), and the plugin's init reports that as its own refusal.
+ */
+int er_x86_amx_permitted(uint64_t xcomp_supp, uint64_t xcomp_perm)
+{
+    const uint64_t tiledata = 1ull << ER_XFEATURE_XTILEDATA;
+    return ((xcomp_supp | xcomp_perm) & tiledata) != 0;
 }
 
 /* ======================================================================= */
@@ -215,6 +249,26 @@ static uint64_t x86_xgetbv0(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
+/* What Linux says about the XSAVE features of this process: the ones it can
+ * grant (ARCH_GET_XCOMP_SUPP) and the ones the process holds
+ * (ARCH_GET_XCOMP_PERM). Both requests only read. A request the kernel
+ * refuses (EINVAL before 5.16) leaves its mask at 0; returns the errno of a
+ * refused ARCH_GET_XCOMP_SUPP for the diagnostic, else 0. */
+static int x86_xcomp_masks(uint64_t *supp, uint64_t *perm)
+{
+    unsigned long long s = 0, p = 0; /* the kernel writes a u64 at the address */
+    int err = 0;
+    *supp = 0;
+    *perm = 0;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_SUPP, &s) == 0)
+        *supp = s;
+    else
+        err = errno;
+    if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM, &p) == 0)
+        *perm = p;
+    return err;
+}
+
 void er_probe_cpu_flags(edgert_device *dev, er_diags *d)
 {
     er_x86_cpuid regs;
@@ -223,24 +277,28 @@ void er_probe_cpu_flags(edgert_device *dev, er_diags *d)
     uint64_t usable, disabled;
     er_x86_decode(&regs, xcr0, 1, &usable, &disabled);
 
-    /* The kernel (5.16+) keeps AMX tile data off until a process asks for it;
-     * without the permission the first tile instruction kills the process
-     * with SIGILL. Asking is idempotent and per process, and it is exactly
-     * what a plugin that uses AMX needs later, so the probe asks once here.
-     * Only asked when the CPU and XCR0 say AMX could work at all. */
+    /* AMX also needs Linux to let this process use tile data (the rule at
+     * er_x86_amx_permitted). Only looked at when the CPU and XCR0 say AMX
+     * could work at all; read, never requested. */
     const uint64_t amx = FLAG(EDGERT_CPU_AMX_TILE) | FLAG(EDGERT_CPU_AMX_INT8) |
                          FLAG(EDGERT_CPU_AMX_BF16) | FLAG(EDGERT_CPU_AMX_FP16);
-    int amx_refused = 0;
+    int amx_not_offered = 0;
     if (usable & amx) {
-        errno = 0;
-        long rc = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, ER_XFEATURE_XTILEDATA);
-        if (rc != 0) {
-            int e = errno;
-            er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
-                        "probe: Linux refused AMX tile-data permission "
-                        "(arch_prctl ARCH_REQ_XCOMP_PERM: %s); AMX counts as OS-disabled",
-                        strerror(e));
-            amx_refused = 1;
+        uint64_t supp, perm;
+        int e = x86_xcomp_masks(&supp, &perm);
+        if (!er_x86_amx_permitted(supp, perm)) {
+            if (e)
+                er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
+                            "probe: Linux does not offer AMX tile data to processes "
+                            "(arch_prctl ARCH_GET_XCOMP_SUPP: %s); AMX counts as OS-disabled",
+                            strerror(e));
+            else
+                er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
+                            "probe: Linux does not offer AMX tile data to processes "
+                            "(ARCH_GET_XCOMP_SUPP 0x%llx lacks XTILEDATA); AMX counts as "
+                            "OS-disabled",
+                            (unsigned long long)supp);
+            amx_not_offered = 1;
             er_x86_decode(&regs, xcr0, 0, &usable, &disabled);
         }
     }
@@ -256,7 +314,7 @@ void er_probe_cpu_flags(edgert_device *dev, er_diags *d)
                     "state (XCR0 0x%llx%s%s); not usable",
                     names, (unsigned long long)xcr0,
                     ((regs.l1_ecx >> X86_OSXSAVE_BIT) & 1u) ? "" : ", OSXSAVE off",
-                    amx_refused ? ", AMX permission refused" : "");
+                    amx_not_offered ? ", AMX tile data not offered by Linux" : "");
     }
     dev->cpu_flags = usable;
     dev->cpu_flags_os_disabled = disabled;

@@ -3,7 +3,7 @@
  * each other and for the tests.
  *
  * The first part is the pure decoders, exposed so tests can feed synthetic
- * CPUID registers and XCR0, HWCAP words and file contents;
+ * CPUID registers, XCR0 and arch_prctl masks, HWCAP words and file contents;
  * nothing there touches the CPU or the file system. The second part is what
  * the probe's files share: one entry per step (er_probe in probe.c calls them
  * in order) and the sysroot-relative readers of probe_read.c.
@@ -52,19 +52,35 @@ typedef struct er_x86_cpuid {
 #define ER_XCR0_XTILECFG (1ull << 17)
 #define ER_XCR0_XTILEDATA (1ull << 18)
 
+/* The XSAVE feature number of AMX tile data, as Linux's arch_prctl masks and
+ * requests name it (the same bit position as in XCR0). */
+#define ER_XFEATURE_XTILEDATA 18
+
 /**
  * Decode CPUID + XCR0 into edgert_cpu_flag bits.
  *   usable:      the CPU reports the flag AND its register state is enabled
- *                (and, for AMX, Linux granted the permission);
+ *                (and, for AMX, Linux lets this process use tile data);
  *   os_disabled: the CPU reports the flag but the state is not enabled.
  * `xcr0` is ignored (treated as 0) unless CPUID.1:ECX.OSXSAVE is set, since
- * XGETBV itself is undefined then. `amx_permitted` is the outcome of Linux's
- * ARCH_REQ_XCOMP_PERM request for XTILEDATA (1 granted, 0 refused).
+ * XGETBV itself is undefined then. `amx_permitted` is er_x86_amx_permitted's
+ * answer (1 held or grantable, 0 not offered by the kernel).
  */
 void er_x86_decode(const er_x86_cpuid *regs, uint64_t xcr0, int amx_permitted,
                    uint64_t *usable, uint64_t *os_disabled);
 /** 1 when CPUID.80000001h:EDX bit 29 (long mode) is reported. */
 int er_x86_long_mode(const er_x86_cpuid *regs);
+
+/**
+ * May this process use AMX tile data, as far as Linux (5.16+) is concerned?
+ * `xcomp_supp` is the mask arch_prctl(ARCH_GET_XCOMP_SUPP) reports (the
+ * features the kernel can grant a process), `xcomp_perm` the mask of
+ * ARCH_GET_XCOMP_PERM (the features this process already holds); 0 for a
+ * request the kernel refused (EINVAL before 5.16). 1 when XTILEDATA is held
+ * or grantable, 0 when the kernel does not offer it. Only reads are behind
+ * these masks: the permission itself is requested by the plugin that uses
+ * the tiles, in its init (probe_cpu.c says why).
+ */
+int er_x86_amx_permitted(uint64_t xcomp_supp, uint64_t xcomp_perm);
 
 /* ---- arm64 CPU flags (probe_cpu.c) ------------------------------------- */
 
@@ -120,9 +136,9 @@ void er_bf16_from_cpu_flags(edgert_device *dev, edgert_arch arch);
 /* ======================================================================= */
 
 /** The flags of the CPU executing this code (CPUID + XGETBV and what Linux
- *  grants for AMX tile data on x86-64, HWCAP on arm64), whatever the sysroot:
- *  sets cpu_flags and cpu_flags_os_disabled, notes surprises in `d`
- *  (probe_cpu.c). */
+ *  says about AMX tile data on x86-64, HWCAP on arm64), whatever the sysroot:
+ *  sets cpu_flags and cpu_flags_os_disabled, notes surprises in `d`. Reads
+ *  only; changes no process state (probe_cpu.c). */
 void er_probe_cpu_flags(edgert_device *dev, er_diags *d);
 
 /** The file-based host facts of er_probe for a given CPU arch: logical cores,

@@ -11,6 +11,9 @@
 #include "test_probe_util.h"
 
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <sys/syscall.h>
+#endif
 
 /* ----------------------------------------------------------------------- */
 /* er_probe with a sysroot                                                 */
@@ -149,7 +152,7 @@ static void test_live_probe(void **state)
     }
     /* Linux lists a flag only when it is usable, so what we call usable
      * must be listed; and everything it lists that we know must be found
-     * (usable, or for AMX possibly refused by the permission request). */
+     * (usable, or for AMX possibly not offered to processes by the kernel). */
     if (dev.cpu_flags & ~listed)
         fail_msg("probe says usable but /proc/cpuinfo does not list: %#llx",
                  (unsigned long long)(dev.cpu_flags & ~listed));
@@ -167,11 +170,44 @@ static void test_live_probe(void **state)
     er_diags_free(&d);
 }
 
+/* Linux x86 arch_prctl requests that read XSAVE permissions (5.16+). */
+#define TEST_ARCH_GET_XCOMP_SUPP 0x1021
+#define TEST_ARCH_GET_XCOMP_PERM 0x1022
+
+/* The probe only observes: the process's XSAVE permissions (AMX tile data
+ * among them) are the same after er_probe as before. Trivially true on a CPU
+ * without AMX; on an AMX host it is the check that the probe does not request
+ * tile data (the plugin that uses the tiles does, in its init). Also: AMX
+ * reported usable implies Linux offers tile data (the rule at
+ * er_x86_amx_permitted). x86-64 Linux only; nothing to observe elsewhere. */
+static void test_live_probe_observes_only(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    unsigned long long before = 0, after = 0, supp = 0;
+    if (syscall(SYS_arch_prctl, TEST_ARCH_GET_XCOMP_PERM, &before) != 0)
+        skip(); /* a kernel before 5.16 has no such permissions */
+    edgert_device dev;
+    er_diags d = {0};
+    assert_int_equal(er_probe(NULL, &dev, &d), EDGERT_OK);
+    er_diags_free(&d);
+    assert_int_equal(syscall(SYS_arch_prctl, TEST_ARCH_GET_XCOMP_PERM, &after), 0);
+    if (after != before)
+        fail_msg("er_probe changed the XSAVE permissions: %#llx -> %#llx", before, after);
+    assert_int_equal(syscall(SYS_arch_prctl, TEST_ARCH_GET_XCOMP_SUPP, &supp), 0);
+    if (EDGERT_HAS_FLAG(dev.cpu_flags, EDGERT_CPU_AMX_TILE))
+        assert_true(er_x86_amx_permitted(supp, after));
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_probe_with_sysroot),
         cmocka_unit_test(test_live_probe),
+        cmocka_unit_test(test_live_probe_observes_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

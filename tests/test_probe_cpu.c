@@ -1,8 +1,8 @@
 /*
  * tests/test_probe_cpu.c — the probe's CPU flags (core/probe_cpu.c): the pure x86
- * (CPUID/XCR0) and arm64 (HWCAP) decoders, fed synthetic values. They run on
- * every host: this is where the AMX cases are exercised on machines without
- * AMX.
+ * (CPUID/XCR0, and the AMX tile-data rule over Linux's arch_prctl masks) and
+ * arm64 (HWCAP) decoders, fed synthetic values. They run on every host: this
+ * is where the AMX cases are exercised on machines without AMX.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -145,6 +145,7 @@ static void test_x86_decode_amx_state_off(void **state)
     assert_int_equal(dis, X86_AMX_FAMILY);
 }
 
+/* Linux does not let this process use tile data (er_x86_amx_permitted says 0). */
 static void test_x86_decode_amx_permission_refused(void **state)
 {
     (void)state;
@@ -257,6 +258,110 @@ static void test_x86_long_mode(void **state)
 }
 
 /* ----------------------------------------------------------------------- */
+/* AMX tile data and Linux: er_x86_amx_permitted, and its part in decoding  */
+/* ----------------------------------------------------------------------- */
+
+/* Masks as Linux reports them on a Sapphire Rapids host (x87 SSE AVX,
+ * opmask ZMM_Hi256 Hi16_ZMM, PKRU, XTILECFG, XTILEDATA): what the kernel can
+ * grant, what a fresh process holds (everything but the dynamic XTILEDATA),
+ * and what it holds after ARCH_REQ_XCOMP_PERM. */
+#define SPR_XCR0 0x602e7ull
+#define SPR_SUPP 0x602e7ull
+#define SPR_PERM_FRESH 0x202e7ull
+#define SPR_PERM_GRANTED 0x602e7ull
+#define XTILECFG (1ull << 17)
+#define XTILEDATA (1ull << 18)
+
+static void test_x86_amx_permitted(void **state)
+{
+    (void)state;
+    static const struct {
+        uint64_t supp, perm;
+        int permitted;
+    } cases[] = {
+        /* ARCH_GET_XCOMP_SUPP/PERM refused (kernel before 5.16): not offered */
+        {0, 0, 0},
+        /* a kernel that offers no tile data (AMX off, or a CPU without it) */
+        {0xe7, 0xe7, 0},
+        {0xe7 | XTILECFG, 0xe7 | XTILECFG, 0},
+        /* grantable, not held yet: a fresh process on an AMX host */
+        {SPR_SUPP, SPR_PERM_FRESH, 1},
+        {XTILEDATA, 0, 1},
+        /* held */
+        {SPR_SUPP, SPR_PERM_GRANTED, 1},
+        /* held although SUPP could not be read: what the process holds counts */
+        {0, XTILEDATA, 1},
+        /* every other bit set, XTILEDATA clear in both */
+        {~XTILEDATA, ~XTILEDATA, 0},
+        {~0ull, ~0ull, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (er_x86_amx_permitted(cases[i].supp, cases[i].perm) != cases[i].permitted)
+            fail_msg("supp %#llx perm %#llx: permitted should be %d",
+                     (unsigned long long)cases[i].supp, (unsigned long long)cases[i].perm,
+                     cases[i].permitted);
+}
+
+/*
+ * The whole AMX rule as the probe applies it, for every combination of: the
+ * CPU reports AMX or not; XCR0's XTILECFG and XTILEDATA bits; XTILEDATA in
+ * the SUPP mask; XTILEDATA in the PERM mask (each mask also carrying other
+ * bits, which must not matter). Expected, written out independently of
+ * probe_cpu.c: AMX usable iff CPU && XTILECFG && XTILEDATA(XCR0) && (SUPP ||
+ * PERM); OS-disabled iff the CPU reports AMX and it is not usable; the other
+ * flags never change.
+ */
+static void test_x86_decode_amx_rule_all_combinations(void **state)
+{
+    (void)state;
+    const uint64_t other = X86_ALL & ~X86_AMX_FAMILY;
+    for (unsigned combo = 0; combo < 32; combo++) {
+        int cpu_amx = combo & 1, cfg = (combo >> 1) & 1, data = (combo >> 2) & 1;
+        int in_supp = (combo >> 3) & 1, in_perm = (combo >> 4) & 1;
+        er_x86_cpuid r = cpu_everything();
+        if (!cpu_amx) {
+            r.l7_0_edx &= ~(L7D_AMXBF16 | L7D_AMXTILE | L7D_AMXINT8);
+            r.l7_1_eax &= ~L71A_AMXFP16;
+        }
+        uint64_t xcr0 = XCR0_AVX512 | (cfg ? XTILECFG : 0) | (data ? XTILEDATA : 0);
+        uint64_t supp = SPR_PERM_FRESH | (in_supp ? XTILEDATA : 0);
+        uint64_t perm = SPR_PERM_FRESH | (in_perm ? XTILEDATA : 0);
+        uint64_t usable = 0xdead, dis = 0xbeef;
+        er_x86_decode(&r, xcr0, er_x86_amx_permitted(supp, perm), &usable, &dis);
+
+        int amx_usable = cpu_amx && cfg && data && (in_supp || in_perm);
+        uint64_t want_usable = other | (amx_usable ? X86_AMX_FAMILY : 0);
+        uint64_t want_dis = (cpu_amx && !amx_usable) ? X86_AMX_FAMILY : 0;
+        if (usable != want_usable || dis != want_dis)
+            fail_msg("cpu_amx %d xcr0 %#llx supp %#llx perm %#llx: usable %#llx os_disabled "
+                     "%#llx, want %#llx / %#llx",
+                     cpu_amx, (unsigned long long)xcr0, (unsigned long long)supp,
+                     (unsigned long long)perm, (unsigned long long)usable,
+                     (unsigned long long)dis, (unsigned long long)want_usable,
+                     (unsigned long long)want_dis);
+    }
+}
+
+/* The point of observing instead of requesting: a fresh process on an AMX
+ * host (permission not yet held) has usable amx_tile, so a manifest that
+ * requires it passes the gate; a kernel that does not offer tile data keeps
+ * the OS-disabled outcome. */
+static void test_x86_decode_amx_fresh_process(void **state)
+{
+    (void)state;
+    er_x86_cpuid r = cpu_everything();
+    uint64_t usable, dis;
+    er_x86_decode(&r, SPR_XCR0, er_x86_amx_permitted(SPR_SUPP, SPR_PERM_FRESH), &usable, &dis);
+    assert_true(EDGERT_HAS_FLAG(usable, EDGERT_CPU_AMX_TILE));
+    assert_int_equal(usable, X86_ALL);
+    assert_int_equal(dis, 0);
+    /* XCR0 enables the tiles but Linux offers no tile data (SUPP refused). */
+    er_x86_decode(&r, SPR_XCR0, er_x86_amx_permitted(0, 0), &usable, &dis);
+    assert_int_equal(usable, X86_ALL & ~X86_AMX_FAMILY);
+    assert_int_equal(dis, X86_AMX_FAMILY);
+}
+
+/* ----------------------------------------------------------------------- */
 /* arm64 decoding                                                          */
 /* ----------------------------------------------------------------------- */
 
@@ -311,6 +416,9 @@ int main(void)
         cmocka_unit_test(test_x86_decode_max_leaf),
         cmocka_unit_test(test_x86_decode_real_epyc),
         cmocka_unit_test(test_x86_long_mode),
+        cmocka_unit_test(test_x86_amx_permitted),
+        cmocka_unit_test(test_x86_decode_amx_rule_all_combinations),
+        cmocka_unit_test(test_x86_decode_amx_fresh_process),
         cmocka_unit_test(test_arm64_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
