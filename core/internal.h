@@ -52,6 +52,9 @@ const er_cpu_flag_info *er_cpu_flag_info_of(edgert_cpu_flag f);
 
 char *er_strdup(const char *s);          /**< NULL-safe */
 char *er_path_join(const char *a, const char *b);
+/** sysroot + path (sysroot NULL, "" or "/": path itself); malloc'd, NULL on OOM.
+ *  Every file the probe reads is named through this. */
+char *er_rooted_path(const char *sysroot, const char *path);
 /** secure_getenv, or NULL when ignore_env. */
 const char *er_getenv(int ignore_env, const char *name);
 /** Read a whole small text file under `sysroot` (NULL = "/") into a NUL-terminated
@@ -113,15 +116,15 @@ int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known,
                        er_diags *d);
 void er_strlist_free(char **list);
 
-/* ---- probe (probe.c) and device profiles (device_profile.c) ------------- */
+/* ---- probe (probe*.c) and device profiles (device_profile.c) ------------ */
 
 /** Probe this machine: CPU flags from the CPU itself (CPUID+XGETBV / HWCAP),
  *  everything else from files under `sysroot` (NULL = "/"). Never fails hard:
  *  unknown facts stay 0/"" and are noted in diagnostics. */
 edgert_status er_probe(const char *sysroot, edgert_device *out, er_diags *d);
-/** Pure helper used by er_probe and tests: decide the device class from files
- *  under sysroot for a given CPU arch; fills class, accelerator, class_evidence,
- *  bf16/bf16_source for GPU classes. */
+/** Pure helper (probe_class.c) used by er_probe and tests: decide the device
+ *  class from files under sysroot for a given CPU arch; fills class,
+ *  accelerator, class_evidence, bf16/bf16_source for GPU classes. */
 void er_probe_device_class(const char *sysroot, edgert_arch arch, edgert_device *dev);
 /** Load a device profile (plan mode). EDGERT_E_PARSE with a file:line:col
  *  diagnostic on any problem. */

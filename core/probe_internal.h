@@ -1,12 +1,17 @@
 /*
- * core/probe_internal.h — the pure pieces of the probe (probe.c), exposed so
- * tests can feed synthetic CPUID registers, HWCAP words and file contents.
- * Nothing here touches the CPU or the file system except er_probe_host_facts,
- * which reads files under a sysroot only.
+ * core/probe_internal.h — the probe's pieces (core/probe*.c), declared for
+ * each other and for the tests.
+ *
+ * The first part is the pure decoders, exposed so tests can feed synthetic
+ * CPUID registers, XCR0 and arch_prctl masks, HWCAP words and file contents;
+ * nothing there touches the CPU or the file system. The second part is what
+ * the probe's files share: one entry per step (er_probe in probe.c calls them
+ * in order) and the sysroot-relative readers of probe_read.c.
  */
 #ifndef EDGERT_CORE_PROBE_INTERNAL_H
 #define EDGERT_CORE_PROBE_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "internal.h"
@@ -15,6 +20,12 @@
  *  info). Real ones are a few KiB; /proc/cpuinfo of a 256-thread host is
  *  ~400 KiB. Bigger files are ignored with a warning. */
 #define ER_PROBE_MAX_FILE_BYTES (1024u * 1024u)
+
+/* ======================================================================= */
+/* Pure decoders                                                            */
+/* ======================================================================= */
+
+/* ---- x86-64 CPU flags (probe_cpu.c) ------------------------------------ */
 
 /**
  * Raw CPUID registers the x86 decoder looks at. The reader checks the maximum
@@ -41,19 +52,37 @@ typedef struct er_x86_cpuid {
 #define ER_XCR0_XTILECFG (1ull << 17)
 #define ER_XCR0_XTILEDATA (1ull << 18)
 
+/* The XSAVE feature number of AMX tile data, as Linux's arch_prctl masks and
+ * requests name it (the same bit position as in XCR0). */
+#define ER_XFEATURE_XTILEDATA 18
+
 /**
  * Decode CPUID + XCR0 into edgert_cpu_flag bits.
  *   usable:      the CPU reports the flag AND its register state is enabled
- *                (and, for AMX, Linux granted the permission);
+ *                (and, for AMX, Linux lets this process use tile data);
  *   os_disabled: the CPU reports the flag but the state is not enabled.
  * `xcr0` is ignored (treated as 0) unless CPUID.1:ECX.OSXSAVE is set, since
- * XGETBV itself is undefined then. `amx_permitted` is the outcome of Linux's
- * ARCH_REQ_XCOMP_PERM request for XTILEDATA (1 granted, 0 refused).
+ * XGETBV itself is undefined then. `amx_permitted` is er_x86_amx_permitted's
+ * answer (1 held or grantable, 0 not offered by the kernel).
  */
 void er_x86_decode(const er_x86_cpuid *regs, uint64_t xcr0, int amx_permitted,
                    uint64_t *usable, uint64_t *os_disabled);
 /** 1 when CPUID.80000001h:EDX bit 29 (long mode) is reported. */
 int er_x86_long_mode(const er_x86_cpuid *regs);
+
+/**
+ * May this process use AMX tile data, as far as Linux (5.16+) is concerned?
+ * `xcomp_supp` is the mask arch_prctl(ARCH_GET_XCOMP_SUPP) reports (the
+ * features the kernel can grant a process), `xcomp_perm` the mask of
+ * ARCH_GET_XCOMP_PERM (the features this process already holds); 0 for a
+ * request the kernel refused (EINVAL before 5.16). 1 when XTILEDATA is held
+ * or grantable, 0 when the kernel does not offer it. Only reads are behind
+ * these masks: the permission itself is requested by the plugin that uses
+ * the tiles, in its init (probe_cpu.c says why).
+ */
+int er_x86_amx_permitted(uint64_t xcomp_supp, uint64_t xcomp_perm);
+
+/* ---- arm64 CPU flags (probe_cpu.c) ------------------------------------- */
 
 /* Linux arm64 AT_HWCAP / AT_HWCAP2 bits (arch/arm64/include/uapi/asm/hwcap.h),
  * defined here so the decoder builds and is tested on any host. */
@@ -68,6 +97,8 @@ int er_x86_long_mode(const er_x86_cpuid *regs);
 /** Decode AT_HWCAP/AT_HWCAP2 into edgert_cpu_flag bits. The kernel only
  *  advertises what it enabled, so there is no "os disabled" set on arm64. */
 void er_arm64_decode(uint64_t hwcap, uint64_t hwcap2, uint64_t *usable);
+
+/* ---- host facts (probe_host.c) ----------------------------------------- */
 
 /** Count CPUs in a Linux CPU list ("0-3,5,7-8\n" → 7). Ranges must be
  *  ascending and non-overlapping, ids < ER_PROBE_MAX_CPU_ID. Returns 0 and
@@ -86,8 +117,11 @@ int er_parse_cpu_list(const char *text, unsigned *count);
 int er_parse_meminfo(const char *text, uint64_t *total_bytes,
                      uint64_t *available_bytes);
 
+/* ---- bf16 (probe_class.c) ---------------------------------------------- */
+
 /** bf16 rule for a discrete NVIDIA GPU, from the driver's "Model:" string:
- *  0 for pre-Ampere product names, 1 otherwise (see probe.c for the list). */
+ *  0 for pre-Ampere product names, 1 otherwise (see probe_class.c for the
+ *  list). */
 int er_gpu_model_has_bf16(const char *model);
 
 /** bf16 of a CPU (also used for npu_phone, whose CPU side runs the rest):
@@ -96,11 +130,57 @@ int er_gpu_model_has_bf16(const char *model);
  *  profile without `bf16:` gets the same rule as the probe. */
 void er_bf16_from_cpu_flags(edgert_device *dev, edgert_arch arch);
 
+/* ======================================================================= */
+/* The steps er_probe calls (the device class step, er_probe_device_class,  */
+/* is declared in internal.h)                                               */
+/* ======================================================================= */
+
+/** The flags of the CPU executing this code (CPUID + XGETBV and what Linux
+ *  says about AMX tile data on x86-64, HWCAP on arm64), whatever the sysroot:
+ *  sets cpu_flags and cpu_flags_os_disabled, notes surprises in `d`. Reads
+ *  only; changes no process state (probe_cpu.c). */
+void er_probe_cpu_flags(edgert_device *dev, er_diags *d);
+
 /** The file-based host facts of er_probe for a given CPU arch: logical cores,
  *  memory, and the name (cpuinfo "model name" and/or device-tree model,
  *  preferred order by arch). Leaves unknown facts at 0/"" and notes why in
- *  `d`. Does not touch flags, class or bf16. */
+ *  `d`. Does not touch flags, class or bf16. Reads files under a sysroot
+ *  only (probe_host.c). */
 void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *dev,
                          er_diags *d);
+
+/* ======================================================================= */
+/* Sysroot-relative readers and text helpers (probe_read.c), shared by      */
+/* probe_host.c and probe_class.c                                           */
+/* ======================================================================= */
+
+/** 1 when `sysroot` means the live machine: NULL, "" or "/". */
+int er_probe_is_live_root(const char *sysroot);
+/** Read a probe file, bounded by ER_PROBE_MAX_FILE_BYTES. Absent: NULL,
+ *  silently (most files are optional). Present but unreadable or over the
+ *  size limit: NULL and a warning in `d` (may be NULL). *len (may be NULL) is
+ *  the byte count. */
+char *er_probe_read(const char *sysroot, const char *path, size_t *len, er_diags *d);
+/** Entries of sysroot+dir whose names start with `prefix` (not hidden ones),
+ *  sorted with strcmp. Returns the count; *out is malloc'd (NULL when none),
+ *  freed with er_probe_free_names. A missing directory is 0. */
+size_t er_probe_list_dir(const char *sysroot, const char *dir, const char *prefix,
+                         char ***out);
+void er_probe_free_names(char **names, size_t n);
+/** A device-tree property (/proc/device-tree/<prop>, else
+ *  /sys/firmware/devicetree/base/<prop>); *used names the folder it came
+ *  from. NULL when neither exists. */
+char *er_probe_dt_read(const char *sysroot, const char *prop, size_t *len, const char **used,
+                       er_diags *d);
+/** The board's name from the device-tree `model` property, cleaned into out.
+ *  Returns 1 when non-empty. */
+int er_probe_dt_model(const char *sysroot, char *out, size_t cap, er_diags *d);
+
+/** Whitespace as isspace() in the C locale, without the locale. */
+int er_probe_is_space(char c);
+/** The value of the first line "key<spaces/tabs>:<value>" in text, trimmed
+ *  and cleaned (printable ASCII only) into out. Returns 1 when found with a
+ *  non-empty value. */
+int er_probe_line_value(const char *text, const char *key, char *out, size_t cap);
 
 #endif /* EDGERT_CORE_PROBE_INTERNAL_H */

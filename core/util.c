@@ -48,7 +48,7 @@ const char *er_getenv(int ignore_env, const char *name)
     return (v && *v) ? v : NULL;
 }
 
-static char *rooted(const char *sysroot, const char *path)
+char *er_rooted_path(const char *sysroot, const char *path)
 {
     if (!sysroot || !*sysroot || strcmp(sysroot, "/") == 0)
         return er_strdup(path);
@@ -57,7 +57,7 @@ static char *rooted(const char *sysroot, const char *path)
 
 char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out)
 {
-    char *full = rooted(sysroot, path);
+    char *full = er_rooted_path(sysroot, path);
     char *buf = NULL;
     FILE *f = NULL;
     if (!full)
@@ -121,7 +121,7 @@ out:
 
 int er_path_exists(const char *sysroot, const char *path)
 {
-    char *full = rooted(sysroot, path);
+    char *full = er_rooted_path(sysroot, path);
     struct stat st;
     int ok = full && stat(full, &st) == 0;
     free(full);

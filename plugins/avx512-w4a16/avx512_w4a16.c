@@ -140,9 +140,10 @@ static const char *aw_missing_flag(uint64_t flags, aw_path p)
 }
 
 /* Linux (5.16+) keeps AMX tile data off until the process asks. The edgert
- * core asks in its probe (the host's amx flags mean it was granted); a host
- * that is not edgert may not have, and asking again is harmless. 0 when the
- * tiles may be used. The emulated test build needs no permission. */
+ * core's probe only observes (the host's amx flags mean Linux offers tile
+ * data, not that this process holds it), so the plugin asks; asking again is
+ * harmless. 0 when the tiles may be used. The emulated test build needs no
+ * permission. */
 static int aw_amx_permission(char *err, size_t err_len)
 {
 #if defined(AW_AMX_EMULATE)
