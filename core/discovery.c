@@ -6,9 +6,24 @@
  *   2. the caller's explicit paths (edgert_options.manifest_paths, the CLI's
  *      --manifests), which replace 3 and 4; else
  *   3. EDGERT_MANIFEST_PATH       colon list, which replaces 4; else
- *   4. the defaults: <dir of libedgert>/edgert/backends (an install prefix or
- *      the build tree, which mirrors it), then the build tree's backends folder
- *      when running from the build tree.
+ *   4. the defaults, in this order (the Vulkan loader's pattern: edgert's
+ *      own folder, then per-user, then system folders a package can drop
+ *      files into):
+ *      a. next to libedgert: <dir of libedgert>/edgert/backends — an install
+ *         prefix, or the build tree, which mirrors one. A program that embeds
+ *         the core instead of linking libedgert (the tests) looks in
+ *         <dir of the program>/../<libdir>/edgert/backends, the same folder
+ *         of the same layout. The file is found from the mapping that holds
+ *         this code (/proc/self/maps), so a relative LD_LIBRARY_PATH or a
+ *         changed working directory cannot hide it, and no build path is
+ *         compiled in: an installed library never looks into a build tree.
+ *      b. per user: $XDG_DATA_HOME/edgert/backends (default
+ *         ~/.local/share/edgert/backends); skipped under secure execution
+ *         (secure_getenv gives no variables there).
+ *      c. system configuration: <sysconfdir>/edgert/backends.d
+ *      d. system data: <datadir>/edgert/backends
+ *      (c and d are the install's configured folders, EDGERT_SYSCONFDIR and
+ *      EDGERT_DATADIR, e.g. /etc and /usr/share for a /usr install.)
  * Never the current directory: an empty element of a colon list (which in
  * $PATH would mean ".") and relative folders from the environment are skipped
  * with a warning. Entries of a folder are read in sorted (strcmp) order so
@@ -21,6 +36,7 @@
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -76,28 +92,80 @@ static int add_colon_list(struct edgert_ctx *ctx, const char *list, const char *
     return rc;
 }
 
+/* The absolute path of the file mapped at `addr` (this code's library or
+ * program), from /proc/self/maps; malloc'd, or NULL. */
+static char *mapped_file(const void *addr)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return NULL;
+    char line[4608], *found = NULL;
+    uintptr_t a = (uintptr_t)addr;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || path_at == 0)
+            continue;
+        if (a < lo || a >= hi || line[path_at] != '/')
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        found = er_strdup(line + path_at);
+    }
+    fclose(f);
+    return found;
+}
+
+/* The file holding this code: /proc/self/maps, else dladdr made absolute. */
+static char *core_file(void)
+{
+    char *path = mapped_file((const void *)&edgert_open);
+    if (path)
+        return path;
+    Dl_info info;
+    if (!dladdr((void *)&edgert_open, &info) || !info.dli_fname)
+        return NULL;
+    return realpath(info.dli_fname, NULL);
+}
+
 static void add_defaults(struct edgert_ctx *ctx)
 {
-    Dl_info info;
-    if (dladdr((void *)&edgert_open, &info) && info.dli_fname && info.dli_fname[0] == '/') {
-        char *copy = er_strdup(info.dli_fname);
-        if (copy) {
-            char *dir = er_path_join(dirname(copy), "edgert/backends");
-            if (dir)
-                search(ctx, dir, "default (next to libedgert)");
+    char *file = core_file();
+    if (file) {
+        const char *base = strrchr(file, '/') + 1;
+        int in_lib = strncmp(base, "libedgert", 9) == 0;
+        char *copy = er_strdup(file);
+        char *dir = copy ? er_path_join(dirname(copy),
+                                        in_lib ? "edgert/backends"
+                                               : "../" EDGERT_LIBDIR "/edgert/backends")
+                         : NULL;
+        char *canon = dir ? realpath(dir, NULL) : NULL; /* without "bin/..", when it exists */
+        if (canon) {
             free(dir);
+            dir = canon;
         }
+        if (dir)
+            search(ctx, dir, in_lib ? "default (next to libedgert)"
+                                    : "default (the program's " EDGERT_LIBDIR "/edgert/backends)");
+        free(dir);
         free(copy);
+        free(file);
+    } else {
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "cannot tell where libedgert is (no /proc/self/maps, dladdr failed): the "
+                    "folder next to it is not searched");
     }
-#ifdef EDGERT_BUILD_BACKEND_DIR
-    /* Running from the build tree (libedgert or a test binary inside it). */
-    {
-        const char *build_root = EDGERT_BUILD_ROOT;
-        if (dladdr((void *)&edgert_open, &info) && info.dli_fname &&
-            strncmp(info.dli_fname, build_root, strlen(build_root)) == 0)
-            search(ctx, EDGERT_BUILD_BACKEND_DIR, "default (build tree)");
-    }
-#endif
+    /* Per user; secure_getenv returns nothing under secure execution. */
+    const char *data = er_getenv(0, "XDG_DATA_HOME"), *home = er_getenv(0, "HOME");
+    char *user = NULL;
+    if (data && data[0] == '/')
+        user = er_path_join(data, "edgert/backends");
+    else if (home && home[0] == '/')
+        user = er_path_join(home, ".local/share/edgert/backends");
+    if (user)
+        search(ctx, user, "default (per user: $XDG_DATA_HOME/edgert/backends)");
+    free(user);
+    search(ctx, EDGERT_SYSCONFDIR "/edgert/backends.d", "default (system configuration)");
+    search(ctx, EDGERT_DATADIR "/edgert/backends", "default (system data)");
 }
 
 static int has_yaml_suffix(const char *n)
@@ -232,6 +300,9 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
     } else {
         add_defaults(ctx);
     }
+    if (ctx->ncands == 0)
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "no backend manifest found in the %zu folder(s) searched", ctx->ndirs);
     return EDGERT_OK;
 nomem:
     edgert_errf(err, err_len, "out of memory while reading manifests");

@@ -206,6 +206,22 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
         s->selected = (int)ci;
     } else if (s->count > 0) {
         s->selected = (int)s->order[0];
+    } else if (ctx->ncands == 0) {
+        char dirs[1024] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < ctx->ndirs && used + 2 < sizeof dirs; i++) {
+            int w = snprintf(dirs + used, sizeof dirs - used, "%s%s", i ? ", " : "",
+                             ctx->dirs[i].path);
+            if (w < 0)
+                break;
+            used += (size_t)w < sizeof dirs - used ? (size_t)w : sizeof dirs - used - 1;
+        }
+        edgert_errf(err, err_len,
+                    "no backend is eligible: no backend manifest was found in any folder "
+                    "searched (%s); point EDGERT_ADD_MANIFEST_PATH or --manifests at a folder "
+                    "of manifests",
+                    dirs[0] ? dirs : "none");
+        return EDGERT_E_NOT_ELIGIBLE;
     } else {
         edgert_errf(err, err_len, "no backend is eligible on this device%s",
                     ctx->strict ? " (strict mode excludes the reference backend)" : "");
