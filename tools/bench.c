@@ -462,6 +462,35 @@ out:
 
 /* ---- output ---------------------------------------------------------------------------------- */
 
+/* "shapes": one object per workload shape, with the phases that ran. */
+static void json_shapes(json_w *j, const bench_result *r, const workload *w)
+{
+    json_key(j, "shapes");
+    json_arr(j);
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        const bench_shape *b = &r->shapes[s];
+        json_obj(j);
+        json_kstr(j, "name", sh->name);
+        json_kint(j, "k", sh->k);
+        json_kint(j, "n", sh->n);
+        json_kint(j, "count", sh->count);
+        json_kbool(j, "head", sh->head);
+        json_kint(j, "packed_bytes", (long long)b->packed_bytes);
+        if (r->have_decode) {
+            json_knum(j, "decode_ms", b->decode_ms);
+            json_knum(j, "decode_gbs", b->decode_gbs);
+            json_knum(j, "fraction_of_bandwidth", b->decode_gbs / r->ceiling_gbs);
+        }
+        if (r->have_prefill) {
+            json_knum(j, "prefill_ms", b->prefill_ms);
+            json_knum(j, "prefill_gflops", b->prefill_gflops);
+        }
+        json_end_obj(j);
+    }
+    json_end_arr(j);
+}
+
 static void print_json(const bench_result *r, const workload *w, const cli *c)
 {
     json_w j;
@@ -538,30 +567,7 @@ static void print_json(const bench_result *r, const workload *w, const cli *c)
     json_knum(&j, "settled_rss_mb", r->settled_rss_mb);
     json_knum(&j, "transient_above_packed_mb", r->pack_transient_mb);
     json_end_obj(&j);
-    json_key(&j, "shapes");
-    json_arr(&j);
-    for (size_t s = 0; s < w->nshapes; s++) {
-        const wl_shape *sh = &w->shapes[s];
-        const bench_shape *b = &r->shapes[s];
-        json_obj(&j);
-        json_kstr(&j, "name", sh->name);
-        json_kint(&j, "k", sh->k);
-        json_kint(&j, "n", sh->n);
-        json_kint(&j, "count", sh->count);
-        json_kbool(&j, "head", sh->head);
-        json_kint(&j, "packed_bytes", (long long)b->packed_bytes);
-        if (r->have_decode) {
-            json_knum(&j, "decode_ms", b->decode_ms);
-            json_knum(&j, "decode_gbs", b->decode_gbs);
-            json_knum(&j, "fraction_of_bandwidth", b->decode_gbs / r->ceiling_gbs);
-        }
-        if (r->have_prefill) {
-            json_knum(&j, "prefill_ms", b->prefill_ms);
-            json_knum(&j, "prefill_gflops", b->prefill_gflops);
-        }
-        json_end_obj(&j);
-    }
-    json_end_arr(&j);
+    json_shapes(&j, r, w);
     json_end_obj(&j);
     json_finish(&j);
 }
