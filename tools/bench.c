@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include "bench.h"
 #include "generate.h"
+#include "measure.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -35,25 +36,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return n ? (n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2])) : NAN;
-}
 
 /* ---- RssAnon sampler ---------------------------------------------------------- */
 
@@ -156,47 +138,47 @@ static int family_of(const edgert_candidate *c, const char *path, const peak_res
 /* ---- the run ------------------------------------------------------------------------------- */
 
 static uint64_t matrix_seed(uint64_t seed, size_t shape, uint32_t layer)
-    __attribute__((unused));
-static uint64_t matrix_seed(uint64_t seed, size_t shape, uint32_t layer)
 {
     return seed * 0x100000001B3ull ^ ((uint64_t)shape << 32) ^ layer;
 }
 
-edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
-                            bench_result *r, char *err, size_t err_len)
+/* One bench run: the backend instance, its packed weights (packed[s][l]: layer
+ * l of shape s) and the result being filled. */
+typedef struct bench_run {
+    edgert_ctx *ctx;
+    const cli *c;
+    const workload *w;
+    const edgert_candidate *cand;
+    edgert_backend *be;
+    edgert_packed **packed[WL_MAX_SHAPES];
+    bench_result *r;
+} bench_run;
+
+/* One GEMM of a decode step: shape s, its matrix idx. */
+typedef struct step_call {
+    size_t s;
+    uint32_t idx;
+} step_call;
+
+/* 1. Generate + pack everything, sampling RssAnon. */
+static edgert_status pack_all(bench_run *b, char *err, size_t err_len)
 {
+    const workload *w = b->w;
+    bench_result *r = b->r;
+    int sym = b->cand->layout.symmetric;
+    uint32_t group = b->cand->layout.group_size > 0 ? (uint32_t)b->cand->layout.group_size : 128u;
     edgert_status st = EDGERT_OK;
-    edgert_backend *be = NULL;
-    edgert_packed **packed[WL_MAX_SHAPES] = {0};
-    float *x = NULL, *y = NULL;
-    double *times = NULL;
     sampler smp;
     int sampling = 0;
-    memset(r, 0, sizeof *r);
     memset(&smp, 0, sizeof smp);
-    snprintf(r->backend, sizeof r->backend, "%s", backend);
-    r->threads = edgert_thread_count(ctx);
-    r->compute_family = -1;
-
-    const edgert_candidate *cand = edgert_candidate_find(ctx, backend);
-    st = edgert_backend_open(ctx, backend, c->options, &be, err, err_len);
-    if (st != EDGERT_OK)
-        return st;
-    snprintf(r->path, sizeof r->path, "%s", edgert_backend_describe(be));
-    uint64_t flags = edgert_device_facts(ctx)->cpu_flags;
-    int sym = cand->layout.symmetric;
-    uint32_t group = cand->layout.group_size > 0 ? (uint32_t)cand->layout.group_size : 128u;
-
-    /* 1. Generate + pack everything, sampling RssAnon. */
-    uint32_t maxk = 0, maxn = 0;
     size_t total_mats = 0, done = 0;
     for (size_t s = 0; s < w->nshapes; s++) {
-        maxk = w->shapes[s].k > maxk ? w->shapes[s].k : maxk;
-        maxn = w->shapes[s].n > maxn ? w->shapes[s].n : maxn;
         total_mats += w->shapes[s].count;
-        packed[s] = calloc(w->shapes[s].count, sizeof *packed[s]);
-        if (!packed[s])
-            goto nomem;
+        b->packed[s] = calloc(w->shapes[s].count, sizeof *b->packed[s]);
+        if (!b->packed[s]) {
+            edgert_errf(err, err_len, "out of memory");
+            return EDGERT_E_NOMEM;
+        }
     }
     r->baseline_rss_mb = rss_anon_kb() / 1024.0;
     atomic_store(&smp.peak_kb, rss_anon_kb());
@@ -209,28 +191,28 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
      * timing does not depend on. */
     for (size_t s = 0; s < w->nshapes; s++) {
         const wl_shape *sh = &w->shapes[s];
-        double t0 = now_s();
+        double t0 = measure_now_s();
         edgert_qtensor q;
-        st = gen_qtensor(ctx, sh->n, sh->k, group, sym, matrix_seed(c->seed, s, 0),
-                                     0.02f, &q);
+        st = gen_qtensor(b->ctx, sh->n, sh->k, group, sym, matrix_seed(b->c->seed, s, 0), 0.02f,
+                         &q);
         if (st != EDGERT_OK) {
             edgert_errf(err, err_len, "cannot generate %s [%u x %u]", sh->name, sh->n, sh->k);
             goto out;
         }
-        r->generate_seconds += now_s() - t0;
+        r->generate_seconds += measure_now_s() - t0;
         q.view.name = sh->name;
         for (uint32_t l = 0; l < sh->count; l++) {
             window_reset(&smp);
             long before = rss_anon_kb();
-            double t1 = now_s();
-            st = edgert_pack(be, &q.view, &packed[s][l], err, err_len);
-            double t2 = now_s();
+            double t1 = measure_now_s();
+            st = edgert_pack(b->be, &q.view, &b->packed[s][l], err, err_len);
+            double t2 = measure_now_s();
             long peak = window_peak(&smp);
             if (st != EDGERT_OK) {
                 edgert_qtensor_free(&q);
                 goto out;
             }
-            size_t pb = edgert_packed_bytes(packed[s][l]);
+            size_t pb = edgert_packed_bytes(b->packed[s][l]);
             double extra = (double)(peak - before) - (double)pb / 1024.0;
             if (extra > transient_kb)
                 transient_kb = extra;
@@ -249,176 +231,265 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     r->settled_rss_mb = rss_anon_kb() / 1024.0;
     r->peak_rss_mb = fmax(atomic_load(&smp.peak_kb) / 1024.0, r->settled_rss_mb);
     r->pack_transient_mb = transient_kb / 1024.0;
-    r->expected_weight_bytes =
-        (uint64_t)((double)wl_weights(w) * cand->layout.bits_per_weight / 8.0 + 0.5);
-
-    /* 2. Activations and outputs, big enough for any shape. */
-    unsigned m = c->m ? c->m : 512;
-    r->m = m;
-    x = malloc(sizeof(float) * (size_t)m * maxk);
-    y = malloc(sizeof(float) * (size_t)m * maxn);
-    unsigned reps = c->repeat ? c->repeat : 5;
-    times = calloc((size_t)reps * (w->nshapes + 1), sizeof *times);
-    if (!x || !y || !times)
-        goto nomem;
-    gen_activations(x, m, maxk, c->seed);
-
-    /* 3. Decode: whole steps. */
-    if (c->phase != PHASE_PREFILL) {
-        uint32_t layers = 0;
-        for (size_t s = 0; s < w->nshapes; s++)
-            if (!w->shapes[s].head && w->shapes[s].count > layers)
-                layers = w->shapes[s].count;
-        /* The step's GEMMs in the order the loop below runs them, by packed
-         * size: the ceiling is also read in calls of these sizes. */
-        size_t ncalls = 0, *calls = NULL;
-        for (size_t s = 0; s < w->nshapes; s++)
-            ncalls += w->shapes[s].count;
-        calls = calloc(ncalls ? ncalls : 1, sizeof *calls);
-        if (!calls)
-            goto nomem;
-        ncalls = 0;
-        for (int pass = 0; pass < 2; pass++)
-            for (uint32_t l = 0; l < (pass == 0 ? layers : 1u); l++)
-                for (size_t s = 0; s < w->nshapes; s++) {
-                    const wl_shape *sh = &w->shapes[s];
-                    if (sh->head != pass || (pass == 0 && l >= sh->count))
-                        continue;
-                    for (uint32_t h = 0; h < (pass ? sh->count : 1u); h++)
-                        calls[ncalls++] = edgert_packed_bytes(packed[s][pass ? h : l]);
-                }
-        /* Ceiling first, on the same threads, over 1 GiB (far beyond any LLC). */
-        int bw_rc = peak_bandwidth(r->threads, (size_t)1 << 30, 7, flags, calls, ncalls, &r->bw);
-        free(calls);
-        if (bw_rc != 0) {
-            edgert_errf(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
-            st = EDGERT_E_NOMEM;
-            goto out;
-        }
-        r->ceiling_gbs = fmax(r->bw.plain_gbs, r->bw.prefetch_gbs);
-        r->calls_ceiling_gbs = fmax(r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
-        double *shape_t = calloc(w->nshapes, sizeof *shape_t);
-        double *steps = calloc(reps, sizeof *steps);
-        if (!shape_t || !steps) {
-            free(shape_t);
-            free(steps);
-            goto nomem;
-        }
-        for (unsigned rep = 0; rep <= reps; rep++) { /* rep 0 warms up, untimed */
-            memset(shape_t, 0, w->nshapes * sizeof *shape_t);
-            double t0 = now_s();
-            for (int pass = 0; pass < 2; pass++) { /* layers, then heads */
-                uint32_t iters = pass == 0 ? layers : 1;
-                for (uint32_t l = 0; l < iters; l++)
-                    for (size_t s = 0; s < w->nshapes; s++) {
-                        const wl_shape *sh = &w->shapes[s];
-                        uint32_t idx = pass == 0 ? l : 0;
-                        if (sh->head != pass || (pass == 0 && l >= sh->count))
-                            continue;
-                        for (uint32_t h = 0; h < (pass ? sh->count : 1); h++) {
-                            edgert_gemm_args a = {sizeof a, 1, x, sh->k, y, sh->n};
-                            double g0 = now_s();
-                            st = edgert_gemm(be, packed[s][pass ? h : idx], &a, err, err_len);
-                            shape_t[s] += now_s() - g0;
-                            if (st != EDGERT_OK) {
-                                free(shape_t);
-                                free(steps);
-                                goto out;
-                            }
-                        }
-                    }
-            }
-            double dt = now_s() - t0;
-            if (rep > 0) {
-                steps[rep - 1] = dt;
-                for (size_t s = 0; s < w->nshapes; s++)
-                    times[(size_t)(rep - 1) * w->nshapes + s] = shape_t[s];
-            }
-            progress("decode", rep, reps);
-        }
-        double *sorted = steps; /* sorted in place: the order is not used again */
-        double med = median(sorted, reps);
-        r->step_ms_median = 1e3 * med;
-        r->step_ms_min = 1e3 * sorted[0];
-        r->step_ms_max = 1e3 * sorted[reps - 1];
-        r->tokens_per_s = 1.0 / med;
-        r->weight_gbs = (double)r->weight_bytes / med / 1e9;
-        r->fraction_of_bandwidth = r->weight_gbs / r->ceiling_gbs;
-        r->fraction_of_calls_ceiling =
-            r->calls_ceiling_gbs > 0.0 ? r->weight_gbs / r->calls_ceiling_gbs : NAN;
-        for (size_t s = 0; s < w->nshapes; s++) {
-            double *v = steps; /* the step times are no longer needed: reuse */
-            for (unsigned i = 0; i < reps; i++)
-                v[i] = times[(size_t)i * w->nshapes + s];
-            double ms = median(v, reps);
-            r->shapes[s].decode_ms = 1e3 * ms;
-            r->shapes[s].decode_gbs = (double)r->shapes[s].packed_bytes / ms / 1e9;
-        }
-        r->have_decode = 1;
-        free(shape_t);
-        free(steps);
-    }
-
-    /* 4. Prefill. */
-    if (c->phase != PHASE_DECODE) {
-        peak_compute(r->threads, flags, &r->peaks);
-        unsigned preps = c->repeat ? c->repeat : 3;
-        double total_s = 0, total_flop = 0;
-        double *v = calloc(preps, sizeof *v);
-        if (!v)
-            goto nomem;
-        for (size_t s = 0; s < w->nshapes; s++) {
-            const wl_shape *sh = &w->shapes[s];
-            unsigned rows = sh->head ? 1 : m;
-            for (unsigned rep = 0; rep <= preps; rep++) {
-                edgert_gemm_args a = {sizeof a, rows, x, sh->k, y, sh->n};
-                double g0 = now_s();
-                st = edgert_gemm(be, packed[s][0], &a, err, err_len);
-                if (st != EDGERT_OK) {
-                    free(v);
-                    goto out;
-                }
-                if (rep > 0)
-                    v[rep - 1] = now_s() - g0;
-            }
-            double t = median(v, preps);
-            double flop = 2.0 * rows * sh->n * (double)sh->k;
-            r->shapes[s].prefill_ms = 1e3 * t;
-            r->shapes[s].prefill_gflops = flop / t / 1e9;
-            total_s += t * sh->count;
-            total_flop += flop * sh->count;
-            progress("prefill", s + 1, w->nshapes);
-        }
-        free(v);
-        r->prefill_tokens_per_s = m / total_s;
-        r->prefill_gflops = total_flop / total_s / 1e9;
-        r->compute_family = family_of(cand, r->path, &r->peaks);
-        r->fraction_of_compute_peak = r->prefill_gflops / r->peaks.value[r->compute_family];
-        r->have_prefill = 1;
-    }
-    st = EDGERT_OK;
-    goto out;
-nomem:
-    edgert_errf(err, err_len, "out of memory");
-    st = EDGERT_E_NOMEM;
 out:
     if (sampling) {
         atomic_store(&smp.stop, 1);
         pthread_join(smp.th, NULL);
     }
-    for (size_t s = 0; s < w->nshapes; s++) {
-        for (uint32_t l = 0; packed[s] && l < w->shapes[s].count; l++)
-            edgert_packed_free(packed[s][l]);
-        free(packed[s]);
+    return st;
+}
+
+/* The GEMMs of one decode step in the order it runs them: every layer's
+ * projections (layer by layer), then the heads. Returns how many. */
+static size_t step_order(const workload *w, step_call *out)
+{
+    uint32_t layers = 0;
+    for (size_t s = 0; s < w->nshapes; s++)
+        if (!w->shapes[s].head && w->shapes[s].count > layers)
+            layers = w->shapes[s].count;
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) /* layers, then heads */
+        for (uint32_t l = 0; l < (pass == 0 ? layers : 1u); l++)
+            for (size_t s = 0; s < w->nshapes; s++) {
+                const wl_shape *sh = &w->shapes[s];
+                if (sh->head != pass || (pass == 0 && l >= sh->count))
+                    continue;
+                for (uint32_t h = 0; h < (pass ? sh->count : 1u); h++)
+                    out[n++] = (step_call){s, pass ? h : l};
+            }
+    return n;
+}
+
+/* 2. The read ceiling, on the same threads, over 1 GiB (far beyond any LLC):
+ * also read in calls of the step's GEMM sizes, in the order it runs them. */
+static edgert_status decode_ceiling(bench_run *b, const step_call *order, size_t ncalls,
+                                    char *err, size_t err_len)
+{
+    bench_result *r = b->r;
+    size_t *calls = calloc(ncalls ? ncalls : 1, sizeof *calls);
+    if (!calls) {
+        edgert_errf(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
     }
-    edgert_backend_close(be);
+    for (size_t i = 0; i < ncalls; i++)
+        calls[i] = edgert_packed_bytes(b->packed[order[i].s][order[i].idx]);
+    uint64_t flags = edgert_device_facts(b->ctx)->cpu_flags;
+    int bw_rc = peak_bandwidth(r->threads, (size_t)1 << 30, 7, flags, calls, ncalls, &r->bw);
+    free(calls);
+    if (bw_rc != 0) {
+        edgert_errf(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
+        return EDGERT_E_NOMEM;
+    }
+    r->ceiling_gbs = fmax(r->bw.plain_gbs, r->bw.prefetch_gbs);
+    r->calls_ceiling_gbs = fmax(r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
+    return EDGERT_OK;
+}
+
+/* 3. Whole decode steps, M = 1: rep 0 warms up, then `reps` timed steps;
+ * the median step and each shape's median share of it. */
+static edgert_status decode_steps(bench_run *b, const step_call *order, size_t ncalls,
+                                  const float *x, float *y, char *err, size_t err_len)
+{
+    const workload *w = b->w;
+    bench_result *r = b->r;
+    unsigned reps = b->c->repeat ? b->c->repeat : 5;
+    edgert_status st = EDGERT_OK;
+    double *times = calloc((size_t)reps * (w->nshapes + 1), sizeof *times);
+    double *shape_t = calloc(w->nshapes, sizeof *shape_t);
+    double *steps = calloc(reps, sizeof *steps);
+    if (!times || !shape_t || !steps) {
+        edgert_errf(err, err_len, "out of memory");
+        st = EDGERT_E_NOMEM;
+        goto out;
+    }
+    for (unsigned rep = 0; rep <= reps; rep++) { /* rep 0 warms up, untimed */
+        memset(shape_t, 0, w->nshapes * sizeof *shape_t);
+        double t0 = measure_now_s();
+        for (size_t i = 0; i < ncalls; i++) {
+            const wl_shape *sh = &w->shapes[order[i].s];
+            edgert_gemm_args a = {sizeof a, 1, x, sh->k, y, sh->n};
+            double g0 = measure_now_s();
+            st = edgert_gemm(b->be, b->packed[order[i].s][order[i].idx], &a, err, err_len);
+            shape_t[order[i].s] += measure_now_s() - g0;
+            if (st != EDGERT_OK)
+                goto out;
+        }
+        double dt = measure_now_s() - t0;
+        if (rep > 0) {
+            steps[rep - 1] = dt;
+            for (size_t s = 0; s < w->nshapes; s++)
+                times[(size_t)(rep - 1) * w->nshapes + s] = shape_t[s];
+        }
+        progress("decode", rep, reps);
+    }
+    double *sorted = steps; /* sorted in place: the order is not used again */
+    double med = measure_median(sorted, reps);
+    r->step_ms_median = 1e3 * med;
+    r->step_ms_min = 1e3 * sorted[0];
+    r->step_ms_max = 1e3 * sorted[reps - 1];
+    r->tokens_per_s = 1.0 / med;
+    r->weight_gbs = (double)r->weight_bytes / med / 1e9;
+    r->fraction_of_bandwidth = r->weight_gbs / r->ceiling_gbs;
+    r->fraction_of_calls_ceiling =
+        r->calls_ceiling_gbs > 0.0 ? r->weight_gbs / r->calls_ceiling_gbs : NAN;
+    for (size_t s = 0; s < w->nshapes; s++) {
+        double *v = steps; /* the step times are no longer needed: reuse */
+        for (unsigned i = 0; i < reps; i++)
+            v[i] = times[(size_t)i * w->nshapes + s];
+        double ms = measure_median(v, reps);
+        r->shapes[s].decode_ms = 1e3 * ms;
+        r->shapes[s].decode_gbs = (double)r->shapes[s].packed_bytes / ms / 1e9;
+    }
+    r->have_decode = 1;
+out:
+    free(times);
+    free(shape_t);
+    free(steps);
+    return st;
+}
+
+/* 4. Prefill: each shape once with m rows (a head with 1), median of the
+ * repeats, weighted by its count; against the compute peak of the family
+ * the kernel relies on. */
+static edgert_status prefill(bench_run *b, unsigned m, const float *x, float *y, char *err,
+                             size_t err_len)
+{
+    const workload *w = b->w;
+    bench_result *r = b->r;
+    peak_compute(r->threads, edgert_device_facts(b->ctx)->cpu_flags, &r->peaks);
+    unsigned preps = b->c->repeat ? b->c->repeat : 3;
+    double total_s = 0, total_flop = 0;
+    double *v = calloc(preps, sizeof *v);
+    if (!v) {
+        edgert_errf(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        unsigned rows = sh->head ? 1 : m;
+        for (unsigned rep = 0; rep <= preps; rep++) {
+            edgert_gemm_args a = {sizeof a, rows, x, sh->k, y, sh->n};
+            double g0 = measure_now_s();
+            edgert_status st = edgert_gemm(b->be, b->packed[s][0], &a, err, err_len);
+            if (st != EDGERT_OK) {
+                free(v);
+                return st;
+            }
+            if (rep > 0)
+                v[rep - 1] = measure_now_s() - g0;
+        }
+        double t = measure_median(v, preps);
+        double flop = 2.0 * rows * sh->n * (double)sh->k;
+        r->shapes[s].prefill_ms = 1e3 * t;
+        r->shapes[s].prefill_gflops = flop / t / 1e9;
+        total_s += t * sh->count;
+        total_flop += flop * sh->count;
+        progress("prefill", s + 1, w->nshapes);
+    }
+    free(v);
+    r->prefill_tokens_per_s = m / total_s;
+    r->prefill_gflops = total_flop / total_s / 1e9;
+    r->compute_family = family_of(b->cand, r->path, &r->peaks);
+    r->fraction_of_compute_peak = r->prefill_gflops / r->peaks.value[r->compute_family];
+    r->have_prefill = 1;
+    return EDGERT_OK;
+}
+
+edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
+                            bench_result *r, char *err, size_t err_len)
+{
+    bench_run b = {.ctx = ctx, .c = c, .w = w, .r = r};
+    float *x = NULL, *y = NULL;
+    step_call *order = NULL;
+    memset(r, 0, sizeof *r);
+    snprintf(r->backend, sizeof r->backend, "%s", backend);
+    r->threads = edgert_thread_count(ctx);
+    r->compute_family = -1;
+
+    b.cand = edgert_candidate_find(ctx, backend);
+    edgert_status st = edgert_backend_open(ctx, backend, c->options, &b.be, err, err_len);
+    if (st != EDGERT_OK)
+        return st;
+    snprintf(r->path, sizeof r->path, "%s", edgert_backend_describe(b.be));
+    st = pack_all(&b, err, err_len);
+    if (st != EDGERT_OK)
+        goto out;
+    r->expected_weight_bytes =
+        (uint64_t)((double)wl_weights(w) * b.cand->layout.bits_per_weight / 8.0 + 0.5);
+
+    /* Activations and outputs, big enough for any shape. */
+    uint32_t maxk = 0, maxn = 0;
+    size_t ncalls = 0;
+    for (size_t s = 0; s < w->nshapes; s++) {
+        maxk = w->shapes[s].k > maxk ? w->shapes[s].k : maxk;
+        maxn = w->shapes[s].n > maxn ? w->shapes[s].n : maxn;
+        ncalls += w->shapes[s].count;
+    }
+    unsigned m = c->m ? c->m : 512;
+    r->m = m;
+    x = malloc(sizeof(float) * (size_t)m * maxk);
+    y = malloc(sizeof(float) * (size_t)m * maxn);
+    order = calloc(ncalls ? ncalls : 1, sizeof *order);
+    if (!x || !y || !order) {
+        edgert_errf(err, err_len, "out of memory");
+        st = EDGERT_E_NOMEM;
+        goto out;
+    }
+    gen_activations(x, m, maxk, c->seed);
+
+    if (c->phase != PHASE_PREFILL) {
+        ncalls = step_order(w, order);
+        st = decode_ceiling(&b, order, ncalls, err, err_len); /* first, on the same threads */
+        if (st == EDGERT_OK)
+            st = decode_steps(&b, order, ncalls, x, y, err, err_len);
+        if (st != EDGERT_OK)
+            goto out;
+    }
+    if (c->phase != PHASE_DECODE)
+        st = prefill(&b, m, x, y, err, err_len);
+out:
+    for (size_t s = 0; s < w->nshapes; s++) {
+        for (uint32_t l = 0; b.packed[s] && l < w->shapes[s].count; l++)
+            edgert_packed_free(b.packed[s][l]);
+        free(b.packed[s]);
+    }
+    edgert_backend_close(b.be);
     free(x);
     free(y);
-    free(times);
+    free(order);
     return st;
 }
 
 /* ---- output ---------------------------------------------------------------------------------- */
+
+/* "shapes": one object per workload shape, with the phases that ran. */
+static void json_shapes(json_w *j, const bench_result *r, const workload *w)
+{
+    json_key(j, "shapes");
+    json_arr(j);
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        const bench_shape *b = &r->shapes[s];
+        json_obj(j);
+        json_kstr(j, "name", sh->name);
+        json_kint(j, "k", sh->k);
+        json_kint(j, "n", sh->n);
+        json_kint(j, "count", sh->count);
+        json_kbool(j, "head", sh->head);
+        json_kint(j, "packed_bytes", (long long)b->packed_bytes);
+        if (r->have_decode) {
+            json_knum(j, "decode_ms", b->decode_ms);
+            json_knum(j, "decode_gbs", b->decode_gbs);
+            json_knum(j, "fraction_of_bandwidth", b->decode_gbs / r->ceiling_gbs);
+        }
+        if (r->have_prefill) {
+            json_knum(j, "prefill_ms", b->prefill_ms);
+            json_knum(j, "prefill_gflops", b->prefill_gflops);
+        }
+        json_end_obj(j);
+    }
+    json_end_arr(j);
+}
 
 static void print_json(const bench_result *r, const workload *w, const cli *c)
 {
@@ -496,30 +567,7 @@ static void print_json(const bench_result *r, const workload *w, const cli *c)
     json_knum(&j, "settled_rss_mb", r->settled_rss_mb);
     json_knum(&j, "transient_above_packed_mb", r->pack_transient_mb);
     json_end_obj(&j);
-    json_key(&j, "shapes");
-    json_arr(&j);
-    for (size_t s = 0; s < w->nshapes; s++) {
-        const wl_shape *sh = &w->shapes[s];
-        const bench_shape *b = &r->shapes[s];
-        json_obj(&j);
-        json_kstr(&j, "name", sh->name);
-        json_kint(&j, "k", sh->k);
-        json_kint(&j, "n", sh->n);
-        json_kint(&j, "count", sh->count);
-        json_kbool(&j, "head", sh->head);
-        json_kint(&j, "packed_bytes", (long long)b->packed_bytes);
-        if (r->have_decode) {
-            json_knum(&j, "decode_ms", b->decode_ms);
-            json_knum(&j, "decode_gbs", b->decode_gbs);
-            json_knum(&j, "fraction_of_bandwidth", b->decode_gbs / r->ceiling_gbs);
-        }
-        if (r->have_prefill) {
-            json_knum(&j, "prefill_ms", b->prefill_ms);
-            json_knum(&j, "prefill_gflops", b->prefill_gflops);
-        }
-        json_end_obj(&j);
-    }
-    json_end_arr(&j);
+    json_shapes(&j, r, w);
     json_end_obj(&j);
     json_finish(&j);
 }
@@ -543,8 +591,9 @@ static void print_text(const bench_result *r, const workload *w, const cli *c)
         printf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
                "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
                r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
-               r->tokens_per_s, r->weight_bytes / 1e6, 8.0 * r->weight_bytes / (double)wl_weights(w),
-               r->weight_gbs, r->fraction_of_bandwidth);
+               r->tokens_per_s, r->weight_bytes / 1e6,
+               8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
+               r->fraction_of_bandwidth);
         printf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
     }
     if (r->have_prefill) {

@@ -4,6 +4,22 @@
  * The CLI is built for the baseline ISA; wider code here is compiled per
  * function with target attributes and chosen at run time from the probe's
  * flags, like the plugins (never -march=native).
+ *
+ * Why the peaks run on their own threads (the `team` below), not on the
+ * handle's pool like everything else in tools/: each thread here gets one
+ * fixed, equal share, and all start together behind a barrier. The pool
+ * (edgert_parallel_for) cannot express that — it may hand two shares to one
+ * thread — so moving onto it means cutting the work into many chunks timed
+ * as one call, the way a decode GEMM runs. That was built and measured
+ * against this team in one process, alternating the two, on the 2-core VM
+ * this was written on (1 GiB, spark-1.7b's 113 call sizes, 44 pairs; the
+ * compute loops 16 pairs): the pool's read ceiling came out higher in 37 of
+ * 44 pairs (median +2.1% plain, +2.4% prefetched: it rebalances a thread
+ * that falls behind, where a fixed split waits for it), its call-sized read
+ * lower in 28 to 32 of 44 (median -1.6% / -2.0%), and every compute peak
+ * higher in 13 to 15 of 16 (+0.3% to +0.6%). A different measurement, beyond
+ * the noise of pairs, and a moved ceiling would shift every
+ * fraction_of_bandwidth already recorded; so the team stays, for both.
  */
 #define _GNU_SOURCE
 #include "peaks.h"
@@ -13,9 +29,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 
 #include "edgert/edgert.h"
+#include "measure.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -27,20 +43,7 @@ const char *const peak_names[PEAK_COUNT] = {"fp32_fma_gflops", "bf16_dot_gflops"
                                             "int8_vnni_gops",  "amx_int8_gops",
                                             "amx_bf16_gflops", "int16_vnni_gops"};
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* ---- a tiny fork/join over pthreads (the CLI has no access to the core's pool) */
+/* ---- a tiny fork/join over pthreads: equal shares started together (see the top) */
 
 typedef struct team team;
 typedef void (*team_fn)(team *t, unsigned id);
@@ -77,7 +80,8 @@ static int team_start(team *t, unsigned n)
     memset(t, 0, sizeof *t);
     t->n = n;
     t->th = calloc(n, sizeof *t->th);
-    if (!t->th || pthread_barrier_init(&t->start, NULL, n) || pthread_barrier_init(&t->stop, NULL, n))
+    if (!t->th || pthread_barrier_init(&t->start, NULL, n) ||
+        pthread_barrier_init(&t->stop, NULL, n))
         return -1;
     for (unsigned i = 1; i < n; i++) {
         member *m = malloc(sizeof *m);
@@ -95,10 +99,10 @@ static double team_run(team *t, team_fn fn, void *arg)
     t->fn = fn;
     t->arg = arg;
     pthread_barrier_wait(&t->start);
-    double t0 = now_s();
+    double t0 = measure_now_s();
     fn(t, 0);
     pthread_barrier_wait(&t->stop);
-    return now_s() - t0;
+    return measure_now_s() - t0;
 }
 
 static void team_stop(team *t)
@@ -257,21 +261,17 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
         cpf[i] = (double)calls_read / team_run(&t, bw_member, &j) / 1e9;
     }
     team_stop(&t);
-    qsort(plain, passes, sizeof *plain, cmp_double);
-    qsort(pf, passes, sizeof *pf, cmp_double);
-    out->plain_gbs = plain[passes / 2];
+    out->plain_gbs = measure_median(plain, passes); /* sorts: [0] is the min, [passes-1] the max */
     out->plain_min = plain[0];
     out->plain_max = plain[passes - 1];
-    out->prefetch_gbs = pf[passes / 2];
+    out->prefetch_gbs = measure_median(pf, passes);
     out->prefetch_min = pf[0];
     out->prefetch_max = pf[passes - 1];
     out->bytes = read;
     out->passes = passes;
     if (calls_read != 0) {
-        qsort(cplain, passes, sizeof *cplain, cmp_double);
-        qsort(cpf, passes, sizeof *cpf, cmp_double);
-        out->calls_plain_gbs = cplain[passes / 2];
-        out->calls_prefetch_gbs = cpf[passes / 2];
+        out->calls_plain_gbs = measure_median(cplain, passes);
+        out->calls_prefetch_gbs = measure_median(cpf, passes);
         out->calls = ncalls;
     }
     rc = 0;
@@ -313,16 +313,21 @@ static double fma_portable(void)
     a5 = OP(a5); a6 = OP(a6); a7 = OP(a7); a8 = OP(a8); a9 = OP(a9); a10 = OP(a10); a11 = OP(a11)
 #define SUM12(ADD) ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))), \
     ADD(ADD(a8, a9), ADD(a10, a11)))
+/* ITERS steps of the 12 accumulators; the empty asm (C: "+v" or "+x", the
+ * register class) makes four of them look used each step, so the compiler
+ * can neither shorten nor merge the chains. */
+#define RUN12(OP, C)                                                    \
+    for (unsigned i = 0; i < ITERS; i++) {                              \
+        STEP12(OP);                                                     \
+        __asm__ volatile("" : C(a0), C(a1), C(a2), C(a3));              \
+    }
 
 __attribute__((target("avx512f"))) static double fma_avx512(void)
 {
     __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
     ACC12(__m512, _mm512_setzero_ps());
 #define F(a) _mm512_fmadd_ps(a, x, y)
-    for (unsigned i = 0; i < ITERS; i++) {
-        STEP12(F);
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
-    }
+    RUN12(F, "+v");
 #undef F
     __m512 s = SUM12(_mm512_add_ps);
     volatile float sink = _mm512_reduce_add_ps(s);
@@ -335,10 +340,7 @@ __attribute__((target("avx2,fma"))) static double fma_avx2(void)
     __m256 x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
     ACC12(__m256, _mm256_setzero_ps());
 #define F(a) _mm256_fmadd_ps(a, x, y)
-    for (unsigned i = 0; i < ITERS; i++) {
-        STEP12(F);
-        __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3));
-    }
+    RUN12(F, "+x");
 #undef F
     __m256 s = SUM12(_mm256_add_ps);
     float v[8];
@@ -353,10 +355,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double bf16_avx512(void)
     __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
     ACC12(__m512, _mm512_setzero_ps());
 #define F(a) _mm512_dpbf16_ps(a, x, y)
-    for (unsigned i = 0; i < ITERS; i++) {
-        STEP12(F);
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
-    }
+    RUN12(F, "+v");
 #undef F
     __m512 s = SUM12(_mm512_add_ps);
     volatile float sink = _mm512_reduce_add_ps(s);
@@ -371,10 +370,7 @@ __attribute__((target("avx512f,avx512vnni"))) static double vnni_avx512(void)
     __m512i x = _mm512_set1_epi8(3), y = _mm512_setzero_si512();
     ACC12(__m512i, _mm512_setzero_si512());
 #define F(a) _mm512_dpbusd_epi32(a, x, y)
-    for (unsigned i = 0; i < ITERS; i++) {
-        STEP12(F);
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
-    }
+    RUN12(F, "+v");
 #undef F
     __m512i s = SUM12(_mm512_add_epi32);
     volatile int sink = _mm512_reduce_add_epi32(s);
@@ -387,10 +383,7 @@ __attribute__((target("avx512f,avx512vnni"))) static double vnni16_avx512(void)
     __m512i x = _mm512_set1_epi16(3), y = _mm512_setzero_si512(); /* see vnni_avx512 */
     ACC12(__m512i, _mm512_setzero_si512());
 #define F(a) _mm512_dpwssd_epi32(a, x, y)
-    for (unsigned i = 0; i < ITERS; i++) {
-        STEP12(F);
-        __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3));
-    }
+    RUN12(F, "+v");
 #undef F
     __m512i s = SUM12(_mm512_add_epi32);
     volatile int sink = _mm512_reduce_add_epi32(s);
