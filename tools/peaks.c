@@ -48,7 +48,8 @@ const char *const peak_names[PEAK_COUNT] = {"fp32_fma_gflops", "bf16_dot_gflops"
 typedef struct team team;
 typedef void (*team_fn)(team *t, unsigned id);
 struct team {
-    unsigned n;
+    unsigned n; /* members, the caller included */
+    pthread_mutex_t gate; /* held while the team forms: members wait for the barriers */
     pthread_barrier_t start, stop;
     team_fn fn;
     void *arg;
@@ -64,33 +65,62 @@ typedef struct {
 static void *member_main(void *p)
 {
     member *m = p;
-    for (;;) {
-        pthread_barrier_wait(&m->t->start);
-        if (m->t->quit)
+    team *t = m->t;
+    pthread_mutex_lock(&t->gate); /* until team_start knows how many started */
+    int quit = t->quit;
+    pthread_mutex_unlock(&t->gate);
+    while (!quit) {
+        pthread_barrier_wait(&t->start);
+        if (t->quit)
             break;
-        m->t->fn(m->t, m->id);
-        pthread_barrier_wait(&m->t->stop);
+        t->fn(t, m->id);
+        pthread_barrier_wait(&t->stop);
     }
     free(m);
     return NULL;
 }
 
+/* Start up to n - 1 members. The barriers are sized to the members that did
+ * start (a failed pthread_create or malloc leaves a smaller team, never one
+ * waiting for a thread that does not exist); the members wait at the gate
+ * until they are. 0, or -1 with nothing left running. */
 static int team_start(team *t, unsigned n)
 {
     memset(t, 0, sizeof *t);
-    t->n = n;
     t->th = calloc(n, sizeof *t->th);
-    if (!t->th || pthread_barrier_init(&t->start, NULL, n) ||
-        pthread_barrier_init(&t->stop, NULL, n))
+    if (!t->th || pthread_mutex_init(&t->gate, NULL) != 0) {
+        free(t->th);
         return -1;
+    }
+    pthread_mutex_lock(&t->gate);
+    unsigned started = 1;
     for (unsigned i = 1; i < n; i++) {
         member *m = malloc(sizeof *m);
+        if (!m)
+            break;
         m->t = t;
-        m->id = i;
-        if (pthread_create(&t->th[i], NULL, member_main, m) != 0)
-            return -1;
+        m->id = started;
+        if (pthread_create(&t->th[started], NULL, member_main, m) != 0) {
+            free(m);
+            break;
+        }
+        started++;
     }
-    return 0;
+    t->n = started;
+    int bad = pthread_barrier_init(&t->start, NULL, started) != 0;
+    if (!bad && pthread_barrier_init(&t->stop, NULL, started) != 0) {
+        pthread_barrier_destroy(&t->start);
+        bad = 1;
+    }
+    t->quit = bad;
+    pthread_mutex_unlock(&t->gate);
+    if (!bad)
+        return 0;
+    for (unsigned i = 1; i < started; i++)
+        pthread_join(t->th[i], NULL);
+    pthread_mutex_destroy(&t->gate);
+    free(t->th);
+    return -1;
 }
 
 /* Run fn on every member (the caller is member 0); returns the wall time. */
@@ -113,6 +143,7 @@ static void team_stop(team *t)
         pthread_join(t->th[i], NULL);
     pthread_barrier_destroy(&t->start);
     pthread_barrier_destroy(&t->stop);
+    pthread_mutex_destroy(&t->gate);
     free(t->th);
 }
 
