@@ -13,82 +13,51 @@
 #include "cli.h"
 #include "verify.h"
 
-int cmd_calibrate(const cli *c)
+/* Bench (decode) and verify one backend into *e. EXIT_OK, or EXIT_FAIL after
+ * saying why nothing is stored for it. */
+static int measure_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
+                       bench_result *br, verify_result *v, edgert_evidence *e)
 {
-    workload w;
-    edgert_ctx *ctx = NULL;
-    int rc = open_measuring(c, "calibrate", "calibrate measures this one", &w, &ctx);
-    if (rc)
-        return rc;
-    const char *path = c->out ? c->out : edgert_evidence_path(ctx);
-    if (!path) {
-        fprintf(stderr, "edgert calibrate: no evidence file: set XDG_CACHE_HOME or HOME, or use --out\n");
-        edgert_close(ctx);
-        return EXIT_USAGE;
-    }
-    size_t n = edgert_candidate_count(ctx), count = 0;
-    edgert_evidence *ev = calloc(n ? n : 1, sizeof *ev);
-    bench_result *br = calloc(1, sizeof *br);
-    verify_result *vr = calloc(n ? n : 1, sizeof *vr);
-    if (!ev || !br || !vr) {
-        fprintf(stderr, "edgert calibrate: out of memory\n");
-        rc = EXIT_FAIL;
-        goto out;
-    }
+    char err[1024] = "";
     cli bc = *c;
     bc.phase = PHASE_DECODE;
     bc.options = NULL;
-    char err[1024];
-    for (size_t i = 0; i < n; i++) {
-        const edgert_candidate *k = edgert_candidate_at(ctx, i);
-        if (!k->eligible || !k->loaded || !k->runs_in_process)
-            continue;
-        if (!c->quiet && !c->json)
-            fprintf(stderr, "calibrate: %s: bench (decode)...\n", k->name);
-        err[0] = '\0';
-        if (bench_backend(ctx, &bc, &w, k->name, br, err, sizeof err) != EDGERT_OK) {
-            fprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
-                    k->name, err);
-            rc = EXIT_FAIL;
-            continue;
-        }
-        if (!c->quiet && !c->json)
-            fprintf(stderr, "calibrate: %s: verify...\n", k->name);
-        verify_result *v = &vr[count];
-        if (verify_backend(ctx, c, &w, k->name, v, err, sizeof err) != EDGERT_OK) {
-            fprintf(stderr, "edgert calibrate: %s: verify failed to run: %s; no evidence stored\n",
-                    k->name, err);
-            rc = EXIT_FAIL;
-            continue;
-        }
-        edgert_evidence *e = &ev[count++];
-        e->struct_size = sizeof *e;
-        e->backend = k->name;
-        e->decode_tokens_per_s = br->tokens_per_s;
-        e->prefill_gflops = NAN;
-        e->top1_agreement = v->top1_agreement;
-        e->kl_mean = v->kl_mean;
-        e->sqnr_min_db = v->sqnr_min_db;
-        e->threads = br->threads;
-        e->workload = w.name;
-        e->correct = v->correct;
-        if (!v->correct)
-            fprintf(stderr, "edgert calibrate: %s FAILED verify (%s): it will not be selected on "
-                            "this device\n", k->name, v->first_failure);
+    if (!c->quiet && !c->json)
+        fprintf(stderr, "calibrate: %s: bench (decode)...\n", name);
+    if (bench_backend(ctx, &bc, w, name, br, err, sizeof err) != EDGERT_OK) {
+        fprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
+                name, err);
+        return EXIT_FAIL;
     }
-    err[0] = '\0';
-    if (edgert_evidence_store(ctx, path, ev, count, err, sizeof err) != EDGERT_OK) {
-        fprintf(stderr, "edgert calibrate: %s\n", err);
-        rc = EXIT_FAIL;
-        goto out;
+    if (!c->quiet && !c->json)
+        fprintf(stderr, "calibrate: %s: verify...\n", name);
+    if (verify_backend(ctx, c, w, name, v, err, sizeof err) != EDGERT_OK) {
+        fprintf(stderr, "edgert calibrate: %s: verify failed to run: %s; no evidence stored\n",
+                name, err);
+        return EXIT_FAIL;
     }
+    *e = (edgert_evidence){
+        .struct_size = sizeof *e, .backend = name, .decode_tokens_per_s = br->tokens_per_s,
+        .prefill_gflops = NAN, .top1_agreement = v->top1_agreement, .kl_mean = v->kl_mean,
+        .sqnr_min_db = v->sqnr_min_db, .threads = br->threads, .workload = w->name,
+        .correct = v->correct,
+    };
+    if (!v->correct)
+        fprintf(stderr, "edgert calibrate: %s FAILED verify (%s): it will not be selected on "
+                        "this device\n", name, v->first_failure);
+    return EXIT_OK;
+}
+
+static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const char *path,
+                         const edgert_evidence *ev, size_t count)
+{
     if (c->json) {
         json_w j;
         json_init(&j, stdout);
         json_obj(&j);
         json_kstr(&j, "evidence_file", path);
         json_kstr(&j, "device_fingerprint", edgert_device_fingerprint(ctx));
-        json_kstr(&j, "workload", w.name);
+        json_kstr(&j, "workload", w->name);
         json_key(&j, "results");
         json_arr(&j);
         for (size_t i = 0; i < count; i++) {
@@ -104,16 +73,57 @@ int cmd_calibrate(const cli *c)
         json_end_arr(&j);
         json_end_obj(&j);
         json_finish(&j);
-    } else {
-        printf("evidence for device %s written to %s:\n", edgert_device_fingerprint(ctx), path);
-        printf("  %-16s %12s %8s %10s %9s %s\n", "backend", "decode tok/s", "top-1", "KL", "SQNR min",
-               "verify");
-        for (size_t i = 0; i < count; i++)
-            printf("  %-16s %12.2f %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
-                   ev[i].decode_tokens_per_s, ev[i].top1_agreement, ev[i].kl_mean,
-                   ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
-        printf("'edgert select --explain' now ranks by these measured figures.\n");
+        return;
     }
+    printf("evidence for device %s written to %s:\n", edgert_device_fingerprint(ctx), path);
+    printf("  %-16s %12s %8s %10s %9s %s\n", "backend", "decode tok/s", "top-1", "KL",
+           "SQNR min", "verify");
+    for (size_t i = 0; i < count; i++)
+        printf("  %-16s %12.2f %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
+               ev[i].decode_tokens_per_s, ev[i].top1_agreement, ev[i].kl_mean,
+               ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
+    printf("'edgert select --explain' now ranks by these measured figures.\n");
+}
+
+int cmd_calibrate(const cli *c)
+{
+    workload w;
+    edgert_ctx *ctx = NULL;
+    int rc = open_measuring(c, "calibrate", "calibrate measures this one", &w, &ctx);
+    if (rc)
+        return rc;
+    const char *path = c->out ? c->out : edgert_evidence_path(ctx);
+    if (!path) {
+        fprintf(stderr,
+                "edgert calibrate: no evidence file: set XDG_CACHE_HOME or HOME, or use --out\n");
+        edgert_close(ctx);
+        return EXIT_USAGE;
+    }
+    size_t n = edgert_candidate_count(ctx), count = 0;
+    edgert_evidence *ev = calloc(n ? n : 1, sizeof *ev);
+    bench_result *br = calloc(1, sizeof *br);
+    verify_result *vr = calloc(n ? n : 1, sizeof *vr);
+    if (!ev || !br || !vr) {
+        fprintf(stderr, "edgert calibrate: out of memory\n");
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const edgert_candidate *k = edgert_candidate_at(ctx, i);
+        if (!k->eligible || !k->loaded || !k->runs_in_process)
+            continue;
+        if (measure_one(ctx, c, &w, k->name, br, &vr[count], &ev[count]) == EXIT_OK)
+            count++;
+        else
+            rc = EXIT_FAIL;
+    }
+    char err[1024] = "";
+    if (edgert_evidence_store(ctx, path, ev, count, err, sizeof err) != EDGERT_OK) {
+        fprintf(stderr, "edgert calibrate: %s\n", err);
+        rc = EXIT_FAIL;
+        goto out;
+    }
+    print_stored(ctx, c, &w, path, ev, count);
 out:
     free(ev);
     free(br);

@@ -188,7 +188,8 @@ void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
         if ((int)d->level > max_level)
             continue;
         if (d->file && d->line)
-            fprintf(f, "  %s:%u:%u: %s: %s\n", d->file, d->line, d->column, lv[d->level], d->message);
+            fprintf(f, "  %s:%u:%u: %s: %s\n", d->file, d->line, d->column, lv[d->level],
+                    d->message);
         else if (d->file)
             fprintf(f, "  %s: %s: %s\n", d->file, lv[d->level], d->message);
         else
@@ -259,7 +260,8 @@ void warn_diags(const cli *c, const edgert_ctx *ctx)
         any |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
     if (!any || c->explain)
         return;
-    fprintf(stderr, "edgert: problems while reading manifests (skipped files; the others were used):\n");
+    fprintf(stderr,
+            "edgert: problems while reading manifests (skipped files; the others were used):\n");
     print_diags(ctx, stderr, EDGERT_LOG_WARN);
 }
 

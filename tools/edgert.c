@@ -92,22 +92,22 @@ static void usage_cmd(FILE *f, const char *cmd)
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
                    "gates it failed.\n\n");
     else if (strcmp(cmd, "select") == 0)
-        fprintf(f,
-                "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
-                "[options]\n\n"
-                "Pick the backend for a priority. Gates first (arch, device class, CPU flags,\n"
-                "OS state, library file, checksum, ABI, self-test, disable list); then the\n"
-                "accelerator of the device class, then CPU backends, then the reference\n"
-                "backend. Within a tier, 'speed' ranks by decode tokens/s (measured on this\n"
-                "device by 'edgert calibrate' if known, else declared by the manifest), then\n"
-                "fidelity, then name; 'fidelity' ranks by top-1 agreement and KL (measured,\n"
-                "else declared), then activation bits, weight bits, speed, name.\n\n"
-                "  --priority P        speed (default) or fidelity\n"
-                "  --backend NAME      use this backend; an error if it is not eligible\n"
-                "  --explain           show the device, the folders searched, every manifest\n"
-                "                      with its verdict and figures, and the ranking\n"
-                "  --no-evidence       ignore measured evidence; rank by declared figures\n"
-                "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n\n");
+        fprintf(
+            f, "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
+               "[options]\n\n"
+               "Pick the backend for a priority. Gates first (arch, device class, CPU flags,\n"
+               "OS state, library file, checksum, ABI, self-test, disable list); then the\n"
+               "accelerator of the device class, then CPU backends, then the reference\n"
+               "backend. Within a tier, 'speed' ranks by decode tokens/s (measured on this\n"
+               "device by 'edgert calibrate' if known, else declared by the manifest), then\n"
+               "fidelity, then name; 'fidelity' ranks by top-1 agreement and KL (measured,\n"
+               "else declared), then activation bits, weight bits, speed, name.\n\n"
+               "  --priority P        speed (default) or fidelity\n"
+               "  --backend NAME      use this backend; an error if it is not eligible\n"
+               "  --explain           show the device, the folders searched, every manifest\n"
+               "                      with its verdict and figures, and the ranking\n"
+               "  --no-evidence       ignore measured evidence; rank by declared figures\n"
+               "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n\n");
     else if (strcmp(cmd, "bench") == 0)
         fprintf(f,
                 "usage: edgert bench [--backend NAME] [--workload FILE] [--phase P] [options]\n\n"
@@ -124,7 +124,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "                        name: my-model\n"
                 "                        shapes:\n"
                 "                          - {name: qkv, k: 2048, n: 3072, count: 28}\n"
-                "                          - {name: lm_head, k: 2048, n: 131072, count: 1, head: true}\n"
+                "                          - {name: lm_head, k: 2048, n: 131072, count: 1, head: "
+                "true}\n"
                 "                      (head: true shapes run once per prompt in prefill, M = 1)\n"
                 "  --phase P           decode, prefill or both (default both)\n"
                 "  --m N               prefill rows (default 512)\n"
@@ -224,6 +225,9 @@ static int parse_uint(const char *opt, const char *v, unsigned long long lo, uns
     return 0;
 }
 
+/* Length: the option table and one switch case per option, every option of
+ * every command parsed in one place (getopt_long); splitting the switch would
+ * scatter the options without making any case simpler. */
 static int parse_args(cli *c, int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -269,7 +273,8 @@ static int parse_args(cli *c, int argc, char **argv)
         if (o == -1)
             break;
         if (o >= OPT_JSON && !allowed(c->cmd, o)) {
-            fprintf(stderr, "edgert %s: option '%s' does not apply to '%s' (see 'edgert %s --help')\n",
+            fprintf(stderr,
+                    "edgert %s: option '%s' does not apply to '%s' (see 'edgert %s --help')\n",
                     c->cmd, argv[optind - 1], c->cmd, c->cmd);
             return -1;
         }
@@ -361,7 +366,8 @@ static int parse_args(cli *c, int argc, char **argv)
     const char *env_p = takes_priority ? secure_getenv("EDGERT_PRIORITY") : NULL;
     if (!c->priority_s)
         c->priority_s = env_p;
-    if (c->priority_s && *c->priority_s && edgert_priority_parse(c->priority_s, &c->priority) != 0) {
+    if (c->priority_s && *c->priority_s &&
+        edgert_priority_parse(c->priority_s, &c->priority) != 0) {
         fprintf(stderr, "edgert: priority must be 'speed' or 'fidelity', not '%s'%s\n",
                 c->priority_s, c->priority_s == env_p ? " (from EDGERT_PRIORITY)" : "");
         return -1;
@@ -421,13 +427,15 @@ static int cmd_list(const cli *c)
     } else {
         warn_diags(c, ctx);
         if (n == 0)
-            printf("no backend manifests found (searched %zu folders; see 'edgert select --explain')\n",
+            printf("no backend manifests found (searched %zu folders; see 'edgert select "
+                   "--explain')\n",
                    edgert_search_path_count(ctx));
         for (size_t i = 0; i < n; i++) {
             const edgert_candidate *k = edgert_candidate_at(ctx, i);
             char reasons[512], lay[256];
             reasons_text(k, reasons, sizeof reasons);
-            printf("%-16s %-8s %-12s %s\n", k->name, k->version, k->eligible ? "eligible" : "not eligible",
+            printf("%-16s %-8s %-12s %s\n", k->name, k->version,
+                   k->eligible ? "eligible" : "not eligible",
                    k->eligible ? layout_text(k, lay, sizeof lay) : reasons);
         }
     }
@@ -441,7 +449,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     print_device(d);
     if (d->planned)
         printf("  mode          PLAN for the device in the profile: only declarative gates apply;\n"
-               "                nothing is loaded or self-tested here, library files are not checked\n");
+               "                nothing is loaded or self-tested here, library files are not "
+               "checked\n");
     printf("\nmanifest folders searched, in order (first name wins):\n");
     if (edgert_search_path_count(ctx) == 0)
         printf("  (none besides explicitly named files)\n");
@@ -461,7 +470,9 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     }
     printf("\nverdicts (gates: disable list, arch, device class, CPU flags, OS state, ABI,\n"
            "strict mode%s):\n",
-           d->planned ? "" : ", library file, checksum, dlopen, entry symbol, ABI answer, init, self-test");
+           d->planned
+               ? ""
+               : ", library file, checksum, dlopen, entry symbol, ABI answer, init, self-test");
     for (size_t i = 0; i < n; i++) {
         const edgert_candidate *k = edgert_candidate_at(ctx, i);
         int r = edgert_selection_rank(sel, i);
@@ -499,7 +510,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */
     if (!d->planned) {
         const char *ev = edgert_evidence_path(ctx);
-        printf("\nevidence measured on this device: %s\n", ev ? ev : "(no evidence file can be named)");
+        printf("\nevidence measured on this device: %s\n",
+               ev ? ev : "(no evidence file can be named)");
         for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
             const edgert_diag *g = edgert_diag_at(ctx, i);
             if (g->level == EDGERT_LOG_INFO && g->file && ev && strcmp(g->file, ev) == 0)
@@ -583,7 +595,8 @@ static int cmd_select(const cli *c)
             char lay[256];
             printf("selected: %s (priority %s%s; %s)\n", s->name, edgert_priority_name(c->priority),
                    c->backend ? ", forced by --backend/EDGERT_BACKEND" : "",
-                   d->planned ? "PLAN for the profiled device, nothing loaded" : "live on this device");
+                   d->planned ? "PLAN for the profiled device, nothing loaded"
+                              : "live on this device");
             printf("  layout: %s\n", layout_text(s, lay, sizeof lay));
             if (s->path_chosen)
                 printf("  path:   %s\n", s->path_chosen);
@@ -591,7 +604,8 @@ static int cmd_select(const cli *c)
             if (s->rationale && *s->rationale)
                 printf("  why:    %s\n", s->rationale);
             if (!c->explain)
-                printf("('edgert select --explain' shows every backend and why it was or was not chosen)\n");
+                printf("('edgert select --explain' shows every backend and why it was or was not "
+                       "chosen)\n");
         }
     }
     if (st != EDGERT_OK && !c->json)
@@ -635,7 +649,9 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         return cmds[i].run(&c);
     }
-    fprintf(stderr, "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, calibrate, export; see 'edgert --help')\n",
+    fprintf(stderr,
+            "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "
+            "calibrate, export; see 'edgert --help')\n",
             cmd);
     return EXIT_USAGE;
 }

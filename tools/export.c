@@ -278,7 +278,8 @@ static void print_file(const char *path)
     fclose(f);
 }
 
-int cmd_export(const cli *c)
+/* Refusals that need nothing but the command line. EXIT_OK or EXIT_USAGE. */
+static int check_args(const cli *c)
 {
     if (!c->out || !*c->out) {
         fprintf(stderr, "edgert export: --out DIR is required (see 'edgert export --help')\n");
@@ -293,138 +294,144 @@ int cmd_export(const cli *c)
         fprintf(stderr, "edgert export: --tokens is at most 4096 for generated calibration\n");
         return EXIT_USAGE;
     }
-    char *outc = strdup(c->out), *outc2 = strdup(c->out);
-    char *parent = outc ? dirname(outc) : NULL, *base = outc2 ? basename(outc2) : NULL;
-    char work[4200] = "", tmp_out[4300] = "", old[4300] = "", wpath[4300], cpath[4300];
-    char *request = NULL, selname[128];
-    edgert_ctx *ctx = NULL;
-    int rc = EXIT_FAIL;
-    if (!parent || !base || !*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 ||
-        strcmp(base, "..") == 0) {
-        fprintf(stderr, "edgert export: --out '%s' must name a folder\n", c->out);
-        rc = EXIT_USAGE;
-        goto out;
+    if (!c->weights != !c->calibration) {
+        fprintf(stderr, "edgert export: give both --weights and --calibration, or neither "
+                        "(then both are generated)\n");
+        return EXIT_USAGE;
     }
-    int prior = out_state(c->out);
-    if (prior < 0) {
-        fprintf(stderr, "edgert export: %s exists and is not an earlier edgert export; choose "
-                        "another --out or empty it first\n", c->out);
-        rc = EXIT_USAGE;
-        goto out;
+    /* the request is one key=value per line, and generated inputs live next to --out */
+    if (strchr(c->out, '\n') || (c->weights && strchr(c->weights, '\n')) ||
+        (c->calibration && strchr(c->calibration, '\n')) ||
+        (c->scheme && strchr(c->scheme, '\n')) || (c->ranges && strchr(c->ranges, '\n'))) {
+        fprintf(stderr, "edgert export: option values cannot contain newlines\n");
+        return EXIT_USAGE;
     }
-    cli oc = *c;
-    oc.out = NULL; /* --out is the artifact folder here, not an evidence file */
-    rc = open_ctx(&oc, &ctx);
-    if (rc)
-        goto out;
-    warn_diags(c, ctx);
-    const edgert_device *dev = edgert_device_facts(ctx);
-    const char *backend = c->backend;
-    char err[8192] = "";
-    if (!backend) {
-        edgert_selection *sel = NULL;
-        edgert_status st = edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err);
-        const edgert_candidate *s = edgert_selection_selected(sel);
-        if (st != EDGERT_OK || !s || s->runs_in_process) {
-            fprintf(stderr, "edgert export: the backend selected for %s device (%s) %s; export "
-                            "needs an export backend: pass --device with a phone profile "
-                            "(npu-export is for npu_phone devices) or --backend NAME\n",
-                    dev->planned ? "the profiled" : "this", s ? s->name : "none",
-                    s ? "runs in process" : "is none");
-            edgert_selection_free(sel);
-            rc = EXIT_NONE;
-            goto out;
-        }
-        snprintf(selname, sizeof selname, "%s", s->name);
-        backend = selname;
-        edgert_selection_free(sel);
-    }
+    return EXIT_OK;
+}
 
-    snprintf(work, sizeof work, "%s/.%s.edgert-export-XXXXXX", parent, base);
+/* The backend to export with: --backend, else the one select picks, which
+ * must be an export backend. EXIT_OK with its name in name[], or EXIT_NONE. */
+static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len)
+{
+    if (c->backend) {
+        snprintf(name, len, "%s", c->backend);
+        return EXIT_OK;
+    }
+    char err[1024] = "";
+    edgert_selection *sel = NULL;
+    edgert_status st = edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err);
+    const edgert_candidate *s = edgert_selection_selected(sel);
+    int rc = EXIT_OK;
+    if (st != EDGERT_OK || !s || s->runs_in_process) {
+        fprintf(stderr, "edgert export: the backend selected for %s device (%s) %s; export "
+                        "needs an export backend: pass --device with a phone profile "
+                        "(npu-export is for npu_phone devices) or --backend NAME\n",
+                edgert_device_facts(ctx)->planned ? "the profiled" : "this",
+                s ? s->name : "none", s ? "runs in process" : "is none");
+        rc = EXIT_NONE;
+    } else {
+        snprintf(name, len, "%s", s->name);
+    }
+    edgert_selection_free(sel);
+    return rc;
+}
+
+/* The work folder next to --out (same file system) and its out/ inside.
+ * EXIT_OK, or EXIT_FAIL with work[0] == '\0' when nothing was created. */
+static int make_work(const cli *c, const char *parent, const char *base, char *work,
+                     size_t work_len, char *tmp_out, size_t tmp_len)
+{
+    snprintf(work, work_len, "%s/.%s.edgert-export-XXXXXX", parent, base);
     if (!mkdtemp(work)) {
         fprintf(stderr, "edgert export: cannot create a work folder next to %s: %s\n", c->out,
                 strerror(errno));
         work[0] = '\0';
-        goto out;
+        return EXIT_FAIL;
     }
-    snprintf(tmp_out, sizeof tmp_out, "%s/out", work);
+    snprintf(tmp_out, tmp_len, "%s/out", work);
     if (mkdir(tmp_out, 0755) != 0) {
         fprintf(stderr, "edgert export: %s: %s\n", tmp_out, strerror(errno));
-        goto out;
+        return EXIT_FAIL;
     }
+    return EXIT_OK;
+}
+
+/* The key=value request of the plugin, inputs generated into the work folder
+ * when none were given. EXIT_OK with *request malloc'd, or EXIT_FAIL. */
+static int make_request(edgert_ctx *ctx, const cli *c, const char *work, char **request)
+{
+    char wpath[4300], cpath[4300];
     const char *wf = c->weights, *cf = c->calibration;
-    if (!wf || !cf) {
-        if (!wf != !cf) {
-            fprintf(stderr, "edgert export: give both --weights and --calibration, or neither "
-                            "(then both are generated)\n");
-            rc = EXIT_USAGE;
-            goto out;
-        }
+    if (!wf) {
         snprintf(wpath, sizeof wpath, "%s/weights.safetensors", work);
         snprintf(cpath, sizeof cpath, "%s/calibration.safetensors", work);
         if (!c->quiet && !c->json)
             fprintf(stderr, "export: generating %s weights and %u calibration tokens...\n",
                     c->quick ? "quick (reduced)" : "spark-1.7b", c->tokens);
         if (generate_inputs(ctx, c, wpath, cpath) != 0)
-            goto out;
+            return EXIT_FAIL;
         wf = wpath;
         cf = cpath;
     }
-    if (asprintf(&request, "weights=%s\ncalibration=%s\nscheme=%s\nranges=%s\nforce=%d\n"
-                           "golden=%d\n",
+    if (asprintf(request, "weights=%s\ncalibration=%s\nscheme=%s\nranges=%s\nforce=%d\n"
+                          "golden=%d\n",
                  wf, cf, c->scheme ? c->scheme : "w8a16", c->ranges ? c->ranges : "minmax",
                  c->force, c->golden) < 0) {
-        request = NULL;
-        goto out;
+        *request = NULL;
+        fprintf(stderr, "edgert export: out of memory\n");
+        return EXIT_FAIL;
     }
-    if (strchr(wf, '\n') || strchr(cf, '\n') || (c->scheme && strchr(c->scheme, '\n')) ||
-        (c->ranges && strchr(c->ranges, '\n'))) {
-        fprintf(stderr, "edgert export: option values cannot contain newlines\n");
-        rc = EXIT_USAGE;
-        goto out;
+    return EXIT_OK;
+}
+
+/* The plugin's failure, as text and (with --json) as an object; its exit code. */
+static int report_failure(const cli *c, const char *backend, edgert_status st, const char *err)
+{
+    if (c->json) {
+        json_w w;
+        json_init(&w, stdout);
+        json_obj(&w);
+        json_kstr(&w, "status", st == EDGERT_E_UNSUPPORTED ? "refused" : "failed");
+        json_kstr(&w, "backend", backend);
+        json_kstr(&w, "error", err);
+        json_end_obj(&w);
+        json_finish(&w);
     }
-    if (!c->quiet && !c->json)
-        fprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
-    edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
-    if (st != EDGERT_OK) {
-        if (c->json) {
-            json_w w;
-            json_init(&w, stdout);
-            json_obj(&w);
-            json_kstr(&w, "status", st == EDGERT_E_UNSUPPORTED ? "refused" : "failed");
-            json_kstr(&w, "backend", backend);
-            json_kstr(&w, "error", err);
-            json_end_obj(&w);
-            json_finish(&w);
-        }
-        fprintf(stderr, "edgert export: %s\n", err);
-        rc = st == EDGERT_E_USAGE                                   ? EXIT_USAGE
-             : st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND ? EXIT_NONE
-             : st == EDGERT_E_PARSE                                   ? EXIT_BADFILE
-                                                                      : EXIT_FAIL;
-        goto out;
-    }
-    /* Into place: an earlier export moves aside first, and comes back if the
-     * final rename fails. */
+    fprintf(stderr, "edgert export: %s\n", err);
+    return st == EDGERT_E_USAGE                                      ? EXIT_USAGE
+           : st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND ? EXIT_NONE
+           : st == EDGERT_E_PARSE                                    ? EXIT_BADFILE
+                                                                     : EXIT_FAIL;
+}
+
+/* Into place: an earlier export moves aside first (into the work folder,
+ * removed at the end), and comes back if the final rename fails. */
+static int put_in_place(const cli *c, int prior, const char *work, const char *tmp_out)
+{
+    char old[4300];
     snprintf(old, sizeof old, "%s/previous", work);
     if (prior == 2 && rmdir(c->out) != 0) {
         fprintf(stderr, "edgert export: cannot replace the empty folder %s: %s\n", c->out,
                 strerror(errno));
-        goto out;
+        return EXIT_FAIL;
     }
     if (prior == 1 && rename(c->out, old) != 0) {
         fprintf(stderr, "edgert export: cannot move the earlier export %s aside: %s\n", c->out,
                 strerror(errno));
-        goto out;
+        return EXIT_FAIL;
     }
     if (rename(tmp_out, c->out) != 0) {
         fprintf(stderr, "edgert export: cannot rename %s to %s: %s\n", tmp_out, c->out,
                 strerror(errno));
         if (prior == 1)
             rename(old, c->out);
-        goto out;
+        return EXIT_FAIL;
     }
-    rc = EXIT_OK;
+    return EXIT_OK;
+}
+
+static void report_success(const cli *c, const edgert_device *dev, const char *backend, int prior)
+{
     char rpath[4300];
     if (c->json) {
         json_w w;
@@ -446,6 +453,54 @@ int cmd_export(const cli *c)
         snprintf(rpath, sizeof rpath, "%s/report.txt", c->out);
         print_file(rpath);
     }
+}
+
+/* The spine: every step returns its exit code, so no failure can leave
+ * EXIT_OK behind. */
+int cmd_export(const cli *c)
+{
+    int rc = check_args(c);
+    if (rc != EXIT_OK)
+        return rc;
+    char *outc = strdup(c->out), *outc2 = strdup(c->out);
+    char *parent = outc ? dirname(outc) : NULL, *base = outc2 ? basename(outc2) : NULL;
+    char work[4200] = "", tmp_out[4300] = "", backend[128], err[8192] = "";
+    char *request = NULL;
+    edgert_ctx *ctx = NULL;
+    int prior = 0;
+    if (!parent || !base || !*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 ||
+        strcmp(base, "..") == 0) {
+        fprintf(stderr, "edgert export: --out '%s' must name a folder\n", c->out);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    prior = out_state(c->out);
+    if (prior < 0) {
+        fprintf(stderr, "edgert export: %s exists and is not an earlier edgert export; choose "
+                        "another --out or empty it first\n", c->out);
+        rc = EXIT_USAGE;
+        goto out;
+    }
+    cli oc = *c;
+    oc.out = NULL; /* --out is the artifact folder here, not an evidence file */
+    if ((rc = open_ctx(&oc, &ctx)) != EXIT_OK)
+        goto out;
+    warn_diags(c, ctx);
+    if ((rc = pick_backend(ctx, c, backend, sizeof backend)) != EXIT_OK ||
+        (rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out)) !=
+            EXIT_OK ||
+        (rc = make_request(ctx, c, work, &request)) != EXIT_OK)
+        goto out;
+    if (!c->quiet && !c->json)
+        fprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
+    edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
+    if (st != EDGERT_OK) {
+        rc = report_failure(c, backend, st, err);
+        goto out;
+    }
+    if ((rc = put_in_place(c, prior, work, tmp_out)) != EXIT_OK)
+        goto out;
+    report_success(c, edgert_device_facts(ctx), backend, prior);
 out:
     if (work[0])
         rmrf(work);

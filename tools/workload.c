@@ -38,7 +38,8 @@ static yaml_node_t *get(yaml_document_t *d, yaml_node_t *map, const char *key)
 {
     if (!map || map->type != YAML_MAPPING_NODE)
         return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
         yaml_node_t *k = yaml_document_get_node(d, p->key);
         if (k && k->type == YAML_SCALAR_NODE && strcmp((char *)k->data.scalar.value, key) == 0)
             return yaml_document_get_node(d, p->value);
@@ -139,7 +140,8 @@ int wl_load(const char *path, workload *w)
             goto out;
         }
         snprintf(sh->name, sizeof sh->name, "%s", (char *)sn->data.scalar.value);
-        if (get_u32(path, &d, s, "k", 1, 1u << 20, &sh->k) || get_u32(path, &d, s, "n", 1, 1u << 24, &sh->n) ||
+        if (get_u32(path, &d, s, "k", 1, 1u << 20, &sh->k) ||
+            get_u32(path, &d, s, "n", 1, 1u << 24, &sh->n) ||
             get_u32(path, &d, s, "count", 1, 100000, &sh->count))
             goto out;
         yaml_node_t *h = get(&d, s, "head");
