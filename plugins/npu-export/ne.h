@@ -120,13 +120,81 @@ float ne_aq_apply(const ne_aq *q, float x);
  *  [-qmax, qmax] (qmax 127 for int8, 7 for int4). q: [n][k] row-major. */
 void ne_wquant(const float *w, uint32_t n, uint32_t k, int qmax, int8_t *q, float *scale);
 
-typedef struct ne_host_ops {
-    const edgert_host *host;
-} ne_host_ops;
-
 /** y[t][n] = sum_k x[t][k] * wt[k][n] for a block of columns: wt is [k][nb]
  *  (nb <= NE_NB), y is [t][nb]. Fixed summation order (k ascending). */
 #define NE_NB 64u
 void ne_gemm_block(const float *x, uint32_t t, uint32_t k, const float *wt, uint32_t nb, float *y);
+
+/* ---- the export run ------------------------------------------------------------ */
+
+#define NE_VERSION "0.1.0"
+
+/* Device figures (design.md §1), cited in refusals and the report. */
+#define DEV_W8A16_DB 36.9
+#define DEV_A8_DB 5.1
+#define DEV_W4A16_UNCAL_DB (-1.6)
+
+enum { SCHEME_W8A16 = 0, SCHEME_W8A8, SCHEME_W4A16 };
+extern const char *const ne_scheme_names[3];
+
+/** The parsed request; the strings point into buf (the request, copied). */
+typedef struct ne_req {
+    char *buf;
+    const char *weights, *calibration, *head;
+    int scheme, force, golden;
+    ne_range ranges;
+    char ranges_text[32];
+} ne_req;
+
+/** One simulated configuration: what the report measures for each scheme. */
+typedef struct ne_cfg {
+    const char *name;
+    int wbits, abits;
+    ne_range ranges;
+    const char *what;
+} ne_cfg;
+
+enum { CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UNCAL, CFG_W4A16, CFG_W4A16_UNCAL,
+       CFG_EXPORTED, NCFG };
+
+/** One projection: a "<name>.weight" [N][K] with its "<name>.x" [T][K]. */
+typedef struct ne_proj {
+    char *name;
+    const st_tensor *w, *x;
+    uint32_t n, k;
+    int head;
+    /* results */
+    double sig, noise[NCFG];
+    int wbits, abits;       /* exported */
+    ne_aq xq, yq;           /* exported */
+    float *wscale;          /* exported per-channel scales [n] */
+    char golden[3][48];
+} ne_proj;
+
+#define NE_MAX_WARN 8
+#define NE_WARN_LEN 512
+
+/** One export_graph call: everything the steps share. */
+typedef struct ne_run {
+    const edgert_host *host;
+    const ne_req *q;
+    ne_cfg cfg[NCFG];
+    st_file wf, cf;
+    ne_proj *p;
+    size_t np;
+    uint32_t t;
+    const char *out_dir;
+    int refused;            /* simulate only, write nothing */
+    pb graph;
+    FILE *ext;
+    int ext_used;
+    uint64_t ext_off;
+    char warnings[NE_MAX_WARN][NE_WARN_LEN];
+    int nwarn;
+} ne_run;
+
+/** The next free warning of the report, or NULL once NE_MAX_WARN are taken
+ *  (edgert_errf then writes nothing): edgert_errf(ne_warning(r), NE_WARN_LEN, ...). */
+char *ne_warning(ne_run *r);
 
 #endif

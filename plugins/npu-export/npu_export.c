@@ -79,16 +79,10 @@
 
 #include "ne.h"
 
-#define NE_VERSION "0.1.0"
 #define NE_EXTERNAL_MIN (1u << 20)
 #define NE_ALIGN_EXTERNAL 4096u
 #define NE_FLAG_DB 10.0
 #define NE_MAX_TOKENS 65536u
-
-/* Device figures (design.md §1), cited in refusals and the report. */
-#define DEV_W8A16_DB 36.9
-#define DEV_A8_DB 5.1
-#define DEV_W4A16_UNCAL_DB (-1.6)
 
 typedef struct ne_state {
     const edgert_host *host;
@@ -96,16 +90,7 @@ typedef struct ne_state {
 
 /* ---- request ---------------------------------------------------------------- */
 
-enum { SCHEME_W8A16 = 0, SCHEME_W8A8, SCHEME_W4A16 };
-static const char *const scheme_names[] = {"w8a16", "w8a8", "w4a16"};
-
-typedef struct ne_req {
-    char *buf;
-    const char *weights, *calibration, *head;
-    int scheme, force, golden;
-    ne_range ranges;
-    char ranges_text[32];
-} ne_req;
+const char *const ne_scheme_names[3] = {"w8a16", "w8a8", "w4a16"};
 
 static int parse_bool(const char *v, int *out)
 {
@@ -187,7 +172,7 @@ static edgert_status parse_request(const char *request, ne_req *q, char *err, si
         case 2:
             q->scheme = -1;
             for (int i = 0; i < 3; i++)
-                if (strcmp(v, scheme_names[i]) == 0)
+                if (strcmp(v, ne_scheme_names[i]) == 0)
                     q->scheme = i;
             bad = q->scheme < 0;
             break;
@@ -216,26 +201,16 @@ static edgert_status parse_request(const char *request, ne_req *q, char *err, si
 
 /* ---- simulated configurations ------------------------------------------------- */
 
-typedef struct sim_cfg {
-    const char *name;
-    int wbits, abits;
-    ne_range ranges;
-    const char *what;
-} sim_cfg;
-
-enum { CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UNCAL, CFG_W4A16, CFG_W4A16_UNCAL,
-       CFG_EXPORTED, NCFG };
-
-static void make_cfgs(const ne_req *q, sim_cfg *c)
+static void make_cfgs(const ne_req *q, ne_cfg *c)
 {
     ne_range mm = {NE_RANGE_MINMAX, 0}, pct = {NE_RANGE_PERCENTILE, 99.99}, fx = {NE_RANGE_FIXED, 0};
-    c[CFG_W8A16] = (sim_cfg){"w8a16", 8, 16, q->ranges, "int8 weights, uint16 activations, calibrated"};
-    c[CFG_W8A8] = (sim_cfg){"w8a8", 8, 8, mm, "int8 weights, uint8 activations, minmax"};
-    c[CFG_W8A8_PCT] = (sim_cfg){"w8a8_p99.99", 8, 8, pct, "int8 weights, uint8 activations, percentile:99.99"};
-    c[CFG_W8A16_UNCAL] = (sim_cfg){"w8a16_uncalibrated", 8, 16, fx, "int8 weights, uint16 activations, fixed [-1, 1] ranges"};
-    c[CFG_W4A16] = (sim_cfg){"w4a16", 4, 16, q->ranges, "int4 weights per channel, uint16 activations, calibrated"};
-    c[CFG_W4A16_UNCAL] = (sim_cfg){"w4a16_uncalibrated", 4, 16, fx, "int4 weights, uint16 activations, fixed [-1, 1] ranges"};
-    c[CFG_EXPORTED] = (sim_cfg){"exported", q->scheme == SCHEME_W4A16 ? 4 : 8,
+    c[CFG_W8A16] = (ne_cfg){"w8a16", 8, 16, q->ranges, "int8 weights, uint16 activations, calibrated"};
+    c[CFG_W8A8] = (ne_cfg){"w8a8", 8, 8, mm, "int8 weights, uint8 activations, minmax"};
+    c[CFG_W8A8_PCT] = (ne_cfg){"w8a8_p99.99", 8, 8, pct, "int8 weights, uint8 activations, percentile:99.99"};
+    c[CFG_W8A16_UNCAL] = (ne_cfg){"w8a16_uncalibrated", 8, 16, fx, "int8 weights, uint16 activations, fixed [-1, 1] ranges"};
+    c[CFG_W4A16] = (ne_cfg){"w4a16", 4, 16, q->ranges, "int4 weights per channel, uint16 activations, calibrated"};
+    c[CFG_W4A16_UNCAL] = (ne_cfg){"w4a16_uncalibrated", 4, 16, fx, "int4 weights, uint16 activations, fixed [-1, 1] ranges"};
+    c[CFG_EXPORTED] = (ne_cfg){"exported", q->scheme == SCHEME_W4A16 ? 4 : 8,
                                 q->scheme == SCHEME_W8A8 ? 8 : 16, q->ranges, "the exported graph"};
 }
 
@@ -246,47 +221,9 @@ static int range_eq(ne_range a, ne_range b)
 
 /* ---- per projection ------------------------------------------------------------ */
 
-typedef struct proj {
-    char *name;
-    const st_tensor *w, *x;
-    uint32_t n, k;
-    int head;
-    /* results */
-    double sig, noise[NCFG];
-    int wbits, abits;       /* exported */
-    ne_aq xq, yq;           /* exported */
-    float *wscale;          /* exported per-channel scales [n] */
-    char golden[3][48];
-} proj;
-
-typedef struct run {
-    ne_state *st;
-    const ne_req *q;
-    sim_cfg cfg[NCFG];
-    st_file wf, cf;
-    proj *p;
-    size_t np;
-    uint32_t t;
-    const char *out_dir;
-    int refused;            /* simulate only, write nothing */
-    pb graph;
-    FILE *ext;
-    int ext_used;
-    uint64_t ext_off;
-    int any_forced_warning;
-    char warnings[8][512];
-    int nwarn;
-} run;
-
-static void warn(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(run *r, const char *fmt, ...)
+char *ne_warning(ne_run *r)
 {
-    if (r->nwarn >= 8)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->warnings[r->nwarn++], sizeof r->warnings[0], fmt, ap);
-    va_end(ap);
+    return r->nwarn < NE_MAX_WARN ? r->warnings[r->nwarn++] : NULL;
 }
 
 static char *path_join(const char *dir, const char *name)
@@ -398,7 +335,7 @@ out:
     free(y);
 }
 
-static int write_raw(run *r, const char *rel, const void *d, size_t n, char *err, size_t len)
+static int write_raw(ne_run *r, const char *rel, const void *d, size_t n, char *err, size_t len)
 {
     char *path = path_join(r->out_dir, rel);
     FILE *f = path ? fopen(path, "wb") : NULL;
@@ -412,7 +349,7 @@ static int write_raw(run *r, const char *rel, const void *d, size_t n, char *err
 }
 
 /* An initializer inline or in model.onnx.data. */
-static int put_init(run *r, const char *name, int dtype, const int64_t *dims, int ndim,
+static int put_init(ne_run *r, const char *name, int dtype, const int64_t *dims, int ndim,
                     const void *raw, size_t n, char *err, size_t len)
 {
     if (n < NE_EXTERNAL_MIN) {
@@ -444,7 +381,7 @@ static int put_init(run *r, const char *name, int dtype, const int64_t *dims, in
 }
 
 /* The QDQ subgraph of one projection. */
-static int emit_projection(run *r, proj *p, const int8_t *q, const float *scale, char *err,
+static int emit_projection(ne_run *r, ne_proj *p, const int8_t *q, const float *scale, char *err,
                            size_t len)
 {
     char nm[16][320];
@@ -534,9 +471,9 @@ static int emit_projection(run *r, proj *p, const int8_t *q, const float *scale,
 }
 
 /* Quantize, simulate every configuration and (unless refused) emit one projection. */
-static int do_projection(run *r, size_t pi, char *err, size_t len)
+static int do_projection(ne_run *r, size_t pi, char *err, size_t len)
 {
-    proj *p = &r->p[pi];
+    ne_proj *p = &r->p[pi];
     uint32_t n = p->n, k = p->k, t = r->t;
     size_t nk = (size_t)n * k, tk = (size_t)t * k, tn = (size_t)t * n;
     sim_job j;
@@ -590,7 +527,7 @@ static int do_projection(run *r, size_t pi, char *err, size_t len)
     j.sig = sig;
     j.noise = noise;
     j.pass = 1;
-    const edgert_host *h = r->st->host;
+    const edgert_host *h = r->host;
     h->parallel_for(h->host_ctx, nblocks, 1, sim_blocks, &j);
     if (j.failed) {
         edgert_errf(err, len, "out of memory in the simulator (%s)", p->name);
@@ -693,7 +630,7 @@ out:
 
 /* ---- inputs ------------------------------------------------------------------ */
 
-static edgert_status refuse_4bit(run *r, char *err, size_t len)
+static edgert_status refuse_4bit(ne_run *r, char *err, size_t len)
 {
     for (size_t i = 0; i < r->wf.n; i++) {
         const st_tensor *t = &r->wf.t[i];
@@ -722,11 +659,11 @@ static edgert_status refuse_4bit(run *r, char *err, size_t len)
 
 static int cmp_proj_offset(const void *a, const void *b)
 {
-    const proj *x = a, *y = b;
+    const ne_proj *x = a, *y = b;
     return x->w->begin < y->w->begin ? -1 : x->w->begin > y->w->begin;
 }
 
-static edgert_status collect(run *r, char *err, size_t len)
+static edgert_status collect(ne_run *r, char *err, size_t len)
 {
     size_t cap = r->wf.n ? r->wf.n : 1;
     r->p = calloc(cap, sizeof *r->p);
@@ -750,7 +687,7 @@ static edgert_status collect(run *r, char *err, size_t len)
                    r->q->weights, t->name, t->dtype_name);
             return EDGERT_E_UNSUPPORTED;
         }
-        proj *p = &r->p[r->np++];
+        ne_proj *p = &r->p[r->np++];
         p->name = strndup(t->name, strlen(t->name) - 7);
         if (!p->name) {
             edgert_errf(err, len, "out of memory");
@@ -770,7 +707,7 @@ static edgert_status collect(run *r, char *err, size_t len)
     }
     qsort(r->p, r->np, sizeof *r->p, cmp_proj_offset);
     for (size_t i = 0; i < r->np; i++) {
-        proj *p = &r->p[i];
+        ne_proj *p = &r->p[i];
         char xn[4200];
         snprintf(xn, sizeof xn, "%s.x", p->name);
         const st_tensor *x = st_find(&r->cf, xn);
@@ -803,8 +740,8 @@ static edgert_status collect(run *r, char *err, size_t len)
         }
     }
     if (r->t < 16)
-        warn(r, "only %u calibration samples: ranges from so few tokens are unlikely to cover "
-                "what the model sees on device", r->t);
+        edgert_errf(ne_warning(r), NE_WARN_LEN, "only %u calibration samples: ranges from so few "
+                    "tokens are unlikely to cover what the model sees on device", r->t);
     return EDGERT_OK;
 }
 
@@ -840,7 +777,7 @@ typedef struct agg {
     size_t min_at, flagged;
 } agg;
 
-static agg aggregate(const run *r, int c)
+static agg aggregate(const ne_run *r, int c)
 {
     agg a = {0, INFINITY, 0, 0};
     double s = 0.0, e = 0.0;
@@ -869,7 +806,7 @@ static const char *range_text(ne_range g, char *buf, size_t len)
     return buf;
 }
 
-static int write_encodings(run *r, char *err, size_t len)
+static int write_encodings(ne_run *r, char *err, size_t len)
 {
     char *path = path_join(r->out_dir, "encodings.json");
     FILE *f = path ? fopen(path, "w") : NULL;
@@ -881,7 +818,7 @@ static int write_encodings(run *r, char *err, size_t len)
     fprintf(f, "{\n  \"version\": \"0.6.1\",\n  \"activation_encodings\": {");
     int first = 1;
     for (size_t i = 0; i < r->np; i++) {
-        const proj *p = &r->p[i];
+        const ne_proj *p = &r->p[i];
         const ne_aq *qs[2] = {&p->xq, &p->yq};
         for (int a = 0; a < 2; a++) {
             char name[4200];
@@ -898,7 +835,7 @@ static int write_encodings(run *r, char *err, size_t len)
     }
     fprintf(f, "\n  },\n  \"param_encodings\": {");
     for (size_t i = 0; i < r->np; i++) {
-        const proj *p = &r->p[i];
+        const ne_proj *p = &r->p[i];
         char name[4200];
         int half = 1 << (p->wbits - 1); /* 128 or 8: unsigned q = signed q + half */
         snprintf(name, sizeof name, "%s.weight", p->name);
@@ -929,7 +866,7 @@ static const int table_cfgs[] = {CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UN
                                  CFG_W4A16_UNCAL, CFG_EXPORTED};
 #define NTABLE ((int)(sizeof table_cfgs / sizeof table_cfgs[0]))
 
-static int write_reports(run *r, char *err, size_t len)
+static int write_reports(ne_run *r, char *err, size_t len)
 {
     char *jp = path_join(r->out_dir, "report.json"), *tp = path_join(r->out_dir, "report.txt");
     FILE *f = jp ? fopen(jp, "w") : NULL, *t = tp ? fopen(tp, "w") : NULL;
@@ -943,7 +880,7 @@ static int write_reports(run *r, char *err, size_t len)
     const ne_req *q = r->q;
     fprintf(f, "{\n  \"format\": \"edgert-npu-export-report\",\n  \"format_version\": 1,\n");
     fprintf(f, "  \"plugin\": \"" NE_NAME " " NE_VERSION "\",\n  \"scheme\": \"%s\",\n",
-            scheme_names[q->scheme]);
+            ne_scheme_names[q->scheme]);
     fprintf(f, "  \"ranges\": ");
     jstr(f, q->ranges_text);
     fprintf(f, ",\n  \"forced\": %s,\n  \"weights\": ", q->force ? "true" : "false");
@@ -957,7 +894,7 @@ static int write_reports(run *r, char *err, size_t len)
     fprintf(f, "  \"onnx\": {\"ir_version\": 10, \"opset\": 21, \"form\": \"QDQ: x -Q-DQ-> "
                "MatMul(x, DQ(W^T int, per-channel axis 1)) -Q-DQ-> y\"},\n");
     fprintf(f, "  \"head\": ");
-    const proj *hp = NULL;
+    const ne_proj *hp = NULL;
     for (size_t i = 0; i < r->np; i++)
         if (r->p[i].head)
             hp = &r->p[i];
@@ -981,14 +918,14 @@ static int write_reports(run *r, char *err, size_t len)
     }
     fprintf(f, "],\n  \"schemes\": [\n");
     fprintf(t, "npu-export report: scheme %s, ranges %s%s, %zu projections, %u calibration "
-               "tokens\n\n", scheme_names[q->scheme], q->ranges_text, q->force ? " (forced)" : "",
+               "tokens\n\n", ne_scheme_names[q->scheme], q->ranges_text, q->force ? " (forced)" : "",
             r->np, r->t);
     fprintf(t, "SQNR vs fp32 (dB)        end-to-end   worst  (projection)            below %.0f dB\n",
             NE_FLAG_DB);
     for (int ci = 0; ci < NTABLE; ci++) {
         int c = table_cfgs[ci];
         agg a = aggregate(r, c);
-        const sim_cfg *g = &r->cfg[c];
+        const ne_cfg *g = &r->cfg[c];
         int refused = c == CFG_W8A8 || c == CFG_W8A8_PCT || c == CFG_W8A16_UNCAL ||
                       c == CFG_W4A16 || c == CFG_W4A16_UNCAL ||
                       (c == CFG_W8A16 && g->ranges.kind == NE_RANGE_FIXED);
@@ -1016,7 +953,7 @@ static int write_reports(run *r, char *err, size_t len)
         fprintf(t, " %9.9s", r->cfg[table_cfgs[ci]].name);
     fprintf(t, "\n");
     for (size_t i = 0; i < r->np; i++) {
-        const proj *p = &r->p[i];
+        const ne_proj *p = &r->p[i];
         fprintf(f, "    {\"name\": ");
         jstr(f, p->name);
         fprintf(f, ", \"k\": %u, \"n\": %u, \"head\": %s, \"weight_bits\": %d, \"activation_bits\": "
@@ -1081,7 +1018,7 @@ out:
 }
 
 /* The refusal text: the device's figures and this run's. */
-static void refusal(run *r, char *err, size_t len)
+static void refusal(ne_run *r, char *err, size_t len)
 {
     const ne_req *q = r->q;
     agg ok = aggregate(r, CFG_W8A16), ex = aggregate(r, CFG_EXPORTED);
@@ -1126,7 +1063,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
 {
     ne_state *st = state;
     ne_req q;
-    run r;
+    ne_run r;
     memset(&r, 0, sizeof r);
     if (!st || !out_dir) {
         edgert_errf(err, err_len, NE_NAME ": export: state or out_dir is NULL");
@@ -1135,7 +1072,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     edgert_status rc = parse_request(request, &q, err, err_len);
     if (rc != EDGERT_OK)
         goto out;
-    r.st = st;
+    r.host = st->host;
     r.q = &q;
     r.out_dir = out_dir;
     make_cfgs(&q, r.cfg);
@@ -1160,8 +1097,9 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     if ((rc = collect(&r, err, err_len)) != EDGERT_OK)
         goto out;
     if (refused_scheme && q.force)
-        warn(&r, "FORCED: %s with %s ranges is refused by default (see the schemes table and the "
-                 "device figures); exported because force=1", scheme_names[q.scheme], q.ranges_text);
+        edgert_errf(ne_warning(&r), NE_WARN_LEN, "FORCED: %s with %s ranges is refused by default "
+                    "(see the schemes table and the device figures); exported because force=1",
+                    ne_scheme_names[q.scheme], q.ranges_text);
     if (q.golden && !r.refused) {
         char *g = path_join(out_dir, "golden");
         if (!g || (mkdir(g, 0777) != 0 && errno != EEXIST)) {
@@ -1188,8 +1126,8 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     for (size_t i = 0; i < r.np; i++) {
         double d = db(r.p[i].sig, r.p[i].noise[CFG_EXPORTED]);
         if (d < NE_FLAG_DB)
-            warn(&r, "projection %s: exported arithmetic measured %.2f dB SQNR, below %.0f dB",
-                 r.p[i].name, d, NE_FLAG_DB);
+            edgert_errf(ne_warning(&r), NE_WARN_LEN, "projection %s: exported arithmetic measured "
+                        "%.2f dB SQNR, below %.0f dB", r.p[i].name, d, NE_FLAG_DB);
     }
     if (r.ext) {
         int e = fclose(r.ext);
@@ -1203,7 +1141,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     {
         char t[16], s[16];
         snprintf(t, sizeof t, "%u", r.t);
-        snprintf(s, sizeof s, "%s", scheme_names[q.scheme]);
+        snprintf(s, sizeof s, "%s", ne_scheme_names[q.scheme]);
         const char *meta[] = {"edgert.scheme", s, "edgert.ranges", q.ranges_text,
                               "edgert.tokens", t, "edgert.forced", q.force ? "1" : "0"};
         pb model = {0};
