@@ -146,6 +146,10 @@ typedef struct ne_req {
     char ranges_text[32];
 } ne_req;
 
+/** Parse and check the request (request.c); q->buf is set (to free) whatever
+ *  the outcome. */
+edgert_status ne_parse_request(const char *request, ne_req *q, char *err, size_t len);
+
 /** One simulated configuration: what the report measures for each scheme. */
 typedef struct ne_cfg {
     const char *name;

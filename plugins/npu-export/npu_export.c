@@ -6,34 +6,8 @@
  * converter on the calibrated path and saved memory, not time).
  *
  * Capability EXPORT only (no GEMM). The host calls export_graph(out_dir,
- * request) with request lines `key=value`:
- *   weights=PATH        safetensors; dense F32/F16/BF16 tensors "<proj>.weight"
- *                       [N][K] (output channels x inputs), in file order.
- *                       4-bit inputs (I4/U4 dtypes, GPTQ qweight/qzeros) are
- *                       refused: see refuse_4bit().
- *   calibration=PATH    safetensors; "<proj>.x" [T][K] activation samples (the
- *                       inputs of each projection on real prompts), same T.
- *   scheme=w8a16        (default) | w8a8 | w4a16  — the last two are refused
- *                       unless force=1
- *   ranges=minmax       (default) | percentile:P (50 < P <= 100) | fixed
- *                       (uncalibrated [-1, 1]; refused unless force=1)
- *   force=0|1           export a refused scheme anyway; the report warns
- *   head=NAME           the output head projection (default lm_head; a name
- *                       equal to it or ending in ".NAME"); it is exported with
- *                       int8 weights and uint16 activations whatever the
- *                       scheme: the same or higher precision, never lower
- *   golden=0|1          also write golden/NNN.{x,y_sim,y_fp32}.f32: the inputs,
- *                       the simulated exported outputs and the fp32 outputs
- *                       (raw little-endian float32, [T][K] / [T][N]) to check
- *                       a runtime against
- * Unknown keys are refused.
- *
- * Default ranges are minmax: with 65536 levels the step of a min/max range is
- * already far below the ordinary channels' spread (the outlier channels set
- * the range and they carry most of the output's energy), so clipping their
- * extremes (percentile) costs more than the finer step gains. The report
- * measures percentile ranges for 8-bit activations, where the trade-off goes
- * the other way, so the reader sees both.
+ * request) with request lines `key=value` (request.c: weights=, calibration=,
+ * scheme=, ranges=, force=, head=, golden=).
  *
  * Output in out_dir (which the host created):
  *   model.onnx        ONNX, IR 10, opset 21. One graph input "<proj>.x"
@@ -87,117 +61,6 @@
 typedef struct ne_state {
     const edgert_host *host;
 } ne_state;
-
-/* ---- request ---------------------------------------------------------------- */
-
-const char *const ne_scheme_names[3] = {"w8a16", "w8a8", "w4a16"};
-
-static int parse_bool(const char *v, int *out)
-{
-    if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
-        *out = 0;
-    else if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0)
-        *out = 1;
-    else
-        return -1;
-    return 0;
-}
-
-static int parse_ranges(const char *v, ne_range *r, char *text, size_t tl)
-{
-    if (strcmp(v, "minmax") == 0) {
-        r->kind = NE_RANGE_MINMAX;
-    } else if (strcmp(v, "fixed") == 0) {
-        r->kind = NE_RANGE_FIXED;
-    } else if (strncmp(v, "percentile:", 11) == 0) {
-        char *end;
-        double p = strtod(v + 11, &end);
-        if (!v[11] || *end || !(p > 50.0 && p <= 100.0))
-            return -1;
-        r->kind = NE_RANGE_PERCENTILE;
-        r->pct = p;
-    } else {
-        return -1;
-    }
-    snprintf(text, tl, "%s", v);
-    return 0;
-}
-
-static edgert_status parse_request(const char *request, ne_req *q, char *err, size_t len)
-{
-    memset(q, 0, sizeof *q);
-    q->head = "lm_head";
-    q->ranges.kind = NE_RANGE_MINMAX;
-    snprintf(q->ranges_text, sizeof q->ranges_text, "minmax");
-    q->buf = strdup(request ? request : "");
-    if (!q->buf) {
-        edgert_errf(err, len, "out of memory");
-        return EDGERT_E_NOMEM;
-    }
-    unsigned seen = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(q->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r')
-            line[--l] = '\0';
-        if (!l)
-            continue;
-        char *eq = strchr(line, '=');
-        if (!eq) {
-            edgert_errf(err, len, NE_NAME ": request line '%.100s' is not key=value", line);
-            return EDGERT_E_USAGE;
-        }
-        *eq = '\0';
-        const char *k = line, *v = eq + 1;
-        static const char *const keys[] = {"weights", "calibration", "scheme", "ranges",
-                                           "force", "head", "golden"};
-        int idx = -1;
-        for (int i = 0; i < 7; i++)
-            if (strcmp(k, keys[i]) == 0)
-                idx = i;
-        if (idx < 0) {
-            edgert_errf(err, len, NE_NAME ": unknown request key '%.64s' (known: weights, "
-                             "calibration, scheme, ranges, force, head, golden)", k);
-            return EDGERT_E_USAGE;
-        }
-        if (seen & (1u << idx)) {
-            edgert_errf(err, len, NE_NAME ": request key '%s' given twice", k);
-            return EDGERT_E_USAGE;
-        }
-        seen |= 1u << idx;
-        int bad = 0;
-        switch (idx) {
-        case 0: q->weights = v; bad = !*v; break;
-        case 1: q->calibration = v; bad = !*v; break;
-        case 2:
-            q->scheme = -1;
-            for (int i = 0; i < 3; i++)
-                if (strcmp(v, ne_scheme_names[i]) == 0)
-                    q->scheme = i;
-            bad = q->scheme < 0;
-            break;
-        case 3: bad = parse_ranges(v, &q->ranges, q->ranges_text, sizeof q->ranges_text); break;
-        case 4: bad = parse_bool(v, &q->force); break;
-        case 5: q->head = v; bad = !*v; break;
-        case 6: bad = parse_bool(v, &q->golden); break;
-        }
-        if (bad) {
-            edgert_errf(err, len, NE_NAME ": bad value '%.100s' for %s (%s)", v, k,
-                        idx == 2   ? "w8a16, w8a8 or w4a16"
-                        : idx == 3 ? "minmax, percentile:P with 50 < P <= 100, or fixed"
-                        : idx == 4 || idx == 6 ? "0 or 1"
-                                          : "a non-empty value");
-            return EDGERT_E_USAGE;
-        }
-    }
-    if (!q->weights || !q->calibration) {
-        edgert_errf(err, len, NE_NAME ": the request needs weights=FILE and calibration=FILE "
-                         "(safetensors): the calibrated path takes its ranges from real "
-                         "activations");
-        return EDGERT_E_USAGE;
-    }
-    return EDGERT_OK;
-}
 
 /* ---- simulated configurations ------------------------------------------------- */
 
@@ -1069,7 +932,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
         edgert_errf(err, err_len, NE_NAME ": export: state or out_dir is NULL");
         return EDGERT_E_USAGE;
     }
-    edgert_status rc = parse_request(request, &q, err, err_len);
+    edgert_status rc = ne_parse_request(request, &q, err, err_len);
     if (rc != EDGERT_OK)
         goto out;
     r.host = st->host;
