@@ -197,6 +197,14 @@ typedef struct ne_run {
     int nwarn;
 } ne_run;
 
+/** Open and check the inputs (inputs.c): the weights (4-bit ones refused),
+ *  the calibration samples, one ne_proj per "<proj>.weight" in file order
+ *  with its "<proj>.x", and r->t. */
+edgert_status ne_open_inputs(ne_run *r, char *err, size_t len);
+/** Read projection p's weights w [n][k] and samples x [t][k] as fp32; refuses
+ *  non-finite values. */
+int ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err, size_t len);
+
 /** The next free warning of the report, or NULL once NE_MAX_WARN are taken
  *  (edgert_errf then writes nothing): edgert_errf(ne_warning(r), NE_WARN_LEN, ...). */
 char *ne_warning(ne_run *r);
