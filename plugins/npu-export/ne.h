@@ -161,6 +161,9 @@ typedef struct ne_cfg {
 enum { CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UNCAL, CFG_W4A16, CFG_W4A16_UNCAL,
        CFG_EXPORTED, NCFG };
 
+/** The configurations the report compares (simulate.c). */
+void ne_make_cfgs(const ne_req *q, ne_cfg *c);
+
 /** One projection: a "<name>.weight" [N][K] with its "<name>.x" [T][K]. */
 typedef struct ne_proj {
     char *name;
@@ -204,6 +207,27 @@ edgert_status ne_open_inputs(ne_run *r, char *err, size_t len);
 /** Read projection p's weights w [n][k] and samples x [t][k] as fp32; refuses
  *  non-finite values. */
 int ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err, size_t len);
+
+/** The working buffers of one projection, alive while it is processed. */
+typedef struct ne_work {
+    float *w, *x;        /* [n][k] weights, [t][k] calibration samples, fp32 */
+    int8_t *q8, *q4;     /* [n][k] per-channel int8 / int4 codes */
+    float *s8, *s4;      /* [n] their scales */
+    float *yref;         /* [t][n] fp32 outputs */
+    float *ysim;         /* [t][n] the exported config's simulated outputs (golden only) */
+    float *scratch;      /* max(t n, t k) floats for percentile selection */
+    float *xd[NCFG];     /* [t][k] quantized-dequantized inputs per distinct config */
+    uint32_t nblocks;    /* blocks of NE_NB output columns */
+    double *sig, *noise; /* per block: [nblocks], [nblocks][NCFG] */
+} ne_work;
+
+/** Allocate a projection's buffers (simulate.c); *wk can be freed either way. */
+int ne_work_alloc(const ne_run *r, const ne_proj *p, ne_work *wk, char *err, size_t len);
+void ne_work_free(ne_work *wk);
+/** Quantize the weights read into wk, simulate every configuration and fill
+ *  p's results: signal and noise energies, the exported precision and
+ *  encodings (and wk->ysim when golden files are due). */
+int ne_simulate(const ne_run *r, ne_proj *p, ne_work *wk, char *err, size_t len);
 
 /** The next free warning of the report, or NULL once NE_MAX_WARN are taken
  *  (edgert_errf then writes nothing): edgert_errf(ne_warning(r), NE_WARN_LEN, ...). */

@@ -61,26 +61,6 @@ typedef struct ne_state {
     const edgert_host *host;
 } ne_state;
 
-/* ---- simulated configurations ------------------------------------------------- */
-
-static void make_cfgs(const ne_req *q, ne_cfg *c)
-{
-    ne_range mm = {NE_RANGE_MINMAX, 0}, pct = {NE_RANGE_PERCENTILE, 99.99}, fx = {NE_RANGE_FIXED, 0};
-    c[CFG_W8A16] = (ne_cfg){"w8a16", 8, 16, q->ranges, "int8 weights, uint16 activations, calibrated"};
-    c[CFG_W8A8] = (ne_cfg){"w8a8", 8, 8, mm, "int8 weights, uint8 activations, minmax"};
-    c[CFG_W8A8_PCT] = (ne_cfg){"w8a8_p99.99", 8, 8, pct, "int8 weights, uint8 activations, percentile:99.99"};
-    c[CFG_W8A16_UNCAL] = (ne_cfg){"w8a16_uncalibrated", 8, 16, fx, "int8 weights, uint16 activations, fixed [-1, 1] ranges"};
-    c[CFG_W4A16] = (ne_cfg){"w4a16", 4, 16, q->ranges, "int4 weights per channel, uint16 activations, calibrated"};
-    c[CFG_W4A16_UNCAL] = (ne_cfg){"w4a16_uncalibrated", 4, 16, fx, "int4 weights, uint16 activations, fixed [-1, 1] ranges"};
-    c[CFG_EXPORTED] = (ne_cfg){"exported", q->scheme == SCHEME_W4A16 ? 4 : 8,
-                                q->scheme == SCHEME_W8A8 ? 8 : 16, q->ranges, "the exported graph"};
-}
-
-static int range_eq(ne_range a, ne_range b)
-{
-    return a.kind == b.kind && (a.kind != NE_RANGE_PERCENTILE || a.pct == b.pct);
-}
-
 /* ---- per projection ------------------------------------------------------------ */
 
 char *ne_warning(ne_run *r)
@@ -98,97 +78,6 @@ static char *path_join(const char *dir, const char *name)
         memcpy(p + a + 1, name, b + 1);
     }
     return p;
-}
-
-/* The simulation job of one projection. */
-typedef struct sim_job {
-    const float *w;          /* [n][k] fp32 */
-    const int8_t *q8, *q4;   /* [n][k] */
-    const float *s8, *s4;    /* [n] */
-    const float *x;          /* [t][k] fp32 */
-    const float *xd[NCFG];   /* dequantized activations per config, NULL = same as an earlier */
-    int uniq[NCFG];          /* index of the config whose results this one shares */
-    int wbits[NCFG];
-    ne_aq yq[NCFG];
-    uint32_t t, k, n, nblocks;
-    float *yref;             /* [t][n] fp32 outputs (pass 1 writes, pass 2 reads) */
-    float *ysim;             /* [t][n] outputs of the exported config, or NULL */
-    double *sig, *noise;     /* [nblocks], [nblocks][NCFG] */
-    int pass, failed;
-} sim_job;
-
-static void build_wt(const sim_job *j, int bits, uint32_t n0, uint32_t nb, float *wt)
-{
-    for (uint32_t c = 0; c < nb; c++) {
-        size_t row = (size_t)(n0 + c) * j->k;
-        if (bits == 32) {
-            for (uint32_t i = 0; i < j->k; i++)
-                wt[(size_t)i * nb + c] = j->w[row + i];
-        } else {
-            const int8_t *q = bits == 8 ? j->q8 : j->q4;
-            float s = bits == 8 ? j->s8[n0 + c] : j->s4[n0 + c];
-            for (uint32_t i = 0; i < j->k; i++)
-                wt[(size_t)i * nb + c] = (float)q[row + i] * s;
-        }
-    }
-}
-
-static void sim_blocks(void *arg, size_t begin, size_t end, unsigned worker)
-{
-    (void)worker;
-    sim_job *j = arg;
-    float *wt8 = malloc((size_t)j->k * NE_NB * sizeof(float));
-    float *wt4 = malloc((size_t)j->k * NE_NB * sizeof(float));
-    float *y = malloc((size_t)j->t * NE_NB * sizeof(float));
-    if (!wt8 || !wt4 || !y) {
-        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-        goto out;
-    }
-    for (size_t b = begin; b < end; b++) {
-        uint32_t n0 = (uint32_t)b * NE_NB;
-        uint32_t nb = j->n - n0 < NE_NB ? j->n - n0 : NE_NB;
-        if (j->pass == 1) {
-            build_wt(j, 32, n0, nb, wt8);
-            ne_gemm_block(j->x, j->t, j->k, wt8, nb, y);
-            double s = 0.0;
-            for (uint32_t r = 0; r < j->t; r++)
-                for (uint32_t c = 0; c < nb; c++) {
-                    float v = y[(size_t)r * nb + c];
-                    j->yref[(size_t)r * j->n + n0 + c] = v;
-                    s += (double)v * v;
-                }
-            j->sig[b] = s;
-            continue;
-        }
-        int have8 = 0, have4 = 0;
-        for (int c = 0; c < NCFG; c++) {
-            if (j->uniq[c] != c)
-                continue;
-            float *wt = j->wbits[c] == 8 ? wt8 : wt4;
-            int *have = j->wbits[c] == 8 ? &have8 : &have4;
-            if (!*have) {
-                build_wt(j, j->wbits[c], n0, nb, wt);
-                *have = 1;
-            }
-            ne_gemm_block(j->xd[c], j->t, j->k, wt, nb, y);
-            double e = 0.0;
-            int keep = j->ysim && j->uniq[CFG_EXPORTED] == c;
-            for (uint32_t r = 0; r < j->t; r++)
-                for (uint32_t cc = 0; cc < nb; cc++) {
-                    float v = ne_aq_apply(&j->yq[c], y[(size_t)r * nb + cc]);
-                    size_t at = (size_t)r * j->n + n0 + cc;
-                    double d = (double)v - j->yref[at];
-                    e += d * d;
-                    if (keep)
-                        j->ysim[at] = v;
-                }
-            j->noise[b * NCFG + (size_t)c] = e;
-        }
-    }
-out:
-    free(wt8);
-    free(wt4);
-    free(y);
 }
 
 static int write_raw(ne_run *r, const char *rel, const void *d, size_t n, char *err, size_t len)
@@ -330,145 +219,34 @@ static int emit_projection(ne_run *r, ne_proj *p, const int8_t *q, const float *
 static int do_projection(ne_run *r, size_t pi, char *err, size_t len)
 {
     ne_proj *p = &r->p[pi];
-    uint32_t n = p->n, k = p->k, t = r->t;
-    size_t nk = (size_t)n * k, tk = (size_t)t * k, tn = (size_t)t * n;
-    sim_job j;
-    memset(&j, 0, sizeof j);
+    size_t tk = (size_t)r->t * p->k, tn = (size_t)r->t * p->n;
+    ne_work wk;
     int rc = -1;
-    float *w = malloc(nk * sizeof *w), *x = malloc(tk * sizeof *x);
-    int8_t *q8 = malloc(nk), *q4 = malloc(nk);
-    float *s8 = malloc((size_t)n * 4), *s4 = malloc((size_t)n * 4);
-    float *yref = malloc(tn * sizeof *yref);
-    float *scratch = malloc((tn > tk ? tn : tk) * sizeof *scratch);
-    float *xd[NCFG] = {0};
-    uint32_t nblocks = (n + NE_NB - 1) / NE_NB;
-    double *sig = calloc(nblocks, sizeof *sig), *noise = calloc((size_t)nblocks * NCFG, sizeof *noise);
-    float *ysim = r->q->golden && !r->refused ? malloc(tn * sizeof *ysim) : NULL;
-    if (!w || !x || !q8 || !q4 || !s8 || !s4 || !yref || !scratch || !sig || !noise ||
-        (r->q->golden && !r->refused && !ysim)) {
-        edgert_errf(err, len, "out of memory for projection %s [%u x %u] (%zu MB of weights as fp32)",
-                    p->name, n, k, nk * 4 >> 20);
+    if (ne_work_alloc(r, p, &wk, err, len) || ne_read_projection(r, p, wk.w, wk.x, err, len) ||
+        ne_simulate(r, p, &wk, err, len))
         goto out;
-    }
-    if (ne_read_projection(r, p, w, x, err, len))
-        goto out;
-    ne_wquant(w, n, k, 127, q8, s8);
-    ne_wquant(w, n, k, 7, q4, s4);
-
-    /* Pass 1: fp32 outputs. */
-    j.w = w;
-    j.q8 = q8;
-    j.q4 = q4;
-    j.s8 = s8;
-    j.s4 = s4;
-    j.x = x;
-    j.t = t;
-    j.k = k;
-    j.n = n;
-    j.nblocks = nblocks;
-    j.yref = yref;
-    j.ysim = ysim;
-    j.sig = sig;
-    j.noise = noise;
-    j.pass = 1;
-    const edgert_host *h = r->host;
-    h->parallel_for(h->host_ctx, nblocks, 1, sim_blocks, &j);
-    if (j.failed) {
-        edgert_errf(err, len, "out of memory in the simulator (%s)", p->name);
-        goto out;
-    }
-    p->sig = 0.0;
-    for (uint32_t b = 0; b < nblocks; b++)
-        p->sig += sig[b];
-
-    /* Per configuration: effective precision (head protected), ranges, and
-     * the quantized-dequantized inputs; identical configurations share. */
-    for (int c = 0; c < NCFG; c++) {
-        int wb = r->cfg[c].wbits, ab = r->cfg[c].abits;
-        if (p->head) {
-            wb = wb < 8 ? 8 : wb;
-            ab = ab < 16 ? 16 : ab;
-        }
-        j.wbits[c] = wb;
-        j.uniq[c] = c;
-        for (int e = 0; e < c; e++)
-            if (j.uniq[e] == e && j.wbits[e] == wb && j.yq[e].qmax == (1 << ab) - 1 &&
-                range_eq(r->cfg[e].ranges, r->cfg[c].ranges)) {
-                j.uniq[c] = e;
-                break;
-            }
-        float lo, hi;
-        ne_range_of(yref, tn, r->cfg[c].ranges, scratch, &lo, &hi);
-        j.yq[c] = ne_aq_make(lo, hi, (unsigned)ab);
-        if (j.uniq[c] != c)
-            continue;
-        ne_range_of(x, tk, r->cfg[c].ranges, scratch, &lo, &hi);
-        ne_aq xq = ne_aq_make(lo, hi, (unsigned)ab);
-        xd[c] = malloc(tk * sizeof(float));
-        if (!xd[c]) {
-            edgert_errf(err, len, "out of memory (%s)", p->name);
-            goto out;
-        }
-        for (size_t i = 0; i < tk; i++)
-            xd[c][i] = ne_aq_apply(&xq, x[i]);
-        j.xd[c] = xd[c];
-    }
-    /* The exported config's own activation encodings (it may share xd). */
-    {
-        int c = CFG_EXPORTED;
-        float lo, hi;
-        ne_range_of(x, tk, r->cfg[c].ranges, scratch, &lo, &hi);
-        p->wbits = j.wbits[c];
-        p->abits = j.yq[c].qmax == 65535 ? 16 : 8;
-        p->xq = ne_aq_make(lo, hi, (unsigned)p->abits);
-        p->yq = j.yq[c];
-    }
-    j.pass = 2;
-    h->parallel_for(h->host_ctx, nblocks, 1, sim_blocks, &j);
-    if (j.failed) {
-        edgert_errf(err, len, "out of memory in the simulator (%s)", p->name);
-        goto out;
-    }
-    for (int c = 0; c < NCFG; c++) {
-        double e = 0.0;
-        for (uint32_t b = 0; b < nblocks; b++)
-            e += noise[(size_t)b * NCFG + (size_t)j.uniq[c]];
-        p->noise[c] = e;
-    }
     if (!r->refused) {
-        p->wscale = malloc((size_t)n * 4);
+        p->wscale = malloc((size_t)p->n * 4);
         if (!p->wscale) {
             edgert_errf(err, len, "out of memory");
             goto out;
         }
-        memcpy(p->wscale, p->wbits == 8 ? s8 : s4, (size_t)n * 4);
-        if (emit_projection(r, p, p->wbits == 8 ? q8 : q4, p->wscale, err, len))
+        memcpy(p->wscale, p->wbits == 8 ? wk.s8 : wk.s4, (size_t)p->n * 4);
+        if (emit_projection(r, p, p->wbits == 8 ? wk.q8 : wk.q4, p->wscale, err, len))
             goto out;
         if (r->q->golden) {
             snprintf(p->golden[0], sizeof p->golden[0], "golden/%03zu.x.f32", pi);
             snprintf(p->golden[1], sizeof p->golden[1], "golden/%03zu.y_sim.f32", pi);
             snprintf(p->golden[2], sizeof p->golden[2], "golden/%03zu.y_fp32.f32", pi);
-            if (write_raw(r, p->golden[0], x, tk * 4, err, len) ||
-                write_raw(r, p->golden[1], ysim, tn * 4, err, len) ||
-                write_raw(r, p->golden[2], yref, tn * 4, err, len))
+            if (write_raw(r, p->golden[0], wk.x, tk * 4, err, len) ||
+                write_raw(r, p->golden[1], wk.ysim, tn * 4, err, len) ||
+                write_raw(r, p->golden[2], wk.yref, tn * 4, err, len))
                 goto out;
         }
     }
     rc = 0;
 out:
-    for (int c = 0; c < NCFG; c++)
-        free(xd[c]);
-    free(w);
-    free(x);
-    free(q8);
-    free(q4);
-    free(s8);
-    free(s4);
-    free(yref);
-    free(scratch);
-    free(sig);
-    free(noise);
-    free(ysim);
+    ne_work_free(&wk);
     return rc;
 }
 
@@ -802,7 +580,7 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     r.host = st->host;
     r.q = &q;
     r.out_dir = out_dir;
-    make_cfgs(&q, r.cfg);
+    ne_make_cfgs(&q, r.cfg);
     int refused_scheme = q.scheme != SCHEME_W8A16 || q.ranges.kind == NE_RANGE_FIXED;
     r.refused = refused_scheme && !q.force;
     struct stat sb;
