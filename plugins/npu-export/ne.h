@@ -229,6 +229,18 @@ void ne_work_free(ne_work *wk);
  *  encodings (and wk->ysim when golden files are due). */
 int ne_simulate(const ne_run *r, ne_proj *p, ne_work *wk, char *err, size_t len);
 
+/** Add projection p's QDQ subgraph to r->graph (emit.c): its initializers
+ *  inline or in model.onnx.data; keeps its weight scales in p->wscale. */
+int ne_emit_projection(ne_run *r, ne_proj *p, const ne_work *wk, char *err, size_t len);
+int ne_make_golden_dir(const ne_run *r, char *err, size_t len);
+/** golden/NNN.{x,y_sim,y_fp32}.f32 of projection pi (NNN = pi), named in p->golden. */
+int ne_write_golden(const ne_run *r, size_t pi, ne_proj *p, const ne_work *wk, char *err,
+                    size_t len);
+/** Finish model.onnx.data and write model.onnx around r->graph. */
+edgert_status ne_write_model(ne_run *r, char *err, size_t len);
+
+/** out_dir/rel, malloc'd (NULL when out of memory). */
+char *ne_out_path(const ne_run *r, const char *rel);
 /** The next free warning of the report, or NULL once NE_MAX_WARN are taken
  *  (edgert_errf then writes nothing): edgert_errf(ne_warning(r), NE_WARN_LEN, ...). */
 char *ne_warning(ne_run *r);

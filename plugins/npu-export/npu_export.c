@@ -53,8 +53,6 @@
 
 #include "ne.h"
 
-#define NE_EXTERNAL_MIN (1u << 20)
-#define NE_ALIGN_EXTERNAL 4096u
 #define NE_FLAG_DB 10.0
 
 typedef struct ne_state {
@@ -68,182 +66,30 @@ char *ne_warning(ne_run *r)
     return r->nwarn < NE_MAX_WARN ? r->warnings[r->nwarn++] : NULL;
 }
 
-static char *path_join(const char *dir, const char *name)
+char *ne_out_path(const ne_run *r, const char *rel)
 {
-    size_t a = strlen(dir), b = strlen(name);
+    size_t a = strlen(r->out_dir), b = strlen(rel);
     char *p = malloc(a + b + 2);
     if (p) {
-        memcpy(p, dir, a);
+        memcpy(p, r->out_dir, a);
         p[a] = '/';
-        memcpy(p + a + 1, name, b + 1);
+        memcpy(p + a + 1, rel, b + 1);
     }
     return p;
-}
-
-static int write_raw(ne_run *r, const char *rel, const void *d, size_t n, char *err, size_t len)
-{
-    char *path = path_join(r->out_dir, rel);
-    FILE *f = path ? fopen(path, "wb") : NULL;
-    int ok = f && fwrite(d, 1, n, f) == n;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok)
-        edgert_errf(err, len, "%s: cannot write: %s", path ? path : rel, strerror(errno));
-    free(path);
-    return ok ? 0 : -1;
-}
-
-/* An initializer inline or in model.onnx.data. */
-static int put_init(ne_run *r, const char *name, int dtype, const int64_t *dims, int ndim,
-                    const void *raw, size_t n, char *err, size_t len)
-{
-    if (n < NE_EXTERNAL_MIN) {
-        onnx_init_inline(&r->graph, name, dtype, dims, ndim, raw, n);
-        return 0;
-    }
-    if (!r->ext) {
-        char *path = path_join(r->out_dir, "model.onnx.data");
-        r->ext = path ? fopen(path, "wb") : NULL;
-        if (!r->ext) {
-            edgert_errf(err, len, "%s: cannot create: %s", path ? path : "model.onnx.data",
-                        strerror(errno));
-            free(path);
-            return -1;
-        }
-        free(path);
-        r->ext_used = 1;
-    }
-    static const char zeros[NE_ALIGN_EXTERNAL];
-    uint64_t pad = (NE_ALIGN_EXTERNAL - r->ext_off % NE_ALIGN_EXTERNAL) % NE_ALIGN_EXTERNAL;
-    if ((pad && fwrite(zeros, 1, pad, r->ext) != pad) || fwrite(raw, 1, n, r->ext) != n) {
-        edgert_errf(err, len, "%s/model.onnx.data: write failed: %s", r->out_dir, strerror(errno));
-        return -1;
-    }
-    r->ext_off += pad;
-    onnx_init_external(&r->graph, name, dtype, dims, ndim, "model.onnx.data", r->ext_off, n);
-    r->ext_off += n;
-    return 0;
-}
-
-/* The QDQ subgraph of one projection. */
-static int emit_projection(ne_run *r, ne_proj *p, const int8_t *q, const float *scale, char *err,
-                           size_t len)
-{
-    char nm[16][320];
-    const char *P = p->name;
-    snprintf(nm[0], sizeof nm[0], "%s.x", P);
-    snprintf(nm[1], sizeof nm[1], "%s.x_scale", P);
-    snprintf(nm[2], sizeof nm[2], "%s.x_zero_point", P);
-    snprintf(nm[3], sizeof nm[3], "%s.x_quantized", P);
-    snprintf(nm[4], sizeof nm[4], "%s.x_dequantized", P);
-    snprintf(nm[5], sizeof nm[5], "%s.weight_quantized", P);
-    snprintf(nm[6], sizeof nm[6], "%s.weight_scale", P);
-    snprintf(nm[7], sizeof nm[7], "%s.weight_zero_point", P);
-    snprintf(nm[8], sizeof nm[8], "%s.weight_dequantized", P);
-    snprintf(nm[9], sizeof nm[9], "%s.y_float", P);
-    snprintf(nm[10], sizeof nm[10], "%s.y_scale", P);
-    snprintf(nm[11], sizeof nm[11], "%s.y_zero_point", P);
-    snprintf(nm[12], sizeof nm[12], "%s.y_quantized", P);
-    snprintf(nm[13], sizeof nm[13], "%s.y", P);
-    int adt = p->abits == 16 ? ONNX_UINT16 : ONNX_UINT8;
-    int wdt = p->wbits == 8 ? ONNX_INT8 : ONNX_INT4;
-    int64_t xd[2] = {r->t, p->k}, yd[2] = {r->t, p->n}, wd[2] = {p->k, p->n}, nd[1] = {p->n};
-
-    onnx_value_info(&r->graph, 11, nm[0], ONNX_FLOAT, xd, 2);
-    onnx_value_info(&r->graph, 12, nm[13], ONNX_FLOAT, yd, 2);
-    /* Activation scale / zero point scalars (rank 0). */
-    uint8_t zp[2];
-    onnx_init_inline(&r->graph, nm[1], ONNX_FLOAT, NULL, 0, &p->xq.scale, 4);
-    zp[0] = (uint8_t)(p->xq.zp & 0xFF);
-    zp[1] = (uint8_t)(p->xq.zp >> 8);
-    onnx_init_inline(&r->graph, nm[2], adt, NULL, 0, zp, p->abits / 8);
-    onnx_init_inline(&r->graph, nm[10], ONNX_FLOAT, NULL, 0, &p->yq.scale, 4);
-    zp[0] = (uint8_t)(p->yq.zp & 0xFF);
-    zp[1] = (uint8_t)(p->yq.zp >> 8);
-    onnx_init_inline(&r->graph, nm[11], adt, NULL, 0, zp, p->abits / 8);
-
-    /* Weights transposed to [K][N] (MatMul's B), int8 or packed int4. */
-    size_t kn = (size_t)p->k * p->n;
-    size_t bytes = p->wbits == 8 ? kn : (kn + 1) / 2;
-    uint8_t *wt = calloc(bytes ? bytes : 1, 1);
-    uint8_t *zeros = calloc(p->n, 1);
-    if (!wt || !zeros) {
-        free(wt);
-        free(zeros);
-        edgert_errf(err, len, "out of memory (%zu bytes for %s)", bytes, P);
-        return -1;
-    }
-    const uint32_t TB = 64; /* tile: rows of W read contiguously, columns of Wt written */
-    for (uint32_t n0 = 0; n0 < p->n; n0 += TB)
-        for (uint32_t k0 = 0; k0 < p->k; k0 += TB)
-            for (uint32_t nn = n0; nn < p->n && nn < n0 + TB; nn++)
-                for (uint32_t kk = k0; kk < p->k && kk < k0 + TB; kk++) {
-                    int8_t v = q[(size_t)nn * p->k + kk];
-                    size_t e = (size_t)kk * p->n + nn;
-                    if (p->wbits == 8)
-                        wt[e] = (uint8_t)v;
-                    else
-                        wt[e / 2] |= (uint8_t)(((uint8_t)v & 15u) << (e % 2 ? 4 : 0));
-                }
-    int rc = put_init(r, nm[5], wdt, wd, 2, wt, bytes, err, len);
-    free(wt);
-    if (!rc)
-        rc = put_init(r, nm[6], ONNX_FLOAT, nd, 1, scale, (size_t)p->n * 4, err, len);
-    if (!rc)
-        rc = put_init(r, nm[7], wdt, nd, 1, zeros, p->wbits == 8 ? p->n : (p->n + 1u) / 2u, err,
-                      len);
-    free(zeros);
-    if (rc)
-        return rc;
-
-    const char *qx[3] = {nm[0], nm[1], nm[2]}, *dx[3] = {nm[3], nm[1], nm[2]};
-    const char *dw[3] = {nm[5], nm[6], nm[7]}, *mm[2] = {nm[4], nm[8]};
-    const char *qy[3] = {nm[9], nm[10], nm[11]}, *dy[3] = {nm[12], nm[10], nm[11]};
-    char nn[320];
-    snprintf(nn, sizeof nn, "%s/x_Q", P);
-    onnx_node(&r->graph, "QuantizeLinear", qx, 3, nm[3], nn, -1);
-    snprintf(nn, sizeof nn, "%s/x_DQ", P);
-    onnx_node(&r->graph, "DequantizeLinear", dx, 3, nm[4], nn, -1);
-    snprintf(nn, sizeof nn, "%s/weight_DQ", P);
-    onnx_node(&r->graph, "DequantizeLinear", dw, 3, nm[8], nn, 1);
-    snprintf(nn, sizeof nn, "%s/MatMul", P);
-    onnx_node(&r->graph, "MatMul", mm, 2, nm[9], nn, -1);
-    snprintf(nn, sizeof nn, "%s/y_Q", P);
-    onnx_node(&r->graph, "QuantizeLinear", qy, 3, nm[12], nn, -1);
-    snprintf(nn, sizeof nn, "%s/y_DQ", P);
-    onnx_node(&r->graph, "DequantizeLinear", dy, 3, nm[13], nn, -1);
-    return 0;
 }
 
 /* Quantize, simulate every configuration and (unless refused) emit one projection. */
 static int do_projection(ne_run *r, size_t pi, char *err, size_t len)
 {
     ne_proj *p = &r->p[pi];
-    size_t tk = (size_t)r->t * p->k, tn = (size_t)r->t * p->n;
     ne_work wk;
     int rc = -1;
     if (ne_work_alloc(r, p, &wk, err, len) || ne_read_projection(r, p, wk.w, wk.x, err, len) ||
         ne_simulate(r, p, &wk, err, len))
         goto out;
-    if (!r->refused) {
-        p->wscale = malloc((size_t)p->n * 4);
-        if (!p->wscale) {
-            edgert_errf(err, len, "out of memory");
-            goto out;
-        }
-        memcpy(p->wscale, p->wbits == 8 ? wk.s8 : wk.s4, (size_t)p->n * 4);
-        if (emit_projection(r, p, p->wbits == 8 ? wk.q8 : wk.q4, p->wscale, err, len))
-            goto out;
-        if (r->q->golden) {
-            snprintf(p->golden[0], sizeof p->golden[0], "golden/%03zu.x.f32", pi);
-            snprintf(p->golden[1], sizeof p->golden[1], "golden/%03zu.y_sim.f32", pi);
-            snprintf(p->golden[2], sizeof p->golden[2], "golden/%03zu.y_fp32.f32", pi);
-            if (write_raw(r, p->golden[0], wk.x, tk * 4, err, len) ||
-                write_raw(r, p->golden[1], wk.ysim, tn * 4, err, len) ||
-                write_raw(r, p->golden[2], wk.yref, tn * 4, err, len))
-                goto out;
-        }
-    }
+    if (!r->refused && (ne_emit_projection(r, p, &wk, err, len) ||
+                        (r->q->golden && ne_write_golden(r, pi, p, &wk, err, len))))
+        goto out;
     rc = 0;
 out:
     ne_work_free(&wk);
@@ -313,7 +159,7 @@ static const char *range_text(ne_range g, char *buf, size_t len)
 
 static int write_encodings(ne_run *r, char *err, size_t len)
 {
-    char *path = path_join(r->out_dir, "encodings.json");
+    char *path = ne_out_path(r, "encodings.json");
     FILE *f = path ? fopen(path, "w") : NULL;
     if (!f) {
         edgert_errf(err, len, "%s: cannot create: %s", path ? path : "encodings.json", strerror(errno));
@@ -373,7 +219,7 @@ static const int table_cfgs[] = {CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UN
 
 static int write_reports(ne_run *r, char *err, size_t len)
 {
-    char *jp = path_join(r->out_dir, "report.json"), *tp = path_join(r->out_dir, "report.txt");
+    char *jp = ne_out_path(r, "report.json"), *tp = ne_out_path(r, "report.txt");
     FILE *f = jp ? fopen(jp, "w") : NULL, *t = tp ? fopen(tp, "w") : NULL;
     int rc = -1;
     char rb[64];
@@ -595,15 +441,9 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
         edgert_errf(ne_warning(&r), NE_WARN_LEN, "FORCED: %s with %s ranges is refused by default "
                     "(see the schemes table and the device figures); exported because force=1",
                     ne_scheme_names[q.scheme], q.ranges_text);
-    if (q.golden && !r.refused) {
-        char *g = path_join(out_dir, "golden");
-        if (!g || (mkdir(g, 0777) != 0 && errno != EEXIST)) {
-            edgert_errf(err, err_len, "%s/golden: cannot create: %s", out_dir, strerror(errno));
-            free(g);
-            rc = EDGERT_E_IO;
-            goto out;
-        }
-        free(g);
+    if (q.golden && !r.refused && ne_make_golden_dir(&r, err, err_len)) {
+        rc = EDGERT_E_IO;
+        goto out;
     }
     for (size_t i = 0; i < r.np; i++) {
         st->host->log(st->host->host_ctx, EDGERT_LOG_INFO, "projection %zu/%zu %s [%u x %u]",
@@ -624,36 +464,8 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
             edgert_errf(ne_warning(&r), NE_WARN_LEN, "projection %s: exported arithmetic measured "
                         "%.2f dB SQNR, below %.0f dB", r.p[i].name, d, NE_FLAG_DB);
     }
-    if (r.ext) {
-        int e = fclose(r.ext);
-        r.ext = NULL;
-        if (e != 0) {
-            edgert_errf(err, err_len, "%s/model.onnx.data: write failed: %s", out_dir, strerror(errno));
-            rc = EDGERT_E_IO;
-            goto out;
-        }
-    }
-    {
-        char t[16], s[16];
-        snprintf(t, sizeof t, "%u", r.t);
-        snprintf(s, sizeof s, "%s", ne_scheme_names[q.scheme]);
-        const char *meta[] = {"edgert.scheme", s, "edgert.ranges", q.ranges_text,
-                              "edgert.tokens", t, "edgert.forced", q.force ? "1" : "0"};
-        pb model = {0};
-        onnx_model(&model, &r.graph, "edgert_projection_bank", NE_VERSION, meta, 4);
-        if (model.oom || r.graph.oom) {
-            pb_free(&model);
-            edgert_errf(err, err_len, "out of memory building model.onnx");
-            rc = EDGERT_E_NOMEM;
-            goto out;
-        }
-        int w = write_raw(&r, "model.onnx", model.p, model.n, err, err_len);
-        pb_free(&model);
-        if (w) {
-            rc = EDGERT_E_IO;
-            goto out;
-        }
-    }
+    if ((rc = ne_write_model(&r, err, err_len)) != EDGERT_OK)
+        goto out;
     if (write_encodings(&r, err, err_len) || write_reports(&r, err, err_len)) {
         rc = EDGERT_E_IO;
         goto out;
