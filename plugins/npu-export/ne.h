@@ -239,6 +239,14 @@ int ne_write_golden(const ne_run *r, size_t pi, ne_proj *p, const ne_work *wk, c
 /** Finish model.onnx.data and write model.onnx around r->graph. */
 edgert_status ne_write_model(ne_run *r, char *err, size_t len);
 
+/** Warn about each projection whose exported arithmetic measured below the
+ *  report's flag (report.c). */
+void ne_flag_warnings(ne_run *r);
+int ne_write_encodings(const ne_run *r, char *err, size_t len);
+int ne_write_reports(const ne_run *r, char *err, size_t len);
+/** The refusal of a refused scheme or range: this run's figures and the device's. */
+void ne_refusal(const ne_run *r, char *err, size_t len);
+
 /** out_dir/rel, malloc'd (NULL when out of memory). */
 char *ne_out_path(const ne_run *r, const char *rel);
 /** The next free warning of the report, or NULL once NE_MAX_WARN are taken
