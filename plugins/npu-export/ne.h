@@ -3,10 +3,15 @@
  * Self-contained: the plugin includes only the public ABI header and links
  * nothing of the core.
  *
- *   npu_export.c   entry, request parsing, the export run, report/encodings
+ *   npu_export.c   entry, init, self-test; the export's spine
+ *   request.c      the key=value request
+ *   inputs.c       weights and calibration samples paired into projections
+ *   simulate.c     every scheme's arithmetic on a projection, against fp32
+ *   emit.c         the QDQ graph (model.onnx, model.onnx.data), golden files
+ *   report.c       encodings.json, report.json, report.txt, the refusal
  *   safetensors.c  a validating reader for the inputs (hostile files)
  *   onnx_pb.c      protobuf wire format and the ONNX messages we emit
- *   quant_sim.c    quantizers and the simulator of the exported arithmetic
+ *   quant_sim.c    quantizers and the GEMM block of the exported arithmetic
  */
 #ifndef EDGERT_NPU_EXPORT_NE_H
 #define EDGERT_NPU_EXPORT_NE_H
@@ -124,8 +129,11 @@ void ne_wquant(const float *w, uint32_t n, uint32_t k, int qmax, int8_t *q, floa
  *  (nb <= NE_NB), y is [t][nb]. Fixed summation order (k ascending). */
 #define NE_NB 64u
 void ne_gemm_block(const float *x, uint32_t t, uint32_t k, const float *wt, uint32_t nb, float *y);
+/** Self-test: the quantizer, percentile selection and the GEMM block against
+ *  known answers. 0 on success. */
+int ne_quant_self_test(char *err, size_t len);
 
-/* ---- the export run ------------------------------------------------------------ */
+/* ---- the export run: what the steps share ----------------------------------- */
 
 #define NE_VERSION "0.1.0"
 
@@ -135,7 +143,7 @@ void ne_gemm_block(const float *x, uint32_t t, uint32_t k, const float *wt, uint
 #define DEV_W4A16_UNCAL_DB (-1.6)
 
 enum { SCHEME_W8A16 = 0, SCHEME_W8A8, SCHEME_W4A16 };
-extern const char *const ne_scheme_names[3];
+extern const char *const ne_scheme_names[3]; /* request.c */
 
 /** The parsed request; the strings point into buf (the request, copied). */
 typedef struct ne_req {
@@ -145,10 +153,6 @@ typedef struct ne_req {
     ne_range ranges;
     char ranges_text[32];
 } ne_req;
-
-/** Parse and check the request (request.c); q->buf is set (to free) whatever
- *  the outcome. */
-edgert_status ne_parse_request(const char *request, ne_req *q, char *err, size_t len);
 
 /** One simulated configuration: what the report measures for each scheme. */
 typedef struct ne_cfg {
@@ -160,9 +164,6 @@ typedef struct ne_cfg {
 
 enum { CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UNCAL, CFG_W4A16, CFG_W4A16_UNCAL,
        CFG_EXPORTED, NCFG };
-
-/** The configurations the report compares (simulate.c). */
-void ne_make_cfgs(const ne_req *q, ne_cfg *c);
 
 /** One projection: a "<name>.weight" [N][K] with its "<name>.x" [T][K]. */
 typedef struct ne_proj {
@@ -200,14 +201,6 @@ typedef struct ne_run {
     int nwarn;
 } ne_run;
 
-/** Open and check the inputs (inputs.c): the weights (4-bit ones refused),
- *  the calibration samples, one ne_proj per "<proj>.weight" in file order
- *  with its "<proj>.x", and r->t. */
-edgert_status ne_open_inputs(ne_run *r, char *err, size_t len);
-/** Read projection p's weights w [n][k] and samples x [t][k] as fp32; refuses
- *  non-finite values. */
-int ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err, size_t len);
-
 /** The working buffers of one projection, alive while it is processed. */
 typedef struct ne_work {
     float *w, *x;        /* [n][k] weights, [t][k] calibration samples, fp32 */
@@ -221,7 +214,33 @@ typedef struct ne_work {
     double *sig, *noise; /* per block: [nblocks], [nblocks][NCFG] */
 } ne_work;
 
-/** Allocate a projection's buffers (simulate.c); *wk can be freed either way. */
+/* npu_export.c: services of the run. */
+/** out_dir/rel, malloc'd (NULL when out of memory). */
+char *ne_out_path(const ne_run *r, const char *rel);
+/** The next free warning of the report, or NULL once NE_MAX_WARN are taken
+ *  (edgert_errf then writes nothing): edgert_errf(ne_warning(r), NE_WARN_LEN, ...). */
+char *ne_warning(ne_run *r);
+
+/* ---- request.c ------------------------------------------------------------------ */
+
+/** Parse and check the request; q->buf is set (to free) whatever the outcome. */
+edgert_status ne_parse_request(const char *request, ne_req *q, char *err, size_t len);
+
+/* ---- inputs.c ------------------------------------------------------------------- */
+
+/** Open and check the inputs: the weights (4-bit ones refused), the
+ *  calibration samples, one ne_proj per "<proj>.weight" in file order with
+ *  its "<proj>.x", and r->t. */
+edgert_status ne_open_inputs(ne_run *r, char *err, size_t len);
+/** Read projection p's weights w [n][k] and samples x [t][k] as fp32; refuses
+ *  non-finite values. */
+int ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err, size_t len);
+
+/* ---- simulate.c ----------------------------------------------------------------- */
+
+/** The configurations the report compares. */
+void ne_make_cfgs(const ne_req *q, ne_cfg *c);
+/** Allocate a projection's buffers; *wk can be freed either way. */
 int ne_work_alloc(const ne_run *r, const ne_proj *p, ne_work *wk, char *err, size_t len);
 void ne_work_free(ne_work *wk);
 /** Quantize the weights read into wk, simulate every configuration and fill
@@ -229,8 +248,10 @@ void ne_work_free(ne_work *wk);
  *  encodings (and wk->ysim when golden files are due). */
 int ne_simulate(const ne_run *r, ne_proj *p, ne_work *wk, char *err, size_t len);
 
-/** Add projection p's QDQ subgraph to r->graph (emit.c): its initializers
- *  inline or in model.onnx.data; keeps its weight scales in p->wscale. */
+/* ---- emit.c --------------------------------------------------------------------- */
+
+/** Add projection p's QDQ subgraph to r->graph: its initializers inline or in
+ *  model.onnx.data; keeps its weight scales in p->wscale. */
 int ne_emit_projection(ne_run *r, ne_proj *p, const ne_work *wk, char *err, size_t len);
 int ne_make_golden_dir(const ne_run *r, char *err, size_t len);
 /** golden/NNN.{x,y_sim,y_fp32}.f32 of projection pi (NNN = pi), named in p->golden. */
@@ -239,18 +260,14 @@ int ne_write_golden(const ne_run *r, size_t pi, ne_proj *p, const ne_work *wk, c
 /** Finish model.onnx.data and write model.onnx around r->graph. */
 edgert_status ne_write_model(ne_run *r, char *err, size_t len);
 
+/* ---- report.c ------------------------------------------------------------------- */
+
 /** Warn about each projection whose exported arithmetic measured below the
- *  report's flag (report.c). */
+ *  report's flag. */
 void ne_flag_warnings(ne_run *r);
 int ne_write_encodings(const ne_run *r, char *err, size_t len);
 int ne_write_reports(const ne_run *r, char *err, size_t len);
 /** The refusal of a refused scheme or range: this run's figures and the device's. */
 void ne_refusal(const ne_run *r, char *err, size_t len);
-
-/** out_dir/rel, malloc'd (NULL when out of memory). */
-char *ne_out_path(const ne_run *r, const char *rel);
-/** The next free warning of the report, or NULL once NE_MAX_WARN are taken
- *  (edgert_errf then writes nothing): edgert_errf(ne_warning(r), NE_WARN_LEN, ...). */
-char *ne_warning(ne_run *r);
 
 #endif

@@ -9,29 +9,32 @@
  * request) with request lines `key=value` (request.c: weights=, calibration=,
  * scheme=, ranges=, force=, head=, golden=).
  *
- * Output in out_dir (which the host created): model.onnx, model.onnx.data
- * and golden/ (emit.c), encodings.json, report.json and report.txt
- * (report.c).
+ * This file holds the plugin's life cycle (entry, init, self-test, fini) and
+ * the export's spine, one call per step of the data flow:
+ *   request.c   parse and check the request
+ *   inputs.c    open the safetensors inputs, refuse 4-bit weights, pair each
+ *               "<proj>.weight" with its "<proj>.x", read a projection
+ *   simulate.c  per projection, every scheme's arithmetic against fp32
+ *               (quant_sim.c's quantizers and GEMM block)
+ *   emit.c      each projection's QDQ subgraph and golden/ files, then
+ *               model.onnx (+ model.onnx.data)
+ *   report.c    encodings.json, report.json and report.txt, or the refusal
+ * all written into out_dir, which the host created. A refused request is
+ * simulated in full (the refusal quotes its figures) and writes nothing.
  *
  * No global mutable state: an instance holds only its host table.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "ne.h"
 
-
 typedef struct ne_state {
     const edgert_host *host;
 } ne_state;
 
-/* ---- per projection ------------------------------------------------------------ */
+/* ---- services of the run, shared by the steps --------------------------------- */
 
 char *ne_warning(ne_run *r)
 {
@@ -48,6 +51,36 @@ char *ne_out_path(const ne_run *r, const char *rel)
         memcpy(p + a + 1, rel, b + 1);
     }
     return p;
+}
+
+/* ---- the export ------------------------------------------------------------------ */
+
+/* Everything before the first projection: the configurations, whether the
+ * request is refused, out_dir, the inputs, and golden/ when it is due. */
+static edgert_status begin_run(ne_run *r, const ne_state *st, const ne_req *q,
+                               const char *out_dir, char *err, size_t len)
+{
+    r->host = st->host;
+    r->q = q;
+    r->out_dir = out_dir;
+    ne_make_cfgs(q, r->cfg);
+    int refused_scheme = q->scheme != SCHEME_W8A16 || q->ranges.kind == NE_RANGE_FIXED;
+    r->refused = refused_scheme && !q->force;
+    struct stat sb;
+    if (stat(out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        edgert_errf(err, len, NE_NAME ": %s is not a directory (the host creates it)", out_dir);
+        return EDGERT_E_USAGE;
+    }
+    edgert_status rc = ne_open_inputs(r, err, len);
+    if (rc != EDGERT_OK)
+        return rc;
+    if (refused_scheme && q->force)
+        edgert_errf(ne_warning(r), NE_WARN_LEN, "FORCED: %s with %s ranges is refused by default "
+                    "(see the schemes table and the device figures); exported because force=1",
+                    ne_scheme_names[q->scheme], q->ranges_text);
+    if (q->golden && !r->refused && ne_make_golden_dir(r, err, len))
+        return EDGERT_E_IO;
+    return EDGERT_OK;
 }
 
 /* Quantize, simulate every configuration and (unless refused) emit one projection. */
@@ -68,10 +101,24 @@ out:
     return rc;
 }
 
+static void end_run(ne_run *r)
+{
+    if (r->ext)
+        fclose(r->ext);
+    for (size_t i = 0; i < r->np; i++) {
+        free(r->p[i].name);
+        free(r->p[i].wscale);
+    }
+    free(r->p);
+    pb_free(&r->graph);
+    st_close(&r->wf);
+    st_close(&r->cf);
+}
+
 static edgert_status ne_export(void *state, const char *out_dir, const char *request, char *err,
                                size_t err_len)
 {
-    ne_state *st = state;
+    const ne_state *st = state;
     ne_req q;
     ne_run r;
     memset(&r, 0, sizeof r);
@@ -82,28 +129,8 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     edgert_status rc = ne_parse_request(request, &q, err, err_len);
     if (rc != EDGERT_OK)
         goto out;
-    r.host = st->host;
-    r.q = &q;
-    r.out_dir = out_dir;
-    ne_make_cfgs(&q, r.cfg);
-    int refused_scheme = q.scheme != SCHEME_W8A16 || q.ranges.kind == NE_RANGE_FIXED;
-    r.refused = refused_scheme && !q.force;
-    struct stat sb;
-    if (stat(out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        edgert_errf(err, err_len, NE_NAME ": %s is not a directory (the host creates it)", out_dir);
-        rc = EDGERT_E_USAGE;
+    if ((rc = begin_run(&r, st, &q, out_dir, err, err_len)) != EDGERT_OK)
         goto out;
-    }
-    if ((rc = ne_open_inputs(&r, err, err_len)) != EDGERT_OK)
-        goto out;
-    if (refused_scheme && q.force)
-        edgert_errf(ne_warning(&r), NE_WARN_LEN, "FORCED: %s with %s ranges is refused by default "
-                    "(see the schemes table and the device figures); exported because force=1",
-                    ne_scheme_names[q.scheme], q.ranges_text);
-    if (q.golden && !r.refused && ne_make_golden_dir(&r, err, err_len)) {
-        rc = EDGERT_E_IO;
-        goto out;
-    }
     for (size_t i = 0; i < r.np; i++) {
         st->host->log(st->host->host_ctx, EDGERT_LOG_INFO, "projection %zu/%zu %s [%u x %u]",
                       i + 1, r.np, r.p[i].name, r.p[i].n, r.p[i].k);
@@ -120,22 +147,10 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     ne_flag_warnings(&r);
     if ((rc = ne_write_model(&r, err, err_len)) != EDGERT_OK)
         goto out;
-    if (ne_write_encodings(&r, err, err_len) || ne_write_reports(&r, err, err_len)) {
+    if (ne_write_encodings(&r, err, err_len) || ne_write_reports(&r, err, err_len))
         rc = EDGERT_E_IO;
-        goto out;
-    }
-    rc = EDGERT_OK;
 out:
-    if (r.ext)
-        fclose(r.ext);
-    for (size_t i = 0; i < r.np; i++) {
-        free(r.p[i].name);
-        free(r.p[i].wscale);
-    }
-    free(r.p);
-    pb_free(&r.graph);
-    st_close(&r.wf);
-    st_close(&r.cf);
+    end_run(&r);
     free(q.buf);
     return rc;
 }
@@ -151,8 +166,8 @@ static edgert_status ne_init(const edgert_host *host, const char *options, void 
     }
     *state = NULL;
     if (options && *options) {
-        edgert_errf(err, err_len, NE_NAME ": unknown init options '%.100s' (it takes none; export "
-                                     "settings go in the export request)", options);
+        edgert_errf(err, err_len, NE_NAME ": unknown init options '%.100s' (it takes none; "
+                                  "export settings go in the export request)", options);
         return EDGERT_E_USAGE;
     }
     ne_state *st = host->alloc(host->host_ctx, sizeof *st, 16);
@@ -172,50 +187,16 @@ static void ne_fini(void *state)
         st->host->free(st->host->host_ctx, st);
 }
 
+/* Each part checks itself against known answers: the protobuf encoder
+ * (onnx_pb.c), then the quantizers and the GEMM block (quant_sim.c). */
 static edgert_status ne_self_test(void *state, char *err, size_t err_len)
 {
     if (!state) {
         edgert_errf(err, err_len, NE_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
-    if (pb_self_test(err, err_len))
+    if (pb_self_test(err, err_len) || ne_quant_self_test(err, err_len))
         return EDGERT_E_PLUGIN;
-    /* Quantizer: [-1, 3] in 16 bits: scale 4/65535, zp rne(16383.75) = 16384;
-     * 0 stays exact, ties round to even. */
-    ne_aq a = ne_aq_make(-1.0f, 3.0f, 16);
-    if (a.zp != 16384 || ne_aq_apply(&a, 0.0f) != 0.0f || fabsf(ne_aq_apply(&a, 1.0f) - 1.0f) > a.scale) {
-        edgert_errf(err, err_len, NE_NAME ": self-test: activation quantizer is wrong (zp %d)", a.zp);
-        return EDGERT_E_PLUGIN;
-    }
-    /* Percentile selection against a known order: 0..999 shuffled. */
-    float v[1000], s[1000], lo, hi;
-    for (int i = 0; i < 1000; i++)
-        v[i] = (float)((i * 337) % 1000) - 500.0f;
-    ne_range pr = {NE_RANGE_PERCENTILE, 99.0};
-    ne_range_of(v, 1000, pr, s, &lo, &hi);
-    if (lo != -490.0f || hi != 489.0f) {
-        edgert_errf(err, err_len, NE_NAME ": self-test: percentile selection gave [%g, %g], expected "
-                                     "[-490, 489]", (double)lo, (double)hi);
-        return EDGERT_E_PLUGIN;
-    }
-    /* The GEMM block against a scalar loop (exact: small integers). */
-    float x[5 * 7], wt[7 * 3], y[5 * 3];
-    for (int i = 0; i < 35; i++)
-        x[i] = (float)(i % 5 - 2);
-    for (int i = 0; i < 21; i++)
-        wt[i] = (float)(i % 4 - 1);
-    ne_gemm_block(x, 5, 7, wt, 3, y);
-    for (int t = 0; t < 5; t++)
-        for (int c = 0; c < 3; c++) {
-            float e = 0.0f;
-            for (int k = 0; k < 7; k++)
-                e += x[t * 7 + k] * wt[k * 3 + c];
-            if (y[t * 3 + c] != e) {
-                edgert_errf(err, err_len, NE_NAME ": self-test: GEMM block y[%d][%d] = %g, expected %g",
-                            t, c, (double)y[t * 3 + c], (double)e);
-                return EDGERT_E_PLUGIN;
-            }
-        }
     return EDGERT_OK;
 }
 
