@@ -53,7 +53,7 @@ char *ne_out_path(const ne_run *r, const char *rel)
     return p;
 }
 
-/* ---- the export ------------------------------------------------------------------ */
+/* ---- the export --------------------------------------------------------------- */
 
 /* Everything before the first projection: the configurations, whether the
  * request is refused, out_dir, the inputs, and golden/ when it is due. */
