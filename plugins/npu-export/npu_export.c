@@ -6,1172 +6,132 @@
  * converter on the calibrated path and saved memory, not time).
  *
  * Capability EXPORT only (no GEMM). The host calls export_graph(out_dir,
- * request) with request lines `key=value`:
- *   weights=PATH        safetensors; dense F32/F16/BF16 tensors "<proj>.weight"
- *                       [N][K] (output channels x inputs), in file order.
- *                       4-bit inputs (I4/U4 dtypes, GPTQ qweight/qzeros) are
- *                       refused: see refuse_4bit().
- *   calibration=PATH    safetensors; "<proj>.x" [T][K] activation samples (the
- *                       inputs of each projection on real prompts), same T.
- *   scheme=w8a16        (default) | w8a8 | w4a16  — the last two are refused
- *                       unless force=1
- *   ranges=minmax       (default) | percentile:P (50 < P <= 100) | fixed
- *                       (uncalibrated [-1, 1]; refused unless force=1)
- *   force=0|1           export a refused scheme anyway; the report warns
- *   head=NAME           the output head projection (default lm_head; a name
- *                       equal to it or ending in ".NAME"); it is exported with
- *                       int8 weights and uint16 activations whatever the
- *                       scheme: the same or higher precision, never lower
- *   golden=0|1          also write golden/NNN.{x,y_sim,y_fp32}.f32: the inputs,
- *                       the simulated exported outputs and the fp32 outputs
- *                       (raw little-endian float32, [T][K] / [T][N]) to check
- *                       a runtime against
- * Unknown keys are refused.
+ * request) with request lines `key=value` (request.c: weights=, calibration=,
+ * scheme=, ranges=, force=, head=, golden=).
  *
- * Default ranges are minmax: with 65536 levels the step of a min/max range is
- * already far below the ordinary channels' spread (the outlier channels set
- * the range and they carry most of the output's energy), so clipping their
- * extremes (percentile) costs more than the finer step gains. The report
- * measures percentile ranges for 8-bit activations, where the trade-off goes
- * the other way, so the reader sees both.
- *
- * Output in out_dir (which the host created):
- *   model.onnx        ONNX, IR 10, opset 21. One graph input "<proj>.x"
- *                     [T][K] and output "<proj>.y" [T][N] per projection (a
- *                     projection bank; edgert has no attention):
- *                       x -Q(u16)-DQ-> MatMul(., DQ(int8 [K][N], per-channel
- *                       scale [N], axis 1)) -Q(u16)-DQ-> y
- *                     MatMul with weights stored transposed [K][N] and
- *                     per-channel DequantizeLinear on axis 1 is the QDQ form
- *                     ONNX Runtime's QNN EP documents for w8a16 MatMul
- *                     (Gemm transB would put the channel on axis 0 of a
- *                     transposed operand, which QDQ tooling handles less
- *                     uniformly). The output is quantized too, as the NPU
- *                     computes it: a fully quantized op stays on the NPU.
- *   model.onnx.data   initializers of 1 MiB or more (ONNX external data,
- *                     offsets aligned to 4096): spark-1.7b's 1.7 GB of int8
- *                     weights would not fit protobuf's 2 GB message limit.
- *   encodings.json    the calibrated encodings as quantization overrides for
- *                     Qualcomm's converters (AIMET layout: activation_encodings
- *                     and param_encodings, name -> list of {bitwidth, dtype,
- *                     is_symmetric, min, max, scale, offset}, one entry per
- *                     output channel for weights; offset = -zero_point, so
- *                     real = scale * (q + offset) with q unsigned).
- *   report.json, report.txt   SQNR per projection and end to end for the
- *                     exported scheme and for every scheme it refuses,
- *                     computed by one simulator (quant_sim.c).
- *
- * SQNR = 10 log10(sum y_fp32^2 / sum (y - y_fp32)^2) over the calibration
- * samples (in-sample: the ranges were taken from the same samples, so no
- * value lies beyond them). End to end = the same ratio over every output of
- * every projection (energy-weighted; there is no chained model here).
+ * This file holds the plugin's life cycle (entry, init, self-test, fini) and
+ * the export's spine, one call per step of the data flow:
+ *   request.c   parse and check the request
+ *   inputs.c    open the safetensors inputs, refuse 4-bit weights, pair each
+ *               "<proj>.weight" with its "<proj>.x", read a projection
+ *   simulate.c  per projection, every scheme's arithmetic against fp32
+ *               (quant_sim.c's quantizers and GEMM block)
+ *   emit.c      each projection's QDQ subgraph and golden/ files, then
+ *               model.onnx (+ model.onnx.data)
+ *   report.c    encodings.json, report.json and report.txt, or the refusal
+ * all written into out_dir, which the host created. A refused request is
+ * simulated in full (the refusal quotes its figures) and writes nothing.
  *
  * No global mutable state: an instance holds only its host table.
  */
-#define _GNU_SOURCE
-#include <errno.h>
-#include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "ne.h"
-
-#define NE_VERSION "0.1.0"
-#define NE_EXTERNAL_MIN (1u << 20)
-#define NE_ALIGN_EXTERNAL 4096u
-#define NE_FLAG_DB 10.0
-#define NE_MAX_TOKENS 65536u
-
-/* Device figures (design.md §1), cited in refusals and the report. */
-#define DEV_W8A16_DB 36.9
-#define DEV_A8_DB 5.1
-#define DEV_W4A16_UNCAL_DB (-1.6)
+#include "plugin_kit.h"
 
 typedef struct ne_state {
-    const edgert_host *host;
+    const edgert_host *host; /* first: pk_fini finds it */
 } ne_state;
 
-/* ---- request ---------------------------------------------------------------- */
+/* ---- services of the run, shared by the steps --------------------------------- */
 
-enum { SCHEME_W8A16 = 0, SCHEME_W8A8, SCHEME_W4A16 };
-static const char *const scheme_names[] = {"w8a16", "w8a8", "w4a16"};
-
-typedef struct ne_req {
-    char *buf;
-    const char *weights, *calibration, *head;
-    int scheme, force, golden;
-    ne_range ranges;
-    char ranges_text[32];
-} ne_req;
-
-static int parse_bool(const char *v, int *out)
+char *ne_warning(ne_run *r)
 {
-    if (strcmp(v, "0") == 0 || strcmp(v, "false") == 0)
-        *out = 0;
-    else if (strcmp(v, "1") == 0 || strcmp(v, "true") == 0)
-        *out = 1;
-    else
-        return -1;
-    return 0;
+    return r->nwarn < NE_MAX_WARN ? r->warnings[r->nwarn++] : NULL;
 }
 
-static int parse_ranges(const char *v, ne_range *r, char *text, size_t tl)
+char *ne_out_path(const ne_run *r, const char *rel)
 {
-    if (strcmp(v, "minmax") == 0) {
-        r->kind = NE_RANGE_MINMAX;
-    } else if (strcmp(v, "fixed") == 0) {
-        r->kind = NE_RANGE_FIXED;
-    } else if (strncmp(v, "percentile:", 11) == 0) {
-        char *end;
-        double p = strtod(v + 11, &end);
-        if (!v[11] || *end || !(p > 50.0 && p <= 100.0))
-            return -1;
-        r->kind = NE_RANGE_PERCENTILE;
-        r->pct = p;
-    } else {
-        return -1;
-    }
-    snprintf(text, tl, "%s", v);
-    return 0;
-}
-
-static edgert_status parse_request(const char *request, ne_req *q, char *err, size_t len)
-{
-    memset(q, 0, sizeof *q);
-    q->head = "lm_head";
-    q->ranges.kind = NE_RANGE_MINMAX;
-    snprintf(q->ranges_text, sizeof q->ranges_text, "minmax");
-    q->buf = strdup(request ? request : "");
-    if (!q->buf) {
-        edgert_errf(err, len, "out of memory");
-        return EDGERT_E_NOMEM;
-    }
-    unsigned seen = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(q->buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        size_t l = strlen(line);
-        if (l && line[l - 1] == '\r')
-            line[--l] = '\0';
-        if (!l)
-            continue;
-        char *eq = strchr(line, '=');
-        if (!eq) {
-            edgert_errf(err, len, NE_NAME ": request line '%.100s' is not key=value", line);
-            return EDGERT_E_USAGE;
-        }
-        *eq = '\0';
-        const char *k = line, *v = eq + 1;
-        static const char *const keys[] = {"weights", "calibration", "scheme", "ranges",
-                                           "force", "head", "golden"};
-        int idx = -1;
-        for (int i = 0; i < 7; i++)
-            if (strcmp(k, keys[i]) == 0)
-                idx = i;
-        if (idx < 0) {
-            edgert_errf(err, len, NE_NAME ": unknown request key '%.64s' (known: weights, "
-                             "calibration, scheme, ranges, force, head, golden)", k);
-            return EDGERT_E_USAGE;
-        }
-        if (seen & (1u << idx)) {
-            edgert_errf(err, len, NE_NAME ": request key '%s' given twice", k);
-            return EDGERT_E_USAGE;
-        }
-        seen |= 1u << idx;
-        int bad = 0;
-        switch (idx) {
-        case 0: q->weights = v; bad = !*v; break;
-        case 1: q->calibration = v; bad = !*v; break;
-        case 2:
-            q->scheme = -1;
-            for (int i = 0; i < 3; i++)
-                if (strcmp(v, scheme_names[i]) == 0)
-                    q->scheme = i;
-            bad = q->scheme < 0;
-            break;
-        case 3: bad = parse_ranges(v, &q->ranges, q->ranges_text, sizeof q->ranges_text); break;
-        case 4: bad = parse_bool(v, &q->force); break;
-        case 5: q->head = v; bad = !*v; break;
-        case 6: bad = parse_bool(v, &q->golden); break;
-        }
-        if (bad) {
-            edgert_errf(err, len, NE_NAME ": bad value '%.100s' for %s (%s)", v, k,
-                        idx == 2   ? "w8a16, w8a8 or w4a16"
-                        : idx == 3 ? "minmax, percentile:P with 50 < P <= 100, or fixed"
-                        : idx == 4 || idx == 6 ? "0 or 1"
-                                          : "a non-empty value");
-            return EDGERT_E_USAGE;
-        }
-    }
-    if (!q->weights || !q->calibration) {
-        edgert_errf(err, len, NE_NAME ": the request needs weights=FILE and calibration=FILE "
-                         "(safetensors): the calibrated path takes its ranges from real "
-                         "activations");
-        return EDGERT_E_USAGE;
-    }
-    return EDGERT_OK;
-}
-
-/* ---- simulated configurations ------------------------------------------------- */
-
-typedef struct sim_cfg {
-    const char *name;
-    int wbits, abits;
-    ne_range ranges;
-    const char *what;
-} sim_cfg;
-
-enum { CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UNCAL, CFG_W4A16, CFG_W4A16_UNCAL,
-       CFG_EXPORTED, NCFG };
-
-static void make_cfgs(const ne_req *q, sim_cfg *c)
-{
-    ne_range mm = {NE_RANGE_MINMAX, 0}, pct = {NE_RANGE_PERCENTILE, 99.99}, fx = {NE_RANGE_FIXED, 0};
-    c[CFG_W8A16] = (sim_cfg){"w8a16", 8, 16, q->ranges, "int8 weights, uint16 activations, calibrated"};
-    c[CFG_W8A8] = (sim_cfg){"w8a8", 8, 8, mm, "int8 weights, uint8 activations, minmax"};
-    c[CFG_W8A8_PCT] = (sim_cfg){"w8a8_p99.99", 8, 8, pct, "int8 weights, uint8 activations, percentile:99.99"};
-    c[CFG_W8A16_UNCAL] = (sim_cfg){"w8a16_uncalibrated", 8, 16, fx, "int8 weights, uint16 activations, fixed [-1, 1] ranges"};
-    c[CFG_W4A16] = (sim_cfg){"w4a16", 4, 16, q->ranges, "int4 weights per channel, uint16 activations, calibrated"};
-    c[CFG_W4A16_UNCAL] = (sim_cfg){"w4a16_uncalibrated", 4, 16, fx, "int4 weights, uint16 activations, fixed [-1, 1] ranges"};
-    c[CFG_EXPORTED] = (sim_cfg){"exported", q->scheme == SCHEME_W4A16 ? 4 : 8,
-                                q->scheme == SCHEME_W8A8 ? 8 : 16, q->ranges, "the exported graph"};
-}
-
-static int range_eq(ne_range a, ne_range b)
-{
-    return a.kind == b.kind && (a.kind != NE_RANGE_PERCENTILE || a.pct == b.pct);
-}
-
-/* ---- per projection ------------------------------------------------------------ */
-
-typedef struct proj {
-    char *name;
-    const st_tensor *w, *x;
-    uint32_t n, k;
-    int head;
-    /* results */
-    double sig, noise[NCFG];
-    int wbits, abits;       /* exported */
-    ne_aq xq, yq;           /* exported */
-    float *wscale;          /* exported per-channel scales [n] */
-    char golden[3][48];
-} proj;
-
-typedef struct run {
-    ne_state *st;
-    const ne_req *q;
-    sim_cfg cfg[NCFG];
-    st_file wf, cf;
-    proj *p;
-    size_t np;
-    uint32_t t;
-    const char *out_dir;
-    int refused;            /* simulate only, write nothing */
-    pb graph;
-    FILE *ext;
-    int ext_used;
-    uint64_t ext_off;
-    int any_forced_warning;
-    char warnings[8][512];
-    int nwarn;
-} run;
-
-static void warn(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(run *r, const char *fmt, ...)
-{
-    if (r->nwarn >= 8)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(r->warnings[r->nwarn++], sizeof r->warnings[0], fmt, ap);
-    va_end(ap);
-}
-
-static char *path_join(const char *dir, const char *name)
-{
-    size_t a = strlen(dir), b = strlen(name);
+    size_t a = strlen(r->out_dir), b = strlen(rel);
     char *p = malloc(a + b + 2);
     if (p) {
-        memcpy(p, dir, a);
+        memcpy(p, r->out_dir, a);
         p[a] = '/';
-        memcpy(p + a + 1, name, b + 1);
+        memcpy(p + a + 1, rel, b + 1);
     }
     return p;
 }
 
-static int ends_with(const char *s, const char *suf)
+/* ---- the export --------------------------------------------------------------- */
+
+/* Everything before the first projection: the configurations, whether the
+ * request is refused, out_dir, the inputs, and golden/ when it is due. */
+static edgert_status begin_run(ne_run *r, const ne_state *st, const ne_req *q,
+                               const char *out_dir, char *err, size_t len)
 {
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-/* The simulation job of one projection. */
-typedef struct sim_job {
-    const float *w;          /* [n][k] fp32 */
-    const int8_t *q8, *q4;   /* [n][k] */
-    const float *s8, *s4;    /* [n] */
-    const float *x;          /* [t][k] fp32 */
-    const float *xd[NCFG];   /* dequantized activations per config, NULL = same as an earlier */
-    int uniq[NCFG];          /* index of the config whose results this one shares */
-    int wbits[NCFG];
-    ne_aq yq[NCFG];
-    uint32_t t, k, n, nblocks;
-    float *yref;             /* [t][n] fp32 outputs (pass 1 writes, pass 2 reads) */
-    float *ysim;             /* [t][n] outputs of the exported config, or NULL */
-    double *sig, *noise;     /* [nblocks], [nblocks][NCFG] */
-    int pass, failed;
-} sim_job;
-
-static void build_wt(const sim_job *j, int bits, uint32_t n0, uint32_t nb, float *wt)
-{
-    for (uint32_t c = 0; c < nb; c++) {
-        size_t row = (size_t)(n0 + c) * j->k;
-        if (bits == 32) {
-            for (uint32_t i = 0; i < j->k; i++)
-                wt[(size_t)i * nb + c] = j->w[row + i];
-        } else {
-            const int8_t *q = bits == 8 ? j->q8 : j->q4;
-            float s = bits == 8 ? j->s8[n0 + c] : j->s4[n0 + c];
-            for (uint32_t i = 0; i < j->k; i++)
-                wt[(size_t)i * nb + c] = (float)q[row + i] * s;
-        }
+    r->host = st->host;
+    r->q = q;
+    r->out_dir = out_dir;
+    ne_make_cfgs(q, r->cfg);
+    int refused_scheme = q->scheme != SCHEME_W8A16 || q->ranges.kind == NE_RANGE_FIXED;
+    r->refused = refused_scheme && !q->force;
+    struct stat sb;
+    if (stat(out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        edgert_errf(err, len, NE_NAME ": %s is not a directory (the host creates it)", out_dir);
+        return EDGERT_E_USAGE;
     }
-}
-
-static void sim_blocks(void *arg, size_t begin, size_t end, unsigned worker)
-{
-    (void)worker;
-    sim_job *j = arg;
-    float *wt8 = malloc((size_t)j->k * NE_NB * sizeof(float));
-    float *wt4 = malloc((size_t)j->k * NE_NB * sizeof(float));
-    float *y = malloc((size_t)j->t * NE_NB * sizeof(float));
-    if (!wt8 || !wt4 || !y) {
-        __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-        goto out;
-    }
-    for (size_t b = begin; b < end; b++) {
-        uint32_t n0 = (uint32_t)b * NE_NB;
-        uint32_t nb = j->n - n0 < NE_NB ? j->n - n0 : NE_NB;
-        if (j->pass == 1) {
-            build_wt(j, 32, n0, nb, wt8);
-            ne_gemm_block(j->x, j->t, j->k, wt8, nb, y);
-            double s = 0.0;
-            for (uint32_t r = 0; r < j->t; r++)
-                for (uint32_t c = 0; c < nb; c++) {
-                    float v = y[(size_t)r * nb + c];
-                    j->yref[(size_t)r * j->n + n0 + c] = v;
-                    s += (double)v * v;
-                }
-            j->sig[b] = s;
-            continue;
-        }
-        int have8 = 0, have4 = 0;
-        for (int c = 0; c < NCFG; c++) {
-            if (j->uniq[c] != c)
-                continue;
-            float *wt = j->wbits[c] == 8 ? wt8 : wt4;
-            int *have = j->wbits[c] == 8 ? &have8 : &have4;
-            if (!*have) {
-                build_wt(j, j->wbits[c], n0, nb, wt);
-                *have = 1;
-            }
-            ne_gemm_block(j->xd[c], j->t, j->k, wt, nb, y);
-            double e = 0.0;
-            int keep = j->ysim && j->uniq[CFG_EXPORTED] == c;
-            for (uint32_t r = 0; r < j->t; r++)
-                for (uint32_t cc = 0; cc < nb; cc++) {
-                    float v = ne_aq_apply(&j->yq[c], y[(size_t)r * nb + cc]);
-                    size_t at = (size_t)r * j->n + n0 + cc;
-                    double d = (double)v - j->yref[at];
-                    e += d * d;
-                    if (keep)
-                        j->ysim[at] = v;
-                }
-            j->noise[b * NCFG + (size_t)c] = e;
-        }
-    }
-out:
-    free(wt8);
-    free(wt4);
-    free(y);
-}
-
-static int write_raw(run *r, const char *rel, const void *d, size_t n, char *err, size_t len)
-{
-    char *path = path_join(r->out_dir, rel);
-    FILE *f = path ? fopen(path, "wb") : NULL;
-    int ok = f && fwrite(d, 1, n, f) == n;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (!ok)
-        edgert_errf(err, len, "%s: cannot write: %s", path ? path : rel, strerror(errno));
-    free(path);
-    return ok ? 0 : -1;
-}
-
-/* An initializer inline or in model.onnx.data. */
-static int put_init(run *r, const char *name, int dtype, const int64_t *dims, int ndim,
-                    const void *raw, size_t n, char *err, size_t len)
-{
-    if (n < NE_EXTERNAL_MIN) {
-        onnx_init_inline(&r->graph, name, dtype, dims, ndim, raw, n);
-        return 0;
-    }
-    if (!r->ext) {
-        char *path = path_join(r->out_dir, "model.onnx.data");
-        r->ext = path ? fopen(path, "wb") : NULL;
-        if (!r->ext) {
-            edgert_errf(err, len, "%s: cannot create: %s", path ? path : "model.onnx.data",
-                        strerror(errno));
-            free(path);
-            return -1;
-        }
-        free(path);
-        r->ext_used = 1;
-    }
-    static const char zeros[NE_ALIGN_EXTERNAL];
-    uint64_t pad = (NE_ALIGN_EXTERNAL - r->ext_off % NE_ALIGN_EXTERNAL) % NE_ALIGN_EXTERNAL;
-    if ((pad && fwrite(zeros, 1, pad, r->ext) != pad) || fwrite(raw, 1, n, r->ext) != n) {
-        edgert_errf(err, len, "%s/model.onnx.data: write failed: %s", r->out_dir, strerror(errno));
-        return -1;
-    }
-    r->ext_off += pad;
-    onnx_init_external(&r->graph, name, dtype, dims, ndim, "model.onnx.data", r->ext_off, n);
-    r->ext_off += n;
-    return 0;
-}
-
-/* The QDQ subgraph of one projection. */
-static int emit_projection(run *r, proj *p, const int8_t *q, const float *scale, char *err,
-                           size_t len)
-{
-    char nm[16][320];
-    const char *P = p->name;
-    snprintf(nm[0], sizeof nm[0], "%s.x", P);
-    snprintf(nm[1], sizeof nm[1], "%s.x_scale", P);
-    snprintf(nm[2], sizeof nm[2], "%s.x_zero_point", P);
-    snprintf(nm[3], sizeof nm[3], "%s.x_quantized", P);
-    snprintf(nm[4], sizeof nm[4], "%s.x_dequantized", P);
-    snprintf(nm[5], sizeof nm[5], "%s.weight_quantized", P);
-    snprintf(nm[6], sizeof nm[6], "%s.weight_scale", P);
-    snprintf(nm[7], sizeof nm[7], "%s.weight_zero_point", P);
-    snprintf(nm[8], sizeof nm[8], "%s.weight_dequantized", P);
-    snprintf(nm[9], sizeof nm[9], "%s.y_float", P);
-    snprintf(nm[10], sizeof nm[10], "%s.y_scale", P);
-    snprintf(nm[11], sizeof nm[11], "%s.y_zero_point", P);
-    snprintf(nm[12], sizeof nm[12], "%s.y_quantized", P);
-    snprintf(nm[13], sizeof nm[13], "%s.y", P);
-    int adt = p->abits == 16 ? ONNX_UINT16 : ONNX_UINT8;
-    int wdt = p->wbits == 8 ? ONNX_INT8 : ONNX_INT4;
-    int64_t xd[2] = {r->t, p->k}, yd[2] = {r->t, p->n}, wd[2] = {p->k, p->n}, nd[1] = {p->n};
-
-    onnx_value_info(&r->graph, 11, nm[0], ONNX_FLOAT, xd, 2);
-    onnx_value_info(&r->graph, 12, nm[13], ONNX_FLOAT, yd, 2);
-    /* Activation scale / zero point scalars (rank 0). */
-    uint8_t zp[2];
-    onnx_init_inline(&r->graph, nm[1], ONNX_FLOAT, NULL, 0, &p->xq.scale, 4);
-    zp[0] = (uint8_t)(p->xq.zp & 0xFF);
-    zp[1] = (uint8_t)(p->xq.zp >> 8);
-    onnx_init_inline(&r->graph, nm[2], adt, NULL, 0, zp, p->abits / 8);
-    onnx_init_inline(&r->graph, nm[10], ONNX_FLOAT, NULL, 0, &p->yq.scale, 4);
-    zp[0] = (uint8_t)(p->yq.zp & 0xFF);
-    zp[1] = (uint8_t)(p->yq.zp >> 8);
-    onnx_init_inline(&r->graph, nm[11], adt, NULL, 0, zp, p->abits / 8);
-
-    /* Weights transposed to [K][N] (MatMul's B), int8 or packed int4. */
-    size_t kn = (size_t)p->k * p->n;
-    size_t bytes = p->wbits == 8 ? kn : (kn + 1) / 2;
-    uint8_t *wt = calloc(bytes ? bytes : 1, 1);
-    uint8_t *zeros = calloc(p->n, 1);
-    if (!wt || !zeros) {
-        free(wt);
-        free(zeros);
-        edgert_errf(err, len, "out of memory (%zu bytes for %s)", bytes, P);
-        return -1;
-    }
-    const uint32_t TB = 64; /* tile: rows of W read contiguously, columns of Wt written */
-    for (uint32_t n0 = 0; n0 < p->n; n0 += TB)
-        for (uint32_t k0 = 0; k0 < p->k; k0 += TB)
-            for (uint32_t nn = n0; nn < p->n && nn < n0 + TB; nn++)
-                for (uint32_t kk = k0; kk < p->k && kk < k0 + TB; kk++) {
-                    int8_t v = q[(size_t)nn * p->k + kk];
-                    size_t e = (size_t)kk * p->n + nn;
-                    if (p->wbits == 8)
-                        wt[e] = (uint8_t)v;
-                    else
-                        wt[e / 2] |= (uint8_t)(((uint8_t)v & 15u) << (e % 2 ? 4 : 0));
-                }
-    int rc = put_init(r, nm[5], wdt, wd, 2, wt, bytes, err, len);
-    free(wt);
-    if (!rc)
-        rc = put_init(r, nm[6], ONNX_FLOAT, nd, 1, scale, (size_t)p->n * 4, err, len);
-    if (!rc)
-        rc = put_init(r, nm[7], wdt, nd, 1, zeros, p->wbits == 8 ? p->n : (p->n + 1u) / 2u, err,
-                      len);
-    free(zeros);
-    if (rc)
+    edgert_status rc = ne_open_inputs(r, err, len);
+    if (rc != EDGERT_OK)
         return rc;
-
-    const char *qx[3] = {nm[0], nm[1], nm[2]}, *dx[3] = {nm[3], nm[1], nm[2]};
-    const char *dw[3] = {nm[5], nm[6], nm[7]}, *mm[2] = {nm[4], nm[8]};
-    const char *qy[3] = {nm[9], nm[10], nm[11]}, *dy[3] = {nm[12], nm[10], nm[11]};
-    char nn[320];
-    snprintf(nn, sizeof nn, "%s/x_Q", P);
-    onnx_node(&r->graph, "QuantizeLinear", qx, 3, nm[3], nn, -1);
-    snprintf(nn, sizeof nn, "%s/x_DQ", P);
-    onnx_node(&r->graph, "DequantizeLinear", dx, 3, nm[4], nn, -1);
-    snprintf(nn, sizeof nn, "%s/weight_DQ", P);
-    onnx_node(&r->graph, "DequantizeLinear", dw, 3, nm[8], nn, 1);
-    snprintf(nn, sizeof nn, "%s/MatMul", P);
-    onnx_node(&r->graph, "MatMul", mm, 2, nm[9], nn, -1);
-    snprintf(nn, sizeof nn, "%s/y_Q", P);
-    onnx_node(&r->graph, "QuantizeLinear", qy, 3, nm[12], nn, -1);
-    snprintf(nn, sizeof nn, "%s/y_DQ", P);
-    onnx_node(&r->graph, "DequantizeLinear", dy, 3, nm[13], nn, -1);
-    return 0;
+    if (refused_scheme && q->force)
+        edgert_errf(ne_warning(r), NE_WARN_LEN, "FORCED: %s with %s ranges is refused by default "
+                    "(see the schemes table and the device figures); exported because force=1",
+                    ne_scheme_names[q->scheme], q->ranges_text);
+    if (q->golden && !r->refused && ne_make_golden_dir(r, err, len))
+        return EDGERT_E_IO;
+    return EDGERT_OK;
 }
 
 /* Quantize, simulate every configuration and (unless refused) emit one projection. */
-static int do_projection(run *r, size_t pi, char *err, size_t len)
+static int do_projection(ne_run *r, size_t pi, char *err, size_t len)
 {
-    proj *p = &r->p[pi];
-    uint32_t n = p->n, k = p->k, t = r->t;
-    size_t nk = (size_t)n * k, tk = (size_t)t * k, tn = (size_t)t * n;
-    sim_job j;
-    memset(&j, 0, sizeof j);
+    ne_proj *p = &r->p[pi];
+    ne_work wk;
     int rc = -1;
-    float *w = malloc(nk * sizeof *w), *x = malloc(tk * sizeof *x);
-    int8_t *q8 = malloc(nk), *q4 = malloc(nk);
-    float *s8 = malloc((size_t)n * 4), *s4 = malloc((size_t)n * 4);
-    float *yref = malloc(tn * sizeof *yref);
-    float *scratch = malloc((tn > tk ? tn : tk) * sizeof *scratch);
-    float *xd[NCFG] = {0};
-    uint32_t nblocks = (n + NE_NB - 1) / NE_NB;
-    double *sig = calloc(nblocks, sizeof *sig), *noise = calloc((size_t)nblocks * NCFG, sizeof *noise);
-    float *ysim = r->q->golden && !r->refused ? malloc(tn * sizeof *ysim) : NULL;
-    if (!w || !x || !q8 || !q4 || !s8 || !s4 || !yref || !scratch || !sig || !noise ||
-        (r->q->golden && !r->refused && !ysim)) {
-        edgert_errf(err, len, "out of memory for projection %s [%u x %u] (%zu MB of weights as fp32)",
-                    p->name, n, k, nk * 4 >> 20);
+    if (ne_work_alloc(r, p, &wk, err, len) || ne_read_projection(r, p, wk.w, wk.x, err, len) ||
+        ne_simulate(r, p, &wk, err, len))
         goto out;
-    }
-    if (st_read_f32(&r->wf, p->w, w, err, len) || st_read_f32(&r->cf, p->x, x, err, len))
+    if (!r->refused && (ne_emit_projection(r, p, &wk, err, len) ||
+                        (r->q->golden && ne_write_golden(r, pi, p, &wk, err, len))))
         goto out;
-    for (size_t i = 0; i < nk; i++)
-        if (!isfinite(w[i])) {
-            edgert_errf(err, len, "%s: tensor '%s' has a non-finite value at [%zu][%zu]", r->q->weights,
-                        p->w->name, i / k, i % k);
-            goto out;
-        }
-    for (size_t i = 0; i < tk; i++)
-        if (!isfinite(x[i])) {
-            edgert_errf(err, len, "%s: tensor '%s' has a non-finite value at [%zu][%zu]",
-                        r->q->calibration, p->x->name, i / k, i % k);
-            goto out;
-        }
-    ne_wquant(w, n, k, 127, q8, s8);
-    ne_wquant(w, n, k, 7, q4, s4);
-
-    /* Pass 1: fp32 outputs. */
-    j.w = w;
-    j.q8 = q8;
-    j.q4 = q4;
-    j.s8 = s8;
-    j.s4 = s4;
-    j.x = x;
-    j.t = t;
-    j.k = k;
-    j.n = n;
-    j.nblocks = nblocks;
-    j.yref = yref;
-    j.ysim = ysim;
-    j.sig = sig;
-    j.noise = noise;
-    j.pass = 1;
-    const edgert_host *h = r->st->host;
-    h->parallel_for(h->host_ctx, nblocks, 1, sim_blocks, &j);
-    if (j.failed) {
-        edgert_errf(err, len, "out of memory in the simulator (%s)", p->name);
-        goto out;
-    }
-    p->sig = 0.0;
-    for (uint32_t b = 0; b < nblocks; b++)
-        p->sig += sig[b];
-
-    /* Per configuration: effective precision (head protected), ranges, and
-     * the quantized-dequantized inputs; identical configurations share. */
-    for (int c = 0; c < NCFG; c++) {
-        int wb = r->cfg[c].wbits, ab = r->cfg[c].abits;
-        if (p->head) {
-            wb = wb < 8 ? 8 : wb;
-            ab = ab < 16 ? 16 : ab;
-        }
-        j.wbits[c] = wb;
-        j.uniq[c] = c;
-        for (int e = 0; e < c; e++)
-            if (j.uniq[e] == e && j.wbits[e] == wb && j.yq[e].qmax == (1 << ab) - 1 &&
-                range_eq(r->cfg[e].ranges, r->cfg[c].ranges)) {
-                j.uniq[c] = e;
-                break;
-            }
-        float lo, hi;
-        ne_range_of(yref, tn, r->cfg[c].ranges, scratch, &lo, &hi);
-        j.yq[c] = ne_aq_make(lo, hi, (unsigned)ab);
-        if (j.uniq[c] != c)
-            continue;
-        ne_range_of(x, tk, r->cfg[c].ranges, scratch, &lo, &hi);
-        ne_aq xq = ne_aq_make(lo, hi, (unsigned)ab);
-        xd[c] = malloc(tk * sizeof(float));
-        if (!xd[c]) {
-            edgert_errf(err, len, "out of memory (%s)", p->name);
-            goto out;
-        }
-        for (size_t i = 0; i < tk; i++)
-            xd[c][i] = ne_aq_apply(&xq, x[i]);
-        j.xd[c] = xd[c];
-    }
-    /* The exported config's own activation encodings (it may share xd). */
-    {
-        int c = CFG_EXPORTED;
-        float lo, hi;
-        ne_range_of(x, tk, r->cfg[c].ranges, scratch, &lo, &hi);
-        p->wbits = j.wbits[c];
-        p->abits = j.yq[c].qmax == 65535 ? 16 : 8;
-        p->xq = ne_aq_make(lo, hi, (unsigned)p->abits);
-        p->yq = j.yq[c];
-    }
-    j.pass = 2;
-    h->parallel_for(h->host_ctx, nblocks, 1, sim_blocks, &j);
-    if (j.failed) {
-        edgert_errf(err, len, "out of memory in the simulator (%s)", p->name);
-        goto out;
-    }
-    for (int c = 0; c < NCFG; c++) {
-        double e = 0.0;
-        for (uint32_t b = 0; b < nblocks; b++)
-            e += noise[(size_t)b * NCFG + (size_t)j.uniq[c]];
-        p->noise[c] = e;
-    }
-    if (!r->refused) {
-        p->wscale = malloc((size_t)n * 4);
-        if (!p->wscale) {
-            edgert_errf(err, len, "out of memory");
-            goto out;
-        }
-        memcpy(p->wscale, p->wbits == 8 ? s8 : s4, (size_t)n * 4);
-        if (emit_projection(r, p, p->wbits == 8 ? q8 : q4, p->wscale, err, len))
-            goto out;
-        if (r->q->golden) {
-            snprintf(p->golden[0], sizeof p->golden[0], "golden/%03zu.x.f32", pi);
-            snprintf(p->golden[1], sizeof p->golden[1], "golden/%03zu.y_sim.f32", pi);
-            snprintf(p->golden[2], sizeof p->golden[2], "golden/%03zu.y_fp32.f32", pi);
-            if (write_raw(r, p->golden[0], x, tk * 4, err, len) ||
-                write_raw(r, p->golden[1], ysim, tn * 4, err, len) ||
-                write_raw(r, p->golden[2], yref, tn * 4, err, len))
-                goto out;
-        }
-    }
     rc = 0;
 out:
-    for (int c = 0; c < NCFG; c++)
-        free(xd[c]);
-    free(w);
-    free(x);
-    free(q8);
-    free(q4);
-    free(s8);
-    free(s4);
-    free(yref);
-    free(scratch);
-    free(sig);
-    free(noise);
-    free(ysim);
+    ne_work_free(&wk);
     return rc;
 }
 
-/* ---- inputs ------------------------------------------------------------------ */
-
-static edgert_status refuse_4bit(run *r, char *err, size_t len)
+static void end_run(ne_run *r)
 {
-    for (size_t i = 0; i < r->wf.n; i++) {
-        const st_tensor *t = &r->wf.t[i];
-        const char *why = NULL;
-        if (t->dtype == ST_I4 || t->dtype == ST_U4)
-            why = "a 4-bit dtype";
-        else if (ends_with(t->name, ".qweight") || ends_with(t->name, "qweight"))
-            why = "a GPTQ qweight (int32, 8 codes packed along K)";
-        else if (ends_with(t->name, ".qzeros") || ends_with(t->name, ".g_idx"))
-            why = "GPTQ 4-bit zero points / group index";
-        if (!why)
-            continue;
-        edgert_errf(err, len,
-                    "%s: tensor '%s' holds 4-bit weights (%s). The calibrated NPU path needs 8-bit "
-                    "weights quantized from the dense model: on the phone, 4-bit weights failed the "
-                    "converter on the calibrated path, uncalibrated w4a16 scored %.1f dB SQNR against "
-                    "%.1f dB for calibrated w8a16, and 4-bit weights saved memory, not time (0.917 vs "
-                    "0.912 ms per layer; design.md section 1). Re-quantizing 4-bit codes to 8 bits would "
-                    "keep their 4-bit error, so force cannot help: export from the dense fp16/bf16/fp32 "
-                    "checkpoint instead.",
-                    r->q->weights, t->name, why, DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);
-        return EDGERT_E_UNSUPPORTED;
-    }
-    return EDGERT_OK;
-}
-
-static int cmp_proj_offset(const void *a, const void *b)
-{
-    const proj *x = a, *y = b;
-    return x->w->begin < y->w->begin ? -1 : x->w->begin > y->w->begin;
-}
-
-static edgert_status collect(run *r, char *err, size_t len)
-{
-    size_t cap = r->wf.n ? r->wf.n : 1;
-    r->p = calloc(cap, sizeof *r->p);
-    if (!r->p) {
-        edgert_errf(err, len, "out of memory");
-        return EDGERT_E_NOMEM;
-    }
-    for (size_t i = 0; i < r->wf.n; i++) {
-        const st_tensor *t = &r->wf.t[i];
-        if (!ends_with(t->name, ".weight") || strlen(t->name) == 7)
-            continue;
-        if (t->ndim != 2 || !t->shape[0] || !t->shape[1] || t->shape[0] > (1u << 24) ||
-            t->shape[1] > (1u << 24)) {
-            edgert_errf(err, len, "%s: tensor '%s' must be 2-D [N][K] with 1 <= N, K <= 16777216",
-                        r->q->weights, t->name);
-            return EDGERT_E_PARSE;
-        }
-        if (!st_is_float(t->dtype)) {
-            edgert_errf(err, len, "%s: tensor '%s' is %s; dense weights must be F32, F16 or BF16 "
-                             "(the exporter quantizes them itself, per output channel)",
-                   r->q->weights, t->name, t->dtype_name);
-            return EDGERT_E_UNSUPPORTED;
-        }
-        proj *p = &r->p[r->np++];
-        p->name = strndup(t->name, strlen(t->name) - 7);
-        if (!p->name) {
-            edgert_errf(err, len, "out of memory");
-            return EDGERT_E_NOMEM;
-        }
-        p->w = t;
-        p->n = (uint32_t)t->shape[0];
-        p->k = (uint32_t)t->shape[1];
-        size_t hl = strlen(r->q->head), nl = strlen(p->name);
-        p->head = strcmp(p->name, r->q->head) == 0 ||
-                  (nl > hl && p->name[nl - hl - 1] == '.' && strcmp(p->name + nl - hl, r->q->head) == 0);
-    }
-    if (!r->np) {
-        edgert_errf(err, len, "%s: no dense weights: expected 2-D tensors named '<projection>.weight'",
-                    r->q->weights);
-        return EDGERT_E_PARSE;
-    }
-    qsort(r->p, r->np, sizeof *r->p, cmp_proj_offset);
+    if (r->ext)
+        fclose(r->ext);
     for (size_t i = 0; i < r->np; i++) {
-        proj *p = &r->p[i];
-        char xn[4200];
-        snprintf(xn, sizeof xn, "%s.x", p->name);
-        const st_tensor *x = st_find(&r->cf, xn);
-        if (!x) {
-            edgert_errf(err, len, "%s: no calibration samples '%s' for projection %s (expected [T][%u] "
-                             "activations)", r->q->calibration, xn, p->name, p->k);
-            return EDGERT_E_PARSE;
-        }
-        if (x->ndim != 2 || x->shape[1] != p->k || !x->shape[0] || x->shape[0] > NE_MAX_TOKENS ||
-            !st_is_float(x->dtype)) {
-            edgert_errf(err, len, "%s: tensor '%s' must be float [T][%u] with 1 <= T <= %u (it is %s "
-                             "with %u dimensions)", r->q->calibration, xn, p->k, NE_MAX_TOKENS,
-                   x->dtype_name, x->ndim);
-            return EDGERT_E_PARSE;
-        }
-        if (i == 0)
-            r->t = (uint32_t)x->shape[0];
-        else if (x->shape[0] != r->t) {
-            edgert_errf(err, len, "%s: tensor '%s' has %llu samples, '%s.x' has %u: every projection "
-                             "needs the same T", r->q->calibration, xn,
-                   (unsigned long long)x->shape[0], r->p[0].name, r->t);
-            return EDGERT_E_PARSE;
-        }
-        p->x = x;
-        if ((uint64_t)r->t * p->n > (1ull << 31)) {
-            edgert_errf(err, len, "projection %s: T x N = %llu outputs is too many for one simulation; "
-                             "use fewer calibration samples", p->name,
-                   (unsigned long long)r->t * p->n);
-            return EDGERT_E_USAGE;
-        }
+        free(r->p[i].name);
+        free(r->p[i].wscale);
     }
-    if (r->t < 16)
-        warn(r, "only %u calibration samples: ranges from so few tokens are unlikely to cover "
-                "what the model sees on device", r->t);
-    return EDGERT_OK;
-}
-
-/* ---- report, encodings ---------------------------------------------------------- */
-
-static void jstr(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
-static double db(double sig, double noise)
-{
-    if (noise <= 0.0)
-        return 200.0;
-    if (sig <= 0.0)
-        return -200.0;
-    double v = 10.0 * log10(sig / noise);
-    return v > 200.0 ? 200.0 : v;
-}
-
-typedef struct agg {
-    double e2e, min;
-    size_t min_at, flagged;
-} agg;
-
-static agg aggregate(const run *r, int c)
-{
-    agg a = {0, INFINITY, 0, 0};
-    double s = 0.0, e = 0.0;
-    for (size_t i = 0; i < r->np; i++) {
-        s += r->p[i].sig;
-        e += r->p[i].noise[c];
-        double d = db(r->p[i].sig, r->p[i].noise[c]);
-        if (d < a.min) {
-            a.min = d;
-            a.min_at = i;
-        }
-        a.flagged += d < NE_FLAG_DB;
-    }
-    a.e2e = db(s, e);
-    return a;
-}
-
-static const char *range_text(ne_range g, char *buf, size_t len)
-{
-    if (g.kind == NE_RANGE_MINMAX)
-        snprintf(buf, len, "minmax");
-    else if (g.kind == NE_RANGE_FIXED)
-        snprintf(buf, len, "fixed [-1, 1] (uncalibrated)");
-    else
-        snprintf(buf, len, "percentile:%g", g.pct);
-    return buf;
-}
-
-static int write_encodings(run *r, char *err, size_t len)
-{
-    char *path = path_join(r->out_dir, "encodings.json");
-    FILE *f = path ? fopen(path, "w") : NULL;
-    if (!f) {
-        edgert_errf(err, len, "%s: cannot create: %s", path ? path : "encodings.json", strerror(errno));
-        free(path);
-        return -1;
-    }
-    fprintf(f, "{\n  \"version\": \"0.6.1\",\n  \"activation_encodings\": {");
-    int first = 1;
-    for (size_t i = 0; i < r->np; i++) {
-        const proj *p = &r->p[i];
-        const ne_aq *qs[2] = {&p->xq, &p->yq};
-        for (int a = 0; a < 2; a++) {
-            char name[4200];
-            snprintf(name, sizeof name, "%s.%s", p->name, a ? "y" : "x");
-            fprintf(f, "%s\n    ", first ? "" : ",");
-            first = 0;
-            jstr(f, name);
-            fprintf(f, ": [{\"bitwidth\": %d, \"dtype\": \"int\", \"is_symmetric\": \"False\", "
-                       "\"min\": %.9g, \"max\": %.9g, \"scale\": %.9g, \"offset\": %d}]",
-                    p->abits, (double)((float)(-qs[a]->zp) * qs[a]->scale),
-                    (double)((float)(qs[a]->qmax - qs[a]->zp) * qs[a]->scale),
-                    (double)qs[a]->scale, -qs[a]->zp);
-        }
-    }
-    fprintf(f, "\n  },\n  \"param_encodings\": {");
-    for (size_t i = 0; i < r->np; i++) {
-        const proj *p = &r->p[i];
-        char name[4200];
-        int half = 1 << (p->wbits - 1); /* 128 or 8: unsigned q = signed q + half */
-        snprintf(name, sizeof name, "%s.weight", p->name);
-        fprintf(f, "%s\n    ", i ? "," : "");
-        jstr(f, name);
-        fprintf(f, ": [");
-        for (uint32_t c = 0; c < p->n; c++) {
-            float s = p->wscale[c];
-            fprintf(f, "%s{\"bitwidth\": %d, \"dtype\": \"int\", \"is_symmetric\": \"True\", "
-                       "\"min\": %.9g, \"max\": %.9g, \"scale\": %.9g, \"offset\": %d}",
-                    c ? ", " : "", p->wbits, (double)(-(float)half * s),
-                    (double)((float)(half - 1) * s), (double)s, -half);
-        }
-        fprintf(f, "]");
-    }
-    fprintf(f, "\n  }\n}\n");
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        edgert_errf(err, len, "%s: write failed: %s", path, strerror(errno));
-        free(path);
-        return -1;
-    }
-    free(path);
-    return 0;
-}
-
-static const int table_cfgs[] = {CFG_W8A16, CFG_W8A8, CFG_W8A8_PCT, CFG_W8A16_UNCAL, CFG_W4A16,
-                                 CFG_W4A16_UNCAL, CFG_EXPORTED};
-#define NTABLE ((int)(sizeof table_cfgs / sizeof table_cfgs[0]))
-
-static int write_reports(run *r, char *err, size_t len)
-{
-    char *jp = path_join(r->out_dir, "report.json"), *tp = path_join(r->out_dir, "report.txt");
-    FILE *f = jp ? fopen(jp, "w") : NULL, *t = tp ? fopen(tp, "w") : NULL;
-    int rc = -1;
-    char rb[64];
-    if (!f || !t) {
-        edgert_errf(err, len, "%s: cannot create report.json / report.txt: %s", r->out_dir,
-                    strerror(errno));
-        goto out;
-    }
-    const ne_req *q = r->q;
-    fprintf(f, "{\n  \"format\": \"edgert-npu-export-report\",\n  \"format_version\": 1,\n");
-    fprintf(f, "  \"plugin\": \"" NE_NAME " " NE_VERSION "\",\n  \"scheme\": \"%s\",\n",
-            scheme_names[q->scheme]);
-    fprintf(f, "  \"ranges\": ");
-    jstr(f, q->ranges_text);
-    fprintf(f, ",\n  \"forced\": %s,\n  \"weights\": ", q->force ? "true" : "false");
-    jstr(f, q->weights);
-    fprintf(f, ",\n  \"calibration\": ");
-    jstr(f, q->calibration);
-    fprintf(f, ",\n  \"tokens\": %u,\n  \"projection_count\": %zu,\n", r->t, r->np);
-    fprintf(f, "  \"files\": {\"model\": \"model.onnx\", \"external_data\": %s, "
-               "\"encodings\": \"encodings.json\", \"golden\": %s},\n",
-            r->ext_used ? "\"model.onnx.data\"" : "null", q->golden ? "\"golden\"" : "null");
-    fprintf(f, "  \"onnx\": {\"ir_version\": 10, \"opset\": 21, \"form\": \"QDQ: x -Q-DQ-> "
-               "MatMul(x, DQ(W^T int, per-channel axis 1)) -Q-DQ-> y\"},\n");
-    fprintf(f, "  \"head\": ");
-    const proj *hp = NULL;
-    for (size_t i = 0; i < r->np; i++)
-        if (r->p[i].head)
-            hp = &r->p[i];
-    if (hp) {
-        fprintf(f, "{\"name\": ");
-        jstr(f, hp->name);
-        fprintf(f, ", \"weight_bits\": %d, \"activation_bits\": %d, \"rule\": \"the output head "
-                   "is exported at the same or higher precision than the scheme, never lower\"},\n",
-                hp->wbits, hp->abits);
-    } else {
-        fprintf(f, "null,\n");
-    }
-    fprintf(f, "  \"flag_below_db\": %.1f,\n", NE_FLAG_DB);
-    fprintf(f, "  \"device_reference\": {\"w8a16_calibrated_db\": %.1f, \"int8_activations_db\": "
-               "%.1f, \"w4a16_uncalibrated_db\": %.1f, \"source\": \"design.md section 1, measured "
-               "on a phone NPU\"},\n", DEV_W8A16_DB, DEV_A8_DB, DEV_W4A16_UNCAL_DB);
-    fprintf(f, "  \"warnings\": [");
-    for (int i = 0; i < r->nwarn; i++) {
-        fprintf(f, "%s", i ? ", " : "");
-        jstr(f, r->warnings[i]);
-    }
-    fprintf(f, "],\n  \"schemes\": [\n");
-    fprintf(t, "npu-export report: scheme %s, ranges %s%s, %zu projections, %u calibration "
-               "tokens\n\n", scheme_names[q->scheme], q->ranges_text, q->force ? " (forced)" : "",
-            r->np, r->t);
-    fprintf(t, "SQNR vs fp32 (dB)        end-to-end   worst  (projection)            below %.0f dB\n",
-            NE_FLAG_DB);
-    for (int ci = 0; ci < NTABLE; ci++) {
-        int c = table_cfgs[ci];
-        agg a = aggregate(r, c);
-        const sim_cfg *g = &r->cfg[c];
-        int refused = c == CFG_W8A8 || c == CFG_W8A8_PCT || c == CFG_W8A16_UNCAL ||
-                      c == CFG_W4A16 || c == CFG_W4A16_UNCAL ||
-                      (c == CFG_W8A16 && g->ranges.kind == NE_RANGE_FIXED);
-        fprintf(f, "    {\"name\": \"%s\", \"weight_bits\": %d, \"activation_bits\": %d, "
-                   "\"ranges\": \"%s\", \"refused_unless_forced\": %s, \"end_to_end_db\": %.3f, "
-                   "\"min_db\": %.3f, \"min_projection\": ",
-                g->name, c == CFG_EXPORTED ? (q->scheme == SCHEME_W4A16 ? 4 : 8) : g->wbits,
-                c == CFG_EXPORTED ? (q->scheme == SCHEME_W8A8 ? 8 : 16) : g->abits,
-                range_text(g->ranges, rb, sizeof rb),
-                c == CFG_EXPORTED ? "false" : refused ? "true" : "false", a.e2e, a.min);
-        jstr(f, r->p[a.min_at].name);
-        fprintf(f, ", \"projections_below_flag\": %zu, \"description\": \"%s\"}%s\n", a.flagged,
-                g->what, ci + 1 < NTABLE ? "," : "");
-        char label[40];
-        snprintf(label, sizeof label, "%s%s", g->name, c == CFG_EXPORTED ? " *" : "");
-        fprintf(t, "  %-22s %10.2f %7.2f  %-24.24s %4zu%s\n", label, a.e2e, a.min,
-                r->p[a.min_at].name, a.flagged, refused ? "   refused unless --force" : "");
-    }
-    fprintf(f, "  ],\n  \"projections\": [\n");
-    fprintf(t, "\n* exported (head protected). Device (design.md section 1): calibrated w8a16 "
-               "%.1f dB, int8 activations %.1f dB, uncalibrated w4a16 %.1f dB.\n",
-            DEV_W8A16_DB, DEV_A8_DB, DEV_W4A16_UNCAL_DB);
-    fprintf(t, "\nper projection (dB):\n  %-24s %6s %6s", "projection", "K", "N");
-    for (int ci = 0; ci < NTABLE; ci++)
-        fprintf(t, " %9.9s", r->cfg[table_cfgs[ci]].name);
-    fprintf(t, "\n");
-    for (size_t i = 0; i < r->np; i++) {
-        const proj *p = &r->p[i];
-        fprintf(f, "    {\"name\": ");
-        jstr(f, p->name);
-        fprintf(f, ", \"k\": %u, \"n\": %u, \"head\": %s, \"weight_bits\": %d, \"activation_bits\": "
-                   "%d,\n     \"x_range\": [%.9g, %.9g], \"y_range\": [%.9g, %.9g],\n     "
-                   "\"x_scale\": %.9g, \"x_zero_point\": %d, \"y_scale\": %.9g, "
-                   "\"y_zero_point\": %d,\n     \"input\": ",
-                p->k, p->n, p->head ? "true" : "false", p->wbits, p->abits, (double)p->xq.lo,
-                (double)p->xq.hi, (double)p->yq.lo, (double)p->yq.hi, (double)p->xq.scale,
-                p->xq.zp, (double)p->yq.scale, p->yq.zp);
-        char io[4200];
-        snprintf(io, sizeof io, "%s.x", p->name);
-        jstr(f, io);
-        fprintf(f, ", \"output\": ");
-        snprintf(io, sizeof io, "%s.y", p->name);
-        jstr(f, io);
-        fprintf(f, ",\n     \"sqnr_db\": {");
-        fprintf(t, "  %-24.24s %6u %6u", p->name, p->k, p->n);
-        int nflag = 0;
-        for (int ci = 0; ci < NTABLE; ci++) {
-            int c = table_cfgs[ci];
-            double d = db(p->sig, p->noise[c]);
-            nflag += d < NE_FLAG_DB;
-            fprintf(f, "%s\"%s\": %.3f", ci ? ", " : "", r->cfg[c].name, d);
-            fprintf(t, " %8.2f%s", d, d < NE_FLAG_DB ? "!" : " ");
-        }
-        fprintf(f, "},\n     \"below_flag\": [");
-        nflag = 0;
-        for (int ci = 0; ci < NTABLE; ci++) {
-            int c = table_cfgs[ci];
-            if (db(p->sig, p->noise[c]) < NE_FLAG_DB)
-                fprintf(f, "%s\"%s\"", nflag++ ? ", " : "", r->cfg[c].name);
-        }
-        fprintf(f, "]");
-        if (q->golden)
-            fprintf(f, ",\n     \"golden\": {\"x\": \"%s\", \"y_sim\": \"%s\", \"y_fp32\": \"%s\"}",
-                    p->golden[0], p->golden[1], p->golden[2]);
-        fprintf(f, "}%s\n", i + 1 < r->np ? "," : "");
-        fprintf(t, "\n");
-    }
-    fprintf(f, "  ]\n}\n");
-    fprintf(t, "\n! below %.0f dB\n", NE_FLAG_DB);
-    for (int i = 0; i < r->nwarn; i++)
-        fprintf(t, "warning: %s\n", r->warnings[i]);
-    int bad = ferror(f) || ferror(t);
-    rc = 0;
-    if (fclose(f) != 0 || bad)
-        rc = -1;
-    f = NULL;
-    if (fclose(t) != 0)
-        rc = -1;
-    t = NULL;
-    if (rc)
-        edgert_errf(err, len, "%s: writing the report failed: %s", r->out_dir, strerror(errno));
-out:
-    if (f)
-        fclose(f);
-    if (t)
-        fclose(t);
-    free(jp);
-    free(tp);
-    return rc;
-}
-
-/* The refusal text: the device's figures and this run's. */
-static void refusal(run *r, char *err, size_t len)
-{
-    const ne_req *q = r->q;
-    agg ok = aggregate(r, CFG_W8A16), ex = aggregate(r, CFG_EXPORTED);
-    char rb[64];
-    if (q->scheme == SCHEME_W8A8) {
-        agg p = aggregate(r, CFG_W8A8_PCT);
-        edgert_errf(err, len,
-                    "scheme w8a8 refused: 8-bit activations measured %.1f dB SQNR end to end on this "
-                    "calibration set (worst projection %s: %.1f dB; with percentile:99.99 ranges %.1f "
-                    "dB), against %.1f dB for calibrated w8a16. Per-tensor 8-bit ranges are sized by "
-                    "the outlier channels, so ordinary channels keep only a few codes. On the phone NPU "
-                    "int8 activations broke the model (%.1f dB vs %.1f dB for calibrated w8a16; "
-                    "design.md section 1). Pass force=1 (edgert export --force) to export it anyway.",
-                    ex.e2e, r->p[ex.min_at].name, ex.min, p.e2e, ok.e2e, DEV_A8_DB, DEV_W8A16_DB);
-    } else if (q->scheme == SCHEME_W4A16) {
-        agg u = aggregate(r, CFG_W4A16_UNCAL);
-        edgert_errf(err, len,
-                    "scheme w4a16 refused: int4 weights (per output channel) measured %.1f dB SQNR end "
-                    "to end here (worst projection %s: %.1f dB; with uncalibrated ranges %.1f dB), "
-                    "against %.1f dB for calibrated w8a16. On the phone, 4-bit weights failed the "
-                    "converter on the calibrated path, uncalibrated w4a16 scored %.1f dB, and 4-bit "
-                    "weights saved memory, not time (0.917 vs 0.912 ms per layer; design.md section "
-                    "1). Pass force=1 (edgert export --force) to export it anyway.",
-                    ex.e2e, r->p[ex.min_at].name, ex.min, u.e2e, ok.e2e, DEV_W4A16_UNCAL_DB);
-    } else {
-        agg c = aggregate(r, CFG_W8A16);
-        (void)c;
-        edgert_errf(err, len,
-                    "uncalibrated ranges (%s) refused: they measured %.1f dB SQNR end to end here "
-                    "(worst projection %s: %.1f dB) against calibrated minmax ranges, which the "
-                    "report shows for w8a16; activations beyond [-1, 1] (the outlier channels) are "
-                    "clipped. On the phone, uncalibrated w4a16 scored %.1f dB against %.1f dB for "
-                    "calibrated w8a16 (design.md section 1). Pass force=1 (edgert export --force) to "
-                    "export it anyway.",
-                    range_text(q->ranges, rb, sizeof rb), ex.e2e, r->p[ex.min_at].name, ex.min,
-                    DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);
-    }
+    free(r->p);
+    pb_free(&r->graph);
+    st_close(&r->wf);
+    st_close(&r->cf);
 }
 
 static edgert_status ne_export(void *state, const char *out_dir, const char *request, char *err,
                                size_t err_len)
 {
-    ne_state *st = state;
+    const ne_state *st = state;
     ne_req q;
-    run r;
+    ne_run r;
     memset(&r, 0, sizeof r);
     if (!st || !out_dir) {
         edgert_errf(err, err_len, NE_NAME ": export: state or out_dir is NULL");
         return EDGERT_E_USAGE;
     }
-    edgert_status rc = parse_request(request, &q, err, err_len);
+    edgert_status rc = ne_parse_request(request, &q, err, err_len);
     if (rc != EDGERT_OK)
         goto out;
-    r.st = st;
-    r.q = &q;
-    r.out_dir = out_dir;
-    make_cfgs(&q, r.cfg);
-    int refused_scheme = q.scheme != SCHEME_W8A16 || q.ranges.kind == NE_RANGE_FIXED;
-    r.refused = refused_scheme && !q.force;
-    struct stat sb;
-    if (stat(out_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        edgert_errf(err, err_len, NE_NAME ": %s is not a directory (the host creates it)", out_dir);
-        rc = EDGERT_E_USAGE;
+    if ((rc = begin_run(&r, st, &q, out_dir, err, err_len)) != EDGERT_OK)
         goto out;
-    }
-    if (st_open(&r.wf, q.weights, err, err_len)) {
-        rc = EDGERT_E_PARSE;
-        goto out;
-    }
-    if ((rc = refuse_4bit(&r, err, err_len)) != EDGERT_OK)
-        goto out;
-    if (st_open(&r.cf, q.calibration, err, err_len)) {
-        rc = EDGERT_E_PARSE;
-        goto out;
-    }
-    if ((rc = collect(&r, err, err_len)) != EDGERT_OK)
-        goto out;
-    if (refused_scheme && q.force)
-        warn(&r, "FORCED: %s with %s ranges is refused by default (see the schemes table and the "
-                 "device figures); exported because force=1", scheme_names[q.scheme], q.ranges_text);
-    if (q.golden && !r.refused) {
-        char *g = path_join(out_dir, "golden");
-        if (!g || (mkdir(g, 0777) != 0 && errno != EEXIST)) {
-            edgert_errf(err, err_len, "%s/golden: cannot create: %s", out_dir, strerror(errno));
-            free(g);
-            rc = EDGERT_E_IO;
-            goto out;
-        }
-        free(g);
-    }
     for (size_t i = 0; i < r.np; i++) {
         st->host->log(st->host->host_ctx, EDGERT_LOG_INFO, "projection %zu/%zu %s [%u x %u]",
                       i + 1, r.np, r.p[i].name, r.p[i].n, r.p[i].k);
@@ -1181,62 +141,17 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
         }
     }
     if (r.refused) {
-        refusal(&r, err, err_len);
+        ne_refusal(&r, err, err_len);
         rc = EDGERT_E_UNSUPPORTED;
         goto out;
     }
-    for (size_t i = 0; i < r.np; i++) {
-        double d = db(r.p[i].sig, r.p[i].noise[CFG_EXPORTED]);
-        if (d < NE_FLAG_DB)
-            warn(&r, "projection %s: exported arithmetic measured %.2f dB SQNR, below %.0f dB",
-                 r.p[i].name, d, NE_FLAG_DB);
-    }
-    if (r.ext) {
-        int e = fclose(r.ext);
-        r.ext = NULL;
-        if (e != 0) {
-            edgert_errf(err, err_len, "%s/model.onnx.data: write failed: %s", out_dir, strerror(errno));
-            rc = EDGERT_E_IO;
-            goto out;
-        }
-    }
-    {
-        char t[16], s[16];
-        snprintf(t, sizeof t, "%u", r.t);
-        snprintf(s, sizeof s, "%s", scheme_names[q.scheme]);
-        const char *meta[] = {"edgert.scheme", s, "edgert.ranges", q.ranges_text,
-                              "edgert.tokens", t, "edgert.forced", q.force ? "1" : "0"};
-        pb model = {0};
-        onnx_model(&model, &r.graph, "edgert_projection_bank", NE_VERSION, meta, 4);
-        if (model.oom || r.graph.oom) {
-            pb_free(&model);
-            edgert_errf(err, err_len, "out of memory building model.onnx");
-            rc = EDGERT_E_NOMEM;
-            goto out;
-        }
-        int w = write_raw(&r, "model.onnx", model.p, model.n, err, err_len);
-        pb_free(&model);
-        if (w) {
-            rc = EDGERT_E_IO;
-            goto out;
-        }
-    }
-    if (write_encodings(&r, err, err_len) || write_reports(&r, err, err_len)) {
-        rc = EDGERT_E_IO;
+    ne_flag_warnings(&r);
+    if ((rc = ne_write_model(&r, err, err_len)) != EDGERT_OK)
         goto out;
-    }
-    rc = EDGERT_OK;
+    if (ne_write_encodings(&r, err, err_len) || ne_write_reports(&r, err, err_len))
+        rc = EDGERT_E_IO;
 out:
-    if (r.ext)
-        fclose(r.ext);
-    for (size_t i = 0; i < r.np; i++) {
-        free(r.p[i].name);
-        free(r.p[i].wscale);
-    }
-    free(r.p);
-    pb_free(&r.graph);
-    st_close(&r.wf);
-    st_close(&r.cf);
+    end_run(&r);
     free(q.buf);
     return rc;
 }
@@ -1246,14 +161,12 @@ out:
 static edgert_status ne_init(const edgert_host *host, const char *options, void **state, char *err,
                              size_t err_len)
 {
-    if (!host || !state) {
-        edgert_errf(err, err_len, NE_NAME ": init: host or state is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *state = NULL;
+    edgert_status rc = pk_check_init(NE_NAME, host, state, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
     if (options && *options) {
-        edgert_errf(err, err_len, NE_NAME ": unknown init options '%.100s' (it takes none; export "
-                                     "settings go in the export request)", options);
+        edgert_errf(err, err_len, NE_NAME ": unknown init options '%.100s' (it takes none; "
+                                  "export settings go in the export request)", options);
         return EDGERT_E_USAGE;
     }
     ne_state *st = host->alloc(host->host_ctx, sizeof *st, 16);
@@ -1266,57 +179,17 @@ static edgert_status ne_init(const edgert_host *host, const char *options, void 
     return EDGERT_OK;
 }
 
-static void ne_fini(void *state)
-{
-    ne_state *st = state;
-    if (st)
-        st->host->free(st->host->host_ctx, st);
-}
 
+/* Each part checks itself against known answers: the protobuf encoder
+ * (onnx_pb.c), then the quantizers and the GEMM block (quant_sim.c). */
 static edgert_status ne_self_test(void *state, char *err, size_t err_len)
 {
     if (!state) {
         edgert_errf(err, err_len, NE_NAME ": self-test: state is NULL");
         return EDGERT_E_USAGE;
     }
-    if (pb_self_test(err, err_len))
+    if (pb_self_test(err, err_len) || ne_quant_self_test(err, err_len))
         return EDGERT_E_PLUGIN;
-    /* Quantizer: [-1, 3] in 16 bits: scale 4/65535, zp rne(16383.75) = 16384;
-     * 0 stays exact, ties round to even. */
-    ne_aq a = ne_aq_make(-1.0f, 3.0f, 16);
-    if (a.zp != 16384 || ne_aq_apply(&a, 0.0f) != 0.0f || fabsf(ne_aq_apply(&a, 1.0f) - 1.0f) > a.scale) {
-        edgert_errf(err, err_len, NE_NAME ": self-test: activation quantizer is wrong (zp %d)", a.zp);
-        return EDGERT_E_PLUGIN;
-    }
-    /* Percentile selection against a known order: 0..999 shuffled. */
-    float v[1000], s[1000], lo, hi;
-    for (int i = 0; i < 1000; i++)
-        v[i] = (float)((i * 337) % 1000) - 500.0f;
-    ne_range pr = {NE_RANGE_PERCENTILE, 99.0};
-    ne_range_of(v, 1000, pr, s, &lo, &hi);
-    if (lo != -490.0f || hi != 489.0f) {
-        edgert_errf(err, err_len, NE_NAME ": self-test: percentile selection gave [%g, %g], expected "
-                                     "[-490, 489]", (double)lo, (double)hi);
-        return EDGERT_E_PLUGIN;
-    }
-    /* The GEMM block against a scalar loop (exact: small integers). */
-    float x[5 * 7], wt[7 * 3], y[5 * 3];
-    for (int i = 0; i < 35; i++)
-        x[i] = (float)(i % 5 - 2);
-    for (int i = 0; i < 21; i++)
-        wt[i] = (float)(i % 4 - 1);
-    ne_gemm_block(x, 5, 7, wt, 3, y);
-    for (int t = 0; t < 5; t++)
-        for (int c = 0; c < 3; c++) {
-            float e = 0.0f;
-            for (int k = 0; k < 7; k++)
-                e += x[t * 7 + k] * wt[k * 3 + c];
-            if (y[t * 3 + c] != e) {
-                edgert_errf(err, err_len, NE_NAME ": self-test: GEMM block y[%d][%d] = %g, expected %g",
-                            t, c, (double)y[t * 3 + c], (double)e);
-                return EDGERT_E_PLUGIN;
-            }
-        }
     return EDGERT_OK;
 }
 
@@ -1333,7 +206,7 @@ static const edgert_plugin ne_plugin_v1 = {
     .version = NE_VERSION,
     .caps = EDGERT_CAP_EXPORT,
     .init = ne_init,
-    .fini = ne_fini,
+    .fini = pk_fini,
     .self_test = ne_self_test,
     .describe = ne_describe,
     .pack = NULL,

@@ -166,3 +166,45 @@ void ne_gemm_block(const float *x, uint32_t t, uint32_t k, const float *wt, uint
         memcpy(y + (size_t)r * nb, acc, nb * sizeof(float));
     }
 }
+
+int ne_quant_self_test(char *err, size_t len)
+{
+    /* Quantizer: [-1, 3] in 16 bits: scale 4/65535, zp rne(16383.75) = 16384;
+     * 0 stays exact, ties round to even. */
+    ne_aq a = ne_aq_make(-1.0f, 3.0f, 16);
+    if (a.zp != 16384 || ne_aq_apply(&a, 0.0f) != 0.0f ||
+        fabsf(ne_aq_apply(&a, 1.0f) - 1.0f) > a.scale) {
+        edgert_errf(err, len, NE_NAME ": self-test: activation quantizer is wrong (zp %d)", a.zp);
+        return -1;
+    }
+    /* Percentile selection against a known order: 0..999 shuffled. */
+    float v[1000], s[1000], lo, hi;
+    for (int i = 0; i < 1000; i++)
+        v[i] = (float)((i * 337) % 1000) - 500.0f;
+    ne_range pr = {NE_RANGE_PERCENTILE, 99.0};
+    ne_range_of(v, 1000, pr, s, &lo, &hi);
+    if (lo != -490.0f || hi != 489.0f) {
+        edgert_errf(err, len, NE_NAME ": self-test: percentile selection gave [%g, %g], expected "
+                              "[-490, 489]", (double)lo, (double)hi);
+        return -1;
+    }
+    /* The GEMM block against a scalar loop (exact: small integers). */
+    float x[5 * 7], wt[7 * 3], y[5 * 3];
+    for (int i = 0; i < 35; i++)
+        x[i] = (float)(i % 5 - 2);
+    for (int i = 0; i < 21; i++)
+        wt[i] = (float)(i % 4 - 1);
+    ne_gemm_block(x, 5, 7, wt, 3, y);
+    for (int t = 0; t < 5; t++)
+        for (int c = 0; c < 3; c++) {
+            float e = 0.0f;
+            for (int k = 0; k < 7; k++)
+                e += x[t * 7 + k] * wt[k * 3 + c];
+            if (y[t * 3 + c] != e) {
+                edgert_errf(err, len, NE_NAME ": self-test: GEMM block y[%d][%d] = %g, expected "
+                                      "%g", t, c, (double)y[t * 3 + c], (double)e);
+                return -1;
+            }
+        }
+    return 0;
+}

@@ -71,6 +71,112 @@ static int hexval(char ch)
     return -1;
 }
 
+/* Append byte b to the string being decoded (*s NULL: only count it); on
+ * failure *s is freed. Names are bounded: ST_MAX_NAME bytes. */
+static int jput(jcur *c, char **s, size_t *n, size_t *cap, unsigned char b)
+{
+    if (*s && *n + 2 > *cap) {
+        char *t = realloc(*s, *cap *= 2);
+        if (!t) {
+            free(*s);
+            *s = NULL;
+            return jfail(c, "out of memory");
+        }
+        *s = t;
+    }
+    if (*s)
+        (*s)[*n] = (char)b;
+    (*n)++;
+    if (*n > ST_MAX_NAME) {
+        free(*s);
+        *s = NULL;
+        return jfail(c, "string longer than 4096 bytes");
+    }
+    return 0;
+}
+
+/* Code point cp as UTF-8 into u; the number of bytes. */
+static int utf8_encode(uint32_t cp, unsigned char u[4])
+{
+    if (cp < 0x80) {
+        u[0] = (unsigned char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        u[0] = (unsigned char)(0xC0 | cp >> 6);
+        u[1] = (unsigned char)(0x80 | (cp & 63));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        u[0] = (unsigned char)(0xE0 | cp >> 12);
+        u[1] = (unsigned char)(0x80 | ((cp >> 6) & 63));
+        u[2] = (unsigned char)(0x80 | (cp & 63));
+        return 3;
+    }
+    u[0] = (unsigned char)(0xF0 | cp >> 18);
+    u[1] = (unsigned char)(0x80 | ((cp >> 12) & 63));
+    u[2] = (unsigned char)(0x80 | ((cp >> 6) & 63));
+    u[3] = (unsigned char)(0x80 | (cp & 63));
+    return 4;
+}
+
+/* The four hex digits after "\u" (c->p at the first), and a low surrogate
+ * escape right after a high one, as one code point. A lone surrogate is kept
+ * as it is (encoded like any other code point). */
+static int junicode(jcur *c, uint32_t *out)
+{
+    if (c->end - c->p < 4)
+        return jfail(c, "short \\u escape");
+    uint32_t cp = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(c->p[i]);
+        if (h < 0)
+            return jfail(c, "bad \\u escape");
+        cp = cp * 16 + (uint32_t)h;
+    }
+    c->p += 4;
+    if (cp >= 0xD800 && cp <= 0xDBFF && c->end - c->p >= 6 && c->p[0] == '\\' &&
+        c->p[1] == 'u') {
+        uint32_t lo = 0;
+        int ok = 1;
+        for (int i = 0; i < 4; i++) {
+            int h = hexval(c->p[2 + i]);
+            ok &= h >= 0;
+            lo = lo * 16 + (uint32_t)(h < 0 ? 0 : h);
+        }
+        if (ok && lo >= 0xDC00 && lo <= 0xDFFF) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            c->p += 6;
+        }
+    }
+    *out = cp;
+    return 0;
+}
+
+/* The escape after a backslash (c->p just past it) as the bytes it stands
+ * for; their number, or -1. */
+static int jescape(jcur *c, unsigned char u[4])
+{
+    if (c->p >= c->end)
+        return jfail(c, "unterminated escape");
+    unsigned char ch = (unsigned char)*c->p++;
+    uint32_t cp;
+    switch (ch) {
+    case '"': case '\\': case '/': u[0] = ch; return 1;
+    case 'b': u[0] = '\b'; return 1;
+    case 'f': u[0] = '\f'; return 1;
+    case 'n': u[0] = '\n'; return 1;
+    case 'r': u[0] = '\r'; return 1;
+    case 't': u[0] = '\t'; return 1;
+    case 'u':
+        if (junicode(c, &cp))
+            return -1;
+        return utf8_encode(cp, u);
+    default:
+        return jfail(c, "unknown escape in a string");
+    }
+}
+
 /* A JSON string into a malloc'd UTF-8 buffer (out may be NULL to skip). */
 static int jstring(jcur *c, char **out)
 {
@@ -87,94 +193,22 @@ static int jstring(jcur *c, char **out)
             free(s);
             return jfail(c, "unterminated string");
         }
-        unsigned char ch = (unsigned char)*c->p++;
-        uint32_t cp;
+        unsigned char ch = (unsigned char)*c->p++, u[4];
         if (ch == '"')
             break;
         if (ch < 0x20) {
             free(s);
             return jfail(c, "control character in a string");
         }
-        if (ch != '\\') {
-            cp = ch; /* UTF-8 bytes pass through */
-            goto put_byte;
-        }
-        if (c->p >= c->end) {
+        int k = 1;
+        u[0] = ch; /* UTF-8 bytes pass through */
+        if (ch == '\\' && (k = jescape(c, u)) < 0) {
             free(s);
-            return jfail(c, "unterminated escape");
+            return -1;
         }
-        ch = (unsigned char)*c->p++;
-        switch (ch) {
-        case '"': case '\\': case '/': cp = ch; goto put_byte;
-        case 'b': cp = '\b'; goto put_byte;
-        case 'f': cp = '\f'; goto put_byte;
-        case 'n': cp = '\n'; goto put_byte;
-        case 'r': cp = '\r'; goto put_byte;
-        case 't': cp = '\t'; goto put_byte;
-        case 'u': {
-            if (c->end - c->p < 4) {
-                free(s);
-                return jfail(c, "short \\u escape");
-            }
-            cp = 0;
-            for (int i = 0; i < 4; i++) {
-                int h = hexval(c->p[i]);
-                if (h < 0) {
-                    free(s);
-                    return jfail(c, "bad \\u escape");
-                }
-                cp = cp * 16 + (uint32_t)h;
-            }
-            c->p += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF && c->end - c->p >= 6 && c->p[0] == '\\' &&
-                c->p[1] == 'u') {
-                uint32_t lo = 0;
-                int ok = 1;
-                for (int i = 0; i < 4; i++) {
-                    int h = hexval(c->p[2 + i]);
-                    ok &= h >= 0;
-                    lo = lo * 16 + (uint32_t)(h < 0 ? 0 : h);
-                }
-                if (ok && lo >= 0xDC00 && lo <= 0xDFFF) {
-                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                    c->p += 6;
-                }
-            }
-            break;
-        }
-        default:
-            free(s);
-            return jfail(c, "unknown escape in a string");
-        }
-        /* Code point to UTF-8. */
-        {
-            unsigned char u[4];
-            int k;
-            if (cp < 0x80) { u[0] = (unsigned char)cp; k = 1; }
-            else if (cp < 0x800) { u[0] = (unsigned char)(0xC0 | cp >> 6); u[1] = (unsigned char)(0x80 | (cp & 63)); k = 2; }
-            else if (cp < 0x10000) { u[0] = (unsigned char)(0xE0 | cp >> 12); u[1] = (unsigned char)(0x80 | ((cp >> 6) & 63)); u[2] = (unsigned char)(0x80 | (cp & 63)); k = 3; }
-            else { u[0] = (unsigned char)(0xF0 | cp >> 18); u[1] = (unsigned char)(0x80 | ((cp >> 12) & 63)); u[2] = (unsigned char)(0x80 | ((cp >> 6) & 63)); u[3] = (unsigned char)(0x80 | (cp & 63)); k = 4; }
-            for (int i = 0; i < k; i++) {
-                if (s && n + 2 > cap) {
-                    char *t = realloc(s, cap *= 2);
-                    if (!t) { free(s); return jfail(c, "out of memory"); }
-                    s = t;
-                }
-                if (s) s[n] = (char)u[i];
-                n++;
-            }
-            if (n > ST_MAX_NAME) { free(s); return jfail(c, "string longer than 4096 bytes"); }
-            continue;
-        }
-    put_byte:
-        if (s && n + 2 > cap) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) { free(s); return jfail(c, "out of memory"); }
-            s = t;
-        }
-        if (s) s[n] = (char)cp;
-        n++;
-        if (n > ST_MAX_NAME) { free(s); return jfail(c, "string longer than 4096 bytes"); }
+        for (int i = 0; i < k; i++)
+            if (jput(c, &s, &n, &cap, u[i]))
+                return -1;
     }
     if (s) {
         s[n] = '\0';
@@ -289,6 +323,33 @@ uint64_t st_numel(const st_tensor *t)
     return n;
 }
 
+/* "shape": [d0, d1, ...], at most ST_MAX_DIMS non-negative integers. */
+static int parse_shape(jcur *c, st_tensor *t)
+{
+    if (jexpect(c, '[', "shape must be an array"))
+        return -1;
+    jws(c);
+    t->ndim = 0;
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        uint64_t d;
+        if (t->ndim == ST_MAX_DIMS)
+            return jfail(c, "more than 8 dimensions");
+        if (juint(c, &d))
+            return -1;
+        t->shape[t->ndim++] = d;
+        jws(c);
+        if (c->p < c->end && *c->p == ',') {
+            c->p++;
+            continue;
+        }
+        return jexpect(c, ']', "expected ',' or ']' in shape");
+    }
+}
+
 /* One tensor entry: {"dtype": .., "shape": [..], "data_offsets": [b, e]}. */
 static int parse_entry(jcur *c, st_tensor *t)
 {
@@ -318,37 +379,9 @@ static int parse_entry(jcur *c, st_tensor *t)
             free(v);
             have_dtype = 1;
         } else if (strcmp(key, "shape") == 0) {
-            if (jexpect(c, '[', "shape must be an array")) {
+            if (parse_shape(c, t)) {
                 free(key);
                 return -1;
-            }
-            jws(c);
-            t->ndim = 0;
-            if (c->p < c->end && *c->p == ']') {
-                c->p++;
-            } else {
-                for (;;) {
-                    uint64_t d;
-                    if (t->ndim == ST_MAX_DIMS) {
-                        free(key);
-                        return jfail(c, "more than 8 dimensions");
-                    }
-                    if (juint(c, &d)) {
-                        free(key);
-                        return -1;
-                    }
-                    t->shape[t->ndim++] = d;
-                    jws(c);
-                    if (c->p < c->end && *c->p == ',') {
-                        c->p++;
-                        continue;
-                    }
-                    if (jexpect(c, ']', "expected ',' or ']' in shape")) {
-                        free(key);
-                        return -1;
-                    }
-                    break;
-                }
             }
             have_shape = 1;
         } else if (strcmp(key, "data_offsets") == 0) {
@@ -400,16 +433,17 @@ static int validate(st_file *sf, char *err, size_t len)
         uint64_t numel = 1;
         for (uint32_t d = 0; d < t->ndim; d++) {
             if (t->shape[d] && numel > UINT64_MAX / 8 / t->shape[d]) {
-                edgert_errf(err, len, "%s: tensor '%s': shape too large (overflows)", sf->path, t->name);
+                edgert_errf(err, len, "%s: tensor '%s': shape too large (overflows)", sf->path,
+                            t->name);
                 return -1;
             }
             numel *= t->shape[d];
         }
         if (t->begin > t->end || t->end > data_size) {
-            edgert_errf(err, len, "%s: tensor '%s': data_offsets [%llu, %llu] outside the data section "
-                             "(%llu bytes after the header; truncated file?)",
-                   sf->path, t->name, (unsigned long long)t->begin, (unsigned long long)t->end,
-                   (unsigned long long)data_size);
+            edgert_errf(err, len, "%s: tensor '%s': data_offsets [%llu, %llu] outside the data "
+                                  "section (%llu bytes after the header; truncated file?)",
+                        sf->path, t->name, (unsigned long long)t->begin,
+                        (unsigned long long)t->end, (unsigned long long)data_size);
             return -1;
         }
         unsigned bits = dtype_bits(t->dtype);
@@ -449,6 +483,77 @@ static int validate(st_file *sf, char *err, size_t len)
     return rc;
 }
 
+/* One "<name>": {entry} member of the header (key: the name, now owned by
+ * the new tensor); a failing entry's message gets the tensor's name. */
+static int add_tensor(st_file *sf, jcur *c, char *key, size_t *cap)
+{
+    if (sf->n == ST_MAX_TENSORS) {
+        free(key);
+        return jfail(c, "more than a million tensors");
+    }
+    if (sf->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        st_tensor *t = realloc(sf->t, nc * sizeof *t);
+        if (!t) {
+            free(key);
+            return jfail(c, "out of memory");
+        }
+        sf->t = t;
+        *cap = nc;
+    }
+    st_tensor *t = &sf->t[sf->n];
+    memset(t, 0, sizeof *t);
+    t->name = key;
+    sf->n++;
+    if (parse_entry(c, t)) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", c->err);
+        edgert_errf(c->err, c->len, "%s (in tensor '%.200s')", msg, key);
+        return -1;
+    }
+    return 0;
+}
+
+/* The header's JSON object: tensor entries, "__metadata__" skipped, nothing
+ * after it but whitespace. */
+static int parse_header(st_file *sf, jcur *c)
+{
+    if (jexpect(c, '{', "the header must be a JSON object"))
+        return -1;
+    size_t cap = 0;
+    jws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+    } else {
+        for (;;) {
+            char *key = NULL;
+            if (jstring(c, &key) || jexpect(c, ':', "expected ':'")) {
+                free(key);
+                return -1;
+            }
+            if (strcmp(key, "__metadata__") == 0) {
+                free(key);
+                if (jskip(c, 1))
+                    return -1;
+            } else if (add_tensor(sf, c, key, &cap)) {
+                return -1;
+            }
+            jws(c);
+            if (c->p < c->end && *c->p == ',') {
+                c->p++;
+                continue;
+            }
+            if (jexpect(c, '}', "expected ',' or '}' after a tensor"))
+                return -1;
+            break;
+        }
+    }
+    jws(c);
+    if (c->p != c->end)
+        return jfail(c, "trailing bytes after the JSON object");
+    return 0;
+}
+
 int st_open(st_file *sf, const char *path, char *err, size_t len)
 {
     memset(sf, 0, sizeof *sf);
@@ -457,21 +562,23 @@ int st_open(st_file *sf, const char *path, char *err, size_t len)
     struct stat st;
     sf->f = fopen(path, "rb");
     if (!sf->f || fstat(fileno(sf->f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        edgert_errf(err, len, "%s: cannot open: %s", path, sf->f ? "not a regular file" : strerror(errno));
+        edgert_errf(err, len, "%s: cannot open: %s", path,
+                    sf->f ? "not a regular file" : strerror(errno));
         goto fail;
     }
     sf->file_size = (uint64_t)st.st_size;
     unsigned char lb[8];
     if (sf->file_size < 8 || fread(lb, 1, 8, sf->f) != 8) {
-        edgert_errf(err, len, "%s: not a safetensors file (shorter than the 8-byte header length)", path);
+        edgert_errf(err, len, "%s: not a safetensors file (shorter than the 8-byte header "
+                              "length)", path);
         goto fail;
     }
     uint64_t h = 0;
     for (int i = 7; i >= 0; i--)
         h = h << 8 | lb[i];
     if (h > ST_MAX_HEADER) {
-        edgert_errf(err, len, "%s: header length %llu exceeds the 100 MB limit (not a safetensors "
-                         "file, or a hostile one)", path, (unsigned long long)h);
+        edgert_errf(err, len, "%s: header length %llu exceeds the 100 MB limit (not a "
+                              "safetensors file, or a hostile one)", path, (unsigned long long)h);
         goto fail;
     }
     if (h < 2 || h > sf->file_size - 8) {
@@ -486,66 +593,8 @@ int st_open(st_file *sf, const char *path, char *err, size_t len)
     }
     sf->data_start = 8 + h;
     jcur c = {hdr, hdr + h, path, err, len, 0};
-    if (jexpect(&c, '{', "the header must be a JSON object"))
+    if (parse_header(sf, &c))
         goto fail;
-    size_t cap = 0;
-    jws(&c);
-    if (c.p < c.end && *c.p == '}') {
-        c.p++;
-    } else {
-        for (;;) {
-            char *key = NULL;
-            if (jstring(&c, &key) || jexpect(&c, ':', "expected ':'")) {
-                free(key);
-                goto fail;
-            }
-            if (strcmp(key, "__metadata__") == 0) {
-                free(key);
-                if (jskip(&c, 1))
-                    goto fail;
-            } else {
-                if (sf->n == ST_MAX_TENSORS) {
-                    free(key);
-                    jfail(&c, "more than a million tensors");
-                    goto fail;
-                }
-                if (sf->n == cap) {
-                    size_t nc = cap ? cap * 2 : 64;
-                    st_tensor *t = realloc(sf->t, nc * sizeof *t);
-                    if (!t) {
-                        free(key);
-                        jfail(&c, "out of memory");
-                        goto fail;
-                    }
-                    sf->t = t;
-                    cap = nc;
-                }
-                st_tensor *t = &sf->t[sf->n];
-                memset(t, 0, sizeof *t);
-                t->name = key;
-                sf->n++;
-                if (parse_entry(&c, t)) {
-                    char msg[256];
-                    snprintf(msg, sizeof msg, "%s", err);
-                    edgert_errf(err, len, "%s (in tensor '%.200s')", msg, key);
-                    goto fail;
-                }
-            }
-            jws(&c);
-            if (c.p < c.end && *c.p == ',') {
-                c.p++;
-                continue;
-            }
-            if (jexpect(&c, '}', "expected ',' or '}' after a tensor"))
-                goto fail;
-            break;
-        }
-    }
-    jws(&c);
-    if (c.p != c.end) {
-        jfail(&c, "trailing bytes after the JSON object");
-        goto fail;
-    }
     free(hdr);
     hdr = NULL;
     if (validate(sf, err, len))
@@ -641,7 +690,7 @@ int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t l
     }
     free(buf);
     if (rc)
-        edgert_errf(err, len, "%s: short read in tensor '%s' (file changed or truncated?)", sf->path,
-                    t->name);
+        edgert_errf(err, len, "%s: short read in tensor '%s' (file changed or truncated?)",
+                    sf->path, t->name);
     return rc;
 }
