@@ -143,7 +143,7 @@ static void test_sysroot_classes(void **state)
 
 /* Cases built at test time: multiple GPUs, several FastRPC nodes, L4T
  * release without device tree, conflicting facts, unreadable files.
- * Slightly over 100 lines on purpose: a list of independent paragraphs
+ * Length: slightly over 100 lines on purpose, a list of independent paragraphs
  * (build a sysroot, classify, check, remove) that reads best in one place. */
 static void test_sysroot_classes_generated(void **state)
 {
