@@ -73,6 +73,11 @@ static int lookup(const char *const *names, size_t n, const char *s)
     return -1;
 }
 
+const char *edgert_version(void)
+{
+    return EDGERT_VERSION_STRING;
+}
+
 const char *edgert_status_name(edgert_status s)
 {
     return (unsigned)s < COUNT(status_names) ? status_names[s] : "E_UNKNOWN";

@@ -49,12 +49,18 @@
 
 #include "edgert/plugin.h"
 #include "edgert/status.h"
+#include "edgert/version.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define EDGERT_VERSION_STRING "0.1.0"
+/** Marks the functions libedgert exports; everything else in the library is
+ *  hidden (it is built with -fvisibility=hidden). */
+#ifndef EDGERT_API
+#define EDGERT_API __attribute__((visibility("default")))
+#endif
+
 
 /** Largest manifest or device-profile file edgert parses; larger files are
  *  refused before parsing. */
@@ -343,6 +349,13 @@ EDGERT_API edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path
                                                char *err, size_t err_len);
 
 /* --- names --------------------------------------------------------------- */
+/** The version of the running libedgert, e.g. "0.1.0" (EDGERT_VERSION_STRING
+ *  is the one of the headers a program was built with). Never NULL. */
+EDGERT_API const char *edgert_version(void);
+/** Stable short name of a status code, e.g. "E_PARSE". Never NULL. (A core
+ *  function: declared here, not in status.h, which plugins include and which
+ *  must declare nothing a plugin cannot link.) */
+EDGERT_API const char *edgert_status_name(edgert_status s);
 /** "x86_64", "arm64", "unknown" */
 EDGERT_API const char *edgert_arch_name(edgert_arch a);
 EDGERT_API const char *edgert_device_class_name(edgert_device_class c);

@@ -9,12 +9,6 @@
 extern "C" {
 #endif
 
-/** Marks the functions libedgert exports; everything else in the library is
- *  hidden (it is built with -fvisibility=hidden). */
-#ifndef EDGERT_API
-#define EDGERT_API __attribute__((visibility("default")))
-#endif
-
 typedef enum edgert_status {
     EDGERT_OK = 0,
     EDGERT_E_USAGE = 1,        /**< bad argument or option */
@@ -28,9 +22,6 @@ typedef enum edgert_status {
     EDGERT_E_PLUGIN = 9,       /**< a plugin reported a failure */
     EDGERT_E_INTERNAL = 10     /**< a bug: please report */
 } edgert_status;
-
-/** Stable short name of a status code, e.g. "E_PARSE". Never NULL. */
-EDGERT_API const char *edgert_status_name(edgert_status s);
 
 #ifdef __cplusplus
 }

@@ -53,6 +53,7 @@
 #include <stdint.h>
 
 #include "edgert/plugin.h"
+#include "edgert/version.h"
 
 /* The test-only build on emulated AMX tiles (tests/plugins/amxemu) is a
  * plugin of its own, with its own name. */
@@ -61,7 +62,7 @@
 #else
 #define AW_NAME "avx512-w4a16"
 #endif
-#define AW_VERSION "0.1.0"
+#define AW_VERSION EDGERT_VERSION_STRING /* in-tree plugins version with edgert */
 
 #define AW_PANEL 16u          /* output columns per panel (zmm dword lanes) */
 #define AW_GROUP 128u         /* inputs per group: the only group size accepted */

@@ -59,11 +59,12 @@
 #include <string.h>
 
 #include "edgert/plugin.h"
+#include "edgert/version.h"
 #include "nw_kern.h"
 #include "plugin_kit.h"
 
 #define NW_NAME "neon-w4a16"
-#define NW_VERSION "0.1.0"
+#define NW_VERSION EDGERT_VERSION_STRING /* in-tree plugins version with edgert */
 #define NW_ALIGN 64u
 #define NW_PACKED_MAGIC 0x3477344eu /* "N4w4" */
 #define NW_MIN_TASK_MACS 65536u     /* smallest parallel_for chunk worth a hand-off */

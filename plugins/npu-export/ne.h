@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "edgert/plugin.h"
+#include "edgert/version.h"
 
 #define NE_NAME "npu-export"
 
@@ -135,7 +136,7 @@ int ne_quant_self_test(char *err, size_t len);
 
 /* ---- the export run: what the steps share ----------------------------------- */
 
-#define NE_VERSION "0.1.0"
+#define NE_VERSION EDGERT_VERSION_STRING /* in-tree plugins version with edgert */
 
 /* Device figures (design.md §1), cited in refusals and the report. */
 #define DEV_W8A16_DB 36.9

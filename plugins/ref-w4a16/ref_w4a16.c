@@ -34,10 +34,11 @@
 #include <string.h>
 
 #include "edgert/plugin.h"
+#include "edgert/version.h"
 #include "plugin_kit.h"
 
 #define REF_NAME "ref-w4a16"
-#define REF_VERSION "0.1.0"
+#define REF_VERSION EDGERT_VERSION_STRING /* in-tree plugins version with edgert */
 #define REF_DESCRIBE "portable C, fp32 activations"
 
 #define REF_ALIGN 64u
