@@ -13,7 +13,16 @@
 #     [LIBS <lib>...]                   extra libraries (libm, ...)
 #     [OUTPUT_DIRECTORY <dir>]          default: the backends folder
 #     [PREFIX <prefix>]                 default "lib"
+#     [MANIFEST <file.yaml>]            the backend's manifest: copied next to the
+#                                       library (@VAR@ filled in, e.g.
+#                                       @PROJECT_VERSION@), stamped with the
+#                                       library's checksum after every link
+#                                       (`edgert checksum --stamp`), installed
+#                                       beside it
 #     [NO_KIT]                          without plugins/common/plugin_kit.c
+#                                       (always so for a vendor's build against
+#                                       the installed package: the kit is not
+#                                       part of the vendor contract)
 #     [NO_INSTALL])                     test-only plugins
 #
 # A MODULE library with hidden visibility (only edgert_plugin_entry is
@@ -27,14 +36,14 @@ include_guard(GLOBAL)
 set(EDGERT_PLUGIN_KIT_DIR ${CMAKE_CURRENT_LIST_DIR}/../plugins/common)
 
 function(edgert_add_plugin target)
-  cmake_parse_arguments(P "NO_KIT;NO_INSTALL" "OUTPUT_DIRECTORY;PREFIX" "SOURCES;ISA_FLAGS;LIBS"
-    ${ARGN})
+  cmake_parse_arguments(P "NO_KIT;NO_INSTALL" "OUTPUT_DIRECTORY;PREFIX;MANIFEST"
+    "SOURCES;ISA_FLAGS;LIBS" ${ARGN})
   if(NOT P_SOURCES)
     message(FATAL_ERROR "edgert_add_plugin(${target}): no SOURCES")
   endif()
   add_library(${target} MODULE ${P_SOURCES})
   target_include_directories(${target} PRIVATE ${EDGERT_INCLUDE_DIRS})
-  if(NOT P_NO_KIT)
+  if(NOT P_NO_KIT AND EDGERT_PLUGIN_KIT_DIR)
     target_sources(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR}/plugin_kit.c)
     target_include_directories(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR})
   endif()
@@ -51,7 +60,11 @@ function(edgert_add_plugin target)
       COMPILE_OPTIONS "${flags}")
   endforeach()
   if(NOT DEFINED P_OUTPUT_DIRECTORY)
-    set(P_OUTPUT_DIRECTORY ${EDGERT_BACKEND_DIR})
+    if(EDGERT_BACKEND_DIR)
+      set(P_OUTPUT_DIRECTORY ${EDGERT_BACKEND_DIR})
+    else()
+      set(P_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
+    endif()
   endif()
   if(NOT DEFINED P_PREFIX)
     set(P_PREFIX "lib")
@@ -62,5 +75,40 @@ function(edgert_add_plugin target)
     LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIRECTORY})
   if(NOT P_NO_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
+  endif()
+  if(P_MANIFEST)
+    _edgert_plugin_manifest(${target} ${P_MANIFEST} ${P_OUTPUT_DIRECTORY} ${P_NO_INSTALL})
+  endif()
+endfunction()
+
+# The manifest next to the library, stamped after each link with the checksum
+# of the bytes just built, so the core refuses a stale or swapped file.
+function(_edgert_plugin_manifest target manifest dir no_install)
+  get_filename_component(name ${manifest} NAME)
+  if(NOT IS_ABSOLUTE ${manifest})
+    set(manifest ${CMAKE_CURRENT_SOURCE_DIR}/${manifest})
+  endif()
+  configure_file(${manifest} ${dir}/${name} @ONLY)
+  if(TARGET edgert-cli) # in the edgert tree: the CLI being built
+    set(cli $<TARGET_FILE:edgert-cli>)
+  else()                # a vendor's build: the installed package's CLI
+    set(cli ${EDGERT_CLI})
+  endif()
+  if(cli)
+    # A target of its own that runs on every build (after the library's
+    # link): a re-configure rewrites the manifest unstamped even when the
+    # library is not relinked, and this stamps it again.
+    add_custom_target(${target}-stamp ALL
+      COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} ${cli} checksum --stamp ${dir}/${name}
+      DEPENDS ${target}
+      COMMENT "Stamping ${name} with the checksum of ${target}"
+      VERBATIM)
+    add_dependencies(${target}-stamp ${target})
+    if(TARGET edgert-cli)
+      add_dependencies(${target}-stamp edgert-cli)
+    endif()
+  endif()
+  if(NOT no_install)
+    install(FILES ${dir}/${name} DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
   endif()
 endfunction()

@@ -62,6 +62,12 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c)
     p->detail = "";
     p->reasons = NULL;
     p->reason_count = 0;
+    if (m->has_checksum) {
+        snprintf(c->checksum, sizeof c->checksum, "xxh3-64:%016llx",
+                 (unsigned long long)m->checksum);
+        p->checksum = c->checksum;
+    }
+    p->checksum_verified = 0;
 }
 
 void er_cand_free(er_cand *c)

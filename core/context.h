@@ -49,6 +49,7 @@ typedef struct er_cand {
     edgert_host host;           /**< the host table given to this plugin */
     void *state;                /**< the self-tested default instance */
     char *path_chosen;
+    char checksum[EDGERT_CHECKSUM_LEN]; /**< pub.checksum points here when set */
 } er_cand;
 
 struct edgert_ctx {

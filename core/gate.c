@@ -20,35 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
 #include "context.h"
-
-/* ---- checksum ----------------------------------------------------------- */
-
-int er_file_xxh3(const char *path, uint64_t *out)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    int rc = -1;
-    XXH3_state_t *st = XXH3_createState();
-    if (!st || XXH3_64bits_reset(st) != XXH_OK)
-        goto out;
-    unsigned char buf[1 << 16];
-    size_t got;
-    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
-        if (XXH3_64bits_update(st, buf, got) != XXH_OK)
-            goto out;
-    if (ferror(f))
-        goto out;
-    *out = XXH3_64bits_digest(st);
-    rc = 0;
-out:
-    XXH3_freeState(st);
-    fclose(f);
-    return rc;
-}
 
 /* ---- declarative gates -------------------------------------------------- */
 
@@ -136,7 +109,10 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
         if (er_file_xxh3(m->library_path, &h) != 0) {
             er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
             er_cand_detail(c, "%s: cannot read to verify its checksum", m->library_path);
-        } else if (h != m->checksum) {
+        } else if (h == m->checksum) {
+            c->pub.checksum_verified = 1;
+        } else {
+            c->pub.checksum_verified = -1;
             er_cand_reason(c, ER_GATE_CHECKSUM_MISMATCH, "CHECKSUM_MISMATCH");
             er_cand_detail(c, "%s has xxh3-64:%016llx, the manifest expects xxh3-64:%016llx "
                               "(stale or swapped file?)",

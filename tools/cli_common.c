@@ -136,6 +136,10 @@ void json_candidate(json_w *w, const edgert_candidate *c, int rank)
     json_kstr(w, "path_chosen", c->path_chosen);
     json_kstr(w, "manifest", c->manifest_path);
     json_kstr(w, "library", c->library_path);
+    json_kstr(w, "checksum", c->checksum);
+    json_kstr(w, "checksum_verified", c->checksum_verified > 0   ? "verified"
+                                      : c->checksum_verified < 0 ? "mismatch"
+                                                                 : "not checked");
     json_kstr(w, "processor", c->processor);
     json_kbool(w, "runs_in_process", c->runs_in_process);
     json_kbool(w, "verified", c->verified);

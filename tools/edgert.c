@@ -76,6 +76,8 @@ static void usage_main(FILE *f)
             "             evidence that 'select' then ranks by\n"
             "  export     write a calibrated w8a16 ONNX graph for a phone NPU (npu-export),\n"
             "             with encodings and an SQNR report\n"
+            "  checksum   print a plugin file's checksum, or write it into a manifest\n"
+            "             (--stamp)\n"
             "\n"
             "Run 'edgert COMMAND --help' for a command's options.\n\n%s\n%s",
             common_help, env_help);
@@ -493,6 +495,11 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                 printf("  %-16s           %s\n", "", k->detail);
         }
         printf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
+        if (k->checksum)
+            printf("  %-16s           checksum: %s %s\n", "", k->checksum,
+                   k->checksum_verified > 0   ? "(verified: the library's bytes match)"
+                   : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
+                                              : "(not checked)");
         if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement))
             printf("  %-16s           measured here: %.2f tok/s decode, top-1 %.3f, KL %.3g "
                    "(%s)\n", "", k->measured.decode_tokens_per_s, k->measured.top1_agreement,
@@ -635,6 +642,8 @@ int main(int argc, char **argv)
                EDGERT_PLUGIN_ABI_MAX);
         return EXIT_OK;
     }
+    if (strcmp(cmd, "checksum") == 0) /* its own arguments: files, not options */
+        return cmd_checksum(argc - 1, argv + 1);
     static const struct {
         const char *name;
         int (*run)(const cli *);
@@ -651,7 +660,7 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "
-            "calibrate, export; see 'edgert --help')\n",
+            "calibrate, export, checksum; see 'edgert --help')\n",
             cmd);
     return EXIT_USAGE;
 }

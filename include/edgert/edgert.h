@@ -157,6 +157,13 @@ typedef struct edgert_candidate {
     /** layout.activation_dtype as it applies on this device: the manifest's
      *  fallback_dtype when the device lacks bf16, else activation_dtype. */
     const char *effective_activation_dtype;
+    /* -- appended; edgert_candidate is only read through the library's pointers -- */
+    /** The manifest's `checksum` ("xxh3-64:<hex>"), or NULL when it has none. */
+    const char *checksum;
+    /** 1: the library file's bytes matched `checksum`; -1: they did not
+     *  (CHECKSUM_MISMATCH); 0: not checked (no checksum, no library, plan
+     *  mode, or the file was missing). */
+    int checksum_verified;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
@@ -347,6 +354,28 @@ EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
 EDGERT_API edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path,
                                                const edgert_evidence *items, size_t count,
                                                char *err, size_t err_len);
+
+/* --- integrity ------------------------------------------------------------ */
+
+/** Bytes of "xxh3-64:" + 16 hex digits + NUL. */
+#define EDGERT_CHECKSUM_LEN 25u
+
+/** The checksum a manifest's `checksum` field expects for `path`:
+ *  "xxh3-64:<16 lowercase hex digits>" into out (at least
+ *  EDGERT_CHECKSUM_LEN bytes). EDGERT_E_IO when the file cannot be read. */
+EDGERT_API edgert_status edgert_checksum_file(const char *path, char *out, size_t out_len,
+                                              char *err, size_t err_len);
+/**
+ * Write the checksum of a manifest's library into its `checksum` field: the
+ * value is replaced in place, or a `checksum:` line is added after `library`;
+ * the rest of the file (comments, order) is kept. The manifest is validated
+ * before and after; the new file replaces the old one atomically, and a
+ * failure leaves it untouched. The checksum written goes to checksum_out
+ * (may be NULL). EDGERT_E_PARSE for a bad manifest, EDGERT_E_USAGE for one
+ * without a library, EDGERT_E_IO when a file cannot be read or written.
+ */
+EDGERT_API edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out,
+                                               size_t out_len, char *err, size_t err_len);
 
 /* --- names --------------------------------------------------------------- */
 /** The version of the running libedgert, e.g. "0.1.0" (EDGERT_VERSION_STRING
