@@ -33,7 +33,10 @@
 # COMPILE_OPTIONS are set per source for that target's directory.
 include_guard(GLOBAL)
 
-set(EDGERT_PLUGIN_KIT_DIR ${CMAKE_CURRENT_LIST_DIR}/../plugins/common)
+# The in-tree support kit exists only in edgert's own source tree.
+if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../plugins/common/plugin_kit.c)
+  set(EDGERT_PLUGIN_KIT_DIR ${CMAKE_CURRENT_LIST_DIR}/../plugins/common)
+endif()
 
 function(edgert_add_plugin target)
   cmake_parse_arguments(P "NO_KIT;NO_INSTALL" "OUTPUT_DIRECTORY;PREFIX;MANIFEST"
@@ -42,7 +45,8 @@ function(edgert_add_plugin target)
     message(FATAL_ERROR "edgert_add_plugin(${target}): no SOURCES")
   endif()
   add_library(${target} MODULE ${P_SOURCES})
-  target_include_directories(${target} PRIVATE ${EDGERT_INCLUDE_DIRS})
+  # the headers only: a plugin links nothing of the core
+  target_link_libraries(${target} PRIVATE edgert::headers)
   if(NOT P_NO_KIT AND EDGERT_PLUGIN_KIT_DIR)
     target_sources(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR}/plugin_kit.c)
     target_include_directories(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR})

@@ -54,6 +54,9 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
     ctx->ignore_env = o->ignore_env;
     ctx->strict = o->strict;
     ctx->no_evidence = o->no_evidence;
+    /* appended after version 1: read only when the caller's struct has it */
+    if (o->struct_size >= offsetof(edgert_options, no_env_selection) + sizeof(int))
+        ctx->no_env_selection = o->no_env_selection;
     ctx->log = o->log;
     ctx->log_user = o->log_user;
     ctx->log_level = o->log_level ? o->log_level

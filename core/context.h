@@ -61,6 +61,7 @@ struct edgert_ctx {
     size_t ncands;
     er_pool *pool;
     int ignore_env, strict, no_evidence;
+    int no_env_selection;       /**< EDGERT_PRIORITY / EDGERT_BACKEND not applied */
     char **disabled;            /**< NULL-terminated names */
     edgert_log_fn log;
     void *log_user;

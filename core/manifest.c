@@ -5,67 +5,10 @@
  * runs, what a backend is, what it needs from the device and what it promises.
  * The core gates on it (design.md §2) and ranks with it (§4).
  *
- * Schema, manifest_version 1 (every key below; anything else is warned about
- * and ignored, so a 1.N manifest with newer optional keys still loads):
- *
- *   manifest_version: 1        # required. The integer 1, or "1.N" (the minor
- *                              # is ignored). Another major is refused and the
- *                              # file is not read further: its schema differs.
- *   name: avx512-w4a16         # required. [a-z0-9][a-z0-9._-]{0,63}
- *   version: "0.1.0"           # required string (the backend's own version)
- *   vendor: edgert             # required string
- *   library: libedgert-avx512-w4a16.so
- *                              # optional. Relative to the manifest's folder,
- *                              # or absolute. Absent: a declarative backend
- *                              # (no code is ever loaded for it).
- *   checksum: "xxh3-64:0123456789abcdef"
- *                              # optional, only with `library`: "xxh3-64:"
- *                              # and 16 hex digits (either case). Catches a
- *                              # stale or swapped file, not an attacker.
- *   abi: {min: 1, max: 1}      # required with `library`: the plugin ABI
- *                              # versions it implements, 1 <= min <= max <= 65535
- *   arch: x86_64               # required. x86_64 | arm64 | any
- *   device_classes: [x86_cpu]  # required, non-empty. Any of x86_cpu,
- *                              # arm64_cpu, cuda_discrete, jetson, npu_phone
- *   requires:                  # optional
- *     cpu_flags: [avx512f, avx512bw]
- *                              # all of them must be usable (names as in
- *                              # /proc/cpuinfo); each must belong to `arch`;
- *                              # with `arch: any` all must belong to one arch
- *   uses_when_present: [avx512_bf16]
- *                              # optional. Flags used when the CPU has them
- *                              # (same names; must belong to `arch` unless any)
- *   processor: cpu             # optional. cpu (default) | gpu | npu
- *   reference: false           # optional. true: the portable fallback that
- *                              # is always last and always eligible
- *   layout:                    # required
- *     format: int4-asym-g128   #   required string: the weight format id
- *     weight_bits: 4           #   required integer 1..32
- *     group_size: 128          #   optional integer 0..65536 (0 = not grouped,
- *                              #   the default)
- *     symmetric: false         #   required true | false
- *     activation_dtype: bf16   #   required. fp32 | bf16 | fp16 | int16 | int8
- *                              #   | uint16
- *     activation_bits: 16      #   optional; defaults to the dtype's width and
- *                              #   must agree with it when given
- *     bits_per_weight: 4.25    #   required number, > 0 and <= 32, counting
- *                              #   scales and zero points
- *     fallback_dtype: fp16     #   optional dtype (same list) used when the
- *                              #   device lacks bf16
- *   runs_in_process: true      # required. false for export-only backends
- *   verified: false            # required. Were the declared figures measured
- *                              # on real hardware?
- *   rationale: "why"           # required string, shown by `select --explain`
- *   notes: "..."               # optional string
- *   plugin_options: "..."      # optional string passed to the plugin's init
- *   declared:                  # optional: figures measured elsewhere
- *     decode_tokens_per_s: 80.0  # number >= 0
- *     prefill_gflops: 500        # number >= 0
- *     top1_agreement: 0.99       # number in [0, 1]
- *     kl_mean: 0.01              # number >= 0
- *     measured_on: "where/how"   # required as soon as one figure is given
- *
- * Figures not given are NaN. A string field that is given must not be empty.
+ * The schema (manifest_version 1: every key, its type, default and meaning,
+ * and an example) is documented in one place, docs/manifest.md; the key
+ * lists below and the readers of this file implement it, and
+ * tests/test_manifest.c checks that every key appears in that page.
  *
  * Errors: a wrong type, a missing required field, a bad value or another
  * major version fail the whole manifest (EDGERT_E_PARSE). Every problem of the

@@ -155,6 +155,17 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
         edgert_errf(err, err_len, "edgert_select: bad arguments");
         return EDGERT_E_USAGE;
     }
+    /* The operator's override: the application's arguments are the default. */
+    if (!ctx->ignore_env && !ctx->no_env_selection) {
+        const char *p = er_getenv(0, "EDGERT_PRIORITY"), *b = er_getenv(0, "EDGERT_BACKEND");
+        if (p && edgert_priority_parse(p, &priority) != 0) {
+            edgert_errf(err, err_len, "EDGERT_PRIORITY must be 'speed' or 'fidelity', not '%s'",
+                        p);
+            return EDGERT_E_USAGE;
+        }
+        if (b)
+            forced = b;
+    }
     edgert_selection *s = calloc(1, sizeof *s);
     if (!s)
         goto nomem;

@@ -244,6 +244,9 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
     o.threads = c->threads;
     o.log = cli_log;
     o.log_level = c->verbose ? EDGERT_LOG_INFO : (c->quiet ? EDGERT_LOG_ERROR : 0);
+    /* The CLI resolves EDGERT_PRIORITY / EDGERT_BACKEND itself (parse_args),
+     * so that its own --priority and --backend win over them. */
+    o.no_env_selection = 1;
     char err[4096] = "";
     edgert_status st = edgert_open(&o, ctx, err, sizeof err);
     if (st == EDGERT_OK)

@@ -38,7 +38,12 @@
  *   EDGERT_MANIFEST_PATH      colon-separated folders; replaces the defaults
  *   EDGERT_ADD_MANIFEST_PATH  colon-separated folders searched before the rest
  *   EDGERT_DISABLE            comma-separated backend names never to use
- *   EDGERT_PRIORITY, EDGERT_BACKEND  read by the CLI (tools/edgert.c)
+ *   EDGERT_PRIORITY           speed|fidelity: replaces the priority an
+ *                             application passes to edgert_select
+ *   EDGERT_BACKEND            a backend name: replaces edgert_select's
+ *                             `forced` (an operator swaps an application's
+ *                             kernel without rebuilding it; the backend must
+ *                             still be eligible)
  *   EDGERT_LOG                error|warn|info|debug: default log level
  */
 #ifndef EDGERT_EDGERT_H
@@ -194,6 +199,10 @@ typedef struct edgert_options {
     int log_level;                  /**< an edgert_log_level, or 0 for the default:
                                          EDGERT_LOG, else EDGERT_LOG_WARN */
     /* ---- version 1 ends here (EDGERT_OPTIONS_V1_SIZE); fields only ever append ---- */
+    int no_env_selection;           /**< 1: EDGERT_PRIORITY and EDGERT_BACKEND do not
+                                         replace edgert_select's arguments (a program
+                                         whose own command line is the operator's
+                                         choice, like the edgert CLI) */
 } edgert_options;
 
 /** Size of edgert_options in its first version: the least struct_size accepted. */
