@@ -24,8 +24,9 @@
  *     with the measured reason and leave no output; --force exports with a
  *     warning; hostile safetensors files are refused naming the file;
  *   - the public edgert_export: unknown request keys refused.
- * Skipped (with a message) only when node or npm is absent. onnxruntime-node
- * is installed once into EDGERT_TEST_NPM_CACHE and reused.
+ * The onnxruntime case reports skipped (tu_skip, with the reason) only when
+ * node or npm is absent. onnxruntime-node is installed once into
+ * EDGERT_TEST_NPM_CACHE and reused.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -217,12 +218,13 @@ static int have_tool(const char *name)
     return system(cmd) == 0;
 }
 
-/* onnxruntime-node in the cache folder, installed once. 0 ok, 1 skip. */
-static int ensure_ort(void)
+/* onnxruntime-node in the cache folder, installed once. 0 ok, 1 skip (the
+ * reason in why). */
+static int ensure_ort(char *why, size_t why_len)
 {
     if (!have_tool("node") || !have_tool("npm")) {
-        print_message("SKIP: node/npm not found: the onnxruntime validation of the exported "
-                      "graph needs Node.js and npm (Debian: apt-get install nodejs npm)\n");
+        snprintf(why, why_len, "node/npm not found: the onnxruntime validation of the exported "
+                 "graph needs Node.js and npm (Debian: apt-get install nodejs npm)");
         return 1;
     }
     const char *cache = EDGERT_TEST_NPM_CACHE;
@@ -322,18 +324,18 @@ static void test_export_quick_onnxruntime(void **state)
     yaml_node_t *head = get(&r, r.root, "head");
     assert_true(num(&r, head, "weight_bits") >= 8 && num(&r, head, "activation_bits") >= 16);
 
-    if (ensure_ort() == 0) {
-        snprintf(ortdir, sizeof ortdir, "%s/ort", tmp);
-        run_ort(exp, ortdir, "disabled");
-        check_against_ort(&r, exp, ortdir, "ort");
-        snprintf(ortdir, sizeof ortdir, "%s/ort-all", tmp);
-        run_ort(exp, ortdir, "all");
-        check_against_ort(&r, exp, ortdir, "ort-opt");
-    } else {
+    char why[1024];
+    if (ensure_ort(why, sizeof why) != 0) {
         er_yaml_free(&r.y);
         tu_rmrf(tmp);
-        skip();
+        tu_skip("%s", why);
     }
+    snprintf(ortdir, sizeof ortdir, "%s/ort", tmp);
+    run_ort(exp, ortdir, "disabled");
+    check_against_ort(&r, exp, ortdir, "ort");
+    snprintf(ortdir, sizeof ortdir, "%s/ort-all", tmp);
+    run_ort(exp, ortdir, "all");
+    check_against_ort(&r, exp, ortdir, "ort-opt");
     er_yaml_free(&r.y);
 
     /* A forced w4a16 export (int4 weights, per channel) runs in ORT too. */
@@ -612,5 +614,5 @@ int main(void)
         cmocka_unit_test(test_own_files),
         cmocka_unit_test(test_export_quick_onnxruntime),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group("npu-export", tests, NULL, NULL);
 }
