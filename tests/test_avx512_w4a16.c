@@ -4,10 +4,12 @@
  * edgert_gemm), every forced path against the reference backend ref-w4a16
  * and against an exact (double) sum, on odd shapes.
  *
- * A path whose CPU flag this machine lacks is skipped with a message. Path
- * amx (AMX-BF16 tiles for prefill) also runs on a software model of the
- * tiles: the plugin's sources built as the test-only backend
- * avx512-w4a16-amxemu (tests/plugins/amxemu), on any AVX512_BF16 + VNNI CPU.
+ * Each path is its own case; a path whose CPU flag this machine lacks is
+ * reported skipped (tu_skip: "SKIPPED: ...: <the flag>"), and so is every
+ * case on an x86-64 CPU without the AVX-512 the backend requires. Path amx
+ * (AMX-BF16 tiles for prefill) also runs on a software model of the tiles:
+ * the plugin's sources built as the test-only backend avx512-w4a16-amxemu
+ * (tests/plugins/amxemu), on any AVX512_BF16 + VNNI CPU.
  *
  * Tolerance, per output y[i][r] (derivation; the plugin's self-test uses the
  * same bound, aw_bound in avx512_w4a16.c):
@@ -86,7 +88,23 @@ typedef struct fx {
     edgert_ctx *ctx;
     edgert_backend *ref;
     char *emu_dir; /* the emulated build's manifest */
+    size_t pi;     /* the path of a per-path case: paths[pi] */
 } fx;
+
+/* Per-path cases: the case's own setup picks the path (the group's state
+ * reaches it), the case is named "<function>[<path>]". */
+#define PATH_SETUP(tag, index)                                                                    \
+    static int on_##tag(void **state)                                                             \
+    {                                                                                             \
+        ((fx *)*state)->pi = (index);                                                             \
+        return 0;                                                                                 \
+    }
+PATH_SETUP(fma, 0)
+PATH_SETUP(bf16, 1)
+PATH_SETUP(int16, 2)
+PATH_SETUP(amx, 3)
+PATH_SETUP(amx_emulated, 4)
+#define PATH_TEST(fn, tag) {#fn "[" #tag "]", fn, on_##tag, NULL, NULL}
 
 static int setup(void **state)
 {
@@ -161,18 +179,54 @@ static void fill_x(float *x, uint32_t m, uint32_t k, size_t ldx, uint64_t seed)
     }
 }
 
-static const path_def *path_or_skip(fx *f, size_t pi)
+/* 0 when this CPU has every flag of path pi, else 1 with the reason in why. */
+static int path_lacks(fx *f, size_t pi, char *why, size_t len)
 {
     const edgert_device *d = edgert_device_facts(f->ctx);
     for (unsigned i = 0; i < paths[pi].nflags; i++) {
         if (!EDGERT_HAS_FLAG(d->cpu_flags, paths[pi].flags[i])) {
-            printf("SKIP %s %s: this CPU lacks %s\n", paths[pi].backend, paths[pi].option,
-                   paths[pi].flag_names[i]);
-            return NULL;
+            snprintf(why, len, "%s %s: this CPU lacks %s", paths[pi].backend, paths[pi].option,
+                     paths[pi].flag_names[i]);
+            return 1;
         }
     }
-    return &paths[pi];
+    return 0;
 }
+
+/* The case reports skipped when this CPU lacks its path (paths[f->pi]). */
+#define PATH_OR_SKIP(f)                                                                           \
+    do {                                                                                          \
+        char why_[256];                                                                           \
+        if (path_lacks(f, (f)->pi, why_, sizeof why_))                                            \
+            tu_skip("%s", why_);                                                                  \
+    } while (0)
+
+/* 0 when avx512-w4a16 is eligible here, else 1 with the reason in why when
+ * it is not for want of CPU flags (any other reason fails the case). */
+static int aw_lacks_flags(fx *f, char *why, size_t len)
+{
+    const edgert_candidate *c = edgert_candidate_find(f->ctx, AW);
+    assert_non_null(c);
+    if (c->eligible)
+        return 0;
+    size_t n = (size_t)snprintf(why, len, AW " is not eligible on this CPU:");
+    int flags = 0;
+    for (size_t i = 0; i < c->reason_count; i++) {
+        flags |= strncmp(c->reasons[i], "MISSING_CPU_FLAG(", 17) == 0;
+        if (n < len)
+            n += (size_t)snprintf(why + n, len - n, " %s", c->reasons[i]);
+    }
+    if (!flags)
+        fail_msg("%s", why);
+    return 1;
+}
+
+#define AW_OR_SKIP(f)                                                                             \
+    do {                                                                                          \
+        char why_[512];                                                                           \
+        if (aw_lacks_flags(f, why_, sizeof why_))                                                 \
+            tu_skip("%s", why_);                                                                  \
+    } while (0)
 
 static edgert_backend *open_path(fx *f, const path_def *p)
 {
@@ -259,9 +313,12 @@ static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edger
     free(yr);
 }
 
+/* One case per path (the seeds start over for each). */
 static void test_paths_against_ref(void **state)
 {
     fx *f = *state;
+    PATH_OR_SKIP(f);
+    const path_def *p = &paths[f->pi];
     /* decode (<= 4) and prefill; path amx: 32-row blocks, full and partial */
     static const uint32_t ms[] = {1, 2, 3, 5, 16, 17, 33, 64};
     static const uint32_t ns[] = {1, 7, 33, 129, 1000};
@@ -269,40 +326,35 @@ static void test_paths_against_ref(void **state)
     char err[512] = "";
     uint64_t seed = 42;
 
-    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
-        const path_def *p = path_or_skip(f, pi);
-        if (!p)
-            continue;
-        edgert_backend *b = open_path(f, p);
-        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
-            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
-                uint32_t n = ns[ni], k = ks[ki];
-                int sym = (ni + ki) % 4u == 3u;
-                float *w = malloc(sizeof(float) * n * k);
-                assert_non_null(w);
-                for (size_t i = 0; i < (size_t)n * k; i++)
-                    w[i] = 0.05f * rng_unit(&seed) + (i % 7u == 0 ? 0.01f : 0.0f);
-                edgert_qtensor t;
-                assert_int_equal(edgert_quantize_rtn(w, n, k, 128, sym, &t), EDGERT_OK);
-                edgert_packed *pk = NULL, *pref = NULL;
-                if (edgert_pack(b, &t.view, &pk, err, sizeof err) != EDGERT_OK)
-                    fail_msg("%s n=%u k=%u: pack: %s", p->name, n, k, err);
-                assert_int_equal(edgert_pack(f->ref, &t.view, &pref, err, sizeof err), EDGERT_OK);
-                /* header + 1088 bytes per (panel of 16 columns, group of 128) */
-                size_t expect = 64u + (size_t)((n + 15u) / 16u) * (k / 128u) * 1088u;
-                assert_int_equal(edgert_packed_bytes(pk), expect);
-                for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
-                    check_shape(f, b, p, &t, pk, pref, ms[mi], seed++);
-                if (n <= 33u && k <= 256u) /* prefill-sized m on a small matrix */
-                    check_shape(f, b, p, &t, pk, pref, 512u, seed++);
-                edgert_packed_free(pk);
-                edgert_packed_free(pref);
-                edgert_qtensor_free(&t);
-                free(w);
-            }
+    edgert_backend *b = open_path(f, p);
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            uint32_t n = ns[ni], k = ks[ki];
+            int sym = (ni + ki) % 4u == 3u;
+            float *w = malloc(sizeof(float) * n * k);
+            assert_non_null(w);
+            for (size_t i = 0; i < (size_t)n * k; i++)
+                w[i] = 0.05f * rng_unit(&seed) + (i % 7u == 0 ? 0.01f : 0.0f);
+            edgert_qtensor t;
+            assert_int_equal(edgert_quantize_rtn(w, n, k, 128, sym, &t), EDGERT_OK);
+            edgert_packed *pk = NULL, *pref = NULL;
+            if (edgert_pack(b, &t.view, &pk, err, sizeof err) != EDGERT_OK)
+                fail_msg("%s n=%u k=%u: pack: %s", p->name, n, k, err);
+            assert_int_equal(edgert_pack(f->ref, &t.view, &pref, err, sizeof err), EDGERT_OK);
+            /* header + 1088 bytes per (panel of 16 columns, group of 128) */
+            size_t expect = 64u + (size_t)((n + 15u) / 16u) * (k / 128u) * 1088u;
+            assert_int_equal(edgert_packed_bytes(pk), expect);
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                check_shape(f, b, p, &t, pk, pref, ms[mi], seed++);
+            if (n <= 33u && k <= 256u) /* prefill-sized m on a small matrix */
+                check_shape(f, b, p, &t, pk, pref, 512u, seed++);
+            edgert_packed_free(pk);
+            edgert_packed_free(pref);
+            edgert_qtensor_free(&t);
+            free(w);
         }
-        edgert_backend_close(b);
     }
+    edgert_backend_close(b);
 }
 
 /* The same packed weights give the same numbers whatever the strides, and
@@ -310,6 +362,8 @@ static void test_paths_against_ref(void **state)
 static void test_strides_and_zero_x(void **state)
 {
     fx *f = *state;
+    PATH_OR_SKIP(f);
+    const path_def *p = &paths[f->pi];
     enum { M = 5, N = 45, K = 384 };
     char err[512] = "";
     uint64_t seed = 7;
@@ -319,38 +373,33 @@ static void test_strides_and_zero_x(void **state)
         w[i] = 0.02f * rng_unit(&seed);
     edgert_qtensor t;
     assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
-    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
-        const path_def *p = path_or_skip(f, pi);
-        if (!p)
-            continue;
-        edgert_backend *b = open_path(f, p);
-        edgert_packed *pk = NULL;
-        assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
-        for (uint32_t m = 1; m <= M; m += M - 1) { /* decode (1) and prefill (5) kernels */
-            float x1[M * K], y1[M * N], x2[M * (K + 64)], y2[M * (N + 17)];
-            fill_x(x1, m, K, K, seed++);
-            for (uint32_t i = 0; i < m; i++)
-                memcpy(x2 + i * (K + 64), x1 + i * K, sizeof(float) * K);
-            for (size_t i = 0; i < sizeof y2 / sizeof y2[0]; i++)
-                y2[i] = 3.5f;
-            edgert_gemm_args a1 = {sizeof a1, m, x1, K, y1, N};
-            edgert_gemm_args a2 = {sizeof a2, m, x2, K + 64, y2, N + 17};
-            assert_int_equal(edgert_gemm(b, pk, &a1, err, sizeof err), EDGERT_OK);
-            assert_int_equal(edgert_gemm(b, pk, &a2, err, sizeof err), EDGERT_OK);
-            for (uint32_t i = 0; i < m; i++) {
-                assert_memory_equal(y1 + i * N, y2 + i * (N + 17), sizeof(float) * N);
-                for (uint32_t c = N; c < N + 17; c++)
-                    assert_true(y2[i * (N + 17) + c] == 3.5f);
-            }
-            /* x = 0 gives exactly 0 (no bias from the zero-point correction) */
-            memset(x1, 0, sizeof x1);
-            assert_int_equal(edgert_gemm(b, pk, &a1, err, sizeof err), EDGERT_OK);
-            for (uint32_t i = 0; i < m * N; i++)
-                assert_true(y1[i] == 0.0f);
+    edgert_backend *b = open_path(f, p);
+    edgert_packed *pk = NULL;
+    assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
+    for (uint32_t m = 1; m <= M; m += M - 1) { /* decode (1) and prefill (5) kernels */
+        float x1[M * K], y1[M * N], x2[M * (K + 64)], y2[M * (N + 17)];
+        fill_x(x1, m, K, K, seed++);
+        for (uint32_t i = 0; i < m; i++)
+            memcpy(x2 + i * (K + 64), x1 + i * K, sizeof(float) * K);
+        for (size_t i = 0; i < sizeof y2 / sizeof y2[0]; i++)
+            y2[i] = 3.5f;
+        edgert_gemm_args a1 = {sizeof a1, m, x1, K, y1, N};
+        edgert_gemm_args a2 = {sizeof a2, m, x2, K + 64, y2, N + 17};
+        assert_int_equal(edgert_gemm(b, pk, &a1, err, sizeof err), EDGERT_OK);
+        assert_int_equal(edgert_gemm(b, pk, &a2, err, sizeof err), EDGERT_OK);
+        for (uint32_t i = 0; i < m; i++) {
+            assert_memory_equal(y1 + i * N, y2 + i * (N + 17), sizeof(float) * N);
+            for (uint32_t c = N; c < N + 17; c++)
+                assert_true(y2[i * (N + 17) + c] == 3.5f);
         }
-        edgert_packed_free(pk);
-        edgert_backend_close(b);
+        /* x = 0 gives exactly 0 (no bias from the zero-point correction) */
+        memset(x1, 0, sizeof x1);
+        assert_int_equal(edgert_gemm(b, pk, &a1, err, sizeof err), EDGERT_OK);
+        for (uint32_t i = 0; i < m * N; i++)
+            assert_true(y1[i] == 0.0f);
     }
+    edgert_packed_free(pk);
+    edgert_backend_close(b);
     edgert_qtensor_free(&t);
     free(w);
 }
@@ -358,6 +407,7 @@ static void test_strides_and_zero_x(void **state)
 static void test_refusals(void **state)
 {
     fx *f = *state;
+    AW_OR_SKIP(f);
     char err[512] = "";
     edgert_backend *b = NULL;
 
@@ -423,6 +473,7 @@ static void test_refusals(void **state)
 static void test_packed_bits(void **state)
 {
     fx *f = *state;
+    AW_OR_SKIP(f);
     char err[512] = "";
     edgert_backend *b = NULL;
     assert_int_equal(edgert_backend_open(f->ctx, AW, NULL, &b, err, sizeof err), EDGERT_OK);
@@ -480,6 +531,7 @@ static unsigned fh_threads(void *ctx)
 static void test_missing_flags(void **state)
 {
     fx *f = *state;
+    AW_OR_SKIP(f); /* the fma path's self-test runs AVX-512 code on this CPU */
     const edgert_candidate *c = edgert_candidate_find(f->ctx, AW);
     assert_non_null(c);
     assert_true(c->loaded); /* the auto path passed its self-test at open */
@@ -562,9 +614,8 @@ static void test_missing_flags(void **state)
 static void test_verify_amx_emulated(void **state)
 {
     fx *f = *state;
-    const path_def *p = path_or_skip(f, sizeof paths / sizeof paths[0] - 1u);
-    if (!p)
-        return;
+    f->pi = sizeof paths / sizeof paths[0] - 1u;
+    PATH_OR_SKIP(f);
     char args[4096], *out = NULL;
     snprintf(args, sizeof args,
              "verify --quick --backend " AW_EMU " --options path=amx --manifests %s --manifests %s",
@@ -599,15 +650,23 @@ int main(void)
 {
 #if !defined(__x86_64__)
     const struct CMUnitTest other_arch[] = {cmocka_unit_test(test_gated_out_on_other_arch)};
-    return cmocka_run_group_tests_name(AW, other_arch, setup, teardown);
+    return tu_run_group(AW, other_arch, setup, teardown);
 #endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_missing_flags),
         cmocka_unit_test(test_packed_bits),
-        cmocka_unit_test(test_strides_and_zero_x),
-        cmocka_unit_test(test_paths_against_ref),
+        PATH_TEST(test_strides_and_zero_x, fma),
+        PATH_TEST(test_strides_and_zero_x, bf16),
+        PATH_TEST(test_strides_and_zero_x, int16),
+        PATH_TEST(test_strides_and_zero_x, amx),
+        PATH_TEST(test_strides_and_zero_x, amx_emulated),
+        PATH_TEST(test_paths_against_ref, fma),
+        PATH_TEST(test_paths_against_ref, bf16),
+        PATH_TEST(test_paths_against_ref, int16),
+        PATH_TEST(test_paths_against_ref, amx),
+        PATH_TEST(test_paths_against_ref, amx_emulated),
         cmocka_unit_test(test_verify_amx_emulated),
     };
-    return cmocka_run_group_tests_name(AW, tests, setup, teardown);
+    return tu_run_group(AW, tests, setup, teardown);
 }
