@@ -8,9 +8,9 @@
  *
  * Every error is asserted with its exact file, line, column and message, in
  * the style of tests/test_manifest.c. This pins what the layer does today.
- * Where a test exposes a bug that is not fixed yet it says so in its comment
- * and reports "SKIPPED: ...: KNOWN BUG" (tu_known_bug) after asserting
- * everything else, and asserts the right behaviour once the bug is fixed.
+ * Three tests were written against bugs they exposed (the NUL column, reader
+ * errors at 1:1, no depth limit), since fixed; each still names the old bug
+ * with tu_known_bug ("SKIPPED: ...: KNOWN BUG") should it come back.
  *
  * Fixtures: tests/fixtures/yaml/ (readable documents, positions pinned here);
  * files that must hold raw bytes (NUL, invalid UTF-8, UTF-16, sizes around
@@ -214,9 +214,9 @@ static void test_nul_byte(void **state)
 }
 
 /*
- * KNOWN BUG (core/yamldoc.c, the NUL check in er_yaml_load): the column of a
- * NUL byte is counted in bytes, every other column (libyaml's marks) in
- * characters. After "é: x" the NUL is character 5 of its line, reported as 6.
+ * The column of a NUL byte counts characters, as every other column
+ * (libyaml's marks) does: after "é: x" the NUL is character 5 of its line.
+ * (It used to be counted in bytes, 6.)
  */
 static void test_nul_byte_column_in_characters(void **state)
 {
@@ -278,10 +278,10 @@ static const bad_text bad_texts[] = {
 };
 
 /*
- * KNOWN BUG (core/yamldoc.c, er_yaml_load): libyaml reports a reader error
- * (bad UTF-8, control characters) with problem_offset, the byte offset of the
- * bad input, and leaves problem_mark at zero; er_yaml_load reports
- * problem_mark, so every such error says 1:1, wherever the bad byte is.
+ * libyaml reports a reader error (bad UTF-8, control characters) with
+ * problem_offset, the byte offset of the bad input, and leaves problem_mark
+ * at zero; er_yaml_load turns the offset into line and column (it used to
+ * report problem_mark: 1:1 wherever the bad byte was).
  */
 static void test_not_utf8(void **state)
 {
@@ -358,9 +358,8 @@ static char *write_nested_flow(const char *dir, const char *name, size_t depth)
     return p;
 }
 
-/* Deep documents load (libyaml's composer keeps its own stack, not the C
- * stack) and keep every position. (Once yamldoc has a depth limit — see
- * test_depth_limit — these depths must stay within it.) */
+/* Deep documents within the depth limit load (libyaml's composer keeps its
+ * own stack, not the C stack) and keep every position. */
 static void test_depth_within_reason(void **state)
 {
     (void)state;
@@ -408,13 +407,13 @@ static void test_depth_within_reason(void **state)
 }
 
 /*
- * KNOWN BUG (core/yamldoc.c, er_yaml_load): no nesting-depth limit. The byte
- * limit does not bound the work: libyaml's scanner checks every open flow
- * level on every token, so N nested flow collections cost O(N^2). Measured
- * (Release, x86-64): 10000 deep (20 KB) 0.4 s, 40000 deep 3.8 s; a 1 MiB
- * file of brackets takes minutes — one broken or hostile manifest in a
- * searched folder stalls edgert_open. Once a limit exists, a document this
- * deep must be refused with one error on line 1.
+ * A nesting-depth limit (ER_YAML_MAX_DEPTH, core/yamldoc.c): the byte limit
+ * does not bound the work, since libyaml's scanner checks every open flow
+ * level on every token, so N nested flow collections cost O(N^2) (10000
+ * deep took 0.4 s, a 1 MiB file of brackets minutes — one hostile manifest in
+ * a searched folder stalled edgert_open). A document this deep is refused
+ * with one error on line 1, before the composer sees it. (The tu_known_bug
+ * branch stays so a regression is named, not just failed.)
  */
 static void test_depth_limit(void **state)
 {
