@@ -158,6 +158,14 @@ typedef struct er_manifest {
     char *declared_where;
 } er_manifest;
 
+/** The keys of the schema, NULL-terminated, per mapping: the top level,
+ *  abi, requires, layout and declared (docs/manifest.md documents each). */
+extern const char *const er_manifest_top_keys[];
+extern const char *const er_manifest_abi_keys[];
+extern const char *const er_manifest_requires_keys[];
+extern const char *const er_manifest_layout_keys[];
+extern const char *const er_manifest_declared_keys[];
+
 /** Parse and validate one manifest. On failure adds diagnostics naming
  *  file:line:col and returns EDGERT_E_IO / EDGERT_E_PARSE; *out is then zeroed. */
 edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d);

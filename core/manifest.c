@@ -37,18 +37,20 @@ typedef struct mreader {
     int nomem;
 } mreader;
 
-static const char *const top_keys[] = {
+/* Every key of the schema, per mapping (internal.h; docs/manifest.md lists
+ * each, and tests/test_manifest.c checks that it does). */
+const char *const er_manifest_top_keys[] = {
     "manifest_version", "name", "version", "vendor", "library", "checksum", "abi", "arch",
     "device_classes", "requires", "uses_when_present", "processor", "reference", "layout",
     "runs_in_process", "verified", "rationale", "notes", "plugin_options", "declared", NULL,
 };
-static const char *const abi_keys[] = {"min", "max", NULL};
-static const char *const requires_keys[] = {"cpu_flags", NULL};
-static const char *const layout_keys[] = {
+const char *const er_manifest_abi_keys[] = {"min", "max", NULL};
+const char *const er_manifest_requires_keys[] = {"cpu_flags", NULL};
+const char *const er_manifest_layout_keys[] = {
     "format", "weight_bits", "group_size", "symmetric", "activation_dtype", "activation_bits",
     "bits_per_weight", "fallback_dtype", NULL,
 };
-static const char *const declared_keys[] = {
+const char *const er_manifest_declared_keys[] = {
     "decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean", "measured_on", NULL,
 };
 
@@ -306,7 +308,7 @@ static void read_identity(mreader *r, yaml_node_t *root, er_manifest *m)
 static void read_abi(mreader *r, yaml_node_t *abi, er_manifest *m)
 {
     r->y.section = "abi";
-    seen(r, er_yaml_check_keys(&r->y, abi, abi_keys, r->d));
+    seen(r, er_yaml_check_keys(&r->y, abi, er_manifest_abi_keys, r->d));
     long long lo = 0, hi = 0;
     int rc_lo = integer(r, abi, "min", 1, 1, ABI_LIMIT, &lo);
     int rc_hi = integer(r, abi, "max", 1, 1, ABI_LIMIT, &hi);
@@ -452,7 +454,7 @@ static void read_target(mreader *r, yaml_node_t *root, er_manifest *m)
     yaml_node_t *req = NULL;
     if (seen(r, er_yaml_map(&r->y, root, "requires", 0, &req, r->d)) == 0) {
         r->y.section = "requires";
-        seen(r, er_yaml_check_keys(&r->y, req, requires_keys, r->d));
+        seen(r, er_yaml_check_keys(&r->y, req, er_manifest_requires_keys, r->d));
         read_flags(r, req, "cpu_flags", flags_arch, flags_arch == EDGERT_ARCH_UNKNOWN,
                    &m->requires_flags);
         r->y.section = NULL;
@@ -494,7 +496,7 @@ static void read_layout(mreader *r, yaml_node_t *root, er_manifest *m)
     if (seen(r, er_yaml_map(&r->y, root, "layout", 1, &layout, r->d)) != 0)
         return;
     r->y.section = "layout";
-    seen(r, er_yaml_check_keys(&r->y, layout, layout_keys, r->d));
+    seen(r, er_yaml_check_keys(&r->y, layout, er_manifest_layout_keys, r->d));
     long long v = 0;
 
     text(r, layout, "format", 1, &m->layout_format);
@@ -530,7 +532,7 @@ static void read_declared(mreader *r, yaml_node_t *root, er_manifest *m)
     if (seen(r, er_yaml_map(&r->y, root, "declared", 0, &dec, r->d)) != 0)
         return;
     r->y.section = "declared";
-    seen(r, er_yaml_check_keys(&r->y, dec, declared_keys, r->d));
+    seen(r, er_yaml_check_keys(&r->y, dec, er_manifest_declared_keys, r->d));
     edgert_figures *f = &m->declared;
     int given = 0;
     given += number(r, dec, "decode_tokens_per_s", 0, 0.0, 0, INFINITY, "0 or more",
@@ -603,7 +605,7 @@ edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d)
     }
     if (read_manifest_version(&r, root) == -2)
         goto out;
-    seen(&r, er_yaml_check_keys(&r.y, root, top_keys, d));
+    seen(&r, er_yaml_check_keys(&r.y, root, er_manifest_top_keys, d));
 
     read_identity(&r, root, &m);
     read_library(&r, root, &m);

@@ -28,16 +28,30 @@ static void test_help(void **state)
     (void)state;
     char *out;
     assert_int_equal(run("--help", &out), 0);
-    const char *must[] = {"probe", "list", "select", "--json", "--sysroot", "--device", "--manifests",
-                          "--disable", "--strict", "--threads", "EDGERT_MANIFEST_PATH",
-                          "EDGERT_ADD_MANIFEST_PATH", "EDGERT_DISABLE", "EDGERT_PRIORITY",
-                          "EDGERT_BACKEND", "EDGERT_LOG", "Exit codes"};
+    const char *must[] = {"probe",
+                          "list",
+                          "select",
+                          "--json",
+                          "--sysroot",
+                          "--device",
+                          "--manifests",
+                          "--disable",
+                          "--strict",
+                          "--threads",
+                          "EDGERT_MANIFEST_PATH",
+                          "EDGERT_ADD_MANIFEST_PATH",
+                          "EDGERT_DISABLE",
+                          "EDGERT_PRIORITY",
+                          "EDGERT_BACKEND",
+                          "EDGERT_LOG",
+                          "Exit codes"};
     for (size_t i = 0; i < sizeof must / sizeof must[0]; i++)
         if (!strstr(out, must[i]))
             fail_msg("edgert --help does not mention %s", must[i]);
     free(out);
     assert_int_equal(run("select --help", &out), 0);
-    const char *sel[] = {"--priority", "--backend", "--explain", "--no-evidence", "speed", "fidelity"};
+    const char *sel[] = {"--priority",    "--backend", "--explain",
+                         "--no-evidence", "speed",     "fidelity"};
     for (size_t i = 0; i < sizeof sel / sizeof sel[0]; i++)
         if (!strstr(out, sel[i]))
             fail_msg("edgert select --help does not mention %s", sel[i]);
@@ -61,10 +75,12 @@ static void test_exit_codes(void **state)
     /* bad or missing files named explicitly: 4 */
     assert_int_equal(run("select --device " DEVICES "/bad/cores-string.yaml", NULL), 4);
     assert_int_equal(run("select --device /nonexistent/profile.yaml", NULL), 4);
-    assert_int_equal(run("select --manifests " EDGERT_TEST_FIXTURES "/manifests/bad/empty.yaml", NULL), 4);
+    assert_int_equal(
+        run("select --manifests " EDGERT_TEST_FIXTURES "/manifests/bad/empty.yaml", NULL), 4);
     /* nothing eligible / forced backend not eligible or unknown: 3 */
     assert_int_equal(run("select --strict --device " DEVICES "/x86-avx2.yaml", NULL), 3);
-    assert_int_equal(run("select --backend neon-w4a16 --device " DEVICES "/x86-avx2.yaml", NULL), 3);
+    assert_int_equal(run("select --backend neon-w4a16 --device " DEVICES "/x86-avx2.yaml", NULL),
+                     3);
     assert_int_equal(run("select --backend no-such-backend", NULL), 3);
     assert_int_equal(run("select --device " DEVICES "/rpi5.yaml", NULL), 0);
 }
@@ -74,8 +90,9 @@ static void test_env_priority(void **state)
     (void)state;
     char cmd[4096], *out;
     /* EDGERT_PRIORITY sets the default; a bad value is a usage error naming it. */
-    snprintf(cmd, sizeof cmd, "env EDGERT_PRIORITY=fidelity %s select --json --device %s/x86-amx.yaml",
-             CLI, DEVICES);
+    snprintf(cmd, sizeof cmd,
+             "env EDGERT_PRIORITY=fidelity %s select --json --device %s/x86-amx.yaml", CLI,
+             DEVICES);
     FILE *p = popen(cmd, "r");
     char buf[1 << 16];
     size_t n = fread(buf, 1, sizeof buf - 1, p);
@@ -119,13 +136,15 @@ static void check_select_json(const char *text, const char *want_mode)
     yaml_node_t *cands = er_yaml_get(&y, root, "candidates");
     assert_int_equal(cands->type, YAML_SEQUENCE_NODE);
     int saw_selected_rank1 = 0;
-    for (yaml_node_item_t *it = cands->data.sequence.items.start; it < cands->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = cands->data.sequence.items.start;
+         it < cands->data.sequence.items.top; it++) {
         yaml_node_t *c = er_yaml_node(&y, *it);
         const char *name = sval(&y, c, "name");
         const char *eligible = sval(&y, c, "eligible");
         yaml_node_t *reasons = er_yaml_get(&y, c, "reasons");
         assert_int_equal(reasons->type, YAML_SEQUENCE_NODE);
-        size_t nreasons = (size_t)(reasons->data.sequence.items.top - reasons->data.sequence.items.start);
+        size_t nreasons =
+            (size_t)(reasons->data.sequence.items.top - reasons->data.sequence.items.start);
         const char *rank = sval(&y, c, "rank");
         if (strcmp(eligible, "true") == 0) {
             assert_int_equal(nreasons, 0);
@@ -149,7 +168,8 @@ static void test_select_json_live(void **state)
     assert_int_equal(run("select --json --priority speed", &out), 0);
     check_select_json(out, "live");
     /* Every manifest of the build tree is listed with a verdict. */
-    const char *names[] = {"amx-w4a8", "avx512-w4a16", "neon-w4a16", "npu-export", "gpu-dense", "ref-w4a16"};
+    const char *names[] = {"amx-w4a8",   "avx512-w4a16", "neon-w4a16",
+                           "npu-export", "gpu-dense",    "ref-w4a16"};
     for (size_t i = 0; i < 6; i++) {
         char key[64];
         snprintf(key, sizeof key, "\"name\":\"%s\"", names[i]);
@@ -163,7 +183,8 @@ static void test_select_json_plan(void **state)
 {
     (void)state;
     char *out;
-    assert_int_equal(run("select --json --priority fidelity --device " DEVICES "/jetson-orin.yaml", &out), 0);
+    assert_int_equal(
+        run("select --json --priority fidelity --device " DEVICES "/jetson-orin.yaml", &out), 0);
     check_select_json(out, "plan");
     assert_non_null(strstr(out, "\"name\":\"gpu-dense\""));
     free(out);
@@ -181,7 +202,8 @@ static void test_json_with_bad_manifest(void **state)
     char *dir = tu_tmpdir();
     free(tu_write(dir, "broken.yaml", "manifest_version: 1\nname: x\nlayout: [\n"));
     char args[4096], *out;
-    snprintf(args, sizeof args, "list --json --manifests %s --manifests %s", dir, EDGERT_TEST_BACKEND_DIR);
+    snprintf(args, sizeof args, "list --json --manifests %s --manifests %s", dir,
+             EDGERT_TEST_BACKEND_DIR);
     assert_int_equal(run(args, &out), 0);
     er_yaml y;
     char *jdir;
@@ -189,7 +211,8 @@ static void test_json_with_bad_manifest(void **state)
     yaml_node_t *diags = er_yaml_get(&y, root, "diagnostics");
     assert_int_equal(diags->type, YAML_SEQUENCE_NODE);
     int found = 0;
-    for (yaml_node_item_t *it = diags->data.sequence.items.start; it < diags->data.sequence.items.top; it++) {
+    for (yaml_node_item_t *it = diags->data.sequence.items.start;
+         it < diags->data.sequence.items.top; it++) {
         yaml_node_t *d = er_yaml_node(&y, *it);
         const char *file = sval(&y, d, "file");
         if (file && strstr(file, "broken.yaml") && atoi(sval(&y, d, "line")) > 0)
@@ -207,7 +230,8 @@ static void test_probe_json(void **state)
 {
     (void)state;
     char *out;
-    assert_int_equal(run("probe --json --sysroot " EDGERT_TEST_FIXTURES "/sysroots/jetson-orin", &out), 0);
+    assert_int_equal(
+        run("probe --json --sysroot " EDGERT_TEST_FIXTURES "/sysroots/jetson-orin", &out), 0);
     er_yaml y;
     char *dir;
     yaml_node_t *root = parse(out, &y, &dir);
@@ -277,7 +301,8 @@ static void test_bench_json(void **state)
     tu_rmrf(dir);
     free(out);
     /* bad workload file: exit 4; plan mode: usage error */
-    assert_int_equal(run("bench --workload " EDGERT_TEST_FIXTURES "/workloads/bad-k.yaml", NULL), 4);
+    assert_int_equal(run("bench --workload " EDGERT_TEST_FIXTURES "/workloads/bad-k.yaml", NULL),
+                     4);
     assert_int_equal(run("bench --device " DEVICES "/x86-avx2.yaml", NULL), 2);
     assert_int_equal(run("bench --backend " OTHER_ARCH_BACKEND, NULL), 3);
     assert_int_equal(run("bench --phase sideways", NULL), 2);
@@ -303,13 +328,15 @@ static void test_calibrate_then_select(void **state)
     er_yaml_free(&y);
     tu_rmrf(jdir);
     free(out);
-    snprintf(args, sizeof args, "select --explain --disable avx512-w4a16 --evidence %s/ev.json", dir);
+    snprintf(args, sizeof args, "select --explain --disable avx512-w4a16 --evidence %s/ev.json",
+             dir);
     assert_int_equal(run(args, &out), 0);
     assert_non_null(strstr(out, "measured here"));
     assert_non_null(strstr(out, "decided by measured figures"));
     free(out);
     /* --no-evidence: declared again */
-    snprintf(args, sizeof args, "select --json --no-evidence --disable avx512-w4a16 --evidence %s/ev.json", dir);
+    snprintf(args, sizeof args,
+             "select --json --no-evidence --disable avx512-w4a16 --evidence %s/ev.json", dir);
     assert_int_equal(run(args, &out), 0);
     assert_non_null(strstr(out, "\"evidence\":\"declared\""));
     free(out);

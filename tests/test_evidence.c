@@ -153,8 +153,10 @@ static void test_merge_and_replace(void **state)
     assert_int_equal(edgert_evidence_store(ctx, NULL, &a, 1, err, sizeof err), EDGERT_OK);
     edgert_close(ctx);
     ctx = open_fx(f, 0, NULL);
-    assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s - 11.0) < 1e-9);
-    assert_true(fabs(edgert_candidate_find(ctx, "test-fast")->measured.decode_tokens_per_s - 20.0) < 1e-9);
+    assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s - 11.0) <
+                1e-9);
+    assert_true(fabs(edgert_candidate_find(ctx, "test-fast")->measured.decode_tokens_per_s - 20.0) <
+                1e-9);
     edgert_close(ctx);
     /* exactly one entry per backend */
     size_t len = 0;
@@ -170,7 +172,8 @@ static void test_merge_and_replace(void **state)
     /* unknown backend: refused, file untouched */
     ctx = open_fx(f, 0, NULL);
     edgert_evidence bogus = ev("no-such", 1, 1, 0, 1);
-    assert_int_equal(edgert_evidence_store(ctx, NULL, &bogus, 1, err, sizeof err), EDGERT_E_NOT_FOUND);
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &bogus, 1, err, sizeof err),
+                     EDGERT_E_NOT_FOUND);
     edgert_close(ctx);
 }
 
@@ -240,7 +243,8 @@ static void test_corrupt_file(void **state)
         int warned = 0;
         for (size_t d = 0; d < edgert_diag_count(ctx); d++)
             warned |= edgert_diag_at(ctx, d)->level == EDGERT_LOG_WARN &&
-                      edgert_diag_at(ctx, d)->file && strstr(edgert_diag_at(ctx, d)->file, "evidence.json");
+                      edgert_diag_at(ctx, d)->file &&
+                      strstr(edgert_diag_at(ctx, d)->file, "evidence.json");
         assert_true(warned);
         assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s));
         /* calibrate replaces it with a valid file */
@@ -249,7 +253,8 @@ static void test_corrupt_file(void **state)
         assert_int_equal(edgert_evidence_store(ctx, NULL, &a, 1, err, sizeof err), EDGERT_OK);
         edgert_close(ctx);
         ctx = open_fx(f, 0, NULL);
-        assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s - 7.0) < 1e-9);
+        assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s -
+                         7.0) < 1e-9);
         edgert_close(ctx);
     }
 }
@@ -271,7 +276,8 @@ static void test_failed_write_keeps_old(void **state)
     free(blocker);
     edgert_close(ctx);
     ctx = open_fx(f, 0, NULL);
-    assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s - 3.0) < 1e-9);
+    assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s - 3.0) <
+                1e-9);
     edgert_close(ctx);
 }
 

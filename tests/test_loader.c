@@ -168,12 +168,13 @@ static void test_gates_run_no_plugin_code(void **state)
     /* WRONG_ARCH: the manifest's arch line overrides tu_manifest's "any". */
     char *dir = tu_tmpdir();
     char *lib = tu_plugin("tp_trap");
-    free(tu_write(dir, "m.yaml",
-             "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
-             "library: \"%s\"\nabi: {min: 1, max: 1}\narch: %s\ndevice_classes: [x86_cpu, arm64_cpu]\n"
-             "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
-             "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
-             lib, other_arch));
+    free(tu_write(
+        dir, "m.yaml",
+        "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
+        "library: \"%s\"\nabi: {min: 1, max: 1}\narch: %s\ndevice_classes: [x86_cpu, arm64_cpu]\n"
+        "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
+        "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
+        lib, other_arch));
     ctx = open_dir(dir, NULL, 0, NULL);
     const edgert_candidate *c = edgert_candidate_find(ctx, "test-trap");
     assert_non_null(c);
@@ -215,12 +216,13 @@ static void test_gates_run_no_plugin_code(void **state)
     tu_rmrf(dir);
     /* ABI range in the manifest that the core does not speak: refused before load. */
     dir = tu_tmpdir();
-    free(tu_write(dir, "m.yaml",
-             "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
-             "library: \"%s\"\nabi: {min: 7, max: 9}\narch: any\ndevice_classes: [x86_cpu, arm64_cpu]\n"
-             "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
-             "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
-             lib));
+    free(tu_write(
+        dir, "m.yaml",
+        "manifest_version: 1\nname: test-trap\nversion: \"1\"\nvendor: tests\n"
+        "library: \"%s\"\nabi: {min: 7, max: 9}\narch: any\ndevice_classes: [x86_cpu, arm64_cpu]\n"
+        "layout: {format: f, weight_bits: 4, symmetric: true, activation_dtype: bf16, "
+        "bits_per_weight: 4.25}\nruns_in_process: true\nverified: false\nrationale: r\n",
+        lib));
     ctx = open_dir(dir, NULL, 0, NULL);
     c = edgert_candidate_find(ctx, "test-trap");
     assert_true(has_reason(c, "ABI_UNSUPPORTED"));
@@ -254,7 +256,8 @@ static void test_skip_and_continue(void **state)
     int saw_broken = 0;
     for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
         const edgert_diag *d = edgert_diag_at(ctx, i);
-        if (d->level == EDGERT_LOG_ERROR && d->file && strstr(d->file, "9-broken.yaml") && d->line >= 2)
+        if (d->level == EDGERT_LOG_ERROR && d->file && strstr(d->file, "9-broken.yaml") &&
+            d->line >= 2)
             saw_broken = 1;
     }
     assert_true(saw_broken);
@@ -314,12 +317,13 @@ static void test_run_backends(void **state)
 
     /* Bogus options are refused by the plugin, with its message. */
     edgert_backend *be = NULL;
-    assert_int_not_equal(edgert_backend_open(ctx, "ref-w4a16", "path=warp-drive", &be, err, sizeof err),
-                         EDGERT_OK);
+    assert_int_not_equal(
+        edgert_backend_open(ctx, "ref-w4a16", "path=warp-drive", &be, err, sizeof err), EDGERT_OK);
     assert_null(be);
     assert_true(strlen(err) > 0);
     /* A non-loaded backend cannot be opened, and says why. */
-    assert_int_equal(edgert_backend_open(ctx, "nope", NULL, &be, err, sizeof err), EDGERT_E_NOT_FOUND);
+    assert_int_equal(edgert_backend_open(ctx, "nope", NULL, &be, err, sizeof err),
+                     EDGERT_E_NOT_FOUND);
 
     edgert_qtensor_free(&q);
     free(w); free(x); free(y1); free(y2);

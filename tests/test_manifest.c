@@ -7,7 +7,11 @@
  *   file, line, column and message are asserted; the multi-error fixture
  *   reports all of its problems;
  * - size limit, missing files, relative paths, argument checks; under
- *   -fsanitize=address,undefined nothing leaks.
+ *   -fsanitize=address,undefined nothing leaks;
+ * - docs/manifest.md, the one description of the schema, documents every key.
+ *
+ * Length: over 700 lines because the table of bad fixtures, each with its
+ * exact file:line:col and message, is data that reads best in one place.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,7 +205,8 @@ static void check_shipped_facts(const er_manifest *m, const shipped *f)
         assert_true(m->declared.decode_tokens_per_s == f->decode);
         assert_non_null(m->declared.where);
         /* A figure is either edgert's own measurement (verified) or says it is not. */
-        assert_non_null(strstr(m->declared.where, m->verified ? "edgert bench" : "not measured by edgert"));
+        assert_non_null(
+            strstr(m->declared.where, m->verified ? "edgert bench" : "not measured by edgert"));
     }
     if (!m->verified) {
         assert_true(isnan(m->declared.prefill_gflops));
@@ -466,10 +471,12 @@ static const bad_case bad_cases[] = {
     {"weight-bits-string.yaml", 10, 16,
      "field 'layout.weight_bits': expected an integer, got 'four'"},
     {"layout-string.yaml", 8, 9, "field 'layout': expected a mapping, got 'int4-asym-g128'"},
-    {"unknown-device-class.yaml", 7, 27, "field 'device_classes[1]': unknown device class 'tpu_pod'"},
+    {"unknown-device-class.yaml", 7, 27,
+     "field 'device_classes[1]': unknown device class 'tpu_pod'"},
     {"unknown-cpu-flag.yaml", 9, 21, "field 'requires.cpu_flags[1]': unknown CPU flag 'avx1024'"},
     {"arm-flag-on-x86.yaml", 11, 7,
-     "field 'requires.cpu_flags[1]': 'asimd' is an arm64 flag, but this manifest says arch: x86_64"},
+     "field 'requires.cpu_flags[1]': 'asimd' is an arm64 flag, but this manifest says arch: "
+     "x86_64"},
     {"version-2.yaml", 2, 19, "unsupported manifest_version 2 (this edgert reads 1.x)"},
     {"version-2-string.yaml", 2, 19, "unsupported manifest_version 2.0 (this edgert reads 1.x)"},
     {"version-malformed.yaml", 2, 19, "field 'manifest_version': expected 1 or a string \"1.N\""},
@@ -601,6 +608,41 @@ static void test_bad_without_diags(void **state)
     assert_true(is_zeroed(&m));
     assert_int_equal(er_manifest_load(GOOD "/minimal.yaml", &m, NULL), EDGERT_OK);
     er_manifest_free(&m);
+}
+
+/* ---- the schema's documentation --------------------------------------------- */
+
+/* Every key core/manifest.c reads appears in docs/manifest.md as `key` (top
+ * level) or `section.key` (abi's min and max in its `{min: N, max: M}`). */
+static void test_schema_documented(void **state)
+{
+    (void)state;
+    FILE *f = fopen(EDGERT_TEST_FIXTURES "/../../docs/manifest.md", "r");
+    assert_non_null(f);
+    static char doc[1 << 16];
+    size_t len = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[len] = '\0';
+    static const struct {
+        const char *section;
+        const char *const *keys;
+    } maps[] = {
+        {NULL, er_manifest_top_keys},          {"requires", er_manifest_requires_keys},
+        {"layout", er_manifest_layout_keys},   {"declared", er_manifest_declared_keys},
+    };
+    char want[128];
+    for (size_t m = 0; m < sizeof maps / sizeof maps[0]; m++)
+        for (const char *const *k = maps[m].keys; *k; k++) {
+            snprintf(want, sizeof want, "`%s%s%s`", maps[m].section ? maps[m].section : "",
+                     maps[m].section ? "." : "", *k);
+            if (!strstr(doc, want))
+                fail_msg("docs/manifest.md does not document %s", want);
+        }
+    for (const char *const *k = er_manifest_abi_keys; *k; k++) {
+        snprintf(want, sizeof want, "%s: ", *k);
+        assert_non_null(strstr(doc, "`{min: N, max: M}`"));
+        assert_non_null(strstr(doc, want));
+    }
 }
 
 /* ---- files and paths ------------------------------------------------------ */
@@ -758,6 +800,7 @@ int main(void)
         cmocka_unit_test(test_missing_file_is_io),
         cmocka_unit_test(test_relative_path),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_schema_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

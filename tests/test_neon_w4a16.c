@@ -440,7 +440,8 @@ static void test_threads_bitwise(void **state)
         for (int t = 0; t < 2; t++) {
             edgert_backend *be = NULL;
             edgert_packed *p = NULL;
-            assert_int_equal(edgert_backend_open(ctxs[t], NAME, opt, &be, err, sizeof err), EDGERT_OK);
+            assert_int_equal(edgert_backend_open(ctxs[t], NAME, opt, &be, err, sizeof err),
+                             EDGERT_OK);
             assert_int_equal(edgert_pack(be, &q.view, &p, err, sizeof err), EDGERT_OK);
             edgert_gemm_args a = {sizeof a, m, x, k, ys[t], n};
             assert_int_equal(edgert_gemm(be, p, &a, err, sizeof err), EDGERT_OK);

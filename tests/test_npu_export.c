@@ -209,7 +209,8 @@ static void test_select_phone(void **state)
         char *out;
         assert_int_equal(cli(0, &out, "select --device %s --priority %s", PHONE, prio[i]), 0);
         if (!strstr(out, "selected: npu-export"))
-            fail_msg("priority %s on the phone profile did not select npu-export:\n%s", prio[i], out);
+            fail_msg("priority %s on the phone profile did not select npu-export:\n%s", prio[i],
+                     out);
         free(out);
     }
 }
@@ -292,8 +293,9 @@ static int ensure_ort(char *dir, size_t dir_len, char *why, size_t why_len)
 static int run_ort(const char *ort_dir, const char *exp, const char *outdir, const char *level)
 {
     char cmd[16384], *out = NULL;
-    snprintf(cmd, sizeof cmd, "NODE_PATH='%s/node_modules' node '%s/npu_export_check.js' '%s' '%s' %s",
-             ort_dir, EDGERT_TEST_SOURCE_DIR, exp, outdir, level);
+    snprintf(cmd, sizeof cmd,
+             "NODE_PATH='%s/node_modules' node '%s/npu_export_check.js' '%s' '%s' %s", ort_dir,
+             EDGERT_TEST_SOURCE_DIR, exp, outdir, level);
     int rc = sh(cmd, 1, &out);
     if (rc != 0)
         fail_msg("onnxruntime could not run %s/model.onnx:\n%s", exp, out);
@@ -482,6 +484,9 @@ static char *st_file(const char *dir, const char *name, const char *header, cons
 
 enum { TN = 24, TK = 40, TT = 16 };
 
+/* Length: one export of a user's own files, checked end to end as an outside
+ * consumer would (inputs written by hand, the artifact, onnxruntime's
+ * outputs, the report's figures) — one story, kept in one place. */
 static void test_own_files(void **state)
 {
     (void)state;
@@ -491,9 +496,10 @@ static void test_own_files(void **state)
         w[i] = (float)sin(0.37 * i) * 0.05f * (i % 7 == 0 ? 3.0f : 1.0f);
     for (int i = 0; i < TT * TK; i++)
         x[i] = (float)cos(0.11 * i) * (i % TK == 5 ? 25.0f : 1.0f); /* one outlier channel */
-    snprintf(hdr, sizeof hdr, "{\"__metadata__\":{\"format\":\"pt\"},\"blk.proj.weight\":{\"dtype\":"
-                              "\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%zu]}}", TN, TK,
-             sizeof w);
+    snprintf(hdr, sizeof hdr,
+             "{\"__metadata__\":{\"format\":\"pt\"},\"blk.proj.weight\":{\"dtype\":"
+             "\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%zu]}}",
+             TN, TK, sizeof w);
     char *wf = st_file(tmp, "w.safetensors", hdr, w, sizeof w);
     snprintf(hdr, sizeof hdr, "{\"blk.proj.x\":{\"dtype\":\"F32\",\"shape\":[%d,%d],"
                               "\"data_offsets\":[0,%zu]}}", TT, TK, sizeof x);
@@ -541,7 +547,8 @@ static void test_own_files(void **state)
     float *g_sim = read_f32(exp, "golden/000.y_sim.f32", TT * TN);
     for (int i = 0; i < TT * TN; i++)
         if (fabsf(g_ref[i] - yref[i]) > 1e-5f * (1.0f + fabsf(yref[i])))
-            fail_msg("fp32 output %d: plugin %.9g, here %.9g", i, (double)g_ref[i], (double)yref[i]);
+            fail_msg("fp32 output %d: plugin %.9g, here %.9g", i, (double)g_ref[i],
+                     (double)yref[i]);
     agree("own-qdq", "blk.proj", g_sim, y, TT * TN, sy);
     free(g_ref);
     free(g_sim);

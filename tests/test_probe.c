@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #endif
 #include "test_probe_util.h"
+#include "test_util.h"
 
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -148,7 +149,8 @@ static void test_live_probe(void **state)
     uint64_t listed;
     if (cpuinfo_flags(&listed) != 0) {
         er_diags_free(&d);
-        skip();
+        tu_skip("/proc/cpuinfo lists no flags for this arch here (qemu user mode shows the "
+                "host's cpuinfo)");
     }
     /* Linux lists a flag only when it is usable, so what we call usable
      * must be listed; and everything it lists that we know must be found
@@ -186,7 +188,8 @@ static void test_live_probe_observes_only(void **state)
 #if defined(__x86_64__)
     unsigned long long before = 0, after = 0, supp = 0;
     if (syscall(SYS_arch_prctl, TEST_ARCH_GET_XCOMP_PERM, &before) != 0)
-        skip(); /* a kernel before 5.16 has no such permissions */
+        tu_skip("this kernel has no XSAVE permissions to observe (arch_prctl "
+                "ARCH_GET_XCOMP_PERM: before Linux 5.16)");
     edgert_device dev;
     er_diags d = {0};
     assert_int_equal(er_probe(NULL, &dev, &d), EDGERT_OK);
@@ -198,7 +201,7 @@ static void test_live_probe_observes_only(void **state)
     if (EDGERT_HAS_FLAG(dev.cpu_flags, EDGERT_CPU_AMX_TILE))
         assert_true(er_x86_amx_permitted(supp, after));
 #else
-    skip();
+    tu_skip("XSAVE permissions exist on x86-64 Linux only");
 #endif
 }
 
@@ -209,5 +212,5 @@ int main(void)
         cmocka_unit_test(test_live_probe),
         cmocka_unit_test(test_live_probe_observes_only),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group("test_probe", tests, NULL, NULL);
 }

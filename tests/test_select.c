@@ -36,7 +36,8 @@ static edgert_ctx *plan(const char *profile, const char *disable, int strict)
     /* The project's own manifests must all be valid. */
     for (size_t i = 0; i < edgert_diag_count(ctx); i++)
         if (edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN)
-            fail_msg("diagnostic: %s: %s", edgert_diag_at(ctx, i)->file ? edgert_diag_at(ctx, i)->file : "",
+            fail_msg("diagnostic: %s: %s",
+                     edgert_diag_at(ctx, i)->file ? edgert_diag_at(ctx, i)->file : "",
                      edgert_diag_at(ctx, i)->message);
     return ctx;
 }
@@ -80,7 +81,8 @@ static void test_table(void **state)
         const char *s = select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, NULL, err, sizeof err);
         const char *f = select_name(ctx, EDGERT_PRIORITY_FIDELITY, NULL, NULL, err, sizeof err);
         if (!s || strcmp(s, rows[i].speed) != 0)
-            fail_msg("%s speed: got %s, expected %s", rows[i].profile, s ? s : "(none)", rows[i].speed);
+            fail_msg("%s speed: got %s, expected %s", rows[i].profile, s ? s : "(none)",
+                     rows[i].speed);
         if (!f || strcmp(f, rows[i].fidelity) != 0)
             fail_msg("%s fidelity: got %s, expected %s", rows[i].profile, f ? f : "(none)",
                      rows[i].fidelity);
@@ -170,7 +172,8 @@ static void test_gpu_dtype_fallback(void **state)
     assert_string_equal(g->effective_activation_dtype, "fp16");
     edgert_close(ctx);
     ctx = plan(DEVICES "/nvidia-workstation.yaml", NULL, 0);
-    assert_string_equal(edgert_candidate_find(ctx, "gpu-dense")->effective_activation_dtype, "bf16");
+    assert_string_equal(edgert_candidate_find(ctx, "gpu-dense")->effective_activation_dtype,
+                        "bf16");
     edgert_close(ctx);
     free(prof);
     tu_rmrf(dir);
@@ -194,7 +197,8 @@ static void test_total_order(void **state)
     char err[256];
     assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
     edgert_selection *sel = NULL;
-    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
     assert_string_equal(edgert_selection_selected(sel)->name, "alpha");
     assert_int_equal(edgert_selection_count(sel), 2);
     edgert_selection_free(sel);
@@ -233,13 +237,15 @@ static void test_live_ranking(void **state)
     assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
     assert_false(edgert_device_facts(ctx)->planned);
     edgert_selection *sel = NULL;
-    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
     assert_string_equal(edgert_selection_selected(sel)->name, "test-fast");
     assert_string_equal(edgert_selection_evidence(sel), "declared");
     size_t last = edgert_selection_index(sel, edgert_selection_count(sel) - 1);
     assert_string_equal(edgert_candidate_at(ctx, last)->name, "ref-w4a16");
     edgert_selection_free(sel);
-    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, NULL, &sel, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
     assert_string_equal(edgert_selection_selected(sel)->name, "test-good");
     edgert_selection_free(sel);
     /* The real plugins whose libraries have not landed are LIBRARY_MISSING or gated out. */

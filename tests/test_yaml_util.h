@@ -31,8 +31,10 @@ __attribute__((unused)) static size_t count_level(const er_diags *d, edgert_log_
 
 /* Diagnostic i is exactly (level, file, line:col) and its message is `msg`
  * (exact) or, with `prefix`, starts with it. */
-__attribute__((unused)) static void expect_diag_at(const er_diags *d, size_t i, edgert_log_level level, const char *file,
-                           unsigned line, unsigned col, const char *msg, int prefix)
+__attribute__((unused)) static void expect_diag_at(const er_diags *d, size_t i,
+                                                   edgert_log_level level, const char *file,
+                                                   unsigned line, unsigned col, const char *msg,
+                                                   int prefix)
 {
     if (i >= d->count)
         print_diags(file, d);
@@ -56,8 +58,8 @@ __attribute__((unused)) static void expect_diag_at(const er_diags *d, size_t i, 
 }
 
 /* The only diagnostic is this error. */
-__attribute__((unused)) static void expect_one_error(const er_diags *d, const char *file, unsigned line, unsigned col,
-                             const char *msg)
+__attribute__((unused)) static void expect_one_error(const er_diags *d, const char *file,
+                                                     unsigned line, unsigned col, const char *msg)
 {
     if (d->count != 1)
         print_diags(file, d);

@@ -445,6 +445,48 @@ static int cmd_list(const cli *c)
     return EXIT_OK;
 }
 
+/* One candidate's verdict for --explain: eligible (rank, path) or rejected
+ * (every reason, the first failure's detail), then its layout, checksum and
+ * figures. */
+static void explain_candidate(const edgert_candidate *k, int r)
+{
+    char lay[256];
+    if (k->eligible) {
+        printf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
+        if (k->loaded)
+            printf("; loaded and self-tested%s%s", k->path_chosen ? ", path: " : "",
+                   k->path_chosen ? k->path_chosen : "");
+        else if (!k->library_path)
+            printf("; declarative (no library: %s runs it)", k->processor);
+        printf("\n");
+    } else {
+        char reasons[512];
+        reasons_text(k, reasons, sizeof reasons);
+        printf("  %-16s rejected  %s\n", k->name, reasons);
+        if (k->detail && *k->detail)
+            printf("  %-16s           %s\n", "", k->detail);
+    }
+    printf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
+    if (k->checksum)
+        printf("  %-16s           checksum: %s %s\n", "", k->checksum,
+               k->checksum_verified > 0   ? "(verified: the library's bytes match)"
+               : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
+                                          : "(not checked)");
+    if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement))
+        printf("  %-16s           measured here: %.2f tok/s decode, top-1 %.3f, KL %.3g "
+               "(%s)\n", "", k->measured.decode_tokens_per_s, k->measured.top1_agreement,
+               k->measured.kl_mean, k->measured.where ? k->measured.where : "evidence");
+    if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
+        printf("  %-16s           declared:", "");
+        if (!isnan(k->declared.decode_tokens_per_s))
+            printf(" %.1f tok/s", k->declared.decode_tokens_per_s);
+        if (!isnan(k->declared.top1_agreement))
+            printf(" top-1 %.3f", k->declared.top1_agreement);
+        printf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
+               k->declared.where ? k->declared.where : "?");
+    }
+}
+
 static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
 {
     const edgert_device *d = edgert_device_facts(ctx);
@@ -475,45 +517,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
            d->planned
                ? ""
                : ", library file, checksum, dlopen, entry symbol, ABI answer, init, self-test");
-    for (size_t i = 0; i < n; i++) {
-        const edgert_candidate *k = edgert_candidate_at(ctx, i);
-        int r = edgert_selection_rank(sel, i);
-        char lay[256];
-        if (k->eligible) {
-            printf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
-            if (k->loaded)
-                printf("; loaded and self-tested%s%s", k->path_chosen ? ", path: " : "",
-                       k->path_chosen ? k->path_chosen : "");
-            else if (!k->library_path)
-                printf("; declarative (no library: %s runs it)", k->processor);
-            printf("\n");
-        } else {
-            char reasons[512];
-            reasons_text(k, reasons, sizeof reasons);
-            printf("  %-16s rejected  %s\n", k->name, reasons);
-            if (k->detail && *k->detail)
-                printf("  %-16s           %s\n", "", k->detail);
-        }
-        printf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
-        if (k->checksum)
-            printf("  %-16s           checksum: %s %s\n", "", k->checksum,
-                   k->checksum_verified > 0   ? "(verified: the library's bytes match)"
-                   : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
-                                              : "(not checked)");
-        if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement))
-            printf("  %-16s           measured here: %.2f tok/s decode, top-1 %.3f, KL %.3g "
-                   "(%s)\n", "", k->measured.decode_tokens_per_s, k->measured.top1_agreement,
-                   k->measured.kl_mean, k->measured.where ? k->measured.where : "evidence");
-        if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
-            printf("  %-16s           declared:", "");
-            if (!isnan(k->declared.decode_tokens_per_s))
-                printf(" %.1f tok/s", k->declared.decode_tokens_per_s);
-            if (!isnan(k->declared.top1_agreement))
-                printf(" top-1 %.3f", k->declared.top1_agreement);
-            printf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
-                   k->declared.where ? k->declared.where : "?");
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */
     if (!d->planned) {
         const char *ev = edgert_evidence_path(ctx);

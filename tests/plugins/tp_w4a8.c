@@ -31,7 +31,8 @@ typedef struct t8_packed {
     float *scales; /* [n][groups] */
 } t8_packed;
 
-static void t8_msg(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void t8_msg(char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void t8_msg(char *err, size_t len, const char *fmt, ...)
 {
     if (!err || !len)
