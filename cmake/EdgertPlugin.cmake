@@ -12,7 +12,7 @@
 #                                       path from the host's CPU flags
 #     [LIBS <lib>...]                   extra libraries (libm, ...)
 #     [OUTPUT_DIRECTORY <dir>]          default: the backends folder
-#     [PREFIX <prefix>]                 default "lib"
+#     [NO_LIB_PREFIX]                   <target>.so instead of lib<target>.so
 #     [MANIFEST <file.yaml>]            the backend's manifest: copied next to the
 #                                       library (@VAR@ filled in, e.g.
 #                                       @PROJECT_VERSION@), stamped with the
@@ -39,7 +39,7 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../plugins/common/plugin_kit.c)
 endif()
 
 function(edgert_add_plugin target)
-  cmake_parse_arguments(P "NO_KIT;NO_INSTALL" "OUTPUT_DIRECTORY;PREFIX;MANIFEST"
+  cmake_parse_arguments(P "NO_KIT;NO_INSTALL;NO_LIB_PREFIX" "OUTPUT_DIRECTORY;MANIFEST"
     "SOURCES;ISA_FLAGS;LIBS" ${ARGN})
   if(NOT P_SOURCES)
     message(FATAL_ERROR "edgert_add_plugin(${target}): no SOURCES")
@@ -70,8 +70,9 @@ function(edgert_add_plugin target)
       set(P_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
     endif()
   endif()
-  if(NOT DEFINED P_PREFIX)
-    set(P_PREFIX "lib")
+  set(P_PREFIX "lib")
+  if(P_NO_LIB_PREFIX)
+    set(P_PREFIX "")
   endif()
   set_target_properties(${target} PROPERTIES
     PREFIX "${P_PREFIX}"

@@ -154,6 +154,7 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
         c->pub.path_chosen = c->path_chosen;
     }
     c->pub.loaded = 1;
+    c->pub.abi_version = p->abi_version;
     er_log(ctx, EDGERT_LOG_INFO, "loaded %s from %s (ABI %u)", m->name, m->library_path,
            p->abi_version);
     return;
@@ -172,4 +173,5 @@ void er_unload(er_cand *c)
     os_unload(c->dl);
     c->dl = NULL;
     c->pub.loaded = 0;
+    c->pub.abi_version = 0;
 }

@@ -169,6 +169,8 @@ typedef struct edgert_candidate {
      *  (CHECKSUM_MISMATCH); 0: not checked (no checksum, no library, plan
      *  mode, or the file was missing). */
     int checksum_verified;
+    /** The plugin ABI version negotiated with the loaded plugin; 0 when not loaded. */
+    uint32_t abi_version;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */

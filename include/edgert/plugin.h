@@ -39,7 +39,10 @@
 extern "C" {
 #endif
 
-/** Oldest and newest plugin ABI this header describes. */
+/** Oldest and newest plugin ABI this header describes: the core speaks this
+ *  range. A plugin's own range is the length of its descriptor array
+ *  (edgert_plugin_negotiate), never these macros, so a plugin built against
+ *  a newer header still loads in an older core and the other way round. */
 #define EDGERT_PLUGIN_ABI_MIN 1u
 #define EDGERT_PLUGIN_ABI_MAX 1u
 
@@ -279,41 +282,51 @@ __attribute__((format(printf, 3, 4))) static inline void edgert_errf(char *err, 
 
 /**
  * The usual body of a plugin's entry, header-only so a plugin still links
- * nothing of the core: pick the newest ABI both the host's [abi_min, abi_max]
- * and this header's [EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX] contain
- * (an inverted host range is empty) and hand out the descriptor for it.
- * `by_abi[v - EDGERT_PLUGIN_ABI_MIN]` is the descriptor for ABI v (NULL if
- * the plugin has none for v). `name` prefixes the error message.
+ * nothing of the core. `by_abi` holds the plugin's descriptors, one per ABI
+ * version it implements: by_abi[i] is the one for ABI 1 + i, for i < n_abi
+ * (NULL where the plugin has none for that version). The plugin therefore
+ * implements [1, n_abi]: its range is its array's, whatever header it was
+ * built with. The newest version in both that range and the host's
+ * [abi_min, abi_max] that has a descriptor is chosen; an empty intersection
+ * (an inverted host range is empty) is EDGERT_E_ABI with both ranges named.
+ * `name` prefixes the message. Use EDGERT_PLUGIN_NEGOTIATE, which counts
+ * the array for you.
  */
 static inline edgert_status edgert_plugin_negotiate(uint32_t abi_min, uint32_t abi_max,
                                                     const edgert_plugin *const *by_abi,
-                                                    const char *name, const edgert_plugin **out,
-                                                    char *err, size_t err_len)
+                                                    size_t n_abi, const char *name,
+                                                    const edgert_plugin **out, char *err,
+                                                    size_t err_len)
 {
-    if (out == NULL) {
-        edgert_errf(err, err_len, "%s: entry: descriptor out-pointer is NULL", name);
+    if (out == NULL || by_abi == NULL || n_abi == 0u) {
+        edgert_errf(err, err_len, "%s: entry: no descriptor array or out-pointer", name);
         return EDGERT_E_USAGE;
     }
     *out = NULL;
-    uint32_t lo = abi_min > EDGERT_PLUGIN_ABI_MIN ? abi_min : EDGERT_PLUGIN_ABI_MIN;
-    uint32_t hi = abi_max < EDGERT_PLUGIN_ABI_MAX ? abi_max : EDGERT_PLUGIN_ABI_MAX;
-    if (lo > hi) {
-        edgert_errf(err, err_len,
-                    "%s: no common plugin ABI: the host offers [%u, %u], this plugin "
-                    "implements [%u, %u]",
-                    name, (unsigned)abi_min, (unsigned)abi_max, (unsigned)EDGERT_PLUGIN_ABI_MIN,
-                    (unsigned)EDGERT_PLUGIN_ABI_MAX);
-        return EDGERT_E_ABI;
+    uint64_t mine = (uint64_t)n_abi; /* the plugin implements [1, n_abi] */
+    uint64_t lo = abi_min > 1u ? abi_min : 1u;
+    uint64_t hi = (uint64_t)abi_max < mine ? (uint64_t)abi_max : mine;
+    for (uint64_t v = hi; v >= lo && v >= 1u; v--) {
+        if (by_abi[v - 1u] != NULL) {
+            *out = by_abi[v - 1u];
+            return EDGERT_OK;
+        }
     }
-    const edgert_plugin *d = by_abi[hi - EDGERT_PLUGIN_ABI_MIN];
-    if (d == NULL) {
-        edgert_errf(err, err_len, "%s: ABI %u is in range but has no descriptor (plugin bug)",
-                    name, (unsigned)hi);
-        return EDGERT_E_ABI;
-    }
-    *out = d;
-    return EDGERT_OK;
+    size_t first = 0; /* the oldest version the plugin has a descriptor for */
+    while (first + 1u < n_abi && by_abi[first] == NULL)
+        first++;
+    edgert_errf(err, err_len,
+                "%s: no common plugin ABI: the host offers [%u, %u], this plugin implements "
+                "[%zu, %zu]",
+                name, (unsigned)abi_min, (unsigned)abi_max, first + 1u, n_abi);
+    return EDGERT_E_ABI;
 }
+
+/** edgert_plugin_negotiate with the length of the array `by_abi` (an array,
+ *  not a pointer) counted at compile time. */
+#define EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, name, out, err, err_len)               \
+    edgert_plugin_negotiate((abi_min), (abi_max), (by_abi),                                      \
+                            sizeof(by_abi) / sizeof((by_abi)[0]), (name), (out), (err), (err_len))
 
 #ifdef __cplusplus
 }

@@ -49,27 +49,21 @@ typedef struct tp_packed {
     float *w; /* dequantized [n][k] — a test plugin may trade memory for simplicity */
 } tp_packed;
 
-static void tp_msg(char *err, size_t len, const char *msg)
-{
-    if (err && len)
-        snprintf(err, len, "%s", msg);
-}
-
 static edgert_status tp_init(const edgert_host *host, const char *options, void **state,
                              char *err, size_t err_len)
 {
 #ifdef TP_INIT_FAILS
     (void)host; (void)options; (void)state;
-    tp_msg(err, err_len, "this test plugin always refuses to initialise");
+    edgert_errf(err, err_len, "this test plugin always refuses to initialise");
     return EDGERT_E_PLUGIN;
 #else
     if (options && *options) {
-        tp_msg(err, err_len, "unknown option (this plugin takes none)");
+        edgert_errf(err, err_len, "unknown option (this plugin takes none)");
         return EDGERT_E_USAGE;
     }
     tp_state *s = host->alloc(host->host_ctx, sizeof *s, 16);
     if (!s) {
-        tp_msg(err, err_len, "out of memory");
+        edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     memset(s, 0, sizeof *s);
@@ -93,7 +87,7 @@ static edgert_status tp_pack(void *state, const edgert_qweights *w, void **packe
     uint32_t groups = (w->k + w->group - 1) / w->group;
     tp_packed *p = s->host->alloc(s->host->host_ctx, sizeof *p, 16);
     if (!p) {
-        tp_msg(err, err_len, "out of memory");
+        edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     p->n = w->n;
@@ -102,7 +96,7 @@ static edgert_status tp_pack(void *state, const edgert_qweights *w, void **packe
     p->w = s->host->alloc(s->host->host_ctx, (size_t)w->n * w->k * sizeof(float), 64);
     if (!p->w) {
         s->host->free(s->host->host_ctx, p);
-        tp_msg(err, err_len, "out of memory");
+        edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     size_t stride = (w->k + 1) / 2;
@@ -166,7 +160,7 @@ static edgert_status tp_self_test(void *state, char *err, size_t err_len)
 {
 #ifdef TP_SELFTEST_FAILS
     (void)state;
-    tp_msg(err, err_len, "y[0][0] = 1.5, expected 2.5 (deliberate failure of a test plugin)");
+    edgert_errf(err, err_len, "y[0][0] = 1.5, expected 2.5 (deliberate failure of a test plugin)");
     return EDGERT_E_PLUGIN;
 #else
     /* 2x4 weights, group 4, symmetric: check one dot product by hand. */
@@ -184,7 +178,7 @@ static edgert_status tp_self_test(void *state, char *err, size_t err_len)
     tp_packed_free(state, p);
     /* row0: 0.5*(2*1 + 1*2 + 0*3 - 1*4) = 0; row1: 0.25*(-1 + 0 + 3 + 8) = 2.5 */
     if (st == EDGERT_OK && (y[0] != 0.0f || y[1] != 2.5f)) {
-        tp_msg(err, err_len, "self-test GEMM mismatch");
+        edgert_errf(err, err_len, "self-test GEMM mismatch");
         return EDGERT_E_PLUGIN;
     }
     return st;
@@ -201,25 +195,45 @@ static edgert_status tp_export(void *state, const char *out_dir, const char *req
                                size_t err_len)
 {
     (void)state; (void)out_dir; (void)request;
-    tp_msg(err, err_len, "test plugin exports nothing");
+    edgert_errf(err, err_len, "test plugin exports nothing");
     return EDGERT_E_UNSUPPORTED;
 }
 
-static const edgert_plugin tp_descriptor = {
-    .struct_size = sizeof(edgert_plugin),
-    .abi_version = TP_ABI_HI,
-    .name = TP_NAME,
-    .version = "0.0.1",
-    .caps = TP_CAPS,
-    .init = tp_init,
-    .fini = tp_fini,
-    .self_test = tp_self_test,
-    .describe = tp_describe,
-    .pack = tp_pack,
-    .packed_free = tp_packed_free,
-    .gemm = tp_gemm,
-    .export_graph = (TP_CAPS & EDGERT_CAP_EXPORT) ? tp_export : NULL,
-};
+/*
+ * The descriptors, one per ABI version in [TP_ABI_LO, TP_ABI_HI], handed to
+ * edgert_plugin_negotiate as plugins do. With TP_FUTURE the plugin is built
+ * as against a future plugin.h whose descriptor grew at the end: every
+ * descriptor's struct_size is the grown size (today's core must accept a
+ * larger struct and read only what it knows).
+ */
+typedef struct tp_descriptor_t {
+    edgert_plugin base;
+#ifdef TP_FUTURE
+    void (*later_fn)(void); /* fields a later ABI appends */
+    uint64_t later_bits;
+#endif
+} tp_descriptor_t;
+
+#define TP_DESC(v)                                                                              \
+    {                                                                                           \
+        .base = {                                                                               \
+            .struct_size = sizeof(tp_descriptor_t), .abi_version = (v), .name = TP_NAME,       \
+            .version = "0.0.1", .caps = TP_CAPS, .init = tp_init, .fini = tp_fini,              \
+            .self_test = tp_self_test, .describe = tp_describe, .pack = tp_pack,                \
+            .packed_free = tp_packed_free, .gemm = tp_gemm,                                     \
+            .export_graph = (TP_CAPS & EDGERT_CAP_EXPORT) ? tp_export : NULL,                   \
+        }                                                                                       \
+    }
+static const tp_descriptor_t tp_d1 = TP_DESC(1u);
+#if TP_ABI_HI >= 2
+static const tp_descriptor_t tp_d2 = TP_DESC(2u);
+#endif
+#if TP_ABI_HI >= 3
+static const tp_descriptor_t tp_d3 = TP_DESC(3u);
+#endif
+#if TP_ABI_HI > 3
+#error "tp_common.h has descriptors for ABI 1..3"
+#endif
 
 /* Declared for -Wmissing-prototypes when it is not plugin.h's edgert_plugin_entry. */
 EDGERT_PLUGIN_EXPORT edgert_status TP_ENTRY_NAME(uint32_t abi_min, uint32_t abi_max,
@@ -232,12 +246,14 @@ EDGERT_PLUGIN_EXPORT edgert_status TP_ENTRY_NAME(uint32_t abi_min, uint32_t abi_
                                                  size_t err_len)
 {
     (void)host;
-    if (abi_max < TP_ABI_LO || abi_min > TP_ABI_HI) {
-        if (err && err_len)
-            snprintf(err, err_len, "host offers ABI %u..%u, this plugin speaks %u..%u", abi_min,
-                     abi_max, TP_ABI_LO, TP_ABI_HI);
-        return EDGERT_E_ABI;
-    }
-    *out = &tp_descriptor;
-    return EDGERT_OK;
+    static const edgert_plugin *const by_abi[TP_ABI_HI] = {
+        TP_ABI_LO <= 1u ? &tp_d1.base : NULL,
+#if TP_ABI_HI >= 2
+        TP_ABI_LO <= 2u ? &tp_d2.base : NULL,
+#endif
+#if TP_ABI_HI >= 3
+        &tp_d3.base,
+#endif
+    };
+    return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, TP_NAME, out, err, err_len);
 }

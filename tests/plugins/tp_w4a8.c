@@ -31,18 +31,6 @@ typedef struct t8_packed {
     float *scales; /* [n][groups] */
 } t8_packed;
 
-static void t8_msg(char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void t8_msg(char *err, size_t len, const char *fmt, ...)
-{
-    if (!err || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-}
-
 static float t8_abs(float v)
 {
     return v < 0.0f ? -v : v;
@@ -62,7 +50,7 @@ static edgert_status t8_init(const edgert_host *host, const char *options, void 
                              char *err, size_t err_len)
 {
     if (options && *options) {
-        t8_msg(err, err_len, "test-w4a8: unknown option (this plugin takes none)");
+        edgert_errf(err, err_len, "test-w4a8: unknown option (this plugin takes none)");
         return EDGERT_E_USAGE;
     }
     t8_state *s = host->alloc(host->host_ctx, sizeof *s, 16);
@@ -96,13 +84,16 @@ static edgert_status t8_pack(void *state, const edgert_qweights *w, void **packe
 {
     t8_state *s = state;
     if (w->zeros) {
-        t8_msg(err, err_len, "test-w4a8: pack [n=%u k=%u]: asymmetric weights (zero points) are "
-                             "not supported: the layout is int4-sym-g128", w->n, w->k);
+        edgert_errf(err, err_len,
+                    "test-w4a8: pack [n=%u k=%u]: asymmetric weights (zero points) are "
+                    "not supported: the layout is int4-sym-g128",
+                    w->n, w->k);
         return EDGERT_E_UNSUPPORTED;
     }
     if (w->group != T8_GROUP || w->k % T8_GROUP) {
-        t8_msg(err, err_len, "test-w4a8: pack: k=%u must be a multiple of the group 128 (group %u)",
-               w->k, w->group);
+        edgert_errf(err, err_len,
+                    "test-w4a8: pack: k=%u must be a multiple of the group 128 (group %u)", w->k,
+                    w->group);
         return EDGERT_E_UNSUPPORTED;
     }
     const edgert_host *h = s->host;
@@ -228,8 +219,8 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
 {
     (void)host;
     if (abi_max < 1 || abi_min > 1) {
-        t8_msg(err, err_len, "test-w4a8: host offers ABI %u..%u, this plugin speaks 1", abi_min,
-               abi_max);
+        edgert_errf(err, err_len, "test-w4a8: host offers ABI %u..%u, this plugin speaks 1",
+                    abi_min, abi_max);
         return EDGERT_E_ABI;
     }
     *out = &t8_descriptor;
