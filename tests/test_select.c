@@ -158,6 +158,61 @@ static void test_user_controls(void **state)
     edgert_close(ctx);
 }
 
+/* EDGERT_PRIORITY and EDGERT_BACKEND replace an application's arguments to
+ * edgert_select (the operator's override), unless ignore_env or
+ * no_env_selection. The x86-amx profile: speed amx-w4a8, fidelity
+ * avx512-w4a16. */
+static edgert_ctx *plan_env(int ignore_env, int no_env_selection)
+{
+    const char *paths[1] = {MANIFESTS};
+    edgert_options o = {.struct_size = sizeof o};
+    o.device_profile = DEVICES "/x86-amx.yaml";
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.ignore_env = ignore_env;
+    o.no_env_selection = no_env_selection;
+    o.threads = 1;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    char err[512] = "";
+    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+        fail_msg("edgert_open: %s", err);
+    return ctx;
+}
+
+static void test_operator_override(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    edgert_status st;
+    assert_int_equal(setenv("EDGERT_PRIORITY", "fidelity", 1), 0);
+    edgert_ctx *ctx = plan_env(0, 0);
+    assert_string_equal(select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, &st, err, sizeof err),
+                        "avx512-w4a16");
+    edgert_close(ctx);
+    assert_int_equal(setenv("EDGERT_BACKEND", "ref-w4a16", 1), 0);
+    ctx = plan_env(0, 0);
+    assert_string_equal(select_name(ctx, EDGERT_PRIORITY_SPEED, "amx-w4a8", &st, err, sizeof err),
+                        "ref-w4a16");
+    edgert_close(ctx);
+    /* off: ignore_env, or no_env_selection (the CLI) */
+    for (int off = 0; off < 2; off++) {
+        ctx = plan_env(off == 0, off == 1);
+        assert_string_equal(select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, &st, err, sizeof err),
+                            "amx-w4a8");
+        edgert_close(ctx);
+    }
+    /* a bad value is an error that names the variable, not a silent default */
+    assert_int_equal(setenv("EDGERT_PRIORITY", "fastest", 1), 0);
+    ctx = plan_env(0, 0);
+    assert_null(select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, &st, err, sizeof err));
+    assert_int_equal(st, EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "EDGERT_PRIORITY"));
+    edgert_close(ctx);
+    unsetenv("EDGERT_PRIORITY");
+    unsetenv("EDGERT_BACKEND");
+}
+
 static void test_gpu_dtype_fallback(void **state)
 {
     (void)state;
@@ -264,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_reasons_in_plan),
         cmocka_unit_test(test_user_controls),
+        cmocka_unit_test(test_operator_override),
         cmocka_unit_test(test_gpu_dtype_fallback),
         cmocka_unit_test(test_total_order),
         cmocka_unit_test(test_live_ranking),
