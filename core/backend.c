@@ -36,6 +36,10 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
         edgert_errf(err, err_len, "no backend named '%s'", name);
         return EDGERT_E_NOT_FOUND;
     }
+    if (ctx->defer_load && !ctx->dev.planned) { /* loaded on demand */
+        er_ensure_loaded(ctx, c);
+        c->pub.eligible = c->failed == 0;
+    }
     if (!c->pub.eligible || !c->plugin) {
         char why[1024];
         er_cand_why_not(c, why, sizeof why);

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "context.h"
 
@@ -75,6 +76,8 @@ void er_cand_free(er_cand *c)
     if (!c)
         return;
     er_unload(c);
+    if (c->lib_fd >= 0)
+        close(c->lib_fd);
     if (c->reasons)
         for (size_t i = 0; c->reasons[i]; i++)
             free(c->reasons[i]);
@@ -153,7 +156,10 @@ static const char *const gate_names[ER_GATE_COUNT] = {
     "OS_STATE_DISABLED", "ABI_UNSUPPORTED", "STRICT_MODE", "LIBRARY_MISSING",
     "CHECKSUM_MISMATCH", "DLOPEN_FAILED", "NO_ENTRY_SYMBOL", "INVALID_DESCRIPTOR",
     "NAME_MISMATCH", "MISSING_CAPABILITY", "INIT_FAILED", "SELF_TEST_FAILED", "FAILED_VERIFY",
+    "PLUGIN_CRASHED", "PLUGIN_TIMEOUT", "PLUGIN_EXITED", "UNSAFE_FILE",
 };
+_Static_assert(sizeof gate_names / sizeof gate_names[0] == ER_GATE_COUNT,
+               "every gate needs its name");
 
 void er_cand_why_not(const er_cand *c, char *buf, size_t len)
 {

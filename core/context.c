@@ -57,6 +57,9 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
     /* appended after version 1: read only when the caller's struct has it */
     if (o->struct_size >= offsetof(edgert_options, no_env_selection) + sizeof(int))
         ctx->no_env_selection = o->no_env_selection;
+    if (o->struct_size >= offsetof(edgert_options, defer_load) + sizeof(int))
+        ctx->defer_load = o->defer_load;
+    ctx->stage_fd = -1; /* set only in the sandbox's child */
     ctx->log = o->log;
     ctx->log_user = o->log_user;
     ctx->log_level = o->log_level ? o->log_level
@@ -145,7 +148,10 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         er_cand *c = ctx->cands[i];
         er_cand_publish(ctx, c);
         er_gate(ctx, c);
-        er_load(ctx, c); /* only when every gate passed, and in live mode */
+        if (!ctx->defer_load)
+            er_load(ctx, c); /* only when every gate passed, and in live mode */
+        else if (!ctx->dev.planned && !c->failed && c->lib_fd >= 0)
+            er_sandbox(ctx, c, 1); /* a cached first-contact verdict, never plugin code */
         c->pub.eligible = c->failed == 0;
     }
     er_evidence_apply(ctx); /* for the same device and the same plugin files */

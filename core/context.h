@@ -32,6 +32,10 @@ typedef enum er_gate_id {
     ER_GATE_INIT_FAILED,
     ER_GATE_SELF_TEST_FAILED,
     ER_GATE_FAILED_VERIFY,
+    ER_GATE_PLUGIN_CRASHED,     /* first contact, in the sandbox (sandbox.c) */
+    ER_GATE_PLUGIN_TIMEOUT,
+    ER_GATE_PLUGIN_EXITED,
+    ER_GATE_UNSAFE_FILE,        /* writable by others, refused when it matters */
     ER_GATE_COUNT
 } er_gate_id;
 
@@ -44,13 +48,28 @@ typedef struct er_cand {
     char **reasons;             /**< NULL-terminated, owned */
     size_t reason_cap;
     char *detail;               /**< human explanation of the first failure */
+    int lib_fd;                 /**< the library, opened once by the file gate (-1: none);
+                                     hashed, checked and loaded from this descriptor */
+    uint64_t lib_hash;          /**< XXH3-64 of the bytes behind lib_fd */
     void *dl;                   /**< dlopen handle (live, loaded) */
     const edgert_plugin *plugin;/**< descriptor (live, loaded) */
     edgert_host host;           /**< the host table given to this plugin */
     void *state;                /**< the self-tested default instance */
     char *path_chosen;
     char checksum[EDGERT_CHECKSUM_LEN]; /**< pub.checksum points here when set */
+    int sandbox_passed;         /**< first contact (sandbox.c) passed, now or cached */
 } er_cand;
+
+/* The stages of loading a plugin, in order (load.c); the sandbox's child
+ * reports each one it enters, so a crash names where it happened. */
+typedef enum er_stage {
+    ER_STAGE_DLOPEN = 0, /* the library's constructors run */
+    ER_STAGE_ENTRY,      /* the entry and its ABI answer */
+    ER_STAGE_INIT,
+    ER_STAGE_SELF_TEST,
+    ER_STAGE_MEASURE,    /* the sandbox's quick measurement */
+    ER_STAGE_COUNT
+} er_stage;
 
 struct edgert_ctx {
     edgert_device dev;
@@ -62,6 +81,8 @@ struct edgert_ctx {
     er_pool *pool;
     int ignore_env, strict, no_evidence;
     int no_env_selection;       /**< EDGERT_PRIORITY / EDGERT_BACKEND not applied */
+    int defer_load;             /**< edgert_open loads nothing; loading happens on demand */
+    int stage_fd;               /**< in the sandbox's child: where stages are reported */
     char **disabled;            /**< NULL-terminated names */
     edgert_log_fn log;
     void *log_user;
@@ -94,9 +115,24 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
 void er_gate(struct edgert_ctx *ctx, er_cand *c);
 void er_gate_file(struct edgert_ctx *ctx, er_cand *c);
 /* load.c: dlopen, entry, ABI, descriptor, init, self-test. */
+/** Live mode: er_ensure_loaded. Plan mode: nothing. */
 void er_load(struct edgert_ctx *ctx, er_cand *c);
+/** Load a candidate that passed every gate and is not loaded yet: the file
+ *  gate if its library is not open yet, first contact in the sandbox, then
+ *  in-process (er_load_now). Anything that fails adds its reason. */
+void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c);
+/** In-process: dlopen, entry, ABI, descriptor, init, self-test. */
 void er_load_now(struct edgert_ctx *ctx, er_cand *c);
 void er_unload(er_cand *c);
+/** Log "loading <name> (<file>): <stage>" and, in the sandbox's child,
+ *  report the stage to the parent. */
+void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s);
+const char *er_stage_name(int s);
+/* sandbox.c: first contact in a child process, verdicts cached per
+ * (device, plugin file). 0 when the plugin may be loaded in-process, -1 with
+ * the candidate's reason set. cached_only: use a cached verdict if there is
+ * one, never run the child (then 0 also means "not known yet"). */
+int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only);
 /* host.c: the table a plugin gets, and the core's log. */
 void er_host_fill(er_cand *c, uint32_t abi);
 void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)

@@ -209,6 +209,7 @@ static int take_manifest(struct edgert_ctx *ctx, const char *path, int explicit_
     }
     ctx->cands = v;
     c->ctx = ctx;
+    c->lib_fd = -1;
     c->explicit_file = explicit_file;
     ctx->cands[ctx->ncands++] = c;
     return 0;

@@ -51,11 +51,7 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
         return EDGERT_E_UNSUPPORTED;
     }
     if (!c->plugin) {
-        uint32_t before = c->failed;
-        er_gate_file(ctx, c);
-        if (c->failed != before)
-            return refuse(c, err, err_len);
-        er_load_now(ctx, c);
+        er_ensure_loaded(ctx, c); /* file gate, first contact, then in-process */
         if (!c->plugin || !c->pub.loaded)
             return refuse(c, err, err_len);
     }

@@ -15,11 +15,16 @@
  * on with the others.
  */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
 
 #include "context.h"
 
@@ -82,6 +87,21 @@ void er_gate(struct edgert_ctx *ctx, er_cand *c)
         er_cand_detail(c, "manifest declares ABI %u..%u, this edgert speaks %u..%u", m->abi_min,
                        m->abi_max, EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX);
     }
+    /* A declarative backend (no library) only stands for the accelerator of
+     * its own device class: gpu on cuda_discrete/jetson, npu on npu_phone. */
+    if (!m->library && m->processor) {
+        edgert_device_class k = dev->device_class;
+        int gpu = k == EDGERT_CLASS_CUDA_DISCRETE || k == EDGERT_CLASS_JETSON;
+        int ok = (strcmp(m->processor, "gpu") == 0 && gpu) ||
+                 (strcmp(m->processor, "npu") == 0 && k == EDGERT_CLASS_NPU_PHONE);
+        if (!ok && !(c->failed & (1u << ER_GATE_WRONG_DEVICE_CLASS))) {
+            er_cand_reason(c, ER_GATE_WRONG_DEVICE_CLASS, "WRONG_DEVICE_CLASS");
+            er_cand_detail(c, "a declarative %s backend (no library) applies only where the "
+                              "device class's accelerator is a %s; this device is %s",
+                           m->processor, m->processor,
+                           edgert_device_class_name(dev->device_class));
+        }
+    }
     if (m->reference && ctx->strict) {
         er_cand_reason(c, ER_GATE_STRICT_MODE, "STRICT_MODE");
         er_cand_detail(c, "strict mode: no fallback to the reference backend");
@@ -91,33 +111,154 @@ void er_gate(struct edgert_ctx *ctx, er_cand *c)
     er_gate_file(ctx, c);
 }
 
-/* File gates: live mode only (a plan is about the target's files), and on
- * demand for a plugin that runs on this host while planning (core/export.c). */
+/* ---- the library file ------------------------------------------------------- */
+
+#if defined(__x86_64__)
+#define ER_ELF_MACHINE EM_X86_64
+#elif defined(__aarch64__)
+#define ER_ELF_MACHINE EM_AARCH64
+#else
+#define ER_ELF_MACHINE EM_NONE
+#endif
+
+static const char *elf_machine_name(unsigned m)
+{
+    switch (m) {
+    case EM_X86_64:
+        return "x86_64";
+    case EM_AARCH64:
+        return "arm64";
+    case EM_386:
+        return "i386";
+    case EM_ARM:
+        return "arm (32-bit)";
+    case EM_RISCV:
+        return "riscv";
+    default:
+        return "another architecture";
+    }
+}
+
+/* The ELF header: a 64-bit little-endian shared object for this CPU's arch.
+ * A library built for another arch is WRONG_ARCH with its machine named
+ * (glibc would say "No such file or directory"); what is not an ELF shared
+ * object at all is DLOPEN_FAILED, as dlopen would refuse it. 0 when fine. */
+static int check_elf(er_cand *c, int fd, const char *path)
+{
+    Elf64_Ehdr h;
+    ssize_t got = pread(fd, &h, sizeof h, 0);
+    if (got != (ssize_t)sizeof h || memcmp(h.e_ident, ELFMAG, SELFMAG) != 0 ||
+        h.e_ident[EI_CLASS] != ELFCLASS64 || h.e_ident[EI_DATA] != ELFDATA2LSB ||
+        h.e_type != ET_DYN) {
+        er_cand_reason(c, ER_GATE_DLOPEN_FAILED,
+                       "DLOPEN_FAILED(%s: not a 64-bit ELF shared object)", path);
+        er_cand_detail(c, "%s is not a 64-bit little-endian ELF shared object", path);
+        return -1;
+    }
+    if (h.e_machine != ER_ELF_MACHINE) {
+        er_cand_reason(c, ER_GATE_WRONG_ARCH, "WRONG_ARCH");
+        er_cand_detail(c, "%s is built for %s (ELF machine %u), this device is %s", path,
+                       elf_machine_name(h.e_machine), (unsigned)h.e_machine,
+                       elf_machine_name(ER_ELF_MACHINE));
+        return -1;
+    }
+    return 0;
+}
+
+/* A file or folder others may write can be swapped under us: a warning,
+ * and refused when it matters most (secure execution, or running as root). */
+static int check_writers(struct edgert_ctx *ctx, er_cand *c, const char *path, mode_t mode)
+{
+    if (!(mode & (S_IWGRP | S_IWOTH)))
+        return 0;
+    int strict = getauxval(AT_SECURE) != 0 || geteuid() == 0;
+    er_diag_add(&ctx->diags, strict ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, path, 0, 0,
+                "plugin file is writable by %s (mode %04o)%s", (mode & S_IWOTH) ? "anyone" :
+                "its group", (unsigned)(mode & 07777),
+                strict ? "; refused (running as root or setuid)" : "");
+    if (!strict)
+        return 0;
+    er_cand_reason(c, ER_GATE_UNSAFE_FILE, "UNSAFE_FILE");
+    er_cand_detail(c, "%s is writable by others (mode %04o); refused when running as root or "
+                      "setuid", path, (unsigned)(mode & 07777));
+    return -1;
+}
+
+/* XXH3-64 of everything behind fd, read from its start. 0, or -1. */
+static int fd_xxh3(int fd, uint64_t *out)
+{
+    XXH3_state_t *st = XXH3_createState();
+    int rc = -1;
+    if (!st || XXH3_64bits_reset(st) != XXH_OK)
+        goto out;
+    unsigned char buf[1 << 16];
+    off_t at = 0;
+    for (;;) {
+        ssize_t got = pread(fd, buf, sizeof buf, at);
+        if (got < 0)
+            goto out;
+        if (got == 0)
+            break;
+        if (XXH3_64bits_update(st, buf, (size_t)got) != XXH_OK)
+            goto out;
+        at += got;
+    }
+    *out = XXH3_64bits_digest(st);
+    rc = 0;
+out:
+    XXH3_freeState(st);
+    return rc;
+}
+
+/*
+ * File gates: live mode only (a plan is about the target's files), and on
+ * demand for a plugin that runs on this host while planning (core/export.c).
+ * The library is opened ONCE here; everything after — the checks, the
+ * checksum, and dlopen (through /proc/self/fd, load.c) — uses this
+ * descriptor, so the bytes that were checked are the bytes that run even if
+ * another process swaps the file in between.
+ */
 void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
 {
-    (void)ctx;
     const er_manifest *m = &c->m;
     struct stat st;
-    if (stat(m->library_path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int fd = open(m->library_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int e = errno, have = fd >= 0 && fstat(fd, &st) == 0;
+    if (!have || !S_ISREG(st.st_mode)) {
         er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
         er_cand_detail(c, "%s: %s", m->library_path,
-                       errno == ENOENT ? "no such file" : "not a readable regular file");
+                       have ? (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file")
+                       : fd >= 0     ? strerror(errno)
+                       : e == ENOENT ? "no such file"
+                                     : strerror(e));
+        if (fd >= 0)
+            close(fd);
         return;
     }
-    if (m->has_checksum) {
-        uint64_t h = 0;
-        if (er_file_xxh3(m->library_path, &h) != 0) {
-            er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
-            er_cand_detail(c, "%s: cannot read to verify its checksum", m->library_path);
-        } else if (h == m->checksum) {
-            c->pub.checksum_verified = 1;
-        } else {
-            c->pub.checksum_verified = -1;
-            er_cand_reason(c, ER_GATE_CHECKSUM_MISMATCH, "CHECKSUM_MISMATCH");
-            er_cand_detail(c, "%s has xxh3-64:%016llx, the manifest expects xxh3-64:%016llx "
-                              "(stale or swapped file?)",
-                           m->library_path, (unsigned long long)h,
-                           (unsigned long long)m->checksum);
-        }
+    if (check_writers(ctx, c, m->library_path, st.st_mode) != 0 ||
+        check_elf(c, fd, m->library_path) != 0) {
+        close(fd);
+        return;
     }
+    if (fd_xxh3(fd, &c->lib_hash) != 0) {
+        er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
+        er_cand_detail(c, "%s: cannot be read: %s", m->library_path, strerror(errno));
+        close(fd);
+        return;
+    }
+    if (c->lib_fd >= 0)
+        close(c->lib_fd);
+    c->lib_fd = fd;
+    if (!m->has_checksum)
+        return;
+    if (c->lib_hash == m->checksum) {
+        c->pub.checksum_verified = 1;
+        return;
+    }
+    c->pub.checksum_verified = -1;
+    er_cand_reason(c, ER_GATE_CHECKSUM_MISMATCH, "CHECKSUM_MISMATCH");
+    er_cand_detail(c, "%s has xxh3-64:%016llx, the manifest expects xxh3-64:%016llx (stale or "
+                      "swapped file?)",
+                   m->library_path, (unsigned long long)c->lib_hash,
+                   (unsigned long long)m->checksum);
 }

@@ -19,23 +19,44 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "context.h"
 
 /* ---- the OS layer ------------------------------------------------------------ */
 
-/* Open a library; NULL with the loader's reason in why[] on failure. */
-static void *os_load(const char *path, char *why, size_t why_len)
+/* Open the library behind the descriptor the file gate checked and hashed,
+ * through /proc/self/fd/N: the bytes that run are the bytes that were
+ * checked, even if the file at the path was swapped since. RTLD_NODELETE:
+ * a plugin's code stays mapped after dlclose, so a thread it left running
+ * cannot jump into unmapped memory later. NULL with the loader's reason in
+ * why[] on failure. */
+static void *os_load(int fd, int *reserved, char *why, size_t why_len)
 {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     dlerror();
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         const char *e = dlerror();
         snprintf(why, why_len, "%s", e ? e : "unknown error");
+        return NULL;
     }
+    /* glibc recognises an already loaded library by its NAME before its
+     * inode: once a library is mapped as "/proc/self/fd/N", a later dlopen
+     * of "/proc/self/fd/N" returns it, whatever file N refers to by then.
+     * With RTLD_NODELETE it stays mapped for the life of the process, so the
+     * descriptor number that named it must never be reused: when this call
+     * mapped a new object under our name, the descriptor is kept open for
+     * good (one per distinct plugin file loaded). When the same file was
+     * already mapped under another name, glibc returned that one, by inode. */
+    struct link_map *lm = NULL;
+    *reserved = dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name &&
+                strcmp(lm->l_name, path) == 0;
     return h;
 }
 
@@ -69,10 +90,50 @@ static const char *descriptor_problem(const edgert_plugin *p)
     return NULL;
 }
 
+static const char *const stage_names[ER_STAGE_COUNT] = {
+    "dlopen (the library's constructors)", "entry and ABI", "init", "self-test",
+    "quick measurement",
+};
+
+const char *er_stage_name(int s)
+{
+    return s >= 0 && s < ER_STAGE_COUNT ? stage_names[s] : "?";
+}
+
+void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s)
+{
+    er_log(ctx, EDGERT_LOG_INFO, "loading %s (%s): %s", c->m.name, c->m.library_path,
+           stage_names[s]);
+    if (ctx->stage_fd >= 0) {
+        unsigned char rec[2] = {'S', (unsigned char)s};
+        ssize_t w = write(ctx->stage_fd, rec, sizeof rec);
+        (void)w; /* the parent reads what arrives; a lost stage only blurs a message */
+    }
+}
+
+/* A plugin wrote into our buffer: terminate it, whatever it did. */
+static void terminate(char *buf, size_t len)
+{
+    buf[len - 1] = '\0';
+}
+
 void er_load(struct edgert_ctx *ctx, er_cand *c)
 {
-    if (c->failed || ctx->dev.planned || !c->m.library)
+    if (!ctx->dev.planned) /* a plan loads nothing (edgert_export loads on demand) */
+        er_ensure_loaded(ctx, c);
+}
+
+void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c)
+{
+    if (c->failed || !c->m.library || c->pub.loaded)
         return; /* never run code of a candidate whose gates failed */
+    if (c->lib_fd < 0)
+        er_gate_file(ctx, c); /* opened on demand (plan mode's export) */
+    if (c->failed || c->lib_fd < 0)
+        return;
+    /* First contact in a child process; in-process only once that passed. */
+    if (!c->sandbox_passed && er_sandbox(ctx, c, 0) != 0)
+        return;
     er_load_now(ctx, c);
 }
 
@@ -82,7 +143,11 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
 {
     const er_manifest *m = &c->m;
     char err[512] = "";
-    c->dl = os_load(m->library_path, err, sizeof err);
+    er_load_stage(ctx, c, ER_STAGE_DLOPEN);
+    int reserved = 0;
+    c->dl = os_load(c->lib_fd, &reserved, err, sizeof err);
+    if (reserved)
+        c->lib_fd = -1; /* names a mapped library now: never closed (see os_load) */
     if (!c->dl) {
         er_cand_reason(c, ER_GATE_DLOPEN_FAILED, "DLOPEN_FAILED(%s)", err);
         er_cand_detail(c, "dlopen refused %s", m->library_path);
@@ -102,7 +167,9 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     uint32_t hi = m->abi_max < EDGERT_PLUGIN_ABI_MAX ? m->abi_max : EDGERT_PLUGIN_ABI_MAX;
     er_host_fill(c, hi);
     const edgert_plugin *p = NULL;
+    er_load_stage(ctx, c, ER_STAGE_ENTRY);
     edgert_status st = entry(lo, hi, &c->host, &p, err, sizeof err);
+    terminate(err, sizeof err);
     if (st != EDGERT_OK || !p) {
         er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
         er_cand_detail(c, "the plugin refused ABI %u..%u: %s", lo, hi,
@@ -134,7 +201,9 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     }
     c->plugin = p;
     err[0] = '\0';
+    er_load_stage(ctx, c, ER_STAGE_INIT);
     st = p->init(&c->host, m->plugin_options, &c->state, err, sizeof err);
+    terminate(err, sizeof err);
     if (st != EDGERT_OK) {
         c->state = NULL;
         er_cand_reason(c, ER_GATE_INIT_FAILED, "INIT_FAILED");
@@ -142,7 +211,9 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
         goto fail;
     }
     err[0] = '\0';
+    er_load_stage(ctx, c, ER_STAGE_SELF_TEST);
     st = p->self_test(c->state, err, sizeof err);
+    terminate(err, sizeof err);
     if (st != EDGERT_OK) {
         er_cand_reason(c, ER_GATE_SELF_TEST_FAILED, "SELF_TEST_FAILED");
         er_cand_detail(c, "self-test: %s", err[0] ? err : edgert_status_name(st));

@@ -617,6 +617,16 @@ edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d)
     seen(&r, er_yaml_str(&r.y, root, "notes", 0, &m.notes, d));
     seen(&r, er_yaml_str(&r.y, root, "plugin_options", 0, &m.plugin_options, d));
     read_declared(&r, root, &m);
+    /* A backend with no code is a recommendation for the device's
+     * accelerator (gpu-dense: keep the model dtype on a GPU); it can never
+     * run "live" on the CPU, so a CPU manifest without a library is a
+     * mistake, not a backend. */
+    if (!r.errors && !m.library && m.processor && strcmp(m.processor, "cpu") == 0) {
+        yaml_node_t *at = er_yaml_get(&r.y, root, "processor");
+        fail(&r, at ? at : root,
+             "a manifest without 'library' is a declarative backend for an accelerator: "
+             "'processor' must be gpu or npu (a CPU backend needs its library)");
+    }
 
 out:
     er_yaml_free(&r.y);

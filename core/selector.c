@@ -29,20 +29,40 @@ struct edgert_selection {
     const edgert_candidate *sel;
 };
 
-static int accelerator_class(edgert_device_class k)
+/* The processor a device class's accelerator tier is for: "npu" on a phone
+ * with an NPU, "gpu" on a discrete-GPU machine or a Jetson; NULL elsewhere. */
+static const char *class_accelerator(edgert_device_class k)
 {
-    return k == EDGERT_CLASS_CUDA_DISCRETE || k == EDGERT_CLASS_JETSON ||
-           k == EDGERT_CLASS_NPU_PHONE;
+    if (k == EDGERT_CLASS_NPU_PHONE)
+        return "npu";
+    if (k == EDGERT_CLASS_CUDA_DISCRETE || k == EDGERT_CLASS_JETSON)
+        return "gpu";
+    return NULL;
 }
 
+/* Tier 0: a backend for THIS device class's accelerator (a gpu manifest on a
+ * phone is not one); 1: CPU backends; 2: the reference, always last. */
 static int tier(const struct edgert_ctx *ctx, const er_cand *c)
 {
+    const char *acc = class_accelerator(ctx->dev.device_class);
     if (c->m.reference)
         return 2;
-    if (accelerator_class(ctx->dev.device_class) && c->m.processor &&
-        strcmp(c->m.processor, "cpu") != 0)
+    if (acc && c->m.processor && strcmp(c->m.processor, acc) == 0)
         return 0;
     return 1;
+}
+
+/* How much a speed figure is worth: measured on this device (calibrate, or
+ * first contact's quick measurement) > declared by a manifest that says it
+ * measured them (verified: true) > an unverified claim > nothing. Evidence
+ * beats claims: a class is compared before the value. */
+static int speed_class(const er_cand *c)
+{
+    if (!isnan(c->pub.measured.decode_tokens_per_s))
+        return 3;
+    if (isnan(c->pub.declared.decode_tokens_per_s))
+        return 0;
+    return c->m.verified ? 2 : 1;
 }
 
 static double speed_of(const er_cand *c, int *measured)
@@ -94,6 +114,25 @@ static int fidelity_key(const er_cand *a, const er_cand *b)
     return 0;
 }
 
+/* Speed key alone: the worth of the figure, then the figure. */
+static int speed_key(const er_cand *a, const er_cand *b)
+{
+    DESC(speed_class(a), speed_class(b));
+    DESC(speed_of(a, NULL), speed_of(b, NULL));
+    return 0;
+}
+
+/* When speeds say nothing (none known, or equal), the cheaper arithmetic is
+ * the faster guess: fewer activation bits, then fewer stored bits per
+ * weight. (Fidelity would prefer the opposite, and used to decide here: a
+ * plain-C fp32 plugin outranked neon-w4a16 for speed.) */
+static int cost_key(const er_cand *a, const er_cand *b)
+{
+    DESC(-a->m.activation_bits, -b->m.activation_bits);
+    DESC(-a->m.bits_per_weight, -b->m.bits_per_weight);
+    return 0;
+}
+
 struct sort_ctx {
     const struct edgert_ctx *ctx;
     edgert_priority prio;
@@ -104,17 +143,23 @@ static int compare(const struct sort_ctx *s, const er_cand *a, const er_cand *b)
     int ta = tier(s->ctx, a), tb = tier(s->ctx, b);
     if (ta != tb)
         return ta < tb ? -1 : 1;
-    double sa = speed_of(a, NULL), sb = speed_of(b, NULL);
     if (s->prio == EDGERT_PRIORITY_SPEED) {
-        DESC(sa, sb);
-        int f = fidelity_key(a, b);
+        int f = speed_key(a, b);
+        if (f)
+            return f;
+        f = cost_key(a, b);
+        if (f)
+            return f;
+        f = fidelity_key(a, b);
         if (f)
             return f;
     } else {
         int f = fidelity_key(a, b);
         if (f)
             return f;
-        DESC(sa, sb);
+        f = speed_key(a, b);
+        if (f)
+            return f;
     }
     return strcmp(a->m.name, b->m.name);
 }
@@ -145,6 +190,22 @@ static const char *evidence_of(const struct edgert_ctx *ctx, edgert_priority pri
     return measured ? "measured" : "declared";
 }
 
+/* With defer_load, what is ranked is loaded now (live mode): the forced
+ * backend alone when one is named, else every candidate that passed its
+ * gates. A plan loads nothing. */
+static void load_for_selection(edgert_ctx *ctx, const char *forced)
+{
+    if (!ctx->defer_load || ctx->dev.planned)
+        return;
+    for (size_t i = 0; i < ctx->ncands; i++) {
+        er_cand *c = ctx->cands[i];
+        if (forced && strcmp(c->m.name, forced) != 0)
+            continue;
+        er_ensure_loaded(ctx, c);
+        c->pub.eligible = c->failed == 0;
+    }
+}
+
 edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const char *forced,
                             edgert_selection **out, char *err, size_t err_len)
 {
@@ -166,6 +227,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
         if (b)
             forced = b;
     }
+    load_for_selection(ctx, forced);
     edgert_selection *s = calloc(1, sizeof *s);
     if (!s)
         goto nomem;

@@ -305,10 +305,10 @@ static void test_minimal(void **state)
     assert_int_equal(m.abi_min, 0);
     assert_int_equal(m.abi_max, 0);
     assert_int_equal(m.arch, EDGERT_ARCH_UNKNOWN);
-    assert_int_equal(m.device_classes, CLASS(X86_CPU));
+    assert_int_equal(m.device_classes, CLASS(CUDA_DISCRETE));
     assert_true(m.requires_flags == 0);
     assert_true(m.uses_flags == 0);
-    assert_string_equal(m.processor, "cpu"); /* the default */
+    assert_string_equal(m.processor, "gpu");
     assert_int_equal(m.reference, 0);
     assert_string_equal(m.layout_format, "dense");
     assert_int_equal(m.weight_bits, 16);
@@ -387,6 +387,7 @@ static void test_version_string_and_subfolder(void **state)
     load_ok(GOOD "/version-string.yaml", &m, &d);
     assert_int_equal(d.count, 0);
     assert_string_equal(m.version, "0.1.0");
+    assert_string_equal(m.processor, "cpu"); /* the default */
     assert_string_equal(m.library_path, GOOD "/sub/libedgert-version-string.so");
     assert_int_equal(m.arch, EDGERT_ARCH_ARM64);
     assert_true(m.requires_flags == (FLAG(ASIMD) | FLAG(ASIMDDP)));
@@ -493,6 +494,9 @@ static const bad_case bad_cases[] = {
     {"name-chars.yaml", 3, 7, "field 'name': 'Bad Example' is not a valid backend name"},
     {"arch-unknown.yaml", 6, 7, "field 'arch': unknown architecture 'riscv64'"},
     {"processor-unknown.yaml", 16, 12, "field 'processor': expected cpu, gpu or npu, got 'tpu'"},
+    {"declarative-cpu.yaml", 9, 12,
+     "a manifest without 'library' is a declarative backend for an accelerator: 'processor' "
+     "must be gpu or npu (a CPU backend needs its library)"},
     {"bpw-zero.yaml", 13, 20,
      "field 'layout.bits_per_weight': must be greater than 0 and at most 32, got 0"},
     {"activation-bits-mismatch.yaml", 13, 20,
@@ -655,7 +659,8 @@ static void write_padded(const char *path, size_t size)
                                "version: \"0.1.0\"\n"
                                "vendor: edgert-tests\n"
                                "arch: any\n"
-                               "device_classes: [x86_cpu]\n"
+                               "device_classes: [cuda_discrete]\n"
+                               "processor: gpu\n"
                                "layout: {format: dense, weight_bits: 16, symmetric: true,"
                                " activation_dtype: fp32, bits_per_weight: 16}\n"
                                "runs_in_process: false\n"

@@ -67,7 +67,7 @@ __attribute__((unused)) static char *tu_manifest(const char *dir, const char *fi
                                                  const char *name, const char *library,
                                                  const char *layout, const char *extra)
 {
-    char lib[4400] = "";
+    char lib[4400] = "processor: gpu\n"; /* declarative: for an accelerator */
     if (library)
         snprintf(lib, sizeof lib, "library: \"%s\"\nabi: {min: 1, max: 1}\n", library);
     return tu_write(dir, file,

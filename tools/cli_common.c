@@ -247,6 +247,11 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
     /* The CLI resolves EDGERT_PRIORITY / EDGERT_BACKEND itself (parse_args),
      * so that its own --priority and --backend win over them. */
     o.no_env_selection = 1;
+    /* probe and list run no plugin code at all; select loads only what it
+     * ranks (only the forced backend with --backend); export loads its
+     * backend on demand. bench, verify and calibrate work on loaded ones. */
+    o.defer_load = strcmp(c->cmd, "probe") == 0 || strcmp(c->cmd, "list") == 0 ||
+                   strcmp(c->cmd, "select") == 0 || strcmp(c->cmd, "export") == 0;
     char err[4096] = "";
     edgert_status st = edgert_open(&o, ctx, err, sizeof err);
     if (st == EDGERT_OK)

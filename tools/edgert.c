@@ -472,10 +472,16 @@ static void explain_candidate(const edgert_candidate *k, int r)
                k->checksum_verified > 0   ? "(verified: the library's bytes match)"
                : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
                                           : "(not checked)");
-    if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement))
-        printf("  %-16s           measured here: %.2f tok/s decode, top-1 %.3f, KL %.3g "
-               "(%s)\n", "", k->measured.decode_tokens_per_s, k->measured.top1_agreement,
-               k->measured.kl_mean, k->measured.where ? k->measured.where : "evidence");
+    if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement)) {
+        printf("  %-16s           measured here:", "");
+        if (!isnan(k->measured.decode_tokens_per_s))
+            printf(" %.2f tok/s decode", k->measured.decode_tokens_per_s);
+        if (!isnan(k->measured.prefill_gflops))
+            printf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
+        if (!isnan(k->measured.top1_agreement))
+            printf(", top-1 %.3f, KL %.3g", k->measured.top1_agreement, k->measured.kl_mean);
+        printf(" (%s)\n", k->measured.where ? k->measured.where : "evidence");
+    }
     if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
         printf("  %-16s           declared:", "");
         if (!isnan(k->declared.decode_tokens_per_s))

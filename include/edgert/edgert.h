@@ -205,6 +205,12 @@ typedef struct edgert_options {
                                          replace edgert_select's arguments (a program
                                          whose own command line is the operator's
                                          choice, like the edgert CLI) */
+    int defer_load;                 /**< 1: edgert_open runs no plugin code: candidates
+                                         carry the gates' verdicts and any cached
+                                         first-contact verdict; edgert_select loads what
+                                         it ranks (only the forced backend when one is
+                                         named) and edgert_backend_open / edgert_export
+                                         load theirs on demand */
 } edgert_options;
 
 /** Size of edgert_options in its first version: the least struct_size accepted. */

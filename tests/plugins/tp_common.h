@@ -13,6 +13,13 @@
  *   TP_WRONG_LAST_ZERO a subtle arithmetic bug its symmetric self-test cannot
  *                      see: the last group of every row is dequantized with
  *                      zero point 8 instead of the stored one
+ *   TP_ON_LOAD         a statement run in the library's constructor
+ *   TP_ON_INIT         a statement run at the start of init
+ *   TP_ON_SELF_TEST    a statement run at the start of the self-test
+ *   TP_ON_GEMM         a statement run at the start of every gemm
+ * (the misbehaving plugins of issue 13: crash, abort, loop, exit, overfill the
+ * error buffer, leave a thread running — each must be rejected with its
+ * reason while the process that hosts edgert goes on)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,9 +56,26 @@ typedef struct tp_packed {
     float *w; /* dequantized [n][k] — a test plugin may trade memory for simplicity */
 } tp_packed;
 
+#ifdef TP_ON_LOAD
+__attribute__((constructor)) static void tp_on_load(void)
+{
+    TP_ON_LOAD;
+}
+#endif
+#ifndef TP_ON_INIT
+#define TP_ON_INIT (void)0
+#endif
+#ifndef TP_ON_SELF_TEST
+#define TP_ON_SELF_TEST (void)0
+#endif
+#ifndef TP_ON_GEMM
+#define TP_ON_GEMM (void)0
+#endif
+
 static edgert_status tp_init(const edgert_host *host, const char *options, void **state,
                              char *err, size_t err_len)
 {
+    TP_ON_INIT;
 #ifdef TP_INIT_FAILS
     (void)host; (void)options; (void)state;
     edgert_errf(err, err_len, "this test plugin always refuses to initialise");
@@ -149,6 +173,7 @@ static void tp_rows(void *arg, size_t begin, size_t end, unsigned worker)
 static edgert_status tp_gemm(void *state, const void *packed, const edgert_gemm_args *a,
                              char *err, size_t err_len)
 {
+    TP_ON_GEMM;
     tp_state *s = state;
     struct tp_job j = {packed, a};
     (void)err; (void)err_len;
@@ -158,6 +183,7 @@ static edgert_status tp_gemm(void *state, const void *packed, const edgert_gemm_
 
 static edgert_status tp_self_test(void *state, char *err, size_t err_len)
 {
+    TP_ON_SELF_TEST;
 #ifdef TP_SELFTEST_FAILS
     (void)state;
     edgert_errf(err, err_len, "y[0][0] = 1.5, expected 2.5 (deliberate failure of a test plugin)");

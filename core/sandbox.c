@@ -1,0 +1,484 @@
+/*
+ * core/sandbox.c — first contact with a plugin happens in a child process.
+ *
+ * The gates (gate.c) stop code built for another CPU; they cannot stop wrong
+ * code. So the first time edgert meets a plugin file on a device — keyed by
+ * the XXH3 of the file's bytes and the device fingerprint — everything that
+ * runs plugin code is done in a forked child with a timeout: the library's
+ * constructors (dlopen), the entry, the ABI answer, init, the self-test, and
+ * a quick measurement. A child that dies or hangs makes the candidate
+ * PLUGIN_CRASHED(<signal>), PLUGIN_TIMEOUT or PLUGIN_EXITED(<code>), with
+ * the stage it reached; the process that hosts edgert is never harmed.
+ * (GStreamer's out-of-process registry scanner is the precedent.)
+ *
+ * The verdict is cached, one small file per (device, plugin file), in
+ * $XDG_CACHE_HOME/edgert/first-contact/ (default ~/.cache/...): until the
+ * file or the device changes, the child is not run again. Only a plugin
+ * whose verdict passed is loaded in-process (load.c).
+ *
+ * The quick measurement gives the ranking a figure measured on this device
+ * instead of a claim: a few decode-shaped GEMV calls over packed weights
+ * larger than the last-level cache (so they stream from memory, as decode
+ * does), converted to decode tokens/s of the reference workload
+ * (spark-1.7b, design.md §6: 1,707,081,728 weights per step at the plugin's
+ * own packed bytes per weight), and one small prefill GEMM (GFLOP/s).
+ * `edgert calibrate` measures properly and overrides it.
+ *
+ * The child: stdout and stderr go to /dev/null (a plugin's chatter must not
+ * reach a JSON stream), every fatal signal gets its default action (the
+ * host's own handlers must not catch a plugin's crash), it builds its own
+ * thread pool (the parent's workers do not exist after fork), reports each
+ * stage it enters and its verdict through a pipe, and leaves with _exit (no
+ * atexit handler, no stdio flush of the parent's buffers). A plugin that
+ * calls exit() itself does run the host's atexit handlers in the child:
+ * that is the price of fork over spawning a helper program; stdio buffers at
+ * least are flushed before the fork, so nothing is written twice.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "context.h"
+
+#define ER_SPARK_WEIGHTS 1707081728.0 /* one decode step of spark-1.7b */
+#define ER_SANDBOX_TIMEOUT_MS 60000   /* default; generous: a real plugin needs ~1 s, qemu ~10x */
+#define ER_MEASURE_BYTES (48u << 20)  /* packed weights streamed: beyond common L3 sizes */
+#define ER_MEASURE_SECONDS 0.25       /* at most this long of GEMV calls */
+
+/* What the child reports. Plain data, written whole through the pipe. */
+typedef struct sb_result {
+    int ok;                /* 1: every stage passed */
+    int gate;              /* er_gate_id of the first failure, when !ok */
+    char reason[160];      /* its reason code, e.g. "SELF_TEST_FAILED" */
+    char detail[600];      /* its explanation */
+    double decode_tok_s;   /* quick measurement, NaN when not measured */
+    double prefill_gflops;
+} sb_result;
+
+/* ---- the cache ------------------------------------------------------------------ */
+
+/* The cache file of this (device, plugin file), malloc'd; NULL when no
+ * per-user cache folder can be named or created. */
+static char *cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
+{
+    const char *xdg = er_getenv(0, "XDG_CACHE_HOME"), *home = er_getenv(0, "HOME");
+    char *base = NULL, *dir = NULL, *path = NULL;
+    if (xdg && xdg[0] == '/')
+        base = er_strdup(xdg);
+    else if (home && home[0] == '/')
+        base = er_path_join(home, ".cache");
+    char *edgert = base ? er_path_join(base, "edgert") : NULL;
+    dir = edgert ? er_path_join(edgert, "first-contact") : NULL;
+    if (dir && create) { /* one level at a time: each may be missing */
+        (void)mkdir(base, 0700);
+        (void)mkdir(edgert, 0700);
+        (void)mkdir(dir, 0700);
+    }
+    /* the core's version too: a verdict is also about the core that took it */
+    if (dir && asprintf(&path, "%s/%s-%016llx-%s", dir, ctx->fingerprint,
+                        (unsigned long long)c->lib_hash, EDGERT_VERSION_STRING) < 0)
+        path = NULL;
+    free(base);
+    free(edgert);
+    free(dir);
+    return path;
+}
+
+/* Copy one "key value" line's value into dst. */
+static void take_line(const char *text, const char *key, char *dst, size_t len)
+{
+    size_t kl = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
+            const char *v = p + kl + 1, *e = strchr(v, '\n');
+            size_t n = e ? (size_t)(e - v) : strlen(v);
+            snprintf(dst, len, "%.*s", (int)n, v);
+            return;
+        }
+    }
+}
+
+static int cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
+{
+    char *path = cache_file(ctx, c, 0);
+    char *text = path ? er_read_file(NULL, path, 4096, NULL) : NULL;
+    free(path);
+    if (!text || strncmp(text, "edgert-first-contact 1\n", 23) != 0) {
+        free(text);
+        return -1;
+    }
+    char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan";
+    take_line(text, "ok", ok, sizeof ok);
+    take_line(text, "gate", gate, sizeof gate);
+    take_line(text, "reason", r->reason, sizeof r->reason);
+    take_line(text, "detail", r->detail, sizeof r->detail);
+    take_line(text, "decode_tokens_per_s", dec, sizeof dec);
+    take_line(text, "prefill_gflops", pre, sizeof pre);
+    free(text);
+    r->ok = strcmp(ok, "1") == 0;
+    r->gate = atoi(gate);
+    r->decode_tok_s = strtod(dec, NULL);
+    r->prefill_gflops = strtod(pre, NULL);
+    if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
+        return -1; /* not a verdict this edgert wrote */
+    return 0;
+}
+
+/* Written to a temporary file, then renamed: a reader never sees half. */
+static void cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r)
+{
+    char *path = cache_file(ctx, c, 1), *tmp = NULL;
+    if (!path || asprintf(&tmp, "%s.XXXXXX", path) < 0) {
+        free(path);
+        return;
+    }
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+    } else {
+        /* newlines cannot be in the values: each is one line */
+        fprintf(f, "edgert-first-contact 1\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
+                   "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n",
+                c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
+                r->prefill_gflops);
+        if (fclose(f) == 0 && rename(tmp, path) == 0) {
+            free(tmp);
+            tmp = NULL;
+        }
+    }
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
+    free(path);
+}
+
+/* ---- the quick measurement, in the child ---------------------------------------- */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Canonical weights of n x k with random codes (the values do not matter for
+ * speed, only that they are not all alike), symmetric (every layout takes
+ * that), group 128. */
+static int fill_weights(edgert_qtensor *t, uint32_t n, uint32_t k)
+{
+    size_t codes = (size_t)n * (k / 2u), ng = (size_t)n * (k / 128u);
+    t->codes = malloc(codes);
+    t->scales = malloc(ng * sizeof(float));
+    t->zeros = NULL;
+    if (!t->codes || !t->scales)
+        return -1;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < codes; i += 8) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        memcpy(t->codes + i, &x, codes - i < 8 ? codes - i : 8);
+    }
+    for (size_t i = 0; i < ng; i++)
+        t->scales[i] = 0.01f;
+    t->view = (edgert_qweights){.struct_size = sizeof(edgert_qweights), .n = n, .k = k,
+                                .group = 128u, .codes = t->codes, .scales = t->scales,
+                                .zeros = NULL, .name = "first-contact measurement"};
+    return 0;
+}
+
+/* Median seconds of up to `reps` calls of y = x W^T with m rows, within
+ * ER_MEASURE_SECONDS after a warm-up call; NaN on failure. */
+static double time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n, uint32_t k,
+                        int reps)
+{
+    float *x = calloc((size_t)m * k, sizeof(float)), *y = malloc((size_t)m * n * sizeof(float));
+    double t[16], result = NAN;
+    int done = 0;
+    char err[256] = "";
+    if (!x || !y)
+        goto out;
+    for (size_t i = 0; i < (size_t)m * k; i++)
+        x[i] = (float)((int)(i % 17u) - 8) * 0.125f;
+    edgert_gemm_args a = {.struct_size = sizeof a, .m = m, .x = x, .ldx = k, .y = y, .ldy = n};
+    if (c->plugin->gemm(c->state, packed, &a, err, sizeof err) != EDGERT_OK)
+        goto out;
+    double start = now_s();
+    while (done < reps && done < 16 && (done < 2 || now_s() - start < ER_MEASURE_SECONDS)) {
+        double t0 = now_s();
+        if (c->plugin->gemm(c->state, packed, &a, err, sizeof err) != EDGERT_OK)
+            goto out;
+        t[done++] = now_s() - t0;
+    }
+    for (int i = 1; i < done; i++) /* insertion sort of a handful */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double v = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = v;
+        }
+    result = t[done / 2];
+out:
+    free(x);
+    free(y);
+    return result;
+}
+
+/* Decode tokens/s and prefill GFLOP/s of the loaded instance. A layout that
+ * refuses the shape (it should not: K = 4096 is whole groups of 128) leaves
+ * NaN: the verdict still passes, with no measurement. */
+static void quick_measure(er_cand *c, sb_result *r)
+{
+    const uint32_t k = 4096u, n = ER_MEASURE_BYTES / (k / 2u); /* ~48 MiB of codes */
+    edgert_qtensor t = {0};
+    void *packed = NULL;
+    size_t bytes = 0;
+    char err[256] = "";
+    if (!(c->plugin->caps & EDGERT_CAP_GEMM) || fill_weights(&t, n, k) != 0 ||
+        c->plugin->pack(c->state, &t.view, &packed, &bytes, err, sizeof err) != EDGERT_OK)
+        goto out;
+    double s = time_gemm(c, packed, 1u, n, k, 8);
+    if (s > 0.0) {
+        double per_weight = (double)bytes / ((double)n * k);
+        r->decode_tok_s = (double)bytes / s / (per_weight * ER_SPARK_WEIGHTS);
+    }
+    /* prefill: 64 rows on the first 2048 columns' worth of a fresh pack */
+    c->plugin->packed_free(c->state, packed);
+    packed = NULL;
+    t.view.n = 2048u;
+    if (c->plugin->pack(c->state, &t.view, &packed, &bytes, err, sizeof err) != EDGERT_OK)
+        goto out;
+    s = time_gemm(c, packed, 64u, 2048u, k, 3);
+    if (s > 0.0)
+        r->prefill_gflops = 2.0 * 64.0 * 2048.0 * (double)k / s / 1e9;
+out:
+    if (packed)
+        c->plugin->packed_free(c->state, packed);
+    edgert_qtensor_free(&t);
+}
+
+/* ---- the child ---------------------------------------------------------------------- */
+
+static void put(int fd, const void *p, size_t n)
+{
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w <= 0 && errno != EINTR)
+            return;
+        if (w > 0) {
+            b += w;
+            n -= (size_t)w;
+        }
+    }
+}
+
+/* Everything that runs plugin code, then the verdict; never returns. */
+static void child(struct edgert_ctx *ctx, er_cand *c, int out)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+    }
+    /* The host's handlers must not catch a plugin's crash (a crash reporter,
+     * a test framework that longjmps back into its runner...): the default
+     * action for every fatal signal, none of them blocked. */
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+        signal(fatal[i], SIG_DFL);
+    signal(SIGPIPE, SIG_IGN);
+    /* The parent's pool workers did not survive the fork: a pool of our own. */
+    ctx->pool = er_pool_create(er_pool_threads(ctx->pool));
+    ctx->stage_fd = out; /* er_load_stage reports each stage through the pipe */
+    sb_result r = {.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN};
+    er_load_now(ctx, c);
+    if (c->failed || !c->pub.loaded) {
+        unsigned g = 0;
+        while (g < ER_GATE_COUNT && !(c->failed & (1u << g)))
+            g++;
+        r.gate = g < ER_GATE_COUNT ? (int)g : ER_GATE_INIT_FAILED;
+        snprintf(r.reason, sizeof r.reason, "%s",
+                 c->pub.reason_count ? c->pub.reasons[c->pub.reason_count - 1] : "INIT_FAILED");
+        snprintf(r.detail, sizeof r.detail, "%s", c->pub.detail ? c->pub.detail : "");
+    } else {
+        er_load_stage(ctx, c, ER_STAGE_MEASURE);
+        quick_measure(c, &r);
+        r.ok = 1;
+    }
+    unsigned char tag = 'R';
+    put(out, &tag, 1);
+    put(out, &r, sizeof r);
+    _exit(0);
+}
+
+/* ---- the parent --------------------------------------------------------------------- */
+
+static const char *signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {{SIGSEGV, "SIGSEGV"}, {SIGILL, "SIGILL"},   {SIGABRT, "SIGABRT"},
+                 {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+                 {SIGTRAP, "SIGTRAP"}, {SIGTERM, "SIGTERM"}, {SIGSYS, "SIGSYS"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    return "a signal";
+}
+
+static long long now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Read the child's records until its verdict, EOF or the deadline. Returns
+ * 1 with *r filled, 0 at EOF, -1 at the timeout; *last is the last stage. */
+/* The child's time limit: EDGERT_SANDBOX_TIMEOUT (seconds), else the default. */
+static long long timeout_ms(const struct edgert_ctx *ctx)
+{
+    const char *v = er_getenv(ctx->ignore_env, "EDGERT_SANDBOX_TIMEOUT");
+    char *end = NULL;
+    double s = v ? strtod(v, &end) : 0.0;
+    if (v && end && *end == '\0' && s > 0.0 && s <= 3600.0)
+        return (long long)(s * 1000.0);
+    return ER_SANDBOX_TIMEOUT_MS;
+}
+
+static int read_child(int in, long long limit_ms, sb_result *r, int *last)
+{
+    long long deadline = now_ms() + limit_ms;
+    for (;;) {
+        long long left = deadline - now_ms();
+        struct pollfd p = {.fd = in, .events = POLLIN};
+        if (left <= 0)
+            return -1;
+        int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            continue;
+        unsigned char tag;
+        ssize_t got = read(in, &tag, 1);
+        if (got == 0)
+            return 0;
+        if (got < 0)
+            continue;
+        if (tag == 'S') {
+            unsigned char s;
+            if (read(in, &s, 1) == 1 && s < ER_STAGE_COUNT)
+                *last = s;
+        } else if (tag == 'R') {
+            char *b = (char *)r;
+            size_t have = 0;
+            while (have < sizeof *r) {
+                ssize_t g = read(in, b + have, sizeof *r - have);
+                if (g < 0 && errno == EINTR)
+                    continue;
+                if (g <= 0)
+                    return 0; /* a truncated verdict: the child died writing it */
+                have += (size_t)g;
+            }
+            r->reason[sizeof r->reason - 1] = '\0'; /* from the child: terminate */
+            r->detail[sizeof r->detail - 1] = '\0';
+            return 1;
+        }
+    }
+}
+
+/* Fork the child and turn what became of it into a verdict. */
+static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
+{
+    int fds[2];
+    *r = (sb_result){.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN};
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        r->ok = -1; /* cannot sandbox: the caller loads in-process, as before */
+        return;
+    }
+    fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        r->ok = -1;
+        return;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child(ctx, c, fds[1]);
+    }
+    close(fds[1]);
+    int last = ER_STAGE_DLOPEN, status = 0;
+    long long limit = timeout_ms(ctx);
+    int got = read_child(fds[0], limit, r, &last);
+    if (got < 0)
+        kill(pid, SIGKILL);
+    close(fds[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got > 0)
+        return;
+    r->ok = 0;
+    if (got < 0) {
+        r->gate = ER_GATE_PLUGIN_TIMEOUT;
+        snprintf(r->reason, sizeof r->reason, "PLUGIN_TIMEOUT");
+        snprintf(r->detail, sizeof r->detail, "no answer within %.1f s, at stage: %s",
+                 (double)limit / 1000.0, er_stage_name(last));
+    } else if (WIFSIGNALED(status)) {
+        r->gate = ER_GATE_PLUGIN_CRASHED;
+        snprintf(r->reason, sizeof r->reason, "PLUGIN_CRASHED(%s)",
+                 signal_name(WTERMSIG(status)));
+        snprintf(r->detail, sizeof r->detail, "killed by %s at stage: %s",
+                 signal_name(WTERMSIG(status)), er_stage_name(last));
+    } else {
+        r->gate = ER_GATE_PLUGIN_EXITED;
+        snprintf(r->reason, sizeof r->reason, "PLUGIN_EXITED(%d)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        snprintf(r->detail, sizeof r->detail, "the plugin ended the process (exit code %d) at "
+                 "stage: %s", WIFEXITED(status) ? WEXITSTATUS(status) : -1, er_stage_name(last));
+    }
+}
+
+int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
+{
+    sb_result r;
+    int cached = cache_read(ctx, c, &r) == 0;
+    if (!cached) {
+        if (cached_only)
+            return 0;
+        er_log(ctx, EDGERT_LOG_INFO, "first contact with %s (%s): checking it in a child process",
+               c->m.name, c->m.library_path);
+        run_child(ctx, c, &r);
+        if (r.ok < 0)
+            return 0; /* no sandbox on this system: nothing to conclude */
+        cache_write(ctx, c, &r);
+    }
+    if (!r.ok) {
+        er_cand_reason(c, (er_gate_id)r.gate, "%s", r.reason);
+        er_cand_detail(c, "first contact%s: %s", cached ? " (cached verdict)" : "", r.detail);
+        return -1;
+    }
+    /* a figure from `edgert calibrate` (evidence.c) is the better measurement */
+    if (!isnan(r.decode_tok_s) && !c->pub.measured.where && !ctx->no_evidence) {
+        c->pub.measured.decode_tokens_per_s = r.decode_tok_s;
+        c->pub.measured.prefill_gflops = r.prefill_gflops;
+        c->pub.measured.where = "first-contact quick measurement on this device";
+    }
+    c->sandbox_passed = 1;
+    return 0;
+}

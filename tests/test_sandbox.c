@@ -1,0 +1,233 @@
+/*
+ * tests/test_sandbox.c — first contact with a plugin in a child process
+ * (core/sandbox.c), and the library loaded from the descriptor that was
+ * checked (core/gate.c, core/load.c). Issue 13.
+ *
+ * - Plugins that segfault in init, abort in the self-test, loop in the
+ *   self-test, call exit(0) in a constructor, execute an illegal instruction
+ *   in a constructor, overfill the error buffer, leave a thread running:
+ *   each is rejected with its reason and stage (or, for the thread, loads and
+ *   harms nothing after it is unloaded) while this process and the other
+ *   backends go on.
+ * - The verdicts are cached per (device, plugin file): a second handle gets
+ *   them without running the child, and with defer_load runs no plugin code.
+ * - `edgert probe`, `list`, `select`, `verify` and `calibrate` complete with
+ *   the right exit codes in a folder of such plugins.
+ * - The checksum race: another process swaps the library file in a loop
+ *   between the right bytes and a library that marks a file when it runs;
+ *   200 handles later, the marking library has never run.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "edgert/edgert.h"
+#include "internal.h"
+#include "test_util.h"
+#include "test_cli_util.h"
+
+static const struct bad {
+    const char *name, *plugin, *reason, *stage;
+} bad[] = {
+    {"test-segv-init", "tp_segv_init", "PLUGIN_CRASHED(SIGSEGV)", "stage: init"},
+    {"test-abort-self-test", "tp_abort_self_test", "PLUGIN_CRASHED(SIGABRT)",
+     "stage: self-test"},
+    {"test-loop-self-test", "tp_loop_self_test", "PLUGIN_TIMEOUT", "stage: self-test"},
+    {"test-exit-on-load", "tp_exit_on_load", "PLUGIN_EXITED(0)", "stage: dlopen"},
+#if defined(__x86_64__)
+    {"test-trap", "tp_trap", "PLUGIN_CRASHED(SIGILL)", "stage: dlopen"},
+#else
+    {"test-trap", "tp_trap", "PLUGIN_CRASHED(", "stage: dlopen"},
+#endif
+    {"test-overfill-err", "tp_overfill_err", "INIT_FAILED", "AAAA"},
+};
+#define NBAD (sizeof bad / sizeof bad[0])
+
+/* A folder with a manifest for every misbehaving plugin, test-good and the
+ * stray-thread plugin. */
+static char *bad_folder(void)
+{
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    const char *more[][2] = {{"test-good", "tp_good"}, {"test-stray-thread", "tp_stray_thread"}};
+    for (size_t i = 0; i < NBAD + 2; i++) {
+        const char *name = i < NBAD ? bad[i].name : more[i - NBAD][0];
+        char *lib = tu_plugin(i < NBAD ? bad[i].plugin : more[i - NBAD][1]), file[96];
+        snprintf(file, sizeof file, "%s.yaml", name);
+        free(tu_manifest(dir, file, name, lib, NULL, NULL));
+        free(lib);
+    }
+    return dir;
+}
+
+static edgert_ctx *open_folder(const char *dir, int defer)
+{
+    const char *paths[1] = {dir};
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.threads = 2;
+    o.log_level = EDGERT_LOG_ERROR;
+    o.defer_load = defer;
+    edgert_ctx *ctx = NULL;
+    char err[512] = "";
+    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+        fail_msg("edgert_open: %s", err);
+    return ctx;
+}
+
+static void expect_verdicts(edgert_ctx *ctx, int cached)
+{
+    for (size_t i = 0; i < NBAD; i++) {
+        const edgert_candidate *c = edgert_candidate_find(ctx, bad[i].name);
+        assert_non_null(c);
+        if (c->eligible || c->reason_count == 0 ||
+            strncmp(c->reasons[c->reason_count - 1], bad[i].reason, strlen(bad[i].reason)) != 0 ||
+            !strstr(c->detail, bad[i].stage))
+            fail_msg("%s: expected %s (%s), got %s — %s", bad[i].name, bad[i].reason,
+                     bad[i].stage, c->reason_count ? c->reasons[c->reason_count - 1] : "-",
+                     c->detail);
+        assert_false(c->loaded);
+        if (cached && strcmp(bad[i].reason, "INIT_FAILED") != 0)
+            assert_non_null(strstr(c->detail, "cached"));
+    }
+}
+
+static void test_misbehaving_plugins(void **state)
+{
+    (void)state;
+    char *dir = bad_folder();
+    assert_int_equal(setenv("EDGERT_SANDBOX_TIMEOUT", "3", 1), 0);
+    edgert_ctx *ctx = open_folder(dir, 0);
+    expect_verdicts(ctx, 0);
+    const edgert_candidate *good = edgert_candidate_find(ctx, "test-good");
+    assert_true(good->eligible && good->loaded);
+    assert_false(isnan(good->measured.decode_tokens_per_s)); /* the quick measurement */
+    assert_true(edgert_candidate_find(ctx, "test-stray-thread")->loaded);
+    edgert_close(ctx); /* the stray thread goes on running the plugin's code ... */
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL); /* ... which stayed mapped (RTLD_NODELETE): still alive here */
+
+    /* A second handle: every verdict from the cache, no child. */
+    ctx = open_folder(dir, 1);
+    expect_verdicts(ctx, 1);
+    assert_true(edgert_candidate_find(ctx, "test-good")->eligible);
+    assert_false(edgert_candidate_find(ctx, "test-good")->loaded); /* defer_load */
+    edgert_close(ctx);
+    unsetenv("EDGERT_SANDBOX_TIMEOUT");
+    tu_rmrf(dir);
+}
+
+static void test_commands_complete(void **state)
+{
+    (void)state;
+    char *dir = bad_folder(), args[4096], *out = NULL;
+    assert_int_equal(setenv("EDGERT_SANDBOX_TIMEOUT", "3", 1), 0);
+    const char *ok[] = {"probe", "list", "select --explain", "select --json",
+                        "verify --quick --backend test-good"};
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(args, sizeof args, "%s --manifests %s --manifests %s", ok[i], dir,
+                 EDGERT_TEST_BACKEND_DIR);
+        int rc = run(args, &out);
+        if (rc != 0)
+            fail_msg("edgert %s: exit %d\n%.3000s", ok[i], rc, out);
+        if (strstr(ok[i], "--json")) {
+            er_yaml y;
+            char *jdir = NULL;
+            parse(out, &y, &jdir);
+            er_yaml_free(&y);
+            tu_rmrf(jdir);
+        }
+        free(out);
+    }
+    snprintf(args, sizeof args, "select --backend test-segv-init --manifests %s", dir);
+    assert_int_equal(run(args, NULL), 3); /* forced, and not eligible */
+    snprintf(args, sizeof args,
+             "calibrate --quick --workload %s/workloads/tiny.yaml --out %s/ev.json "
+             "--manifests %s --manifests %s",
+             EDGERT_TEST_FIXTURES, dir, dir, EDGERT_TEST_BACKEND_DIR);
+    int rc = run(args, &out);
+    if (rc != 0)
+        fail_msg("edgert calibrate: exit %d\n%.3000s", rc, out);
+    free(out);
+    unsetenv("EDGERT_SANDBOX_TIMEOUT");
+    tu_rmrf(dir);
+}
+
+/* ---- the checksum race ----------------------------------------------------------- */
+
+static void swap_forever(const char *good, const char *evil, const char *lib, const char *tmp)
+{
+    for (unsigned i = 0;; i++) {
+        if (link(i & 1u ? evil : good, tmp) == 0)
+            (void)rename(tmp, lib);
+        else
+            (void)unlink(tmp);
+    }
+}
+
+static void test_checksum_race(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *good = tu_plugin("tp_good"), *evil = tu_plugin("tp_marker");
+    char lib[4200], tmp[4200], gcopy[4200], ecopy[4200], mark[4200], cmd[20000], sum[32];
+    snprintf(lib, sizeof lib, "%s/libtest.so", dir);
+    snprintf(tmp, sizeof tmp, "%s/.swap", dir);
+    snprintf(gcopy, sizeof gcopy, "%s/good.so", dir);
+    snprintf(ecopy, sizeof ecopy, "%s/evil.so", dir);
+    snprintf(mark, sizeof mark, "%s/ran", dir);
+    snprintf(cmd, sizeof cmd, "cp %s %s && cp %s %s && cp %s %s", good, gcopy, evil, ecopy, good,
+             lib);
+    assert_int_equal(system(cmd), 0);
+    char err[256] = "";
+    assert_int_equal(edgert_checksum_file(gcopy, sum, sizeof sum, err, sizeof err), EDGERT_OK);
+    char extra[96];
+    snprintf(extra, sizeof extra, "checksum: \"%s\"\n", sum);
+    free(tu_manifest(dir, "race.yaml", "test-good", lib, NULL, extra));
+    assert_int_equal(setenv("EDGERT_TEST_MARKER", mark, 1), 0);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        swap_forever(gcopy, ecopy, lib, tmp);
+    unsigned loaded = 0, refused = 0;
+    for (int i = 0; i < 200; i++) {
+        edgert_ctx *ctx = open_folder(dir, 0);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-good");
+        assert_non_null(c);
+        loaded += c->loaded;
+        refused += !c->loaded;
+        edgert_close(ctx);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    unsetenv("EDGERT_TEST_MARKER");
+    print_message("checksum race: %u handles loaded the right library, %u refused a swapped or "
+                  "missing one\n", loaded, refused);
+    struct stat st;
+    if (stat(mark, &st) == 0)
+        fail_msg("the swapped-in library's code ran (%s exists)", mark);
+    assert_true(loaded > 0);
+    free(good);
+    free(evil);
+    tu_rmrf(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_misbehaving_plugins),
+        cmocka_unit_test(test_commands_complete),
+        cmocka_unit_test(test_checksum_race),
+    };
+    return tu_run_group("test_sandbox", tests, NULL, NULL);
+}
