@@ -65,16 +65,25 @@ void er_diags_free(er_diags *d)
 
 void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len)
 {
-    /* Every error since `since`, one per line, so a user fixes them in one pass. */
+    er_diag_lines(d, since, EDGERT_LOG_ERROR, buf, len);
+}
+
+void er_diag_lines(const er_diags *d, size_t since, edgert_log_level max_level, char *buf,
+                   size_t len)
+{
+    /* Every problem since `since`, one per line, so a user fixes them in one
+     * pass; warnings (an unknown key: often the typo behind a "missing
+     * field" error) say so. */
     if (!buf || len == 0)
         return;
     buf[0] = '\0';
     size_t used = 0;
     for (size_t i = since; d && i < d->count && used + 1 < len; i++) {
         const edgert_diag *it = &d->items[i];
-        if (it->level != EDGERT_LOG_ERROR)
-            continue;
-        const char *sep = used ? "\n  " : "";
+        if (it->level > max_level || (it->level != EDGERT_LOG_ERROR && !it->line))
+            continue; /* warnings only where they point into a file */
+        const char *sep = used ? (it->level == EDGERT_LOG_ERROR ? "\n  " : "\n  warning: ")
+                               : (it->level == EDGERT_LOG_ERROR ? "" : "warning: ");
         int w;
         if (it->file && it->line)
             w = snprintf(buf + used, len - used, "%s%s:%u:%u: %s", sep, it->file, it->line,

@@ -282,7 +282,7 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
                 size_t before = ctx->diags.count;
                 if (take_manifest(ctx, p, 1) != 0) {
                     char msg[4096];
-                    er_diag_last_error(&ctx->diags, before, msg, sizeof msg);
+                    er_diag_lines(&ctx->diags, before, EDGERT_LOG_WARN, msg, sizeof msg);
                     edgert_errf(err, err_len, "bad manifest:\n  %s", msg[0] ? msg : p);
                     return EDGERT_E_PARSE;
                 }

@@ -210,6 +210,22 @@ out:
     return rc;
 }
 
+/* "name.so" missing while "libname.so" exists beside it (CMake names a
+ * module lib<target>.so): the hint, or "". */
+static const char *lib_prefix_hint(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char alt[4096];
+    if (strncmp(base, "lib", 3) == 0 ||
+        snprintf(alt, sizeof alt, "%.*slib%s", (int)(base - path), path, base) >= (int)sizeof alt)
+        return "";
+    struct stat st;
+    return stat(alt, &st) == 0 ? " (but lib-prefixed file exists: CMake names a module "
+                                 "lib<target>.so)"
+                               : "";
+}
+
 /*
  * File gates: live mode only (a plan is about the target's files), and on
  * demand for a plugin that runs on this host while planning (core/export.c).
@@ -226,11 +242,12 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     int e = errno, have = fd >= 0 && fstat(fd, &st) == 0;
     if (!have || !S_ISREG(st.st_mode)) {
         er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
-        er_cand_detail(c, "%s: %s", m->library_path,
+        er_cand_detail(c, "%s: %s%s", m->library_path,
                        have ? (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file")
                        : fd >= 0     ? strerror(errno)
                        : e == ENOENT ? "no such file"
-                                     : strerror(e));
+                                     : strerror(e),
+                       !have && e == ENOENT ? lib_prefix_hint(m->library_path) : "");
         if (fd >= 0)
             close(fd);
         return;

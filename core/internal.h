@@ -28,6 +28,9 @@ void er_diags_free(er_diags *d);
 /** Every error-level diagnostic added since index `since`, as
  *  "file:line:col: message" lines (the first without indent), or "". */
 void er_diag_last_error(const er_diags *d, size_t since, char *buf, size_t len);
+/** The same for every diagnostic at or above `max_level` (warnings marked). */
+void er_diag_lines(const er_diags *d, size_t since, edgert_log_level max_level, char *buf,
+                   size_t len);
 
 /** A plugin's error message for the caller: "name: context: message"
  *  (context may be NULL), or the plugin's message alone when it already

@@ -75,19 +75,40 @@ static void os_unload(void *lib)
 
 /* ---- loading ------------------------------------------------------------- */
 
-static const char *descriptor_problem(const edgert_plugin *p)
+/* What is wrong with a descriptor, naming the very fields; NULL when fine. */
+static const char *descriptor_problem(const edgert_plugin *p, char *buf, size_t len)
 {
     if (p->struct_size < EDGERT_PLUGIN_V1_SIZE)
         return "struct_size smaller than ABI 1's descriptor";
     if (!p->name)
         return "name is NULL";
-    if (!p->init || !p->fini || !p->self_test)
-        return "init, fini or self_test is NULL";
-    if ((p->caps & EDGERT_CAP_GEMM) && (!p->pack || !p->packed_free || !p->gemm))
-        return "GEMM capability without pack, packed_free and gemm";
-    if ((p->caps & EDGERT_CAP_EXPORT) && !p->export_graph)
-        return "EXPORT capability without export_graph";
-    return NULL;
+    const struct {
+        int need;
+        const void *fn;
+        const char *name;
+    } fns[] = {
+        {1, (const void *)p->init, "init"},
+        {1, (const void *)p->fini, "fini"},
+        {1, (const void *)p->self_test, "self_test"},
+        {(p->caps & EDGERT_CAP_GEMM) != 0, (const void *)p->pack, "pack"},
+        {(p->caps & EDGERT_CAP_GEMM) != 0, (const void *)p->packed_free, "packed_free"},
+        {(p->caps & EDGERT_CAP_GEMM) != 0, (const void *)p->gemm, "gemm"},
+        {(p->caps & EDGERT_CAP_EXPORT) != 0, (const void *)p->export_graph, "export_graph"},
+    };
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
+        if (!fns[i].need || fns[i].fn)
+            continue;
+        int w = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", fns[i].name);
+        if (w > 0 && (size_t)w < len - used)
+            used += (size_t)w;
+    }
+    if (!used)
+        return NULL;
+    if (used + 32 < len)
+        snprintf(buf + used, len - used, " NULL (its capabilities need it)");
+    return buf;
 }
 
 static const char *const stage_names[ER_STAGE_COUNT] = {
@@ -109,6 +130,17 @@ void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s)
         ssize_t w = write(ctx->stage_fd, rec, sizeof rec);
         (void)w; /* the parent reads what arrives; a lost stage only blurs a message */
     }
+}
+
+/* The detail of a plugin's own failure: its message as it wrote it when it
+ * names itself ("name: init: ..."), else "<stage>: <message>". */
+static void plugin_detail(er_cand *c, const char *stage, const char *msg, edgert_status st)
+{
+    size_t nl = strlen(c->m.name);
+    if (msg[0] && strncmp(msg, c->m.name, nl) == 0 && msg[nl] == ':')
+        er_cand_detail(c, "%s", msg);
+    else
+        er_cand_detail(c, "%s: %s", stage, msg[0] ? msg : edgert_status_name(st));
 }
 
 /* A plugin wrote into our buffer: terminate it, whatever it did. */
@@ -182,7 +214,8 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
         goto fail;
     }
     c->host.abi_version = p->abi_version;
-    const char *bad = descriptor_problem(p);
+    char what[160];
+    const char *bad = descriptor_problem(p, what, sizeof what);
     if (bad) {
         er_cand_reason(c, ER_GATE_INVALID_DESCRIPTOR, "INVALID_DESCRIPTOR(%s)", bad);
         er_cand_detail(c, "the plugin's descriptor is malformed: %s", bad);
@@ -190,7 +223,8 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     }
     if (strcmp(p->name, m->name) != 0) {
         er_cand_reason(c, ER_GATE_NAME_MISMATCH, "NAME_MISMATCH(%.64s)", p->name);
-        er_cand_detail(c, "the library calls itself '%.64s', the manifest '%s' (swapped file?)",
+        er_cand_detail(c, "the library calls itself '%.64s', the manifest '%s' (a typo in "
+                          "either, or a swapped file?)",
                        p->name, m->name);
         goto fail;
     }
@@ -207,7 +241,7 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     if (st != EDGERT_OK) {
         c->state = NULL;
         er_cand_reason(c, ER_GATE_INIT_FAILED, "INIT_FAILED");
-        er_cand_detail(c, "init: %s", err[0] ? err : edgert_status_name(st));
+        plugin_detail(c, "init", err, st);
         goto fail;
     }
     err[0] = '\0';
@@ -216,7 +250,7 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     terminate(err, sizeof err);
     if (st != EDGERT_OK) {
         er_cand_reason(c, ER_GATE_SELF_TEST_FAILED, "SELF_TEST_FAILED");
-        er_cand_detail(c, "self-test: %s", err[0] ? err : edgert_status_name(st));
+        plugin_detail(c, "self-test", err, st);
         goto fail;
     }
     if (p->describe) {

@@ -424,6 +424,38 @@ int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required, yam
     return 0;
 }
 
+/* The known key within two edits (insert, delete, replace) of `k`, or NULL:
+ * the likely typo behind an unknown key. Keys are short; a tiny DP. */
+static const char *near_miss(const char *k, const char *const *known)
+{
+    size_t lk = strlen(k);
+    if (lk < 4 || lk > 40) /* two edits turn any short key into any other */
+        return NULL;
+    for (const char *const *kk = known; kk && *kk; kk++) {
+        size_t lw = strlen(*kk);
+        if (lw > 40 || (lw > lk ? lw - lk : lk - lw) > 2)
+            continue;
+        unsigned row[41], prev;
+        for (size_t j = 0; j <= lw; j++)
+            row[j] = (unsigned)j;
+        for (size_t i = 1; i <= lk; i++) {
+            prev = row[0];
+            row[0] = (unsigned)i;
+            for (size_t j = 1; j <= lw; j++) {
+                unsigned cur = row[j];
+                unsigned best = prev + (k[i - 1] != (*kk)[j - 1]);
+                best = row[j] + 1 < best ? row[j] + 1 : best;
+                best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+                row[j] = best;
+                prev = cur;
+            }
+        }
+        if (row[lw] <= 2)
+            return *kk;
+    }
+    return NULL;
+}
+
 typedef struct key_at {
     const char *k;
     size_t i; /* the pair's index in the mapping */
@@ -497,7 +529,10 @@ int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known, e
             }
         if (!found)
             er_diag_add(d, EDGERT_LOG_WARN, y->path, er_yaml_line(kn), er_yaml_col(kn),
-                        "unknown key '" FIELD_FMT "' ignored", FIELD_ARGS(y, k));
+                        "unknown key '" FIELD_FMT "' ignored%s%s%s", FIELD_ARGS(y, k),
+                        near_miss(k, known) ? " (did you mean '" : "",
+                        near_miss(k, known) ? near_miss(k, known) : "",
+                        near_miss(k, known) ? "'?)" : "");
     }
     free(dup);
     return rc;

@@ -107,6 +107,16 @@ static char **list_yaml(const char *dir, size_t *count)
     return names;
 }
 
+/* A fresh temporary folder (malloc'd path). */
+static char *tu_tmpdir_local(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s/edgert-test-manifest-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    assert_non_null(mkdtemp(buf));
+    return strdup(buf);
+}
+
 static char *join(const char *dir, const char *file)
 {
     size_t len = strlen(dir) + 1 + strlen(file) + 1;
@@ -614,6 +624,36 @@ static void test_bad_without_diags(void **state)
     er_manifest_free(&m);
 }
 
+/* A misspelt key is a warning that names the key it probably meant (the
+ * "missing required field" error alone would not say why). */
+static void test_typo_suggests_key(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir_local();
+    char *p = join(dir, "typo.yaml");
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("manifest_version: 1\nname: typo\nversion: \"1\"\nvendor: t\narch: any\n"
+          "device_classes: [cuda_discrete]\nprocessor: gpu\n"
+          "layout: {format: f, weight_bits: 4, symmetric: true, activaton_dtype: fp32,\n"
+          "         bits_per_weight: 4.5}\nruns_in_process: false\nverified: false\n"
+          "rationale: \"t\"\n",
+          f);
+    fclose(f);
+    er_diags d = {0};
+    er_manifest m;
+    assert_int_equal(er_manifest_load(p, &m, &d), EDGERT_E_PARSE);
+    const edgert_diag *w = find_diag(&d, EDGERT_LOG_WARN, "activaton_dtype");
+    assert_non_null(w);
+    assert_non_null(strstr(w->message, "did you mean 'activation_dtype'?"));
+    assert_int_equal(w->line, 8);
+    er_diags_free(&d);
+    unlink(p);
+    rmdir(dir);
+    free(p);
+    free(dir);
+}
+
 /* ---- the schema's documentation --------------------------------------------- */
 
 /* Every key core/manifest.c reads appears in docs/manifest.md as `key` (top
@@ -806,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_relative_path),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_schema_documented),
+        cmocka_unit_test(test_typo_suggests_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

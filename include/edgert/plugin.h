@@ -7,7 +7,7 @@
  * only then `dlopen`s the library with RTLD_NOW | RTLD_LOCAL and looks up ONE
  * symbol: EDGERT_PLUGIN_ENTRY_SYMBOL, of type edgert_plugin_entry_fn.
  *
- * Rules for plugins (design.md §3):
+ * Rules for plugins (docs/writing-a-backend.md has the whole contract):
  *   - Plain C. Link against nothing of the core: everything the plugin needs
  *     from the host comes through the edgert_host table.
  *   - No global mutable state: per-instance state lives behind `void *state`
@@ -22,8 +22,9 @@
  * implements [abi_min, abi_max]. The plugin answers with a descriptor whose
  * `abi_version` lies in that range, or returns EDGERT_E_ABI and explains.
  *
- * This header is self-contained: a vendor needs only it (and edgert.h for the
- * shared status codes, which it includes).
+ * This header is self-contained: a vendor needs only it and the two it
+ * includes, edgert/status.h (the status codes) and nothing of edgert.h, whose
+ * functions are the core's and cannot be called from a plugin.
  */
 #ifndef EDGERT_PLUGIN_H
 #define EDGERT_PLUGIN_H
@@ -102,7 +103,7 @@ typedef enum edgert_cpu_flag {
 #define EDGERT_HAS_FLAG(mask, f) ((((uint64_t)(mask)) >> (unsigned)(f)) & 1u)
 
 /**
- * Canonical quantized weights (design.md §5): W[N][K], int4 codes q in [0,15],
+ * Canonical quantized weights: W[N][K], int4 codes q in [0,15],
  * group size `group` along K, per (row, group) a scale s and a zero point z:
  * w = s * (q - z).  The last group of a row is partial when K % group != 0.
  */
@@ -156,9 +157,9 @@ typedef struct edgert_host {
     void (*log)(void *host_ctx, edgert_log_level level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
     /** Aligned allocation (align a power of two >= sizeof(void*)); NULL on
-     *  failure. Allocations of 4 MiB and more are 2 MiB-aligned and backed by
-     *  transparent huge pages where the OS allows (fewer TLB misses when
-     *  streaming packed weights). */
+     *  failure. Allocations of 2 MiB and more start on a 2 MiB boundary and
+     *  their whole 2 MiB pages are backed by transparent huge pages where the
+     *  OS allows (fewer TLB misses when streaming packed weights). */
     void *(*alloc)(void *host_ctx, size_t size, size_t align);
     void (*free)(void *host_ctx, void *ptr);
     /**
@@ -262,8 +263,8 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len);
 
 /**
- * Bounded formatting into an error buffer the caller owns (design.md §3: a
- * failure is a status code plus a message in the host's buffer). `err` may be
+ * Bounded formatting into an error buffer the caller owns (a failure is a
+ * status code plus a message in the host's buffer). `err` may be
  * NULL or `err_len` 0 (then nothing is written); otherwise the result is
  * always NUL-terminated, truncated to err_len - 1 bytes. Header-only, so a
  * plugin links nothing of the core; the core, the CLI and the in-tree plugins
