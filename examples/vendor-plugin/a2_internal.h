@@ -9,22 +9,25 @@
  *
  * ---- Packed layout (one layout for every path, decode and prefill) --------
  *
- * Output columns (rows of W) are cut into panels of A2_PANEL = 8 columns, one
- * per dword lane of a ymm register. A panel holds K / 128 blocks, one per
- * group of 128 inputs, back to back; panels follow each other, so a thread
- * that owns a range of panels reads one contiguous stream.
+ * Output columns (rows of W) are cut into panels of A2_PANEL = 16 columns,
+ * two halves of 8, one column per dword lane of a ymm register. A panel
+ * holds K / 128 blocks, one per group of 128 inputs, back to back; panels
+ * follow each other, so a thread that owns a range of panels reads one
+ * contiguous stream.
  *
- *   block (panel p, group g) = 544 bytes (17 x 32: every load is aligned):
- *     codes: 16 octets t = 0..15, 32 bytes each (one ymm, 64 codes). Dword
- *            lane j holds the 8 codes of column 8p + j, inputs
+ *   block (panel p, group g) = 1088 bytes (17 x 64: every load is aligned):
+ *     codes: 16 octets t = 0..15, 64 bytes each (a cache line, two ymm:
+ *            half h = 0, 1 at byte 32h, 64 codes each). Dword lane j of
+ *            half h holds the 8 codes of column 16p + 8h + j, inputs
  *            k = 128g + 8t + 0..7; nibble i of the dword (bits 4i..4i+3) is
  *            the code of input
  *              i:    0  1  2  3  4  5  6  7
  *              k:    0  2  4  6  1  3  5  7     (A2_NIB_K below)
  *            i.e. byte 0 = k0 | k2<<4, byte 1 = k4 | k6<<4,
  *                 byte 2 = k1 | k3<<4, byte 3 = k5 | k7<<4.
- *     meta:  8 dwords, lane j = fp32 scale of column 8p + j, group g, with its
- *            4 lowest mantissa bits replaced by the zero point z (0..15).
+ *     meta:  16 dwords (half h at byte 32h), lane j = fp32 scale of column
+ *            16p + 8h + j, group g, with its 4 lowest mantissa bits replaced
+ *            by the zero point z (0..15).
  *
  * Why that nibble order: one 32-byte load feeds 64 codes to every kernel
  * with one shift and one mask per step —
@@ -33,7 +36,10 @@
  *      (v >> 4) & 0x0F0F..   = bytes (k2, k6, k3, k7)
  *   prefill (int16 pairs: vpmaddwd, or vpdpwssd with AVX-VNNI):
  *      (v >> 4s) & 0x000F000F = words (k_2s, k_2s+1), s = 0..3
- * and the activations are reordered once per call to match.
+ * and the activations are reordered once per call to match. Why 16 columns
+ * in two halves: at m = 1 each activation broadcast feeds both halves
+ * (loads, 2 per cycle, bound the decode kernel), from one stream of whole
+ * cache lines that the prefetchers follow.
  *
  * The zero point is never applied per weight: every path computes
  *   y += s * (sum_k a_k q_k * 2^-sh  -  z * 2^-sh * sum_k a_k)
@@ -44,7 +50,7 @@
  * Scale precision: the canonical fp32 scale is rounded to 20 significant
  * bits (relative change <= 2^-20) to make room for z, so scale and zero point
  * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus a 64-byte
- * header and the zero padding of the last panel when n % 8 != 0.
+ * header and the zero padding of the last panel when n % 16 != 0.
  */
 #ifndef A2_INTERNAL_H
 #define A2_INTERNAL_H
@@ -65,11 +71,13 @@
 #endif
 #define A2_VERSION "0.1.0"
 
-#define A2_PANEL 8u          /* output columns per panel (ymm dword lanes) */
+#define A2_PANEL 16u         /* output columns per panel: two halves */
+#define A2_HALF 8u           /* columns per half (ymm dword lanes) */
 #define A2_GROUP 128u        /* inputs per group: the only group size accepted */
 #define A2_OCTETS 16u        /* 8-input octets per group */
-#define A2_CODE_BYTES 512u   /* codes of one (panel, group) block */
-#define A2_META_BYTES 32u    /* scales + zero points of one block */
+#define A2_OCTET_BYTES 64u   /* one octet of a panel: two ymm halves */
+#define A2_CODE_BYTES 1024u  /* codes of one (panel, group) block */
+#define A2_META_BYTES 64u    /* scales + zero points of one block */
 #define A2_BLOCK_BYTES (A2_CODE_BYTES + A2_META_BYTES)
 #define A2_ALIGN 64u
 #define A2_PACKED_MAGIC 0x36313261u /* "a216" */
@@ -95,7 +103,7 @@ typedef struct a2_packed {
     uint32_t magic;
     uint32_t n, k;
     uint32_t groups;      /* k / 128 */
-    uint32_t panels;      /* ceil(n / 8) */
+    uint32_t panels;      /* ceil(n / 16) */
     uint32_t panel_bytes; /* groups * A2_BLOCK_BYTES (< 2^32: k < 2^32) */
     char name[40];        /* for error messages; truncated */
     /* 64 bytes so far; the codes follow at offset A2_ALIGN (a2_data) */
@@ -136,15 +144,13 @@ typedef struct a2_job {
 } a2_job;
 
 /* Kernels of one path. prep converts rows [begin, end) of x into the job's
- * scratch (the format follows j->m: decode or prefill); decode computes y for
- * panels [begin, end); prefill for items [begin, end) of prefill_pb panels
- * each, every row. All match edgert_range_fn so they go straight to
- * parallel_for. */
+ * scratch (the format follows j->m: decode or prefill); decode and prefill
+ * compute y for panels [begin, end), every row. All match edgert_range_fn so
+ * they go straight to parallel_for. */
 typedef struct a2_kernels {
     edgert_range_fn prep;
     edgert_range_fn decode;
     edgert_range_fn prefill;
-    unsigned prefill_pb;
 } a2_kernels;
 
 /* Defined in the ISA files; only called after init checked the host's flags. */
@@ -153,10 +159,6 @@ void a2_avx2_decode(void *job, size_t begin, size_t end, unsigned worker);
 void a2_avx2_prefill(void *job, size_t begin, size_t end, unsigned worker);
 void a2_vnni_decode(void *job, size_t begin, size_t end, unsigned worker);
 void a2_vnni_prefill(void *job, size_t begin, size_t end, unsigned worker);
-
-/* Panels per prefill item of each path (the register tiles, a2_kern_*.c). */
-#define A2_AVX2_PB 2u
-#define A2_VNNI_PB 2u
 
 /* ---- the baseline files' functions (avx2_w4a16.c, a2_pack.c, a2_selftest.c) ---- */
 

@@ -136,84 +136,125 @@ void a2_avx2_prep(void *arg, size_t begin, size_t end, unsigned worker)
 
 /* ---- decode ---------------------------------------------------------------------- */
 
-/* Rows [r0, r0 + R) of panel p, R <= 2 (16 ymm registers: per row an int16
- * pair of sums, an int32 and an fp32 accumulator). */
-A2_INLINE void a2_avx2_decode_rows(const a2_job *j, size_t p, size_t r0, const unsigned R)
+/* s[p] += u8 codes c[p] . s8 activation quad x, pairs summed into int16,
+ * for P panels. A2_KEEP keeps each sum a linear chain: GCC otherwise
+ * reassociates the int16 adds into a tree of live products and spills. */
+A2_INLINE void a2_dot4(__m256i *s, const __m256i *c, __m256i x, const unsigned P)
+{
+    A2_UNROLL
+    for (unsigned p = 0; p < P; p++) {
+        s[p] = _mm256_add_epi16(s[p], _mm256_maddubs_epi16(c[p], x));
+        A2_KEEP(s[p]);
+    }
+}
+
+/* Rows [r0, r0 + R) x halves [h0, h0 + H) of panel p, R * H <= 2 (16 ymm
+ * registers: per output half-row a pair of int16 sums, an int32 and an fp32
+ * accumulator). One row over both halves is the m = 1 case: each broadcast
+ * of activation bytes then feeds two halves, and the loads (2 per cycle)
+ * are what limits this kernel. */
+A2_INLINE void a2_avx2_decode_tile(const a2_job *j, size_t p, unsigned h0, size_t r0,
+                                   const unsigned R, const unsigned H)
 {
     const a2_packed *w = j->w;
-    const uint8_t *blk = a2_block(w, p, 0);
+    const uint8_t *blk = a2_block(w, p, 0) + 32u * h0;
     const __m256i nib = _mm256_set1_epi8(0x0F);
     const __m256i one = _mm256_set1_epi16(1), c128 = _mm256_set1_epi16(128);
-    __m256 yacc[2];
+    __m256 yacc[2][2];
     A2_UNROLL
     for (unsigned r = 0; r < R; r++)
-        yacc[r] = _mm256_setzero_ps();
+        A2_UNROLL
+        for (unsigned h = 0; h < H; h++)
+            yacc[r][h] = _mm256_setzero_ps();
     for (uint32_t g = 0; g < w->groups; g++, blk += A2_BLOCK_BYTES) {
-        __m256i acc[2];
+        __m256i acc[2][2];
         const int8_t *xa[2];
         A2_UNROLL
         for (unsigned r = 0; r < R; r++) {
-            acc[r] = _mm256_setzero_si256();
             xa[r] = j->act + (r0 + r) * j->act_row_bytes + (size_t)g * A2_ACT_GROUP_BYTES;
+            A2_UNROLL
+            for (unsigned h = 0; h < H; h++)
+                acc[r][h] = _mm256_setzero_si256();
         }
-        A2_UNROLL
         for (unsigned q = 0; q < A2_OCTETS; q += 4u) {
-            __m256i h16[2], l16[2];
+            __m256i h16[2][2], l16[2][2];
             A2_UNROLL
             for (unsigned r = 0; r < R; r++)
-                h16[r] = l16[r] = _mm256_setzero_si256();
+                A2_UNROLL
+                for (unsigned h = 0; h < H; h++)
+                    h16[r][h] = l16[r][h] = _mm256_setzero_si256();
             A2_UNROLL
             for (unsigned t = q; t < q + 4u; t++) {
-                if ((t & 1u) == 0u)
-                    a2_prefetch(blk + 32u * t);
-                __m256i v = _mm256_load_si256((const __m256i *)(const void *)(blk + 32u * t));
-                __m256i a = _mm256_and_si256(v, nib);
-                __m256i b = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                const uint8_t *c = blk + A2_OCTET_BYTES * t;
+                __m256i a[2], b[2];
+                a2_prefetch(c);
+                A2_UNROLL
+                for (unsigned h = 0; h < H; h++) {
+                    __m256i v = _mm256_load_si256((const __m256i *)(const void *)(c + 32u * h));
+                    A2_KEEP(v);
+                    a[h] = _mm256_and_si256(v, nib);
+                    b[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                }
                 A2_UNROLL
                 for (unsigned r = 0; r < R; r++) {
                     const int8_t *xt = xa[r] + 8u * t;
-                    h16[r] = _mm256_add_epi16(h16[r], _mm256_maddubs_epi16(a, a2_bcast(xt)));
-                    h16[r] = _mm256_add_epi16(h16[r], _mm256_maddubs_epi16(b, a2_bcast(xt + 4)));
-                    l16[r] = _mm256_add_epi16(l16[r], _mm256_maddubs_epi16(a, a2_bcast(xt + 128)));
-                    l16[r] = _mm256_add_epi16(l16[r], _mm256_maddubs_epi16(b, a2_bcast(xt + 132)));
+                    a2_dot4(h16[r], a, a2_bcast(xt), H);
+                    a2_dot4(h16[r], b, a2_bcast(xt + 4), H);
+                    a2_dot4(l16[r], a, a2_bcast(xt + 128), H);
+                    a2_dot4(l16[r], b, a2_bcast(xt + 132), H);
                 }
             }
             A2_UNROLL
             for (unsigned r = 0; r < R; r++)
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_add_epi32(_mm256_madd_epi16(h16[r], c128),
-                                                                   _mm256_madd_epi16(l16[r], one)));
+                A2_UNROLL
+                for (unsigned h = 0; h < H; h++)
+                    acc[r][h] = _mm256_add_epi32(
+                        acc[r][h], _mm256_add_epi32(_mm256_madd_epi16(h16[r][h], c128),
+                                                    _mm256_madd_epi16(l16[r][h], one)));
         }
-        if (g + 1u < w->groups)
-            a2_prefetch(blk + A2_CODE_BYTES);
-        __m256 sc, sz;
-        a2_meta(blk + A2_CODE_BYTES, &sc, &sz);
+        a2_prefetch(blk + A2_CODE_BYTES);
         A2_UNROLL
-        for (unsigned r = 0; r < R; r++) {
-            size_t gi = (r0 + r) * w->groups + g;
-            yacc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r]),
-                                      _mm256_mul_ps(sc, _mm256_set1_ps(j->gscale[gi])), yacc[r]);
-            yacc[r] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(j->gsum[gi]), yacc[r]);
+        for (unsigned h = 0; h < H; h++) {
+            __m256 sc, sz;
+            a2_meta(blk + A2_CODE_BYTES + 32u * h, &sc, &sz);
+            A2_UNROLL
+            for (unsigned r = 0; r < R; r++) {
+                size_t gi = (r0 + r) * w->groups + g;
+                __m256 f = _mm256_mul_ps(sc, _mm256_set1_ps(j->gscale[gi]));
+                yacc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][h]), f, yacc[r][h]);
+                yacc[r][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(j->gsum[gi]), yacc[r][h]);
+            }
         }
     }
-    const int full = (p + 1u) * A2_PANEL <= w->n;
-    const __m256i mask = a2_panel_mask(w, p);
     A2_UNROLL
-    for (unsigned r = 0; r < R; r++)
-        a2_store_y(j->y + (r0 + r) * j->ldy + p * A2_PANEL, mask, full, yacc[r]);
+    for (unsigned h = 0; h < H; h++) {
+        const a2_cols cols = a2_half_cols(w, p, h0 + h);
+        A2_UNROLL
+        for (unsigned r = 0; r < R; r++)
+            a2_store_y(j->y + (r0 + r) * j->ldy + p * A2_PANEL + (h0 + h) * A2_HALF, cols,
+                       yacc[r][h]);
+    }
 }
 
-/* Panels [begin, end), every row, two rows per pass (the second pass over a
- * panel reads it from cache). */
+/* Panels [begin, end), every row: m = 1 both halves per pass, else two rows
+ * of one half per pass (the other passes over a panel read it from cache). */
 void a2_avx2_decode(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a2_job *j = arg;
     (void)worker;
     for (size_t p = begin; p < end; p++) {
-        size_t r0 = 0;
-        for (; r0 + 2u <= j->m; r0 += 2u)
-            a2_avx2_decode_rows(j, p, r0, 2);
-        if (r0 < j->m)
-            a2_avx2_decode_rows(j, p, r0, 1);
+        const unsigned halves = a2_halves(j->w, p);
+        if (j->m == 1u && halves == 2u) {
+            a2_avx2_decode_tile(j, p, 0, 0, 1, 2);
+            continue;
+        }
+        for (unsigned h = 0; h < halves; h++) {
+            size_t r0 = 0;
+            for (; r0 + 2u <= j->m; r0 += 2u)
+                a2_avx2_decode_tile(j, p, h, r0, 2, 1);
+            if (r0 < j->m)
+                a2_avx2_decode_tile(j, p, h, r0, 1, 1);
+        }
     }
 }
 
@@ -221,11 +262,10 @@ void a2_avx2_decode(void *arg, size_t begin, size_t end, unsigned worker)
 
 #define A2P_FN(name) a2_avx2_##name
 #define A2P_RB 4u
-#define A2P_PB A2_AVX2_PB
 #define A2P_DOT(acc, w, x) ((acc) = _mm256_add_epi32((acc), _mm256_madd_epi16((w), (x))))
 #include "a2_prefill.h"
 
 void a2_avx2_prefill(void *arg, size_t begin, size_t end, unsigned worker)
 {
-    a2_avx2_prefill_items(arg, begin, end, worker);
+    a2_avx2_prefill_panels(arg, begin, end, worker);
 }

@@ -124,13 +124,13 @@ static void a2_pack_block(const a2_pack_job *pj, size_t p, uint32_t g, uint8_t *
             const uint8_t *src = w->codes + col * stride + (size_t)g * (A2_GROUP / 2u);
             for (unsigned t = 0; t < A2_OCTETS; t++) {
                 uint32_t d = a2_octet_dword(src + 4u * t);
-                memcpy(blk + 32u * t + 4u * j, &d, 4u);
+                memcpy(blk + A2_OCTET_BYTES * t + 4u * j, &d, 4u);
             }
             size_t gi = col * pj->groups + g;
             meta = a2_meta_word(w->scales[gi], w->zeros != NULL ? w->zeros[gi] : 8u);
         } else {
             for (unsigned t = 0; t < A2_OCTETS; t++)
-                memset(blk + 32u * t + 4u * j, 0, 4u);
+                memset(blk + A2_OCTET_BYTES * t + 4u * j, 0, 4u);
         }
         memcpy(blk + A2_CODE_BYTES + 4u * j, &meta, 4u);
     }

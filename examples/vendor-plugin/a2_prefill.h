@@ -5,26 +5,28 @@
  *   a2_kern_vnni.c:  vpdpwssd acc, w, x             (AVX-VNNI)
  * The including file defines, before including it:
  *   A2P_FN(name)       the path's prefix for this file's functions
- *   A2P_RB, A2P_PB     rows and panels of the register tile
+ *   A2P_RB             rows of the register tile (4..6; its other side is
+ *                      the two halves of a panel, 16 columns)
  *   A2P_DOT(acc, w, x) acc += the int16 pair dot products of w and x
  *
- * Per block of A2P_PB panels (one parallel_for item) and group g: the codes
- * are expanded once into int16 pairs (a2_expand_pairs, 2 KiB per panel, in
- * L1), then every tile of A2P_RB rows runs 64 pair steps, each one ymm load
- * per panel, one broadcast per row and A2P_RB x A2P_PB dot products into
- * int32 accumulators (exact: |sum q a| <= 128 * 15 * 16384 < 2^25). The
- * tile is flushed into y after each group with the group's scale and
- * zero-point correction:
+ * Per panel (one parallel_for item) and group g: the codes are expanded once
+ * into int16 pairs (a2_expand_pairs, 4 KiB, in L1), then every tile of
+ * A2P_RB rows runs 64 pair steps, each one ymm load per half, one broadcast
+ * per row and A2P_RB x 2 dot products into int32 accumulators (exact:
+ * |sum q a| <= 128 * 15 * 16384 < 2^25). The tile is flushed into y after
+ * each group with the group's scale and zero-point correction:
  *   y += (s 2^-sh) * acc - (s z) * (2^-sh sum a).
  */
+#define A2P_PB 2u /* halves of a panel */
+
 #ifndef A2P_FN
-#error "define A2P_FN, A2P_RB, A2P_PB and A2P_DOT before including a2_prefill.h"
+#error "define A2P_FN, A2P_RB and A2P_DOT before including a2_prefill.h"
 #endif
 
 /* The hot loop on its own, in the shape GCC 12 register-allocates cleanly
  * (the accumulators stay in registers; inlined into the flush code below
- * they were spilled): out[r * P + p] = sum over the group of codes(p) .
- * a(row r). Rows are `rs` bytes apart. */
+ * they were spilled): out[r * P + p] = sum over the group of codes(half p)
+ * . a(row r). Rows are `rs` bytes apart. */
 A2_INLINE void A2P_FN(kern)(const int16_t *wexp, const int8_t *xa, size_t rs, const unsigned R,
                             const unsigned P, __m256i *out)
 {
@@ -55,19 +57,15 @@ A2_INLINE void A2P_FN(kern)(const int16_t *wexp, const int8_t *xa, size_t rs, co
             _mm256_store_si256(&out[r * P + p], acc[r][p]);
 }
 
-/* One noinline instance per tile shape (R rows, P panels), in a table. */
+/* One noinline instance per tile shape (R rows, P halves), in a table. */
 #define A2P_KERN_FN(R, P)                                                                     \
     static __attribute__((noinline)) void A2P_FN(kern_##R##_##P)(                             \
         const int16_t *wexp, const int8_t *xa, size_t rs, __m256i *out)                       \
     {                                                                                         \
         A2P_FN(kern)(wexp, xa, rs, R, P, out);                                                \
     }
-#if A2P_PB == 2
 #define A2P_KERN_ROW(R) A2P_KERN_FN(R, 1) A2P_KERN_FN(R, 2)
 #define A2P_KERN_REF(R) {A2P_FN(kern_##R##_1), A2P_FN(kern_##R##_2)}
-#else
-#error "a2_prefill.h instantiates tiles of 2 panels"
-#endif
 A2P_KERN_ROW(1) A2P_KERN_ROW(2) A2P_KERN_ROW(3) A2P_KERN_ROW(4)
 #if A2P_RB >= 5
 A2P_KERN_ROW(5)
@@ -90,15 +88,14 @@ static const A2P_FN(kern_fn) A2P_FN(kerns)[A2P_RB][A2P_PB] = {
 #undef A2P_KERN_REF
 #undef A2P_KERN_FN
 
-/* Epilogue data of group g for panels p0 .. p0+P-1: scale, s * z, masks. */
+/* Epilogue data of group g for the halves of a panel: scale, s * z, columns. */
 typedef struct A2P_FN(meta) {
     __m256 sc[A2P_PB], sz[A2P_PB];
-    __m256i mask[A2P_PB];
-    int full[A2P_PB];
+    a2_cols cols[A2P_PB];
 } A2P_FN(meta);
 
-/* rows [r0, r0 + R) x panels [p0, p0 + P) for group g, flushed into y */
-static void A2P_FN(tile)(const a2_job *j, const int16_t *wexp, size_t p0, uint32_t g, size_t r0,
+/* rows [r0, r0 + R) x halves [0, P) of panel p for group g, flushed into y */
+static void A2P_FN(tile)(const a2_job *j, const int16_t *wexp, size_t p, uint32_t g, size_t r0,
                          unsigned R, unsigned P, const A2P_FN(meta) *md)
 {
     _Alignas(32) __m256i out[A2P_RB * A2P_PB];
@@ -107,45 +104,45 @@ static void A2P_FN(tile)(const a2_job *j, const int16_t *wexp, size_t p0, uint32
     for (unsigned r = 0; r < R; r++) {
         size_t gi = (r0 + r) * j->w->groups + g;
         __m256 f = _mm256_set1_ps(j->gscale[gi]), gs = _mm256_set1_ps(j->gsum[gi]);
-        float *yr = j->y + (r0 + r) * j->ldy + p0 * A2_PANEL;
-        for (unsigned p = 0; p < P; p++) {
-            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(out[r * P + p]),
-                                     _mm256_mul_ps(md->sc[p], f));
-            v = _mm256_fnmadd_ps(md->sz[p], gs, v);
-            a2_add_y(yr + p * A2_PANEL, md->mask[p], md->full[p], g == 0u, v);
+        float *yr = j->y + (r0 + r) * j->ldy + p * A2_PANEL;
+        for (unsigned h = 0; h < P; h++) {
+            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(out[r * P + h]),
+                                     _mm256_mul_ps(md->sc[h], f));
+            v = _mm256_fnmadd_ps(md->sz[h], gs, v);
+            a2_add_y(yr + h * A2_HALF, md->cols[h], g == 0u, v);
         }
     }
 }
 
-static void A2P_FN(block)(const a2_job *j, size_t p0, unsigned P, int16_t *wexp)
+/* Panel p, every row. */
+static void A2P_FN(panel)(const a2_job *j, size_t p, int16_t *wexp)
 {
     const a2_packed *w = j->w;
+    const unsigned P = a2_halves(w, p);
     for (uint32_t g = 0; g < w->groups; g++) {
         A2P_FN(meta) md;
-        for (unsigned p = 0; p < P; p++) {
-            a2_meta(a2_block(w, p0 + p, g) + A2_CODE_BYTES, &md.sc[p], &md.sz[p]);
-            md.mask[p] = a2_panel_mask(w, p0 + p);
-            md.full[p] = (p0 + p + 1u) * A2_PANEL <= w->n;
+        const uint8_t *meta = a2_block(w, p, g) + A2_CODE_BYTES;
+        for (unsigned h = 0; h < P; h++) {
+            a2_meta(meta + 32u * h, &md.sc[h], &md.sz[h]);
+            md.cols[h] = a2_half_cols(w, p, h);
         }
-        a2_expand_pairs(w, p0, P, g, wexp);
+        a2_expand_pairs(w, p, P, g, wexp);
         size_t r0 = 0;
         for (; r0 + A2P_RB <= j->m; r0 += A2P_RB)
-            A2P_FN(tile)(j, wexp, p0, g, r0, A2P_RB, P, &md);
+            A2P_FN(tile)(j, wexp, p, g, r0, A2P_RB, P, &md);
         if (r0 < j->m)
-            A2P_FN(tile)(j, wexp, p0, g, r0, (unsigned)(j->m - r0), P, &md);
+            A2P_FN(tile)(j, wexp, p, g, r0, (unsigned)(j->m - r0), P, &md);
     }
 }
 
-/* Items [begin, end) of A2P_PB panels each (an edgert_range_fn). */
-static void A2P_FN(prefill_items)(void *arg, size_t begin, size_t end, unsigned worker)
+/* Panels [begin, end) (an edgert_range_fn). */
+static void A2P_FN(prefill_panels)(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a2_job *j = arg;
-    const a2_packed *w = j->w;
     (void)worker;
-    _Alignas(32) int16_t wexp[A2_GROUP * A2P_PB * A2_PANEL]; /* 4 KiB, per chunk */
-    for (size_t b = begin; b < end; b++) {
-        size_t p0 = b * A2P_PB;
-        unsigned P = w->panels - p0 < A2P_PB ? (unsigned)(w->panels - p0) : A2P_PB;
-        A2P_FN(block)(j, p0, P, wexp);
-    }
+    _Alignas(32) int16_t wexp[A2_GROUP * A2_PANEL]; /* 4 KiB, per chunk */
+    for (size_t p = begin; p < end; p++)
+        A2P_FN(panel)(j, p, wexp);
 }
+
+#undef A2P_PB

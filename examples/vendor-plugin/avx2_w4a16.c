@@ -67,12 +67,12 @@ static const a2_path_info a2_paths[A2_PATH_COUNT] = {
                       "avx2: AVX2, 15-bit integer activations per group of 128 (decode: "
                       "vpmaddubsw on two int8 halves; prefill: vpmaddwd), exact int32 group "
                       "sums, fp32 accumulate",
-                      {a2_avx2_prep, a2_avx2_decode, a2_avx2_prefill, A2_AVX2_PB}},
+                      {a2_avx2_prep, a2_avx2_decode, a2_avx2_prefill}},
     [A2_PATH_VNNI] = {"avxvnni", {A2_VNNI_NEEDS},
                       "avxvnni: " A2_VNNI_ISA ", 15-bit integer activations per group of 128 "
                       "(decode: vpdpbusd on two int8 halves; prefill: vpdpwssd), exact int32 "
                       "group sums, fp32 accumulate",
-                      {a2_avx2_prep, a2_vnni_decode, a2_vnni_prefill, A2_VNNI_PB}},
+                      {a2_avx2_prep, a2_vnni_decode, a2_vnni_prefill}},
 };
 
 /* Every kernel file is compiled for these (CMakeLists.txt). */
@@ -330,8 +330,7 @@ edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *a
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
         host->parallel_for(host->host_ctx, w->panels, grain, st->kern.decode, &job);
     } else {
-        size_t items = (w->panels + st->kern.prefill_pb - 1u) / st->kern.prefill_pb;
-        host->parallel_for(host->host_ctx, items, 1u, st->kern.prefill, &job);
+        host->parallel_for(host->host_ctx, w->panels, 1u, st->kern.prefill, &job);
     }
     host->free(host->host_ctx, scratch);
     return EDGERT_OK;
