@@ -361,5 +361,5 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
 {
     (void)host; /* the instance gets the host table again in init() */
     static const edgert_plugin *const by_abi[] = {&a2_plugin_v1}; /* ABI 1 */
-    return edgert_plugin_negotiate(abi_min, abi_max, by_abi, A2_NAME, out, err, err_len);
+    return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, A2_NAME, out, err, err_len);
 }
