@@ -138,7 +138,7 @@ typedef struct a2_job {
     float *y;
     size_t ldy;
     int8_t *act;
-    size_t act_row_bytes; /* groups * A2_ACT_GROUP_BYTES */
+    size_t act_row_bytes; /* groups * A2_ACT_GROUP_BYTES + A2_ALIGN */
     float *gsum;
     float *gscale;
 } a2_job;

@@ -262,7 +262,15 @@ void a2_avx2_decode(void *arg, size_t begin, size_t end, unsigned worker)
 
 #define A2P_FN(name) a2_avx2_##name
 #define A2P_RB 4u
-#define A2P_DOT(acc, w, x) ((acc) = _mm256_add_epi32((acc), _mm256_madd_epi16((w), (x))))
+/* acc += vpmaddwd(w, x), the add in place by inline assembly: with the
+ * plain intrinsics GCC 12 moved every accumulator to another register each
+ * step and reloaded a weight vector per use (9 loads and 33 uops per pair
+ * step instead of 6 and 25; measured 127 -> 139 GFLOP/s on one core). */
+#define A2P_DOT(acc, wgt, act)                                                                 \
+    do {                                                                                       \
+        __m256i t_ = _mm256_madd_epi16((wgt), (act));                                          \
+        __asm__("vpaddd %1, %0, %0" : "+x"(acc) : "x"(t_));                                    \
+    } while (0)
 #include "a2_prefill.h"
 
 void a2_avx2_prefill(void *arg, size_t begin, size_t end, unsigned worker)

@@ -88,15 +88,22 @@ static const A2P_FN(kern_fn) A2P_FN(kerns)[A2P_RB][A2P_PB] = {
 #undef A2P_KERN_REF
 #undef A2P_KERN_FN
 
-/* Epilogue data of group g for the halves of a panel: scale, s * z, columns. */
+/* Epilogue data of group g for the halves of a panel: scale and s * z. */
 typedef struct A2P_FN(meta) {
     __m256 sc[A2P_PB], sz[A2P_PB];
-    a2_cols cols[A2P_PB];
 } A2P_FN(meta);
 
-/* rows [r0, r0 + R) x halves [0, P) of panel p for group g, flushed into y */
-static void A2P_FN(tile)(const a2_job *j, const int16_t *wexp, size_t p, uint32_t g, size_t r0,
-                         unsigned R, unsigned P, const A2P_FN(meta) *md)
+/* Rows per block of a panel: their fp32 sums (ybuf, 4 KiB) stay in L1 over
+ * all groups and reach y once. (Flushed into y per group, a tall y of a
+ * wide matrix — lm_head, 512 KiB per row — put every row of a tile in the
+ * same cache set.) The codes are expanded again per block: 64 rows of work
+ * per expansion. */
+#define A2P_ROWS 64u
+
+/* rows [r0, r0 + R) x halves [0, P) of group g into the block's sums yb
+ * (A2_PANEL floats per row): yb = (g == 0 ? 0 : yb) + this group's part */
+static void A2P_FN(tile)(const a2_job *j, const int16_t *wexp, uint32_t g, size_t r0, unsigned R,
+                         unsigned P, const A2P_FN(meta) *md, float *yb)
 {
     _Alignas(32) __m256i out[A2P_RB * A2P_PB];
     const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * A2_ACT_GROUP_BYTES;
@@ -104,35 +111,49 @@ static void A2P_FN(tile)(const a2_job *j, const int16_t *wexp, size_t p, uint32_
     for (unsigned r = 0; r < R; r++) {
         size_t gi = (r0 + r) * j->w->groups + g;
         __m256 f = _mm256_set1_ps(j->gscale[gi]), gs = _mm256_set1_ps(j->gsum[gi]);
-        float *yr = j->y + (r0 + r) * j->ldy + p * A2_PANEL;
         for (unsigned h = 0; h < P; h++) {
+            float *yp = yb + r * A2_PANEL + h * A2_HALF;
             __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(out[r * P + h]),
                                      _mm256_mul_ps(md->sc[h], f));
             v = _mm256_fnmadd_ps(md->sz[h], gs, v);
-            a2_add_y(yr + h * A2_HALF, md->cols[h], g == 0u, v);
+            if (g != 0u)
+                v = _mm256_add_ps(v, _mm256_load_ps(yp));
+            _mm256_store_ps(yp, v);
         }
+    }
+}
+
+/* Rows [r0, r0 + rows) of panel p, every group, into y. */
+static void A2P_FN(block)(const a2_job *j, size_t p, size_t r0, size_t rows, int16_t *wexp)
+{
+    const a2_packed *w = j->w;
+    const unsigned P = a2_halves(w, p);
+    _Alignas(32) float yb[A2P_ROWS * A2_PANEL];
+    A2P_FN(meta) md;
+    for (uint32_t g = 0; g < w->groups; g++) {
+        const uint8_t *meta = a2_block(w, p, g) + A2_CODE_BYTES;
+        for (unsigned h = 0; h < P; h++)
+            a2_meta(meta + 32u * h, &md.sc[h], &md.sz[h]);
+        a2_expand_pairs(w, p, P, g, wexp);
+        size_t r = 0;
+        for (; r + A2P_RB <= rows; r += A2P_RB)
+            A2P_FN(tile)(j, wexp, g, r0 + r, A2P_RB, P, &md, yb + r * A2_PANEL);
+        if (r < rows)
+            A2P_FN(tile)(j, wexp, g, r0 + r, (unsigned)(rows - r), P, &md, yb + r * A2_PANEL);
+    }
+    for (unsigned h = 0; h < P; h++) {
+        const a2_cols cols = a2_half_cols(w, p, h);
+        for (size_t r = 0; r < rows; r++)
+            a2_store_y(j->y + (r0 + r) * j->ldy + p * A2_PANEL + h * A2_HALF, cols,
+                       _mm256_load_ps(yb + r * A2_PANEL + h * A2_HALF));
     }
 }
 
 /* Panel p, every row. */
 static void A2P_FN(panel)(const a2_job *j, size_t p, int16_t *wexp)
 {
-    const a2_packed *w = j->w;
-    const unsigned P = a2_halves(w, p);
-    for (uint32_t g = 0; g < w->groups; g++) {
-        A2P_FN(meta) md;
-        const uint8_t *meta = a2_block(w, p, g) + A2_CODE_BYTES;
-        for (unsigned h = 0; h < P; h++) {
-            a2_meta(meta + 32u * h, &md.sc[h], &md.sz[h]);
-            md.cols[h] = a2_half_cols(w, p, h);
-        }
-        a2_expand_pairs(w, p, P, g, wexp);
-        size_t r0 = 0;
-        for (; r0 + A2P_RB <= j->m; r0 += A2P_RB)
-            A2P_FN(tile)(j, wexp, p, g, r0, A2P_RB, P, &md);
-        if (r0 < j->m)
-            A2P_FN(tile)(j, wexp, p, g, r0, (unsigned)(j->m - r0), P, &md);
-    }
+    for (size_t r0 = 0; r0 < j->m; r0 += A2P_ROWS)
+        A2P_FN(block)(j, p, r0, j->m - r0 < A2P_ROWS ? j->m - r0 : A2P_ROWS, wexp);
 }
 
 /* Panels [begin, end) (an edgert_range_fn). */
