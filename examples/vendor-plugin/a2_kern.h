@@ -58,8 +58,8 @@ A2_INLINE a2_cols a2_half_cols(const a2_packed *w, size_t p, unsigned h)
 {
     size_t c0 = p * A2_PANEL + (size_t)h * A2_HALF, left = (size_t)w->n - c0;
     int l = left >= A2_HALF ? (int)A2_HALF : (int)left;
-    a2_cols c = {_mm256_cmpgt_epi32(_mm256_set1_epi32(l), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                 l == (int)A2_HALF};
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    a2_cols c = {_mm256_cmpgt_epi32(_mm256_set1_epi32(l), lane), l == (int)A2_HALF};
     return c;
 }
 
