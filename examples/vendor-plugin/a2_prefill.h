@@ -9,13 +9,15 @@
  *                      the two halves of a panel, 16 columns)
  *   A2P_DOT(acc, w, x) acc += the int16 pair dot products of w and x
  *
- * Per panel (one parallel_for item) and group g: the codes are expanded once
- * into int16 pairs (a2_expand_pairs, 4 KiB, in L1), then every tile of
- * A2P_RB rows runs 64 pair steps, each one ymm load per half, one broadcast
- * per row and A2P_RB x 2 dot products into int32 accumulators (exact:
- * |sum q a| <= 128 * 15 * 16384 < 2^25). The tile is flushed into y after
- * each group with the group's scale and zero-point correction:
- *   y += (s 2^-sh) * acc - (s z) * (2^-sh sum a).
+ * Per panel (one parallel_for item), block of up to 64 rows and group g: the
+ * codes are expanded into int16 pairs (a2_expand_pairs, 4 KiB, in L1), then
+ * every tile of A2P_RB rows runs 64 pair steps, each one ymm load per half,
+ * one broadcast per row and A2P_RB x 2 dot products into int32 accumulators
+ * (exact: |sum q a| <= 128 * 15 * 16384 < 2^25). The tile is added to the
+ * block's fp32 sums after each group with the group's scale and zero-point
+ * correction,
+ *   sum += (s 2^-sh) * acc - (s z) * (2^-sh sum a),
+ * and the block's sums are stored into y once, after the last group.
  */
 #define A2P_PB 2u /* halves of a panel */
 
@@ -93,7 +95,7 @@ typedef struct A2P_FN(meta) {
     __m256 sc[A2P_PB], sz[A2P_PB];
 } A2P_FN(meta);
 
-/* Rows per block of a panel: their fp32 sums (ybuf, 4 KiB) stay in L1 over
+/* Rows per block of a panel: their fp32 sums (yb, 4 KiB) stay in L1 over
  * all groups and reach y once. (Flushed into y per group, a tall y of a
  * wide matrix — lm_head, 512 KiB per row — put every row of a tile in the
  * same cache set.) The codes are expanded again per block: 64 rows of work

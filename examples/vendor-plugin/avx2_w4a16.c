@@ -277,9 +277,10 @@ static edgert_status a2_check_args(const a2_packed *w, const edgert_gemm_args *a
 /*
  * y = x W^T. Per-call scratch (never indexed by worker): the activations as
  * 15-bit integers, m * (2 k + 64) bytes, plus per (row, group) the sum and
- * the scale, m * k / 16 bytes. prep runs first (on the caller for small m: it is
- * O(m k)), then the kernels over panels: decode streams each panel's codes
- * once, prefill expands each block of panels once per group into L1.
+ * the scale, m * k / 16 bytes. prep runs first (on the caller for small m:
+ * it is O(m k)), then the kernels over panels: decode streams each panel's
+ * codes once, prefill expands each panel into L1 once per group and block
+ * of 64 rows.
  */
 edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *args, char *err,
                       size_t err_len)
