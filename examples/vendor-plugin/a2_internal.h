@@ -1,0 +1,197 @@
+/*
+ * examples/vendor-plugin/a2_internal.h — what the baseline files
+ * (avx2_w4a16.c, a2_pack.c, a2_selftest.c: compiled WITHOUT ISA flags) share
+ * with the kernel files (a2_kern_avx2.c: -mavx2 -mfma; a2_kern_vnni.c: the
+ * same plus -mavxvnni). Nothing in here may emit AVX code.
+ *
+ * This plugin is built only against the public headers (edgert/plugin.h),
+ * as a vendor's would be: its argument checks and its self-test are its own.
+ *
+ * ---- Packed layout (one layout for every path, decode and prefill) --------
+ *
+ * Output columns (rows of W) are cut into panels of A2_PANEL = 16 columns,
+ * two halves of 8, one column per dword lane of a ymm register. A panel
+ * holds K / 128 blocks, one per group of 128 inputs, back to back; panels
+ * follow each other, so a thread that owns a range of panels reads one
+ * contiguous stream.
+ *
+ *   block (panel p, group g) = 1088 bytes (17 x 64: every load is aligned):
+ *     codes: 16 octets t = 0..15, 64 bytes each (a cache line, two ymm:
+ *            half h = 0, 1 at byte 32h, 64 codes each). Dword lane j of
+ *            half h holds the 8 codes of column 16p + 8h + j, inputs
+ *            k = 128g + 8t + 0..7; nibble i of the dword (bits 4i..4i+3) is
+ *            the code of input
+ *              i:    0  1  2  3  4  5  6  7
+ *              k:    0  2  4  6  1  3  5  7     (A2_NIB_K below)
+ *            i.e. byte 0 = k0 | k2<<4, byte 1 = k4 | k6<<4,
+ *                 byte 2 = k1 | k3<<4, byte 3 = k5 | k7<<4.
+ *     meta:  16 dwords (half h at byte 32h), lane j = fp32 scale of column
+ *            16p + 8h + j, group g, with its 4 lowest mantissa bits replaced
+ *            by the zero point z (0..15).
+ *
+ * Why that nibble order: one 32-byte load feeds 64 codes to every kernel
+ * with one shift and one mask per step —
+ *   decode (u8 x s8: vpmaddubsw, or vpdpbusd with AVX-VNNI):
+ *      v & 0x0F0F0F0F        = bytes (k0, k4, k1, k5) of each lane
+ *      (v >> 4) & 0x0F0F..   = bytes (k2, k6, k3, k7)
+ *   prefill (int16 pairs: vpmaddwd, or vpdpwssd with AVX-VNNI):
+ *      (v >> 4s) & 0x000F000F = words (k_2s, k_2s+1), s = 0..3
+ * and the activations are reordered once per call to match. Why 16 columns
+ * in two halves: at m = 1 each activation broadcast feeds both halves
+ * (loads, 2 per cycle, bound the decode kernel), from one stream of whole
+ * cache lines that the prefetchers follow.
+ *
+ * The zero point is never applied per weight: every path computes
+ *   y += s * (sum_k a_k q_k * 2^-sh  -  z * 2^-sh * sum_k a_k)
+ * per (column, group), with the activations as 15-bit integers a_k (a_k *
+ * 2^-sh ~ x_k, one power-of-two scale per row and group) and the integer sums
+ * exact. s * z is exact in fp32 (20-bit scale times a 4-bit integer).
+ *
+ * Scale precision: the canonical fp32 scale is rounded to 20 significant
+ * bits (relative change <= 2^-20) to make room for z, so scale and zero point
+ * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus a 64-byte
+ * header and the zero padding of the last panel when n % 16 != 0.
+ */
+#ifndef A2_INTERNAL_H
+#define A2_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgert/plugin.h"
+
+/* The test-only build (tests/CMakeLists.txt) compiles the AVX-VNNI kernels
+ * with their EVEX encoding (AVX512_VNNI + AVX512VL: the same instructions on
+ * ymm, the same results), so that path is checked on CPUs that have
+ * AVX-512 VNNI but not AVX-VNNI. It is a plugin of its own name. */
+#ifdef A2_VNNI_EVEX
+#define A2_NAME "avx2-w4a16-evex"
+#else
+#define A2_NAME "avx2-w4a16"
+#endif
+#define A2_VERSION "0.1.0"
+
+#define A2_PANEL 16u         /* output columns per panel: two halves */
+#define A2_HALF 8u           /* columns per half (ymm dword lanes) */
+#define A2_GROUP 128u        /* inputs per group: the only group size accepted */
+#define A2_OCTETS 16u        /* 8-input octets per group */
+#define A2_OCTET_BYTES 64u   /* one octet of a panel: two ymm halves */
+#define A2_CODE_BYTES 1024u  /* codes of one (panel, group) block */
+#define A2_META_BYTES 64u    /* scales + zero points of one block */
+#define A2_BLOCK_BYTES (A2_CODE_BYTES + A2_META_BYTES)
+#define A2_ALIGN 64u
+#define A2_PACKED_MAGIC 0x36313261u /* "a216" */
+
+/* Activation scratch per (row, group): 256 bytes (see a2_job). */
+#define A2_ACT_GROUP_BYTES 256u
+
+/* Rows of x up to which gemm streams the codes directly (GEMV kernels, two
+ * rows per pass over a panel); above it the prefill kernels expand each
+ * (block of panels, group) once into L1 and reuse it for every row. */
+#define A2_DECODE_MAX_M 4u
+
+/* Input offset (0..7 within the octet) held by nibble i of a code dword. */
+#define A2_NIB_K {0, 2, 4, 6, 1, 3, 5, 7}
+
+typedef enum a2_path {
+    A2_PATH_AVX2 = 0, /* AVX2: vpmaddubsw (decode), vpmaddwd (prefill) */
+    A2_PATH_VNNI = 1, /* AVX-VNNI: vpdpbusd (decode), vpdpwssd (prefill) on ymm */
+    A2_PATH_COUNT
+} a2_path;
+
+typedef struct a2_packed {
+    uint32_t magic;
+    uint32_t n, k;
+    uint32_t groups;      /* k / 128 */
+    uint32_t panels;      /* ceil(n / 16) */
+    uint32_t panel_bytes; /* groups * A2_BLOCK_BYTES (< 2^32: k < 2^32) */
+    char name[40];        /* for error messages; truncated */
+    /* 64 bytes so far; the codes follow at offset A2_ALIGN (a2_data) */
+} a2_packed;
+
+/* The packed blocks start right after the 64-byte header. */
+static inline const uint8_t *a2_data(const a2_packed *p)
+{
+    return (const uint8_t *)p + A2_ALIGN;
+}
+
+/*
+ * One GEMM call, shared read-only by all chunks of its parallel_for.
+ *
+ * Activation scratch `act` (allocated per call, never per worker), per
+ * (row, group) A2_ACT_GROUP_BYTES bytes; a = round(x * 2^sh) in
+ * [-16384, 16383], sh chosen per (row, group) so that max |x| * 2^sh lies in
+ * [2^13, 2^14):
+ *   decode (m <= A2_DECODE_MAX_M): 128 signed bytes `hi` then 128 `lo`,
+ *     a = 128 hi + lo, lo in [0, 127]; in the order the u8 x s8 steps read
+ *     them (quad 2t = inputs 8t + {0,4,1,5}, quad 2t+1 = 8t + {2,6,3,7});
+ *   prefill: 128 int16 a in input order.
+ * `gsum` [m][groups]: 2^-sh * sum a (exact in fp32: |sum a| <= 2^21);
+ * `gscale` [m][groups]: 2^-sh. Both NaN when the group holds a non-finite
+ * value (the group's outputs become NaN, as an fp32 loop's would).
+ */
+typedef struct a2_job {
+    const a2_packed *w;
+    uint32_t m;
+    const float *x;
+    size_t ldx;
+    float *y;
+    size_t ldy;
+    int8_t *act;
+    size_t act_row_bytes; /* groups * A2_ACT_GROUP_BYTES + A2_ALIGN */
+    float *gsum;
+    float *gscale;
+} a2_job;
+
+/* Kernels of one path. prep converts rows [begin, end) of x into the job's
+ * scratch (the format follows j->m: decode or prefill); decode and prefill
+ * compute y for panels [begin, end), every row. All match edgert_range_fn so
+ * they go straight to parallel_for. */
+typedef struct a2_kernels {
+    edgert_range_fn prep;
+    edgert_range_fn decode;
+    edgert_range_fn prefill;
+} a2_kernels;
+
+/* Defined in the ISA files; only called after init checked the host's flags. */
+void a2_avx2_prep(void *job, size_t begin, size_t end, unsigned worker);
+void a2_avx2_decode(void *job, size_t begin, size_t end, unsigned worker);
+void a2_avx2_prefill(void *job, size_t begin, size_t end, unsigned worker);
+void a2_vnni_decode(void *job, size_t begin, size_t end, unsigned worker);
+void a2_vnni_prefill(void *job, size_t begin, size_t end, unsigned worker);
+
+/* ---- the baseline files' functions (avx2_w4a16.c, a2_pack.c, a2_selftest.c) ---- */
+
+/* The instance: the host table, the path chosen once in init, its kernels. */
+typedef struct a2_state {
+    const edgert_host *host;
+    a2_path path;
+    a2_kernels kern;
+} a2_state;
+
+edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size_t *packed_bytes,
+                      char *err, size_t err_len);
+void a2_packed_free(void *state, void *packed);
+edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *args, char *err,
+                      size_t err_len);
+edgert_status a2_self_test(void *state, char *err, size_t err_len);
+const char *a2_path_name(a2_path p);
+
+/* a * b and a + b into *out; 0 on success, -1 on size_t overflow. */
+static inline int a2_mul(size_t a, size_t b, size_t *out)
+{
+    if (b != 0u && a > SIZE_MAX / b)
+        return -1;
+    *out = a * b;
+    return 0;
+}
+
+static inline int a2_add(size_t a, size_t b, size_t *out)
+{
+    if (a > SIZE_MAX - b)
+        return -1;
+    *out = a + b;
+    return 0;
+}
+
+#endif /* A2_INTERNAL_H */

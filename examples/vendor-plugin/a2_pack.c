@@ -1,0 +1,229 @@
+/*
+ * examples/vendor-plugin/a2_pack.c — canonical int4 weights (plugin.h,
+ * edgert_qweights) into the avx2-w4a16 layout (a2_internal.h): the checks a
+ * pack must make, then the repack, straight into the final allocation.
+ * Compiled without ISA flags.
+ *
+ * Memory: the packed form is one host allocation (64-byte header, then the
+ * blocks); the repack reads 4 canonical bytes and writes one code dword at a
+ * time, so the transient memory above the packed size is zero whatever n
+ * and k (design.md §1: the peak is what a device must hold).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "a2_internal.h"
+
+/* Name for messages: the tensor's, when the caller's struct has one. */
+static const char *a2_tensor_name(const edgert_qweights *w)
+{
+    if (w->struct_size >= EDGERT_QWEIGHTS_V1_SIZE && w->name != NULL && w->name[0] != '\0')
+        return w->name;
+    return "(unnamed)";
+}
+
+/* Shape and form: the layout holds whole groups of 128 only. */
+static edgert_status a2_check_shape(const edgert_qweights *w, const char *name, char *err,
+                                    size_t err_len)
+{
+    if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
+        edgert_errf(err, err_len,
+                    A2_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and "
+                            "codes and scales non-NULL",
+                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
+        return EDGERT_E_USAGE;
+    }
+    if (w->group != A2_GROUP) {
+        edgert_errf(err, err_len,
+                    A2_NAME ": pack '%s' [n=%u k=%u group=%u]: group size %u is not supported "
+                            "(layout int4-asym-g128 holds whole groups of %u)",
+                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                    (unsigned)w->group, A2_GROUP);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    if (w->k % A2_GROUP != 0u) {
+        edgert_errf(err, err_len,
+                    A2_NAME ": pack '%s' [n=%u k=%u group=%u]: k=%u is not a multiple of %u, "
+                            "the group size (k %% %u = %u); layout int4-asym-g128 has no "
+                            "partial groups",
+                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, (unsigned)w->k,
+                    A2_GROUP, A2_GROUP, (unsigned)(w->k % A2_GROUP));
+        return EDGERT_E_UNSUPPORTED;
+    }
+    return EDGERT_OK;
+}
+
+/* Zero points in [0, 15] and finite scales (the meta word keeps 20
+ * significant bits of the scale: an inf or NaN would lose its meaning). */
+static edgert_status a2_check_values(const edgert_qweights *w, const char *name, char *err,
+                                     size_t err_len)
+{
+    const size_t groups = w->k / A2_GROUP, ng = (size_t)w->n * groups;
+    for (size_t i = 0; i < ng; i++) {
+        if (w->zeros != NULL && w->zeros[i] > 15u) {
+            edgert_errf(err, err_len,
+                        A2_NAME ": pack '%s' [n=%u k=%u]: zero point %u at row %zu group %zu "
+                                "is outside [0, 15]",
+                        name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->zeros[i], i / groups,
+                        i % groups);
+            return EDGERT_E_USAGE;
+        }
+        if (!isfinite(w->scales[i])) {
+            edgert_errf(err, err_len,
+                        A2_NAME ": pack '%s' [n=%u k=%u]: scale at row %zu group %zu is not "
+                                "finite",
+                        name, (unsigned)w->n, (unsigned)w->k, i / groups, i % groups);
+            return EDGERT_E_USAGE;
+        }
+    }
+    return EDGERT_OK;
+}
+
+typedef struct a2_pack_job {
+    const edgert_qweights *w;
+    uint8_t *data;
+    size_t panel_bytes;
+    uint32_t groups;
+} a2_pack_job;
+
+/* fp32 scale rounded to 20 significant bits, z in the freed 4 bits. */
+static uint32_t a2_meta_word(float s, unsigned z)
+{
+    uint32_t u;
+    memcpy(&u, &s, sizeof u);
+    uint32_t r = (u + 8u) & ~15u; /* round half up on the magnitude */
+    if (((r >> 23) & 0xFFu) == 0xFFu)
+        r = u & ~15u; /* rounding would overflow to inf: truncate instead */
+    return r | (uint32_t)z;
+}
+
+/* The code dword of one column's octet: canonical bytes b[0..3] hold inputs
+ * 0..7 (low nibble first); nibble i of the result is input A2_NIB_K[i]. */
+static uint32_t a2_octet_dword(const uint8_t *b)
+{
+    static const unsigned nib_k[8] = A2_NIB_K;
+    uint32_t d = 0u;
+    for (unsigned i = 0; i < 8u; i++) {
+        unsigned kk = nib_k[i];
+        unsigned q = (kk & 1u) ? (unsigned)(b[kk / 2u] >> 4) : (unsigned)(b[kk / 2u] & 15u);
+        d |= (uint32_t)q << (4u * i);
+    }
+    return d;
+}
+
+/* One (panel, group) block; columns past n are zero codes and zero meta. */
+static void a2_pack_block(const a2_pack_job *pj, size_t p, uint32_t g, uint8_t *blk)
+{
+    const edgert_qweights *w = pj->w;
+    const size_t stride = (size_t)w->k / 2u; /* k is a multiple of 128 */
+    for (unsigned j = 0; j < A2_PANEL; j++) {
+        size_t col = p * A2_PANEL + j;
+        uint32_t meta = 0u;
+        if (col < w->n) {
+            const uint8_t *src = w->codes + col * stride + (size_t)g * (A2_GROUP / 2u);
+            for (unsigned t = 0; t < A2_OCTETS; t++) {
+                uint32_t d = a2_octet_dword(src + 4u * t);
+                memcpy(blk + A2_OCTET_BYTES * t + 4u * j, &d, 4u);
+            }
+            size_t gi = col * pj->groups + g;
+            meta = a2_meta_word(w->scales[gi], w->zeros != NULL ? w->zeros[gi] : 8u);
+        } else {
+            for (unsigned t = 0; t < A2_OCTETS; t++)
+                memset(blk + A2_OCTET_BYTES * t + 4u * j, 0, 4u);
+        }
+        memcpy(blk + A2_CODE_BYTES + 4u * j, &meta, 4u);
+    }
+}
+
+/* Pack panels [begin, end) (an edgert_range_fn for parallel_for). */
+static void a2_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const a2_pack_job *pj = arg;
+    (void)worker;
+    for (size_t p = begin; p < end; p++) {
+        uint8_t *blk = pj->data + p * pj->panel_bytes;
+        for (uint32_t g = 0; g < pj->groups; g++, blk += A2_BLOCK_BYTES)
+            a2_pack_block(pj, p, g, blk);
+    }
+}
+
+/* The checks before any allocation: out-pointers, descriptor, shape, values. */
+static edgert_status a2_check_pack(const a2_state *st, const edgert_qweights *w, void **packed,
+                                   size_t *packed_bytes, const char **name, char *err,
+                                   size_t err_len)
+{
+    const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
+    if (packed == NULL || packed_bytes == NULL || st == NULL) {
+        edgert_errf(err, err_len, A2_NAME ": pack: state, packed or packed_bytes is NULL");
+        return EDGERT_E_USAGE;
+    }
+    *packed = NULL;
+    *packed_bytes = 0u;
+    if (w == NULL || w->struct_size < need) {
+        edgert_errf(err, err_len,
+                    A2_NAME ": pack: weights descriptor is NULL or too small (struct_size %u, "
+                            "need >= %zu)",
+                    w != NULL ? (unsigned)w->struct_size : 0u, need);
+        return EDGERT_E_USAGE;
+    }
+    *name = a2_tensor_name(w);
+    edgert_status rc = a2_check_shape(w, *name, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    return a2_check_values(w, *name, err, err_len);
+}
+
+edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size_t *packed_bytes,
+                      char *err, size_t err_len)
+{
+    const a2_state *st = state;
+    const char *name = NULL;
+    edgert_status rc = a2_check_pack(st, w, packed, packed_bytes, &name, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+
+    const uint32_t groups = w->k / A2_GROUP;
+    const size_t panels = ((size_t)w->n + A2_PANEL - 1u) / A2_PANEL;
+    const size_t panel_bytes = (size_t)groups * A2_BLOCK_BYTES;
+    size_t data_bytes, total;
+    if (panel_bytes > UINT32_MAX || a2_mul(panels, panel_bytes, &data_bytes) != 0 ||
+        a2_add(A2_ALIGN, data_bytes, &total) != 0) {
+        edgert_errf(err, err_len, A2_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+                    name, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_NOMEM;
+    }
+    const edgert_host *host = st->host;
+    uint8_t *mem = host->alloc(host->host_ctx, total, A2_ALIGN);
+    if (mem == NULL) {
+        edgert_errf(err, err_len, A2_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes",
+                    name, (unsigned)w->n, (unsigned)w->k, total);
+        return EDGERT_E_NOMEM;
+    }
+
+    a2_packed *p = (a2_packed *)(void *)mem;
+    memset(p, 0, A2_ALIGN);
+    p->magic = A2_PACKED_MAGIC;
+    p->n = w->n;
+    p->k = w->k;
+    p->groups = groups;
+    p->panels = (uint32_t)panels;
+    p->panel_bytes = (uint32_t)panel_bytes;
+    snprintf(p->name, sizeof p->name, "%s", name);
+
+    a2_pack_job pj = {.w = w, .data = mem + A2_ALIGN, .panel_bytes = panel_bytes,
+                      .groups = groups};
+    host->parallel_for(host->host_ctx, panels, 16u, a2_pack_panels, &pj);
+
+    *packed = p;
+    *packed_bytes = total;
+    return EDGERT_OK;
+}
+
+void a2_packed_free(void *state, void *packed)
+{
+    const a2_state *st = state;
+    if (st == NULL || packed == NULL)
+        return;
+    st->host->free(st->host->host_ctx, packed);
+}
