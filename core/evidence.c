@@ -186,16 +186,59 @@ void er_evidence_apply(struct edgert_ctx *ctx)
 
 /* ---- writing ------------------------------------------------------------------ */
 
+/* The UTF-8 sequence at p: its length, and its code point in *cp; 0 when it
+ * is not one libyaml's reader accepts (truncated, overlong, a surrogate,
+ * beyond U+10FFFF). */
+static size_t utf8_next(const unsigned char *p, uint32_t *cp)
+{
+    size_t n = 0;
+    if (p[0] < 0x80)
+        n = 1;
+    else if (p[0] >= 0xC2 && p[0] <= 0xDF)
+        n = 2;
+    else if (p[0] >= 0xE0 && p[0] <= 0xEF)
+        n = 3;
+    else if (p[0] >= 0xF0 && p[0] <= 0xF4)
+        n = 4;
+    if (n == 0)
+        return 0;
+    uint32_t v = n == 1 ? p[0] : p[0] & (0x7Fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0u) != 0x80u) /* also stops at the terminating NUL */
+            return 0;
+        v = v << 6 | (p[i] & 0x3Fu);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (v < least[n] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF)
+        return 0;
+    *cp = v;
+    return n;
+}
+
+/* A JSON string the evidence reader (libyaml) reads back as written: besides
+ * '"' and '\\', every character its reader refuses in a file is escaped (C0
+ * and C1 controls, DEL, U+FFFE, U+FFFF; a read-back entry can hold them, from
+ * escapes), and bytes that are not UTF-8 become U+FFFD. Anything else is
+ * written as it is. */
 static void jstr(FILE *f, const char *s)
 {
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
+        uint32_t cp = 0;
+        size_t n = utf8_next(p, &cp);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            p++;
+            continue;
+        }
+        if (cp == '"' || cp == '\\') {
+            fprintf(f, "\\%c", (char)cp);
+        } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0xFFFE || cp == 0xFFFF) {
+            fprintf(f, "\\u%04x", (unsigned)cp);
+        } else {
+            fwrite(p, 1, n, f);
+        }
+        p += n;
     }
     fputc('"', f);
 }

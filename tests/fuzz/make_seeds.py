@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""tests/fuzz/make_seeds.py OUT FIXTURES — the seed corpora the fuzz targets
+need that are not fixture files already (.ci/fuzz runs it before fuzzing).
+
+The YAML targets (yaml, manifest, device_profile) take tests/fixtures' YAML
+files as they are: .ci/fuzz hands libFuzzer those folders directly as extra,
+read-only corpus folders. The others read another input form, written here
+into OUT/<target>/ (replaced on every run, never committed):
+
+- probe: each sysroot of FIXTURES/sysroots as fuzz_probe's input, its files
+  in fuzz_probe.c's order separated by the same marker line;
+- evidence: evidence files for fuzz_evidence.c's handle (its device
+  fingerprint and the XXH3 of its library file), matching and not;
+- safetensors: small valid files of each float dtype, with metadata and
+  escaped names, and a few that break one rule each.
+"""
+import json
+import os
+import shutil
+import struct
+import sys
+
+# fuzz_probe.c: FZ_SEP and fz_files, in that order.
+PROBE_SEP = b"\n@@edgert-file@@\n"
+PROBE_FILES = [
+    ["proc/cpuinfo"],
+    ["proc/meminfo"],
+    ["sys/devices/system/cpu/online"],
+    ["proc/device-tree/model", "sys/firmware/devicetree/base/model"],
+    ["proc/device-tree/compatible", "sys/firmware/devicetree/base/compatible"],
+    ["etc/nv_tegra_release"],
+    ["proc/driver/nvidia/gpus/*/information"],
+]
+# fuzz_evidence.c: FZ_DEVICE, FZ_BACKEND, FZ_LIBRARY_XXH3.
+EV_DEVICE = "0123456789abcdef"
+EV_BACKEND = "fuzz-w4a16"
+EV_HASH = "0ca5b0b748757192"
+
+
+def read_first(root, rels):
+    for rel in rels:
+        if "*" in rel:
+            head, tail = rel.split("*")
+            folder = os.path.join(root, head)
+            if os.path.isdir(folder):
+                for name in sorted(os.listdir(folder)):
+                    p = os.path.join(folder, name, tail.lstrip("/"))
+                    if os.path.isfile(p):
+                        return open(p, "rb").read()
+            continue
+        p = os.path.join(root, rel)
+        if os.path.isfile(p):
+            return open(p, "rb").read()
+    return None
+
+
+def probe_seeds(out, fixtures):
+    roots = os.path.join(fixtures, "sysroots")
+    for name in sorted(os.listdir(roots)):
+        parts = [read_first(os.path.join(roots, name), rels) for rels in PROBE_FILES]
+        while parts and parts[-1] is None:
+            parts.pop()  # trailing files absent: the input stops before them
+        data = PROBE_SEP.join(p if p is not None else b"" for p in parts)
+        open(os.path.join(out, name), "wb").write(data)
+
+
+def ev_entry(**kw):
+    e = {"device": EV_DEVICE, "device_name": "fuzz host", "backend": EV_BACKEND,
+         "plugin_xxh3": EV_HASH, "decode_tokens_per_s": 3.2, "prefill_gflops": 20.1,
+         "top1_agreement": 1, "kl_mean": 1.2e-05, "sqnr_min_db": 19.8, "threads": 2,
+         "correct": 1, "workload": "spark-1.7b", "measured_at": "2026-11-29T10:00:00Z",
+         "edgert_version": "0.1.0"}
+    e.update(kw)
+    return e
+
+
+def evidence_seeds(out):
+    files = {
+        "match": [ev_entry()],
+        "failed-verify": [ev_entry(correct=0)],
+        "other-build": [ev_entry(plugin_xxh3="ffffffffffffffff")],
+        "other-device": [ev_entry(device="fedcba9876543210"), ev_entry(backend="ref-w4a16")],
+        "nulls": [ev_entry(decode_tokens_per_s=None, correct=None, kl_mean="x")],
+        "escapes": [ev_entry(device_name="caf\u00e9 \"q\" \\ \t\u2028", workload="w\u00a0")],
+        "many": [ev_entry(backend="b%d" % i) for i in range(8)] + [ev_entry()],
+    }
+    for name, entries in files.items():
+        text = json.dumps({"evidence_version": 1, "entries": entries}, indent=1)
+        open(os.path.join(out, name + ".json"), "w").write(text + "\n")
+    raw = {
+        "empty.json": "",
+        "version-2.json": '{"evidence_version": 2, "entries": []}\n',
+        "entries-map.json": '{"evidence_version": 1, "entries": {"a": 1}}\n',
+        "top-list.json": '[{"evidence_version": 1}]\n',
+        "entry-scalars.json": '{"evidence_version": 1, "entries": [1, "x", [], {}]}\n',
+        "yaml-style.json": "evidence_version: 1\nentries:\n  - device: %s\n    backend: %s\n"
+                           "    plugin_xxh3: \"%s\"\n    correct: 1\n" % (EV_DEVICE, EV_BACKEND,
+                                                                        EV_HASH),
+    }
+    for name, text in raw.items():
+        open(os.path.join(out, name), "w").write(text)
+
+
+def st_file(tensors, meta=None, pad=b""):
+    """tensors: [(name, dtype, shape, data bytes)] laid out in order."""
+    header, data = {}, b""
+    if meta is not None:
+        header["__metadata__"] = meta
+    for name, dtype, shape, blob in tensors:
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(blob)]}
+        data += blob
+    h = json.dumps(header).encode()
+    return struct.pack("<Q", len(h)) + h + data + pad
+
+
+def safetensors_seeds(out):
+    f32 = struct.pack("<6f", 1, -2, 0.5, 3e38, -0.0, 1e-40)
+    f16 = struct.pack("<4H", 0x3C00, 0x8001, 0x7C00, 0x7E00)
+    bf16 = struct.pack("<4H", 0x3F80, 0xFF80, 0x0001, 0x7FC1)
+    files = {
+        "f32": st_file([("q.weight", "F32", [2, 3], f32)]),
+        "f16-bf16": st_file([("a.weight", "F16", [2, 2], f16), ("a.x", "BF16", [4], bf16)],
+                            meta={"format": "pt"}),
+        "ints": st_file([("i", "I8", [3], b"\x01\x02\x03"), ("u4", "U4", [3], b"\x12\x03"),
+                         ("b", "BOOL", [1], b"\x01"), ("e", "F8_E4M3", [2], b"\x00\x7f")]),
+        "scalar-empty": st_file([("s", "F32", [], struct.pack("<f", 7)),
+                                 ("z", "F32", [0, 5], b"")]),
+        "escaped-names": st_file([("caf\u00e9\U0001F600 \"x\"", "F32", [1], f32[:4])]),
+        "lm-head": st_file([("lm_head.weight", "BF16", [2, 2], bf16),
+                            ("lm_head.x", "F16", [1, 2], f16[:4])]),
+        "trailing-data": st_file([("t", "F32", [1], f32[:4])], pad=b"\0" * 8),
+    }
+    good = st_file([("q.weight", "F32", [2, 3], f32)])
+    hl = struct.unpack("<Q", good[:8])[0]
+
+    def raw(header, data):
+        return struct.pack("<Q", len(header)) + header + data
+
+    entry = b'{"dtype": "F32", "shape": [1], "data_offsets": [%d, %d]}'
+    files.update({
+        "bad-header-length": struct.pack("<Q", hl + 100) + good[8:],
+        "bad-overlap": raw(b'{"a": ' + entry % (0, 4) + b', "b": ' + entry % (2, 6) + b'}',
+                           f32[:8]),
+        "bad-duplicate": raw(b'{"a": ' + entry % (0, 4) + b', "a": ' + entry % (4, 8) + b'}',
+                             f32[:8]),
+        "bad-truncated": good[:-4],
+        "bad-json": raw(b'{"a', b""),
+        "empty-header": raw(b"{}", b""),
+    })
+    for name, blob in files.items():
+        open(os.path.join(out, name + ".safetensors"), "wb").write(blob)
+
+
+def main():
+    if len(sys.argv) != 3:
+        print("usage: make_seeds.py OUT FIXTURES", file=sys.stderr)
+        return 2
+    out, fixtures = sys.argv[1], sys.argv[2]
+    for target, make in (("probe", lambda d: probe_seeds(d, fixtures)),
+                         ("evidence", evidence_seeds), ("safetensors", safetensors_seeds)):
+        d = os.path.join(out, target)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        make(d)
+        print("seeds: %s: %d files in %s" % (target, len(os.listdir(d)), d))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+# tests/fuzz/targets.cmake — the fuzz targets and what each one compiles,
+# shared by the libFuzzer build (tests/fuzz/CMakeLists.txt, EDGERT_FUZZ=ON,
+# clang) and the regression replay programs of the normal test suite
+# (tests/CMakeLists.txt, any compiler): one list, so a target cannot exist
+# in one build and be forgotten in the other.
+set(EDGERT_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
+# One per parser of outside input: core/yamldoc.c, core/manifest.c,
+# core/device_profile.c, the probe's sysroot files (core/probe_*.c),
+# core/evidence.c, plugins/npu-export/safetensors.c.
+set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors)
+
+# Add fuzz target `t`'s sources to executable `exe`: tests/fuzz/fuzz_<t>.c
+# and the code under test. The core's parsers come from edgert_core_obj;
+# the safetensors reader is plugin-internal (npu-export links nothing of the
+# core), so its file is compiled into the target, as the plugin does.
+function(edgert_fuzz_sources exe t)
+  target_sources(${exe} PRIVATE ${EDGERT_FUZZ_DIR}/fuzz_${t}.c)
+  target_include_directories(${exe} PRIVATE ${EDGERT_FUZZ_DIR})
+  if(t STREQUAL "safetensors")
+    target_sources(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/plugins/npu-export/safetensors.c)
+    target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/plugins/npu-export
+      ${EDGERT_INCLUDE_DIRS})
+  else()
+    target_link_libraries(${exe} PRIVATE edgert_core_obj)
+  endif()
+endfunction()
