@@ -91,6 +91,18 @@ void er_gate(struct edgert_ctx *ctx, er_cand *c)
     er_gate_file(ctx, c);
 }
 
+/* Why a library path is not a loadable file, from what stat() said: its
+ * result and errno right after it (errno is stale when stat succeeded). */
+static const char *not_a_file(int stat_rc, int err, const struct stat *st, char *buf, size_t len)
+{
+    if (stat_rc == 0)
+        return S_ISDIR(st->st_mode) ? "is a directory" : "is not a regular file";
+    if (err == ENOENT || err == ENOTDIR)
+        return "no such file";
+    snprintf(buf, len, "cannot be read: %s", strerror(err));
+    return buf;
+}
+
 /* File gates: live mode only (a plan is about the target's files), and on
  * demand for a plugin that runs on this host while planning (core/export.c). */
 void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
@@ -98,10 +110,11 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     (void)ctx;
     const er_manifest *m = &c->m;
     struct stat st;
-    if (stat(m->library_path, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int rc = stat(m->library_path, &st), err = errno;
+    if (rc != 0 || !S_ISREG(st.st_mode)) {
+        char why[160];
         er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
-        er_cand_detail(c, "%s: %s", m->library_path,
-                       errno == ENOENT ? "no such file" : "not a readable regular file");
+        er_cand_detail(c, "%s: %s", m->library_path, not_a_file(rc, err, &st, why, sizeof why));
         return;
     }
     if (m->has_checksum) {
