@@ -261,6 +261,18 @@ out:
     return rc;
 }
 
+/* "a FIFO", "a device", ... for a path that is neither a file nor a folder. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "an unknown kind of file";
+}
+
 edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
                           size_t err_len)
 {
@@ -290,6 +302,11 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
             if (stat(p, &st) != 0) {
                 edgert_errf(err, err_len, "%s: no such manifest file or folder", p);
                 return EDGERT_E_NOT_FOUND;
+            }
+            if (!S_ISDIR(st.st_mode)) { /* never opened: a FIFO would block */
+                edgert_errf(err, err_len, "%s: is %s, not a manifest file or folder", p,
+                            file_kind(st.st_mode));
+                return EDGERT_E_IO;
             }
             if (search(ctx, p, "explicit") != 0)
                 goto nomem;

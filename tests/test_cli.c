@@ -85,6 +85,24 @@ static void test_exit_codes(void **state)
     assert_int_equal(run("select --device " DEVICES "/rpi5.yaml", NULL), 0);
 }
 
+/* A FIFO or a device named with --manifests is a bad file (exit 4, not 3 for
+ * "nothing eligible"), said so, and never opened: reading a FIFO blocks. */
+static void test_manifest_not_a_file(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), fifo[4200], args[8400], *out;
+    snprintf(fifo, sizeof fifo, "%s/m.yaml", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "select --manifests %s", fifo);
+    assert_int_equal(run_all(args, &out), 4);
+    assert_non_null(strstr(out, "is a FIFO, not a manifest file or folder"));
+    free(out);
+    assert_int_equal(run_all("list --manifests /dev/null", &out), 4);
+    assert_non_null(strstr(out, "/dev/null: is a device"));
+    free(out);
+    tu_rmrf(dir);
+}
+
 static void test_env_priority(void **state)
 {
     (void)state;
@@ -348,6 +366,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_manifest_not_a_file),
         cmocka_unit_test(test_env_priority),
         cmocka_unit_test(test_select_json_live),
         cmocka_unit_test(test_select_json_plan),
