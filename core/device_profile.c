@@ -27,9 +27,10 @@
  *   bf16: false                 # optional bool. Default: for x86_cpu, arm64_cpu and
  *                               #   npu_phone the CPU-flag rule of the probe
  *                               #   (avx512_bf16/amx_bf16 on x86_64, bf16 on arm64);
- *                               #   for cuda_discrete and jetson true (Ampere/Orin
- *                               #   or newer assumed, as the probe does without
- *                               #   driver information)
+ *                               #   for cuda_discrete and jetson the probe's GPU-name
+ *                               #   rule on `accelerator` (Ampere/Orin or newer:
+ *                               #   bf16), and true without an accelerator (as the
+ *                               #   probe assumes without driver information)
  *   accelerator: "..."          # optional string, < 160 bytes (GPU model, NPU node)
  *   notes: "..."                # optional string, for people; not used
  *
@@ -279,16 +280,24 @@ static int read_resources(er_yaml *y, yaml_node_t *root, edgert_device *dev, er_
     return bad ? -1 : 0;
 }
 
-/* bf16 as the profile says, else the default for the class: GPUs of a
- * profile are assumed Ampere/Orin or newer, CPUs follow their flags. */
+/* bf16 as the profile says, else the default for the class: a GPU follows
+ * its accelerator name as the live probe follows the driver's (the shared
+ * rule er_gpu_model_has_bf16), a GPU without a name is assumed Ampere/Orin
+ * or newer, CPUs follow their flags. */
 static void decide_bf16(int has_bf16, int bf16, edgert_device *dev)
 {
+    int gpu = dev->device_class == EDGERT_CLASS_CUDA_DISCRETE ||
+              dev->device_class == EDGERT_CLASS_JETSON;
     if (has_bf16 == 0) {
         dev->bf16 = bf16;
         snprintf(dev->bf16_source, sizeof dev->bf16_source, "device profile: bf16: %s",
                  bf16 ? "true" : "false");
-    } else if (dev->device_class == EDGERT_CLASS_CUDA_DISCRETE ||
-               dev->device_class == EDGERT_CLASS_JETSON) {
+    } else if (gpu && dev->accelerator[0]) {
+        dev->bf16 = er_gpu_model_has_bf16(dev->accelerator);
+        snprintf(dev->bf16_source, sizeof dev->bf16_source,
+                 "device profile default from accelerator '%.80s': %s", dev->accelerator,
+                 dev->bf16 ? "an Ampere/Orin-or-newer name, bf16" : "pre-Ampere GPU, no bf16");
+    } else if (gpu) {
         dev->bf16 = 1;
         snprintf(dev->bf16_source, sizeof dev->bf16_source,
                  "device profile default for %s: assumed Ampere/Orin or newer",

@@ -28,6 +28,13 @@
  * $PATH would mean ".") and relative folders from the environment are skipped
  * with a warning. Entries of a folder are read in sorted (strcmp) order so
  * "first wins" is reproducible.
+ *
+ * A manifest folder or file that is group- or world-writable lets someone
+ * else choose what edgert loads: a warning naming the path and its mode, and
+ * under secure execution (AT_SECURE: setuid, file capabilities) or as root
+ * the folder is not read and the file not taken (a file named explicitly is
+ * then an error). An explicit path that is neither a file nor a folder (a
+ * FIFO, a device) is an error and is never opened.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -38,11 +45,27 @@
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "context.h"
 
 static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd);
+
+int er_refuse_writable(er_diags *d, const char *what, const char *path, const struct stat *st)
+{
+    if (!(st->st_mode & (S_IWGRP | S_IWOTH)))
+        return 0;
+    int strict = geteuid() == 0 || getauxval(AT_SECURE) != 0;
+    er_diag_add(d, EDGERT_LOG_WARN, path, 0, 0,
+                "%s is %s-writable (mode %04o): %s", what,
+                (st->st_mode & S_IWOTH) ? "world" : "group", (unsigned)(st->st_mode & 07777),
+                !strict               ? "others can change what edgert loads; continuing"
+                : geteuid() == 0      ? "refused, edgert runs as root"
+                                      : "refused under secure execution");
+    return strict;
+}
 
 /* Add a folder to the search list and read its manifests right away, so the
  * order of the list is the order in which names are claimed. */
@@ -229,6 +252,10 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
     size_t n = 0, cap = 0;
     int rc = 0;
     struct dirent *e;
+    struct stat st;
+    if (fstat(dirfd(dir), &st) == 0 &&
+        er_refuse_writable(&ctx->diags, "manifest folder", sd->path, &st))
+        goto out;
     while ((e = readdir(dir)) != NULL) {
         if (e->d_name[0] == '.' || !has_yaml_suffix(e->d_name))
             continue;
@@ -251,15 +278,31 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
     }
     if (n > 1)
         qsort(names, n, sizeof *names, cmp_names);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (stat(names[i], &st) == 0 &&
+            er_refuse_writable(&ctx->diags, "manifest", names[i], &st))
+            continue;
         if (take_manifest(ctx, names[i], 0) != 0)
             rc = -1;
+    }
 out:
     for (size_t i = 0; i < n; i++)
         free(names[i]);
     free(names);
     closedir(dir);
     return rc;
+}
+
+/* "a FIFO", "a device", ... for a path that is neither a file nor a folder. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode) || S_ISBLK(mode))
+        return "a device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "an unknown kind of file";
 }
 
 edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char *err,
@@ -280,6 +323,10 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
                 continue;
             if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
                 size_t before = ctx->diags.count;
+                if (er_refuse_writable(&ctx->diags, "manifest", p, &st)) {
+                    edgert_errf(err, err_len, "%s: %s", p, ctx->diags.items[before].message);
+                    return EDGERT_E_IO;
+                }
                 if (take_manifest(ctx, p, 1) != 0) {
                     char msg[4096];
                     er_diag_lines(&ctx->diags, before, EDGERT_LOG_WARN, msg, sizeof msg);
@@ -291,6 +338,11 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
             if (stat(p, &st) != 0) {
                 edgert_errf(err, err_len, "%s: no such manifest file or folder", p);
                 return EDGERT_E_NOT_FOUND;
+            }
+            if (!S_ISDIR(st.st_mode)) { /* never opened: a FIFO would block */
+                edgert_errf(err, err_len, "%s: is %s, not a manifest file or folder", p,
+                            file_kind(st.st_mode));
+                return EDGERT_E_IO;
             }
             if (search(ctx, p, "explicit") != 0)
                 goto nomem;

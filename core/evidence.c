@@ -16,12 +16,21 @@
  *      "threads": 2, "correct": 1, "workload": "spark-1.7b",
  *      "measured_at": "2026-11-29T10:00:00Z",
  *      "edgert_version": "0.1.0"}, ...]}
- * A corrupt or oversized file is reported as a warning and ignored, never fatal.
+ * Strings are written with every character libyaml's reader refuses or
+ * folds (controls, DEL, C1, U+2028/9, U+FEFF, U+FFFE/F) as \u escapes and
+ * invalid UTF-8 as U+FFFD, so whatever a name holds the file reads back.
+ * A corrupt, oversized or other-version file is reported as a warning and
+ * ignored when read, never fatal; edgert_evidence_store moves it aside
+ * (evidence.json.corrupt-<UTC time>, never overwriting anything) and starts
+ * a new file. A merge never drops a failed verify (correct: 0) silently: an
+ * entry without a verdict keeps the old failure of the same plugin file, and
+ * every other old entry that is replaced or dropped is logged.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,22 +105,26 @@ static const char *str(er_yaml *y, yaml_node_t *map, const char *key)
     return (v && v->type == YAML_SCALAR_NODE) ? (const char *)v->data.scalar.value : NULL;
 }
 
-/* Load and check the file's shape; NULL root (and a warning) when unusable. */
-static yaml_node_t *load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int quiet_missing)
+/* Load and check the file's shape; NULL root (and a warning) when unusable.
+ * *unreadable says whether a file was there but could not be used. */
+static yaml_node_t *load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int quiet_missing,
+                         int *unreadable)
 {
     struct stat st;
+    *unreadable = 0;
     if (stat(path, &st) != 0) {
         if (!quiet_missing)
             er_diag_add(&ctx->diags, EDGERT_LOG_INFO, path, 0, 0, "no evidence file yet");
         return NULL;
     }
+    *unreadable = 1;
     er_diags local = {0};
     if (er_yaml_load(y, path, &local) != EDGERT_OK) {
         char msg[1024];
         er_diag_last_error(&local, 0, msg, sizeof msg);
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
-                    "evidence file is corrupt and is ignored (%s); 'edgert calibrate' rewrites it",
-                    msg);
+                    "evidence file is corrupt and is ignored (%s); the next 'edgert calibrate' "
+                    "moves it aside and starts a new one", msg);
         er_diags_free(&local);
         return NULL;
     }
@@ -122,10 +135,12 @@ static yaml_node_t *load(struct edgert_ctx *ctx, er_yaml *y, const char *path, i
     if (root->type != YAML_MAPPING_NODE || !entries || entries->type != YAML_SEQUENCE_NODE ||
         version != ER_EVIDENCE_VERSION) {
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, er_yaml_line(root), er_yaml_col(root),
-                    "not an edgert evidence file of version %d; ignored", ER_EVIDENCE_VERSION);
+                    "not an edgert evidence file of version %d; ignored (the next 'edgert "
+                    "calibrate' moves it aside and starts a new one)", ER_EVIDENCE_VERSION);
         er_yaml_free(y);
         return NULL;
     }
+    *unreadable = 0;
     return entries;
 }
 
@@ -143,7 +158,8 @@ void er_evidence_apply(struct edgert_ctx *ctx)
     if (ctx->no_evidence || ctx->dev.planned || !ctx->evidence_path)
         return;
     er_yaml y;
-    yaml_node_t *entries = load(ctx, &y, ctx->evidence_path, 0);
+    int unreadable;
+    yaml_node_t *entries = load(ctx, &y, ctx->evidence_path, 0, &unreadable);
     if (!entries)
         return;
     for (size_t i = 0; i < ctx->ncands; i++) {
@@ -186,59 +202,55 @@ void er_evidence_apply(struct edgert_ctx *ctx)
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* The UTF-8 sequence at p: its length, and its code point in *cp; 0 when it
- * is not one libyaml's reader accepts (truncated, overlong, a surrogate,
- * beyond U+10FFFF). */
-static size_t utf8_next(const unsigned char *p, uint32_t *cp)
+/* Length of the valid UTF-8 sequence at p (1 to 4 bytes) and its code
+ * point, or 0 for a byte that starts none: a stray continuation byte, an
+ * overlong form, a surrogate, a value past U+10FFFF, a sequence cut short. */
+static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
 {
-    size_t n = 0;
-    if (p[0] < 0x80)
-        n = 1;
-    else if (p[0] >= 0xC2 && p[0] <= 0xDF)
-        n = 2;
-    else if (p[0] >= 0xE0 && p[0] <= 0xEF)
-        n = 3;
-    else if (p[0] >= 0xF0 && p[0] <= 0xF4)
-        n = 4;
-    if (n == 0)
-        return 0;
-    uint32_t v = n == 1 ? p[0] : p[0] & (0x7Fu >> n);
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0u) != 0x80u) /* also stops at the terminating NUL */
-            return 0;
-        v = v << 6 | (p[i] & 0x3Fu);
+    static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (p[0] < 0x80) {
+        *cp = p[0];
+        return 1;
     }
-    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < least[n] || (v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF)
+    size_t n = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 0;
+    if (!n || p[0] > 0xF4)
+        return 0;
+    uint32_t v = p[0] & (0x3Fu >> (n - 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((p[i] & 0xC0) != 0x80) /* also stops at the terminating NUL */
+            return 0;
+        v = (v << 6) | (p[i] & 0x3Fu);
+    }
+    if (v < least[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
         return 0;
     *cp = v;
     return n;
 }
 
-/* A JSON string the evidence reader (libyaml) reads back as written: besides
- * '"' and '\\', every character its reader refuses in a file is escaped (C0
- * and C1 controls, DEL, U+FFFE, U+FFFF; a read-back entry can hold them, from
- * escapes), and bytes that are not UTF-8 become U+FFFD. Anything else is
- * written as it is. */
+/* What libyaml's reader refuses (C0 but tab and breaks, DEL, C1, U+FFFE/F)
+ * or reads as something else (line breaks fold inside a quoted scalar: NEL,
+ * U+2028/9; a BOM): written as a \u escape. */
+static int needs_escape(uint32_t cp)
+{
+    return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF;
+}
+
+/* A JSON string its reader (libyaml: JSON is YAML) gives back as written;
+ * bytes that are not UTF-8 become U+FFFD. */
 static void jstr(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-        uint32_t cp = 0;
-        size_t n = utf8_next(p, &cp);
-        if (n == 0) {
-            fputs("\\ufffd", f);
-            p++;
-            continue;
-        }
-        if (cp == '"' || cp == '\\') {
+        uint32_t cp = 0xFFFD;
+        size_t n = utf8_seq(p, &cp);
+        if (cp == '"' || cp == '\\')
             fprintf(f, "\\%c", (char)cp);
-        } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0xFFFE || cp == 0xFFFF) {
+        else if (n == 0 || needs_escape(cp))
             fprintf(f, "\\u%04x", (unsigned)cp);
-        } else {
+        else
             fwrite(p, 1, n, f);
-        }
-        p += n;
+        p += n ? n : 1;
     }
     fputc('"', f);
 }
@@ -323,22 +335,79 @@ static char (*hash_plugins(edgert_ctx *ctx, const edgert_evidence *items, size_t
     return hashes;
 }
 
+/* A note about the evidence file that the caller should see even after
+ * edgert_open: a diagnostic, and the log. */
+static void note(edgert_ctx *ctx, edgert_log_level level, const char *path, unsigned line,
+                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void note(edgert_ctx *ctx, edgert_log_level level, const char *path, unsigned line,
+                 const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    er_diag_add(&ctx->diags, level, path, line, 0, "%s", msg);
+    if (line)
+        er_log(ctx, level, "%s:%u: %s", path, line, msg);
+    else
+        er_log(ctx, level, "%s: %s", path, msg);
+}
+
+/* An old failed verify (correct: 0) that new item e replaces: a pass or a
+ * new failure replaces it; figures without a verdict for the same plugin
+ * file keep it (*verdict = 0); for another build of the plugin it goes, with
+ * a warning like everything else that drops a failure. */
+static void replace_failure(edgert_ctx *ctx, const char *path, er_yaml *y, yaml_node_t *old,
+                            const edgert_evidence *e, const char *hash, int *verdict)
+{
+    const char *ph = str(y, old, "plugin_xxh3"), *when = str(y, old, "measured_at");
+    unsigned line = er_yaml_line(old);
+    if (e->correct == 0)
+        return;
+    if (e->correct > 0)
+        note(ctx, EDGERT_LOG_INFO, path, line, "the failed verify of %s recorded %s is replaced "
+             "by a pass", e->backend, when ? when : "earlier");
+    else if (ph && strcmp(ph, hash) == 0) {
+        *verdict = 0;
+        note(ctx, EDGERT_LOG_WARN, path, line, "%s: the new figures carry no verify verdict; the "
+             "failed verify recorded %s is kept (run 'edgert verify' to decide again)",
+             e->backend, when ? when : "earlier");
+    } else
+        note(ctx, EDGERT_LOG_WARN, path, line, "%s: the failed verify recorded %s for another "
+             "build of its plugin is dropped (the plugin file has changed)", e->backend,
+             when ? when : "earlier");
+}
+
 /* The old file's entries that the new ones do not replace (same device and
- * backend), copied as they were. Returns whether anything was written. */
-static int write_kept(FILE *f, edgert_ctx *ctx, er_yaml *y, yaml_node_t *old,
-                      const edgert_evidence *items, size_t count)
+ * backend), copied as they were; what replacing a failed verify means is
+ * decided per item in verdict[]. An entry that cannot be kept (no device or
+ * backend) is dropped with a warning. Returns whether anything was written. */
+static int write_kept(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, yaml_node_t *old,
+                      const edgert_evidence *items, size_t count, char (*hashes)[17],
+                      int *verdict)
 {
     int first = 1;
     for (yaml_node_item_t *it = old->data.sequence.items.start; it < old->data.sequence.items.top;
          it++) {
         yaml_node_t *e = er_yaml_node(y, *it);
         const char *dev = str(y, e, "device"), *be = str(y, e, "backend");
-        int replaced = 0;
-        for (size_t i = 0; i < count && dev && be; i++)
-            replaced |=
-                strcmp(dev, ctx->fingerprint) == 0 && strcmp(be, item(items, i)->backend) == 0;
-        if (replaced || !dev || !be)
+        int failed = num(y, e, "correct") == 0.0;
+        if (!dev || !be) {
+            note(ctx, EDGERT_LOG_WARN, path, er_yaml_line(e), "an entry without device or "
+                 "backend cannot be kept and is dropped%s", failed ? " (it recorded a failed "
+                 "verify)" : "");
             continue;
+        }
+        size_t i = 0;
+        while (i < count && (strcmp(dev, ctx->fingerprint) != 0 ||
+                             strcmp(be, item(items, i)->backend) != 0))
+            i++;
+        if (i < count) {
+            if (failed)
+                replace_failure(ctx, path, y, e, item(items, i), hashes[i], &verdict[i]);
+            continue;
+        }
         fputs(first ? "" : ",\n", f);
         copy_entry(f, y, e);
         first = 0;
@@ -347,7 +416,7 @@ static int write_kept(FILE *f, edgert_ctx *ctx, er_yaml *y, yaml_node_t *old,
 }
 
 static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, const char *hash,
-                        const char *when)
+                        const char *when, int correct)
 {
     fputs("\"device\": ", f);
     jstr(f, ctx->fingerprint);
@@ -372,10 +441,71 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, cons
         jnum(f, vals[k]);
     }
     fprintf(f, ", \"threads\": %u", e->threads);
-    if (e->correct >= 0)
-        fprintf(f, ", \"correct\": %d}", e->correct ? 1 : 0);
+    if (correct >= 0)
+        fprintf(f, ", \"correct\": %d}", correct ? 1 : 0);
     else
         fputs(", \"correct\": null}", f);
+}
+
+/* The whole new file: the old entries kept, then the new ones. */
+static void write_all(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, yaml_node_t *old,
+                      const edgert_evidence *items, size_t count, char (*hashes)[17],
+                      int *verdict)
+{
+    char when[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    for (size_t i = 0; i < count; i++)
+        verdict[i] = item(items, i)->correct < 0 ? -1 : item(items, i)->correct != 0;
+    fprintf(f, "{\"evidence_version\": %d, \"entries\": [\n", ER_EVIDENCE_VERSION);
+    int first = !(old && write_kept(f, ctx, path, y, old, items, count, hashes, verdict));
+    for (size_t i = 0; i < count; i++, first = 0) {
+        fputs(first ? "    {" : ",\n    {", f);
+        write_entry(f, ctx, item(items, i), hashes[i], when, verdict[i]);
+    }
+    fputs("\n]}\n", f);
+}
+
+/* A file that cannot be read as evidence is moved out of the way, never
+ * over another file: <path>.corrupt-<UTC time>, else with -2, -3, ... after
+ * it. 0, or -1 with err set (and the file left where it was). */
+static int move_aside(edgert_ctx *ctx, const char *path, char *err, size_t err_len)
+{
+    char when[32], *aside = NULL;
+    time_t now = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+    int e = ENOMEM;
+    for (unsigned n = 1; n <= 100; n++) {
+        char suffix[16] = "";
+        if (n > 1)
+            snprintf(suffix, sizeof suffix, "-%u", n);
+        if (asprintf(&aside, "%s.corrupt-%s%s", path, when, suffix) < 0) {
+            aside = NULL;
+            break;
+        }
+        int rc = renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE);
+        if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) { /* no NOREPLACE here */
+            rc = link(path, aside); /* fails with EEXIST too; the rename replaces path */
+            if (rc == 0)
+                unlink(path);
+        }
+        if (rc == 0) {
+            note(ctx, EDGERT_LOG_WARN, path, 0, "the evidence file cannot be read; moved aside "
+                 "to %s, a new one is started", aside);
+            free(aside);
+            return 0;
+        }
+        e = errno;
+        free(aside);
+        aside = NULL;
+        if (e != EEXIST)
+            break;
+    }
+    edgert_errf(err, err_len, "the evidence file %s cannot be read and cannot be moved aside "
+                "(%s); it is left as it was, nothing is stored", path, strerror(e));
+    return -1;
 }
 
 /* Flush, sync and close f (always closed), then rename tmp over path. */
@@ -394,19 +524,10 @@ static edgert_status commit_file(FILE *f, const char *tmp, const char *path, cha
     return EDGERT_OK;
 }
 
-/* Writes a temporary file next to `path` (old entries kept, the new ones
- * replacing theirs), then renames it over `path`: an interrupted write never
- * leaves a corrupt file, and a failed one leaves nothing behind. */
-edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edgert_evidence *items,
-                                    size_t count, char *err, size_t err_len)
+/* The arguments of edgert_evidence_store; EDGERT_OK or EDGERT_E_USAGE. */
+static edgert_status check_store(edgert_ctx *ctx, const char **path, const edgert_evidence *items,
+                                 size_t count, char *err, size_t err_len)
 {
-    edgert_status st = EDGERT_E_IO;
-    char *dir = NULL, *tmp = NULL;
-    char (*hashes)[17] = NULL;
-    FILE *f = NULL;
-    int have_old = 0;
-    er_yaml y;
-
     if (!ctx || (!items && count)) {
         edgert_errf(err, err_len, "edgert_evidence_store: bad arguments");
         return EDGERT_E_USAGE;
@@ -424,15 +545,35 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
                                   "cannot store it");
         return EDGERT_E_USAGE;
     }
-    if (!path)
-        path = ctx->evidence_path;
-    if (!path) {
+    if (!*path)
+        *path = ctx->evidence_path;
+    if (!*path) {
         edgert_errf(err, err_len, "no evidence file: set XDG_CACHE_HOME or HOME, or give a path");
         return EDGERT_E_USAGE;
     }
+    return EDGERT_OK;
+}
+
+/* Writes a temporary file next to `path` (old entries kept, the new ones
+ * replacing theirs), then renames it over `path`: an interrupted write never
+ * leaves a corrupt file, and a failed one leaves nothing behind. An old file
+ * that cannot be read is moved aside first. */
+edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edgert_evidence *items,
+                                    size_t count, char *err, size_t err_len)
+{
+    edgert_status st = check_store(ctx, &path, items, count, err, err_len);
+    char *dir = NULL, *tmp = NULL;
+    char (*hashes)[17] = NULL;
+    int *verdict = NULL;
+    FILE *f = NULL;
+    yaml_node_t *old = NULL;
+    er_yaml y;
+    if (st != EDGERT_OK)
+        return st;
     hashes = hash_plugins(ctx, items, count, &st, err, err_len);
     if (!hashes)
         return st;
+    st = EDGERT_E_IO;
 
     char *slash = strrchr(path, '/');
     dir = slash ? strndup(path, (size_t)(slash - path)) : er_strdup(".");
@@ -440,9 +581,12 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         edgert_errf(err, err_len, "cannot create the folder of %s: %s", path, strerror(errno));
         goto out;
     }
-    yaml_node_t *old = load(ctx, &y, path, 1);
-    have_old = old != NULL;
-    if (asprintf(&tmp, "%s/.evidence.json.XXXXXX", dir[0] ? dir : "/") < 0) {
+    int unreadable = 0;
+    old = load(ctx, &y, path, 1, &unreadable);
+    if (unreadable && move_aside(ctx, path, err, err_len) != 0)
+        goto out;
+    verdict = calloc(count ? count : 1, sizeof *verdict);
+    if (!verdict || asprintf(&tmp, "%s/.evidence.json.XXXXXX", dir[0] ? dir : "/") < 0) {
         tmp = NULL;
         st = EDGERT_E_NOMEM;
         goto out;
@@ -454,18 +598,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
             close(fd);
         goto out;
     }
-    char when[32];
-    time_t now = time(NULL);
-    struct tm tm;
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
-
-    fprintf(f, "{\"evidence_version\": %d, \"entries\": [\n", ER_EVIDENCE_VERSION);
-    int first = !(have_old && write_kept(f, ctx, &y, old, items, count));
-    for (size_t i = 0; i < count; i++, first = 0) {
-        fputs(first ? "    {" : ",\n    {", f);
-        write_entry(f, ctx, item(items, i), hashes[i], when);
-    }
-    fputs("\n]}\n", f);
+    write_all(f, ctx, path, &y, old, items, count, hashes, verdict);
     st = commit_file(f, tmp, path, err, err_len);
     f = NULL;
 out:
@@ -474,9 +607,10 @@ out:
     if (tmp && st != EDGERT_OK)
         unlink(tmp); /* never leave a partial file behind */
     free(tmp);
-    if (have_old)
+    if (old)
         er_yaml_free(&y);
     free(dir);
     free(hashes);
+    free(verdict);
     return st;
 }

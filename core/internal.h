@@ -181,6 +181,13 @@ typedef struct er_search_dir {
     const char *origin; /* static: "explicit", "EDGERT_ADD_MANIFEST_PATH", ... */
 } er_search_dir;
 
+struct stat;
+/** A file or folder edgert reads code or manifests from that is group- or
+ *  world-writable: a warning naming `what`, the path and its mode; refused
+ *  (returns 1) when running as root or under secure execution (AT_SECURE),
+ *  else 0. Returns 0 without a word for a path only its owner can write. */
+int er_refuse_writable(er_diags *d, const char *what, const char *path, const struct stat *st);
+
 /* ---- thread pool (threadpool.c) ---------------------------------------- */
 
 typedef struct er_pool er_pool;

@@ -11,7 +11,8 @@
  *   3. cuda_discrete  an entry in /proc/driver/nvidia/gpus/, or /dev/nvidia0
  *   4. x86_cpu / arm64_cpu by the CPU arch, else unknown
  * bf16: GPU classes from driver/device-tree facts (rules at detect_cuda /
- * detect_jetson), every other class from the CPU flags
+ * detect_jetson; the GPU-name rule er_gpu_model_has_bf16 is shared with
+ * device_profile.c), every other class from the CPU flags
  * (er_bf16_from_cpu_flags, which device_profile.c shares).
  *
  * Every file is read through the sysroot (probe_read.c); the decisions on
@@ -19,6 +20,7 @@
  * pure.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,34 +75,74 @@ void er_bf16_from_cpu_flags(edgert_device *dev, edgert_arch arch)
     }
 }
 
+/* The number that starts s ("3060 Ti" -> 3060), or -1 without a digit. */
+static long leading_number(const char *s)
+{
+    if (*s < '0' || *s > '9')
+        return -1;
+    long v = 0;
+    for (; *s >= '0' && *s <= '9' && v < 100000; s++)
+        v = v * 10 + (*s - '0');
+    return v;
+}
+
+/* Whether c is one of the upper-case letters in `set`, in either case. */
+static int letter_in(char c, const char *set)
+{
+    return c && strchr(set, toupper((unsigned char)c)) != NULL;
+}
+
+/* A data-centre name: one of `letters` then a digit ("A100-SXM4-80GB",
+ * "A10G", "H100 80GB HBM3", "L40S", "B200"), or G + one of them + a digit
+ * (the Grace superchips "GH200", "GB200", "GB10"). */
+static int datacentre_name(const char *m, const char *letters)
+{
+    if (letter_in(m[0], "G") && letter_in(m[1], letters) && leading_number(m + 2) >= 0)
+        return 1;
+    return letter_in(m[0], letters) && leading_number(m + 1) >= 0;
+}
+
 /*
- * bf16 on a discrete NVIDIA GPU: native bf16 arithmetic arrived with Ampere
- * (sm_80/sm_86). The driver's "Model:" line names the product, so the rule is
- * a list of pre-Ampere product families; any other name (RTX 30/40/50, A100,
- * A10, L4, H100, RTX A6000, "RTX 6000 Ada", ...) counts as Ampere or newer.
- * Brand families that ended before Ampere are matched whole (Quadro, Tesla,
- * TITAN, GeForce GTX), plus the bare data-centre names some drivers print
- * ("V100", "P40", "T4") and the unbranded Turing boards ("T400", "T1000").
- * Matching ignores case and an optional leading "NVIDIA ".
+ * bf16 on an NVIDIA GPU, from its product name: native bf16 arithmetic
+ * arrived with Ampere (compute capability 8.0/8.6), so the rule lists the
+ * names of Ampere and newer and everything else has none (GeForce GTX/GT/MX,
+ * 9xx/8xx/7xx, RTX 20, TITAN, Quadro, Tesla, GRID K/M/P/T/V, Xavier/TX2/
+ * Nano). Ampere or newer:
+ *   GeForce RTX 30xx, 40xx, 50xx, ... (a number >= 3000), and the two
+ *     Ampere boards with older-looking names, GeForce RTX 2050 and MX570;
+ *   RTX A<n> (RTX A6000, A500), RTX ... Ada / Blackwell, RTX PRO;
+ *   data centre A<n>, H<n>, L<n>, B<n> (A100, A10G, H100, L4, L40S, B200)
+ *     and GH200 / GB200 / GB10, also as vGPU profiles ("GRID A100-40C");
+ *   Jetson and DRIVE SoCs from Orin on (Orin, Thor).
+ * Matching ignores case and a leading "NVIDIA " or "GRID ". A name that is
+ * empty or NULL says nothing: 1, the probe's documented default without
+ * driver information.
  */
 int er_gpu_model_has_bf16(const char *model)
 {
-    static const char *const pre_ampere[] = {
-        "GeForce GTX", "GeForce GT ", "GeForce RTX 20", "TITAN", "Quadro", "Tesla", "V100",
-    };
     if (!model)
         return 1;
     while (er_probe_is_space(*model))
         model++;
+    if (!*model)
+        return 1;
     if (strncasecmp(model, "NVIDIA ", 7) == 0)
         model += 7;
-    for (size_t i = 0; i < sizeof pre_ampere / sizeof pre_ampere[0]; i++)
-        if (strncasecmp(model, pre_ampere[i], strlen(pre_ampere[i])) == 0)
-            return 0;
-    /* "P4", "P40", "P100" (Pascal), "T4", "T400", "T1000" (Turing). */
-    if ((model[0] == 'P' || model[0] == 'T') && model[1] >= '0' && model[1] <= '9')
-        return 0;
-    return 1;
+    if (strncasecmp(model, "GRID ", 5) == 0)
+        return datacentre_name(model + 5, "AHLB");
+    if (strcasestr(model, "Orin") || strcasestr(model, "Thor"))
+        return 1;
+    if (strncasecmp(model, "GeForce RTX ", 12) == 0) {
+        long n = leading_number(model + 12);
+        return n >= 3000 || n == 2050;
+    }
+    if (strncasecmp(model, "GeForce MX570", 13) == 0)
+        return 1;
+    if (strncasecmp(model, "RTX ", 4) == 0)
+        return (letter_in(model[4], "A") && leading_number(model + 5) >= 0) ||
+               strncasecmp(model + 4, "PRO", 3) == 0 || strcasestr(model, " Ada") ||
+               strcasestr(model, "Blackwell");
+    return datacentre_name(model, "AHLB");
 }
 
 /* Android with a Hexagon FastRPC node: the NPU path. */
@@ -264,7 +306,7 @@ static int detect_cuda(const char *sysroot, edgert_device *dev)
         snprintf(dev->accelerator, sizeof dev->accelerator, "%s", model);
         dev->bf16 = er_gpu_model_has_bf16(model);
         snprintf(dev->bf16_source, sizeof dev->bf16_source, "driver GPU info Model '%.80s': %s",
-                 model, dev->bf16 ? "not a pre-Ampere name, bf16" : "pre-Ampere GPU, no bf16");
+                 model, dev->bf16 ? "an Ampere-or-newer name, bf16" : "pre-Ampere GPU, no bf16");
     } else {
         snprintf(dev->accelerator, sizeof dev->accelerator, "NVIDIA GPU (model unknown)");
         /* Documented default: most CUDA devices in service are Ampere or

@@ -119,9 +119,10 @@ int er_parse_meminfo(const char *text, uint64_t *total_bytes,
 
 /* ---- bf16 (probe_class.c) ---------------------------------------------- */
 
-/** bf16 rule for a discrete NVIDIA GPU, from the driver's "Model:" string:
- *  0 for pre-Ampere product names, 1 otherwise (see probe_class.c for the
- *  list). */
+/** bf16 rule for an NVIDIA GPU, from its product name (the driver's
+ *  "Model:" string, or a device profile's accelerator): 1 for Ampere/Orin or
+ *  newer names (see probe_class.c for the list), 0 for every other name, 1
+ *  for NULL or an empty name (nothing known: the probe's default). */
 int er_gpu_model_has_bf16(const char *model);
 
 /** bf16 of a CPU (also used for npu_phone, whose CPU side runs the rest):

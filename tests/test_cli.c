@@ -85,6 +85,152 @@ static void test_exit_codes(void **state)
     assert_int_equal(run("select --device " DEVICES "/rpi5.yaml", NULL), 0);
 }
 
+/* A FIFO or a device named with --manifests is a bad file (exit 4, not 3 for
+ * "nothing eligible"), said so, and never opened: reading a FIFO blocks. */
+static void test_manifest_not_a_file(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), fifo[4200], args[8400], *out;
+    snprintf(fifo, sizeof fifo, "%s/m.yaml", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof args, "select --manifests %s", fifo);
+    assert_int_equal(run_all(args, &out), 4);
+    assert_non_null(strstr(out, "is a FIFO, not a manifest file or folder"));
+    free(out);
+    assert_int_equal(run_all("list --manifests /dev/null", &out), 4);
+    assert_non_null(strstr(out, "/dev/null: is a device"));
+    free(out);
+    tu_rmrf(dir);
+}
+
+/* Bytes a terminal acts on that a hostile manifest or sysroot put in its
+ * strings: none may reach the output raw. Returns what was found, or NULL. */
+static const char *raw_control(const char *out)
+{
+    static const struct {
+        const char *bytes, *what;
+    } bad[] = {
+        {"\x1b", "ESC"},          {"\x07", "BEL"},         {"\x7f", "DEL"},
+        {"\xc2\x9b", "C1 CSI"},   {"\xc2\x85", "C1 NEL"},  {"\xe2\x80\xae", "U+202E RLO"},
+        {"\r", "CR"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (strstr(out, bad[i].bytes))
+            return bad[i].what;
+    return NULL;
+}
+
+/* A manifest folder whose strings carry terminal escape sequences (YAML's
+ * \e, \x9b, \a escapes decode to the raw characters): in its values, in a
+ * library path, in a bad manifest's file name and in the value its error
+ * message quotes. */
+static char *hostile_manifests(void)
+{
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    free(tu_write(dir, "good.yaml",
+                  "manifest_version: 1\nname: test-good\nversion: \"1.0\\e[2J\"\n"
+                  "vendor: \"v\\e]0;pwned\\a\"\nlibrary: \"%s\"\nabi: {min: 1, max: 1}\n"
+                  "arch: any\ndevice_classes: [x86_cpu, arm64_cpu]\n"
+                  "layout: {format: int4-asym-g128, weight_bits: 4, group_size: 128, "
+                  "symmetric: false, activation_dtype: bf16, bits_per_weight: 4.25}\n"
+                  "runs_in_process: true\nverified: false\n"
+                  "rationale: \"r \\e[31mRED \\x9b0m \\u202e \\N \\x7f\\r\"\n"
+                  "notes: \"n\\e[1m\"\n"
+                  "declared: {decode_tokens_per_s: 5, measured_on: \"m\\e[7m\"}\n", lib));
+    free(lib);
+    free(tu_manifest(dir, "missing.yaml", "test-missing", "/nonexistent/\\e[5mlib.so", NULL,
+                     NULL));
+    free(tu_write(dir, "bad\x1b[2J.yaml", "manifest_version: 1\nname: bad\narch: \"x\\e[31m\"\n"));
+    return dir;
+}
+
+/* Text output escapes control characters from every outside source:
+ * manifest strings (explain, list, select), a library path in a gate's
+ * detail, a bad manifest's file name and its error message, a sysroot's GPU
+ * folder and device node names. JSON stays parseable (C1 characters used to
+ * reach it raw). */
+static void test_text_escapes_outside_strings(void **state)
+{
+    (void)state;
+    char *dir = hostile_manifests(), args[8192], *out;
+    const char *cmds[] = {"select --explain", "select", "list"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        snprintf(args, sizeof args, "%s --manifests %s", cmds[i], dir);
+        assert_int_equal(run_all(args, &out), 0);
+        const char *raw = raw_control(out);
+        if (raw)
+            fail_msg("'edgert %s' printed a raw %s:\n%s", cmds[i], raw, out);
+        free(out);
+    }
+    snprintf(args, sizeof args, "select --explain --manifests %s", dir);
+    assert_int_equal(run_all(args, &out), 0);
+    assert_non_null(strstr(out, "r \\x1b[31mRED \\u009b0m \\u202e \\u0085 \\x7f\\r"));
+    assert_non_null(strstr(out, "/nonexistent/\\x1b[5mlib.so"));
+    assert_non_null(strstr(out, "bad\\x1b[2J.yaml"));
+    free(out);
+    snprintf(args, sizeof args, "select --json --manifests %s", dir);
+    assert_int_equal(run(args, &out), 0);
+    er_yaml y;
+    char *jdir;
+    yaml_node_t *root = parse(out, &y, &jdir);
+    yaml_node_t *sel = er_yaml_get(&y, root, "selected");
+    assert_string_equal(sval(&y, sel, "rationale"), "r \x1b[31mRED \xc2\x9b" "0m \xe2\x80\xae "
+                                                    "\xc2\x85 \x7f\r");
+    er_yaml_free(&y);
+    tu_rmrf(jdir);
+    free(out);
+    tu_rmrf(dir);
+
+    /* a sysroot's file names: a GPU folder and a FastRPC node */
+    char *root_dir = tu_tmpdir(), path[4400];
+    snprintf(path, sizeof path, "mkdir -p '%s/proc/driver/nvidia/gpus/0000:01:00.0\x1b]0;x\x07' "
+             "'%s/system' '%s/dev' && touch '%s/system/build.prop' "
+             "'%s/dev/fastrpc-cdsp\x1b[2J'", root_dir, root_dir, root_dir, root_dir, root_dir);
+    assert_int_equal(system(path), 0);
+    snprintf(args, sizeof args, "probe --sysroot %s", root_dir);
+    assert_int_equal(run_all(args, &out), 0);
+    const char *raw = raw_control(out);
+    if (raw)
+        fail_msg("'edgert probe' printed a raw %s:\n%s", raw, out);
+    assert_non_null(strstr(out, "fastrpc-cdsp\\x1b[2J"));
+    free(out);
+    tu_rmrf(root_dir);
+}
+
+/* A plugin that prints to stdout in its constructor, entry, init and
+ * self-test (through stdio and straight to fd 1): --json output is still
+ * one JSON document on stdout, and the plugin's text went to stderr. */
+static void test_json_survives_chatty_plugin(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_chatty"), args[8192], *out;
+    free(tu_manifest(dir, "chatty.yaml", "test-chatty", lib, NULL, NULL));
+    free(lib);
+    const char *cmds[] = {"select --json", "list --json"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        snprintf(args, sizeof args, "%s --manifests %s", cmds[i], dir);
+        assert_int_equal(run(args, &out), 0);
+        er_yaml y;
+        char *jdir;
+        parse(out, &y, &jdir); /* one JSON document, or the test fails here */
+        assert_non_null(strstr(out, "\"name\":\"test-chatty\""));
+        assert_null(strstr(out, "tp_chatty: "));
+        er_yaml_free(&y);
+        tu_rmrf(jdir);
+        free(out);
+    }
+    snprintf(args, sizeof args, "select --json --manifests %s", dir);
+    assert_int_equal(run_redirected("", args, "2>&1 >/dev/null", &out), 0);
+    const char *said[] = {"hello from the constructor", "hello from init",
+                          "hello from self_test", "straight to fd 1",
+                          "init, left in stdio's buffer until exit"};
+    for (size_t i = 0; i < sizeof said / sizeof said[0]; i++)
+        if (!strstr(out, said[i]))
+            fail_msg("the plugin's '%s' is not on stderr:\n%s", said[i], out);
+    free(out);
+    tu_rmrf(dir);
+}
+
 static void test_env_priority(void **state)
 {
     (void)state;
@@ -348,6 +494,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_manifest_not_a_file),
+        cmocka_unit_test(test_text_escapes_outside_strings),
+        cmocka_unit_test(test_json_survives_chatty_plugin),
         cmocka_unit_test(test_env_priority),
         cmocka_unit_test(test_select_json_live),
         cmocka_unit_test(test_select_json_plan),

@@ -10,11 +10,13 @@
 
 #define CLI EDGERT_TEST_CLI
 
-/* Run `CLI args`, capture stdout into a malloc'd string; returns the exit code. */
-__attribute__((unused)) static int run(const char *args, char **out)
+/* Run `prefix CLI args redirect` (redirect: a shell redirection of
+ * stderr), capture stdout into a malloc'd string; returns the exit code. */
+__attribute__((unused)) static int run_redirected(const char *prefix, const char *args,
+                                                  const char *redirect, char **out)
 {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", CLI, args);
+    snprintf(cmd, sizeof cmd, "%s %s %s %s", prefix, CLI, args, redirect);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     size_t cap = 1 << 16, len = 0;
@@ -34,6 +36,20 @@ __attribute__((unused)) static int run(const char *args, char **out)
     else
         free(buf);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Run `CLI args`, capture stdout into a malloc'd string; returns the exit code. */
+__attribute__((unused)) static int run(const char *args, char **out)
+{
+    return run_redirected("", args, "2>/dev/null", out);
+}
+
+/* The same with stderr captured too (2>&1), for commands that should finish
+ * quickly: one that takes over 100 s is killed (exit 124), so a CLI that
+ * blocks fails its test instead of hanging it. */
+__attribute__((unused)) static int run_all(const char *args, char **out)
+{
+    return run_redirected("timeout 100", args, "2>&1", out);
 }
 
 /* Parse JSON text; the caller frees with er_yaml_free + tu_rmrf(*dir). */

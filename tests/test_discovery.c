@@ -1,12 +1,16 @@
 /*
  * tests/test_discovery.c — where manifests are looked for: explicit paths,
  * EDGERT_MANIFEST_PATH (replaces), EDGERT_ADD_MANIFEST_PATH (prepends), the
- * defaults, sorted reading, first-wins duplicates, never the current folder.
+ * defaults, sorted reading, first-wins duplicates, never the current folder,
+ * group/world-writable folders and files (warned; refused as root).
  */
+#include <grp.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/auxv.h>
+#include <sys/wait.h>
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
@@ -197,6 +201,97 @@ static void test_explicit_files(void **state)
     tu_rmrf(d);
 }
 
+/* Whether a warning names `path` and `mode` ("0777"); when `refused`, it
+ * must also say the path was refused. */
+static int warned_mode(const edgert_ctx *ctx, const char *path, const char *mode, int refused)
+{
+    char want[32];
+    snprintf(want, sizeof want, "(mode %s)", mode);
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+        const edgert_diag *g = edgert_diag_at(ctx, i);
+        if (g->level == EDGERT_LOG_WARN && g->file && strcmp(g->file, path) == 0 &&
+            strstr(g->message, want) && !strstr(g->message, "refused") == !refused)
+            return 1;
+    }
+    return 0;
+}
+
+/* A 0777 folder, a 0666 manifest and a 0620 (group-writable) one, each with
+ * a backend: all warned with path and mode; as root or under secure
+ * execution (`strict`) they are not read, and the explicit file is an error;
+ * otherwise they are used. Returns the number of failed checks (a forked
+ * child reports it as its exit code). */
+static int check_writable(const char *root, int strict)
+{
+    char open_dir[4200], loose_dir[4200], err[4096];
+    snprintf(open_dir, sizeof open_dir, "%s/open", root);
+    snprintf(loose_dir, sizeof loose_dir, "%s/loose", root);
+    int bad = 0;
+    edgert_status st;
+    const char *paths[2] = {open_dir, loose_dir};
+    edgert_ctx *ctx = open_with(paths, 2, 1, &st, err, sizeof err);
+    if (!ctx)
+        return 100;
+    char world[4400], group[4400];
+    snprintf(world, sizeof world, "%s/world.yaml", loose_dir);
+    snprintf(group, sizeof group, "%s/group.yaml", loose_dir);
+    bad += !warned_mode(ctx, open_dir, "0777", strict);
+    bad += !warned_mode(ctx, world, "0666", strict);
+    bad += !warned_mode(ctx, group, "0664", strict);
+    bad += (edgert_candidate_find(ctx, "in-open") != NULL) == strict;
+    bad += (edgert_candidate_find(ctx, "world-writable") != NULL) == strict;
+    bad += (edgert_candidate_find(ctx, "group-writable") != NULL) == strict;
+    bad += !edgert_candidate_find(ctx, "owner-only"); /* 0644 in the same folder: fine */
+    edgert_close(ctx);
+    const char *file[1] = {world};
+    ctx = open_with(file, 1, 1, &st, err, sizeof err);
+    if (strict)
+        bad += ctx != NULL || st != EDGERT_E_IO || !strstr(err, world) || !strstr(err, "0666");
+    else
+        bad += ctx == NULL || !edgert_candidate_find(ctx, "world-writable");
+    edgert_close(ctx);
+    return bad;
+}
+
+static void test_writable_refused_as_root(void **state)
+{
+    (void)state;
+    char *root = tu_tmpdir(), dir[4200];
+    snprintf(dir, sizeof dir, "%s/open", root);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    free(tu_manifest(dir, "m.yaml", "in-open", NULL, NULL, NULL));
+    assert_int_equal(chmod(dir, 0777), 0);
+    snprintf(dir, sizeof dir, "%s/loose", root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    char *w = tu_manifest(dir, "world.yaml", "world-writable", NULL, NULL, NULL);
+    char *g = tu_manifest(dir, "group.yaml", "group-writable", NULL, NULL, NULL);
+    char *o = tu_manifest(dir, "owner.yaml", "owner-only", NULL, NULL, NULL);
+    assert_int_equal(chmod(w, 0666), 0);
+    assert_int_equal(chmod(g, 0664), 0); /* writable by the group only */
+    assert_int_equal(chmod(o, 0644), 0);
+    assert_int_equal(chmod(root, 0755), 0);
+    int strict = geteuid() == 0 || getauxval(AT_SECURE) != 0;
+    assert_int_equal(check_writable(root, strict), 0);
+    /* As root, the same files seen by an unprivileged user: warned, used. */
+    if (geteuid() == 0) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            if (setgroups(0, NULL) != 0 || setgid(65534) != 0 || setuid(65534) != 0)
+                _exit(99);
+            _exit(check_writable(root, 0));
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    free(w);
+    free(g);
+    free(o);
+    tu_rmrf(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +299,7 @@ int main(void)
         cmocka_unit_test(test_never_cwd),
         cmocka_unit_test(test_sorted_first_wins),
         cmocka_unit_test(test_explicit_files),
+        cmocka_unit_test(test_writable_refused_as_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /*
  * tests/test_evidence.c — the evidence cache: keying by device and plugin
- * file, invalidation, corruption, atomic replacement, and the selector
- * ranking by measured figures.
+ * file, invalidation, corruption (moved aside, never overwritten), names
+ * that must survive the round trip, failed verifies that a merge keeps,
+ * atomic replacement, and the selector ranking by measured figures.
  */
 #include <dirent.h>
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
+#include "internal.h"
 #include "test_util.h"
 
 typedef struct fx {
@@ -307,6 +309,200 @@ static void test_failed_verify_gate(void **state)
     edgert_close(ctx);
 }
 
+/* Whether a warning-level diagnostic of ctx names `file` and says `what`. */
+static int warned(const edgert_ctx *ctx, const char *file, const char *what)
+{
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+        const edgert_diag *d = edgert_diag_at(ctx, i);
+        if (d->level == EDGERT_LOG_WARN && d->file && strcmp(d->file, file) == 0 &&
+            strstr(d->message, what))
+            return 1;
+    }
+    return 0;
+}
+
+/* The workload string of `backend`'s entry, read back with libyaml as the
+ * core reads it; malloc'd, or NULL when the file does not parse. */
+static char *stored_workload(const char *path, const char *backend)
+{
+    er_yaml y;
+    er_diags d = {0};
+    char *w = NULL;
+    if (er_yaml_load(&y, path, &d) != EDGERT_OK) {
+        print_message("%s: %s\n", path, d.count ? d.items[0].message : "?");
+        er_diags_free(&d);
+        return NULL;
+    }
+    yaml_node_t *entries = er_yaml_get(&y, er_yaml_root(&y), "entries");
+    for (yaml_node_item_t *it = entries->data.sequence.items.start;
+         it < entries->data.sequence.items.top; it++) {
+        yaml_node_t *e = er_yaml_node(&y, *it);
+        yaml_node_t *b = er_yaml_get(&y, e, "backend"), *v = er_yaml_get(&y, e, "workload");
+        if (b && v && strcmp((const char *)b->data.scalar.value, backend) == 0)
+            w = strdup((const char *)v->data.scalar.value);
+    }
+    er_yaml_free(&y);
+    er_diags_free(&d);
+    return w;
+}
+
+#define FFFD "\xef\xbf\xbd"
+
+/* Names holding what libyaml refuses (C0, DEL, C1, U+FFFE/F), folds (NEL,
+ * U+2028/9) or cannot decode (bytes that are not UTF-8): the file reads back
+ * after the store and after a second store that copies the entry through
+ * the reader and the writer, and the name comes back as written, invalid
+ * bytes as U+FFFD. Before, one such name made the whole cache corrupt. */
+static void test_hostile_names_round_trip(void **state)
+{
+    fx *f = *state;
+    static const struct {
+        const char *in, *out;
+    } names[] = {
+        {"del \x7f", NULL},
+        {"c1 \xc2\x85 \xc2\x9b[31m \xc2\x9f", NULL},
+        {"esc \x1b[2J bell \a nul-free \x01\x1f", NULL},
+        {"nonchars \xef\xbf\xbf \xef\xbf\xbe bom \xef\xbb\xbf", NULL},
+        {"ls \xe2\x80\xa8 ps \xe2\x80\xa9", NULL},
+        {"quote \" backslash \\ tab \t nl \n cr \r", NULL},
+        {"utf8 caf\xc3\xa9 \xe2\x9c\x93 \xf0\x9f\x98\x80", NULL},
+        {"bad \xff|\xc0\x80|\xed\xa0\x80|\xf4\x90\x80\x80|\xe2\x9c",
+         "bad " FFFD "|" FFFD FFFD "|" FFFD FFFD FFFD "|" FFFD FFFD FFFD FFFD "|" FFFD FFFD},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *want = names[i].out ? names[i].out : names[i].in;
+        edgert_ctx *ctx = open_fx(f, 0, NULL);
+        edgert_evidence a = ev("test-good", 40.0 + (double)i, 1.0, 0.0, 1);
+        edgert_evidence b = ev("test-fast", 30.0, 1.0, 0.0, 1);
+        a.workload = names[i].in;
+        assert_int_equal(edgert_evidence_store(ctx, NULL, &a, 1, err, sizeof err), EDGERT_OK);
+        edgert_close(ctx);
+        for (int pass = 0; pass < 2; pass++) {
+            ctx = open_fx(f, 0, NULL);
+            if (warned(ctx, f->ev, ""))
+                fail_msg("name %zu: the evidence file does not read back", i);
+            assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured
+                                 .decode_tokens_per_s - (40.0 + (double)i)) < 1e-9);
+            char *got = stored_workload(f->ev, "test-good");
+            assert_non_null(got);
+            if (strcmp(got, want) != 0)
+                fail_msg("name %zu, pass %d: read back as '%s'", i, pass, got);
+            free(got);
+            /* the second pass reads the entry as copied by another store */
+            assert_int_equal(edgert_evidence_store(ctx, NULL, &b, 1, err, sizeof err), EDGERT_OK);
+            edgert_close(ctx);
+        }
+    }
+}
+
+/* The files of the evidence folder whose name starts with `prefix`. */
+static int count_files(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)))
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A cache that cannot be read is moved aside before a store, never
+ * overwritten (twice in the same second: two files), with a warning naming
+ * both paths; the store then starts a new file. */
+static void test_corrupt_moved_aside(void **state)
+{
+    fx *f = *state;
+    char *cache = strdup(f->ev);
+    *strrchr(cache, '/') = '\0';
+    char cmd[8192], err[512];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", cache);
+    assert_int_equal(system(cmd), 0);
+    const char *bad[2] = {"{\"evidence_version\": 1, \"entries\": [{\"device\": \"\x7f\"}]}\n",
+                          "{\"evidence_version\": 99, \"entries\": []}\n"};
+    for (int i = 0; i < 2; i++) {
+        free(tu_write(cache, "evidence.json", "%s", bad[i]));
+        edgert_ctx *ctx = open_fx(f, 0, NULL);
+        int told = warned(ctx, f->ev, "moves it aside"); /* when read */
+        edgert_evidence a = ev("test-good", 5.0 + i, 1.0, 0.0, 1);
+        assert_int_equal(edgert_evidence_store(ctx, NULL, &a, 1, err, sizeof err), EDGERT_OK);
+        char aside[4400] = "";
+        for (size_t d = 0; d < edgert_diag_count(ctx); d++) {
+            const char *m = edgert_diag_at(ctx, d)->message, *p = strstr(m, "moved aside to ");
+            if (edgert_diag_at(ctx, d)->level == EDGERT_LOG_WARN && p)
+                snprintf(aside, sizeof aside, "%.*s", (int)strcspn(p + 15, ","), p + 15);
+        }
+        edgert_close(ctx);
+        assert_int_equal(count_files(cache, "evidence.json.corrupt-"), i + 1);
+        assert_non_null(strstr(aside, "/evidence.json.corrupt-"));
+        FILE *fp = fopen(aside, "r");
+        assert_non_null(fp);
+        char buf[256] = "";
+        buf[fread(buf, 1, sizeof buf - 1, fp)] = '\0';
+        fclose(fp);
+        assert_string_equal(buf, bad[i]); /* the old bytes, as they were */
+        assert_true(told);
+        ctx = open_fx(f, 0, NULL);
+        assert_false(warned(ctx, f->ev, ""));
+        assert_true(fabs(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s -
+                         (5.0 + i)) < 1e-9);
+        edgert_close(ctx);
+    }
+    free(cache);
+}
+
+/* A recorded failed verify is a gate: figures stored later without a
+ * verdict keep it (with a warning), a pass replaces it, and a failure of
+ * another build of the plugin is dropped only with a warning; an entry that
+ * cannot be kept is not dropped silently either. */
+static void test_failure_survives_merge(void **state)
+{
+    fx *f = *state;
+    char err[512];
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    edgert_evidence fail = ev("test-fast", 900.0, 0.1, 3.0, 0), figures = fail;
+    figures.correct = -1; /* e.g. a bench result: no verdict */
+    figures.decode_tokens_per_s = 950.0;
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &fail, 1, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &figures, 1, err, sizeof err), EDGERT_OK);
+    int told = warned(ctx, f->ev, "failed verify recorded");
+    edgert_close(ctx);
+    ctx = open_fx(f, 0, NULL);
+    const edgert_candidate *c = edgert_candidate_find(ctx, "test-fast");
+    assert_false(c->eligible);
+    assert_string_equal(c->reasons[c->reason_count - 1], "FAILED_VERIFY");
+    assert_true(fabs(c->measured.decode_tokens_per_s - 950.0) < 1e-9);
+    assert_true(told);
+    /* a pass decides again */
+    edgert_evidence pass = ev("test-fast", 800.0, 0.9, 0.1, 1);
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &pass, 1, err, sizeof err), EDGERT_OK);
+    edgert_close(ctx);
+    ctx = open_fx(f, 0, NULL);
+    assert_true(edgert_candidate_find(ctx, "test-fast")->eligible);
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &fail, 1, err, sizeof err), EDGERT_OK);
+    edgert_close(ctx);
+    /* another build of the plugin: its old failure goes, and says so */
+    char lib[4200];
+    snprintf(lib, sizeof lib, "%s/tp_fast.so", f->dir);
+    FILE *fp = fopen(lib, "ab");
+    fputs("rebuilt", fp);
+    fclose(fp);
+    ctx = open_fx(f, 0, NULL);
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &figures, 1, err, sizeof err), EDGERT_OK);
+    assert_true(warned(ctx, f->ev, "for another build of its plugin is dropped"));
+    edgert_close(ctx);
+    /* an entry without device or backend cannot be kept: said, with its line */
+    free(tu_write(f->dir, "cache/edgert/evidence.json", "%s",
+                  "{\"evidence_version\": 1, \"entries\": [\n"
+                  "  {\"backend\": \"test-good\", \"correct\": 0}]}\n"));
+    ctx = open_fx(f, 0, NULL);
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &pass, 1, err, sizeof err), EDGERT_OK);
+    assert_true(warned(ctx, f->ev, "cannot be kept and is dropped (it recorded a failed verify)"));
+    edgert_close(ctx);
+}
+
 static void test_default_path(void **state)
 {
     (void)state;
@@ -342,6 +538,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_keeps_old, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_verify_gate, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hostile_names_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_corrupt_moved_aside, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure_survives_merge, setup, teardown),
         cmocka_unit_test(test_default_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -125,6 +125,41 @@ static void test_not_a_library(void **state)
     tu_rmrf(dir);
 }
 
+/* LIBRARY_MISSING says what the path is: the stat result decides the text,
+ * never a stale errno (a folder used to be reported as "no such file"). */
+static void test_library_not_a_file(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), loop[4200], missing[4200];
+    snprintf(loop, sizeof loop, "%s/loop.so", dir);
+    snprintf(missing, sizeof missing, "%s/missing.so", dir);
+    assert_int_equal(symlink(loop, loop), 0); /* stat: ELOOP */
+    const struct {
+        const char *lib, *want;
+    } cases[] = {
+        {dir, "is a directory"},
+        {"/dev/null", "is not a regular file"},
+        {missing, "no such file"},
+        {"/dev/null/x.so", "no such file"},
+        {loop, "cannot be read: "},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *sub = tu_tmpdir();
+        free(tu_manifest(sub, "m.yaml", "test-nofile", cases[i].lib, NULL, NULL));
+        edgert_ctx *ctx = open_dir(sub, NULL, 0, NULL);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-nofile");
+        assert_non_null(c);
+        assert_true(has_reason(c, "LIBRARY_MISSING"));
+        char want[4400];
+        snprintf(want, sizeof want, "%s: %s", cases[i].lib, cases[i].want);
+        if (!strstr(c->detail, want))
+            fail_msg("library %s: detail '%s' lacks '%s'", cases[i].lib, c->detail, want);
+        edgert_close(ctx);
+        tu_rmrf(sub);
+    }
+    tu_rmrf(dir);
+}
+
 static void test_checksum(void **state)
 {
     (void)state;
@@ -360,6 +395,7 @@ int main(void)
         cmocka_unit_test(test_good_plugin_loads),
         cmocka_unit_test(test_reason_codes),
         cmocka_unit_test(test_not_a_library),
+        cmocka_unit_test(test_library_not_a_file),
         cmocka_unit_test(test_checksum),
         cmocka_unit_test(test_gates_run_no_plugin_code),
         cmocka_unit_test(test_skip_and_continue),

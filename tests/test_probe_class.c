@@ -35,6 +35,24 @@ static void test_gpu_model_bf16(void **state)
         {"V100", 0},                      {"T4", 0},
         {"NVIDIA T4", 0},                 {"NVIDIA T1000", 0},
         {"  nvidia geforce gtx 1070", 0},
+        /* pre-Ampere names without GTX/Quadro/Tesla: issue 13 */
+        {"NVIDIA GeForce MX450", 0},      {"GeForce 940MX", 0},
+        {"GRID K520", 0},                 {"NVIDIA GRID K520", 0},
+        {"GeForce 840M", 0},              {"NVIDIA GeForce 710M", 0},
+        {"NVIDIA GeForce MX550", 0},      {"GRID M60-8Q", 0},
+        {"GRID T4-16Q", 0},               {"GRID V100-32C", 0},
+        {"Tesla M60", 0},                 {"Quadro RTX 6000", 0},
+        {"NVIDIA Jetson Xavier NX", 0},   {"Jetson TX2", 0},
+        {"NVIDIA Jetson Nano Developer Kit", 0}, {"Graphics Device", 0},
+        /* Ampere and newer, some with older-looking names */
+        {"NVIDIA GeForce RTX 2050", 1},   {"NVIDIA GeForce MX570", 1},
+        {"NVIDIA GeForce RTX 3050 Ti Laptop GPU", 1}, {"NVIDIA RTX A500 Laptop GPU", 1},
+        {"NVIDIA RTX 2000 Ada Generation", 1}, {"NVIDIA RTX PRO 6000 Blackwell", 1},
+        {"NVIDIA H200", 1},               {"NVIDIA GH200 480GB", 1},
+        {"NVIDIA B200", 1},               {"NVIDIA GB10", 1},
+        {"NVIDIA L40S", 1},               {"NVIDIA A10G", 1},
+        {"GRID A100-40C", 1},             {"NVIDIA Jetson AGX Orin", 1},
+        {"nvidia geforce rtx 4060", 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (er_gpu_model_has_bf16(cases[i].model) != cases[i].bf16)

@@ -340,6 +340,41 @@ static void test_profile_defaults(void **state)
     rm_tree(root);
 }
 
+/* Without bf16, a GPU's bf16 follows its accelerator name as the probe's
+ * does (issue 13: a GeForce MX450 profile defaulted to bf16). */
+static void test_profile_gpu_bf16(void **state)
+{
+    (void)state;
+    char root[64], path[128];
+    make_tmp(root, sizeof root);
+    edgert_device dev;
+    er_diags d = {0};
+    static const struct {
+        const char *cls, *accel;
+        int bf16;
+    } gpus[] = {
+        {"cuda_discrete", "NVIDIA GeForce MX450", 0},
+        {"cuda_discrete", "GRID K520", 0},
+        {"cuda_discrete", "NVIDIA GeForce RTX 4090", 1},
+        {"jetson", "NVIDIA Jetson Xavier NX", 0},
+        {"jetson", "NVIDIA Jetson AGX Orin", 1},
+    };
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "profile_version: 1\nname: g\narch: arm64\ndevice_class: %s\n"
+                 "cpu_flags: [asimd]\nlogical_cores: 4\naccelerator: \"%s\"\n",
+                 gpus[i].cls, gpus[i].accel);
+        assert_int_equal(load_text(text, &dev, &d, path, sizeof path, root), EDGERT_OK);
+        if (dev.bf16 != gpus[i].bf16)
+            fail_msg("%s '%s': bf16 %d, want %d (%s)", gpus[i].cls, gpus[i].accel, dev.bf16,
+                     gpus[i].bf16, dev.bf16_source);
+        assert_non_null(strstr(dev.bf16_source, gpus[i].accel));
+        er_diags_free(&d);
+    }
+    rm_tree(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_profile_too_big),
         cmocka_unit_test(test_profile_unreadable),
         cmocka_unit_test(test_profile_defaults),
+        cmocka_unit_test(test_profile_gpu_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,8 +100,8 @@ static void progress(const char *what, size_t done, size_t total)
     if (!isatty(2))
         return;
     int fill = total ? (int)(width * done / total) : width;
-    fprintf(stderr, "\r%-10s [%.*s%*s] %zu/%zu", what, fill, "##############################",
-            width - fill, "", done, total);
+    tfprintf(stderr, "\r%-10s [%.*s%*s] %zu/%zu", what, fill, "##############################",
+             width - fill, "", done, total);
     if (done == total)
         fputs("\r\033[K", stderr);
     fflush(stderr);
@@ -494,7 +494,7 @@ static void json_shapes(json_w *j, const bench_result *r, const workload *w)
 static void print_json(const bench_result *r, const workload *w, const cli *c)
 {
     json_w j;
-    json_init(&j, stdout);
+    json_init(&j, json_out());
     json_obj(&j);
     json_kstr(&j, "backend", r->backend);
     json_kstr(&j, "path", r->path);
@@ -574,45 +574,45 @@ static void print_json(const bench_result *r, const workload *w, const cli *c)
 
 static void print_text(const bench_result *r, const workload *w, const cli *c)
 {
-    printf("bench: %s (%s) on %s, %u threads\n", r->backend, r->path, w->name, r->threads);
-    printf("pack:    %.2f s (+%.2f s generating), RssAnon %.1f MB before, peak %.1f MB, settled "
-           "%.1f MB; transient above packed %.1f MB\n",
-           r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
-           r->settled_rss_mb, r->pack_transient_mb);
+    tprintf("bench: %s (%s) on %s, %u threads\n", r->backend, r->path, w->name, r->threads);
+    tprintf("pack:    %.2f s (+%.2f s generating), RssAnon %.1f MB before, peak %.1f MB, settled "
+            "%.1f MB; transient above packed %.1f MB\n",
+            r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
+            r->settled_rss_mb, r->pack_transient_mb);
     if (r->have_decode) {
-        printf("ceiling: read %.1f GB/s plain [%.1f..%.1f], %.1f GB/s prefetched [%.1f..%.1f] "
-               "(median of %u passes over %.0f MiB)\n",
-               r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs,
-               r->bw.prefetch_min, r->bw.prefetch_max, r->bw.passes, r->bw.bytes / 1048576.0);
-        printf(
+        tprintf("ceiling: read %.1f GB/s plain [%.1f..%.1f], %.1f GB/s prefetched [%.1f..%.1f] "
+                "(median of %u passes over %.0f MiB)\n",
+                r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs,
+                r->bw.prefetch_min, r->bw.prefetch_max, r->bw.passes, r->bw.bytes / 1048576.0);
+        tprintf(
             "         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s plain, "
             "%.1f prefetched\n",
             r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
-        printf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
-               "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
-               r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
-               r->tokens_per_s, r->weight_bytes / 1e6,
-               8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
-               r->fraction_of_bandwidth);
-        printf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
+        tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
+                "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
+                r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
+                r->tokens_per_s, r->weight_bytes / 1e6,
+                8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
+                r->fraction_of_bandwidth);
+        tprintf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
     }
     if (r->have_prefill) {
-        printf("peaks:  ");
+        tprintf("peaks:  ");
         for (int i = 0; i < PEAK_COUNT; i++)
             if (!isnan(r->peaks.value[i]))
-                printf(" %s %.0f", peak_names[i], r->peaks.value[i]);
-        printf("\nprefill: M=%u: %.1f tok/s, %.1f GFLOP/s = %.3f of %s\n", r->m,
-               r->prefill_tokens_per_s, r->prefill_gflops, r->fraction_of_compute_peak,
-               peak_names[r->compute_family]);
+                tprintf(" %s %.0f", peak_names[i], r->peaks.value[i]);
+        tprintf("\nprefill: M=%u: %.1f tok/s, %.1f GFLOP/s = %.3f of %s\n", r->m,
+                r->prefill_tokens_per_s, r->prefill_gflops, r->fraction_of_compute_peak,
+                peak_names[r->compute_family]);
     }
-    printf("%-10s %7s %7s %5s %10s %10s %8s %10s\n", "shape", "k", "n", "count", "packed MB",
-           "decode ms", "GB/s", "pf GFLOP/s");
+    tprintf("%-10s %7s %7s %5s %10s %10s %8s %10s\n", "shape", "k", "n", "count", "packed MB",
+            "decode ms", "GB/s", "pf GFLOP/s");
     for (size_t s = 0; s < w->nshapes; s++) {
         const wl_shape *sh = &w->shapes[s];
         const bench_shape *b = &r->shapes[s];
-        printf("%-10s %7u %7u %5u %10.1f %10.3f %8.2f %10.1f\n", sh->name, sh->k, sh->n, sh->count,
-               b->packed_bytes / 1e6, r->have_decode ? b->decode_ms : NAN,
-               r->have_decode ? b->decode_gbs : NAN, r->have_prefill ? b->prefill_gflops : NAN);
+        tprintf("%-10s %7u %7u %5u %10.1f %10.3f %8.2f %10.1f\n", sh->name, sh->k, sh->n, sh->count,
+                b->packed_bytes / 1e6, r->have_decode ? b->decode_ms : NAN,
+                r->have_decode ? b->decode_gbs : NAN, r->have_prefill ? b->prefill_gflops : NAN);
     }
 }
 
@@ -628,7 +628,7 @@ int cmd_bench(const cli *c)
     edgert_selection *sel = NULL;
     if (!name) {
         if (edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err) != EDGERT_OK) {
-            fprintf(stderr, "edgert: %s\n", err);
+            tfprintf(stderr, "edgert: %s\n", err);
             edgert_close(ctx);
             return EXIT_NONE;
         }
@@ -643,7 +643,7 @@ int cmd_bench(const cli *c)
             print_text(r, &w, c);
         rc = EXIT_OK;
     } else {
-        fprintf(stderr, "edgert bench: %s\n", err[0] ? err : edgert_status_name(st));
+        tfprintf(stderr, "edgert bench: %s\n", err[0] ? err : edgert_status_name(st));
         rc = (st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND) ? EXIT_NONE
              : st == EDGERT_E_USAGE                                    ? EXIT_USAGE
                                                                        : EXIT_FAIL;

@@ -23,17 +23,17 @@ static int measure_one(edgert_ctx *ctx, const cli *c, const workload *w, const c
     bc.phase = PHASE_DECODE;
     bc.options = NULL;
     if (!c->quiet && !c->json)
-        fprintf(stderr, "calibrate: %s: bench (decode)...\n", name);
+        tfprintf(stderr, "calibrate: %s: bench (decode)...\n", name);
     if (bench_backend(ctx, &bc, w, name, br, err, sizeof err) != EDGERT_OK) {
-        fprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
-                name, err);
+        tfprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
+                 name, err);
         return EXIT_FAIL;
     }
     if (!c->quiet && !c->json)
-        fprintf(stderr, "calibrate: %s: verify...\n", name);
+        tfprintf(stderr, "calibrate: %s: verify...\n", name);
     if (verify_backend(ctx, c, w, name, v, err, sizeof err) != EDGERT_OK) {
-        fprintf(stderr, "edgert calibrate: %s: verify failed to run: %s; no evidence stored\n",
-                name, err);
+        tfprintf(stderr, "edgert calibrate: %s: verify failed to run: %s; no evidence stored\n",
+                 name, err);
         return EXIT_FAIL;
     }
     *e = (edgert_evidence){
@@ -43,8 +43,10 @@ static int measure_one(edgert_ctx *ctx, const cli *c, const workload *w, const c
         .correct = v->correct,
     };
     if (!v->correct)
-        fprintf(stderr, "edgert calibrate: %s FAILED verify (%s): it will not be selected on "
-                        "this device\n", name, v->first_failure);
+        tfprintf(stderr,
+                 "edgert calibrate: %s FAILED verify (%s): it will not be selected on "
+                 "this device\n",
+                 name, v->first_failure);
     return EXIT_OK;
 }
 
@@ -53,7 +55,7 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
 {
     if (c->json) {
         json_w j;
-        json_init(&j, stdout);
+        json_init(&j, json_out());
         json_obj(&j);
         json_kstr(&j, "evidence_file", path);
         json_kstr(&j, "device_fingerprint", edgert_device_fingerprint(ctx));
@@ -75,14 +77,14 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
         json_finish(&j);
         return;
     }
-    printf("evidence for device %s written to %s:\n", edgert_device_fingerprint(ctx), path);
-    printf("  %-16s %12s %8s %10s %9s %s\n", "backend", "decode tok/s", "top-1", "KL",
-           "SQNR min", "verify");
+    tprintf("evidence for device %s written to %s:\n", edgert_device_fingerprint(ctx), path);
+    tprintf("  %-16s %12s %8s %10s %9s %s\n", "backend", "decode tok/s", "top-1", "KL", "SQNR min",
+            "verify");
     for (size_t i = 0; i < count; i++)
-        printf("  %-16s %12.2f %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
-               ev[i].decode_tokens_per_s, ev[i].top1_agreement, ev[i].kl_mean,
-               ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
-    printf("'edgert select --explain' now ranks by these measured figures.\n");
+        tprintf("  %-16s %12.2f %8.3f %10.2e %8.1f  %s\n", ev[i].backend, ev[i].decode_tokens_per_s,
+                ev[i].top1_agreement, ev[i].kl_mean, ev[i].sqnr_min_db,
+                ev[i].correct == 1 ? "pass" : "FAIL");
+    tprintf("'edgert select --explain' now ranks by these measured figures.\n");
 }
 
 int cmd_calibrate(const cli *c)
@@ -94,8 +96,8 @@ int cmd_calibrate(const cli *c)
         return rc;
     const char *path = c->out ? c->out : edgert_evidence_path(ctx);
     if (!path) {
-        fprintf(stderr,
-                "edgert calibrate: no evidence file: set XDG_CACHE_HOME or HOME, or use --out\n");
+        tfprintf(stderr,
+                 "edgert calibrate: no evidence file: set XDG_CACHE_HOME or HOME, or use --out\n");
         edgert_close(ctx);
         return EXIT_USAGE;
     }
@@ -104,7 +106,7 @@ int cmd_calibrate(const cli *c)
     bench_result *br = calloc(1, sizeof *br);
     verify_result *vr = calloc(n ? n : 1, sizeof *vr);
     if (!ev || !br || !vr) {
-        fprintf(stderr, "edgert calibrate: out of memory\n");
+        tfprintf(stderr, "edgert calibrate: out of memory\n");
         rc = EXIT_FAIL;
         goto out;
     }
@@ -119,7 +121,7 @@ int cmd_calibrate(const cli *c)
     }
     char err[1024] = "";
     if (edgert_evidence_store(ctx, path, ev, count, err, sizeof err) != EDGERT_OK) {
-        fprintf(stderr, "edgert calibrate: %s\n", err);
+        tfprintf(stderr, "edgert calibrate: %s\n", err);
         rc = EXIT_FAIL;
         goto out;
     }

@@ -55,21 +55,22 @@ int cmd_checksum(int argc, char **argv)
         } else if (strcmp(argv[i], "--json") == 0) {
             json = 1;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
-            fprintf(stderr, "edgert checksum: unknown option '%s' (see 'edgert checksum --help')\n",
-                    argv[i]);
+            tfprintf(stderr,
+                     "edgert checksum: unknown option '%s' (see 'edgert checksum --help')\n",
+                     argv[i]);
             return EXIT_USAGE;
         } else {
             nfiles++;
         }
     }
     if (nfiles == 0) {
-        fprintf(stderr, "edgert checksum: name at least one %s (see 'edgert checksum --help')\n",
-                stamp ? "manifest" : "file");
+        tfprintf(stderr, "edgert checksum: name at least one %s (see 'edgert checksum --help')\n",
+                 stamp ? "manifest" : "file");
         return EXIT_USAGE;
     }
     json_w w;
     if (json) {
-        json_init(&w, stdout);
+        json_init(&w, json_out());
         json_obj(&w);
         json_key(&w, "files");
         json_arr(&w);
@@ -89,9 +90,9 @@ int cmd_checksum(int argc, char **argv)
             json_kstr(&w, st == EDGERT_OK ? "checksum" : "error", st == EDGERT_OK ? sum : err);
             json_end_obj(&w);
         } else if (st == EDGERT_OK) {
-            printf(stamp ? "%s  stamped into %s\n" : "%s  %s\n", sum, argv[i]);
+            tprintf(stamp ? "%s  stamped into %s\n" : "%s  %s\n", sum, argv[i]);
         } else {
-            fprintf(stderr, "edgert checksum: %s\n", err);
+            tfprintf_lines(stderr, "edgert checksum: %s\n", err);
         }
     }
     if (json) {

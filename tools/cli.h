@@ -42,6 +42,31 @@ typedef struct cli {
     int force, golden;
 } cli;
 
+/* ---- text from outside the program (cli_common.c) ----
+ * printf for the CLI's text output: every %s argument is written through
+ * put_text, so a string from a manifest, a plugin, a sysroot file, a file
+ * name or the library's messages cannot make the terminal act (no escape
+ * sequence reaches it raw). tfprintf_lines keeps newlines and tabs in its
+ * arguments, for the library's multi-line messages. */
+void tprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void tfprintf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void tfprintf_lines(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** len bytes of s with what a terminal acts on shown as escapes: C0 controls
+ *  (newline and tab kept when keep_lines) as \n \t \r \xHH, DEL, C1 controls,
+ *  line separators and bidi controls as \xHH / \uHHHH, and bytes that are
+ *  not UTF-8 as \xHH. Everything else, valid UTF-8 included, as it is. */
+void put_text(FILE *f, const char *s, size_t len, int keep_lines);
+
+/* ---- --json (cli_common.c) ----
+ * json_keep_stdout, called once before any plugin is loaded when --json is
+ * given, keeps the original stdout for the JSON document alone and points
+ * file descriptor 1 (and so stdout) at stderr for the rest of the process:
+ * whatever else is written to stdout, a plugin's output included, lands on
+ * stderr. 0, or -1 when it could not (stdout is then used as it is).
+ * json_out is the stream every JSON document is written to. */
+int json_keep_stdout(void);
+FILE *json_out(void);
+
 void flags_text(uint64_t mask, char *buf, size_t len);
 void json_flags(json_w *w, const char *key, uint64_t mask);
 void json_device(json_w *w, const edgert_device *d);

@@ -1,19 +1,240 @@
 /*
  * tools/cli_common.c — printers and handle opening shared by the subcommands.
+ *
+ * Text from outside the program (manifests, plugins, sysroot files, file
+ * names, the library's messages) reaches the terminal only through the
+ * escaping printers tprintf / tfprintf / tfprintf_lines: every %s argument
+ * is written with what a terminal would act on made visible (put_text). The
+ * JSON writer escapes its strings itself (json.c), and with --json it writes
+ * to the original stdout while file descriptor 1 points at stderr, so that
+ * nothing else (a plugin's printf) can reach the JSON stream.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "workload.h"
 
-#include <stdarg.h>
-
 /* Indexed by edgert_log_level (1 = error). */
 static const char *const lv[] = {"?", "error", "warning", "info", "debug"};
+
+/* ---- text from outside the program ----------------------------------------------- */
+
+/* What a terminal acts on instead of showing: C0 controls (but newline and
+ * tab when keep_lines), DEL, C1 controls (CSI is U+009B), the line and
+ * paragraph separators, and the bidirectional marks, embeddings, overrides
+ * and isolates that reorder what is shown. */
+static int acts_on_terminal(uint32_t cp, int keep_lines)
+{
+    if (keep_lines && (cp == '\n' || cp == '\t'))
+        return 0;
+    return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x061C || cp == 0x200E ||
+           cp == 0x200F || (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+void put_text(FILE *f, const char *s, size_t len, int keep_lines)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
+        uint32_t cp = 0;
+        size_t n = utf8_seq(p, (size_t)(end - p), &cp);
+        if (n == 0)
+            fprintf(f, "\\x%02x", *p); /* not UTF-8: the byte */
+        else if (!acts_on_terminal(cp, keep_lines))
+            fwrite(p, 1, n, f);
+        else if (cp == '\n' || cp == '\t' || cp == '\r')
+            fprintf(f, "\\%c", cp == '\n' ? 'n' : cp == '\t' ? 't' : 'r');
+        else
+            fprintf(f, cp < 0x80 ? "\\x%02x" : "\\u%04x", (unsigned)cp);
+        p += n ? n : 1;
+    }
+}
+
+/* A %s of tprintf: at most `prec` bytes of s (all when prec < 0), escaped,
+ * then padded to `width` (left-aligned when `left`) as printf would. */
+static void put_arg(FILE *f, const char *s, int left, int width, int prec, int keep_lines)
+{
+    if (!s)
+        s = "(null)";
+    size_t len = prec < 0 ? strlen(s) : strnlen(s, (size_t)prec);
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *m = open_memstream(&buf, &size);
+    if (!m) {
+        put_text(f, s, len, keep_lines); /* unpadded, still escaped */
+        return;
+    }
+    put_text(m, s, len, keep_lines);
+    fclose(m);
+    fprintf(f, left ? "%-*s" : "%*s", width, buf ? buf : "");
+    free(buf);
+}
+
+/* The integer argument of a d/i/u/o/x/X conversion with length modifier
+ * `lm`, printed with spec. */
+static void put_int(FILE *f, const char *spec, char conv, const char *lm, va_list *ap)
+{
+    int sgn = conv == 'd' || conv == 'i';
+    if (strcmp(lm, "l") == 0)
+        sgn ? fprintf(f, spec, va_arg(*ap, long)) : fprintf(f, spec, va_arg(*ap, unsigned long));
+    else if (strcmp(lm, "ll") == 0)
+        sgn ? fprintf(f, spec, va_arg(*ap, long long))
+            : fprintf(f, spec, va_arg(*ap, unsigned long long));
+    else if (strcmp(lm, "z") == 0)
+        sgn ? fprintf(f, spec, va_arg(*ap, ssize_t)) : fprintf(f, spec, va_arg(*ap, size_t));
+    else if (strcmp(lm, "j") == 0)
+        sgn ? fprintf(f, spec, va_arg(*ap, intmax_t)) : fprintf(f, spec, va_arg(*ap, uintmax_t));
+    else if (strcmp(lm, "t") == 0)
+        fprintf(f, spec, va_arg(*ap, ptrdiff_t));
+    else /* none, h, hh: promoted to int */
+        sgn ? fprintf(f, spec, va_arg(*ap, int)) : fprintf(f, spec, va_arg(*ap, unsigned));
+}
+
+/* Digits at *q (advanced past them) as a number, or one int argument for a
+ * '*'; NONE when neither is there. */
+#define NONE INT_MIN
+static int spec_number(const char **q, va_list *ap)
+{
+    if (**q == '*') {
+        ++*q;
+        return va_arg(*ap, int);
+    }
+    if (**q < '0' || **q > '9')
+        return NONE;
+    int v = 0;
+    for (; **q >= '0' && **q <= '9'; ++*q)
+        v = v < 100000 ? v * 10 + (**q - '0') : v;
+    return v;
+}
+
+/* One conversion, `pct` at its '%': its arguments taken from *ap, written to
+ * f (a %s through put_arg, the others by fprintf with any '*' resolved).
+ * Returns what follows it. %n, %ls, %lc and %m are not supported (the
+ * compiler checks every call's format; the CLI uses none of them). */
+static const char *convert(FILE *f, const char *pct, va_list *ap, int keep_lines)
+{
+    const char *q = pct + 1, *flags = q;
+    q += strspn(q, "-+ #0");
+    int nflags = (int)(q - flags), left = memchr(flags, '-', (size_t)nflags) != NULL;
+    int width = spec_number(&q, ap), prec = NONE, minus = 0;
+    if (*q == '.') {
+        q++;
+        prec = spec_number(&q, ap);
+        prec = prec == NONE ? 0 : prec; /* "%.d" is precision 0; a negative '*': none */
+    }
+    if (width != NONE && width < 0) { /* a negative '*' width means left-aligned */
+        left = minus = 1;
+        width = -width;
+    }
+    size_t nlm = strspn(q, "hlzjtL");
+    char lm[3] = "", spec[64], conv = q[nlm];
+    if (!conv || nlm > 2) {
+        fputs(pct, f);
+        return pct + strlen(pct);
+    }
+    memcpy(lm, q, nlm);
+    int used = snprintf(spec, sizeof spec, "%%%.*s%s", nflags, flags, minus ? "-" : "");
+    if (width != NONE)
+        used += snprintf(spec + used, sizeof spec - (size_t)used, "%d", width);
+    if (prec >= 0)
+        used += snprintf(spec + used, sizeof spec - (size_t)used, ".%d", prec);
+    snprintf(spec + used, sizeof spec - (size_t)used, "%s%c", lm, conv);
+    if (conv == 's')
+        put_arg(f, va_arg(*ap, const char *), left, width == NONE ? 0 : width, prec < 0 ? -1 : prec,
+                keep_lines);
+    else if (strchr("diuoxX", conv))
+        put_int(f, spec, conv, lm, ap);
+    else if (strchr("fFeEgGaA", conv) && lm[0] == 'L')
+        fprintf(f, spec, va_arg(*ap, long double));
+    else if (strchr("fFeEgGaA", conv))
+        fprintf(f, spec, va_arg(*ap, double));
+    else if (conv == 'c')
+        fprintf(f, spec, va_arg(*ap, int));
+    else if (conv == 'p')
+        fprintf(f, spec, va_arg(*ap, void *));
+    else if (conv == '%')
+        fputc('%', f);
+    else
+        fwrite(pct, 1, (size_t)(q + nlm + 1 - pct), f);
+    return q + nlm + 1;
+}
+
+static void vtext(FILE *f, int keep_lines, const char *fmt, va_list ap)
+{
+    va_list aq;
+    va_copy(aq, ap);
+    for (const char *p = fmt; *p;) {
+        const char *pct = strchr(p, '%');
+        if (!pct) {
+            fputs(p, f);
+            break;
+        }
+        fwrite(p, 1, (size_t)(pct - p), f);
+        p = convert(f, pct, &aq, keep_lines);
+    }
+    va_end(aq);
+}
+
+void tprintf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vtext(stdout, 0, fmt, ap);
+    va_end(ap);
+}
+
+void tfprintf(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vtext(f, 0, fmt, ap);
+    va_end(ap);
+}
+
+void tfprintf_lines(FILE *f, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vtext(f, 1, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- --json: stdout carries the JSON document alone --------------------------------- */
+
+static FILE *json_stream; /* the original stdout, once json_keep_stdout ran */
+
+int json_keep_stdout(void)
+{
+    int fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+        int e = errno;
+        if (f)
+            fclose(f);
+        else if (fd >= 0)
+            close(fd);
+        errno = e;
+        return -1;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* now stderr: keep its lines in order */
+    json_stream = f;
+    return 0;
+}
+
+FILE *json_out(void)
+{
+    return json_stream ? json_stream : stdout;
+}
 
 /* ---- shared printing ------------------------------------------------------------ */
 
@@ -68,23 +289,23 @@ void print_device(const edgert_device *d)
     char flags[1024], off[512];
     flags_text(d->cpu_flags, flags, sizeof flags);
     flags_text(d->cpu_flags_os_disabled, off, sizeof off);
-    printf("device: %s (%s)\n", d->name[0] ? d->name : "unnamed",
-           d->planned ? "plan from a device profile" : "live probe");
-    printf("  source        %s\n", d->source);
-    printf("  arch          %s\n", edgert_arch_name(d->arch));
-    printf("  class         %s", edgert_device_class_name(d->device_class));
+    tprintf("device: %s (%s)\n", d->name[0] ? d->name : "unnamed",
+            d->planned ? "plan from a device profile" : "live probe");
+    tprintf("  source        %s\n", d->source);
+    tprintf("  arch          %s\n", edgert_arch_name(d->arch));
+    tprintf("  class         %s", edgert_device_class_name(d->device_class));
     if (d->class_evidence[0])
-        printf("  (%s)", d->class_evidence);
-    printf("\n");
+        tprintf("  (%s)", d->class_evidence);
+    tprintf("\n");
     if (d->accelerator[0])
-        printf("  accelerator   %s\n", d->accelerator);
-    printf("  cores         %u logical\n", d->logical_cores);
+        tprintf("  accelerator   %s\n", d->accelerator);
+    tprintf("  cores         %u logical\n", d->logical_cores);
     if (d->mem_total_bytes)
-        printf("  memory        %.1f GiB total, %.1f GiB available\n",
-               d->mem_total_bytes / 1073741824.0, d->mem_available_bytes / 1073741824.0);
-    printf("  cpu flags     %s\n", flags);
-    printf("  OS-disabled   %s\n", off);
-    printf("  bf16          %s (%s)\n", d->bf16 ? "yes" : "no", d->bf16_source);
+        tprintf("  memory        %.1f GiB total, %.1f GiB available\n",
+                d->mem_total_bytes / 1073741824.0, d->mem_available_bytes / 1073741824.0);
+    tprintf("  cpu flags     %s\n", flags);
+    tprintf("  OS-disabled   %s\n", off);
+    tprintf("  bf16          %s (%s)\n", d->bf16 ? "yes" : "no", d->bf16_source);
 }
 
 void json_figures(json_w *w, const char *key, const edgert_figures *f)
@@ -192,12 +413,12 @@ void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
         if ((int)d->level > max_level)
             continue;
         if (d->file && d->line)
-            fprintf(f, "  %s:%u:%u: %s: %s\n", d->file, d->line, d->column, lv[d->level],
-                    d->message);
+            tfprintf(f, "  %s:%u:%u: %s: %s\n", d->file, d->line, d->column, lv[d->level],
+                     d->message);
         else if (d->file)
-            fprintf(f, "  %s: %s: %s\n", d->file, lv[d->level], d->message);
+            tfprintf(f, "  %s: %s: %s\n", d->file, lv[d->level], d->message);
         else
-            fprintf(f, "  %s: %s\n", lv[d->level], d->message);
+            tfprintf(f, "  %s: %s\n", lv[d->level], d->message);
     }
 }
 
@@ -227,7 +448,7 @@ const char *layout_text(const edgert_candidate *c, char *buf, size_t len)
 static void cli_log(void *user, edgert_log_level level, const char *msg)
 {
     (void)user;
-    fprintf(stderr, "edgert: %s: %s\n", lv[level], msg);
+    tfprintf(stderr, "edgert: %s: %s\n", lv[level], msg);
 }
 
 int open_ctx(const cli *c, edgert_ctx **ctx)
@@ -256,7 +477,7 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
     edgert_status st = edgert_open(&o, ctx, err, sizeof err);
     if (st == EDGERT_OK)
         return EXIT_OK;
-    fprintf(stderr, "edgert: %s\n", err[0] ? err : edgert_status_name(st));
+    tfprintf_lines(stderr, "edgert: %s\n", err[0] ? err : edgert_status_name(st));
     if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND)
         return EXIT_BADFILE;
     return EXIT_FAIL;
@@ -272,8 +493,8 @@ void warn_diags(const cli *c, const edgert_ctx *ctx)
         any |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
     if (!any || c->explain)
         return;
-    fprintf(stderr,
-            "edgert: problems while reading manifests (skipped files; the others were used):\n");
+    tfprintf(stderr,
+             "edgert: problems while reading manifests (skipped files; the others were used):\n");
     print_diags(ctx, stderr, EDGERT_LOG_WARN);
 }
 
@@ -291,7 +512,7 @@ int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,
     if (rc)
         return rc;
     if (edgert_device_facts(*ctx)->planned) {
-        fprintf(stderr, "edgert %s: --device plans for another machine; %s\n", cmd, runs);
+        tfprintf(stderr, "edgert %s: --device plans for another machine; %s\n", cmd, runs);
         edgert_close(*ctx);
         *ctx = NULL;
         return EXIT_USAGE;

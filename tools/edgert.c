@@ -219,8 +219,8 @@ static int parse_uint(const char *opt, const char *v, unsigned long long lo, uns
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
     if (!*v || *end || errno || x < lo || x > hi || v[0] == '-') {
-        fprintf(stderr, "edgert: %s takes a whole number from %llu to %llu, not '%s'\n", opt, lo,
-                hi, v);
+        tfprintf(stderr, "edgert: %s takes a whole number from %llu to %llu, not '%s'\n", opt, lo,
+                 hi, v);
         return -1;
     }
     *out = x;
@@ -275,9 +275,9 @@ static int parse_args(cli *c, int argc, char **argv)
         if (o == -1)
             break;
         if (o >= OPT_JSON && !allowed(c->cmd, o)) {
-            fprintf(stderr,
-                    "edgert %s: option '%s' does not apply to '%s' (see 'edgert %s --help')\n",
-                    c->cmd, argv[optind - 1], c->cmd, c->cmd);
+            tfprintf(stderr,
+                     "edgert %s: option '%s' does not apply to '%s' (see 'edgert %s --help')\n",
+                     c->cmd, argv[optind - 1], c->cmd, c->cmd);
             return -1;
         }
         unsigned long long v = 0;
@@ -292,7 +292,7 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_DEVICE: c->device = optarg; break;
         case OPT_MANIFESTS:
             if (c->npaths == MAX_PATHS) {
-                fprintf(stderr, "edgert: at most %d --manifests\n", MAX_PATHS);
+                tfprintf(stderr, "edgert: at most %d --manifests\n", MAX_PATHS);
                 return -1;
             }
             c->paths[c->npaths++] = optarg;
@@ -327,7 +327,7 @@ static int parse_args(cli *c, int argc, char **argv)
             else if (strcmp(optarg, "both") == 0)
                 c->phase = PHASE_BOTH;
             else {
-                fprintf(stderr, "edgert: --phase is decode, prefill or both, not '%s'\n", optarg);
+                tfprintf(stderr, "edgert: --phase is decode, prefill or both, not '%s'\n", optarg);
                 return -1;
             }
             break;
@@ -352,16 +352,16 @@ static int parse_args(cli *c, int argc, char **argv)
             c->seed = v;
             break;
         case ':':
-            fprintf(stderr, "edgert %s: option '%s' needs a value\n", c->cmd, argv[optind - 1]);
+            tfprintf(stderr, "edgert %s: option '%s' needs a value\n", c->cmd, argv[optind - 1]);
             return -1;
         default:
-            fprintf(stderr, "edgert %s: unknown option '%s' (see 'edgert %s --help')\n", c->cmd,
-                    argv[optind - 1], c->cmd);
+            tfprintf(stderr, "edgert %s: unknown option '%s' (see 'edgert %s --help')\n", c->cmd,
+                     argv[optind - 1], c->cmd);
             return -1;
         }
     }
     if (optind < argc) {
-        fprintf(stderr, "edgert %s: unexpected argument '%s'\n", c->cmd, argv[optind]);
+        tfprintf(stderr, "edgert %s: unexpected argument '%s'\n", c->cmd, argv[optind]);
         return -1;
     }
     int takes_priority = allowed(c->cmd, OPT_PRIORITY);
@@ -370,8 +370,8 @@ static int parse_args(cli *c, int argc, char **argv)
         c->priority_s = env_p;
     if (c->priority_s && *c->priority_s &&
         edgert_priority_parse(c->priority_s, &c->priority) != 0) {
-        fprintf(stderr, "edgert: priority must be 'speed' or 'fidelity', not '%s'%s\n",
-                c->priority_s, c->priority_s == env_p ? " (from EDGERT_PRIORITY)" : "");
+        tfprintf(stderr, "edgert: priority must be 'speed' or 'fidelity', not '%s'%s\n",
+                 c->priority_s, c->priority_s == env_p ? " (from EDGERT_PRIORITY)" : "");
         return -1;
     }
     if (!c->backend && allowed(c->cmd, OPT_BACKEND) && strcmp(c->cmd, "verify") != 0) {
@@ -393,7 +393,7 @@ static int cmd_probe(const cli *c)
     const edgert_device *d = edgert_device_facts(ctx);
     if (c->json) {
         json_w w;
-        json_init(&w, stdout);
+        json_init(&w, json_out());
         json_obj(&w);
         json_device(&w, d);
         json_end_obj(&w);
@@ -414,7 +414,7 @@ static int cmd_list(const cli *c)
     size_t n = edgert_candidate_count(ctx);
     if (c->json) {
         json_w w;
-        json_init(&w, stdout);
+        json_init(&w, json_out());
         json_obj(&w);
         json_device(&w, edgert_device_facts(ctx));
         json_search_paths(&w, ctx);
@@ -429,16 +429,16 @@ static int cmd_list(const cli *c)
     } else {
         warn_diags(c, ctx);
         if (n == 0)
-            printf("no backend manifests found (searched %zu folders; see 'edgert select "
-                   "--explain')\n",
-                   edgert_search_path_count(ctx));
+            tprintf("no backend manifests found (searched %zu folders; see 'edgert select "
+                    "--explain')\n",
+                    edgert_search_path_count(ctx));
         for (size_t i = 0; i < n; i++) {
             const edgert_candidate *k = edgert_candidate_at(ctx, i);
             char reasons[512], lay[256];
             reasons_text(k, reasons, sizeof reasons);
-            printf("%-16s %-8s %-12s %s\n", k->name, k->version,
-                   k->eligible ? "eligible" : "not eligible",
-                   k->eligible ? layout_text(k, lay, sizeof lay) : reasons);
+            tprintf("%-16s %-8s %-12s %s\n", k->name, k->version,
+                    k->eligible ? "eligible" : "not eligible",
+                    k->eligible ? layout_text(k, lay, sizeof lay) : reasons);
         }
     }
     edgert_close(ctx);
@@ -452,44 +452,44 @@ static void explain_candidate(const edgert_candidate *k, int r)
 {
     char lay[256];
     if (k->eligible) {
-        printf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
+        tprintf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
         if (k->loaded)
-            printf("; loaded and self-tested%s%s", k->path_chosen ? ", path: " : "",
-                   k->path_chosen ? k->path_chosen : "");
+            tprintf("; loaded and self-tested%s%s", k->path_chosen ? ", path: " : "",
+                    k->path_chosen ? k->path_chosen : "");
         else if (!k->library_path)
-            printf("; declarative (no library: %s runs it)", k->processor);
-        printf("\n");
+            tprintf("; declarative (no library: %s runs it)", k->processor);
+        tprintf("\n");
     } else {
         char reasons[512];
         reasons_text(k, reasons, sizeof reasons);
-        printf("  %-16s rejected  %s\n", k->name, reasons);
+        tprintf("  %-16s rejected  %s\n", k->name, reasons);
         if (k->detail && *k->detail)
-            printf("  %-16s           %s\n", "", k->detail);
+            tprintf("  %-16s           %s\n", "", k->detail);
     }
-    printf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
+    tprintf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
     if (k->checksum)
-        printf("  %-16s           checksum: %s %s\n", "", k->checksum,
-               k->checksum_verified > 0   ? "(verified: the library's bytes match)"
-               : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
-                                          : "(not checked)");
+        tprintf("  %-16s           checksum: %s %s\n", "", k->checksum,
+                k->checksum_verified > 0   ? "(verified: the library's bytes match)"
+                : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
+                                           : "(not checked)");
     if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement)) {
-        printf("  %-16s           measured here:", "");
+        tprintf("  %-16s           measured here:", "");
         if (!isnan(k->measured.decode_tokens_per_s))
-            printf(" %.2f tok/s decode", k->measured.decode_tokens_per_s);
+            tprintf(" %.2f tok/s decode", k->measured.decode_tokens_per_s);
         if (!isnan(k->measured.prefill_gflops))
-            printf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
+            tprintf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
         if (!isnan(k->measured.top1_agreement))
-            printf(", top-1 %.3f, KL %.3g", k->measured.top1_agreement, k->measured.kl_mean);
-        printf(" (%s)\n", k->measured.where ? k->measured.where : "evidence");
+            tprintf(", top-1 %.3f, KL %.3g", k->measured.top1_agreement, k->measured.kl_mean);
+        tprintf(" (%s)\n", k->measured.where ? k->measured.where : "evidence");
     }
     if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
-        printf("  %-16s           declared:", "");
+        tprintf("  %-16s           declared:", "");
         if (!isnan(k->declared.decode_tokens_per_s))
-            printf(" %.1f tok/s", k->declared.decode_tokens_per_s);
+            tprintf(" %.1f tok/s", k->declared.decode_tokens_per_s);
         if (!isnan(k->declared.top1_agreement))
-            printf(" top-1 %.3f", k->declared.top1_agreement);
-        printf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
-               k->declared.where ? k->declared.where : "?");
+            tprintf(" top-1 %.3f", k->declared.top1_agreement);
+        tprintf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
+                k->declared.where ? k->declared.where : "?");
     }
 }
 
@@ -498,54 +498,55 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     const edgert_device *d = edgert_device_facts(ctx);
     print_device(d);
     if (d->planned)
-        printf("  mode          PLAN for the device in the profile: only declarative gates apply;\n"
-               "                nothing is loaded or self-tested here, library files are not "
-               "checked\n");
-    printf("\nmanifest folders searched, in order (first name wins):\n");
+        tprintf(
+            "  mode          PLAN for the device in the profile: only declarative gates apply;\n"
+            "                nothing is loaded or self-tested here, library files are not "
+            "checked\n");
+    tprintf("\nmanifest folders searched, in order (first name wins):\n");
     if (edgert_search_path_count(ctx) == 0)
-        printf("  (none besides explicitly named files)\n");
+        tprintf("  (none besides explicitly named files)\n");
     for (size_t i = 0; i < edgert_search_path_count(ctx); i++) {
         const char *origin = NULL;
         const char *p = edgert_search_path_at(ctx, i, &origin);
-        printf("  %zu. %s  [%s]\n", i + 1, p, origin);
+        tprintf("  %zu. %s  [%s]\n", i + 1, p, origin);
     }
     size_t n = edgert_candidate_count(ctx);
-    printf("\nmanifests found: %zu\n", n);
+    tprintf("\nmanifests found: %zu\n", n);
     int problems = 0;
     for (size_t i = 0; i < edgert_diag_count(ctx); i++)
         problems |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
     if (problems) {
-        printf("problems (those files were skipped, the rest were used):\n");
+        tprintf("problems (those files were skipped, the rest were used):\n");
         print_diags(ctx, stdout, EDGERT_LOG_WARN);
     }
-    printf("\nverdicts (gates: disable list, arch, device class, CPU flags, OS state, ABI,\n"
-           "strict mode%s):\n",
-           d->planned
-               ? ""
-               : ", library file, checksum, dlopen, entry symbol, ABI answer, init, self-test");
+    tprintf("\nverdicts (gates: disable list, arch, device class, CPU flags, OS state, ABI,\n"
+            "strict mode%s):\n",
+            d->planned
+                ? ""
+                : ", library file, checksum, dlopen, entry symbol, ABI answer, init, self-test");
     for (size_t i = 0; i < n; i++)
         explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */
     if (!d->planned) {
         const char *ev = edgert_evidence_path(ctx);
-        printf("\nevidence measured on this device: %s\n",
-               ev ? ev : "(no evidence file can be named)");
+        tprintf("\nevidence measured on this device: %s\n",
+                ev ? ev : "(no evidence file can be named)");
         for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
             const edgert_diag *g = edgert_diag_at(ctx, i);
             if (g->level == EDGERT_LOG_INFO && g->file && ev && strcmp(g->file, ev) == 0)
-                printf("  %s\n", g->message);
+                tprintf("  %s\n", g->message);
         }
     }
     edgert_priority p = edgert_selection_priority(sel);
-    printf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
-           p == EDGERT_PRIORITY_SPEED
-               ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
-                 "measured here else declared; then fidelity; then name"
-               : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
-                 "and KL measured here else declared; then activation bits, weight bits; then "
-                 "speed; then name");
+    tprintf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
+            p == EDGERT_PRIORITY_SPEED
+                ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
+                  "measured here else declared; then fidelity; then name"
+                : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
+                  "and KL measured here else declared; then activation bits, weight bits; then "
+                  "speed; then name");
     if (edgert_selection_count(sel) == 0)
-        printf("  (nothing eligible)\n");
+        tprintf("  (nothing eligible)\n");
     for (size_t r = 0; r < edgert_selection_count(sel); r++) {
         const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
         double tps = !isnan(k->measured.decode_tokens_per_s) ? k->measured.decode_tokens_per_s
@@ -554,13 +555,13 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
         if (!isnan(tps))
             snprintf(speed, sizeof speed, "%.1f tok/s %s", tps,
                      !isnan(k->measured.decode_tokens_per_s) ? "measured" : "declared");
-        printf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
-               k->layout.weight_bits, k->layout.activation_bits, speed,
-               k->reference ? "reference (always last)"
-               : strcmp(k->processor, "cpu") != 0 ? "accelerator of this device class"
+        tprintf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
+                k->layout.weight_bits, k->layout.activation_bits, speed,
+                k->reference                       ? "reference (always last)"
+                : strcmp(k->processor, "cpu") != 0 ? "accelerator of this device class"
                                                    : "CPU backend");
     }
-    printf("\n");
+    tprintf("\n");
 }
 
 static int cmd_select(const cli *c)
@@ -577,7 +578,7 @@ static int cmd_select(const cli *c)
     const edgert_device *d = edgert_device_facts(ctx);
     if (c->json) {
         json_w w;
-        json_init(&w, stdout);
+        json_init(&w, json_out());
         json_obj(&w);
         json_kstr(&w, "mode", d->planned ? "plan" : "live");
         json_kstr(&w, "priority", edgert_priority_name(c->priority));
@@ -611,23 +612,24 @@ static int cmd_select(const cli *c)
             explain(c, ctx, sel);
         if (s) {
             char lay[256];
-            printf("selected: %s (priority %s%s; %s)\n", s->name, edgert_priority_name(c->priority),
-                   c->backend ? ", forced by --backend/EDGERT_BACKEND" : "",
-                   d->planned ? "PLAN for the profiled device, nothing loaded"
-                              : "live on this device");
-            printf("  layout: %s\n", layout_text(s, lay, sizeof lay));
+            tprintf("selected: %s (priority %s%s; %s)\n", s->name,
+                    edgert_priority_name(c->priority),
+                    c->backend ? ", forced by --backend/EDGERT_BACKEND" : "",
+                    d->planned ? "PLAN for the profiled device, nothing loaded"
+                               : "live on this device");
+            tprintf("  layout: %s\n", layout_text(s, lay, sizeof lay));
             if (s->path_chosen)
-                printf("  path:   %s\n", s->path_chosen);
-            printf("  decided by %s figures\n", edgert_selection_evidence(sel));
+                tprintf("  path:   %s\n", s->path_chosen);
+            tprintf("  decided by %s figures\n", edgert_selection_evidence(sel));
             if (s->rationale && *s->rationale)
-                printf("  why:    %s\n", s->rationale);
+                tprintf("  why:    %s\n", s->rationale);
             if (!c->explain)
-                printf("('edgert select --explain' shows every backend and why it was or was not "
-                       "chosen)\n");
+                tprintf("('edgert select --explain' shows every backend and why it was or was not "
+                        "chosen)\n");
         }
     }
     if (st != EDGERT_OK && !c->json)
-        fprintf(stderr, "edgert: %s\n", err);
+        tfprintf(stderr, "edgert: %s\n", err);
     edgert_selection_free(sel);
     edgert_close(ctx);
     if (st == EDGERT_OK)
@@ -649,8 +651,8 @@ int main(int argc, char **argv)
         return EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("edgert %s (plugin ABI %u..%u)\n", EDGERT_VERSION_STRING, EDGERT_PLUGIN_ABI_MIN,
-               EDGERT_PLUGIN_ABI_MAX);
+        tprintf("edgert %s (plugin ABI %u..%u)\n", EDGERT_VERSION_STRING, EDGERT_PLUGIN_ABI_MIN,
+                EDGERT_PLUGIN_ABI_MAX);
         return EXIT_OK;
     }
     if (strcmp(cmd, "checksum") == 0) /* its own arguments: files, not options */
@@ -667,11 +669,16 @@ int main(int argc, char **argv)
         cli c = {.cmd = cmd};
         if (parse_args(&c, argc - 1, argv + 1) != 0)
             return EXIT_USAGE;
+        if (c.json && json_keep_stdout() != 0)
+            tfprintf(stderr,
+                     "edgert: warning: cannot set stdout aside for the JSON document "
+                     "(%s); anything a plugin prints will be mixed into it\n",
+                     strerror(errno));
         return cmds[i].run(&c);
     }
-    fprintf(stderr,
-            "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "
-            "calibrate, export, checksum; see 'edgert --help')\n",
-            cmd);
+    tfprintf(stderr,
+             "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "
+             "calibrate, export, checksum; see 'edgert --help')\n",
+             cmd);
     return EXIT_USAGE;
 }

@@ -167,7 +167,8 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
     uint16_t *half = NULL;
     int rc = -1;
     if (!np || !e || !wf || !cf) {
-        fprintf(stderr, "edgert export: cannot create the generated inputs: %s\n", strerror(errno));
+        tfprintf(stderr, "edgert export: cannot create the generated inputs: %s\n",
+                 strerror(errno));
         goto out;
     }
     size_t maxw = 0, maxx = 0;
@@ -179,7 +180,7 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
     buf = malloc((maxw > maxx ? maxw : maxx) * sizeof *buf);
     half = malloc(maxw * sizeof *half);
     if (!buf || !half) {
-        fprintf(stderr, "edgert export: out of memory generating the model\n");
+        tfprintf(stderr, "edgert export: out of memory generating the model\n");
         goto out;
     }
     for (size_t i = 0; i < np; i++) {
@@ -211,7 +212,7 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
     rc = 0;
     goto out;
 io:
-    fprintf(stderr, "edgert export: writing the generated inputs failed: %s\n", strerror(errno));
+    tfprintf(stderr, "edgert export: writing the generated inputs failed: %s\n", strerror(errno));
 out:
     if (wf && fclose(wf) != 0)
         rc = -1;
@@ -266,44 +267,49 @@ static int out_state(const char *out)
     return empty ? 2 : -1;
 }
 
+/* The plugin's text report, whole (a UTF-8 sequence is never cut between
+ * reads), with what a terminal would act on escaped; lines and tabs kept. */
 static void print_file(const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        fwrite(buf, 1, n, stdout);
+    size_t cap = 1 << 20, n = 0, got;
+    char *buf = malloc(cap);
+    while (buf && n < cap && (got = fread(buf + n, 1, cap - n, f)) > 0)
+        n += got;
     fclose(f);
+    if (buf)
+        put_text(stdout, buf, n, 1);
+    free(buf);
 }
 
 /* Refusals that need nothing but the command line. EXIT_OK or EXIT_USAGE. */
 static int check_args(const cli *c)
 {
     if (!c->out || !*c->out) {
-        fprintf(stderr, "edgert export: --out DIR is required (see 'edgert export --help')\n");
+        tfprintf(stderr, "edgert export: --out DIR is required (see 'edgert export --help')\n");
         return EXIT_USAGE;
     }
     if (c->quick && (c->weights || c->calibration)) {
-        fprintf(stderr, "edgert export: --quick picks the generated reduced model; it does not "
-                        "apply to --weights/--calibration files\n");
+        tfprintf(stderr, "edgert export: --quick picks the generated reduced model; it does not "
+                         "apply to --weights/--calibration files\n");
         return EXIT_USAGE;
     }
     if (c->tokens > 4096) {
-        fprintf(stderr, "edgert export: --tokens is at most 4096 for generated calibration\n");
+        tfprintf(stderr, "edgert export: --tokens is at most 4096 for generated calibration\n");
         return EXIT_USAGE;
     }
     if (!c->weights != !c->calibration) {
-        fprintf(stderr, "edgert export: give both --weights and --calibration, or neither "
-                        "(then both are generated)\n");
+        tfprintf(stderr, "edgert export: give both --weights and --calibration, or neither "
+                         "(then both are generated)\n");
         return EXIT_USAGE;
     }
     /* the request is one key=value per line, and generated inputs live next to --out */
     if (strchr(c->out, '\n') || (c->weights && strchr(c->weights, '\n')) ||
         (c->calibration && strchr(c->calibration, '\n')) ||
         (c->scheme && strchr(c->scheme, '\n')) || (c->ranges && strchr(c->ranges, '\n'))) {
-        fprintf(stderr, "edgert export: option values cannot contain newlines\n");
+        tfprintf(stderr, "edgert export: option values cannot contain newlines\n");
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -323,11 +329,12 @@ static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len)
     const edgert_candidate *s = edgert_selection_selected(sel);
     int rc = EXIT_OK;
     if (st != EDGERT_OK || !s || s->runs_in_process) {
-        fprintf(stderr, "edgert export: the backend selected for %s device (%s) %s; export "
-                        "needs an export backend: pass --device with a phone profile "
-                        "(npu-export is for npu_phone devices) or --backend NAME\n",
-                edgert_device_facts(ctx)->planned ? "the profiled" : "this",
-                s ? s->name : "none", s ? "runs in process" : "is none");
+        tfprintf(stderr,
+                 "edgert export: the backend selected for %s device (%s) %s; export "
+                 "needs an export backend: pass --device with a phone profile "
+                 "(npu-export is for npu_phone devices) or --backend NAME\n",
+                 edgert_device_facts(ctx)->planned ? "the profiled" : "this", s ? s->name : "none",
+                 s ? "runs in process" : "is none");
         rc = EXIT_NONE;
     } else {
         snprintf(name, len, "%s", s->name);
@@ -343,14 +350,14 @@ static int make_work(const cli *c, const char *parent, const char *base, char *w
 {
     snprintf(work, work_len, "%s/.%s.edgert-export-XXXXXX", parent, base);
     if (!mkdtemp(work)) {
-        fprintf(stderr, "edgert export: cannot create a work folder next to %s: %s\n", c->out,
-                strerror(errno));
+        tfprintf(stderr, "edgert export: cannot create a work folder next to %s: %s\n", c->out,
+                 strerror(errno));
         work[0] = '\0';
         return EXIT_FAIL;
     }
     snprintf(tmp_out, tmp_len, "%s/out", work);
     if (mkdir(tmp_out, 0755) != 0) {
-        fprintf(stderr, "edgert export: %s: %s\n", tmp_out, strerror(errno));
+        tfprintf(stderr, "edgert export: %s: %s\n", tmp_out, strerror(errno));
         return EXIT_FAIL;
     }
     return EXIT_OK;
@@ -366,8 +373,8 @@ static int make_request(edgert_ctx *ctx, const cli *c, const char *work, char **
         snprintf(wpath, sizeof wpath, "%s/weights.safetensors", work);
         snprintf(cpath, sizeof cpath, "%s/calibration.safetensors", work);
         if (!c->quiet && !c->json)
-            fprintf(stderr, "export: generating %s weights and %u calibration tokens...\n",
-                    c->quick ? "quick (reduced)" : "spark-1.7b", c->tokens);
+            tfprintf(stderr, "export: generating %s weights and %u calibration tokens...\n",
+                     c->quick ? "quick (reduced)" : "spark-1.7b", c->tokens);
         if (generate_inputs(ctx, c, wpath, cpath) != 0)
             return EXIT_FAIL;
         wf = wpath;
@@ -378,7 +385,7 @@ static int make_request(edgert_ctx *ctx, const cli *c, const char *work, char **
                  wf, cf, c->scheme ? c->scheme : "w8a16", c->ranges ? c->ranges : "minmax",
                  c->force, c->golden) < 0) {
         *request = NULL;
-        fprintf(stderr, "edgert export: out of memory\n");
+        tfprintf(stderr, "edgert export: out of memory\n");
         return EXIT_FAIL;
     }
     return EXIT_OK;
@@ -389,7 +396,7 @@ static int report_failure(const cli *c, const char *backend, edgert_status st, c
 {
     if (c->json) {
         json_w w;
-        json_init(&w, stdout);
+        json_init(&w, json_out());
         json_obj(&w);
         json_kstr(&w, "status", st == EDGERT_E_UNSUPPORTED ? "refused" : "failed");
         json_kstr(&w, "backend", backend);
@@ -397,7 +404,7 @@ static int report_failure(const cli *c, const char *backend, edgert_status st, c
         json_end_obj(&w);
         json_finish(&w);
     }
-    fprintf(stderr, "edgert export: %s\n", err);
+    tfprintf(stderr, "edgert export: %s\n", err);
     return st == EDGERT_E_USAGE                                      ? EXIT_USAGE
            : st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND ? EXIT_NONE
            : st == EDGERT_E_PARSE                                    ? EXIT_BADFILE
@@ -411,18 +418,18 @@ static int put_in_place(const cli *c, int prior, const char *work, const char *t
     char old[4300];
     snprintf(old, sizeof old, "%s/previous", work);
     if (prior == 2 && rmdir(c->out) != 0) {
-        fprintf(stderr, "edgert export: cannot replace the empty folder %s: %s\n", c->out,
-                strerror(errno));
+        tfprintf(stderr, "edgert export: cannot replace the empty folder %s: %s\n", c->out,
+                 strerror(errno));
         return EXIT_FAIL;
     }
     if (prior == 1 && rename(c->out, old) != 0) {
-        fprintf(stderr, "edgert export: cannot move the earlier export %s aside: %s\n", c->out,
-                strerror(errno));
+        tfprintf(stderr, "edgert export: cannot move the earlier export %s aside: %s\n", c->out,
+                 strerror(errno));
         return EXIT_FAIL;
     }
     if (rename(tmp_out, c->out) != 0) {
-        fprintf(stderr, "edgert export: cannot rename %s to %s: %s\n", tmp_out, c->out,
-                strerror(errno));
+        tfprintf(stderr, "edgert export: cannot rename %s to %s: %s\n", tmp_out, c->out,
+                 strerror(errno));
         if (prior == 1)
             rename(old, c->out);
         return EXIT_FAIL;
@@ -435,7 +442,7 @@ static void report_success(const cli *c, const edgert_device *dev, const char *b
     char rpath[4300];
     if (c->json) {
         json_w w;
-        json_init(&w, stdout);
+        json_init(&w, json_out());
         json_obj(&w);
         json_kstr(&w, "status", "exported");
         json_kstr(&w, "backend", backend);
@@ -448,8 +455,8 @@ static void report_success(const cli *c, const edgert_device *dev, const char *b
         json_end_obj(&w);
         json_finish(&w);
     } else {
-        printf("exported with %s to %s%s\n\n", backend, c->out,
-               prior == 1 ? " (replaced the earlier export)" : "");
+        tprintf("exported with %s to %s%s\n\n", backend, c->out,
+                prior == 1 ? " (replaced the earlier export)" : "");
         snprintf(rpath, sizeof rpath, "%s/report.txt", c->out);
         print_file(rpath);
     }
@@ -470,14 +477,16 @@ int cmd_export(const cli *c)
     int prior = 0;
     if (!parent || !base || !*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 ||
         strcmp(base, "..") == 0) {
-        fprintf(stderr, "edgert export: --out '%s' must name a folder\n", c->out);
+        tfprintf(stderr, "edgert export: --out '%s' must name a folder\n", c->out);
         rc = EXIT_USAGE;
         goto out;
     }
     prior = out_state(c->out);
     if (prior < 0) {
-        fprintf(stderr, "edgert export: %s exists and is not an earlier edgert export; choose "
-                        "another --out or empty it first\n", c->out);
+        tfprintf(stderr,
+                 "edgert export: %s exists and is not an earlier edgert export; choose "
+                 "another --out or empty it first\n",
+                 c->out);
         rc = EXIT_USAGE;
         goto out;
     }
@@ -492,7 +501,7 @@ int cmd_export(const cli *c)
         (rc = make_request(ctx, c, work, &request)) != EXIT_OK)
         goto out;
     if (!c->quiet && !c->json)
-        fprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
+        tfprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
     edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
     if (st != EDGERT_OK) {
         rc = report_failure(c, backend, st, err);

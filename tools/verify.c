@@ -40,14 +40,14 @@ void verify_progress(const vrun *v, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\r\033[Kverify %s: %s", v->name, line);
+    tfprintf(stderr, "\r\033[Kverify %s: %s", v->name, line);
     fflush(stderr);
 }
 
 static void progress_done(const vrun *v)
 {
     if (v->progress) {
-        fprintf(stderr, "\r\033[K");
+        tfprintf(stderr, "\r\033[K");
         fflush(stderr);
     }
 }
@@ -151,34 +151,36 @@ static void why_not(const edgert_candidate *k, char *buf, size_t len)
 
 static void print_result(const verify_result *r, const char *error)
 {
-    printf("%s%s%s%s: %s\n", r->name, r->path[0] ? " (" : "", r->path, r->path[0] ? ")" : "",
-           error ? "ERROR" : r->correct ? "PASS" : "FAIL");
+    tprintf("%s%s%s%s: %s\n", r->name, r->path[0] ? " (" : "", r->path, r->path[0] ? ")" : "",
+            error        ? "ERROR"
+            : r->correct ? "PASS"
+                         : "FAIL");
     if (error) {
-        printf("  error        %s\n", error);
+        tprintf("  error        %s\n", error);
         return;
     }
-    printf("  correctness  %d cases (%d refused cleanly), %d failed; max |err| %.3g, worst "
-           "err/tolerance %.3g\n",
-           r->cases, r->refused_cases, r->failed_cases, r->max_abs_err, r->worst_ratio);
+    tprintf("  correctness  %d cases (%d refused cleanly), %d failed; max |err| %.3g, worst "
+            "err/tolerance %.3g\n",
+            r->cases, r->refused_cases, r->failed_cases, r->max_abs_err, r->worst_ratio);
     if (r->first_failure[0])
-        printf("  first fail   %s\n", r->first_failure);
+        tprintf("  first fail   %s\n", r->first_failure);
     else if (r->worst_case[0])
-        printf("  worst        %s\n", r->worst_case);
-    printf("  tolerance    %s\n", r->tolerance);
-    printf("  SQNR (dB)    vs dense fp32 of the unquantized weights, %u tokens:", SQNR_TOKENS);
+        tprintf("  worst        %s\n", r->worst_case);
+    tprintf("  tolerance    %s\n", r->tolerance);
+    tprintf("  SQNR (dB)    vs dense fp32 of the unquantized weights, %u tokens:", SQNR_TOKENS);
     for (size_t i = 0; i < r->nshapes; i++)
-        printf(" %s %.2f%s", r->shapes[i].name, r->shapes[i].sqnr_db,
-               i + 1 < r->nshapes ? "," : ";");
-    printf(" min %.2f\n", r->sqnr_min_db);
-    printf("  head         k=%u n=%u, %u tokens: top-1 agreement %.4f, mean KL %.4g nats\n",
-           r->head_k, r->head_n, r->tokens, r->top1_agreement, r->kl_mean);
+        tprintf(" %s %.2f%s", r->shapes[i].name, r->shapes[i].sqnr_db,
+                i + 1 < r->nshapes ? "," : ";");
+    tprintf(" min %.2f\n", r->sqnr_min_db);
+    tprintf("  head         k=%u n=%u, %u tokens: top-1 agreement %.4f, mean KL %.4g nats\n",
+            r->head_k, r->head_n, r->tokens, r->top1_agreement, r->kl_mean);
     if (!isnan(r->top1_vs_reference))
-        printf("               top-1 agreement with %s on the same quantized weights: %.4f\n",
-               VERIFY_REF, r->top1_vs_reference);
-    printf("               (weights std %.3f; dense logits: std %.2f, top-1 probability %.3f, "
-           "entropy %.2f of log N = %.2f nats)\n",
-           r->head_weight_std, r->head_logit_std, r->head_dense_top1_prob, r->head_dense_entropy,
-           r->head_n ? log((double)r->head_n) : 0.0);
+        tprintf("               top-1 agreement with %s on the same quantized weights: %.4f\n",
+                VERIFY_REF, r->top1_vs_reference);
+    tprintf("               (weights std %.3f; dense logits: std %.2f, top-1 probability %.3f, "
+            "entropy %.2f of log N = %.2f nats)\n",
+            r->head_weight_std, r->head_logit_std, r->head_dense_top1_prob, r->head_dense_entropy,
+            r->head_n ? log((double)r->head_n) : 0.0);
 }
 
 static void json_result(json_w *j, const verify_result *r, const char *error)
@@ -229,13 +231,13 @@ static int pick_backends(edgert_ctx *ctx, const cli *c, const char **names, size
     if (c->backend) {
         const edgert_candidate *k = edgert_candidate_find(ctx, c->backend);
         if (!k) {
-            fprintf(stderr, "edgert verify: no backend named '%s' (see 'edgert list')\n",
-                    c->backend);
+            tfprintf(stderr, "edgert verify: no backend named '%s' (see 'edgert list')\n",
+                     c->backend);
             return EXIT_NONE;
         }
         if (!usable(k)) {
             why_not(k, why, sizeof why);
-            fprintf(stderr, "edgert verify: backend '%s' %s\n", k->name, why);
+            tfprintf(stderr, "edgert verify: backend '%s' %s\n", k->name, why);
             return EXIT_NONE;
         }
         names[(*nb)++] = k->name;
@@ -249,9 +251,10 @@ static int pick_backends(edgert_ctx *ctx, const cli *c, const char **names, size
     if (!ref || !usable(ref)) {
         if (ref)
             why_not(ref, why, sizeof why);
-        fprintf(stderr, "edgert verify: the reference backend %s, the oracle of the correctness "
-                        "check, is %s\n",
-                VERIFY_REF, ref ? why : "not installed (no manifest found)");
+        tfprintf(stderr,
+                 "edgert verify: the reference backend %s, the oracle of the correctness "
+                 "check, is %s\n",
+                 VERIFY_REF, ref ? why : "not installed (no manifest found)");
         return EXIT_NONE;
     }
     int has_ref = 0;
@@ -267,7 +270,7 @@ static void report(edgert_ctx *ctx, const cli *c, const workload *wl, const veri
 {
     if (c->json) {
         json_w j;
-        json_init(&j, stdout);
+        json_init(&j, json_out());
         json_obj(&j);
         json_kint(&j, "threads", edgert_thread_count(ctx));
         json_kstr(&j, "workload", wl->name);
@@ -283,21 +286,22 @@ static void report(edgert_ctx *ctx, const cli *c, const workload *wl, const veri
         json_finish(&j);
         return;
     }
-    printf("verify: workload %s%s, seed %llu, %u threads; correctness against %s, fidelity "
-           "against dense fp32\n\n",
-           wl->name, c->quick ? " (quick)" : "", (unsigned long long)c->seed,
-           edgert_thread_count(ctx), VERIFY_REF);
+    tprintf("verify: workload %s%s, seed %llu, %u threads; correctness against %s, fidelity "
+            "against dense fp32\n\n",
+            wl->name, c->quick ? " (quick)" : "", (unsigned long long)c->seed,
+            edgert_thread_count(ctx), VERIFY_REF);
     for (size_t i = 0; i < nb; i++) {
         print_result(&res[i], errors[i]);
-        printf("\n");
+        tprintf("\n");
     }
-    printf("%s in %.1f s\n", any_fail ? "FAILED" : "all correct", secs);
+    tprintf("%s in %.1f s\n", any_fail ? "FAILED" : "all correct", secs);
 }
 
 int cmd_verify(const cli *c)
 {
     if (c->options && !c->backend) {
-        fprintf(stderr, "edgert verify: --options needs --backend (options are plugin-specific)\n");
+        tfprintf(stderr,
+                 "edgert verify: --options needs --backend (options are plugin-specific)\n");
         return EXIT_USAGE;
     }
     workload wl;
@@ -312,7 +316,7 @@ int cmd_verify(const cli *c)
     verify_result *res = calloc(ncand + 1, sizeof *res);
     char **errors = calloc(ncand + 1, sizeof *errors);
     if (!names || !res || !errors) {
-        fprintf(stderr, "edgert verify: out of memory\n");
+        tfprintf(stderr, "edgert verify: out of memory\n");
         rc = EXIT_FAIL;
         goto out;
     }
@@ -328,7 +332,7 @@ int cmd_verify(const cli *c)
         if (st != EDGERT_OK) {
             errors[i] = strdup(err[0] ? err : edgert_status_name(st));
             if (!c->json)
-                fprintf(stderr, "edgert verify: %s: %s\n", names[i], errors[i] ? errors[i] : "");
+                tfprintf(stderr, "edgert verify: %s: %s\n", names[i], errors[i] ? errors[i] : "");
             any_fail = 1;
         } else if (!res[i].correct) {
             any_fail = 1;

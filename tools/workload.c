@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
+#include "cli.h"
 #include "edgert/edgert.h"
 
 void wl_builtin(workload *w)
@@ -49,8 +50,8 @@ static yaml_node_t *get(yaml_document_t *d, yaml_node_t *map, const char *key)
 
 static int bad(const char *path, const yaml_node_t *n, const char *what)
 {
-    fprintf(stderr, "edgert: %s:%zu:%zu: %s\n", path, n ? n->start_mark.line + 1 : 1,
-            n ? n->start_mark.column + 1 : 1, what);
+    tfprintf(stderr, "edgert: %s:%zu:%zu: %s\n", path, n ? n->start_mark.line + 1 : 1,
+             n ? n->start_mark.column + 1 : 1, what);
     return -1;
 }
 
@@ -81,17 +82,17 @@ int wl_load(const char *path, workload *w)
     memset(w, 0, sizeof *w);
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fprintf(stderr, "edgert: %s: cannot read the workload file\n", path);
+        tfprintf(stderr, "edgert: %s: cannot read the workload file\n", path);
         return -1;
     }
     if ((unsigned long long)st.st_size > EDGERT_MAX_YAML_BYTES) {
-        fprintf(stderr, "edgert: %s: larger than %u bytes; not parsed\n", path,
-                (unsigned)EDGERT_MAX_YAML_BYTES);
+        tfprintf(stderr, "edgert: %s: larger than %u bytes; not parsed\n", path,
+                 (unsigned)EDGERT_MAX_YAML_BYTES);
         return -1;
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "edgert: %s: %s\n", path, strerror(errno));
+        tfprintf(stderr, "edgert: %s: %s\n", path, strerror(errno));
         return -1;
     }
     yaml_parser_t p;
@@ -100,8 +101,8 @@ int wl_load(const char *path, workload *w)
     yaml_parser_initialize(&p);
     yaml_parser_set_input_file(&p, f);
     if (!yaml_parser_load(&p, &d)) {
-        fprintf(stderr, "edgert: %s:%zu:%zu: YAML syntax: %s\n", path, p.problem_mark.line + 1,
-                p.problem_mark.column + 1, p.problem ? p.problem : "malformed");
+        tfprintf(stderr, "edgert: %s:%zu:%zu: YAML syntax: %s\n", path, p.problem_mark.line + 1,
+                 p.problem_mark.column + 1, p.problem ? p.problem : "malformed");
         goto out;
     }
     doc = 1;

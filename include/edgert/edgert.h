@@ -365,7 +365,10 @@ EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
  * are replaced, others kept. Each entry records the backend's library XXH3,
  * so evidence for a changed plugin file is ignored when read. Written to a
  * temporary file in the same folder, then renamed: an interrupted write never
- * leaves a corrupt file. A corrupt existing file is reported and replaced.
+ * leaves a corrupt file. An existing file that cannot be read is moved aside
+ * (<path>.corrupt-<UTC time>, never over another file) with a warning naming
+ * both paths, and a new file is started; a failed verify is never dropped
+ * silently (figures without a verdict keep it).
  * Live mode only (plan-mode handles describe another device).
  */
 EDGERT_API edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path,
