@@ -19,7 +19,9 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <link.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,29 +36,76 @@
  * checked, even if the file at the path was swapped since. RTLD_NODELETE:
  * a plugin's code stays mapped after dlclose, so a thread it left running
  * cannot jump into unmapped memory later. NULL with the loader's reason in
- * why[] on failure. */
+ * why[] on failure.
+ *
+ * glibc knows a loaded object by its names before its inode, and a name it
+ * has seen stays bound to its object: dlopen("/proc/self/fd/N") either maps
+ * a new object under that name or, when the file is already mapped (same
+ * device and inode), returns that object and adds the name to it as an
+ * alias. With RTLD_NODELETE both last for the process's life, so a later
+ * dlopen of the same string returns that object, whatever file N refers to
+ * by then: two handles, or two threads, loading different plugins through a
+ * reused descriptor number got each other's library (NAME_MISMATCH, seen in
+ * test_concurrency). Hence one process-wide table, under a lock, of the
+ * files loaded: device, inode and the descriptor whose name glibc bound to
+ * it, which is kept open for good (one per distinct plugin file). A file in
+ * the table is opened by that name, which adds no alias; any other file by
+ * the caller's descriptor, which then joins the table. */
+typedef struct os_lib {
+    dev_t dev;
+    ino_t ino;
+    int fd;
+} os_lib;
+static pthread_mutex_t os_lock = PTHREAD_MUTEX_INITIALIZER;
+static os_lib *os_libs; /* process-wide, as glibc's own list of loaded objects */
+static size_t os_nlibs;
+
+/* A fork (sandbox.c's first contact) while another thread holds os_lock
+ * would leave the child's copy locked for ever: held across every fork. */
+static void os_lock_take(void)
+{
+    pthread_mutex_lock(&os_lock);
+}
+
+static void os_lock_give(void)
+{
+    pthread_mutex_unlock(&os_lock);
+}
+
+__attribute__((constructor)) static void os_lock_at_fork(void)
+{
+    pthread_atfork(os_lock_take, os_lock_give, os_lock_give);
+}
+
 static void *os_load(int fd, int *reserved, char *why, size_t why_len)
 {
+    struct stat st;
+    *reserved = 0;
+    if (fstat(fd, &st) != 0) {
+        snprintf(why, why_len, "fstat: %s", strerror(errno));
+        return NULL;
+    }
+    pthread_mutex_lock(&os_lock);
+    int name_fd = fd;
+    for (size_t i = 0; i < os_nlibs; i++)
+        if (os_libs[i].dev == st.st_dev && os_libs[i].ino == st.st_ino)
+            name_fd = os_libs[i].fd;
     char path[64];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    snprintf(path, sizeof path, "/proc/self/fd/%d", name_fd);
     dlerror();
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         const char *e = dlerror();
         snprintf(why, why_len, "%s", e ? e : "unknown error");
-        return NULL;
+    } else if (name_fd == fd) { /* glibc bound our name: keep it, and remember the file */
+        *reserved = 1;
+        os_lib *grown = realloc(os_libs, (os_nlibs + 1) * sizeof *grown);
+        if (grown) {
+            os_libs = grown;
+            os_libs[os_nlibs++] = (os_lib){st.st_dev, st.st_ino, fd};
+        }
     }
-    /* glibc recognises an already loaded library by its NAME before its
-     * inode: once a library is mapped as "/proc/self/fd/N", a later dlopen
-     * of "/proc/self/fd/N" returns it, whatever file N refers to by then.
-     * With RTLD_NODELETE it stays mapped for the life of the process, so the
-     * descriptor number that named it must never be reused: when this call
-     * mapped a new object under our name, the descriptor is kept open for
-     * good (one per distinct plugin file loaded). When the same file was
-     * already mapped under another name, glibc returned that one, by inode. */
-    struct link_map *lm = NULL;
-    *reserved = dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name &&
-                strcmp(lm->l_name, path) == 0;
+    pthread_mutex_unlock(&os_lock);
     return h;
 }
 
