@@ -8,11 +8,13 @@
  *     MISSING_CPU_FLAG(<flag>), OS_STATE_DISABLED(<state>),
  *     ABI_UNSUPPORTED (the manifest's range misses the core's),
  *     STRICT_MODE (the reference backend when strict mode is on)
- *   file (live mode only; in plan mode on demand, for edgert_export)
- *     LIBRARY_MISSING, CHECKSUM_MISMATCH
- * Only a candidate that passed all of them is loaded (load.c), which adds the
- * gates that need its code. A failing candidate is skipped and the scan goes
- * on with the others.
+ *   file (live mode only; in plan mode on demand, for edgert_export), all
+ *   read from one descriptor, which load.c then dlopens
+ *     LIBRARY_MISSING, UNSAFE_FILE, WRONG_ARCH (the ELF's machine),
+ *     CHECKSUM_MISMATCH
+ * Only a candidate that passed all of them meets its first contact
+ * (sandbox.c) and is loaded (load.c), which add the gates that need its
+ * code. A failing candidate is skipped and the scan goes on with the others.
  */
 #define _GNU_SOURCE
 #include <elf.h>
@@ -241,12 +243,16 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     int fd = open(m->library_path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     int e = errno, have = fd >= 0 && fstat(fd, &st) == 0;
     if (!have || !S_ISREG(st.st_mode)) {
+        char why[160]; /* what the path is, from the call that failed */
+        if (have)
+            snprintf(why, sizeof why, "%s",
+                     S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+        else if (fd < 0 && (e == ENOENT || e == ENOTDIR))
+            snprintf(why, sizeof why, "no such file");
+        else
+            snprintf(why, sizeof why, "cannot be read: %s", strerror(fd >= 0 ? errno : e));
         er_cand_reason(c, ER_GATE_LIBRARY_MISSING, "LIBRARY_MISSING");
-        er_cand_detail(c, "%s: %s%s", m->library_path,
-                       have ? (S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file")
-                       : fd >= 0     ? strerror(errno)
-                       : e == ENOENT ? "no such file"
-                                     : strerror(e),
+        er_cand_detail(c, "%s: %s%s", m->library_path, why,
                        !have && e == ENOENT ? lib_prefix_hint(m->library_path) : "");
         if (fd >= 0)
             close(fd);
