@@ -19,24 +19,29 @@ void er_set_plugin_err(char *err, size_t len, const char *name, const char *cont
                     perr && perr[0] ? perr : edgert_status_name(st));
 }
 
-void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned line,
-                 unsigned column, const char *fmt, ...)
+static int same_file(const char *a, const char *b)
 {
-    if (!d)
-        return;
+    return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+int er_diag_room(const er_diags *d, const char *file)
+{
+    return d && (d->count == 0 || !same_file(d->items[d->count - 1].file, file) ||
+                 d->in_file <= ER_DIAGS_PER_FILE); /* the closing line too */
+}
+
+/* One more item; 0, or -1 when out of memory (the diagnostic is lost). */
+static int append(er_diags *d, edgert_log_level level, const char *file, unsigned line,
+                  unsigned column, const char *msg)
+{
     if (d->count == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 16;
         edgert_diag *items = realloc(d->items, cap * sizeof *items);
         if (!items)
-            return; /* out of memory: the diagnostic is lost, nothing else */
+            return -1;
         d->items = items;
         d->cap = cap;
     }
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     edgert_diag *it = &d->items[d->count];
     it->level = level;
     it->file = file ? er_strdup(file) : NULL;
@@ -45,9 +50,36 @@ void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned
     it->message = er_strdup(msg);
     if (!it->message) {
         free((char *)it->file);
-        return;
+        return -1;
     }
     d->count++;
+    return 0;
+}
+
+void er_diag_add(er_diags *d, edgert_log_level level, const char *file, unsigned line,
+                 unsigned column, const char *fmt, ...)
+{
+    if (!d)
+        return;
+    int same = d->count && same_file(d->items[d->count - 1].file, file);
+    if (same && d->in_file > ER_DIAGS_PER_FILE) {
+        /* not listed; the closing line takes the worst level it stands for */
+        if (level < d->items[d->count - 1].level)
+            d->items[d->count - 1].level = level;
+        return;
+    }
+    char msg[1024];
+    if (same && d->in_file == ER_DIAGS_PER_FILE) {
+        snprintf(msg, sizeof msg, "more problems from here on are not listed (the first %u are)",
+                 ER_DIAGS_PER_FILE);
+    } else {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+    }
+    if (append(d, level, file, line, column, msg) == 0)
+        d->in_file = same ? d->in_file + 1 : 1;
 }
 
 void er_diags_free(er_diags *d)

@@ -586,7 +586,7 @@ edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d)
     m.declared.top1_agreement = NAN;
     m.declared.kl_mean = NAN;
 
-    edgert_status st = er_yaml_load(&r.y, path, d);
+    edgert_status st = er_yaml_load_max(&r.y, path, ER_MANIFEST_MAX_BYTES, d);
     if (st != EDGERT_OK)
         return st; /* reported; er_yaml_load keeps nothing on failure */
 

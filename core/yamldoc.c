@@ -98,6 +98,11 @@ static int check_depth(const char *path, const char *text, size_t len, er_diags 
 
 edgert_status er_yaml_load(er_yaml *y, const char *path, er_diags *d)
 {
+    return er_yaml_load_max(y, path, EDGERT_MAX_YAML_BYTES, d);
+}
+
+edgert_status er_yaml_load_max(er_yaml *y, const char *path, size_t max_bytes, er_diags *d)
+{
     memset(y, 0, sizeof *y);
     y->path = path;
     edgert_status st = EDGERT_OK;
@@ -114,17 +119,17 @@ edgert_status er_yaml_load(er_yaml *y, const char *path, er_diags *d)
         er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "not a regular file");
         return EDGERT_E_IO;
     }
-    if ((unsigned long long)sb.st_size > EDGERT_MAX_YAML_BYTES) {
+    if ((unsigned long long)sb.st_size > max_bytes) {
         er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0,
                     "file is %lld bytes, larger than the %u-byte limit; not parsed",
-                    (long long)sb.st_size, (unsigned)EDGERT_MAX_YAML_BYTES);
+                    (long long)sb.st_size, (unsigned)max_bytes);
         return EDGERT_E_PARSE;
     }
     size_t len = 0;
-    text = er_read_file(NULL, path, EDGERT_MAX_YAML_BYTES, &len);
+    text = er_read_file(NULL, path, max_bytes, &len);
     if (!text) {
         er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "cannot read (or larger than %u bytes)",
-                    (unsigned)EDGERT_MAX_YAML_BYTES);
+                    (unsigned)max_bytes);
         return EDGERT_E_IO;
     }
     const char *nul = memchr(text, '\0', len);
@@ -527,12 +532,12 @@ int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known, e
                 found = 1;
                 break;
             }
-        if (!found)
-            er_diag_add(d, EDGERT_LOG_WARN, y->path, er_yaml_line(kn), er_yaml_col(kn),
-                        "unknown key '" FIELD_FMT "' ignored%s%s%s", FIELD_ARGS(y, k),
-                        near_miss(k, known) ? " (did you mean '" : "",
-                        near_miss(k, known) ? near_miss(k, known) : "",
-                        near_miss(k, known) ? "'?)" : "");
+        if (found || !er_diag_room(d, y->path))
+            continue; /* no suggestion computed for a message that is not listed */
+        const char *meant = near_miss(k, known);
+        er_diag_add(d, EDGERT_LOG_WARN, y->path, er_yaml_line(kn), er_yaml_col(kn),
+                    "unknown key '" FIELD_FMT "' ignored%s%s%s", FIELD_ARGS(y, k),
+                    meant ? " (did you mean '" : "", meant ? meant : "", meant ? "'?)" : "");
     }
     free(dup);
     return rc;

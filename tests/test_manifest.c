@@ -736,7 +736,7 @@ static void test_size_limit(void **state)
     char *over = join(dir, "over-limit.yaml");
 
     /* Exactly the limit: parsed. */
-    write_padded(at_limit, EDGERT_MAX_YAML_BYTES);
+    write_padded(at_limit, ER_MANIFEST_MAX_BYTES);
     er_diags d = {0};
     er_manifest m;
     load_ok(at_limit, &m, &d);
@@ -745,14 +745,14 @@ static void test_size_limit(void **state)
     er_diags_free(&d);
 
     /* One byte more: refused before parsing. */
-    write_padded(over, EDGERT_MAX_YAML_BYTES + 1);
+    write_padded(over, ER_MANIFEST_MAX_BYTES + 1);
     memset(&m, 0xa5, sizeof m);
     assert_int_equal(er_manifest_load(over, &m, &d), EDGERT_E_PARSE);
     assert_true(is_zeroed(&m));
     assert_int_equal(d.count, 1);
     assert_int_equal(d.items[0].level, EDGERT_LOG_ERROR);
     assert_string_equal(d.items[0].file, over);
-    assert_non_null(strstr(d.items[0].message, "larger than the 1048576-byte limit"));
+    assert_non_null(strstr(d.items[0].message, "larger than the 65536-byte limit"));
     er_diags_free(&d);
 
     assert_int_equal(unlink(at_limit), 0);

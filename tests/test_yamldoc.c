@@ -447,6 +447,70 @@ static void test_depth_limit(void **state)
 
 /* ---- documents that load ------------------------------------------------------ */
 
+/*
+ * The two hostile files of issue 13: 95,000 keys in one mapping (the
+ * quadratic duplicate-key check took 25 s) and 300,000 nested '[' (libyaml's
+ * simple-key scan took 15 s for 80,000), both under 1 MiB. As manifests they
+ * are refused by the 64 KiB manifest limit before parsing; as YAML files
+ * under the 1 MiB limit (device profiles, workloads) they must still fail
+ * fast, with their position, and 95,000 unknown keys list 64 problems and a
+ * closing line, not 95,000. The clock bound is not a speed test: the target
+ * is 100 ms on an idle machine; 3 s is 30 times that, room for ASan, qemu
+ * and a loaded shared machine, and still far below what a return of either
+ * quadratic cost takes (tens of seconds). The times are printed.
+ */
+static void test_hostile_sizes(void **state)
+{
+    (void)state;
+    enum { KEYS = 95000, BRACKETS = 300000 };
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    size_t cap = (size_t)KEYS * 16u + 64u, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text, cap, "manifest_version: 1\n");
+    for (unsigned i = 0; i < KEYS; i++)
+        len += (size_t)snprintf(text + len, cap - len, "k%x: 0\n", i);
+    assert_true(len < EDGERT_MAX_YAML_BYTES);
+    char *paths[2] = {write_bytes(dir, "keys.yaml", text, len),
+                      write_nested_flow(dir, "brackets.yaml", BRACKETS)};
+    free(text);
+    static const char *const known[] = {"manifest_version", NULL};
+    for (int i = 0; i < 2; i++) {
+        struct timespec t0;
+        er_diags d = {0};
+        er_manifest m;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        assert_int_not_equal(er_manifest_load(paths[i], &m, &d), EDGERT_OK);
+        double as_manifest = seconds_since(&t0);
+        assert_non_null(strstr(d.items[0].message, "larger than the 65536-byte limit"));
+        er_diags_free(&d);
+
+        er_yaml y;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        edgert_status st = er_yaml_load(&y, paths[i], &d);
+        if (st == EDGERT_OK) {
+            assert_int_equal(i, 0);
+            assert_int_equal(er_yaml_check_keys(&y, er_yaml_root(&y), known, &d), 0);
+            er_yaml_free(&y);
+            assert_int_equal(d.count, ER_DIAGS_PER_FILE + 1u);
+            assert_non_null(strstr(d.items[d.count - 1].message, "not listed"));
+        } else {
+            assert_int_equal(i, 1);
+            assert_int_equal(d.count, 1);
+            assert_int_equal(d.items[0].line, 1);
+        }
+        double as_yaml = seconds_since(&t0);
+        print_message("%s: as a manifest refused in %.2f ms; as YAML %s in %.1f ms, %zu "
+                      "diagnostics\n", paths[i], as_manifest * 1e3,
+                      st == EDGERT_OK ? "checked" : "refused", as_yaml * 1e3, d.count);
+        assert_true(as_manifest < 3.0 && as_yaml < 3.0);
+        er_diags_free(&d);
+        free(paths[i]);
+    }
+    tu_rmrf(dir);
+}
+
 static void test_documents_that_load(void **state)
 {
     (void)state;
@@ -489,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_not_utf8),
         cmocka_unit_test(test_depth_within_reason),
         cmocka_unit_test(test_depth_limit),
+        cmocka_unit_test(test_hostile_sizes),
         cmocka_unit_test(test_documents_that_load),
     };
     return tu_run_group("yamldoc: loading", tests, NULL, NULL);
