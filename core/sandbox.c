@@ -20,9 +20,9 @@
  * instead of a claim: a few decode-shaped GEMV calls over packed weights
  * larger than the last-level cache (so they stream from memory, as decode
  * does), converted to decode tokens/s of the reference workload
- * (spark-1.7b, design.md §6: 1,707,081,728 weights per step at the plugin's
- * own packed bytes per weight), and one small prefill GEMM (GFLOP/s).
- * `edgert calibrate` measures properly and overrides it.
+ * (spark-1.7b, design.md §6: 1,707,081,728 weights per step), and one
+ * small prefill GEMM (GFLOP/s); a slow kernel is timed on smaller shapes
+ * (quick_measure). `edgert calibrate` measures properly and overrides it.
  *
  * The child: stdout and stderr go to /dev/null (a plugin's chatter must not
  * reach a JSON stream), every fatal signal gets its default action (the
@@ -54,6 +54,7 @@
 #define ER_SANDBOX_TIMEOUT_MS 60000   /* default; generous: a real plugin needs ~1 s, qemu ~10x */
 #define ER_MEASURE_BYTES (48u << 20)  /* packed weights streamed: beyond common L3 sizes */
 #define ER_MEASURE_SECONDS 0.25       /* at most this long of GEMV calls */
+#define ER_MEASURE_SLOW_CALL 0.05     /* s: a slower kernel keeps its small-shape figure */
 
 /* What the child reports. Plain data, written whole through the pipe. */
 typedef struct sb_result {
@@ -233,36 +234,60 @@ out:
     return result;
 }
 
-/* Decode tokens/s and prefill GFLOP/s of the loaded instance. A layout that
- * refuses the shape (it should not: K = 4096 is whole groups of 128) leaves
- * NaN: the verdict still passes, with no measurement. */
-static void quick_measure(er_cand *c, sb_result *r)
+/* Packs the first n rows of t (n <= t's rows) and times `reps` calls of
+ * m rows (see time_gemm). NaN when the plugin refuses. */
+static double time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, int reps)
 {
-    const uint32_t k = 4096u, n = ER_MEASURE_BYTES / (k / 2u); /* ~48 MiB of codes */
-    edgert_qtensor t = {0};
     void *packed = NULL;
     size_t bytes = 0;
     char err[256] = "";
-    if (!(c->plugin->caps & EDGERT_CAP_GEMM) || fill_weights(&t, n, k) != 0 ||
-        c->plugin->pack(c->state, &t.view, &packed, &bytes, err, sizeof err) != EDGERT_OK)
-        goto out;
-    double s = time_gemm(c, packed, 1u, n, k, 8);
-    if (s > 0.0) {
-        double per_weight = (double)bytes / ((double)n * k);
-        r->decode_tok_s = (double)bytes / s / (per_weight * ER_SPARK_WEIGHTS);
-    }
-    /* prefill: 64 rows on the first 2048 columns' worth of a fresh pack */
+    edgert_qweights w = t->view;
+    w.n = n;
+    if (c->plugin->pack(c->state, &w, &packed, &bytes, err, sizeof err) != EDGERT_OK)
+        return NAN;
+    double s = time_gemm(c, packed, m, n, w.k, reps);
     c->plugin->packed_free(c->state, packed);
-    packed = NULL;
-    t.view.n = 2048u;
-    if (c->plugin->pack(c->state, &t.view, &packed, &bytes, err, sizeof err) != EDGERT_OK)
+    return s;
+}
+
+/*
+ * Decode tokens/s and prefill GFLOP/s of the loaded instance. A layout that
+ * refuses the shape (it should not: K = 4096 is whole groups of 128) leaves
+ * NaN: the verdict still passes, with no measurement.
+ *
+ * Each figure is first timed on a small shape. A kernel for which the full
+ * shape would take over ER_MEASURE_SLOW_CALL per call keeps the small
+ * figure: for decode that is under 1 GB/s of packed weights, far below the
+ * memory bandwidth of any device edgert serves, so the kernel is limited by
+ * its arithmetic and the cache cannot flatter it much; for prefill the
+ * small shape is already 8 M multiply-adds. That keeps first contact short
+ * for slow kernels (the portable reference, a sanitizer build, an emulator):
+ * the full shapes cost them seconds. A fast kernel gets the full shapes.
+ */
+static void quick_measure(er_cand *c, sb_result *r)
+{
+    const uint32_t k = 4096u, n = ER_MEASURE_BYTES / (k / 2u); /* ~48 MiB of codes */
+    const uint32_t n_small = 512u, n_prefill = 2048u, n_prefill_small = 32u;
+    edgert_qtensor t = {0};
+    if (!(c->plugin->caps & EDGERT_CAP_GEMM) || fill_weights(&t, n, k) != 0)
         goto out;
-    s = time_gemm(c, packed, 64u, 2048u, k, 3);
+    /* decode: weights per second, whatever the packed bytes per weight */
+    double s = time_rows(c, &t, 1u, n_small, 3), rows = n_small;
+    if (s > 0.0 && s * n / n_small <= ER_MEASURE_SLOW_CALL) {
+        s = time_rows(c, &t, 1u, n, 8);
+        rows = n;
+    }
     if (s > 0.0)
-        r->prefill_gflops = 2.0 * 64.0 * 2048.0 * (double)k / s / 1e9;
+        r->decode_tok_s = rows * k / s / ER_SPARK_WEIGHTS;
+    s = time_rows(c, &t, 64u, n_prefill_small, 3);
+    rows = n_prefill_small;
+    if (s > 0.0 && s * n_prefill / n_prefill_small <= ER_MEASURE_SLOW_CALL) {
+        s = time_rows(c, &t, 64u, n_prefill, 3);
+        rows = n_prefill;
+    }
+    if (s > 0.0)
+        r->prefill_gflops = 2.0 * 64.0 * rows * (double)k / s / 1e9;
 out:
-    if (packed)
-        c->plugin->packed_free(c->state, packed);
     edgert_qtensor_free(&t);
 }
 
