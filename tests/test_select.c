@@ -99,6 +99,39 @@ static void test_table(void **state)
     }
 }
 
+/* The build ships examples/vendor-plugin's avx2-w4a16 next to the in-tree
+ * backends: a machine with AVX2 and no AVX-512 (most x86 laptops and
+ * desktops since 2021) gets it for both priorities instead of ref-w4a16. */
+static void test_avx2_device_gets_avx2_backend(void **state)
+{
+    (void)state;
+    const char *paths[1] = {EDGERT_TEST_BACKEND_DIR};
+    edgert_options o = {.struct_size = sizeof o};
+    o.device_profile = DEVICES "/x86-avx2.yaml";
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.ignore_env = 1;
+    o.no_evidence = 1;
+    o.threads = 1;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    char err[512] = "";
+    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+        fail_msg("edgert_open: %s", err);
+    if (!edgert_candidate_find(ctx, "avx2-w4a16")) {
+        edgert_close(ctx);
+        tu_skip("avx2-w4a16 is not built in this tree (its manifest is not in %s)",
+                EDGERT_TEST_BACKEND_DIR);
+    }
+    for (int p = 0; p < 2; p++) {
+        edgert_priority pr = p ? EDGERT_PRIORITY_FIDELITY : EDGERT_PRIORITY_SPEED;
+        const char *got = select_name(ctx, pr, NULL, NULL, err, sizeof err);
+        if (!got || strcmp(got, "avx2-w4a16") != 0)
+            fail_msg("%s: got %s (%s)", p ? "fidelity" : "speed", got ? got : "(none)", err);
+    }
+    edgert_close(ctx);
+}
+
 static int has_reason(const edgert_candidate *c, const char *r)
 {
     for (size_t i = 0; i < c->reason_count; i++)
@@ -343,6 +376,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_avx2_device_gets_avx2_backend),
         cmocka_unit_test(test_reasons_in_plan),
         cmocka_unit_test(test_user_controls),
         cmocka_unit_test(test_operator_override),

@@ -48,10 +48,16 @@ static const char env_help[] =
     "  EDGERT_PRIORITY           speed|fidelity, the default of --priority\n"
     "  EDGERT_BACKEND            the default of --backend\n"
     "  EDGERT_LOG                error|warn|info|debug (default warn)\n"
+    "  EDGERT_SANDBOX_TIMEOUT    seconds a plugin's first contact may take (default 60)\n"
     "  XDG_CACHE_HOME            evidence lives in $XDG_CACHE_HOME/edgert/evidence.json\n"
-    "                            (default ~/.cache/edgert/evidence.json)\n"
-    "Default manifest folders: <dir of libedgert>/edgert/backends (an install or the\n"
-    "build tree, which mirrors it). The current directory is never searched.\n"
+    "                            (default ~/.cache/edgert/evidence.json), first-contact\n"
+    "                            verdicts in $XDG_CACHE_HOME/edgert/first-contact/\n"
+    "  XDG_DATA_HOME             the per-user backends folder (below)\n"
+    "Default manifest folders, in this order: <dir of libedgert>/edgert/backends (an\n"
+    "install, or the build tree, which mirrors it); $XDG_DATA_HOME/edgert/backends\n"
+    "(default ~/.local/share/edgert/backends; not under setuid); <sysconfdir>/edgert/\n"
+    "backends.d; <datadir>/edgert/backends. 'edgert select --explain' lists them with\n"
+    "their origin. The current directory is never searched.\n"
     "Exit codes: 0 ok, 1 failure (including a backend failing verify), 2 usage\n"
     "error, 3 nothing eligible (or the forced backend is not), 4 bad manifest,\n"
     "device profile or workload named explicitly.\n";
@@ -523,7 +529,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
             "strict mode%s):\n",
             d->planned
                 ? ""
-                : ", library file, checksum, dlopen, entry symbol, ABI answer, init, self-test");
+                : ", library file (type, owner, ELF machine), checksum; then, in a sandboxed\n"
+                  "first contact: dlopen, entry symbol, ABI answer, init, self-test");
     for (size_t i = 0; i < n; i++)
         explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */
