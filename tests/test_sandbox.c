@@ -137,7 +137,8 @@ static void test_commands_complete(void **state)
     (void)state;
     char *dir = bad_folder(), args[4096], *out = NULL;
     const char *ok[] = {"probe", "list", "select --explain", "select --json",
-                        "verify --quick --backend test-good"};
+                        "verify --quick --tokens 8 --backend test-good --workload "
+                        EDGERT_TEST_FIXTURES "/workloads/tiny.yaml"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         snprintf(args, sizeof args, "%s --manifests %s --manifests %s", ok[i], dir,
                  EDGERT_TEST_BACKEND_DIR);
