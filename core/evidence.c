@@ -40,6 +40,7 @@
 #include <xxhash.h>
 
 #include "context.h"
+#include "json_string.h"
 
 #define ER_EVIDENCE_VERSION 1
 
@@ -202,57 +203,11 @@ void er_evidence_apply(struct edgert_ctx *ctx)
 
 /* ---- writing ------------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 sequence at p (1 to 4 bytes) and its code
- * point, or 0 for a byte that starts none: a stray continuation byte, an
- * overlong form, a surrogate, a value past U+10FFFF, a sequence cut short. */
-static size_t utf8_seq(const unsigned char *p, uint32_t *cp)
-{
-    static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (p[0] < 0x80) {
-        *cp = p[0];
-        return 1;
-    }
-    size_t n = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC0 ? 2 : 0;
-    if (!n || p[0] > 0xF4)
-        return 0;
-    uint32_t v = p[0] & (0x3Fu >> (n - 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xC0) != 0x80) /* also stops at the terminating NUL */
-            return 0;
-        v = (v << 6) | (p[i] & 0x3Fu);
-    }
-    if (v < least[n] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-        return 0;
-    *cp = v;
-    return n;
-}
-
-/* What libyaml's reader refuses (C0 but tab and breaks, DEL, C1, U+FFFE/F)
- * or reads as something else (line breaks fold inside a quoted scalar: NEL,
- * U+2028/9; a BOM): written as a \u escape. */
-static int needs_escape(uint32_t cp)
-{
-    return cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || cp == 0x2028 || cp == 0x2029 ||
-           cp == 0xFEFF || cp == 0xFFFE || cp == 0xFFFF;
-}
-
-/* A JSON string its reader (libyaml: JSON is YAML) gives back as written;
- * bytes that are not UTF-8 become U+FFFD. */
+/* A JSON string its reader (libyaml: JSON is YAML) gives back as written:
+ * the tree's one JSON string writer (core/json_string.h). */
 static void jstr(FILE *f, const char *s)
 {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p;) {
-        uint32_t cp = 0xFFFD;
-        size_t n = utf8_seq(p, &cp);
-        if (cp == '"' || cp == '\\')
-            fprintf(f, "\\%c", (char)cp);
-        else if (n == 0 || needs_escape(cp))
-            fprintf(f, "\\u%04x", (unsigned)cp);
-        else
-            fwrite(p, 1, n, f);
-        p += n ? n : 1;
-    }
-    fputc('"', f);
+    json_write_string(f, s);
 }
 
 static void jnum(FILE *f, double v)

@@ -20,9 +20,8 @@
  * "edgert-npu-export-report"); any other existing folder is refused, so a
  * typo cannot delete someone's data.
  *
- * The safetensors writer here is deliberately tiny (header JSON padded to 8
- * bytes, then the data in header order); the plugin has its own reader,
- * since plugins link nothing of edgert and tools include no plugin code.
+ * The generated inputs are written with the tree's one safetensors writer
+ * (core/safetensors.h), which npu-export's reader shares.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -37,6 +36,7 @@
 
 #include "cli.h"
 #include "generate.h"
+#include "safetensors.h"
 
 void export_help(FILE *f)
 {
@@ -110,50 +110,54 @@ static size_t gen_shapes(int quick, gen_proj **out)
     return n;
 }
 
-/* ---- a minimal safetensors writer --------------------------------------------- */
+/* ---- the generated inputs ------------------------------------------------------- */
 
-typedef struct st_entry {
-    char name[80];
-    const char *dtype; /* "F32" or "BF16" */
-    uint64_t rows, cols;
-} st_entry;
+/* One safetensors file of np tensors "<proj><suffix>" [rows(i)][k(i)]: each
+ * tensor's data come from fill(i, buf), converted to bf16 when `bf16`. */
+typedef size_t (*fill_fn)(edgert_ctx *ctx, const cli *c, const gen_proj *p, size_t i, float *buf);
 
-/* Header for `n` tensors stored back to back in this order. */
-static int st_write_header(FILE *f, const st_entry *e, size_t n)
+static size_t fill_weights(edgert_ctx *ctx, const cli *c, const gen_proj *p, size_t i, float *buf)
 {
-    size_t cap = 256 + n * 160, len = 0;
-    char *h = malloc(cap);
-    if (!h)
-        return -1;
-    uint64_t off = 0;
-    len += (size_t)snprintf(h + len, cap - len, "{");
-    for (size_t i = 0; i < n; i++) {
-        uint64_t bytes = e[i].rows * e[i].cols * (strcmp(e[i].dtype, "F32") == 0 ? 4u : 2u);
-        len += (size_t)snprintf(h + len, cap - len,
-                                "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu,%llu],"
-                                "\"data_offsets\":[%llu,%llu]}",
-                                i ? "," : "", e[i].name, e[i].dtype,
-                                (unsigned long long)e[i].rows, (unsigned long long)e[i].cols,
-                                (unsigned long long)off, (unsigned long long)(off + bytes));
-        off += bytes;
-    }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    while (len % 8)
-        h[len++] = ' ';
-    unsigned char lb[8];
-    for (int i = 0; i < 8; i++)
-        lb[i] = (unsigned char)((uint64_t)len >> (8 * i));
-    int rc = fwrite(lb, 1, 8, f) == 8 && fwrite(h, 1, len, f) == len ? 0 : -1;
-    free(h);
-    return rc;
+    gen_dense(ctx, buf, p[i].n, p[i].k, c->seed * 0x9E3779B97F4A7C15ull + i, 0.02f);
+    return (size_t)p[i].n * p[i].k;
 }
 
-static uint16_t to_bf16(float v)
+static size_t fill_calibration(edgert_ctx *ctx, const cli *c, const gen_proj *p, size_t i,
+                               float *buf)
 {
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u); /* round to nearest even (inputs are finite) */
-    return (uint16_t)(u >> 16);
+    (void)ctx;
+    gen_activations(buf, c->tokens, p[i].k, c->seed * 1000003ull + 7919ull * i);
+    return (size_t)c->tokens * p[i].k;
+}
+
+static int write_inputs(edgert_ctx *ctx, const cli *c, const char *path, const gen_proj *p,
+                        size_t np, int bf16, fill_fn fill, float *buf, uint16_t *half)
+{
+    char err[512] = "", name[96];
+    st_writer w;
+    st_writer_init(&w, path);
+    int rc = 0;
+    for (size_t i = 0; i < np && !rc; i++) {
+        uint64_t shape[2] = {bf16 ? p[i].n : c->tokens, p[i].k};
+        snprintf(name, sizeof name, "%s%s", p[i].name, bf16 ? ".weight" : ".x");
+        rc = st_writer_tensor(&w, name, bf16 ? ST_BF16 : ST_F32, 2, shape, err, sizeof err);
+    }
+    rc = rc ? rc : st_writer_begin(&w, 8, err, sizeof err);
+    for (size_t i = 0; i < np && !rc; i++) {
+        size_t n = fill(ctx, c, p, i, buf);
+        if (bf16) {
+            for (size_t j = 0; j < n; j++)
+                half[j] = st_f32_to_bf16(buf[j]);
+            rc = st_writer_write(&w, half, n * 2, err, sizeof err);
+        } else {
+            rc = st_writer_write(&w, buf, n * 4, err, sizeof err);
+        }
+    }
+    rc = rc ? rc : st_writer_commit(&w, err, sizeof err);
+    st_writer_free(&w);
+    if (rc)
+        tfprintf(stderr, "edgert export: writing the generated inputs failed: %s\n", err);
+    return rc;
 }
 
 /* Generate weights (bf16) and calibration (f32) for the model into dir. */
@@ -161,66 +165,24 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
 {
     gen_proj *p = NULL;
     size_t np = gen_shapes(c->quick, &p);
-    st_entry *e = calloc(np ? np : 1, sizeof *e);
-    FILE *wf = fopen(wpath, "wb"), *cf = fopen(cpath, "wb");
-    float *buf = NULL;
-    uint16_t *half = NULL;
-    int rc = -1;
-    if (!np || !e || !wf || !cf) {
-        tfprintf(stderr, "edgert export: cannot create the generated inputs: %s\n",
-                 strerror(errno));
-        goto out;
-    }
     size_t maxw = 0, maxx = 0;
     for (size_t i = 0; i < np; i++) {
         size_t w = (size_t)p[i].n * p[i].k, x = (size_t)c->tokens * p[i].k;
         maxw = w > maxw ? w : maxw;
         maxx = x > maxx ? x : maxx;
     }
-    buf = malloc((maxw > maxx ? maxw : maxx) * sizeof *buf);
-    half = malloc(maxw * sizeof *half);
-    if (!buf || !half) {
+    float *buf = malloc((maxw > maxx ? maxw : maxx) * sizeof *buf + 1);
+    uint16_t *half = malloc(maxw * sizeof *half + 1);
+    int rc = -1;
+    if (!np || !buf || !half)
         tfprintf(stderr, "edgert export: out of memory generating the model\n");
-        goto out;
-    }
-    for (size_t i = 0; i < np; i++) {
-        snprintf(e[i].name, sizeof e[i].name, "%s.weight", p[i].name);
-        e[i].dtype = "BF16", e[i].rows = p[i].n, e[i].cols = p[i].k;
-    }
-    if (st_write_header(wf, e, np))
-        goto io;
-    for (size_t i = 0; i < np; i++) {
-        size_t w = (size_t)p[i].n * p[i].k;
-        gen_dense(ctx, buf, p[i].n, p[i].k, c->seed * 0x9E3779B97F4A7C15ull + i, 0.02f);
-        for (size_t j = 0; j < w; j++)
-            half[j] = to_bf16(buf[j]);
-        if (fwrite(half, 2, w, wf) != w)
-            goto io;
-    }
-    for (size_t i = 0; i < np; i++) {
-        snprintf(e[i].name, sizeof e[i].name, "%s.x", p[i].name);
-        e[i].dtype = "F32", e[i].rows = c->tokens, e[i].cols = p[i].k;
-    }
-    if (st_write_header(cf, e, np))
-        goto io;
-    for (size_t i = 0; i < np; i++) {
-        size_t x = (size_t)c->tokens * p[i].k;
-        gen_activations(buf, c->tokens, p[i].k, c->seed * 1000003ull + 7919ull * i);
-        if (fwrite(buf, 4, x, cf) != x)
-            goto io;
-    }
-    rc = 0;
-    goto out;
-io:
-    tfprintf(stderr, "edgert export: writing the generated inputs failed: %s\n", strerror(errno));
-out:
-    if (wf && fclose(wf) != 0)
-        rc = -1;
-    if (cf && fclose(cf) != 0)
-        rc = -1;
+    else
+        rc = write_inputs(ctx, c, wpath, p, np, 1, fill_weights, buf, half) ||
+                     write_inputs(ctx, c, cpath, p, np, 0, fill_calibration, buf, half)
+                 ? -1
+                 : 0;
     free(buf);
     free(half);
-    free(e);
     free(p);
     return rc;
 }

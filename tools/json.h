@@ -34,11 +34,8 @@ void json_kint(json_w *w, const char *k, long long v);
 void json_kbool(json_w *w, const char *k, int v);
 void json_finish(json_w *w); /* newline at the end */
 
-/* The length of the valid UTF-8 sequence at p (1 to 4 bytes, within the
- * `avail` bytes there) with its code point in *cp, or 0 for a byte that
- * starts none (a stray continuation byte, an overlong form, a surrogate,
- * past U+10FFFF, cut short). The JSON writer and the text printers (cli.h)
- * decide what to escape with it. */
-size_t utf8_seq(const unsigned char *p, size_t avail, uint32_t *cp);
+/* utf8_seq, which the text printers (cli.h) decide what to escape with, and
+ * the string escaper are the core's one copy. */
+#include "json_string.h"
 
 #endif

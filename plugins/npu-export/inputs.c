@@ -181,7 +181,8 @@ static int check_finite(const float *v, size_t n, uint32_t k, const char *file,
 
 int ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err, size_t len)
 {
-    if (st_read_f32(&r->wf, p->w, w, err, len) || st_read_f32(&r->cf, p->x, x, err, len))
+    if (st_read_f32(&r->wf, p->w, 0, st_numel(p->w), w, err, len) ||
+        st_read_f32(&r->cf, p->x, 0, st_numel(p->x), x, err, len))
         return -1;
     if (check_finite(w, (size_t)p->n * p->k, p->k, r->q->weights, p->w, err, len) ||
         check_finite(x, (size_t)r->t * p->k, p->k, r->q->calibration, p->x, err, len))

@@ -1,7 +1,8 @@
 /*
  * plugins/npu-export/ne.h — internals shared by the npu-export plugin's files.
- * Self-contained: the plugin includes only the public ABI header and links
- * nothing of the core.
+ * Self-contained: the plugin includes the public ABI header and links nothing
+ * of the core; the safetensors reader and the JSON string writer it shares
+ * with the core are compiled in as source (core/safetensors.h).
  *
  *   npu_export.c   entry, init, self-test; the export's spine
  *   request.c      the key=value request
@@ -9,7 +10,6 @@
  *   simulate.c     every scheme's arithmetic on a projection, against fp32
  *   emit.c         the QDQ graph (model.onnx, model.onnx.data), golden files
  *   report.c       encodings.json, report.json, report.txt, the refusal
- *   safetensors.c  a validating reader for the inputs (hostile files)
  *   onnx_pb.c      protobuf wire format and the ONNX messages we emit
  *   quant_sim.c    quantizers and the GEMM block of the exported arithmetic
  */
@@ -26,41 +26,9 @@
 #define NE_NAME "npu-export"
 
 
-/* ---- safetensors ---------------------------------------------------------- */
+/* ---- safetensors: the shared reader (core/safetensors.h, compiled in) ---- */
 
-typedef enum {
-    ST_F32, ST_F16, ST_BF16, ST_F64, ST_I8, ST_U8, ST_I16, ST_U16, ST_I32, ST_U32,
-    ST_I64, ST_U64, ST_BOOL, ST_I4, ST_U4, ST_F8_E4M3, ST_F8_E5M2, ST_UNKNOWN
-} st_dtype;
-
-#define ST_MAX_DIMS 8
-
-typedef struct st_tensor {
-    char *name;
-    char dtype_name[16];
-    st_dtype dtype;
-    uint32_t ndim;
-    uint64_t shape[ST_MAX_DIMS];
-    uint64_t begin, end; /* relative to the data section */
-} st_tensor;
-
-typedef struct st_file {
-    const char *path;
-    FILE *f;
-    uint64_t file_size, data_start;
-    st_tensor *t;
-    size_t n;
-} st_file;
-
-/** Open and validate: header length, JSON, dtypes, shapes, offsets (inside
- *  the file, sizes matching shape x dtype, no overlaps). Errors name the file. */
-int st_open(st_file *sf, const char *path, char *err, size_t len);
-void st_close(st_file *sf);
-const st_tensor *st_find(const st_file *sf, const char *name);
-/** Read a F32/F16/BF16 tensor converted to fp32 into out (numel floats). */
-int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t len);
-uint64_t st_numel(const st_tensor *t);
-int st_is_float(st_dtype d);
+#include "safetensors.h"
 
 /* ---- protobuf / ONNX -------------------------------------------------------- */
 

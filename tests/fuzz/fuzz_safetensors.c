@@ -1,10 +1,9 @@
 /*
- * tests/fuzz/fuzz_safetensors.c — fuzz target: the safetensors reader of
- * npu-export (plugins/npu-export/safetensors.c), which reads a user's
- * weights and calibration files for `edgert export`.
+ * tests/fuzz/fuzz_safetensors.c — fuzz target: the safetensors reader
+ * (core/safetensors.c), which reads a user's checkpoints (edgert_checkpoint,
+ * `edgert quantize`, `pack`) and npu-export's weights and calibration files.
  *
- * Plugin-internal code: the target compiles safetensors.c itself (with the
- * plugin's header ne.h), as the plugin does. The input is written as
+ * The target compiles safetensors.c itself, as npu-export does. The input is written as
  * <scratch>/input.safetensors and opened (header length, JSON, dtypes,
  * shapes, offsets, overlaps); every float tensor is then read as fp32 (the
  * reader checked that its bytes are inside the file, so the input bounds
@@ -14,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ne.h"
+#include "safetensors.h"
 
 #include "fuzz_util.h"
 
@@ -31,7 +30,8 @@ static void read_tensors(st_file *sf)
         float *out = malloc(n ? (size_t)n * sizeof *out : 1);
         if (!out)
             abort();
-        st_read_f32(sf, t, out, err, sizeof err);
+        st_read_f32(sf, t, 0, n, out, err, sizeof err);
+        st_meta_get(sf, "format");
         free(out);
     }
     st_find(sf, "lm_head.weight");

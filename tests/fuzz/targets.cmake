@@ -6,20 +6,20 @@
 set(EDGERT_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 # One per parser of outside input: core/yamldoc.c, core/manifest.c,
 # core/device_profile.c, the probe's sysroot files (core/probe_*.c),
-# core/evidence.c, plugins/npu-export/safetensors.c.
+# core/evidence.c, core/safetensors.c.
 set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors)
 
 # Add fuzz target `t`'s sources to executable `exe`: tests/fuzz/fuzz_<t>.c
 # and the code under test. The core's parsers come from edgert_core_obj;
-# the safetensors reader is plugin-internal (npu-export links nothing of the
-# core), so its file is compiled into the target, as the plugin does.
+# the safetensors reader is compiled into the target as source, as
+# npu-export compiles it.
 function(edgert_fuzz_sources exe t)
   target_sources(${exe} PRIVATE ${EDGERT_FUZZ_DIR}/fuzz_${t}.c)
   target_include_directories(${exe} PRIVATE ${EDGERT_FUZZ_DIR})
   if(t STREQUAL "safetensors")
-    target_sources(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/plugins/npu-export/safetensors.c)
-    target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/plugins/npu-export
-      ${EDGERT_INCLUDE_DIRS})
+    target_sources(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/core/safetensors.c
+      ${PROJECT_SOURCE_DIR}/core/json_string.c)
+    target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/core ${EDGERT_INCLUDE_DIRS})
   else()
     target_link_libraries(${exe} PRIVATE edgert_core_obj)
   endif()

@@ -1,30 +1,26 @@
 /*
- * plugins/npu-export/safetensors.c — a validating reader for safetensors
- * files, which here are hostile input (a user's download).
+ * core/safetensors.c — the safetensors reader (safetensors.h has the format,
+ * what is checked and who compiles this file); the writer is in
+ * safetensors_write.c. This half: the header's JSON (a small validating
+ * parser: only what the format uses is accepted, every limit explicit),
+ * the entries' checks, the mapping and the reads.
  *
- * Format: 8 bytes little-endian header length H, then H bytes of JSON
- *   {"<name>": {"dtype": "F32", "shape": [N, K], "data_offsets": [b, e]}, ...,
- *    "__metadata__": {...}}
- * then the raw data; offsets are relative to the end of the header.
- *
- * Checked before any tensor is read: H within the file and at most
- * ST_MAX_HEADER; the JSON well formed (nesting depth limited, strings and
- * numbers bounded); every entry has dtype, shape and data_offsets; shape
- * products do not overflow; begin <= end <= data size; end - begin equals
- * numel x dtype size for every dtype we know; no two tensors overlap; no
- * duplicate names. Every error names the file. Data is little-endian (the
- * format's definition) and read as such on the little-endian CPUs edgert
- * supports.
+ * Length: one validating parser read top to bottom, with the limits it
+ * enforces beside the code that enforces them; split, a check and its limit
+ * would live in different files.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "ne.h"
+#include "edgert/plugin.h"
+#include "safetensors.h"
 
-#define ST_MAX_HEADER (100u << 20) /* the format's own limit: 100 MB */
 #define ST_MAX_TENSORS 1000000u
 #define ST_MAX_NAME 4096u
 #define ST_MAX_DEPTH 32
@@ -302,12 +298,20 @@ static const struct {
     {"F8_E5M2", ST_F8_E5M2, 8},
 };
 
-static unsigned dtype_bits(st_dtype d)
+unsigned st_dtype_bits(st_dtype d)
 {
     for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
         if (dtypes[i].d == d)
             return dtypes[i].bits;
     return 0;
+}
+
+const char *st_dtype_str(st_dtype d)
+{
+    for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+        if (dtypes[i].d == d)
+            return dtypes[i].name;
+    return "?";
 }
 
 int st_is_float(st_dtype d)
@@ -446,7 +450,7 @@ static int validate(st_file *sf, char *err, size_t len)
                         (unsigned long long)t->end, (unsigned long long)data_size);
             return -1;
         }
-        unsigned bits = dtype_bits(t->dtype);
+        unsigned bits = st_dtype_bits(t->dtype);
         if (bits && t->end - t->begin != (numel * bits + 7) / 8) {
             edgert_errf(err, len, "%s: tensor '%s': %llu bytes of data for shape x %s = %llu bytes",
                         sf->path, t->name, (unsigned long long)(t->end - t->begin), t->dtype_name,
@@ -514,7 +518,49 @@ static int add_tensor(st_file *sf, jcur *c, char *key, size_t *cap)
     return 0;
 }
 
-/* The header's JSON object: tensor entries, "__metadata__" skipped, nothing
+/* "__metadata__": {"key": "value", ...}, strings only (the format's
+ * definition), at most once. */
+static int parse_meta(st_file *sf, jcur *c)
+{
+    if (sf->meta)
+        return jfail(c, "\"__metadata__\" appears twice");
+    if (jexpect(c, '{', "\"__metadata__\" must be an object"))
+        return -1;
+    size_t cap = 0;
+    jws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    for (;;) {
+        if (sf->nmeta == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            st_meta *m = nc <= ST_MAX_TENSORS ? realloc(sf->meta, nc * sizeof *m) : NULL;
+            if (!m)
+                return jfail(c, nc <= ST_MAX_TENSORS ? "out of memory" : "too many metadata keys");
+            sf->meta = m;
+            cap = nc;
+        }
+        st_meta *m = &sf->meta[sf->nmeta];
+        m->key = m->value = NULL;
+        sf->nmeta++;
+        if (jstring(c, &m->key) || jexpect(c, ':', "expected ':'"))
+            return -1;
+        jws(c);
+        if (c->p >= c->end || *c->p != '"')
+            return jfail(c, "a \"__metadata__\" value is not a string");
+        if (jstring(c, &m->value))
+            return -1;
+        jws(c);
+        if (c->p < c->end && *c->p == ',') {
+            c->p++;
+            continue;
+        }
+        return jexpect(c, '}', "expected ',' or '}' in \"__metadata__\"");
+    }
+}
+
+/* The header's JSON object: tensor entries and "__metadata__", nothing
  * after it but whitespace. */
 static int parse_header(st_file *sf, jcur *c)
 {
@@ -533,7 +579,7 @@ static int parse_header(st_file *sf, jcur *c)
             }
             if (strcmp(key, "__metadata__") == 0) {
                 free(key);
-                if (jskip(c, 1))
+                if (parse_meta(sf, c))
                     return -1;
             } else if (add_tensor(sf, c, key, &cap)) {
                 return -1;
@@ -554,54 +600,68 @@ static int parse_header(st_file *sf, jcur *c)
     return 0;
 }
 
+/* The 8-byte length and the header's bounds, on the mapping. */
+static int check_length(st_file *sf, uint64_t *h, char *err, size_t len)
+{
+    const char *path = sf->path;
+    if (sf->file_size < 8) {
+        edgert_errf(err, len, "%s: not a safetensors file (shorter than the 8-byte header "
+                              "length)", path);
+        return -1;
+    }
+    *h = 0;
+    for (int i = 7; i >= 0; i--)
+        *h = *h << 8 | sf->map[i];
+    if (*h > ST_MAX_HEADER) {
+        edgert_errf(err, len, "%s: header length %llu exceeds the 100 MB limit (not a "
+                              "safetensors file, or a hostile one)", path, (unsigned long long)*h);
+        return -1;
+    }
+    if (*h < 2 || *h > sf->file_size - 8) {
+        edgert_errf(err, len, "%s: header length %llu does not fit the file (%llu bytes)", path,
+                    (unsigned long long)*h, (unsigned long long)sf->file_size);
+        return -1;
+    }
+    return 0;
+}
+
 int st_open(st_file *sf, const char *path, char *err, size_t len)
 {
     memset(sf, 0, sizeof *sf);
-    sf->path = path;
-    char *hdr = NULL;
+    sf->path = strdup(path ? path : "");
+    if (!sf->path) {
+        edgert_errf(err, len, "%s: out of memory", path);
+        return -1;
+    }
     struct stat st;
-    sf->f = fopen(path, "rb");
-    if (!sf->f || fstat(fileno(sf->f), &st) != 0 || !S_ISREG(st.st_mode)) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         edgert_errf(err, len, "%s: cannot open: %s", path,
-                    sf->f ? "not a regular file" : strerror(errno));
+                    fd >= 0 ? "not a regular file" : strerror(errno));
         goto fail;
     }
     sf->file_size = (uint64_t)st.st_size;
-    unsigned char lb[8];
-    if (sf->file_size < 8 || fread(lb, 1, 8, sf->f) != 8) {
-        edgert_errf(err, len, "%s: not a safetensors file (shorter than the 8-byte header "
-                              "length)", path);
-        goto fail;
+    if (sf->file_size > 0 && (uint64_t)(size_t)sf->file_size == sf->file_size) {
+        void *m = mmap(NULL, (size_t)sf->file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            edgert_errf(err, len, "%s: cannot map: %s", path, strerror(errno));
+            goto fail;
+        }
+        sf->map = m;
     }
-    uint64_t h = 0;
-    for (int i = 7; i >= 0; i--)
-        h = h << 8 | lb[i];
-    if (h > ST_MAX_HEADER) {
-        edgert_errf(err, len, "%s: header length %llu exceeds the 100 MB limit (not a "
-                              "safetensors file, or a hostile one)", path, (unsigned long long)h);
+    close(fd);
+    fd = -1;
+    uint64_t h;
+    if (check_length(sf, &h, err, len))
         goto fail;
-    }
-    if (h < 2 || h > sf->file_size - 8) {
-        edgert_errf(err, len, "%s: header length %llu does not fit the file (%llu bytes)", path,
-                    (unsigned long long)h, (unsigned long long)sf->file_size);
-        goto fail;
-    }
-    hdr = malloc(h);
-    if (!hdr || fread(hdr, 1, h, sf->f) != h) {
-        edgert_errf(err, len, "%s: cannot read the %llu-byte header", path, (unsigned long long)h);
-        goto fail;
-    }
     sf->data_start = 8 + h;
-    jcur c = {hdr, hdr + h, path, err, len, 0};
-    if (parse_header(sf, &c))
-        goto fail;
-    free(hdr);
-    hdr = NULL;
-    if (validate(sf, err, len))
+    jcur c = {(const char *)sf->map + 8, (const char *)sf->map + 8 + h, path, err, len, 0};
+    if (parse_header(sf, &c) || validate(sf, err, len))
         goto fail;
     return 0;
 fail:
-    free(hdr);
+    if (fd >= 0)
+        close(fd);
     st_close(sf);
     return -1;
 }
@@ -610,12 +670,16 @@ void st_close(st_file *sf)
 {
     for (size_t i = 0; i < sf->n; i++)
         free(sf->t[i].name);
+    for (size_t i = 0; i < sf->nmeta; i++) {
+        free(sf->meta[i].key);
+        free(sf->meta[i].value);
+    }
+    if (sf->map)
+        munmap((void *)(uintptr_t)sf->map, (size_t)sf->file_size);
     free(sf->t);
-    if (sf->f)
-        fclose(sf->f);
-    sf->t = NULL;
-    sf->n = 0;
-    sf->f = NULL;
+    free(sf->meta);
+    free(sf->path);
+    memset(sf, 0, sizeof *sf);
 }
 
 const st_tensor *st_find(const st_file *sf, const char *name)
@@ -626,7 +690,20 @@ const st_tensor *st_find(const st_file *sf, const char *name)
     return NULL;
 }
 
-static float half_to_float(uint16_t h)
+const char *st_meta_get(const st_file *sf, const char *key)
+{
+    for (size_t i = 0; i < sf->nmeta; i++)
+        if (sf->meta[i].key && sf->meta[i].value && strcmp(sf->meta[i].key, key) == 0)
+            return sf->meta[i].value;
+    return NULL;
+}
+
+const void *st_data(const st_file *sf, const st_tensor *t)
+{
+    return sf->map + sf->data_start + t->begin;
+}
+
+float st_f16_to_f32(uint16_t h)
 {
     uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;
     if (e == 31) {
@@ -650,7 +727,16 @@ static float half_to_float(uint16_t h)
     return f;
 }
 
-int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t len)
+float st_bf16_to_f32(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+int st_read_f32(const st_file *sf, const st_tensor *t, uint64_t first, uint64_t count, float *out,
+                char *err, size_t len)
 {
     if (!st_is_float(t->dtype)) {
         edgert_errf(err, len, "%s: tensor '%s' is %s; expected F32, F16 or BF16", sf->path, t->name,
@@ -658,39 +744,21 @@ int st_read_f32(st_file *sf, const st_tensor *t, float *out, char *err, size_t l
         return -1;
     }
     uint64_t numel = st_numel(t);
-    unsigned es = t->dtype == ST_F32 ? 4 : 2;
-    if (fseeko(sf->f, (off_t)(sf->data_start + t->begin), SEEK_SET) != 0) {
-        edgert_errf(err, len, "%s: cannot seek to tensor '%s'", sf->path, t->name);
+    if (first > numel || count > numel - first) {
+        edgert_errf(err, len, "%s: tensor '%s': elements [%llu, +%llu) outside its %llu",
+                    sf->path, t->name, (unsigned long long)first, (unsigned long long)count,
+                    (unsigned long long)numel);
         return -1;
     }
-    enum { CH = 1 << 16 };
-    uint16_t *buf = es == 2 ? malloc(CH * 2) : NULL;
-    if (es == 2 && !buf) {
-        edgert_errf(err, len, "out of memory");
-        return -1;
+    const unsigned char *p = st_data(sf, t);
+    if (t->dtype == ST_F32) {
+        memcpy(out, p + first * 4, (size_t)count * 4);
+        return 0;
     }
-    int rc = 0;
-    for (uint64_t i = 0; i < numel && !rc;) {
-        size_t n = numel - i < CH ? (size_t)(numel - i) : CH;
-        if (es == 4) {
-            if (fread(out + i, 4, n, sf->f) != n)
-                rc = -1;
-        } else if (fread(buf, 2, n, sf->f) != n) {
-            rc = -1;
-        } else if (t->dtype == ST_F16) {
-            for (size_t j = 0; j < n; j++)
-                out[i + j] = half_to_float(buf[j]);
-        } else {
-            for (size_t j = 0; j < n; j++) {
-                uint32_t b = (uint32_t)buf[j] << 16;
-                memcpy(&out[i + j], &b, 4);
-            }
-        }
-        i += n;
+    p += first * 2;
+    for (uint64_t i = 0; i < count; i++) {
+        uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+        out[i] = t->dtype == ST_F16 ? st_f16_to_f32(h) : st_bf16_to_f32(h);
     }
-    free(buf);
-    if (rc)
-        edgert_errf(err, len, "%s: short read in tensor '%s' (file changed or truncated?)",
-                    sf->path, t->name);
-    return rc;
+    return 0;
 }
