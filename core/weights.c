@@ -114,8 +114,13 @@ static int er_quantize_group_sym(const float *src, size_t len, uint8_t *row_code
     return 0;
 }
 
+/* zmin 1 is GPTQ v1's rule (it stores z - 1 in 4 bits, so z = 0 cannot be
+ * stored): a group that would get z = 0 (every value >= -s/2) is widened
+ * instead to [-hi / 14, hi], so s = hi / 14 and z = 1; the bound
+ * |error| <= s / 2 holds for the new s. A constant c > 0 is stored as
+ * s = c, z = 1, q = 2; a zero group as z = 1, q = 1. */
 static int er_quantize_group_asym(const float *src, size_t len, uint8_t *row_codes, size_t col0,
-                                  float *scale_out, uint8_t *zero_out)
+                                  float *scale_out, uint8_t *zero_out, unsigned zmin)
 {
     float mn = src[0], mx = src[0];
     for (size_t j = 0; j < len; j++) {
@@ -134,10 +139,13 @@ static int er_quantize_group_asym(const float *src, size_t len, uint8_t *row_cod
         float s = 0.0f;
         if (c > 0.0f) {
             s = c;
-            q = 1u;
+            q = 1u + zmin;
+            z = zmin;
         } else if (c < 0.0f) {
             s = -c;
             z = 1u;
+        } else {
+            q = z = zmin;
         }
         *scale_out = s;
         *zero_out = (uint8_t)z;
@@ -153,10 +161,14 @@ static int er_quantize_group_asym(const float *src, size_t len, uint8_t *row_cod
     if (s == 0.0f) {
         /* hi - lo is a few denormals: everything rounds to 0 */
         *scale_out = 0.0f;
-        *zero_out = 0u;
-        return 0; /* codes stay 0 (calloc) */
+        *zero_out = (uint8_t)zmin;
+        return 0; /* codes stay 0 (calloc): 0 * (0 - z) */
     }
     unsigned z = er_clamp_code(round(-lo / (double)s));
+    if (z < zmin) {
+        s = (float)(hi / 14.0);
+        z = zmin;
+    }
     *scale_out = s;
     *zero_out = (uint8_t)z;
     const double inv = 1.0 / (double)s;
@@ -169,7 +181,7 @@ static int er_quantize_group_asym(const float *src, size_t len, uint8_t *row_cod
 
 /* ---- public API ----------------------------------------------------------- */
 
-static edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symmetric,
+edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symmetric,
                                edgert_qtensor *out)
 {
     size_t stride, groups, codes_bytes, scale_count, scales_bytes;
@@ -207,7 +219,7 @@ static edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, in
     return EDGERT_OK;
 }
 
-static int er_quantize_row(const float *src, uint32_t k, uint32_t group, int symmetric,
+int er_quantize_row(const float *src, uint32_t k, uint32_t group, int symmetric, unsigned zmin,
                     const edgert_qweights *view, uint32_t r)
 {
     size_t stride = er_codes_stride(k), groups = er_groups_per_row(k, group);
@@ -221,7 +233,7 @@ static int er_quantize_row(const float *src, uint32_t k, uint32_t group, int sym
         size_t idx = (size_t)r * groups + g;
         int rc = symmetric ? er_quantize_group_sym(src + col0, len, row_codes, col0, &scales[idx])
                            : er_quantize_group_asym(src + col0, len, row_codes, col0,
-                                                    &scales[idx], &zeros[idx]);
+                                                    &scales[idx], &zeros[idx], zmin);
         if (rc != 0)
             return -1;
     }
@@ -244,7 +256,7 @@ edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32
     if (st != EDGERT_OK)
         return st;
     for (uint32_t r = 0; r < n; r++) {
-        if (er_quantize_row(w + (size_t)r * k, k, group, symmetric, &out->view, r) != 0) {
+        if (er_quantize_row(w + (size_t)r * k, k, group, symmetric, 0u, &out->view, r) != 0) {
             edgert_qtensor_free(out); /* non-finite weight in row r */
             return EDGERT_E_USAGE;
         }

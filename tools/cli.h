@@ -102,6 +102,7 @@ int cmd_verify(const cli *c);
 int cmd_calibrate(const cli *c);
 int cmd_export(const cli *c);
 int cmd_checksum(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 void export_help(FILE *f);
 
 #endif

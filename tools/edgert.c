@@ -83,6 +83,8 @@ static void usage_main(FILE *f)
             "  export     write a calibrated w8a16 ONNX graph for a phone NPU (npu-export),\n"
             "             with encodings and an SQNR report\n"
             "  checksum   print a plugin file's checksum, or write it into a manifest\n"
+            "  quantize   quantize a dense safetensors checkpoint to 4-bit GPTQ\n"
+            "  pack       pack a checkpoint for one backend into a file later runs map\n"
             "             (--stamp)\n"
             "\n"
             "Run 'edgert COMMAND --help' for a command's options.\n\n%s\n%s",
@@ -664,6 +666,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "checksum") == 0) /* its own arguments: files, not options */
         return cmd_checksum(argc - 1, argv + 1);
+    if (strcmp(cmd, "quantize") == 0) /* its own arguments: files, no device */
+        return cmd_quantize(argc - 1, argv + 1);
     static const struct {
         const char *name;
         int (*run)(const cli *);
@@ -685,7 +689,7 @@ int main(int argc, char **argv)
     }
     tfprintf(stderr,
              "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "
-             "calibrate, export, checksum; see 'edgert --help')\n",
+             "calibrate, export, checksum, quantize, pack; see 'edgert --help')\n",
              cmd);
     return EXIT_USAGE;
 }

@@ -327,6 +327,87 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
     return (col & 1u) ? (unsigned)(b >> 4) : (unsigned)(b & 15u);
 }
 
+/* --- checkpoints: a user's own weights ----------------------------------- */
+
+/**
+ * A weights file opened and validated: a GPTQ int4 checkpoint, a dense
+ * F32/F16/BF16 one (safetensors), or a packed file `edgert pack` wrote for
+ * one backend. The file is mapped read-only; tensors are used in place.
+ * Everything is validated at open (README "Checkpoints" has the rules), so a
+ * malformed file fails there with EDGERT_E_PARSE and a message naming the
+ * file and the tensor.
+ *
+ * Linear layers: in a GPTQ file every prefix P with P.qweight, P.qzeros and
+ * P.scales (P.g_idx optional); in a dense file (and for the dense tensors of
+ * a GPTQ file, e.g. an unquantized head) every 2-D float tensor "P.weight"
+ * whose name does not mark an embedding ("embed", "wte", "word_embeddings"):
+ * embeddings are looked up, not multiplied.
+ */
+typedef struct edgert_checkpoint edgert_checkpoint;
+
+/** One linear layer of a checkpoint. Read-only; owned by the checkpoint. */
+typedef struct edgert_layer {
+    const char *name;      /**< the tensors' prefix, e.g. "model.layers.0.mlp.down_proj" */
+    uint32_t n, k;         /**< W[n][k]: output channels, inputs */
+    uint32_t group;        /**< group size along K; 0 for a dense layer */
+    int symmetric;         /**< 1: every zero point is 8; 0: asymmetric; -1: dense */
+    /** "gptq-v1", "gptq-v2", "dense-f32", "dense-f16", "dense-bf16" or "packed" */
+    const char *format;
+} edgert_layer;
+
+/** Open and validate `path`. On failure *out is NULL and err explains:
+ *  EDGERT_E_IO (cannot read), EDGERT_E_PARSE (malformed, with file and
+ *  tensor), EDGERT_E_UNSUPPORTED (valid but refused, e.g. act-order). */
+EDGERT_API edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out,
+                                                char *err, size_t err_len);
+EDGERT_API void edgert_checkpoint_close(edgert_checkpoint *c);
+/** "gptq", "dense" or "packed". */
+EDGERT_API const char *edgert_checkpoint_kind(const edgert_checkpoint *c);
+/** Where the GPTQ settings came from: "metadata", "<dir>/quantize_config.json"
+ *  or "inferred from the tensors"; "" for other kinds. */
+EDGERT_API const char *edgert_checkpoint_config_source(const edgert_checkpoint *c);
+EDGERT_API size_t edgert_checkpoint_layer_count(const edgert_checkpoint *c);
+EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoint *c, size_t i);
+/**
+ * Layer i as canonical int4 weights (an owning edgert_qtensor, freed with
+ * edgert_qtensor_free; view.name is the layer's name while the checkpoint is
+ * open). GPTQ codes, zeros and fp16 scales are converted (GPTQ stores W
+ * transposed, so this is a copy); a dense layer is quantized by round to
+ * nearest, asymmetric, group 128 (`edgert quantize` writes a file that skips
+ * this). A packed layer is EDGERT_E_UNSUPPORTED: map it with
+ * edgert_checkpoint_layer_packed.
+ */
+EDGERT_API edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i,
+                                                         edgert_qtensor *out, char *err,
+                                                         size_t err_len);
+
+/** Options of edgert_checkpoint_quantize. Zero-initialise, set struct_size. */
+typedef struct edgert_quantize_options {
+    uint32_t struct_size; /**< sizeof(edgert_quantize_options) */
+    int symmetric;        /**< 1: z = 8, s = max|w| / 7; 0: asymmetric with z >= 1 */
+    uint32_t group;       /**< group size along K; 0 = 128 */
+    unsigned threads;     /**< 0 = all logical cores */
+} edgert_quantize_options;
+#define EDGERT_QUANTIZE_OPTIONS_V1_SIZE (offsetof(edgert_quantize_options, threads) + sizeof(unsigned))
+
+/**
+ * Quantize a dense checkpoint (`in`, safetensors F32/F16/BF16) to a GPTQ
+ * int4 checkpoint `out` by round to nearest: every linear layer (as listed
+ * above) becomes P.qweight/P.qzeros/P.scales/P.g_idx in GPTQ's v1 layout
+ * (zero points stored minus one; the asymmetric quantizer never needs a
+ * zero point of 0, which v1 cannot store), every other tensor is copied as
+ * it is. A head tied to the embedding (no "lm_head.weight") is untied: the
+ * embedding stays dense and "lm_head" is quantized from it. The settings go
+ * into the file's metadata and into quantize_config.json beside `out`.
+ * One layer is in memory at a time. `out` appears only complete (written to a
+ * temporary file and renamed); on failure nothing is left behind.
+ * EDGERT_E_PARSE for a malformed input, EDGERT_E_USAGE for bad options or a
+ * non-finite weight, EDGERT_E_IO for a write failure.
+ */
+EDGERT_API edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
+                                                    const edgert_quantize_options *options,
+                                                    char *err, size_t err_len);
+
 /* --- evidence: figures measured on this device -------------------------- */
 
 /** One backend's measured figures (NaN where not measured). */

@@ -1,0 +1,39 @@
+/*
+ * core/checkpoint.h — a user's weights file, shared by checkpoint.c (open,
+ * validate, GPTQ and dense layers), checkpoint_quantize.c and packfile.c.
+ */
+#ifndef EDGERT_CORE_CHECKPOINT_H
+#define EDGERT_CORE_CHECKPOINT_H
+
+#include "edgert/edgert.h"
+#include "safetensors.h"
+
+typedef enum { ER_CK_GPTQ, ER_CK_DENSE, ER_CK_PACKED } er_ck_kind;
+
+/* The tensors of one layer (NULL where absent). */
+typedef struct er_ck_layer {
+    const st_tensor *qweight, *qzeros, *scales, *g_idx; /* GPTQ */
+    const st_tensor *dense;                             /* dense: P.weight */
+    const st_tensor *packed;                            /* packed: P.packed */
+    uint64_t packed_bytes;                              /* the plugin's bytes in it */
+    int v2;                                             /* GPTQ zero convention */
+} er_ck_layer;
+
+struct edgert_checkpoint {
+    st_file sf;
+    er_ck_kind kind;
+    edgert_layer *pub;
+    er_ck_layer *src;
+    char **names;
+    size_t n;
+    char config_source[600];
+};
+
+/** 1 when a dense tensor name marks an embedding (looked up, not multiplied). */
+int er_ck_is_embedding(const char *name);
+/** 1 when t is a 2-D float "P.weight" that is a linear layer's. */
+int er_ck_is_dense_linear(const st_tensor *t);
+/** Open only the container and list its layers (packfile.c reads packed files). */
+edgert_status er_ck_open_packed(edgert_checkpoint *c, char *err, size_t err_len);
+
+#endif /* EDGERT_CORE_CHECKPOINT_H */
