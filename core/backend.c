@@ -163,3 +163,8 @@ edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edger
         er_set_plugin_err(err, err_len, b->cand->m.name, "gemm", perr, st);
     return st;
 }
+
+er_cand *er_backend_cand(const edgert_backend *b)
+{
+    return b ? b->cand : NULL;
+}

@@ -353,8 +353,8 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
 
 /* ---- the layer list ---------------------------------------------------------------------- */
 
-static edgert_status add_layer(edgert_checkpoint *c, const char *name, size_t plen,
-                               const er_ck_layer *s, size_t *cap)
+edgert_status er_ck_add_layer(edgert_checkpoint *c, const char *name, size_t plen,
+                              const er_ck_layer *s, size_t *cap)
 {
     if (c->n == *cap) {
         size_t nc = *cap ? *cap * 2 : 64;
@@ -400,7 +400,7 @@ static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *
         s.qzeros = find2(&c->sf, t->name, plen, ".qzeros");
         s.scales = find2(&c->sf, t->name, plen, ".scales");
         s.g_idx = find2(&c->sf, t->name, plen, ".g_idx");
-        st = add_layer(c, t->name, plen, &s, &cap);
+        st = er_ck_add_layer(c, t->name, plen, &s, &cap);
         if (st)
             break;
         edgert_layer *l = &c->pub[c->n - 1];
@@ -414,7 +414,7 @@ static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *
         if (!er_ck_is_dense_linear(t) || find2(&c->sf, t->name, plen, ".qweight"))
             continue;
         er_ck_layer s = {.dense = t};
-        st = add_layer(c, t->name, plen, &s, &cap);
+        st = er_ck_add_layer(c, t->name, plen, &s, &cap);
         if (!st) {
             edgert_layer *l = &c->pub[c->n - 1];
             l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
@@ -501,6 +501,16 @@ const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoint *c, size_
     return c && i < c->n ? &c->pub[i] : NULL;
 }
 
+void er_ck_release(const edgert_checkpoint *c, size_t i)
+{
+    const er_ck_layer *s = &c->src[i];
+    st_release(&c->sf, s->qweight);
+    st_release(&c->sf, s->qzeros);
+    st_release(&c->sf, s->scales);
+    st_release(&c->sf, s->g_idx);
+    st_release(&c->sf, s->dense);
+}
+
 /* ---- one layer as canonical int4 ---------------------------------------------------------- */
 
 static void gptq_convert(const edgert_checkpoint *c, const er_ck_layer *s, const edgert_layer *l,
@@ -574,4 +584,36 @@ edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, ed
     if (st)
         edgert_qtensor_free(out);
     return st;
+}
+
+edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i, uint32_t row0,
+                                            uint32_t rows, float *out, char *err, size_t err_len)
+{
+    if (!c || i >= c->n || !out || row0 > c->pub[i].n || rows > c->pub[i].n - row0)
+        return ck_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_dense: bad "
+                       "arguments");
+    const edgert_layer *l = &c->pub[i];
+    const er_ck_layer *s = &c->src[i];
+    if (c->kind == ER_CK_PACKED)
+        return ck_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' holds one backend's "
+                       "packed bytes, not weights a dense reference can be made of; use its "
+                       "source checkpoint", c->sf.path, l->name);
+    if (s->dense)
+        return st_read_f32(&c->sf, s->dense, (uint64_t)row0 * l->k, (uint64_t)rows * l->k, out,
+                           err, err_len)
+                   ? EDGERT_E_PARSE
+                   : EDGERT_OK;
+    edgert_qtensor q;
+    edgert_status st = edgert_checkpoint_layer_weights(c, i, &q, err, err_len);
+    if (st)
+        return st;
+    size_t G = (size_t)(l->k / l->group) + (l->k % l->group != 0);
+    edgert_qweights v = q.view;
+    v.n = rows;
+    v.codes += (size_t)row0 * (l->k / 2);
+    v.scales += (size_t)row0 * G;
+    v.zeros = v.zeros ? v.zeros + (size_t)row0 * G : NULL;
+    edgert_dequantize(&v, out);
+    edgert_qtensor_free(&q);
+    return EDGERT_OK;
 }

@@ -16,6 +16,7 @@ typedef struct er_ck_layer {
     const st_tensor *dense;                             /* dense: P.weight */
     const st_tensor *packed;                            /* packed: P.packed */
     uint64_t packed_bytes;                              /* the plugin's bytes in it */
+    uint64_t source_hash;                               /* packed: the source's XXH3 */
     int v2;                                             /* GPTQ zero convention */
 } er_ck_layer;
 
@@ -33,6 +34,13 @@ struct edgert_checkpoint {
 int er_ck_is_embedding(const char *name);
 /** 1 when t is a 2-D float "P.weight" that is a linear layer's. */
 int er_ck_is_dense_linear(const st_tensor *t);
+/** Append a layer named name[0..plen) with tensors *s; E_NOMEM. */
+edgert_status er_ck_add_layer(edgert_checkpoint *c, const char *name, size_t plen,
+                              const er_ck_layer *s, size_t *cap);
+/** Drop layer i's source pages from this process (they stay in the page
+ *  cache): a whole-model pass then stays within one layer of resident
+ *  memory. */
+void er_ck_release(const edgert_checkpoint *c, size_t i);
 /** Open only the container and list its layers (packfile.c reads packed files). */
 edgert_status er_ck_open_packed(edgert_checkpoint *c, char *err, size_t err_len);
 

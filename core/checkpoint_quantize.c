@@ -237,6 +237,7 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
                                           l->src->name)
                                 : emit(w, l, &q, buf, err, len);
     edgert_qtensor_free(&q);
+    st_release(sf, l->src); /* read: drop its pages from this process */
     return st;
 }
 

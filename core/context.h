@@ -140,5 +140,8 @@ void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
 /* evidence.c: figures measured on this device. */
 void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o);
 void er_evidence_apply(struct edgert_ctx *ctx);
+/* backend.c: the candidate behind an instance (packfile.c keys files by its
+ * plugin file's XXH3). */
+er_cand *er_backend_cand(const edgert_backend *b);
 
 #endif

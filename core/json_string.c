@@ -30,7 +30,8 @@ size_t utf8_seq(const unsigned char *p, size_t avail, uint32_t *cp)
 void json_write_string(FILE *f, const char *s)
 {
     fputc('"', f);
-    const unsigned char *p = (const unsigned char *)(s ? s : ""), *end = p + strlen((const char *)p);
+    const unsigned char *p = (const unsigned char *)(s ? s : "");
+    const unsigned char *end = p + strlen((const char *)p);
     while (p < end) {
         uint32_t cp = 0xFFFD;
         size_t n = utf8_seq(p, (size_t)(end - p), &cp);

@@ -703,6 +703,19 @@ const void *st_data(const st_file *sf, const st_tensor *t)
     return sf->map + sf->data_start + t->begin;
 }
 
+void st_release(const st_file *sf, const st_tensor *t)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (!sf->map || !t || pg <= 0)
+        return;
+    uintptr_t a = (uintptr_t)(sf->map + sf->data_start + t->begin);
+    uintptr_t e = (uintptr_t)(sf->map + sf->data_start + t->end);
+    a = (a + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+    e &= ~((uintptr_t)pg - 1);
+    if (e > a)
+        madvise((void *)a, e - a, MADV_DONTNEED);
+}
+
 float st_f16_to_f32(uint16_t h)
 {
     uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;

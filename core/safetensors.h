@@ -78,6 +78,9 @@ const char *st_meta_get(const st_file *sf, const char *key);
 /** The tensor's bytes in the mapping (end - begin of them). */
 const void *st_data(const st_file *sf, const st_tensor *t);
 uint64_t st_numel(const st_tensor *t);
+/** Drop the whole pages of t's bytes from this process's resident set (the
+ *  mapping stays valid; a later access reads them again). */
+void st_release(const st_file *sf, const st_tensor *t);
 int st_is_float(st_dtype d);
 /** Bits per element; 0 for ST_UNKNOWN. */
 unsigned st_dtype_bits(st_dtype d);
@@ -102,6 +105,7 @@ typedef struct st_writer {
     st_meta *meta;
     size_t nmeta, mcap;
     uint64_t data_bytes, written;
+    uint64_t reserve; /* deferred header: bytes reserved for length + header */
     int failed;
 } st_writer;
 
@@ -114,6 +118,13 @@ int st_writer_meta(st_writer *w, const char *key, const char *value, char *err, 
 /** Create the temporary file and write the header, padded so that the data
  *  section starts at a multiple of `align` (a power of two, >= 8). */
 int st_writer_begin(st_writer *w, uint64_t align, char *err, size_t len);
+/** Create the temporary file with `reserve` bytes (a multiple of `align`)
+ *  kept for the header, which st_writer_commit writes once every tensor is
+ *  known: tensors may then be declared as their data are written (their
+ *  sizes need not be known in advance). The data section starts at
+ *  `reserve`. */
+int st_writer_begin_deferred(st_writer *w, uint64_t align, uint64_t reserve, char *err,
+                             size_t len);
 /** Append data bytes (all tensors' bytes, in order, in pieces of any size). */
 int st_writer_write(st_writer *w, const void *data, size_t n, char *err, size_t len);
 /** Check that exactly the declared bytes were written, flush, fsync and

@@ -76,7 +76,8 @@ static int wfail(st_writer *w, char *err, size_t len, const char *what, const ch
 int st_writer_tensor(st_writer *w, const char *name, st_dtype dtype, uint32_t ndim,
                      const uint64_t *shape, char *err, size_t len)
 {
-    if (w->failed || w->f || ndim > ST_MAX_DIMS || st_dtype_bits(dtype) == 0 || !name)
+    if (w->failed || (w->f && !w->reserve) || ndim > ST_MAX_DIMS || st_dtype_bits(dtype) == 0 ||
+        !name)
         return wfail(w, err, len, "cannot declare a tensor", name);
     if (w->n == w->cap) {
         size_t nc = w->cap ? w->cap * 2 : 32;
@@ -109,7 +110,7 @@ int st_writer_tensor(st_writer *w, const char *name, st_dtype dtype, uint32_t nd
 
 int st_writer_meta(st_writer *w, const char *key, const char *value, char *err, size_t len)
 {
-    if (w->failed || w->f || !key || !value)
+    if (w->failed || (w->f && !w->reserve) || !key || !value)
         return wfail(w, err, len, "cannot add metadata", key);
     if (w->nmeta == w->mcap) {
         size_t nc = w->mcap ? w->mcap * 2 : 16;
@@ -164,6 +165,32 @@ static char *header_json(const st_writer *w, size_t *hlen)
     return buf;
 }
 
+static int create_tmp(st_writer *w, char *err, size_t len)
+{
+    if (asprintf(&w->tmp, "%s.tmp.%ld", w->path, (long)getpid()) < 0) {
+        w->tmp = NULL;
+        return wfail(w, err, len, "out of memory", NULL);
+    }
+    w->f = fopen(w->tmp, "wbx");
+    if (!w->f)
+        return wfail(w, err, len, "cannot create the temporary file", strerror(errno));
+    return 0;
+}
+
+/* The length and the header padded with spaces to `total` bytes, at the
+ * stream's current position. */
+static int write_header(st_writer *w, const char *h, size_t hlen, size_t total, char *err,
+                        size_t len)
+{
+    unsigned char lb[8];
+    for (int i = 0; i < 8; i++)
+        lb[i] = (unsigned char)((uint64_t)total >> (8 * i));
+    int ok = fwrite(lb, 1, 8, w->f) == 8 && fwrite(h, 1, hlen, w->f) == hlen;
+    for (size_t i = hlen; ok && i < total; i++)
+        ok = fputc(' ', w->f) != EOF;
+    return ok ? 0 : wfail(w, err, len, "cannot write", strerror(errno));
+}
+
 int st_writer_begin(st_writer *w, uint64_t align, char *err, size_t len)
 {
     if (w->failed || w->f || align < 8 || (align & (align - 1)) || align > (1u << 21))
@@ -179,31 +206,31 @@ int st_writer_begin(st_writer *w, uint64_t align, char *err, size_t len)
         free(h);
         return wfail(w, err, len, "header over the format's 100 MB limit", NULL);
     }
-    if (asprintf(&w->tmp, "%s.tmp.%ld", w->path, (long)getpid()) < 0) {
-        w->tmp = NULL;
-        free(h);
-        return wfail(w, err, len, "out of memory", NULL);
-    }
-    w->f = fopen(w->tmp, "wbx");
-    if (!w->f) {
-        free(h);
-        return wfail(w, err, len, "cannot create the temporary file", strerror(errno));
-    }
-    unsigned char lb[8];
-    for (int i = 0; i < 8; i++)
-        lb[i] = (unsigned char)((uint64_t)total >> (8 * i));
-    int ok = fwrite(lb, 1, 8, w->f) == 8 && fwrite(h, 1, hlen, w->f) == hlen;
-    for (size_t i = hlen; ok && i < total; i++)
-        ok = fputc(' ', w->f) != EOF;
+    int rc = create_tmp(w, err, len) || write_header(w, h, hlen, total, err, len);
     free(h);
-    return ok ? 0 : wfail(w, err, len, "cannot write", strerror(errno));
+    return rc ? -1 : 0;
+}
+
+int st_writer_begin_deferred(st_writer *w, uint64_t align, uint64_t reserve, char *err,
+                             size_t len)
+{
+    if (w->failed || w->f || align < 8 || (align & (align - 1)) || reserve < 16 ||
+        reserve % align || reserve - 8 > ST_MAX_HEADER)
+        return wfail(w, err, len, "cannot start the file", NULL);
+    if (create_tmp(w, err, len))
+        return -1;
+    w->reserve = reserve;
+    for (uint64_t i = 0; i < reserve; i++)
+        if (fputc(' ', w->f) == EOF)
+            return wfail(w, err, len, "cannot write", strerror(errno));
+    return 0;
 }
 
 int st_writer_write(st_writer *w, const void *data, size_t n, char *err, size_t len)
 {
     if (w->failed || !w->f)
         return wfail(w, err, len, "write after a failure", NULL);
-    if (n > w->data_bytes - w->written)
+    if (!w->reserve && n > w->data_bytes - w->written)
         return wfail(w, err, len, "more data than the tensors declared", NULL);
     if (n && fwrite(data, 1, n, w->f) != n)
         return wfail(w, err, len, "cannot write", strerror(errno));
@@ -216,7 +243,18 @@ int st_writer_commit(st_writer *w, char *err, size_t len)
     if (w->failed || !w->f)
         return wfail(w, err, len, "commit after a failure", NULL);
     if (w->written != w->data_bytes)
-        return wfail(w, err, len, "fewer data than the tensors declared", NULL);
+        return wfail(w, err, len, "the data written differ from the tensors declared", NULL);
+    if (w->reserve) { /* the deferred header, into the space kept for it */
+        size_t hlen = 0;
+        char *h = header_json(w, &hlen);
+        int rc = !h                        ? wfail(w, err, len, "out of memory", NULL)
+                 : hlen > w->reserve - 8   ? wfail(w, err, len, "header larger than reserved", NULL)
+                 : fseeko(w->f, 0, SEEK_SET) ? wfail(w, err, len, "cannot seek", strerror(errno))
+                                           : write_header(w, h, hlen, w->reserve - 8, err, len);
+        free(h);
+        if (rc)
+            return -1;
+    }
     FILE *f = w->f;
     w->f = NULL;
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;

@@ -131,5 +131,6 @@ out:
     free(br);
     free(vr);
     edgert_close(ctx);
+    wl_free(&w);
     return rc;
 }

@@ -40,6 +40,8 @@ typedef struct cli {
     const char *weights, *calibration; /**< --weights / --calibration FILE.safetensors */
     const char *scheme, *ranges;       /**< passed to the plugin's request */
     int force, golden;
+    /* pack */
+    const char *input; /**< the one positional argument: the checkpoint */
 } cli;
 
 /* ---- text from outside the program (cli_common.c) ----
@@ -101,6 +103,7 @@ int cmd_bench(const cli *c);
 int cmd_verify(const cli *c);
 int cmd_calibrate(const cli *c);
 int cmd_export(const cli *c);
+int cmd_pack(const cli *c);
 int cmd_checksum(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 void export_help(FILE *f);

@@ -472,7 +472,8 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
      * ranks (only the forced backend with --backend); export loads its
      * backend on demand. bench, verify and calibrate work on loaded ones. */
     o.defer_load = strcmp(c->cmd, "probe") == 0 || strcmp(c->cmd, "list") == 0 ||
-                   strcmp(c->cmd, "select") == 0 || strcmp(c->cmd, "export") == 0;
+                   strcmp(c->cmd, "select") == 0 || strcmp(c->cmd, "export") == 0 ||
+                   strcmp(c->cmd, "pack") == 0;
     char err[4096] = "";
     edgert_status st = edgert_open(&o, ctx, err, sizeof err);
     if (st == EDGERT_OK)
@@ -502,19 +503,30 @@ void warn_diags(const cli *c, const edgert_ctx *ctx)
 int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,
                    edgert_ctx **ctx)
 {
-    if (c->workload) {
+    if (c->weights && c->workload) {
+        tfprintf(stderr, "edgert %s: --weights and --workload exclude each other (the shapes "
+                 "come from the weights)\n", cmd);
+        return EXIT_USAGE;
+    }
+    if (c->weights) {
+        if (wl_from_checkpoint(c->weights, w) != 0)
+            return EXIT_BADFILE;
+    } else if (c->workload) {
         if (wl_load(c->workload, w) != 0)
             return EXIT_BADFILE;
     } else {
         wl_builtin(w);
     }
     int rc = open_ctx(c, ctx);
-    if (rc)
+    if (rc) {
+        wl_free(w);
         return rc;
+    }
     if (edgert_device_facts(*ctx)->planned) {
         tfprintf(stderr, "edgert %s: --device plans for another machine; %s\n", cmd, runs);
         edgert_close(*ctx);
         *ctx = NULL;
+        wl_free(w);
         return EXIT_USAGE;
     }
     warn_diags(c, *ctx);

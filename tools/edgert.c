@@ -160,6 +160,22 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --seed N            generator seed (default 1)\n\n");
     else if (strcmp(cmd, "export") == 0)
         export_help(f);
+    else if (strcmp(cmd, "pack") == 0)
+        fprintf(f,
+                "usage: edgert pack IN --backend NAME|auto -o OUT [--force] [options]\n\n"
+                "Pack a checkpoint (GPTQ or dense safetensors; see 'edgert quantize') for one\n"
+                "backend into OUT, a file later runs map and run with no repacking\n"
+                "(edgert bench/verify --weights OUT). OUT holds keys: format, backend, packed\n"
+                "layout, the plugin file's XXH3 and every layer's source XXH3. If OUT exists\n"
+                "with the same keys it is mapped, not repacked; with other keys it is refused\n"
+                "with the key that differs. One layer is in memory at a time.\n\n"
+                "  --backend NAME|auto the backend (auto: the --priority winner here)\n"
+                "  -o, --out FILE      the packed file\n"
+                "  --force             repack even if OUT is up to date or has other keys\n"
+                "  --options STR       plugin options for its init (e.g. path=fma)\n"
+                "  --priority P        speed|fidelity, for auto (default speed)\n\n"
+                "Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the backend\n"
+                "is not eligible, 4 IN or OUT is malformed.\n\n");
     else
         fprintf(f,
                 "usage: edgert calibrate [--out FILE] [--quick] [options]\n\n"
@@ -191,8 +207,8 @@ static int allowed(const char *cmd, int o)
         int opt;
         const char *cmds;
     } table[] = {
-        {OPT_PRIORITY, " select bench export "},
-        {OPT_BACKEND, " select bench verify export "},
+        {OPT_PRIORITY, " select bench export pack "},
+        {OPT_BACKEND, " select bench verify export pack "},
         {OPT_EXPLAIN, " select "},
         {OPT_NO_EVIDENCE, " select bench "},
         {OPT_WORKLOAD, " bench verify calibrate "},
@@ -202,14 +218,14 @@ static int allowed(const char *cmd, int o)
         {OPT_SEED, " bench verify calibrate export "},
         {OPT_TOKENS, " verify calibrate export "},
         {OPT_QUICK, " verify calibrate export "},
-        {OPT_OUT, " calibrate export "},
-        {OPT_WEIGHTS, " export "},
+        {OPT_OUT, " calibrate export pack "},
+        {OPT_WEIGHTS, " export select bench verify "},
         {OPT_CALIBRATION, " export "},
         {OPT_SCHEME, " export "},
         {OPT_RANGES, " export "},
-        {OPT_FORCE, " export "},
+        {OPT_FORCE, " export pack "},
         {OPT_GOLDEN, " export "},
-        {OPT_OPTIONS, " bench verify "},
+        {OPT_OPTIONS, " bench verify pack "},
         {OPT_EVIDENCE, " select list bench "},
     };
     char key[32];
@@ -279,9 +295,11 @@ static int parse_args(cli *c, int argc, char **argv)
     optind = 1;
     opterr = 0;
     for (;;) {
-        int o = getopt_long(argc, argv, ":hvq", opts, NULL);
+        int o = getopt_long(argc, argv, ":hvqo:", opts, NULL);
         if (o == -1)
             break;
+        if (o == 'o') /* -o FILE is --out FILE */
+            o = OPT_OUT;
         if (o >= OPT_JSON && !allowed(c->cmd, o)) {
             tfprintf(stderr,
                      "edgert %s: option '%s' does not apply to '%s' (see 'edgert %s --help')\n",
@@ -368,6 +386,8 @@ static int parse_args(cli *c, int argc, char **argv)
             return -1;
         }
     }
+    if (optind < argc && strcmp(c->cmd, "pack") == 0)
+        c->input = argv[optind++];
     if (optind < argc) {
         tfprintf(stderr, "edgert %s: unexpected argument '%s'\n", c->cmd, argv[optind]);
         return -1;
@@ -673,7 +693,7 @@ int main(int argc, char **argv)
         int (*run)(const cli *);
     } cmds[] = {{"probe", cmd_probe},   {"list", cmd_list},         {"select", cmd_select},
                 {"bench", cmd_bench},   {"verify", cmd_verify},     {"calibrate", cmd_calibrate},
-                {"export", cmd_export}};
+                {"export", cmd_export}, {"pack", cmd_pack}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;

@@ -358,5 +358,6 @@ out:
     free(names);
     free(res);
     edgert_close(ctx);
+    wl_free(&wl);
     return rc;
 }

@@ -15,6 +15,11 @@
  * KL(softmax(y_dense) || softmax(y_B)). The head's first 8 tokens are the SQNR
  * tokens of its shape (the activation generator is a prefix-stable stream).
  * Head weights are scaled for a realistic logit spread: see head_std().
+ *
+ * With --weights FILE the weights are the file's: per shape its first layer
+ * (dense values, or GPTQ dequantized, as the dense reference; the layer's
+ * own codes for the backend), the head being the file's lm_head when it has
+ * one; the activations are generated as above.
  */
 #define _GNU_SOURCE
 #include "verify_internal.h"
@@ -110,6 +115,8 @@ typedef struct fid_shape {
     const char *name;
     uint32_t n, k;
     int head;
+    edgert_checkpoint *ck; /* --weights: the layer's checkpoint, else NULL */
+    size_t layer;
 } fid_shape;
 
 /*
@@ -171,13 +178,21 @@ static edgert_status pack_quantized(const vrun *v, const fid_shape *s, uint32_t 
     edgert_qtensor qt = {0};
     edgert_packed *pr = NULL;
     char perr[1024] = "";
-    edgert_status rc = gen_qtensor(v->ctx, n, k, v->group, v->symmetric, wseed, std, &qt);
-    if (rc != EDGERT_OK) {
-        edgert_errf(err, err_len, "quantizing shape %s (n=%u k=%u): %s", s->name, n, k,
-                    edgert_status_name(rc));
-        return rc;
+    edgert_status rc;
+    if (s->ck) { /* the file's own quantized layer, its first n rows */
+        rc = edgert_checkpoint_layer_weights(s->ck, s->layer, &qt, err, err_len);
+        if (rc != EDGERT_OK)
+            return rc;
+        qt.view.n = n;
+    } else {
+        rc = gen_qtensor(v->ctx, n, k, v->group, v->symmetric, wseed, std, &qt);
+        if (rc != EDGERT_OK) {
+            edgert_errf(err, err_len, "quantizing shape %s (n=%u k=%u): %s", s->name, n, k,
+                        edgert_status_name(rc));
+            return rc;
+        }
+        qt.view.name = s->name;
     }
-    qt.view.name = s->name;
     rc = edgert_pack(v->b, &qt.view, p, perr, sizeof perr);
     /* The head is also run by the reference on the same quantized weights, so
      * agreement with the reference isolates the kernel's own error. */
@@ -247,6 +262,15 @@ static void head_measures(verify_result *r, const float *yd, const float *yb, co
     }
 }
 
+static float weights_std(const float *w, size_t n)
+{
+    double s = 0, sq = 0;
+    for (size_t i = 0; i < n; i++)
+        s += w[i], sq += (double)w[i] * w[i];
+    double m = s / (double)n, var = sq / (double)n - m * m;
+    return (float)sqrt(var > 0 ? var : 0);
+}
+
 /* One projection: dense reference, the backend's output, and the measures:
  * the SQNR row `index` of the table (SIZE_MAX: none), the head's. */
 static edgert_status fidelity_one(const vrun *v, const fid_shape *s, uint32_t rows,
@@ -254,7 +278,7 @@ static edgert_status fidelity_one(const vrun *v, const fid_shape *s, uint32_t ro
 {
     verify_result *r = v->r;
     const uint32_t n = s->n, k = s->k;
-    const float std = s->head ? head_std(k) : WEIGHT_STD;
+    float std = s->head ? head_std(k) : WEIGHT_STD;
     const uint64_t wseed =
         verify_seed(v->c->seed, 0xF1DE, name_hash(s->name), (uint64_t)n << 32 | k);
     const uint64_t xseed = verify_seed(v->c->seed, 0xAC71, name_hash(s->name), k);
@@ -281,7 +305,14 @@ static edgert_status fidelity_one(const vrun *v, const fid_shape *s, uint32_t ro
     }
     verify_progress(v, "fidelity %s (n=%u k=%u): dense fp32 weights", s->name, n, k);
     gen_activations(x, rows, k, xseed);
-    gen_dense(v->ctx, w, n, k, wseed, std);
+    if (s->ck) {
+        rc = edgert_checkpoint_layer_dense(s->ck, s->layer, 0, n, w, err, err_len);
+        if (rc != EDGERT_OK)
+            goto out;
+        std = weights_std(w, nk);
+    } else {
+        gen_dense(v->ctx, w, n, k, wseed, std);
+    }
     verify_progress(v, "fidelity %s (n=%u k=%u): dense reference in double", s->name, n, k);
     dense_reference(v, w, x, rows, n, k, yd, yb); /* yb is free until the backend runs */
     free(w);
@@ -327,7 +358,8 @@ edgert_status verify_fidelity(vrun *v, const workload *wl, char *err, size_t err
     int have_head = 0;
     for (size_t i = 0; i < wl->nshapes && count < WL_MAX_SHAPES; i++) {
         const wl_shape *s = &wl->shapes[i];
-        fid_shape f = {s->name, s->n, s->k, s->head && !have_head};
+        fid_shape f = {s->name, s->n, s->k, s->head && !have_head, wl->ck,
+                       wl->ck ? wl->layers[i][0] : 0};
         if (f.head) {
             have_head = 1;
             if (c->quick && f.n > QUICK_HEAD_N)
@@ -339,7 +371,7 @@ edgert_status verify_fidelity(vrun *v, const workload *wl, char *err, size_t err
     }
     size_t table = count;
     if (!have_head) /* a head-shaped projection outside the SQNR table */
-        list[count++] = (fid_shape){"head", c->quick ? QUICK_HEAD_N : HEAD_N, HEAD_K, 1};
+        list[count++] = (fid_shape){"head", c->quick ? QUICK_HEAD_N : HEAD_N, HEAD_K, 1, NULL, 0};
     uint32_t tokens = c->tokens ? c->tokens : 64;
     v->r->nshapes = 0;
     v->r->sqnr_min_db = NAN;

@@ -164,3 +164,86 @@ out:
     fclose(f);
     return rc;
 }
+
+/* The role of a layer: its name after the last ".<number>." (the layer
+ * index), or the whole name. */
+static const char *role_of(const char *name)
+{
+    const char *r = name;
+    for (const char *p = name; *p; p++)
+        if (*p == '.' && p[1] >= '0' && p[1] <= '9') {
+            const char *q = p + 1;
+            while (*q >= '0' && *q <= '9')
+                q++;
+            if (*q == '.')
+                r = q + 1;
+        }
+    return r;
+}
+
+/* Length: one pass that groups layers into shapes, with its two refusals
+ * (too many roles, out of memory) where they arise. */
+int wl_from_checkpoint(const char *path, workload *w)
+{
+    memset(w, 0, sizeof *w);
+    char err[4096] = "";
+    edgert_status st = edgert_checkpoint_open(path, &w->ck, err, sizeof err);
+    if (st != EDGERT_OK) {
+        tfprintf_lines(stderr, "edgert: %s\n", err);
+        return -1;
+    }
+    snprintf(w->name, sizeof w->name, "%s", path);
+    size_t n = edgert_checkpoint_layer_count(w->ck);
+    uint32_t *shape_of = calloc(n ? n : 1, sizeof *shape_of);
+    if (!shape_of)
+        goto oom;
+    for (size_t i = 0; i < n; i++) {
+        const edgert_layer *l = edgert_checkpoint_layer_at(w->ck, i);
+        const char *role = role_of(l->name);
+        size_t s = 0;
+        while (s < w->nshapes && (strcmp(w->shapes[s].name, role) != 0 ||
+                                  w->shapes[s].n != l->n || w->shapes[s].k != l->k))
+            s++;
+        if (s == WL_MAX_SHAPES) {
+            tfprintf(stderr, "edgert: %s: more than %d layer roles or shapes\n", path,
+                     WL_MAX_SHAPES);
+            free(shape_of);
+            wl_free(w);
+            return -1;
+        }
+        if (s == w->nshapes) {
+            wl_shape *sh = &w->shapes[w->nshapes++];
+            snprintf(sh->name, sizeof sh->name, "%s", role);
+            sh->n = l->n, sh->k = l->k;
+            sh->head = strstr(l->name, "lm_head") != NULL;
+        }
+        w->shapes[s].count++;
+        shape_of[i] = (uint32_t)s;
+    }
+    for (size_t s = 0; s < w->nshapes; s++) {
+        w->layers[s] = calloc(w->shapes[s].count, sizeof *w->layers[s]);
+        if (!w->layers[s])
+            goto oom;
+        uint32_t c = 0;
+        for (size_t i = 0; i < n; i++)
+            if (shape_of[i] == s)
+                w->layers[s][c++] = (uint32_t)i;
+    }
+    free(shape_of);
+    return 0;
+oom:
+    free(shape_of);
+    tfprintf(stderr, "edgert: %s: out of memory\n", path);
+    wl_free(w);
+    return -1;
+}
+
+void wl_free(workload *w)
+{
+    for (size_t s = 0; s < WL_MAX_SHAPES; s++) {
+        free(w->layers[s]);
+        w->layers[s] = NULL;
+    }
+    edgert_checkpoint_close(w->ck);
+    w->ck = NULL;
+}

@@ -381,6 +381,50 @@ EDGERT_API edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, s
                                                          edgert_qtensor *out, char *err,
                                                          size_t err_len);
 
+/**
+ * Rows [row0, row0 + rows) of layer i as dense fp32 W[rows][k] into out: a
+ * dense layer's own values, a GPTQ layer dequantized (w = s (q - z)). What
+ * a fidelity check compares a backend with. A packed layer is
+ * EDGERT_E_UNSUPPORTED (it holds one backend's bytes only).
+ */
+EDGERT_API edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i,
+                                                       uint32_t row0, uint32_t rows, float *out,
+                                                       char *err, size_t err_len);
+/**
+ * Whether `path`, a packed file, is what packing `src` for backend `b` would
+ * write now: its format version, backend name, packed layout and plugin
+ * file (XXH3) match `b`, and every layer's source tensors (XXH3) match
+ * `src`'s. EDGERT_OK when it is; EDGERT_E_NOT_FOUND when there is no file;
+ * otherwise the status says why it cannot be used (EDGERT_E_PARSE: not a
+ * valid packed file; EDGERT_E_UNSUPPORTED: keys differ) and err names the
+ * first key that differs.
+ */
+EDGERT_API edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint *src,
+                                                      const char *path, char *err,
+                                                      size_t err_len);
+/**
+ * Pack every layer of `src` (GPTQ or dense) for backend `b` into `path`: a
+ * safetensors file whose metadata holds the keys above and whose tensors
+ * "<layer>.packed" hold the plugin's packed bytes, each at a 4 KiB boundary,
+ * so a later run maps them with edgert_checkpoint_layer_packed and runs
+ * edgert_gemm with no repacking. One layer is converted and packed at a
+ * time. Written to a temporary file and renamed: nothing partial is left.
+ * EDGERT_E_UNSUPPORTED when the backend cannot map its packed form (an
+ * ABI-1 plugin) or refuses a layer (LAYOUT: e.g. asymmetric zero points
+ * for a symmetric backend).
+ */
+EDGERT_API edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src,
+                                                const char *path, char *err, size_t err_len);
+/**
+ * Layer i as packed weights for backend `b`: mapped in place from a packed
+ * file (after checking that its backend, layout and plugin file are `b`'s),
+ * or converted and packed from a GPTQ or dense checkpoint. Freed with
+ * edgert_packed_free, before the checkpoint is closed.
+ */
+EDGERT_API edgert_status edgert_checkpoint_layer_packed(edgert_checkpoint *c, size_t i,
+                                                        edgert_backend *b, edgert_packed **out,
+                                                        char *err, size_t err_len);
+
 /** Options of edgert_checkpoint_quantize. Zero-initialise, set struct_size. */
 typedef struct edgert_quantize_options {
     uint32_t struct_size; /**< sizeof(edgert_quantize_options) */
@@ -388,7 +432,9 @@ typedef struct edgert_quantize_options {
     uint32_t group;       /**< group size along K; 0 = 128 */
     unsigned threads;     /**< 0 = all logical cores */
 } edgert_quantize_options;
-#define EDGERT_QUANTIZE_OPTIONS_V1_SIZE (offsetof(edgert_quantize_options, threads) + sizeof(unsigned))
+/** Size of edgert_quantize_options in its first version. */
+#define EDGERT_QUANTIZE_OPTIONS_V1_SIZE                                                          \
+    (offsetof(edgert_quantize_options, threads) + sizeof(unsigned))
 
 /**
  * Quantize a dense checkpoint (`in`, safetensors F32/F16/BF16) to a GPTQ

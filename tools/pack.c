@@ -1,0 +1,160 @@
+/*
+ * tools/pack.c — `edgert pack IN --backend NAME|auto -o OUT [--force]`: a
+ * checkpoint (GPTQ or dense) packed for one backend into a file that later
+ * runs map (edgert_checkpoint_pack, core/packfile.c).
+ *
+ * When OUT exists and its keys match (format, backend, layout, plugin file,
+ * every layer's source tensors), nothing is repacked: OUT is mapped, every
+ * layer checked by the backend, and the command says so. When its keys do
+ * not match, it is refused with the key that differs (exit 1), unless
+ * --force repacks it. Each run reports its time and the process's peak
+ * resident memory (VmHWM) beside the packed size.
+ * Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the
+ * backend is not eligible, 4 IN or OUT is malformed.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A "VmHWM:" or "RssAnon:" line of /proc/self/status, in bytes; 0 unknown. */
+static unsigned long long proc_status_bytes(const char *key)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    size_t kl = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, kl) == 0 && sscanf(line + kl, "%llu", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb * 1024ull;
+}
+
+/* The backend: named, or the winner for the priority (auto). */
+static int pick_backend(const cli *c, edgert_ctx *ctx, const char **name)
+{
+    *name = c->backend;
+    if (c->backend && strcmp(c->backend, "auto") != 0)
+        return EXIT_OK;
+    edgert_selection *sel = NULL;
+    char err[4096] = "";
+    edgert_status st = edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err);
+    const edgert_candidate *w = st == EDGERT_OK ? edgert_selection_selected(sel) : NULL;
+    *name = w ? w->name : NULL;
+    edgert_selection_free(sel);
+    if (!*name) {
+        tfprintf_lines(stderr, "edgert pack: no backend is eligible here: %s\n", err);
+        return EXIT_NONE;
+    }
+    return EXIT_OK;
+}
+
+/* Map every layer of the packed file with b (the cached path). */
+static edgert_status map_all(edgert_backend *b, const char *path, size_t *layers,
+                             unsigned long long *bytes, char *err, size_t len)
+{
+    edgert_checkpoint *p = NULL;
+    edgert_status st = edgert_checkpoint_open(path, &p, err, len);
+    *layers = st ? 0 : edgert_checkpoint_layer_count(p);
+    *bytes = 0;
+    for (size_t i = 0; !st && i < *layers; i++) {
+        edgert_packed *pk = NULL;
+        st = edgert_checkpoint_layer_packed(p, i, b, &pk, err, len);
+        *bytes += st ? 0 : edgert_packed_bytes(pk);
+        edgert_packed_free(pk);
+    }
+    edgert_checkpoint_close(p);
+    return st;
+}
+
+static int exit_of(edgert_status st)
+{
+    return st == EDGERT_E_PARSE ? EXIT_BADFILE
+           : st == EDGERT_E_USAGE ? EXIT_USAGE
+           : st == EDGERT_E_NOT_ELIGIBLE ? EXIT_NONE
+                                         : EXIT_FAIL;
+}
+
+static void report(const cli *c, const char *backend, const char *what, size_t layers,
+                   unsigned long long bytes, double secs)
+{
+    unsigned long long hwm = proc_status_bytes("VmHWM:");
+    if (c->json) {
+        json_w w;
+        json_init(&w, json_out());
+        json_obj(&w);
+        json_kstr(&w, "out", c->out);
+        json_kstr(&w, "backend", backend);
+        json_kstr(&w, "result", what);
+        json_kint(&w, "layers", (long long)layers);
+        json_kint(&w, "packed_bytes", (long long)bytes);
+        json_knum(&w, "seconds", secs);
+        json_kint(&w, "peak_rss_bytes", (long long)hwm);
+        json_end_obj(&w);
+        json_finish(&w);
+        return;
+    }
+    tprintf("%s: %s for %s, %zu layers, %.1f MiB packed, %.2f s, peak RSS %.1f MiB\n", c->out,
+            what, backend, layers, (double)bytes / 1048576.0, secs, (double)hwm / 1048576.0);
+}
+
+int cmd_pack(const cli *c)
+{
+    if (!c->input || !c->out || !c->backend) {
+        tfprintf(stderr, "edgert pack: name IN, --backend NAME|auto and -o OUT (see 'edgert "
+                 "pack --help')\n");
+        return EXIT_USAGE;
+    }
+    double t0 = now_s();
+    edgert_ctx *ctx = NULL;
+    int rc = open_ctx(c, &ctx);
+    if (rc)
+        return rc;
+    warn_diags(c, ctx);
+    const char *name = NULL;
+    char err[4096] = "";
+    edgert_checkpoint *src = NULL;
+    edgert_backend *b = NULL;
+    edgert_status st = edgert_checkpoint_open(c->input, &src, err, sizeof err);
+    if (!st && (rc = pick_backend(c, ctx, &name)) != EXIT_OK)
+        goto out;
+    st = st ? st : edgert_backend_open(ctx, name, c->options, &b, err, sizeof err);
+    edgert_status chk = st ? st : edgert_checkpoint_pack_check(b, src, c->out, err, sizeof err);
+    size_t layers = 0;
+    unsigned long long bytes = 0;
+    if (!st && chk == EDGERT_OK && !c->force) {
+        st = map_all(b, c->out, &layers, &bytes, err, sizeof err);
+        if (!st)
+            report(c, name, "up to date (mapped, not repacked)", layers, bytes, now_s() - t0);
+    } else if (!st && chk != EDGERT_E_NOT_FOUND && !c->force) {
+        tfprintf_lines(stderr, "edgert pack: refusing to replace %s: %s\n(--force repacks it)\n",
+                       c->out, err);
+        rc = EXIT_FAIL;
+    } else if (!st) {
+        st = edgert_checkpoint_pack(b, src, c->out, err, sizeof err);
+        st = st ? st : map_all(b, c->out, &layers, &bytes, err, sizeof err);
+        if (!st)
+            report(c, name, "packed", layers, bytes, now_s() - t0);
+    }
+    if (st) {
+        tfprintf_lines(stderr, "edgert pack: %s\n", err);
+        rc = exit_of(st);
+    }
+out:
+    edgert_backend_close(b);
+    edgert_checkpoint_close(src);
+    edgert_close(ctx);
+    return rc;
+}
