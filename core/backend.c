@@ -5,6 +5,7 @@
  * through here, with the plugin's message turned into the caller's error
  * (er_set_plugin_err).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,99 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
         snprintf(what, sizeof what, "pack %s [%u x %u]", w->name ? w->name : "weights", w->n,
                  w->k);
         er_set_plugin_err(err, err_len, b->cand->m.name, what, perr, st);
+        free(p);
+        return st;
+    }
+    *out = p;
+    return EDGERT_OK;
+}
+
+const char *edgert_backend_packed_layout(const edgert_backend *b)
+{
+    return b ? b->cand->packed_layout : NULL;
+}
+
+edgert_status edgert_packed_data(const edgert_packed *p, const void **data, size_t *size,
+                                 char *err, size_t err_len)
+{
+    if (!p || !data || !size) {
+        edgert_errf(err, err_len, "edgert_packed_data: bad arguments (need p, data and size)");
+        return EDGERT_E_USAGE;
+    }
+    *data = NULL;
+    *size = 0;
+    const er_cand *c = p->b->cand;
+    if (!c->packed_layout) {
+        edgert_errf(err, err_len, "%s: its packed weights cannot be mapped (the plugin has no "
+                                 "mappable packed layout: plugin ABI 2, EDGERT_PACKED_MAPPABLE)",
+                    c->m.name);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    char perr[512] = "";
+    const void *d = NULL;
+    size_t n = 0;
+    edgert_status st = c->plugin->packed_data(p->b->state, p->handle, &d, &n, perr, sizeof perr);
+    perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
+    if (st != EDGERT_OK) {
+        er_set_plugin_err(err, err_len, c->m.name, "packed_data", perr, st);
+        return st;
+    }
+    if (!d || n == 0 || (uintptr_t)d % EDGERT_PACKED_ALIGN != 0 || n > p->bytes) {
+        /* fail closed: bytes a cache would write must be what the contract says */
+        edgert_errf(err, err_len, "%s: packed_data broke the contract: %zu bytes at %p (need "
+                                 "non-NULL, aligned to %u, 1 to %zu bytes)",
+                    c->m.name, n, d, EDGERT_PACKED_ALIGN, p->bytes);
+        return EDGERT_E_PLUGIN;
+    }
+    *data = d;
+    *size = n;
+    return EDGERT_OK;
+}
+
+edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape, const void *data,
+                                size_t size, edgert_packed **out, char *err, size_t err_len)
+{
+    if (!b || !shape || !data || !out || shape->struct_size < EDGERT_QWEIGHTS_V1_SIZE ||
+        shape->n == 0 || shape->k == 0 || shape->group == 0 || size == 0) {
+        edgert_errf(err, err_len, "edgert_packed_map: bad arguments (need b, shape with n, k, "
+                                 "group > 0, data, size > 0 and out)");
+        return EDGERT_E_USAGE;
+    }
+    *out = NULL;
+    const er_cand *c = b->cand;
+    const char *tensor = shape->name ? shape->name : "weights";
+    if ((uintptr_t)data % EDGERT_PACKED_ALIGN != 0) {
+        edgert_errf(err, err_len, "edgert_packed_map: %s [%u x %u]: data at %p is not aligned to "
+                                 "%u bytes (EDGERT_PACKED_ALIGN)",
+                    tensor, shape->n, shape->k, data, EDGERT_PACKED_ALIGN);
+        return EDGERT_E_USAGE;
+    }
+    if (!c->packed_layout) {
+        edgert_errf(err, err_len, "%s: cannot map packed weights (the plugin has no mappable "
+                                 "packed layout: plugin ABI 2, EDGERT_PACKED_MAPPABLE)",
+                    c->m.name);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    /* The plugin gets the shape only: never the caller's buffers. */
+    edgert_qweights q = {.struct_size = sizeof q, .n = shape->n, .k = shape->k,
+                         .group = shape->group, .name = shape->name};
+    edgert_packed *p = calloc(1, sizeof *p);
+    if (!p) {
+        edgert_errf(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    p->b = b;
+    p->bytes = size;
+    char perr[512] = "";
+    edgert_status st = c->plugin->packed_map(b->state, &q, data, size, &p->handle, perr,
+                                             sizeof perr);
+    perr[sizeof perr - 1] = '\0';
+    if (st == EDGERT_OK && !p->handle)
+        st = EDGERT_E_PLUGIN; /* fail closed: no handle is no success */
+    if (st != EDGERT_OK) {
+        char what[256];
+        snprintf(what, sizeof what, "map %s [%u x %u]", tensor, shape->n, shape->k);
+        er_set_plugin_err(err, err_len, c->m.name, what, perr, st);
         free(p);
         return st;
     }

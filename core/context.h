@@ -53,6 +53,9 @@ typedef struct er_cand {
     uint64_t lib_hash;          /**< XXH3-64 of the bytes behind lib_fd */
     void *dl;                   /**< dlopen handle (live, loaded) */
     const edgert_plugin *plugin;/**< descriptor (live, loaded) */
+    const char *packed_layout;  /**< the plugin's mappable packed layout (ABI 2,
+                                     EDGERT_PACKED_MAPPABLE), else NULL: the one
+                                     place the core reads it from */
     edgert_host host;           /**< the host table given to this plugin */
     void *state;                /**< the self-tested default instance */
     char *path_chosen;

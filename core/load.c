@@ -7,6 +7,9 @@
  *     DLOPEN_FAILED(<dlerror>), NO_ENTRY_SYMBOL, ABI_UNSUPPORTED,
  *     INVALID_DESCRIPTOR(<what>), NAME_MISMATCH(<name>),
  *     MISSING_CAPABILITY(<cap>), INIT_FAILED, SELF_TEST_FAILED
+ * A descriptor answering ABI 2 must be EDGERT_PLUGIN_V2_SIZE large
+ * (ABI_UNSUPPORTED otherwise); its ABI-2 fields are read only then, and
+ * EDGERT_PACKED_MAPPABLE without everything it needs is INVALID_DESCRIPTOR.
  * The core never runs code of a plugin whose gates failed: er_load checks
  * that first; edgert_export (export.c) calls er_load_now on demand in plan
  * mode after running the file gates itself.
@@ -160,6 +163,49 @@ static const char *descriptor_problem(const edgert_plugin *p, char *buf, size_t 
     return buf;
 }
 
+/* 1 when `s` is a valid packed_layout id (plugin.h): 1 to
+ * EDGERT_PACKED_LAYOUT_MAX characters from A-Z a-z 0-9 . _ + - /. Reads at
+ * most one byte past the limit. */
+static int layout_id_ok(const char *s)
+{
+    size_t i = 0;
+    for (; s[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (i >= EDGERT_PACKED_LAYOUT_MAX)
+            return 0;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '+' || ch == '-' || ch == '/'))
+            return 0;
+    }
+    return i > 0;
+}
+
+/* What is wrong with the ABI-2 fields of a descriptor that answered ABI >= 2
+ * and is large enough to hold them; NULL when fine. Fails closed: a bit the
+ * ABI does not define, or MAPPABLE without everything it needs. */
+static const char *abi2_problem(const edgert_plugin *p, char *buf, size_t len)
+{
+    const uint32_t known = EDGERT_PACKED_MAPPABLE; /* the bits ABI 2 defines */
+    if (p->packed_flags & ~known) {
+        snprintf(buf, len, "packed_flags has bits ABI %u does not define (0x%x)",
+                 (unsigned)p->abi_version, (unsigned)(p->packed_flags & ~known));
+        return buf;
+    }
+    if (!(p->packed_flags & EDGERT_PACKED_MAPPABLE))
+        return NULL;
+    if (!p->packed_data || !p->packed_map) {
+        snprintf(buf, len, "%s%s%s NULL (packed_flags MAPPABLE needs it)",
+                 p->packed_data ? "" : "packed_data", !p->packed_data && !p->packed_map ? ", " : "",
+                 p->packed_map ? "" : "packed_map");
+        return buf;
+    }
+    if (!(p->caps & EDGERT_CAP_GEMM))
+        return "packed_flags MAPPABLE without EDGERT_CAP_GEMM";
+    if (!p->packed_layout || !layout_id_ok(p->packed_layout))
+        return "packed_layout NULL or not 1 to 64 characters of A-Z a-z 0-9 . _ + - /";
+    return NULL;
+}
+
 static const char *const stage_names[ER_STAGE_COUNT] = {
     "dlopen (the library's constructors)", "entry and ABI", "init", "self-test",
     "quick measurement",
@@ -218,6 +264,61 @@ void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c)
     er_load_now(ctx, c);
 }
 
+/* The entry's answer: a descriptor for an offered ABI, large enough for the
+ * ABI it answered, well-formed, named as the manifest, with the capability
+ * the manifest needs. 0, or -1 with the candidate's reason set. On success
+ * the host table records the ABI, and c->packed_layout the mappable layout
+ * (read only from a descriptor that answered ABI >= 2 and holds the fields). */
+static int check_answer(er_cand *c, uint32_t lo, uint32_t hi, edgert_status st,
+                        const edgert_plugin *p, const char *err)
+{
+    const er_manifest *m = &c->m;
+    if (st != EDGERT_OK || !p) {
+        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
+        er_cand_detail(c, "the plugin refused ABI %u..%u: %s", lo, hi,
+                       err[0] ? err : edgert_status_name(st));
+        return -1;
+    }
+    if (p->abi_version < lo || p->abi_version > hi) {
+        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
+        er_cand_detail(c, "offered ABI %u..%u, the plugin answered %u", lo, hi, p->abi_version);
+        return -1;
+    }
+    if (p->abi_version >= 2u && p->struct_size < EDGERT_PLUGIN_V2_SIZE) {
+        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
+        er_cand_detail(c, "the plugin answered ABI %u with a descriptor of %u bytes; ABI 2's "
+                          "holds at least %zu (built against an ABI-1 plugin.h?)",
+                       p->abi_version, (unsigned)p->struct_size, EDGERT_PLUGIN_V2_SIZE);
+        return -1;
+    }
+    c->host.abi_version = p->abi_version;
+    char what[160];
+    const char *bad = descriptor_problem(p, what, sizeof what);
+    if (!bad && p->abi_version >= 2u)
+        bad = abi2_problem(p, what, sizeof what);
+    if (bad) {
+        er_cand_reason(c, ER_GATE_INVALID_DESCRIPTOR, "INVALID_DESCRIPTOR(%s)", bad);
+        er_cand_detail(c, "the plugin's descriptor is malformed: %s", bad);
+        return -1;
+    }
+    if (strcmp(p->name, m->name) != 0) {
+        er_cand_reason(c, ER_GATE_NAME_MISMATCH, "NAME_MISMATCH(%.64s)", p->name);
+        er_cand_detail(c, "the library calls itself '%.64s', the manifest '%s' (a typo in "
+                          "either, or a swapped file?)",
+                       p->name, m->name);
+        return -1;
+    }
+    if (m->runs_in_process && !(p->caps & EDGERT_CAP_GEMM)) {
+        er_cand_reason(c, ER_GATE_MISSING_CAPABILITY, "MISSING_CAPABILITY(gemm)");
+        er_cand_detail(c, "the manifest says runs_in_process but the plugin has no GEMM");
+        return -1;
+    }
+    c->packed_layout = NULL;
+    if (p->abi_version >= 2u && (p->packed_flags & EDGERT_PACKED_MAPPABLE))
+        c->packed_layout = p->packed_layout; /* checked by abi2_problem */
+    return 0;
+}
+
 /* dlopen, entry, ABI, descriptor, name, init, self-test. The caller has
  * checked that every gate passed (er_load, or edgert_export on demand). */
 void er_load_now(struct edgert_ctx *ctx, er_cand *c)
@@ -251,37 +352,8 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     er_load_stage(ctx, c, ER_STAGE_ENTRY);
     edgert_status st = entry(lo, hi, &c->host, &p, err, sizeof err);
     terminate(err, sizeof err);
-    if (st != EDGERT_OK || !p) {
-        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
-        er_cand_detail(c, "the plugin refused ABI %u..%u: %s", lo, hi,
-                       err[0] ? err : edgert_status_name(st));
+    if (check_answer(c, lo, hi, st, p, err) != 0)
         goto fail;
-    }
-    if (p->abi_version < lo || p->abi_version > hi) {
-        er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
-        er_cand_detail(c, "offered ABI %u..%u, the plugin answered %u", lo, hi, p->abi_version);
-        goto fail;
-    }
-    c->host.abi_version = p->abi_version;
-    char what[160];
-    const char *bad = descriptor_problem(p, what, sizeof what);
-    if (bad) {
-        er_cand_reason(c, ER_GATE_INVALID_DESCRIPTOR, "INVALID_DESCRIPTOR(%s)", bad);
-        er_cand_detail(c, "the plugin's descriptor is malformed: %s", bad);
-        goto fail;
-    }
-    if (strcmp(p->name, m->name) != 0) {
-        er_cand_reason(c, ER_GATE_NAME_MISMATCH, "NAME_MISMATCH(%.64s)", p->name);
-        er_cand_detail(c, "the library calls itself '%.64s', the manifest '%s' (a typo in "
-                          "either, or a swapped file?)",
-                       p->name, m->name);
-        goto fail;
-    }
-    if (m->runs_in_process && !(p->caps & EDGERT_CAP_GEMM)) {
-        er_cand_reason(c, ER_GATE_MISSING_CAPABILITY, "MISSING_CAPABILITY(gemm)");
-        er_cand_detail(c, "the manifest says runs_in_process but the plugin has no GEMM");
-        goto fail;
-    }
     c->plugin = p;
     err[0] = '\0';
     er_load_stage(ctx, c, ER_STAGE_INIT);
@@ -324,6 +396,7 @@ void er_unload(er_cand *c)
         c->plugin->fini(c->state);
     c->state = NULL;
     c->plugin = NULL;
+    c->packed_layout = NULL;
     os_unload(c->dl);
     c->dl = NULL;
     c->pub.loaded = 0;

@@ -1,6 +1,7 @@
 /*
  * tests/test_ref.c — the reference backend plugin (plugins/ref-w4a16),
- * tested directly, without the loader.
+ * tested directly, without the loader: its ABI answers (1 and 2), packing,
+ * GEMM, refusals, and the map of its packed bytes (ABI 2).
  *
  * The plugin is dlopen'ed by path: argv[1], else $EDGERT_TEST_REF_PLUGIN.
  * The test builds its own edgert_host: logging to stderr, aligned_alloc with
@@ -37,6 +38,7 @@ typedef struct test_host {
     er_pool *pool;
     atomic_long live_allocs;
     atomic_long bad_align;
+    atomic_long last_size; /* bytes of the latest allocation */
 } test_host;
 
 typedef struct plugin_fx {
@@ -73,6 +75,7 @@ static void *th_alloc(void *ctx, size_t size, size_t align)
     void *p = aligned_alloc(align, rounded ? rounded : align);
     if (p != NULL)
         atomic_fetch_add(&th->live_allocs, 1);
+    atomic_store(&th->last_size, (long)size);
     return p;
 }
 
@@ -129,6 +132,7 @@ static int plugin_setup(void **state)
         goto fail;
     atomic_init(&f->th.live_allocs, 0);
     atomic_init(&f->th.bad_align, 0);
+    atomic_init(&f->th.last_size, 0);
     f->host = (edgert_host){
         .struct_size = sizeof(edgert_host),
         .abi_version = 1,
@@ -205,13 +209,28 @@ static void test_plugin_abi(void **state)
     assert_non_null(d->packed_free);
     assert_non_null(d->gemm);
 
-    /* a host offering more than the plugin knows gets the newest common one */
+    /* ABI 1's descriptor carries nothing of ABI 2 */
+    assert_int_equal(d->packed_flags, 0);
+    assert_null(d->packed_layout);
+    assert_null(d->packed_data);
+    assert_null(d->packed_map);
+
+    /* a host offering more than the plugin knows gets the newest common one:
+     * ABI 2, with the mappable packed form */
     d = NULL;
     assert_int_equal(f->entry(0, 3, &f->host, &d, err, sizeof err), EDGERT_OK);
     assert_non_null(d);
-    assert_int_equal(d->abi_version, 1);
+    assert_int_equal(d->abi_version, 2);
+    assert_true(d->struct_size >= EDGERT_PLUGIN_V2_SIZE);
+    assert_int_equal(d->packed_flags, EDGERT_PACKED_MAPPABLE);
+    assert_string_equal(d->packed_layout, "ref-w4a16/1");
+    assert_non_null(d->packed_data);
+    assert_non_null(d->packed_map);
+    assert_ptr_equal(d->gemm, f->desc->gemm); /* the same functions as ABI 1 */
+    assert_int_equal(f->entry(2, 5, &f->host, &d, err, sizeof err), EDGERT_OK);
+    assert_int_equal(d->abi_version, 2);
 
-    static const uint32_t refused[][2] = {{2, 5}, {0, 0}, {3, 1}, {7, 7}};
+    static const uint32_t refused[][2] = {{3, 5}, {0, 0}, {3, 1}, {7, 7}};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         d = (const edgert_plugin *)(uintptr_t)1; /* must be cleared */
         err[0] = '\0';
@@ -219,16 +238,16 @@ static void test_plugin_abi(void **state)
                          EDGERT_E_ABI);
         assert_null(d);
         assert_true(strlen(err) > 0);
-        assert_non_null(strstr(err, "[1, 1]")); /* names the plugin's range */
+        assert_non_null(strstr(err, "[1, 2]")); /* names the plugin's range */
     }
     /* the message names the host's range too, and respects err_len */
-    assert_int_equal(f->entry(2, 5, &f->host, &d, err, sizeof err), EDGERT_E_ABI);
-    assert_non_null(strstr(err, "[2, 5]"));
+    assert_int_equal(f->entry(3, 5, &f->host, &d, err, sizeof err), EDGERT_E_ABI);
+    assert_non_null(strstr(err, "[3, 5]"));
     char tiny[8];
     memset(tiny, 'x', sizeof tiny);
-    assert_int_equal(f->entry(2, 5, &f->host, &d, tiny, sizeof tiny), EDGERT_E_ABI);
+    assert_int_equal(f->entry(3, 5, &f->host, &d, tiny, sizeof tiny), EDGERT_E_ABI);
     assert_int_equal(strlen(tiny), sizeof tiny - 1u);
-    assert_int_equal(f->entry(2, 5, &f->host, &d, NULL, 0), EDGERT_E_ABI);
+    assert_int_equal(f->entry(3, 5, &f->host, &d, NULL, 0), EDGERT_E_ABI);
     assert_int_equal(f->entry(1, 1, &f->host, NULL, err, sizeof err), EDGERT_E_USAGE);
 }
 
@@ -523,6 +542,78 @@ static void test_plugin_errors(void **state)
     assert_int_equal(atomic_load(&f->th.live_allocs), 1);
 }
 
+/* The plugin's own map, without the core: a handle over bytes it did not
+ * allocate (one small header allocation, no copy), results bit for bit equal
+ * to the packed handle's, and the plugin's own argument checks (the core
+ * checks alignment before them; the plugin checks again). */
+static void test_plugin_packed_map(void **state)
+{
+    plugin_fx *f = *state;
+    const edgert_plugin *d = NULL;
+    char err[256] = "";
+    assert_int_equal(f->entry(1, 2, &f->host, &d, err, sizeof err), EDGERT_OK);
+    enum { N = 5, K = 200, G = 64 };
+    float w[N * K], x[2 * K], y0[2 * N], y1[2 * N];
+    gen_fill_weights(w, N * K, 7u);
+    for (int i = 0; i < 2 * K; i++)
+        x[i] = (float)(i % 7) * 0.25f - 0.75f;
+    edgert_qtensor t;
+    assert_int_equal(edgert_quantize_rtn(w, N, K, G, 0, &t), EDGERT_OK);
+    t.view.name = "blk.0.attn_q";
+    void *packed = NULL, *mapped = NULL;
+    size_t bytes = 0, size = 0;
+    const void *data = NULL;
+    assert_int_equal(d->pack(f->inst, &t.view, &packed, &bytes, err, sizeof err), EDGERT_OK);
+    assert_int_equal(d->packed_data(f->inst, packed, &data, &size, err, sizeof err), EDGERT_OK);
+    assert_true(size <= bytes && (uintptr_t)data % EDGERT_PACKED_ALIGN == 0);
+    unsigned char *copy = aligned_alloc(EDGERT_PACKED_ALIGN, (size + 127u) & ~(size_t)63u);
+    assert_non_null(copy);
+    memcpy(copy, data, size);
+    edgert_qweights shape = {.struct_size = sizeof shape, .n = N, .k = K, .group = G,
+                             .name = "blk.0.attn_q"};
+    long before = atomic_load(&f->th.live_allocs);
+    assert_int_equal(d->packed_map(f->inst, &shape, copy, size, &mapped, err, sizeof err),
+                     EDGERT_OK);
+    assert_int_equal(atomic_load(&f->th.live_allocs), before + 1); /* its header only */
+    assert_true(atomic_load(&f->th.last_size) < 256);
+    edgert_gemm_args ga = {.struct_size = sizeof ga, .m = 2, .x = x, .ldx = K, .y = y0, .ldy = N};
+    assert_int_equal(d->gemm(f->inst, packed, &ga, err, sizeof err), EDGERT_OK);
+    d->packed_free(f->inst, packed);
+    edgert_qtensor_free(&t);
+    ga.y = y1;
+    assert_int_equal(d->gemm(f->inst, mapped, &ga, err, sizeof err), EDGERT_OK);
+    assert_memory_equal(y0, y1, sizeof y0);
+    assert_int_equal(d->packed_data(f->inst, mapped, &data, &size, err, sizeof err), EDGERT_OK);
+    assert_ptr_equal(data, copy);
+    d->packed_free(f->inst, mapped);
+
+    /* the plugin's own checks: misaligned, NULLs, a zero shape, a handle not its own */
+    void *out = (void *)(uintptr_t)1;
+    err[0] = '\0';
+    assert_int_equal(d->packed_map(f->inst, &shape, copy + 8, size - 8, &out, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_null(out);
+    assert_non_null(strstr(err, "aligned"));
+    assert_non_null(strstr(err, "blk.0.attn_q"));
+    assert_int_equal(d->packed_map(f->inst, NULL, copy, size, &out, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_int_equal(d->packed_map(f->inst, &shape, NULL, size, &out, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_int_equal(d->packed_map(f->inst, &shape, copy, size, NULL, err, sizeof err),
+                     EDGERT_E_USAGE);
+    shape.k = 0;
+    assert_int_equal(d->packed_map(f->inst, &shape, copy, size, &out, err, sizeof err),
+                     EDGERT_E_USAGE);
+    uint64_t junk[32] = {0};
+    assert_int_equal(d->packed_data(f->inst, junk, &data, &size, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_null(data);
+    assert_int_equal(d->packed_data(f->inst, NULL, &data, &size, err, sizeof err),
+                     EDGERT_E_USAGE);
+    free(copy);
+    assert_int_equal(atomic_load(&f->th.live_allocs), 1);
+}
+
 int main(int argc, char **argv)
 {
     g_plugin_path = argc > 1 ? argv[1] : getenv("EDGERT_TEST_REF_PLUGIN");
@@ -534,6 +625,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_plugin_gemm_shapes),
         cmocka_unit_test(test_plugin_packed_bytes),
         cmocka_unit_test(test_plugin_errors),
+        cmocka_unit_test(test_plugin_packed_map),
     };
     return tu_run_group("ref-w4a16", tests, plugin_setup, plugin_teardown);
 }

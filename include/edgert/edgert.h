@@ -282,8 +282,63 @@ EDGERT_API const char *edgert_backend_describe(const edgert_backend *b);
 
 EDGERT_API edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w,
                                      edgert_packed **out, char *err, size_t err_len);
+/** Bytes the packed weights occupy (for a handle from edgert_packed_map: the
+ *  `size` mapped). 0 for NULL. */
 EDGERT_API size_t edgert_packed_bytes(const edgert_packed *p);
+/** Free packed weights (from edgert_pack or edgert_packed_map; NULL is fine).
+ *  Call it before edgert_backend_close of the backend that made them. */
 EDGERT_API void edgert_packed_free(edgert_packed *p);
+
+/*
+ * Packed weights written to a file and mapped back without repacking (the
+ * backend's plugin implements ABI 2 with EDGERT_PACKED_MAPPABLE, plugin.h).
+ * A packed-weight cache: pack once, edgert_packed_data, write the bytes at an
+ * offset that is a multiple of EDGERT_PACKED_ALIGN of a file keyed on the
+ * backend's name, edgert_backend_packed_layout, the code path (the options
+ * given to edgert_backend_open) and the tensor; later mmap the file and
+ * edgert_packed_map the bytes. The mapped handle gives results bit for bit
+ * equal to the handle the bytes came from, on an instance opened with the
+ * same options. The bytes are checked (they come from a file): a refusal
+ * means "pack again". They are the backend's native form for this kind of
+ * CPU (byte order included): a file is not portable between architectures.
+ */
+
+/** The id of the backend's mappable packed layout, e.g. "ref-w4a16/1" (1 to
+ *  EDGERT_PACKED_LAYOUT_MAX characters from A-Z a-z 0-9 . _ + - /); it
+ *  changes whenever the meaning of the bytes changes, so a cache keyed on it
+ *  never maps stale bytes. NULL when the backend cannot map its packed form
+ *  (an ABI-1 plugin, or one without the capability), or b is NULL. */
+EDGERT_API const char *edgert_backend_packed_layout(const edgert_backend *b);
+/**
+ * The position-independent bytes of packed weights, to write to a file:
+ * *data (aligned to EDGERT_PACKED_ALIGN) and *size (at most
+ * edgert_packed_bytes(p)), valid and unchanged while `p` lives. For a handle
+ * from edgert_packed_map, the mapped bytes themselves. EDGERT_E_UNSUPPORTED
+ * when the backend cannot map its packed form (edgert_backend_packed_layout
+ * is NULL), EDGERT_E_USAGE for NULL arguments, EDGERT_E_PLUGIN when the
+ * plugin's answer breaks the contract (NULL, empty, misaligned or larger
+ * than the packed weights).
+ */
+EDGERT_API edgert_status edgert_packed_data(const edgert_packed *p, const void **data,
+                                            size_t *size, char *err, size_t err_len);
+/**
+ * Packed weights over `size` bytes at `data` — bytes edgert_packed_data gave
+ * for a tensor of this shape on this backend, typically from an mmap'ed file —
+ * without copying them: keep them mapped and unchanged until
+ * edgert_packed_free of *out (edgert_packed_bytes reports `size`). `shape`
+ * gives n, k, group and (optionally) name; its codes, scales and zeros are
+ * ignored. `data` must be aligned to EDGERT_PACKED_ALIGN. The backend checks
+ * every field of the bytes against `size` and `shape` before using them and
+ * never reads outside them. The handle is used with edgert_gemm on `b`.
+ * EDGERT_E_USAGE: bad arguments (NULL, n, k or group 0, size 0, data not
+ * aligned); EDGERT_E_UNSUPPORTED: the backend cannot map (see
+ * edgert_backend_packed_layout) or its layout cannot hold this shape;
+ * EDGERT_E_PARSE: the bytes are not this backend's layout, or not of this
+ * shape, or truncated — err says what, naming the backend and the tensor.
+ */
+EDGERT_API edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape,
+                                           const void *data, size_t size, edgert_packed **out,
+                                           char *err, size_t err_len);
 /** y[m][n] = x[m][k] * W^T. */
 EDGERT_API edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p,
                                      const edgert_gemm_args *args, char *err, size_t err_len);

@@ -22,6 +22,17 @@
  * implements [abi_min, abi_max]. The plugin answers with a descriptor whose
  * `abi_version` lies in that range, or returns EDGERT_E_ABI and explains.
  *
+ * ABI versions:
+ *   1  the descriptor up to export_graph (EDGERT_PLUGIN_V1_SIZE).
+ *   2  + packed_flags, packed_layout, packed_data, packed_map
+ *      (EDGERT_PLUGIN_V2_SIZE): packed weights that can be written to a file
+ *      and later mapped and used without repacking (a packed-weight cache).
+ *      A descriptor answering ABI 2 must be at least EDGERT_PLUGIN_V2_SIZE
+ *      large (else ABI_UNSUPPORTED); the core reads the ABI-2 fields only of
+ *      a descriptor that answered ABI >= 2. A plugin without a mappable form
+ *      answers ABI 2 with packed_flags 0, or keeps answering ABI 1: either
+ *      way it loads, and its weights simply cannot be cached.
+ *
  * This header is self-contained: a vendor needs only it and the two it
  * includes, edgert/status.h (the status codes) and nothing of edgert.h, whose
  * functions are the core's and cannot be called from a plugin.
@@ -45,7 +56,7 @@ extern "C" {
  *  (edgert_plugin_negotiate), never these macros, so a plugin built against
  *  a newer header still loads in an older core and the other way round. */
 #define EDGERT_PLUGIN_ABI_MIN 1u
-#define EDGERT_PLUGIN_ABI_MAX 1u
+#define EDGERT_PLUGIN_ABI_MAX 2u
 
 /** The one symbol the core looks up in a plugin library. */
 #define EDGERT_PLUGIN_ENTRY_SYMBOL "edgert_plugin_entry"
@@ -53,6 +64,19 @@ extern "C" {
 /** Capability bits of edgert_plugin.caps. */
 #define EDGERT_CAP_GEMM   (1u << 0) /**< pack() + gemm() are implemented */
 #define EDGERT_CAP_EXPORT (1u << 1) /**< export_graph() is implemented  */
+
+/** Bits of edgert_plugin.packed_flags (ABI 2). A bit this header does not
+ *  define for the descriptor's abi_version must be 0: the core refuses the
+ *  descriptor otherwise (INVALID_DESCRIPTOR), it never guesses. */
+#define EDGERT_PACKED_MAPPABLE (1u << 0) /**< packed_data() + packed_map() are implemented */
+
+/** Alignment of packed bytes handed to packed_map (and of those packed_data
+ *  returns): a multiple of it is where a cache puts them in its file, so an
+ *  mmap of the file (page-aligned) keeps them aligned. */
+#define EDGERT_PACKED_ALIGN 64u
+
+/** Longest edgert_plugin.packed_layout, in characters (ABI 2). */
+#define EDGERT_PACKED_LAYOUT_MAX 64u
 
 /** Log levels for edgert_host.log, most severe first. 0 is not a level:
  *  in edgert_options.log_level it means "the default". */
@@ -233,10 +257,74 @@ typedef struct edgert_plugin {
     edgert_status (*export_graph)(void *state, const char *out_dir, const char *request,
                                   char *err, size_t err_len);
     /* ---- ABI 1 ends here (EDGERT_PLUGIN_V1_SIZE) ---- */
+
+    /* --- ABI 2: packed weights a cache can write to a file and map back ----
+     *
+     * The contract, for a plugin that sets EDGERT_PACKED_MAPPABLE (it then
+     * needs EDGERT_CAP_GEMM, packed_data, packed_map and packed_layout; the
+     * core refuses the descriptor at load otherwise):
+     *   - The bytes packed_data returns for a handle are position-independent:
+     *     they hold no address, so copied anywhere aligned to
+     *     EDGERT_PACKED_ALIGN (a file, mmap'ed later, in another process,
+     *     after a reboot) they can be given to packed_map.
+     *   - The handle packed_map returns is used by the same gemm and freed by
+     *     the same packed_free as one from pack, and gives results bit for bit
+     *     equal to those of the handle its bytes came from, on an instance
+     *     with the same code path (options).
+     *   - packed_layout names the format of those bytes; a cache keys its
+     *     files on it, so it changes whenever the bytes' meaning changes.
+     *   - The bytes handed to packed_map are HOSTILE (a file anyone may have
+     *     written, truncated or swapped): packed_map checks every field of
+     *     them before it trusts any, and never reads outside [data, data +
+     *     size) whatever they hold.
+     */
+    /** EDGERT_PACKED_* bits. Bits not defined for ABI 2 must be 0. */
+    uint32_t packed_flags;
+    /**
+     * Stable id of the packed format (with EDGERT_PACKED_MAPPABLE), e.g.
+     * "ref-w4a16/1": 1 to EDGERT_PACKED_LAYOUT_MAX characters from A-Z a-z
+     * 0-9 and . _ + - / (the core refuses anything else at load). Change it
+     * whenever the meaning of the bytes changes: cached bytes under the old
+     * id are then stale. Instances whose code paths pack differently need
+     * different ids; a plugin whose paths share one packed form (every
+     * in-tree plugin) has one id. NULL without EDGERT_PACKED_MAPPABLE.
+     */
+    const char *packed_layout;
+    /**
+     * The position-independent bytes of handle `packed` (from pack or
+     * packed_map): *data and *size, *data aligned to EDGERT_PACKED_ALIGN and
+     * *size at most the packed_bytes pack reported (for a mapped handle:
+     * the mapped bytes themselves). Typically everything after the plugin's
+     * in-memory header. Valid, unchanged, while the handle lives.
+     */
+    edgert_status (*packed_data)(void *state, const void *packed, const void **data,
+                                 size_t *size, char *err, size_t err_len);
+    /**
+     * A handle over `size` bytes at `data`, which the caller keeps mapped and
+     * unchanged until packed_free of that handle: the plugin allocates only
+     * a small header of its own (host->alloc) and never copies the data.
+     * `shape` gives n, k, group and name of the tensor the caller expects
+     * (codes, scales and zeros are NULL). The data start with a
+     * plugin-defined, position-independent header (magic, layout version, n,
+     * k, group, the sections' offsets and sizes: whatever the plugin needs to
+     * check them), and packed_map validates every field against `size`,
+     * `shape` and EDGERT_PACKED_ALIGN before it trusts any of them. A
+     * refusal is EDGERT_E_PARSE (data that are not this layout, or not of
+     * this shape, or truncated), EDGERT_E_USAGE (bad arguments, data not
+     * aligned) or EDGERT_E_UNSUPPORTED (a shape the layout cannot hold), with
+     * a message naming the plugin, the tensor and what was wrong.
+     */
+    edgert_status (*packed_map)(void *state, const edgert_qweights *shape, const void *data,
+                                size_t size, void **packed, char *err, size_t err_len);
+    /* ---- ABI 2 ends here (EDGERT_PLUGIN_V2_SIZE) ---- */
 } edgert_plugin;
 
 /** Size of the ABI-1 descriptor: the least struct_size the core accepts. */
 #define EDGERT_PLUGIN_V1_SIZE (offsetof(edgert_plugin, export_graph) + sizeof(void (*)(void)))
+
+/** Size of the ABI-2 descriptor: the least struct_size of a descriptor that
+ *  answers abi_version 2 (a smaller one is refused, ABI_UNSUPPORTED). */
+#define EDGERT_PLUGIN_V2_SIZE (offsetof(edgert_plugin, packed_map) + sizeof(void (*)(void)))
 
 /**
  * The entry symbol's type. The host offers [abi_min, abi_max]; the plugin sets

@@ -1,9 +1,11 @@
 /*
  * plugins/common/plugin_kit.c — the plugin support kit (plugin_kit.h):
- * argument checks and the self-test runner, compiled into each in-tree
+ * argument checks, the header of mappable packed bytes (plugin ABI 2) and
+ * its validation, and the self-test runner, compiled into each in-tree
  * plugin. Nothing here allocates except the self-test, through the host.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -67,22 +69,23 @@ static const char *tensor_name(const edgert_qweights *w)
 }
 
 /* What the layout asks beyond the canonical form; EDGERT_OK or the refusal. */
-static edgert_status check_layout(const char *plugin, const char *name, const edgert_qweights *w,
-                                  const pk_layout_needs *needs, char *err, size_t err_len)
+static edgert_status check_layout(const char *plugin, const char *verb, const char *name,
+                                  const edgert_qweights *w, const pk_layout_needs *needs,
+                                  char *err, size_t err_len)
 {
     if (needs->group != 0u && w->group != needs->group) {
         edgert_errf(err, err_len,
-                    "%s: pack '%s' [n=%u k=%u group=%u]: group size %u is not supported (layout "
+                    "%s: %s '%s' [n=%u k=%u group=%u]: group size %u is not supported (layout "
                     "%s holds whole groups of %u)",
-                    plugin, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                    plugin, verb, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
                     (unsigned)w->group, needs->layout, (unsigned)needs->group);
         return EDGERT_E_UNSUPPORTED;
     }
     if (needs->whole_groups && w->k % w->group != 0u) {
         edgert_errf(err, err_len,
-                    "%s: pack '%s' [n=%u k=%u group=%u]: k=%u is not a multiple of %u, the group "
+                    "%s: %s '%s' [n=%u k=%u group=%u]: k=%u is not a multiple of %u, the group "
                     "size (k %% %u = %u); layout %s has no partial groups",
-                    plugin, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                    plugin, verb, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
                     (unsigned)w->k, (unsigned)w->group, (unsigned)w->group,
                     (unsigned)(w->k % w->group), needs->layout);
         return EDGERT_E_UNSUPPORTED;
@@ -143,10 +146,228 @@ edgert_status pk_check_pack(const char *plugin, const void *state, const edgert_
                     plugin, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_USAGE;
     }
-    edgert_status st = check_layout(plugin, name, w, needs, err, err_len);
+    edgert_status st = check_layout(plugin, "pack", name, w, needs, err, err_len);
     if (st != EDGERT_OK)
         return st;
     return check_values(plugin, name, w, needs, err, err_len);
+}
+
+/* ---- packed bytes a cache can map --------------------------------------------------- */
+
+int pk_blob_layout(const pk_blob_id *id, uint32_t n, uint32_t k, uint32_t group,
+                   uint32_t flags, const size_t *section_bytes, pk_blob_header *out)
+{
+    size_t off = sizeof *out, at;
+    memset(out, 0, sizeof *out);
+    out->magic = id->magic;
+    out->version = id->version;
+    out->header_bytes = (uint32_t)sizeof *out;
+    out->flags = flags;
+    out->n = n;
+    out->k = k;
+    out->group = group;
+    out->nsections = id->nsections;
+    for (unsigned i = 0; i < id->nsections && i < PK_BLOB_MAX_SECTIONS; i++) {
+        if (pk_round_up(off, EDGERT_PACKED_ALIGN, &at) != 0 ||
+            pk_add(at, section_bytes[i], &off) != 0)
+            return -1;
+        out->section[i].offset = at;
+        out->section[i].bytes = section_bytes[i];
+    }
+    out->total = off;
+    return 0;
+}
+
+void pk_blob_write_header(void *blob, const pk_blob_header *h)
+{
+    uint8_t *b = blob;
+    uint64_t end = sizeof *h;
+    memcpy(b, h, sizeof *h);
+    for (unsigned i = 0; i < h->nsections && i < PK_BLOB_MAX_SECTIONS; i++) {
+        memset(b + end, 0, (size_t)(h->section[i].offset - end));
+        end = h->section[i].offset + h->section[i].bytes;
+    }
+    memset(b + end, 0, (size_t)(h->total - end));
+}
+
+edgert_status pk_check_map(const pk_blob_id *id, const void *state, const edgert_qweights *shape,
+                           const void *data, size_t size, void **packed,
+                           const pk_layout_needs *needs, const char **tensor, char *err,
+                           size_t err_len)
+{
+    const size_t need = offsetof(edgert_qweights, zeros) + sizeof(shape->zeros);
+    if (packed == NULL || state == NULL) {
+        edgert_errf(err, err_len, "%s: packed_map: state or packed is NULL", id->plugin);
+        return EDGERT_E_USAGE;
+    }
+    *packed = NULL;
+    if (shape == NULL || shape->struct_size < need) {
+        edgert_errf(err, err_len,
+                    "%s: packed_map: shape is NULL or too small (struct_size %u, need >= %zu)",
+                    id->plugin, shape != NULL ? (unsigned)shape->struct_size : 0u, need);
+        return EDGERT_E_USAGE;
+    }
+    const char *name = tensor_name(shape);
+    *tensor = name;
+    if (shape->n == 0u || shape->k == 0u || shape->group == 0u || data == NULL) {
+        edgert_errf(err, err_len,
+                    "%s: map '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and data "
+                    "non-NULL",
+                    id->plugin, name, (unsigned)shape->n, (unsigned)shape->k,
+                    (unsigned)shape->group);
+        return EDGERT_E_USAGE;
+    }
+    edgert_status st = check_layout(id->plugin, "map", name, shape, needs, err, err_len);
+    if (st != EDGERT_OK)
+        return st;
+    if ((uintptr_t)data % EDGERT_PACKED_ALIGN != 0u) {
+        edgert_errf(err, err_len,
+                    "%s: map '%s' [n=%u k=%u group=%u]: data at %p are not aligned to %u bytes",
+                    id->plugin, name, (unsigned)shape->n, (unsigned)shape->k,
+                    (unsigned)shape->group, data, EDGERT_PACKED_ALIGN);
+        return EDGERT_E_USAGE;
+    }
+    if (size < sizeof(pk_blob_header)) {
+        edgert_errf(err, err_len,
+                    "%s: map '%s' [n=%u k=%u group=%u]: %zu bytes are shorter than the "
+                    "%zu-byte header of layout %s (truncated?)",
+                    id->plugin, name, (unsigned)shape->n, (unsigned)shape->k,
+                    (unsigned)shape->group, size, sizeof(pk_blob_header), id->layout);
+        return EDGERT_E_PARSE;
+    }
+    return EDGERT_OK;
+}
+
+/* EDGERT_E_PARSE with "<plugin>: map '<tensor>' [shape] (layout <id>): <why>". */
+__attribute__((format(printf, 6, 7))) static edgert_status
+blob_fail(const pk_blob_id *id, const char *tensor, const pk_blob_header *expect, char *err,
+          size_t err_len, const char *fmt, ...)
+{
+    char why[384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    edgert_errf(err, err_len, "%s: map '%s' [n=%u k=%u group=%u] (layout %s): %s", id->plugin,
+                tensor, (unsigned)expect->n, (unsigned)expect->k, (unsigned)expect->group,
+                id->layout, why);
+    return EDGERT_E_PARSE;
+}
+
+/* The fields before the sections: what the bytes are, for which shape, how long. */
+static edgert_status blob_check_fields(const pk_blob_id *id, const char *tensor, size_t size,
+                                       const pk_blob_header *expect, const pk_blob_header *h,
+                                       char *err, size_t err_len)
+{
+    if (h->magic != id->magic && __builtin_bswap32(h->magic) == id->magic)
+        return blob_fail(id, tensor, expect, err, err_len,
+                         "packed on a machine of the other byte order (magic 0x%08x)",
+                         (unsigned)h->magic);
+    if (h->magic != id->magic)
+        return blob_fail(id, tensor, expect, err, err_len,
+                         "not %s packed data (magic 0x%08x, expected 0x%08x)", id->plugin,
+                         (unsigned)h->magic, (unsigned)id->magic);
+    if (h->version != id->version)
+        return blob_fail(id, tensor, expect, err, err_len,
+                         "layout version %u; this plugin maps version %u only (pack again)",
+                         (unsigned)h->version, (unsigned)id->version);
+    if (h->header_bytes != sizeof *h)
+        return blob_fail(id, tensor, expect, err, err_len, "header of %u bytes, expected %zu",
+                         (unsigned)h->header_bytes, sizeof *h);
+    if (h->n != expect->n || h->k != expect->k || h->group != expect->group)
+        return blob_fail(id, tensor, expect, err, err_len,
+                         "the data hold a tensor [n=%u k=%u group=%u], not the caller's shape",
+                         (unsigned)h->n, (unsigned)h->k, (unsigned)h->group);
+    if (h->flags & ~(uint32_t)PK_BLOB_FLAGS_KNOWN)
+        return blob_fail(id, tensor, expect, err, err_len, "unknown flags 0x%x in the header",
+                         (unsigned)(h->flags & ~(uint32_t)PK_BLOB_FLAGS_KNOWN));
+    for (size_t i = 0; i < sizeof h->reserved; i++)
+        if (h->reserved[i] != 0u)
+            return blob_fail(id, tensor, expect, err, err_len,
+                             "reserved header byte %zu is %u, not 0",
+                             offsetof(pk_blob_header, reserved) + i, (unsigned)h->reserved[i]);
+    if (h->total != (uint64_t)size)
+        return blob_fail(id, tensor, expect, err, err_len,
+                         "the header says %llu bytes, %zu were given (truncated, or padded?)",
+                         (unsigned long long)h->total, size);
+    if (h->nsections != id->nsections)
+        return blob_fail(id, tensor, expect, err, err_len, "%u sections, the layout has %u",
+                         (unsigned)h->nsections, (unsigned)id->nsections);
+    return EDGERT_OK;
+}
+
+edgert_status pk_blob_check(const pk_blob_id *id, const char *tensor, const void *data,
+                            size_t size, const pk_blob_header *expect, pk_blob_header *got,
+                            char *err, size_t err_len)
+{
+    memcpy(got, data, sizeof *got); /* read once: every check and use sees this copy */
+    const pk_blob_header *h = got;
+    edgert_status st = blob_check_fields(id, tensor, size, expect, h, err, err_len);
+    if (st != EDGERT_OK)
+        return st;
+    uint64_t end = sizeof *h; /* where the previous section ended */
+    for (unsigned i = 0; i < PK_BLOB_MAX_SECTIONS; i++) {
+        const pk_blob_section *s = &h->section[i], *e = &expect->section[i];
+        const char *what = i < id->nsections && id->section_names[i] ? id->section_names[i] : "-";
+        if (i >= id->nsections) {
+            if (s->offset != 0u || s->bytes != 0u)
+                return blob_fail(id, tensor, expect, err, err_len, "unused section %u is not zero",
+                                 i);
+            continue;
+        }
+        if (s->offset % EDGERT_PACKED_ALIGN != 0u || s->offset < end || s->offset > h->total ||
+            s->bytes > h->total - s->offset)
+            return blob_fail(id, tensor, expect, err, err_len,
+                             "section %u (%s) at offset %llu of %llu bytes is not aligned to %u "
+                             "or not inside bytes [%llu, %llu)",
+                             i, what, (unsigned long long)s->offset, (unsigned long long)s->bytes,
+                             EDGERT_PACKED_ALIGN, (unsigned long long)end,
+                             (unsigned long long)h->total);
+        end = s->offset + s->bytes;
+        if (s->offset != e->offset || s->bytes != e->bytes)
+            return blob_fail(id, tensor, expect, err, err_len,
+                             "section %u (%s) at offset %llu of %llu bytes; the shape needs "
+                             "offset %llu, %llu bytes",
+                             i, what, (unsigned long long)s->offset, (unsigned long long)s->bytes,
+                             (unsigned long long)e->offset, (unsigned long long)e->bytes);
+    }
+    if (h->total != expect->total)
+        return blob_fail(id, tensor, expect, err, err_len,
+                         "%llu bytes; the shape needs %llu", (unsigned long long)h->total,
+                         (unsigned long long)expect->total);
+    return EDGERT_OK;
+}
+
+edgert_status pk_blob_check_zeros(const pk_blob_id *id, const char *tensor, const uint8_t *zeros,
+                                  size_t count, char *err, size_t err_len)
+{
+    for (size_t i = 0; i < count; i++)
+        if (zeros[i] > 15u) {
+            edgert_errf(err, err_len,
+                        "%s: map '%s' (layout %s): zero point %u at index %zu is outside "
+                        "[0, 15]",
+                        id->plugin, tensor, id->layout, (unsigned)zeros[i], i);
+            return EDGERT_E_PARSE;
+        }
+    return EDGERT_OK;
+}
+
+edgert_status pk_packed_data(const char *plugin, const void *state, int handle_ok,
+                             const void *blob, size_t bytes, const void **data, size_t *size,
+                             char *err, size_t err_len)
+{
+    if (data != NULL)
+        *data = NULL;
+    if (size != NULL)
+        *size = 0u;
+    if (state == NULL || data == NULL || size == NULL || !handle_ok) {
+        edgert_errf(err, err_len,
+                    "%s: packed_data: NULL argument, or not a %s packed handle", plugin, plugin);
+        return EDGERT_E_USAGE;
+    }
+    *data = blob;
+    *size = bytes;
+    return EDGERT_OK;
 }
 
 /* ---- gemm ----------------------------------------------------------------------- */
@@ -190,6 +411,7 @@ edgert_status pk_check_gemm_args(const char *plugin, const char *tensor, uint32_
 typedef struct pk_bufs {
     uint8_t *codes, *zeros;
     float *scales, *x, *y;
+    float *y_mapped; /* y again, from the mapped handle */
     double *xe; /* one row of effective activations */
     size_t stride, groups, ldx, ldy;
 } pk_bufs;
@@ -296,7 +518,7 @@ static void *alloc_case(const pk_self_test *t, const pk_case *tc, pk_bufs *b)
     b->ldx = (size_t)tc->k + PK_LDX_PAD;
     b->ldy = (size_t)tc->n + PK_LDY_PAD;
     const size_t ng = tc->n * b->groups;
-    const size_t bytes = tc->k * sizeof(double) + (tc->m * b->ldx + tc->m * b->ldy + ng) *
+    const size_t bytes = tc->k * sizeof(double) + (tc->m * b->ldx + 2u * tc->m * b->ldy + ng) *
                          sizeof(float) + tc->n * b->stride + ng;
     uint8_t *mem = t->host->alloc(t->host->host_ctx, bytes, PK_ALIGN);
     if (mem == NULL)
@@ -304,10 +526,45 @@ static void *alloc_case(const pk_self_test *t, const pk_case *tc, pk_bufs *b)
     b->xe = (double *)(void *)mem;
     b->x = (float *)(void *)(b->xe + tc->k);
     b->y = b->x + tc->m * b->ldx;
-    b->scales = b->y + tc->m * b->ldy;
+    b->y_mapped = b->y + tc->m * b->ldy;
+    b->scales = b->y_mapped + tc->m * b->ldy;
     b->codes = (uint8_t *)(b->scales + ng);
     b->zeros = b->codes + tc->n * b->stride;
     return mem;
+}
+
+/* Map the packed bytes of `packed` in place and run the same GEMM on the
+ * mapped handle: its y must equal the packed handle's bit for bit. */
+static edgert_status check_mapped(const pk_self_test *t, const edgert_qweights *qw,
+                                  const void *packed, const pk_bufs *b, edgert_gemm_args ga,
+                                  char *err, size_t err_len)
+{
+    const void *data = NULL;
+    size_t size = 0u;
+    void *mapped = NULL;
+    edgert_qweights shape = *qw;
+    shape.codes = NULL;
+    shape.scales = NULL;
+    shape.zeros = NULL;
+    edgert_status rc = t->packed_data(t->state, packed, &data, &size, err, err_len);
+    if (rc == EDGERT_OK)
+        rc = t->packed_map(t->state, &shape, data, size, &mapped, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    for (size_t i = 0; i < ga.m * ga.ldy; i++)
+        b->y_mapped[i] = PK_SENTINEL;
+    ga.y = b->y_mapped;
+    rc = t->gemm(t->state, mapped, &ga, err, err_len);
+    t->packed_free(t->state, mapped);
+    if (rc == EDGERT_OK && memcmp(b->y, b->y_mapped, ga.m * ga.ldy * sizeof(float)) != 0) {
+        edgert_errf(err, err_len,
+                    "%s: self-test (path %s) m=%u n=%u k=%u: the handle mapped from the packed "
+                    "bytes gives other results than the packed handle",
+                    t->plugin, t->path ? t->path : "-", (unsigned)ga.m, (unsigned)qw->n,
+                    (unsigned)qw->k);
+        rc = EDGERT_E_PLUGIN;
+    }
+    return rc;
 }
 
 static edgert_status run_case(const pk_self_test *t, const pk_case *tc, uint32_t seed, char *err,
@@ -340,6 +597,8 @@ static edgert_status run_case(const pk_self_test *t, const pk_case *tc, uint32_t
     rc = t->gemm(t->state, packed, &ga, err, err_len);
     if (rc == EDGERT_OK)
         rc = check_case(t, tc, &b, err, err_len);
+    if (rc == EDGERT_OK && t->packed_data != NULL && t->packed_map != NULL)
+        rc = check_mapped(t, &qw, packed, &b, ga, err, err_len);
 out:
     if (packed != NULL)
         t->packed_free(t->state, packed);

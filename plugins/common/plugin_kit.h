@@ -101,6 +101,116 @@ edgert_status pk_check_pack(const char *plugin, const void *state, const edgert_
                             void **packed, size_t *packed_bytes, const pk_layout_needs *needs,
                             const char **tensor, char *err, size_t err_len);
 
+/* ---- packed bytes a cache can map (plugin ABI 2) ---------------------------------- */
+
+/*
+ * The position-independent header every in-tree plugin's packed bytes start
+ * with (the bytes packed_data returns and packed_map takes), then up to
+ * PK_BLOB_MAX_SECTIONS sections at offsets from the header's first byte,
+ * each on an EDGERT_PACKED_ALIGN boundary. Fixed-width fields in the byte
+ * order of the machine that packed (the magic, read in the other order,
+ * tells a foreign file apart); no address anywhere. 128 bytes, so the first
+ * section starts on a 64-byte boundary. A plugin's layout fixes magic,
+ * version and the sections; its sizes follow from n, k and group alone.
+ */
+#define PK_BLOB_MAX_SECTIONS 4u
+#define PK_BLOB_SYMMETRIC (1u << 0) /* packed from zeros == NULL (informational) */
+#define PK_BLOB_FLAGS_KNOWN PK_BLOB_SYMMETRIC
+
+typedef struct pk_blob_section {
+    uint64_t offset; /* from the header's first byte; a multiple of EDGERT_PACKED_ALIGN */
+    uint64_t bytes;
+} pk_blob_section;
+
+typedef struct pk_blob_header {
+    uint32_t magic;        /* the plugin's layout */
+    uint32_t version;      /* of that layout: the number its packed_layout id ends with */
+    uint32_t header_bytes; /* sizeof(pk_blob_header) */
+    uint32_t flags;        /* PK_BLOB_* */
+    uint32_t n, k, group;  /* the tensor's shape */
+    uint32_t nsections;
+    uint64_t total;        /* bytes of header and sections, padding included */
+    pk_blob_section section[PK_BLOB_MAX_SECTIONS]; /* unused ones all zero */
+    uint8_t reserved[24];  /* zero */
+} pk_blob_header;
+
+_Static_assert(sizeof(pk_blob_header) == 128, "the packed header is 128 bytes");
+_Static_assert(sizeof(pk_blob_header) % EDGERT_PACKED_ALIGN == 0,
+               "sections after the header start aligned");
+
+/* A plugin's mappable layout: what names its messages and what its bytes
+ * must say. */
+typedef struct pk_blob_id {
+    const char *plugin;    /* names every message */
+    const char *layout;    /* its packed_layout id */
+    uint32_t magic, version;
+    uint32_t nsections;
+    const char *section_names[PK_BLOB_MAX_SECTIONS]; /* for messages */
+} pk_blob_id;
+
+/*
+ * The header of a tensor [n, k, group] in layout `id`: sections of the given
+ * sizes (id->nsections of them) one after the other from the end of the
+ * header, each on an EDGERT_PACKED_ALIGN boundary, `flags` as given. pack and
+ * packed_map both call it (with the same sizes from the same shape), so what
+ * packed_map expects is what pack writes. 0, or -1 when a size overflows.
+ */
+int pk_blob_layout(const pk_blob_id *id, uint32_t n, uint32_t k, uint32_t group,
+                   uint32_t flags, const size_t *section_bytes, pk_blob_header *out);
+
+/*
+ * The prologue of every packed_map: out-pointer set (then cleared), state
+ * set, shape present, large enough, with n, k, group > 0 and what `needs`
+ * asks of the group (pk_layout_needs: the same refusals as pack); data set,
+ * aligned to EDGERT_PACKED_ALIGN, and at least a header long. *tensor is the
+ * name for messages. EDGERT_OK; EDGERT_E_USAGE; EDGERT_E_UNSUPPORTED (a
+ * group the layout cannot hold); EDGERT_E_PARSE (shorter than a header).
+ */
+edgert_status pk_check_map(const pk_blob_id *id, const void *state, const edgert_qweights *shape,
+                           const void *data, size_t size, void **packed,
+                           const pk_layout_needs *needs, const char **tensor, char *err,
+                           size_t err_len);
+
+/*
+ * Check the header at `data` (`size` bytes, already through pk_check_map)
+ * against `expect` (pk_blob_layout for the caller's shape) and copy it into
+ * *got: magic (and byte order), version, header size, shape, flags, the
+ * reserved bytes, total == size, then every section inside [header, size),
+ * aligned, in order and not overlapping (with overflow-safe arithmetic,
+ * before any comparison with expect), and equal to expect's. Reads only the
+ * first sizeof(pk_blob_header) bytes, once. EDGERT_OK, or EDGERT_E_PARSE
+ * naming the plugin, the tensor and the first field that is wrong.
+ */
+edgert_status pk_blob_check(const pk_blob_id *id, const char *tensor, const void *data,
+                            size_t size, const pk_blob_header *expect, pk_blob_header *got,
+                            char *err, size_t err_len);
+
+/* Write header `h` at the start of `blob` (h->total bytes) and zero every
+ * gap: after the header, between sections and after the last, so the
+ * packed bytes are the same for the same weights, with nothing
+ * uninitialised in what a cache writes. The sections are the caller's. */
+void pk_blob_write_header(void *blob, const pk_blob_header *h);
+
+/* Section i of checked bytes. */
+static inline const uint8_t *pk_blob_at(const void *data, const pk_blob_header *h, unsigned i)
+{
+    return (const uint8_t *)data + (size_t)h->section[i].offset;
+}
+
+/* Every zero point of a section in [0, 15], as pack accepts them: EDGERT_OK
+ * or EDGERT_E_PARSE naming the first one that is not. */
+edgert_status pk_blob_check_zeros(const pk_blob_id *id, const char *tensor, const uint8_t *zeros,
+                                  size_t count, char *err, size_t err_len);
+
+/*
+ * The body of every packed_data: checks the arguments and that `handle_ok`
+ * (the plugin checked its handle's magic), then *data = blob, *size = bytes.
+ * EDGERT_OK or EDGERT_E_USAGE.
+ */
+edgert_status pk_packed_data(const char *plugin, const void *state, int handle_ok,
+                             const void *blob, size_t bytes, const void **data, size_t *size,
+                             char *err, size_t err_len);
+
 /* ---- gemm ----------------------------------------------------------------------- */
 
 /*
@@ -155,6 +265,13 @@ typedef struct pk_self_test {
     void (*effective_x)(const void *state, const float *x, uint32_t k, double *out);
     /* The largest |y - exact| the plugin's arithmetic allows for this output. */
     double (*bound)(const void *state, uint32_t m, const pk_sums *s);
+    /* Optional (plugin ABI 2): every case also maps the packed bytes of its
+     * handle in place and checks that the mapped handle's y equals the
+     * packed one's bit for bit. */
+    edgert_status (*packed_data)(void *state, const void *packed, const void **data,
+                                 size_t *size, char *err, size_t err_len);
+    edgert_status (*packed_map)(void *state, const edgert_qweights *shape, const void *data,
+                                size_t size, void **packed, char *err, size_t err_len);
 } pk_self_test;
 
 /*
@@ -162,8 +279,9 @@ typedef struct pk_self_test {
  * x in [-1, 1] in steps of 1e-3 (from the case's seed; ldx = k + 3 and
  * ldy = n + 2, so strides are exercised), pack, gemm, then every output
  * against the exact sum within the plugin's bound, and every y column past n
- * still holding its sentinel. The first failure is EDGERT_E_PLUGIN with
- * the output, the value, the exact sum and the bound in err.
+ * still holding its sentinel; with packed_map, the mapped handle's y equal
+ * bit for bit. The first failure is EDGERT_E_PLUGIN with the output, the
+ * value, the exact sum and the bound in err.
  */
 edgert_status pk_run_self_test(const pk_self_test *t, char *err, size_t err_len);
 

@@ -6,13 +6,20 @@
  * it is the oracle the tuned backends are checked against, and it is the
  * last-resort fallback that runs on any CPU.
  *
- * Packed form (one host allocation, 64-byte aligned sections):
- *   ref_packed header | codes [n][(k+1)/2] (canonical, copied as is)
- *                     | scales fp32 [n][groups] | zeros u8 [n][groups]
- * Zero points are always stored (8 when the input is symmetric), so one code
- * path serves both. packed_bytes is the size of that allocation:
- *   round64(sizeof header) + round64(n * ((k+1)/2)) + 4 * n * groups + n * groups
- * i.e. 4 + 40 / group bits per weight plus a fixed header (4.3125 at g128).
+ * Packed form (one host allocation): the in-memory ref_packed header, then,
+ * from the next 64-byte boundary, the position-independent packed bytes
+ * (layout "ref-w4a16/1", what packed_data returns and packed_map takes):
+ *   pk_blob_header (128 bytes: magic, version, n, k, group, sections)
+ *   | codes [n][(k+1)/2] (canonical, copied as is)
+ *   | scales fp32 [n][groups] | zeros u8 [n][groups]
+ * each section on a 64-byte boundary, the gaps zero. Zero points are always
+ * stored (8 when the input is symmetric), so one code path serves both.
+ * packed_bytes is the size of that allocation:
+ *   round64(sizeof ref_packed) + 128 + round64(n * ((k+1)/2))
+ *   + round64(4 * n * groups) + n * groups
+ * i.e. 4 + 40 / group bits per weight plus fixed headers (4.3125 at g128).
+ * packed_map (plugin ABI 2) checks the header against the shape and the size,
+ * and every zero point, then points a small ref_packed at the caller's bytes.
  *
  * GEMM: y[m][n] = sum_k x[m][k] * s * (q - z), fp32 products and sums.
  * Rows of W are split over the host's parallel_for. Each task takes blocks of
@@ -45,7 +52,15 @@
 #define REF_ROW_BLOCK 16u  /* rows decoded together: x segment reuse */
 #define REF_SEG 256u       /* columns per segment: 16 x 256 floats = 16 KiB on the stack */
 #define REF_MIN_TASK_MACS 32768u /* smallest parallel_for chunk worth a hand-off */
-#define REF_PACKED_MAGIC 0x34775266u /* "fRw4" */
+#define REF_PACKED_MAGIC 0x34775266u /* "fRw4": the in-memory handle */
+#define REF_BLOB_MAGIC 0x50775266u   /* "fRwP": the packed bytes */
+#define REF_LAYOUT_VERSION 1u        /* change with the meaning of the bytes ... */
+#define REF_LAYOUT REF_NAME "/1"     /* ... and this id with it */
+
+/* The packed bytes' layout (plugin_kit.h, pk_blob_header). */
+static const pk_blob_id ref_blob = {
+    REF_NAME, REF_LAYOUT, REF_BLOB_MAGIC, REF_LAYOUT_VERSION, 3u, {"codes", "scales", "zeros"},
+};
 
 typedef struct ref_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
@@ -59,7 +74,8 @@ typedef struct ref_packed {
     const uint8_t *codes;
     const float *scales;
     const uint8_t *zeros;
-    size_t bytes;        /* the whole allocation, header included */
+    const void *blob;    /* the packed bytes (pk_blob_header first) */
+    size_t blob_bytes;
     char name[64];       /* for error messages; truncated */
 } ref_packed;
 
@@ -241,6 +257,38 @@ static const char *ref_describe(void *state)
     return REF_DESCRIBE;
 }
 
+/* The header of the packed bytes of a tensor [n, k, group]: codes
+ * [n][(k+1)/2], scales fp32 [n][groups], zeros u8 [n][groups]. pack and
+ * packed_map both derive it from the shape. 0, or -1 when a size overflows. */
+static int ref_layout(uint32_t n, uint32_t k, uint32_t group, uint32_t flags, pk_blob_header *h)
+{
+    size_t bytes[3], ng;
+    if (pk_mul((size_t)n, ((size_t)k + 1u) / 2u, &bytes[0]) != 0 ||
+        pk_mul((size_t)n, pk_groups(k, group), &ng) != 0 ||
+        pk_mul(ng, sizeof(float), &bytes[1]) != 0)
+        return -1;
+    bytes[2] = ng;
+    return pk_blob_layout(&ref_blob, n, k, group, flags, bytes, h);
+}
+
+/* A handle over checked packed bytes (`blob`, described by `h`). */
+static void ref_handle(ref_packed *p, const pk_blob_header *h, const void *blob, const char *name)
+{
+    memset(p, 0, sizeof *p);
+    p->magic = REF_PACKED_MAGIC;
+    p->n = h->n;
+    p->k = h->k;
+    p->group = h->group;
+    p->groups = pk_groups(h->k, h->group);
+    p->stride = ((size_t)h->k + 1u) / 2u;
+    p->codes = pk_blob_at(blob, h, 0);
+    p->scales = (const float *)(const void *)pk_blob_at(blob, h, 1);
+    p->zeros = pk_blob_at(blob, h, 2);
+    p->blob = blob;
+    p->blob_bytes = (size_t)h->total;
+    snprintf(p->name, sizeof p->name, "%s", name);
+}
+
 static edgert_status ref_pack(void *state, const edgert_qweights *w, void **packed,
                               size_t *packed_bytes, char *err, size_t err_len)
 {
@@ -248,22 +296,16 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
     static const pk_layout_needs needs = {"int4-asym", 0u, 0, 0};
     ref_state *st = state;
     const char *name = NULL;
-    size_t stride, groups, ng, off_codes, codes_bytes, off_scales, scales_bytes, off_zeros, total;
+    pk_blob_header h;
+    size_t off, total;
 
     edgert_status rc = pk_check_pack(REF_NAME, st, w, packed, packed_bytes, &needs, &name, err,
                                      err_len);
     if (rc != EDGERT_OK)
         return rc;
-    stride = ((size_t)w->k + 1u) / 2u;
-    groups = pk_groups(w->k, w->group);
-    if (pk_round_up(sizeof(ref_packed), REF_ALIGN, &off_codes) != 0 ||
-        pk_mul((size_t)w->n, stride, &codes_bytes) != 0 ||
-        pk_add(off_codes, codes_bytes, &off_scales) != 0 ||
-        pk_round_up(off_scales, REF_ALIGN, &off_scales) != 0 ||
-        pk_mul((size_t)w->n, groups, &ng) != 0 ||
-        pk_mul(ng, sizeof(float), &scales_bytes) != 0 ||
-        pk_add(off_scales, scales_bytes, &off_zeros) != 0 ||
-        pk_add(off_zeros, ng, &total) != 0) {
+    if (ref_layout(w->n, w->k, w->group, w->zeros == NULL ? PK_BLOB_SYMMETRIC : 0u, &h) != 0 ||
+        pk_round_up(sizeof(ref_packed), REF_ALIGN, &off) != 0 ||
+        pk_add(off, (size_t)h.total, &total) != 0) {
         edgert_errf(err, err_len,
                 REF_NAME ": pack '%s' [n=%u k=%u group=%u]: packed size overflows size_t", name,
                 (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
@@ -278,32 +320,66 @@ static edgert_status ref_pack(void *state, const edgert_qweights *w, void **pack
         return EDGERT_E_NOMEM;
     }
 
-    ref_packed *p = (ref_packed *)(void *)mem;
-    uint8_t *codes = mem + off_codes;
-    float *scales = (float *)(void *)(mem + off_scales);
-    uint8_t *zeros = mem + off_zeros;
-    memset(p, 0, sizeof *p);
-    memcpy(codes, w->codes, codes_bytes);
-    memcpy(scales, w->scales, scales_bytes);
+    unsigned char *blob = mem + off;
+    pk_blob_write_header(blob, &h);
+    memcpy(blob + h.section[0].offset, w->codes, (size_t)h.section[0].bytes);
+    memcpy(blob + h.section[1].offset, w->scales, (size_t)h.section[1].bytes);
     if (w->zeros != NULL)
-        memcpy(zeros, w->zeros, ng);
+        memcpy(blob + h.section[2].offset, w->zeros, (size_t)h.section[2].bytes);
     else
-        memset(zeros, 8, ng);
+        memset(blob + h.section[2].offset, 8, (size_t)h.section[2].bytes);
 
-    p->magic = REF_PACKED_MAGIC;
-    p->n = w->n;
-    p->k = w->k;
-    p->group = w->group;
-    p->groups = groups;
-    p->stride = stride;
-    p->codes = codes;
-    p->scales = scales;
-    p->zeros = zeros;
-    p->bytes = total;
-    snprintf(p->name, sizeof p->name, "%s", name);
-
+    ref_packed *p = (ref_packed *)(void *)mem;
+    ref_handle(p, &h, blob, name);
     *packed = p;
     *packed_bytes = total;
+    return EDGERT_OK;
+}
+
+/* ---- mappable packed bytes (plugin ABI 2) ---------------------------------- */
+
+static edgert_status ref_packed_data(void *state, const void *packed, const void **data,
+                                     size_t *size, char *err, size_t err_len)
+{
+    const ref_packed *p = packed;
+    const int ok = p != NULL && p->magic == REF_PACKED_MAGIC;
+    return pk_packed_data(REF_NAME, state, ok, ok ? p->blob : NULL, ok ? p->blob_bytes : 0u,
+                          data, size, err, err_len);
+}
+
+static edgert_status ref_packed_map(void *state, const edgert_qweights *shape, const void *data,
+                                    size_t size, void **packed, char *err, size_t err_len)
+{
+    static const pk_layout_needs needs = {"int4-asym", 0u, 0, 0};
+    ref_state *st = state;
+    const char *name = NULL;
+    pk_blob_header expect, h;
+
+    edgert_status rc = pk_check_map(&ref_blob, st, shape, data, size, packed, &needs, &name, err,
+                                    err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    if (ref_layout(shape->n, shape->k, shape->group, 0u, &expect) != 0) {
+        edgert_errf(err, err_len,
+                    REF_NAME ": map '%s' [n=%u k=%u group=%u]: the packed size overflows size_t",
+                    name, (unsigned)shape->n, (unsigned)shape->k, (unsigned)shape->group);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    rc = pk_blob_check(&ref_blob, name, data, size, &expect, &h, err, err_len);
+    if (rc == EDGERT_OK)
+        rc = pk_blob_check_zeros(&ref_blob, name, pk_blob_at(data, &h, 2),
+                                 (size_t)h.section[2].bytes, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    const edgert_host *host = st->host;
+    ref_packed *p = host->alloc(host->host_ctx, sizeof *p, REF_ALIGN);
+    if (p == NULL) {
+        edgert_errf(err, err_len, REF_NAME ": map '%s': cannot allocate %zu bytes of header",
+                    name, sizeof *p);
+        return EDGERT_E_NOMEM;
+    }
+    ref_handle(p, &h, data, name);
+    *packed = p;
     return EDGERT_OK;
 }
 
@@ -371,26 +447,28 @@ static edgert_status ref_self_test(void *state, char *err, size_t err_len)
         .host = st != NULL ? st->host : NULL, .cases = ref_cases,
         .ncases = sizeof ref_cases / sizeof ref_cases[0], .seed = 0x9E3779B9u,
         .pack = ref_pack, .packed_free = pk_packed_free, .gemm = ref_gemm, .bound = ref_bound,
+        .packed_data = ref_packed_data, .packed_map = ref_packed_map,
     };
     return pk_run_self_test(&t, err, err_len);
 }
 
 /* ---- descriptor and entry ----------------------------------------------------- */
 
-static const edgert_plugin ref_plugin_v1 = {
-    .struct_size = sizeof(edgert_plugin),
-    .abi_version = 1u,
-    .name = REF_NAME,
-    .version = REF_VERSION,
-    .caps = EDGERT_CAP_GEMM,
-    .init = ref_init,
-    .fini = pk_fini,
-    .self_test = ref_self_test,
-    .describe = ref_describe,
-    .pack = ref_pack,
-    .packed_free = pk_packed_free,
-    .gemm = ref_gemm,
-    .export_graph = NULL,
+/* ABI 1 and 2 share every ABI-1 field; ABI 2 adds the mappable packed form. */
+#define REF_DESCRIPTOR_V1(abi)                                                                  \
+    .struct_size = sizeof(edgert_plugin), .abi_version = (abi), .name = REF_NAME,               \
+    .version = REF_VERSION, .caps = EDGERT_CAP_GEMM, .init = ref_init, .fini = pk_fini,         \
+    .self_test = ref_self_test, .describe = ref_describe, .pack = ref_pack,                     \
+    .packed_free = pk_packed_free, .gemm = ref_gemm, .export_graph = NULL
+
+static const edgert_plugin ref_plugin_v1 = {REF_DESCRIPTOR_V1(1u)};
+
+static const edgert_plugin ref_plugin_v2 = {
+    REF_DESCRIPTOR_V1(2u),
+    .packed_flags = EDGERT_PACKED_MAPPABLE,
+    .packed_layout = REF_LAYOUT,
+    .packed_data = ref_packed_data,
+    .packed_map = ref_packed_map,
 };
 
 EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
@@ -399,6 +477,6 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
-    static const edgert_plugin *const by_abi[] = {&ref_plugin_v1}; /* ABI 1 */
+    static const edgert_plugin *const by_abi[] = {&ref_plugin_v1, &ref_plugin_v2}; /* ABI 1, 2 */
     return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, REF_NAME, out, err, err_len);
 }
