@@ -232,7 +232,7 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
                        l->name, l->n, l->k);
     qz_job j = {sf, l, &q.view, sym, 0};
     er_pool_run(pool, l->n, 16, qz_rows, &j);
-    edgert_status st = j.failed ? qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' has a "
+    edgert_status st = j.failed ? qz_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' has a "
                                           "non-finite value (or memory ran out)", sf->path,
                                           l->src->name)
                                 : emit(w, l, &q, buf, err, len);

@@ -461,7 +461,9 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
     o.disable = c->disable;
     o.strict = c->strict;
     o.no_evidence = c->no_evidence;
-    o.evidence_file = c->evidence ? c->evidence : c->out;
+    o.evidence_file = c->evidence                           ? c->evidence
+                      : strcmp(c->cmd, "calibrate") == 0 ? c->out
+                                                         : NULL;
     o.threads = c->threads;
     o.log = cli_log;
     o.log_level = c->verbose ? EDGERT_LOG_INFO : (c->quiet ? EDGERT_LOG_ERROR : 0);

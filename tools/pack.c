@@ -131,6 +131,8 @@ int cmd_pack(const cli *c)
     if (!st && (rc = pick_backend(c, ctx, &name)) != EXIT_OK)
         goto out;
     st = st ? st : edgert_backend_open(ctx, name, c->options, &b, err, sizeof err);
+    if (!st && !edgert_backend_packed_layout(b))
+        st = edgert_checkpoint_pack(b, src, c->out, err, sizeof err); /* says why not */
     edgert_status chk = st ? st : edgert_checkpoint_pack_check(b, src, c->out, err, sizeof err);
     size_t layers = 0;
     unsigned long long bytes = 0;

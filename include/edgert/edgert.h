@@ -502,8 +502,10 @@ typedef struct edgert_quantize_options {
  * into the file's metadata and into quantize_config.json beside `out`.
  * One layer is in memory at a time. `out` appears only complete (written to a
  * temporary file and renamed); on failure nothing is left behind.
- * EDGERT_E_PARSE for a malformed input, EDGERT_E_USAGE for bad options or a
- * non-finite weight, EDGERT_E_IO for a write failure.
+ * EDGERT_E_PARSE for a malformed input (a non-finite weight included),
+ * EDGERT_E_USAGE for bad options or an input that is already quantized or
+ * has a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32),
+ * EDGERT_E_IO for a write failure.
  */
 EDGERT_API edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
                                                     const edgert_quantize_options *options,
