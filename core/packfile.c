@@ -55,7 +55,7 @@ static void hex64(uint64_t v, char out[17])
     snprintf(out, 17, "%016" PRIx64, v);
 }
 
-/* ---- keys ---------------------------------------------------------------------------------- */
+/* ---- keys ------------------------------------------------------------------------------ */
 
 static void hash_tensor(XXH3_state_t *s, const st_file *sf, const st_tensor *t)
 {
@@ -109,7 +109,7 @@ static edgert_status keys_match(const edgert_checkpoint *c, const edgert_backend
     return EDGERT_OK;
 }
 
-/* ---- reading a packed file (edgert_checkpoint_open) ------------------------------------------ */
+/* ---- reading a packed file (edgert_checkpoint_open) ------------------------------------ */
 
 static edgert_status packed_layer(edgert_checkpoint *c, const st_tensor *t, size_t *cap, char *err,
                                   size_t len);
@@ -168,7 +168,7 @@ static edgert_status packed_layer(edgert_checkpoint *c, const st_tensor *t, size
     return EDGERT_OK;
 }
 
-/* ---- is the file up to date? ----------------------------------------------------------------- */
+/* ---- is the file up to date? ----------------------------------------------------------- */
 
 edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint *src,
                                            const char *path, char *err, size_t err_len)
@@ -201,7 +201,7 @@ edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint 
     return st;
 }
 
-/* ---- writing one ------------------------------------------------------------------------------- */
+/* ---- writing one ----------------------------------------------------------------------- */
 
 /* Pack layer i and append it: the plugin's bytes, zero padding, its key. */
 static edgert_status pack_layer(st_writer *w, edgert_backend *b, edgert_checkpoint *src, size_t i,
@@ -282,7 +282,7 @@ edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src, 
     return st;
 }
 
-/* ---- using one -------------------------------------------------------------------------------- */
+/* ---- using one ------------------------------------------------------------------------- */
 
 edgert_status edgert_checkpoint_layer_packed(edgert_checkpoint *c, size_t i, edgert_backend *b,
                                              edgert_packed **out, char *err, size_t err_len)

@@ -107,5 +107,6 @@ int cmd_pack(const cli *c);
 int cmd_checksum(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 void export_help(FILE *f);
+void pack_help(FILE *f);
 
 #endif

@@ -7,11 +7,17 @@
  *   edgert bench / verify / calibrate   evidence measured on this device
  *                   (tools/bench.c, tools/verify.c, tools/calibrate.c)
  *   edgert export   an exported graph for an export-only backend (tools/export.c)
+ *   edgert quantize / pack   a user's checkpoint, quantized or packed for one
+ *                   backend (tools/quantize.c, tools/pack.c)
  *
  * Output: short human text on stdout, or one JSON object with --json.
  * Diagnostics go to stderr. Exit codes: 0 ok, 1 other failure, 2 usage error,
  * 3 nothing eligible (or a forced backend is not), 4 bad manifest or device
  * profile that was named explicitly.
+ *
+ * Length: the main help, each command's help, the one option table and the
+ * dispatch: the CLI's whole surface in one file, so one concept keeps one
+ * name across commands.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -130,6 +136,9 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --backend NAME      default: the backend 'select' picks for --priority\n"
                 "  --priority P        speed (default) or fidelity, to pick the backend\n"
                 "  --options STR       plugin options for its init (e.g. path=fma)\n"
+                "  --weights FILE      a checkpoint's own layers (GPTQ, dense or packed: see\n"
+                "                      'edgert quantize', 'edgert pack') instead of generated\n"
+                "                      ones; shapes from the file\n"
                 "  --workload FILE     YAML list of shapes (default: built-in spark-1.7b):\n"
                 "                        name: my-model\n"
                 "                        shapes:\n"
@@ -156,26 +165,14 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --options STR       plugin options for its init (e.g. path=fma)\n"
                 "  --tokens T          tokens for top-1/KL (default 64)\n"
                 "  --quick             smaller head (N = 16384) and fewer shapes\n"
+                "  --weights FILE      fidelity on a checkpoint's own layers (GPTQ or dense):\n"
+                "                      its dense values (GPTQ: dequantized) as the reference\n"
                 "  --workload FILE     shapes for the SQNR table (see 'edgert bench --help')\n"
                 "  --seed N            generator seed (default 1)\n\n");
     else if (strcmp(cmd, "export") == 0)
         export_help(f);
     else if (strcmp(cmd, "pack") == 0)
-        fprintf(f,
-                "usage: edgert pack IN --backend NAME|auto -o OUT [--force] [options]\n\n"
-                "Pack a checkpoint (GPTQ or dense safetensors; see 'edgert quantize') for one\n"
-                "backend into OUT, a file later runs map and run with no repacking\n"
-                "(edgert bench/verify --weights OUT). OUT holds keys: format, backend, packed\n"
-                "layout, the plugin file's XXH3 and every layer's source XXH3. If OUT exists\n"
-                "with the same keys it is mapped, not repacked; with other keys it is refused\n"
-                "with the key that differs. One layer is in memory at a time.\n\n"
-                "  --backend NAME|auto the backend (auto: the --priority winner here)\n"
-                "  -o, --out FILE      the packed file\n"
-                "  --force             repack even if OUT is up to date or has other keys\n"
-                "  --options STR       plugin options for its init (e.g. path=fma)\n"
-                "  --priority P        speed|fidelity, for auto (default speed)\n\n"
-                "Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the backend\n"
-                "is not eligible, 4 IN or OUT is malformed.\n\n");
+        pack_help(f);
     else
         fprintf(f,
                 "usage: edgert calibrate [--out FILE] [--quick] [options]\n\n"

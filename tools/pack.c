@@ -27,6 +27,25 @@ static double now_s(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+void pack_help(FILE *f)
+{
+    fprintf(f,
+            "usage: edgert pack IN --backend NAME|auto -o OUT [--force] [options]\n\n"
+            "Pack a checkpoint (GPTQ or dense safetensors; see 'edgert quantize') for one\n"
+            "backend into OUT, a file later runs map and run with no repacking\n"
+            "(edgert bench/verify --weights OUT). OUT holds keys: format, backend, packed\n"
+            "layout, the plugin file's XXH3 and every layer's source XXH3. If OUT exists\n"
+            "with the same keys it is mapped, not repacked; with other keys it is refused\n"
+            "with the key that differs. One layer is in memory at a time.\n\n"
+            "  --backend NAME|auto the backend (auto: the --priority winner here)\n"
+            "  -o, --out FILE      the packed file\n"
+            "  --force             repack even if OUT is up to date or has other keys\n"
+            "  --options STR       plugin options for its init (e.g. path=fma)\n"
+            "  --priority P        speed|fidelity, for auto (default speed)\n\n"
+            "Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the backend\n"
+            "is not eligible, 4 IN or OUT is malformed.\n\n");
+}
+
 /* A "VmHWM:" or "RssAnon:" line of /proc/self/status, in bytes; 0 unknown. */
 static unsigned long long proc_status_bytes(const char *key)
 {
