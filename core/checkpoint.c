@@ -40,7 +40,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
-#include "internal.h"
+#include "context.h"
 
 #define CK_DENSE_GROUP 128u
 #define CK_ROW_BLOCK 16u
@@ -615,5 +615,27 @@ edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i, uint
     v.zeros = v.zeros ? v.zeros + (size_t)row0 * G : NULL;
     edgert_dequantize(&v, out);
     edgert_qtensor_free(&q);
+    return EDGERT_OK;
+}
+
+edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char *err,
+                                 size_t err_len)
+{
+    edgert_checkpoint *c = NULL;
+    edgert_status st = edgert_checkpoint_open(path, &c, err, err_len);
+    if (st)
+        return st;
+    ctx->weights.path = er_strdup(path);
+    ctx->weights.int4 = c->kind != ER_CK_DENSE;
+    if (c->kind == ER_CK_PACKED)
+        ctx->weights.packed_for = er_strdup(st_meta_get(&c->sf, "backend"));
+    for (size_t i = 0; i < c->n && !ctx->weights.asymmetric; i++)
+        if (c->pub[i].symmetric != 1) {
+            ctx->weights.asymmetric = 1;
+            ctx->weights.first_asym = er_strdup(c->pub[i].name);
+        }
+    edgert_checkpoint_close(c);
+    if (!ctx->weights.path)
+        return ck_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
     return EDGERT_OK;
 }

@@ -142,6 +142,9 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
     if (st != EDGERT_OK)
         goto fail;
     st = er_discover(ctx, o, err, err_len);
+    if (st == EDGERT_OK && o->struct_size >= offsetof(edgert_options, weights) + sizeof(char *) &&
+        o->weights)
+        st = er_weights_summary(ctx, o->weights, err, err_len);
     if (st != EDGERT_OK)
         goto fail;
     for (size_t i = 0; i < ctx->ncands; i++) {
@@ -176,6 +179,9 @@ void edgert_close(edgert_ctx *ctx)
     er_diags_free(&ctx->diags);
     er_pool_destroy(ctx->pool);
     free(ctx->evidence_path);
+    free(ctx->weights.path);
+    free(ctx->weights.packed_for);
+    free(ctx->weights.first_asym);
     free(ctx);
 }
 

@@ -36,6 +36,7 @@ typedef enum er_gate_id {
     ER_GATE_PLUGIN_TIMEOUT,
     ER_GATE_PLUGIN_EXITED,
     ER_GATE_UNSAFE_FILE,        /* writable by others, refused when it matters */
+    ER_GATE_LAYOUT_MISMATCH,    /* the caller's weights (options.weights) do not fit */
     ER_GATE_COUNT
 } er_gate_id;
 
@@ -85,6 +86,14 @@ struct edgert_ctx {
     int ignore_env, strict, no_evidence;
     int no_env_selection;       /**< EDGERT_PRIORITY / EDGERT_BACKEND not applied */
     int defer_load;             /**< edgert_open loads nothing; loading happens on demand */
+    struct {                    /**< options.weights: what the layout gate needs of them */
+        char *path;             /**< NULL: no weights given */
+        int int4;               /**< GPTQ or packed (int4 codes); 0: dense */
+        int asymmetric;         /**< a layer with zero points other than 8 (dense: quantized
+                                     asymmetric on the fly) */
+        char *packed_for;       /**< packed file: its backend */
+        char *first_asym;       /**< the first asymmetric layer's name */
+    } weights;
     int stage_fd;               /**< in the sandbox's child: where stages are reported */
     char **disabled;            /**< NULL-terminated names */
     edgert_log_fn log;
@@ -146,5 +155,8 @@ void er_evidence_apply(struct edgert_ctx *ctx);
 /* backend.c: the candidate behind an instance (packfile.c keys files by its
  * plugin file's XXH3). */
 er_cand *er_backend_cand(const edgert_backend *b);
+/* checkpoint.c: what the layout gate needs of options.weights (ctx->weights). */
+edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char *err,
+                                 size_t err_len);
 
 #endif

@@ -40,6 +40,34 @@ static int is_disabled(struct edgert_ctx *ctx, const char *name)
     return 0;
 }
 
+/* The caller's weights (edgert_options.weights) against the manifest's
+ * layout: what the manifest states for certain, so a mismatch is known
+ * before any plugin code runs. A group size the backend's pack cannot take
+ * is left to pack's own refusal (a manifest's group_size is the layout's
+ * natural group, not a promise to refuse others: ref-w4a16 takes any). */
+static void er_gate_weights(struct edgert_ctx *ctx, er_cand *c)
+{
+    const er_manifest *m = &c->m;
+    if (!ctx->weights.path)
+        return;
+    if (ctx->weights.packed_for && strcmp(ctx->weights.packed_for, m->name) != 0) {
+        er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(packed for %s)",
+                       ctx->weights.packed_for);
+        er_cand_detail(c, "%s holds weights packed for backend %s only", ctx->weights.path,
+                       ctx->weights.packed_for);
+    } else if (ctx->weights.int4 && m->weight_bits != 4) {
+        er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(int4 weights)");
+        er_cand_detail(c, "%s holds 4-bit weights; %s takes %s (%d-bit)", ctx->weights.path,
+                       m->name, m->layout_format ? m->layout_format : "?",
+                       m->weight_bits);
+    } else if (ctx->weights.asymmetric && m->symmetric && m->weight_bits == 4) {
+        er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(asymmetric zero points)");
+        er_cand_detail(c, "%s: layer %s has asymmetric zero points; %s takes symmetric int4 "
+                       "only (quantize with 'edgert quantize --sym')", ctx->weights.path,
+                       ctx->weights.first_asym ? ctx->weights.first_asym : "?", m->name);
+    }
+}
+
 void er_gate(struct edgert_ctx *ctx, er_cand *c)
 {
     const er_manifest *m = &c->m;
@@ -104,6 +132,7 @@ void er_gate(struct edgert_ctx *ctx, er_cand *c)
                            edgert_device_class_name(dev->device_class));
         }
     }
+    er_gate_weights(ctx, c);
     if (m->reference && ctx->strict) {
         er_cand_reason(c, ER_GATE_STRICT_MODE, "STRICT_MODE");
         er_cand_detail(c, "strict mode: no fallback to the reference backend");

@@ -544,12 +544,15 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
         tprintf("problems (those files were skipped, the rest were used):\n");
         print_diags(ctx, stdout, EDGERT_LOG_WARN);
     }
+    /* The gate list is literal text, not an argument: tprintf shows a newline
+     * inside an argument as "\n". */
     tprintf("\nverdicts (gates: disable list, arch, device class, CPU flags, OS state, ABI,\n"
-            "strict mode%s):\n",
-            d->planned
-                ? ""
-                : ", library file (type, owner, ELF machine), checksum; then, in a sandboxed\n"
-                  "first contact: dlopen, entry symbol, ABI answer, init, self-test");
+            "strict mode%s", c->weights ? ", layout of --weights" : "");
+    if (d->planned)
+        tprintf("):\n");
+    else
+        tprintf(", library file (type, owner, ELF machine), checksum; then, in a sandboxed\n"
+                "first contact: dlopen, entry symbol, ABI answer, init, self-test):\n");
     for (size_t i = 0; i < n; i++)
         explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */

@@ -211,6 +211,15 @@ typedef struct edgert_options {
                                          it ranks (only the forced backend when one is
                                          named) and edgert_backend_open / edgert_export
                                          load theirs on demand */
+    /* ---- appended: read only when struct_size covers them ---- */
+    const char *weights;            /**< a checkpoint (edgert_checkpoint_open) the
+                                         selection is for: backends whose manifest
+                                         layout cannot take it fail the gate
+                                         LAYOUT_MISMATCH(<why>) (asymmetric zero points
+                                         for a symmetric backend, int4 weights for a
+                                         non-int4 one, a file packed for another
+                                         backend). A file that cannot be opened is
+                                         edgert_open's error. */
 } edgert_options;
 
 /** Size of edgert_options in its first version: the least struct_size accepted. */
