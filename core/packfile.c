@@ -93,12 +93,12 @@ static edgert_status keys_match(const edgert_checkpoint *c, const edgert_backend
     const char *fx = st_meta_get(&c->sf, "plugin_xxh3");
     char hx[17];
     hex64(er_backend_cand(b)->lib_hash, hx);
-    if (!layout)
-        return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "backend '%s' cannot map a packed form "
-                       "(its plugin does not implement ABI 2's packed_map)", name);
     if (!fb || strcmp(fb, name))
         return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed for backend '%s', not '%s'",
                        c->sf.path, fb ? fb : "?", name);
+    if (!layout)
+        return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "backend '%s' cannot map a packed form "
+                       "(its plugin does not implement ABI 2's packed_map)", name);
     if (!fl || strcmp(fl, layout))
         return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed layout '%s', but %s now uses "
                        "'%s' (another code path or plugin version)", c->sf.path, fl ? fl : "?",
