@@ -190,7 +190,9 @@ edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint 
                      p->n, src->sf.path, src->n);
     for (size_t i = 0; !st && i < p->n; i++) {
         uint64_t h = 0;
-        if (layer_source_hash(src, i, &h))
+        int hashed = layer_source_hash(src, i, &h);
+        er_ck_release(src, i); /* read once: keep the resident set to one layer */
+        if (hashed)
             st = pf_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
         else if (strcmp(p->pub[i].name, src->pub[i].name) || p->src[i].source_hash != h)
             st = pf_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' was packed from "
@@ -217,12 +219,12 @@ static edgert_status pack_layer(st_writer *w, edgert_backend *b, edgert_checkpoi
     edgert_status st = edgert_checkpoint_layer_weights(src, i, &q, err, len);
     uint32_t group = q.view.group;
     int sym = q.codes != NULL && q.zeros == NULL;
-    st = st ? st : edgert_pack(b, &q.view, &pk, err, len);
-    edgert_qtensor_free(&q);
-    er_ck_release(src, i); /* the source's pages: read, not needed again */
-    st = st ? st : edgert_packed_data(pk, &data, &size, err, len);
     if (!st && layer_source_hash(src, i, &h))
         st = pf_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    er_ck_release(src, i); /* the source's pages: read, not needed again */
+    st = st ? st : edgert_pack(b, &q.view, &pk, err, len);
+    edgert_qtensor_free(&q);
+    st = st ? st : edgert_packed_data(pk, &data, &size, err, len);
     if (!st) {
         char name[4200], key[4200], val[256];
         uint64_t padded = (size + PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
