@@ -56,7 +56,10 @@
 #define AW_ARCH_REQ_XCOMP_PERM 0x1023
 #define AW_XFEATURE_XTILEDATA 18
 
-_Static_assert(sizeof(aw_packed) <= AW_ALIGN, "the packed header must fit its 64 bytes");
+/* The packed bytes' layout (plugin_kit.h, pk_blob_header): one section. */
+static const pk_blob_id aw_blob = {
+    AW_NAME, AW_LAYOUT, AW_BLOB_MAGIC, AW_LAYOUT_VERSION, 1u, {"panels"},
+};
 
 typedef struct aw_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
@@ -342,6 +345,35 @@ static void aw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
     }
 }
 
+/* The header of the packed bytes of [n, k]: the panels, ceil(n / 16) of
+ * groups * AW_BLOCK_BYTES each (k a multiple of 128). 0, or -1 when a size
+ * overflows (or a panel would not fit the handle's 32 bits). */
+static int aw_layout(uint32_t n, uint32_t k, uint32_t flags, pk_blob_header *h)
+{
+    const size_t panels = ((size_t)n + AW_PANEL - 1u) / AW_PANEL;
+    const size_t panel_bytes = (size_t)(k / AW_GROUP) * AW_BLOCK_BYTES;
+    size_t bytes;
+    if (panel_bytes > UINT32_MAX || pk_mul(panels, panel_bytes, &bytes) != 0)
+        return -1;
+    return pk_blob_layout(&aw_blob, n, k, AW_GROUP, flags, &bytes, h);
+}
+
+/* A handle over checked packed bytes (`blob`, described by `h`). */
+static void aw_handle(aw_packed *p, const pk_blob_header *h, const void *blob, const char *name)
+{
+    memset(p, 0, sizeof *p);
+    p->magic = AW_PACKED_MAGIC;
+    p->n = h->n;
+    p->k = h->k;
+    p->groups = h->k / AW_GROUP;
+    p->panels = (uint32_t)(((size_t)h->n + AW_PANEL - 1u) / AW_PANEL);
+    p->panel_bytes = p->groups * AW_BLOCK_BYTES;
+    p->data = pk_blob_at(blob, h, 0);
+    p->blob = blob;
+    p->blob_bytes = (size_t)h->total;
+    snprintf(p->name, sizeof p->name, "%s", name);
+}
+
 static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packed,
                              size_t *packed_bytes, char *err, size_t err_len)
 {
@@ -350,17 +382,16 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     static const pk_layout_needs needs = {"int4-asym-g128", AW_GROUP, 1, 1};
     aw_state *st = state;
     const char *name = NULL;
+    pk_blob_header h;
     edgert_status rc = pk_check_pack(AW_NAME, st, w, packed, packed_bytes, &needs, &name, err,
                                      err_len);
     if (rc != EDGERT_OK)
         return rc;
-    const uint32_t groups = w->k / AW_GROUP;
 
-    size_t panels = ((size_t)w->n + AW_PANEL - 1u) / AW_PANEL;
-    size_t panel_bytes = (size_t)groups * AW_BLOCK_BYTES, data_bytes, total;
-    const size_t off = AW_ALIGN; /* the header; aw_data() */
-    if (panel_bytes > UINT32_MAX || pk_mul(panels, panel_bytes, &data_bytes) != 0 ||
-        pk_add(off, data_bytes, &total) != 0) {
+    size_t total;
+    const size_t off = aw_round64(sizeof(aw_packed)); /* the handle, then the packed bytes */
+    if (aw_layout(w->n, w->k, w->zeros == NULL ? PK_BLOB_SYMMETRIC : 0u, &h) != 0 ||
+        pk_add(off, (size_t)h.total, &total) != 0) {
         edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
@@ -374,20 +405,56 @@ static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packe
     }
 
     aw_packed *p = (aw_packed *)(void *)mem;
-    memset(p, 0, sizeof *p);
-    p->magic = AW_PACKED_MAGIC;
-    p->n = w->n;
-    p->k = w->k;
-    p->groups = groups;
-    p->panels = (uint32_t)panels;
-    p->panel_bytes = (uint32_t)panel_bytes;
-    snprintf(p->name, sizeof p->name, "%s", name);
-
-    aw_pack_job pj = {.w = w, .data = mem + off, .panel_bytes = panel_bytes, .groups = groups};
-    host->parallel_for(host->host_ctx, panels, 16u, aw_pack_panels, &pj);
+    pk_blob_write_header(mem + off, &h);
+    aw_handle(p, &h, mem + off, name);
+    aw_pack_job pj = {.w = w, .data = mem + off + h.section[0].offset,
+                      .panel_bytes = p->panel_bytes, .groups = p->groups};
+    host->parallel_for(host->host_ctx, p->panels, 16u, aw_pack_panels, &pj);
 
     *packed = p;
     *packed_bytes = total;
+    return EDGERT_OK;
+}
+
+/* ---- mappable packed bytes (plugin ABI 2) ----------------------------------------- */
+
+static edgert_status aw_packed_data(void *state, const void *packed, const void **data,
+                                    size_t *size, char *err, size_t err_len)
+{
+    const aw_packed *p = packed;
+    const int ok = p != NULL && p->magic == AW_PACKED_MAGIC;
+    return pk_packed_data(AW_NAME, state, ok, ok ? p->blob : NULL, ok ? p->blob_bytes : 0u, data,
+                          size, err, err_len);
+}
+
+static edgert_status aw_packed_map(void *state, const edgert_qweights *shape, const void *data,
+                                   size_t size, void **packed, char *err, size_t err_len)
+{
+    static const pk_layout_needs needs = {"int4-asym-g128", AW_GROUP, 1, 0};
+    aw_state *st = state;
+    const char *name = NULL;
+    pk_blob_header expect, h;
+    edgert_status rc = pk_check_map(&aw_blob, st, shape, data, size, packed, &needs, &name, err,
+                                    err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    if (aw_layout(shape->n, shape->k, 0u, &expect) != 0) {
+        edgert_errf(err, err_len, AW_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
+                    name, (unsigned)shape->n, (unsigned)shape->k);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    rc = pk_blob_check(&aw_blob, name, data, size, &expect, &h, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    const edgert_host *host = st->host;
+    aw_packed *p = host->alloc(host->host_ctx, sizeof *p, AW_ALIGN);
+    if (p == NULL) {
+        edgert_errf(err, err_len, AW_NAME ": map '%s': cannot allocate %zu bytes of header", name,
+                    sizeof *p);
+        return EDGERT_E_NOMEM;
+    }
+    aw_handle(p, &h, data, name);
+    *packed = p;
     return EDGERT_OK;
 }
 
@@ -504,26 +571,28 @@ static edgert_status aw_self_test(void *state, char *err, size_t err_len)
         .host = st != NULL ? st->host : NULL, .cases = aw_cases,
         .ncases = sizeof aw_cases / sizeof aw_cases[0], .seed = 0x9E3779B9u, .pack = aw_pack,
         .packed_free = pk_packed_free, .gemm = aw_gemm, .bound = aw_self_test_bound,
+        .packed_data = aw_packed_data, .packed_map = aw_packed_map,
     };
     return pk_run_self_test(&t, err, err_len);
 }
 
 /* ---- descriptor and entry ----------------------------------------------------------- */
 
-static const edgert_plugin aw_plugin_v1 = {
-    .struct_size = sizeof(edgert_plugin),
-    .abi_version = 1u,
-    .name = AW_NAME,
-    .version = AW_VERSION,
-    .caps = EDGERT_CAP_GEMM,
-    .init = aw_init,
-    .fini = pk_fini,
-    .self_test = aw_self_test,
-    .describe = aw_describe,
-    .pack = aw_pack,
-    .packed_free = pk_packed_free,
-    .gemm = aw_gemm,
-    .export_graph = NULL,
+/* ABI 1 and 2 share every ABI-1 field; ABI 2 adds the mappable packed form. */
+#define AW_DESCRIPTOR_V1(abi)                                                                   \
+    .struct_size = sizeof(edgert_plugin), .abi_version = (abi), .name = AW_NAME,                \
+    .version = AW_VERSION, .caps = EDGERT_CAP_GEMM, .init = aw_init, .fini = pk_fini,           \
+    .self_test = aw_self_test, .describe = aw_describe, .pack = aw_pack,                        \
+    .packed_free = pk_packed_free, .gemm = aw_gemm, .export_graph = NULL
+
+static const edgert_plugin aw_plugin_v1 = {AW_DESCRIPTOR_V1(1u)};
+
+static const edgert_plugin aw_plugin_v2 = {
+    AW_DESCRIPTOR_V1(2u),
+    .packed_flags = EDGERT_PACKED_MAPPABLE,
+    .packed_layout = AW_LAYOUT,
+    .packed_data = aw_packed_data,
+    .packed_map = aw_packed_map,
 };
 
 EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
@@ -532,6 +601,6 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
-    static const edgert_plugin *const by_abi[] = {&aw_plugin_v1}; /* ABI 1 */
+    static const edgert_plugin *const by_abi[] = {&aw_plugin_v1, &aw_plugin_v2}; /* ABI 1, 2 */
     return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, AW_NAME, out, err, err_len);
 }

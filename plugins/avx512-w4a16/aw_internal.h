@@ -43,8 +43,22 @@
  *
  * Scale precision: the canonical fp32 scale is rounded to 20 significant
  * bits (relative change <= 2^-20) to make room for z, so scale and zero point
- * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus a 64-byte
- * header and the zero padding of the last panel when n % 16 != 0.
+ * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus headers
+ * (below) and the zero padding of the last panel when n % 16 != 0.
+ *
+ * ---- In memory, and as mappable bytes (plugin ABI 2) -----------------------
+ *
+ * pack makes one allocation: the aw_packed handle (rounded up to 64 bytes),
+ * then the position-independent packed bytes, layout "avx512-w4a16/1"
+ * (AW_LAYOUT): the kit's 128-byte pk_blob_header (magic AW_BLOB_MAGIC,
+ * version, n, k, group 128, one section) and the panels, back to back, from
+ * offset 128. Every path reads the same bytes, so the id does not name a
+ * path: bytes packed on one path map on any other (each path's results are
+ * its own; the same path gives the same bits). packed_data returns those
+ * bytes; packed_map checks them (plugin_kit.c) and allocates only an
+ * aw_packed whose `data` points at the caller's panels. Every 32-bit meta
+ * word is a valid (scale, zero point) pair, so nothing past the header needs
+ * checking for safety.
  */
 #ifndef AW_INTERNAL_H
 #define AW_INTERNAL_H
@@ -71,7 +85,10 @@
 #define AW_META_BYTES 64u     /* scales + zero points of one block */
 #define AW_BLOCK_BYTES (AW_CODE_BYTES + AW_META_BYTES)
 #define AW_ALIGN 64u
-#define AW_PACKED_MAGIC 0x36317761u /* "aw16" */
+#define AW_PACKED_MAGIC 0x36317761u /* "aw16": the in-memory handle */
+#define AW_BLOB_MAGIC 0x50317761u   /* "aw1P": the packed bytes */
+#define AW_LAYOUT_VERSION 1u        /* change with the meaning of the bytes ... */
+#define AW_LAYOUT "avx512-w4a16/1"  /* ... and this id with it (also the amxemu build's) */
 
 /* Rows of x up to which gemm streams the codes directly (GEMV kernel);
  * above it the prefill kernels expand each (panel, group) once into L1 and
@@ -105,14 +122,17 @@ typedef struct aw_packed {
     uint32_t groups;      /* k / 128 */
     uint32_t panels;      /* ceil(n / 16) */
     uint32_t panel_bytes; /* groups * AW_BLOCK_BYTES (< 2^32: k < 2^32) */
+    const uint8_t *data;  /* the panels, 64-byte aligned (aw_data) */
+    const void *blob;     /* the packed bytes: pk_blob_header, then the panels */
+    size_t blob_bytes;
     char name[40];        /* for error messages; truncated */
-    /* 64 bytes so far; the codes follow at offset AW_ALIGN (aw_data) */
 } aw_packed;
 
-/* The packed codes start right after the 64-byte header. */
+/* The packed panels: after the handle (pack), or in the caller's mapped
+ * bytes (packed_map). */
 static inline const uint8_t *aw_data(const aw_packed *p)
 {
-    return (const uint8_t *)p + AW_ALIGN;
+    return p->data;
 }
 
 
