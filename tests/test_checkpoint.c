@@ -261,7 +261,7 @@ static size_t every_backend(edgert_ctx *ctx, edgert_checkpoint *ck, int sym)
     return ran;
 }
 
-/* ---- the cases --------------------------------------------------------------------------------- */
+/* ---- the cases ------------------------------------------------------------------------------ */
 
 typedef struct fx {
     char *dir, *dense, *asym, *sym, *g64;
