@@ -69,6 +69,11 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     r->max_abs_err = 0.0;
     r->worst_ratio = 0.0;
     r->sqnr_min_db = r->top1_agreement = r->kl_mean = r->top1_vs_reference = NAN;
+    snprintf(r->reference, sizeof r->reference, "%s",
+             !w->ck ? "dense fp32 of the unquantized weights"
+             : strcmp(edgert_checkpoint_kind(w->ck), "dense") == 0
+                 ? "the file's dense weights, in fp32"
+                 : "the file's GPTQ weights dequantized to fp32");
     if (!ctx || !c || !w || !backend) {
         edgert_errf(err, err_len, "verify_backend: bad arguments");
         return EDGERT_E_USAGE;
@@ -177,7 +182,7 @@ static void print_result(const verify_result *r, const char *error)
     else if (r->worst_case[0])
         tprintf("  worst        %s\n", r->worst_case);
     tprintf("  tolerance    %s\n", r->tolerance);
-    tprintf("  SQNR (dB)    vs dense fp32 of the unquantized weights, %u tokens:", SQNR_TOKENS);
+    tprintf("  SQNR (dB)    vs %s, %u tokens:", r->reference, SQNR_TOKENS);
     for (size_t i = 0; i < r->nshapes; i++)
         tprintf(" %s %.2f%s", r->shapes[i].name, r->shapes[i].sqnr_db,
                 i + 1 < r->nshapes ? "," : ";");
@@ -207,6 +212,7 @@ static void json_result(json_w *j, const verify_result *r, const char *error)
     json_knum(j, "worst_ratio", r->worst_ratio);
     json_kstr(j, "worst_case", r->worst_case[0] ? r->worst_case : NULL);
     json_kstr(j, "tolerance", r->tolerance);
+    json_kstr(j, "fidelity_reference", r->reference);
     json_key(j, "sqnr_db");
     json_obj(j);
     for (size_t i = 0; i < r->nshapes; i++)

@@ -39,6 +39,7 @@ typedef struct verify_result {
     double top1_vs_reference;  /**< head: argmax agrees with ref-w4a16 on the same
                                     quantized weights (NaN for the reference itself) */
     char worst_case[256];      /**< the output with the worst err/tolerance */
+    char reference[96];        /**< what fidelity compares with (the dense weights) */
 } verify_result;
 
 /** Verify one backend (correctness + fidelity). Returns EDGERT_OK when it ran
