@@ -5,7 +5,13 @@
  * for a priority, pack a weight matrix into its layout, run one GEMM, and
  * check the result against a plain fp32 loop over the same quantized weights.
  *
- *   integrate [speed|fidelity]
+ *   integrate [speed|fidelity] [CHECKPOINT]
+ *
+ * With CHECKPOINT (a GPTQ or dense safetensors file, e.g. from `edgert
+ * quantize`), the weights are its first linear layer instead: opened and
+ * validated by edgert_checkpoint_open, packed for the selected backend by
+ * edgert_checkpoint_layer_packed (a file from `edgert pack` is mapped, not
+ * repacked), checked against the layer's own dense (or dequantized) values.
  *
  * Build against an installed edgert:
  *   cc integrate.c $(pkg-config --cflags --libs edgert) -o integrate
@@ -52,13 +58,61 @@ static double compare(const float *y, const float *x, const float *wq)
     return scale > 0.0 ? worst / scale : worst;
 }
 
+/* Layer 0 of a checkpoint through backend be, against its dense values. */
+static int run_checkpoint(edgert_backend *be, const char *path, char *err, size_t len)
+{
+    edgert_checkpoint *ck = NULL;
+    edgert_packed *p = NULL;
+    float *w = NULL, *y = NULL, *x = NULL;
+    int rc = 1;
+    if (edgert_checkpoint_open(path, &ck, err, len) != EDGERT_OK)
+        return 1;
+    const edgert_layer *l = edgert_checkpoint_layer_at(ck, 0);
+    printf("%s: %s checkpoint, %zu linear layers; layer 0 %s [n=%u k=%u] %s\n", path,
+           edgert_checkpoint_kind(ck), edgert_checkpoint_layer_count(ck), l->name, l->n, l->k,
+           l->format);
+    w = malloc(sizeof(float) * l->n * l->k);
+    y = malloc(sizeof(float) * M * l->n);
+    x = malloc(sizeof(float) * M * l->k);
+    if (!w || !y || !x)
+        goto out;
+    for (size_t i = 0; i < (size_t)M * l->k; i++)
+        x[i] = (float)((i * 2654435761u) % 1000u) / 500.0f - 1.0f;
+    if (edgert_checkpoint_layer_packed(ck, 0, be, &p, err, len) != EDGERT_OK ||
+        edgert_checkpoint_layer_dense(ck, 0, 0, l->n, w, err, len) != EDGERT_OK)
+        goto out;
+    edgert_gemm_args a = {.struct_size = sizeof a, .m = M, .x = x, .ldx = l->k, .y = y,
+                          .ldy = l->n};
+    if (edgert_gemm(be, p, &a, err, len) != EDGERT_OK)
+        goto out;
+    double worst = 0.0, scale = 0.0;
+    for (size_t i = 0; i < M; i++)
+        for (size_t r = 0; r < l->n; r++) {
+            double ref = 0.0;
+            for (size_t c = 0; c < l->k; c++)
+                ref += (double)x[i * l->k + c] * (double)w[r * l->k + c];
+            worst = fmax(worst, fabs((double)y[i * l->n + r] - ref));
+            scale = fmax(scale, fabs(ref));
+        }
+    /* a dense file is quantized on the fly (int4: a few % of the output);
+     * a GPTQ file's dequantized values differ only by activation rounding */
+    double rel = scale > 0.0 ? worst / scale : worst, limit = l->symmetric < 0 ? 0.2 : 1e-2;
+    printf("layer 0: max error / max |y| = %.2e: %s\n", rel, rel < limit ? "ok" : "WRONG");
+    rc = rel < limit ? 0 : 1;
+out:
+    edgert_packed_free(p);
+    edgert_checkpoint_close(ck);
+    free(w), free(y), free(x);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     char err[1024] = "";
     int rc = 1;
     edgert_priority prio = EDGERT_PRIORITY_SPEED;
-    if (argc > 1 && edgert_priority_parse(argv[1], &prio) != 0) {
-        fprintf(stderr, "usage: integrate [speed|fidelity]\n");
+    if (argc > 3 || (argc > 1 && edgert_priority_parse(argv[1], &prio) != 0)) {
+        fprintf(stderr, "usage: integrate [speed|fidelity] [CHECKPOINT]\n");
         return 2;
     }
     edgert_ctx *ctx = NULL;
@@ -92,6 +146,12 @@ int main(int argc, char **argv)
     if (edgert_backend_open(ctx, chosen->name, NULL, &be, err, sizeof err) != EDGERT_OK)
         goto fail;
     printf("path: %s\n", edgert_backend_describe(be));
+    if (argc > 2) {
+        rc = run_checkpoint(be, argv[2], err, sizeof err);
+        if (rc != 0 && err[0])
+            goto fail;
+        goto out;
+    }
 
     /* Canonical int4 weights (scale and zero point per group of 128), in the
      * backend's own layout after edgert_pack. */
