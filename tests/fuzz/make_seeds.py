@@ -11,6 +11,8 @@ into OUT/<target>/ (replaced on every run, never committed):
   in fuzz_probe.c's order separated by the same marker line;
 - evidence: evidence files for fuzz_evidence.c's handle (its device
   fingerprint and the XXH3 of its library file), matching and not;
+- checkpoint: GPTQ layers (v1 and v2 metadata, inferred), a dense layer
+  beside an embedding, a packed-file header.
 - safetensors: small valid files of each float dtype, with metadata and
   escaped names, and a few that break one rule each.
 """
@@ -152,13 +154,45 @@ def safetensors_seeds(out):
         open(os.path.join(out, name + ".safetensors"), "wb").write(blob)
 
 
+def checkpoint_seeds(out):
+    """GPTQ layers (v1 and v2 metadata, with and without g_idx), a dense
+    layer beside an embedding, a packed-file header."""
+    n, k, g = 8, 256, 128
+    qweight = bytes(range(256)) * ((k // 8) * n * 4 // 256)
+    qzeros = struct.pack("<%dI" % (k // g), *([0x77777777] * (k // g)))
+    scales = struct.pack("<%dH" % ((k // g) * n), *([0x1400] * ((k // g) * n)))
+    g_idx = struct.pack("<%dI" % k, *[i // g for i in range(k)])
+    layer = [("m.l.0.q.qweight", "I32", [k // 8, n], qweight),
+             ("m.l.0.q.qzeros", "I32", [k // g, 1], qzeros),
+             ("m.l.0.q.scales", "F16", [k // g, n], scales)]
+    meta = {"checkpoint_format": "gptq", "bits": "4", "group_size": "128", "sym": "true",
+            "desc_act": "false"}
+    dense = struct.pack("<%df" % (4 * 16), *[0.01 * i for i in range(64)])
+    files = {
+        "gptq-v1-meta": st_file(layer + [("m.l.0.q.g_idx", "I32", [k], g_idx)], meta=meta),
+        "gptq-v2-nometa": st_file(layer, meta={"checkpoint_format": "gptq_v2"}),
+        "gptq-inferred": st_file(layer),
+        "dense": st_file([("m.embed_tokens.weight", "F32", [4, 16], dense),
+                          ("m.l.0.up.weight", "F32", [4, 16], dense),
+                          ("m.norm.weight", "F32", [16], dense[:64])]),
+        "packed": st_file([("m.l.0.q.packed", "U8", [64], b"\0" * 64)],
+                          meta={"edgert_packed_format": "1", "backend": "ref-w4a16",
+                                "layout": "ref-w4a16/1", "plugin_xxh3": "0" * 16,
+                                "layer:m.l.0.q": "n=8 k=256 group=128 sym=1 bytes=64 source="
+                                                 + "0" * 16}),
+    }
+    for name, blob in files.items():
+        open(os.path.join(out, name + ".safetensors"), "wb").write(blob)
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: make_seeds.py OUT FIXTURES", file=sys.stderr)
         return 2
     out, fixtures = sys.argv[1], sys.argv[2]
     for target, make in (("probe", lambda d: probe_seeds(d, fixtures)),
-                         ("evidence", evidence_seeds), ("safetensors", safetensors_seeds)):
+                         ("evidence", evidence_seeds), ("safetensors", safetensors_seeds),
+                         ("checkpoint", checkpoint_seeds)):
         d = os.path.join(out, target)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)

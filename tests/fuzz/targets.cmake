@@ -6,8 +6,8 @@
 set(EDGERT_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 # One per parser of outside input: core/yamldoc.c, core/manifest.c,
 # core/device_profile.c, the probe's sysroot files (core/probe_*.c),
-# core/evidence.c, core/safetensors.c.
-set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors)
+# core/evidence.c, core/safetensors.c, core/checkpoint.c (with packfile.c).
+set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors checkpoint)
 
 # Add fuzz target `t`'s sources to executable `exe`: tests/fuzz/fuzz_<t>.c
 # and the code under test. The core's parsers come from edgert_core_obj;
