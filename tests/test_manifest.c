@@ -169,7 +169,7 @@ static const shipped shipped_facts[] = {
     {"neon-w4a16", "libedgert-neon-w4a16.so", EDGERT_ARCH_ARM64,
      CLASS(ARM64_CPU) | CLASS(JETSON) | CLASS(NPU_PHONE), FLAG(ASIMD),
      FLAG(ASIMDDP) | FLAG(I8MM) | FLAG(BF16), "cpu", "int4-asym-g128", 4, 128, 0, "fp16", 16,
-     4.3125, NULL, 1, NAN, 1},
+     4.3125, NULL, 1, NAN, 2},
     {"npu-export", "libedgert-npu-export.so", EDGERT_ARCH_UNKNOWN, CLASS(NPU_PHONE), 0, 0, "npu",
      "w8a16-qdq", 8, 0, 1, "uint16", 16, 8.0, NULL, 0, NAN, 1},
     {"gpu-dense", NULL, EDGERT_ARCH_UNKNOWN, CLASS(CUDA_DISCRETE) | CLASS(JETSON), 0, 0, "gpu",
