@@ -362,7 +362,7 @@ __attribute__((unused)) static void pm_refusals(edgert_backend *b, int zeros_sec
     assert_int_equal(pm_try(b, &shape, c, size, 0, err, sizeof err), EDGERT_OK);
     pm_refused(b, &shape, c, size - 1u, 0, EDGERT_E_PARSE, EDGERT_OK, "bytes", "truncated by one");
     pm_refused(b, &shape, c, size + 1u, 0, EDGERT_E_PARSE, EDGERT_OK, "bytes", "one byte more");
-    pm_refused(b, &shape, c, 100u, 0, EDGERT_E_PARSE, EDGERT_OK, "shorter", "shorter than a header");
+    pm_refused(b, &shape, c, 100u, 0, EDGERT_E_PARSE, EDGERT_OK, "shorter", "under a header");
     pm_refused(b, &shape, c, size, 16, EDGERT_E_USAGE, EDGERT_OK, "aligned", "misaligned pointer");
     for (size_t cut = 0; cut < size; cut += cut < 256u ? 1u : 997u) /* every length up to it */
         if (cut != 0u)
