@@ -1,7 +1,8 @@
 /*
  * core/backend.c — running a backend (edgert.h, "running a backend"): a fresh
  * instance of a loaded, eligible plugin, packing canonical weights into its
- * layout, and GEMM on them. Every crossing of the plugin boundary goes
+ * layout, GEMM on them, and (plugin ABI 2) the packed bytes a cache writes
+ * to a file and maps back. Every crossing of the plugin boundary goes
  * through here, with the plugin's message turned into the caller's error
  * (er_set_plugin_err).
  */
@@ -185,9 +186,9 @@ edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape,
     const er_cand *c = b->cand;
     const char *tensor = shape->name ? shape->name : "weights";
     if ((uintptr_t)data % EDGERT_PACKED_ALIGN != 0) {
-        edgert_errf(err, err_len, "edgert_packed_map: %s [%u x %u]: data at %p is not aligned to "
-                                 "%u bytes (EDGERT_PACKED_ALIGN)",
-                    tensor, shape->n, shape->k, data, EDGERT_PACKED_ALIGN);
+        edgert_errf(err, err_len, "%s: map %s [%u x %u]: data at %p are not aligned to %u "
+                                 "bytes (EDGERT_PACKED_ALIGN)",
+                    c->m.name, tensor, shape->n, shape->k, data, EDGERT_PACKED_ALIGN);
         return EDGERT_E_USAGE;
     }
     if (!c->packed_layout) {

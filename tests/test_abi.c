@@ -12,6 +12,14 @@
  *   V1 size, and larger (a caller built against a later header), are
  *   accepted; one byte short is refused. edgert_options of its V1 size (no
  *   no_env_selection field) opens a handle.
+ * - ABI 2 (the mappable packed form): a descriptor answering ABI 2 with
+ *   ABI 1's size is ABI_UNSUPPORTED; packed_flags bits ABI 2 does not
+ *   define, MAPPABLE without packed_data and packed_map, or a packed_layout
+ *   id a cache could not use as a key are INVALID_DESCRIPTOR; the ABI-2
+ *   fields of an ABI-1 answer are never read. Plugins that answer ABI 1, or
+ *   ABI 2 without the capability, load and say their weights cannot be
+ *   mapped; a plugin whose packed_data or packed_map breaks the contract is
+ *   caught by the core (EDGERT_E_PLUGIN).
  * - A gate fails closed: when the reason string of a failing gate cannot be
  *   allocated (er_strdup wrapped at link time to fail for it), the candidate
  *   is still rejected and its code never runs — the plugin behind it traps
@@ -154,6 +162,156 @@ static void test_negotiate_ranges(void **state)
     assert_int_equal(EDGERT_PLUGIN_NEGOTIATE(0, 0, by_abi, "t", &d, NULL, 0), EDGERT_E_ABI);
 }
 
+/* ---- ABI 2: the mappable packed form ------------------------------------------------- */
+
+/* One test plugin in a fresh folder, its manifest declaring ABI [lo, hi]
+ * (tu_manifest declares [1, 1]); the handle, with the folder in *dir. */
+static edgert_ctx *open_one(const char *name, const char *plugin, unsigned lo, unsigned hi,
+                            char **dir)
+{
+    *dir = tu_tmpdir();
+    assert_non_null(*dir);
+    char *lib = tu_plugin(plugin);
+    free(tu_write(*dir, "m.yaml",
+                  "manifest_version: 1\nname: %s\nversion: \"0\"\nvendor: tests\n"
+                  "library: \"%s\"\nabi: {min: %u, max: %u}\narch: any\n"
+                  "device_classes: [x86_cpu, arm64_cpu]\n"
+                  "layout: {format: f, weight_bits: 4, symmetric: true, "
+                  "activation_dtype: fp32, bits_per_weight: 4.5}\n"
+                  "runs_in_process: true\nverified: false\nrationale: \"abi\"\n",
+                  name, lib, lo, hi));
+    free(lib);
+    return open_dir(*dir);
+}
+
+static int has_reason(const edgert_candidate *c, const char *prefix)
+{
+    for (size_t i = 0; i < c->reason_count; i++)
+        if (strncmp(c->reasons[i], prefix, strlen(prefix)) == 0)
+            return 1;
+    return 0;
+}
+
+static void test_abi2_descriptor_gates(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *plugin, *reason, *detail;
+    } cases[] = {
+        {"test-abi2-short", "tp_abi2_short", "ABI_UNSUPPORTED", "answered ABI 2 with a descriptor"},
+        {"test-abi2-nomap", "tp_abi2_nomap", "INVALID_DESCRIPTOR(packed_data, packed_map NULL",
+         "MAPPABLE needs it"},
+        {"test-abi2-badflags", "tp_abi2_badflags", "INVALID_DESCRIPTOR(packed_flags has bits",
+         "0x80"},
+        {"test-abi2-badlayout", "tp_abi2_badlayout", "INVALID_DESCRIPTOR(packed_layout",
+         "packed_layout"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = NULL;
+        edgert_ctx *ctx = open_one(cases[i].name, cases[i].plugin, 1, 2, &dir);
+        const edgert_candidate *c = edgert_candidate_find(ctx, cases[i].name);
+        assert_non_null(c);
+        if (!has_reason(c, cases[i].reason) || !strstr(c->detail, cases[i].detail))
+            fail_msg("%s: expected %s ('%s'), got %zu reasons (%s) detail '%s'", cases[i].name,
+                     cases[i].reason, cases[i].detail, c->reason_count,
+                     c->reason_count ? c->reasons[0] : "-", c->detail);
+        assert_false(c->eligible);
+        assert_false(c->loaded);
+        edgert_close(ctx);
+        tu_rmrf(dir);
+    }
+}
+
+/* A loaded backend whose packed weights cannot be mapped says so everywhere. */
+static void expect_not_mappable(edgert_ctx *ctx, const char *name)
+{
+    char err[512] = "";
+    edgert_backend *b = NULL;
+    if (edgert_backend_open(ctx, name, NULL, &b, err, sizeof err) != EDGERT_OK)
+        fail_msg("%s: %s", name, err);
+    assert_null(edgert_backend_packed_layout(b));
+    float scales[2] = {0.5f, 0.25f};
+    uint8_t codes[4] = {0x9A, 0x78, 0x87, 0xA9};
+    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "w"};
+    edgert_packed *p = NULL, *m = (edgert_packed *)(uintptr_t)1;
+    assert_int_equal(edgert_pack(b, &w, &p, err, sizeof err), EDGERT_OK);
+    const void *data = (const void *)(uintptr_t)1;
+    size_t size = 7;
+    err[0] = '\0';
+    assert_int_equal(edgert_packed_data(p, &data, &size, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_null(data);
+    assert_int_equal(size, 0);
+    assert_non_null(strstr(err, name));
+    assert_non_null(strstr(err, "cannot be mapped"));
+    static _Alignas(64) const unsigned char bytes[256];
+    err[0] = '\0';
+    assert_int_equal(edgert_packed_map(b, &w, bytes, sizeof bytes, &m, err, sizeof err),
+                     EDGERT_E_UNSUPPORTED);
+    assert_null(m);
+    assert_non_null(strstr(err, name));
+    edgert_packed_free(p);
+    edgert_backend_close(b);
+}
+
+static void test_abi2_plugins_that_load(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *plugin;
+        unsigned hi, abi;
+    } cases[] = {
+        {"test-abi2-plain", "tp_abi2_plain", 2, 2},       /* ABI 2, packed_flags 0 */
+        {"test-abi1-v2fields", "tp_abi1_v2fields", 2, 1}, /* ABI-2 fields of an ABI-1 answer */
+        {"test-good", "tp_good", 1, 1},                   /* an ABI-1 plugin */
+        {"test-future", "tp_future", 2, 2},               /* a grown descriptor, ABI 2 */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *dir = NULL;
+        edgert_ctx *ctx = open_one(cases[i].name, cases[i].plugin, 1, cases[i].hi, &dir);
+        const edgert_candidate *c = edgert_candidate_find(ctx, cases[i].name);
+        assert_non_null(c);
+        if (!c->loaded)
+            fail_msg("%s not loaded: %s %s", cases[i].name,
+                     c->reason_count ? c->reasons[0] : "-", c->detail);
+        assert_int_equal(c->abi_version, cases[i].abi);
+        expect_not_mappable(ctx, cases[i].name);
+        edgert_close(ctx);
+        tu_rmrf(dir);
+    }
+}
+
+/* packed_data answering a misaligned pointer, packed_map "succeeding" without
+ * a handle: the core refuses both answers instead of passing them on. */
+static void test_abi2_contract_breaches_caught(void **state)
+{
+    (void)state;
+    char *dir = NULL, err[512] = "";
+    edgert_ctx *ctx = open_one("test-abi2-liar", "tp_abi2_liar", 1, 2, &dir);
+    edgert_backend *b = NULL;
+    if (edgert_backend_open(ctx, "test-abi2-liar", NULL, &b, err, sizeof err) != EDGERT_OK)
+        fail_msg("test-abi2-liar: %s", err);
+    assert_string_equal(edgert_backend_packed_layout(b), "test-abi2-liar/1");
+    float scales[2] = {0.5f, 0.25f};
+    uint8_t codes[4] = {0x9A, 0x78, 0x87, 0xA9};
+    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "w"};
+    edgert_packed *p = NULL, *m = NULL;
+    assert_int_equal(edgert_pack(b, &w, &p, err, sizeof err), EDGERT_OK);
+    const void *data = NULL;
+    size_t size = 0;
+    assert_int_equal(edgert_packed_data(p, &data, &size, err, sizeof err), EDGERT_E_PLUGIN);
+    assert_null(data);
+    assert_non_null(strstr(err, "broke the contract"));
+    static _Alignas(64) const unsigned char bytes[256];
+    assert_int_equal(edgert_packed_map(b, &w, bytes, sizeof bytes, &m, err, sizeof err),
+                     EDGERT_E_PLUGIN);
+    assert_null(m);
+    assert_non_null(strstr(err, "test-abi2-liar"));
+    edgert_packed_free(p);
+    edgert_backend_close(b);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
 /* ---- the callers' structs ----------------------------------------------------------- */
 
 static void test_callers_structs_by_size(void **state)
@@ -266,6 +424,9 @@ int main(void)
         cmocka_unit_test(test_future_plugin_in_todays_core),
         cmocka_unit_test(test_todays_plugin_in_a_future_core),
         cmocka_unit_test(test_negotiate_ranges),
+        cmocka_unit_test(test_abi2_descriptor_gates),
+        cmocka_unit_test(test_abi2_plugins_that_load),
+        cmocka_unit_test(test_abi2_contract_breaches_caught),
         cmocka_unit_test(test_callers_structs_by_size),
         cmocka_unit_test(test_gate_without_memory_still_rejects),
     };

@@ -154,25 +154,26 @@ typedef struct shipped {
     const char *fallback_dtype;
     int runs_in_process;
     double decode; /* NAN: none declared */
+    uint32_t abi_max; /* the plugin ABI its library implements up to */
 } shipped;
 
 static const shipped shipped_facts[] = {
     {"amx-w4a8", "libedgert-amx-w4a8.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
      FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL) | FLAG(AVX512_VNNI) | FLAG(AMX_TILE) |
          FLAG(AMX_INT8),
-     0, "cpu", "int4-sym-g128", 4, 128, 1, "int8", 8, 4.125, NULL, 1, 86.6},
+     0, "cpu", "int4-sym-g128", 4, 128, 1, "int8", 8, 4.125, NULL, 1, 86.6, 1},
     {"avx512-w4a16", "libedgert-avx512-w4a16.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
      FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL),
      FLAG(AMX_BF16) | FLAG(AMX_TILE) | FLAG(AVX512_BF16) | FLAG(AVX512_VNNI), "cpu",
-     "int4-asym-g128", 4, 128, 0, "bf16", 16, 4.25, NULL, 1, 58.2},
+     "int4-asym-g128", 4, 128, 0, "bf16", 16, 4.25, NULL, 1, 58.2, 2},
     {"neon-w4a16", "libedgert-neon-w4a16.so", EDGERT_ARCH_ARM64,
      CLASS(ARM64_CPU) | CLASS(JETSON) | CLASS(NPU_PHONE), FLAG(ASIMD),
      FLAG(ASIMDDP) | FLAG(I8MM) | FLAG(BF16), "cpu", "int4-asym-g128", 4, 128, 0, "fp16", 16,
-     4.3125, NULL, 1, NAN},
+     4.3125, NULL, 1, NAN, 2},
     {"npu-export", "libedgert-npu-export.so", EDGERT_ARCH_UNKNOWN, CLASS(NPU_PHONE), 0, 0, "npu",
-     "w8a16-qdq", 8, 0, 1, "uint16", 16, 8.0, NULL, 0, NAN},
+     "w8a16-qdq", 8, 0, 1, "uint16", 16, 8.0, NULL, 0, NAN, 1},
     {"gpu-dense", NULL, EDGERT_ARCH_UNKNOWN, CLASS(CUDA_DISCRETE) | CLASS(JETSON), 0, 0, "gpu",
-     "dense", 16, 0, 1, "bf16", 16, 16.0, "fp16", 0, NAN},
+     "dense", 16, 0, 1, "bf16", 16, 16.0, "fp16", 0, NAN, 0},
 };
 #define SHIPPED_COUNT (sizeof shipped_facts / sizeof shipped_facts[0])
 
@@ -182,7 +183,7 @@ static void check_shipped_facts(const er_manifest *m, const shipped *f)
         assert_non_null(m->library);
         assert_string_equal(m->library, f->library);
         assert_int_equal(m->abi_min, 1);
-        assert_int_equal(m->abi_max, 1);
+        assert_int_equal(m->abi_max, f->abi_max);
     } else {
         assert_null(m->library);
         assert_null(m->library_path);

@@ -13,6 +13,12 @@
  * every case), and then every case reports skipped (tu_skip), so ctest lists
  * the program as skipped there.
  *
+ * The packed-weight cache (plugin ABI 2, tests/test_packed.h): on every path
+ * the CPU has, packed bytes copied elsewhere or mmap'ed from a file map back
+ * and give y bit for bit equal to the packed handle's (m = 1 and 17, odd n,
+ * symmetric and asymmetric); the bytes are the same on every path (one
+ * layout id, "neon-w4a16/1"); corrupt bytes are refused with a message.
+ *
  * Tolerances (y = sum_k x_k w_k, w = s (q - z), S = sum_k |x_k w_k|):
  *   - Against ref-w4a16 (fp32 activations): the backend rounds x to fp16
  *     (11 significant bits, round to nearest: |x16 - x| <= 2^-11 |x|, or
@@ -42,6 +48,7 @@
 
 #include "edgert/edgert.h"
 #include "test_util.h"
+#include "test_packed.h"
 
 #define NAME "neon-w4a16"
 
@@ -529,6 +536,83 @@ static void test_pack_refusals(void **state)
     edgert_close(ctx);
 }
 
+/* ---- the packed-weight cache (plugin ABI 2) ------------------------------- */
+
+/* The bytes of one tensor packed on `be`, copied (the caller frees them). */
+static void *packed_bytes_of(edgert_backend *be, const edgert_qtensor *q, size_t *size)
+{
+    char err[512];
+    edgert_packed *p = NULL;
+    const void *data = NULL;
+    assert_int_equal(edgert_pack(be, &q->view, &p, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_packed_data(p, &data, size, err, sizeof err), EDGERT_OK);
+    void *copy = pm_copy(data, *size);
+    edgert_packed_free(p);
+    return copy;
+}
+
+/* Every path this CPU has: the round trip of every odd shape, and the same
+ * bytes on every path (so one layout id serves them all). */
+static void test_packed_round_trip(void **state)
+{
+    (void)state;
+    edgert_ctx *ctx = open_arm64_or_skip(2);
+    if (ctx == NULL)
+        tu_skip(NOT_ARM64);
+    const uint64_t flags = edgert_device_facts(ctx)->cpu_flags;
+    assert_int_equal(edgert_candidate_find(ctx, NAME)->abi_version, 2);
+    const pm_shape same = {33, 256, 128, 0};
+    edgert_qtensor q;
+    pm_weights(&same, 21u, "blk.2.ffn_gate", &q);
+    void *first = NULL;
+    size_t first_size = 0;
+    char err[512];
+    for (size_t pi = 0; pi < NPATHS; pi++) {
+        if (!EDGERT_HAS_FLAG(flags, paths[pi].flag))
+            continue;
+        char opt[32];
+        snprintf(opt, sizeof opt, "path=%s", paths[pi].name);
+        edgert_backend *be = NULL;
+        if (edgert_backend_open(ctx, NAME, opt, &be, err, sizeof err) != EDGERT_OK)
+            fail_msg("%s: %s", opt, err);
+        assert_string_equal(edgert_backend_packed_layout(be), "neon-w4a16/1");
+        size_t ran = 0;
+        for (size_t i = 0; i < PM_NSHAPES; i++)
+            ran += pm_round_trip(be, &pm_shapes[i], 2000u + i) == 0;
+        assert_true(ran >= 6u);
+        size_t size = 0;
+        void *bytes = packed_bytes_of(be, &q, &size);
+        if (first == NULL) {
+            first = bytes;
+            first_size = size;
+        } else {
+            assert_int_equal(size, first_size);
+            assert_memory_equal(bytes, first, size);
+            free(bytes);
+        }
+        print_message("%-8s %zu shapes mapped back bit for bit (layout %s)\n", paths[pi].name,
+                      ran, edgert_backend_packed_layout(be));
+        edgert_backend_close(be);
+    }
+    free(first);
+    edgert_qtensor_free(&q);
+    edgert_close(ctx);
+}
+
+static void test_packed_refusals(void **state)
+{
+    (void)state;
+    edgert_ctx *ctx = open_arm64_or_skip(2);
+    if (ctx == NULL)
+        tu_skip(NOT_ARM64);
+    char err[512];
+    edgert_backend *be = NULL;
+    assert_int_equal(edgert_backend_open(ctx, NAME, NULL, &be, err, sizeof err), EDGERT_OK);
+    pm_refusals(be, 2); /* codes, scales, zero points: section 2 */
+    edgert_backend_close(be);
+    edgert_close(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -536,6 +620,8 @@ int main(void)
         cmocka_unit_test(test_pack_refusals),
         cmocka_unit_test(test_threads_bitwise),
         cmocka_unit_test(test_paths_against_ref),
+        cmocka_unit_test(test_packed_round_trip),
+        cmocka_unit_test(test_packed_refusals),
     };
     return tu_run_group("neon-w4a16", tests, NULL, NULL);
 }

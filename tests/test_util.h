@@ -61,15 +61,18 @@ __attribute__((unused, format(printf, 3, 4))) static char *tu_write(const char *
     return path;
 }
 
-/* A valid manifest for a test backend. `extra` is appended verbatim (YAML
- * lines), `library` may be NULL for a declarative one. */
-__attribute__((unused)) static char *tu_manifest(const char *dir, const char *file,
-                                                 const char *name, const char *library,
-                                                 const char *layout, const char *extra)
+/* A valid manifest for a test backend whose library implements plugin ABI
+ * 1 .. abi_max. `extra` is appended verbatim (YAML lines), `library` may be
+ * NULL for a declarative one. */
+__attribute__((unused)) static char *tu_manifest_abi(const char *dir, const char *file,
+                                                     const char *name, const char *library,
+                                                     unsigned abi_max, const char *layout,
+                                                     const char *extra)
 {
     char lib[4400] = "processor: gpu\n"; /* declarative: for an accelerator */
     if (library)
-        snprintf(lib, sizeof lib, "library: \"%s\"\nabi: {min: 1, max: 1}\n", library);
+        snprintf(lib, sizeof lib, "library: \"%s\"\nabi: {min: 1, max: %u}\n", library,
+                 abi_max);
     return tu_write(dir, file,
                     "manifest_version: 1\n"
                     "name: %s\n"
@@ -88,6 +91,14 @@ __attribute__((unused)) static char *tu_manifest(const char *dir, const char *fi
                            : "{format: int4-asym-g128, weight_bits: 4, group_size: 128, "
                              "symmetric: false, activation_dtype: bf16, bits_per_weight: 4.25}",
                     extra ? extra : "");
+}
+
+/* tu_manifest_abi for a library of plugin ABI 1. */
+__attribute__((unused)) static char *tu_manifest(const char *dir, const char *file,
+                                                 const char *name, const char *library,
+                                                 const char *layout, const char *extra)
+{
+    return tu_manifest_abi(dir, file, name, library, 1u, layout, extra);
 }
 
 __attribute__((unused)) static char *tu_plugin(const char *base)

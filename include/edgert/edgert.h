@@ -332,8 +332,9 @@ EDGERT_API edgert_status edgert_packed_data(const edgert_packed *p, const void *
                                             size_t *size, char *err, size_t err_len);
 /**
  * Packed weights over `size` bytes at `data` — bytes edgert_packed_data gave
- * for a tensor of this shape on this backend, typically from an mmap'ed file —
- * without copying them: keep them mapped and unchanged until
+ * for a tensor of this shape on this backend, typically from an mmap'ed file,
+ * and `size` exactly as it gave it (no padding) — without copying them: keep
+ * them mapped and unchanged until
  * edgert_packed_free of *out (edgert_packed_bytes reports `size`). `shape`
  * gives n, k, group and (optionally) name; its codes, scales and zeros are
  * ignored. `data` must be aligned to EDGERT_PACKED_ALIGN. The backend checks

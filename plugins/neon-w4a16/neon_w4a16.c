@@ -36,7 +36,8 @@
  *
  * Weights: the canonical form (edgert_qweights) with group 128 only, K a
  * multiple of 128; zero points are kept as given (symmetric input: 8). The
- * packed layout is described in nw_kern.h (4.3125 bits per weight).
+ * packed layout is described in nw_kern.h (4.3125 bits per weight); packing,
+ * and mapping packed bytes back (plugin ABI 2), are nw_pack.c.
  *
  * Memory. pack: the packed allocation only; it is written panel by panel
  * straight from the canonical codes, no transient buffer (peak = canonical
@@ -63,11 +64,7 @@
 #include "nw_kern.h"
 #include "plugin_kit.h"
 
-#define NW_NAME "neon-w4a16"
 #define NW_VERSION EDGERT_VERSION_STRING /* in-tree plugins version with edgert */
-#define NW_ALIGN 64u
-#define NW_PACKED_MAGIC 0x3477344eu /* "N4w4" */
-#define NW_MIN_TASK_MACS 65536u     /* smallest parallel_for chunk worth a hand-off */
 #define NW_FP16_MAX 65504.0f
 
 typedef enum nw_path { NW_PATH_NEON = 0, NW_PATH_BF16, NW_PATH_DOTPROD, NW_PATH_I8MM } nw_path;
@@ -97,7 +94,7 @@ static const nw_path_info nw_paths[] = {
 #define NW_PATH_COUNT (sizeof nw_paths / sizeof nw_paths[0])
 
 typedef struct nw_state {
-    const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
+    const edgert_host *host; /* first: pk_fini, pk_packed_free and nw_pack.c find it */
     nw_path path;
 } nw_state;
 
@@ -386,110 +383,6 @@ static const char *nw_describe(void *state)
     return st != NULL ? nw_paths[st->path].describe : NULL;
 }
 
-/* ---- packing ---------------------------------------------------------------- */
-
-typedef struct nw_pack_job {
-    const edgert_qweights *w;
-    uint8_t *codes;
-    float *scales;
-    uint8_t *zeros;
-    size_t groups;
-} nw_pack_job;
-
-/* parallel_for task: panels [begin, end), written straight from the canonical form */
-static void nw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
-{
-    const nw_pack_job *job = arg;
-    const edgert_qweights *w = job->w;
-    const size_t stride = ((size_t)w->k + 1u) / 2u, groups = job->groups;
-
-    (void)worker;
-    for (size_t p = begin; p < end; p++) {
-        for (size_t g = 0; g < groups; g++) {
-            const size_t pg = p * groups + g;
-            uint8_t *tile = job->codes + pg * NW_TILE;
-            for (unsigned r = 0; r < NW_NR; r++) {
-                const size_t row = p * NW_NR + r;
-                if (row >= w->n) { /* padding row: contributes 0 */
-                    for (unsigned t = 0; t < NW_CHUNKS; t++)
-                        memset(tile + 16u * t + 4u * r, 0, 4u);
-                    job->scales[pg * NW_NR + r] = 0.0f;
-                    job->zeros[pg * NW_NR + r] = 0u;
-                    continue;
-                }
-                const uint8_t *rc = w->codes + row * stride;
-                for (unsigned t = 0; t < NW_CHUNKS; t++) {
-                    const size_t c0 = g * NW_G + 8u * t;
-                    for (unsigned i = 0; i < 4u; i++)
-                        tile[16u * t + 4u * r + i] =
-                            (uint8_t)(pk_code(rc, c0 + i) | (pk_code(rc, c0 + 4u + i) << 4));
-                }
-                job->scales[pg * NW_NR + r] = w->scales[row * groups + g];
-                job->zeros[pg * NW_NR + r] = w->zeros != NULL ? w->zeros[row * groups + g] : 8u;
-            }
-        }
-    }
-}
-
-static edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
-                             size_t *packed_bytes, char *err, size_t err_len)
-{
-    /* group 128 only, whole groups: a packed tile holds a whole group */
-    static const pk_layout_needs needs = {"int4-asym-g128", NW_G, 1, 0};
-    nw_state *st = state;
-    const char *name = NULL;
-    size_t groups, panels, pg, off_codes, off_scales, off_zeros, bytes, total = 0;
-
-    edgert_status rc = pk_check_pack(NW_NAME, st, w, packed, packed_bytes, &needs, &name, err,
-                                     err_len);
-    if (rc != EDGERT_OK)
-        return rc;
-    groups = w->k / NW_G;
-    panels = ((size_t)w->n + NW_NR - 1u) / NW_NR;
-    if (pk_mul(panels, groups, &pg) != 0 || nw_section(&total, sizeof(nw_packed), &bytes) != 0 ||
-        pk_mul(pg, NW_TILE, &bytes) != 0 || nw_section(&total, bytes, &off_codes) != 0 ||
-        pk_mul(pg, NW_NR * sizeof(float), &bytes) != 0 ||
-        nw_section(&total, bytes, &off_scales) != 0 ||
-        nw_section(&total, pg * NW_NR, &off_zeros) != 0) {
-        edgert_errf(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
-                    name, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_NOMEM;
-    }
-
-    const edgert_host *host = st->host;
-    unsigned char *mem = host->alloc(host->host_ctx, total, NW_ALIGN);
-    if (mem == NULL) {
-        edgert_errf(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes",
-                    name, (unsigned)w->n, (unsigned)w->k, total);
-        return EDGERT_E_NOMEM;
-    }
-    nw_packed *p = (nw_packed *)(void *)mem;
-    memset(p, 0, sizeof *p);
-    nw_pack_job job = {
-        .w = w,
-        .codes = mem + off_codes,
-        .scales = (float *)(void *)(mem + off_scales),
-        .zeros = mem + off_zeros,
-        .groups = groups,
-    };
-    size_t grain = NW_MIN_TASK_MACS / (NW_NR * (size_t)w->k) + 1u;
-    host->parallel_for(host->host_ctx, panels, grain, nw_pack_panels, &job);
-
-    p->magic = NW_PACKED_MAGIC;
-    p->n = w->n;
-    p->k = w->k;
-    p->groups = groups;
-    p->panels = panels;
-    p->codes = job.codes;
-    p->scales = job.scales;
-    p->zeros = job.zeros;
-    p->bytes = total;
-    snprintf(p->name, sizeof p->name, "%s", name);
-    *packed = p;
-    *packed_bytes = total;
-    return EDGERT_OK;
-}
-
 /* ---- gemm -------------------------------------------------------------------- */
 
 typedef struct nw_run {
@@ -610,27 +503,29 @@ static edgert_status nw_self_test(void *state, char *err, size_t err_len)
         .host = st != NULL ? st->host : NULL, .cases = nw_cases,
         .ncases = sizeof nw_cases / sizeof nw_cases[0], .seed = 0x2545F491u, .pack = nw_pack,
         .packed_free = pk_packed_free, .gemm = nw_gemm, .shape_x = nw_shape_x,
-        .effective_x = nw_effective_x, .bound = nw_bound,
+        .effective_x = nw_effective_x, .bound = nw_bound, .packed_data = nw_packed_data,
+        .packed_map = nw_packed_map,
     };
     return pk_run_self_test(&t, err, err_len);
 }
 
 /* ---- descriptor and entry ----------------------------------------------------- */
 
-static const edgert_plugin nw_plugin_v1 = {
-    .struct_size = sizeof(edgert_plugin),
-    .abi_version = 1u,
-    .name = NW_NAME,
-    .version = NW_VERSION,
-    .caps = EDGERT_CAP_GEMM,
-    .init = nw_init,
-    .fini = pk_fini,
-    .self_test = nw_self_test,
-    .describe = nw_describe,
-    .pack = nw_pack,
-    .packed_free = pk_packed_free,
-    .gemm = nw_gemm,
-    .export_graph = NULL,
+/* ABI 1 and 2 share every ABI-1 field; ABI 2 adds the mappable packed form. */
+#define NW_DESCRIPTOR_V1(abi)                                                                   \
+    .struct_size = sizeof(edgert_plugin), .abi_version = (abi), .name = NW_NAME,                \
+    .version = NW_VERSION, .caps = EDGERT_CAP_GEMM, .init = nw_init, .fini = pk_fini,           \
+    .self_test = nw_self_test, .describe = nw_describe, .pack = nw_pack,                        \
+    .packed_free = pk_packed_free, .gemm = nw_gemm, .export_graph = NULL
+
+static const edgert_plugin nw_plugin_v1 = {NW_DESCRIPTOR_V1(1u)};
+
+static const edgert_plugin nw_plugin_v2 = {
+    NW_DESCRIPTOR_V1(2u),
+    .packed_flags = EDGERT_PACKED_MAPPABLE,
+    .packed_layout = NW_LAYOUT,
+    .packed_data = nw_packed_data,
+    .packed_map = nw_packed_map,
 };
 
 EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
@@ -639,6 +534,6 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
-    static const edgert_plugin *const by_abi[] = {&nw_plugin_v1}; /* ABI 1 */
+    static const edgert_plugin *const by_abi[] = {&nw_plugin_v1, &nw_plugin_v2}; /* ABI 1, 2 */
     return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, NW_NAME, out, err, err_len);
 }

@@ -21,12 +21,31 @@
  * contiguous); scales: panels x groups x 4 fp32 (canonical values, not
  * rounded); zero points: panels x groups x 4 bytes. Bits per weight:
  * 4 + (32 + 8) / 128 = 4.3125 when n is a multiple of 4.
+ *
+ * In memory, and as mappable bytes (plugin ABI 2, nw_pack.c): pack makes
+ * one allocation, the nw_packed handle (rounded up to 64 bytes), then the
+ * position-independent packed bytes, layout "neon-w4a16/1" (NW_LAYOUT): the
+ * kit's 128-byte pk_blob_header (magic NW_BLOB_MAGIC, version, n, k, group
+ * 128, three sections), codes, scales and zero points as above, each on a
+ * 64-byte boundary. Every path reads the same bytes, so the id names no
+ * path. packed_map checks them (header and every zero point) and allocates
+ * only an nw_packed whose pointers lead into the caller's bytes.
  */
 #ifndef NW_KERN_H
 #define NW_KERN_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "edgert/plugin.h"
+
+#define NW_NAME "neon-w4a16"
+#define NW_ALIGN 64u
+#define NW_PACKED_MAGIC 0x3477344eu /* "N4w4": the in-memory handle */
+#define NW_BLOB_MAGIC 0x5034344eu   /* "N44P": the packed bytes */
+#define NW_LAYOUT_VERSION 1u        /* change with the meaning of the bytes ... */
+#define NW_LAYOUT NW_NAME "/1"      /* ... and this id with it */
+#define NW_MIN_TASK_MACS 65536u     /* smallest parallel_for chunk worth a hand-off */
 
 #define NW_NR 4u        /* output rows per panel */
 #define NW_G 128u       /* group size along K (the only one accepted) */
@@ -41,7 +60,8 @@ typedef struct nw_packed {
     const uint8_t *codes; /* panels * groups * NW_TILE */
     const float *scales;  /* panels * groups * NW_NR */
     const uint8_t *zeros; /* panels * groups * NW_NR */
-    size_t bytes;         /* the whole allocation, header included */
+    const void *blob;     /* the packed bytes: pk_blob_header, then the three above */
+    size_t blob_bytes;
     char name[64];        /* for error messages; truncated */
 } nw_packed;
 
@@ -97,5 +117,15 @@ void nw_kern_neon(const nw_job *job, size_t panel_begin, size_t panel_end);    /
 void nw_kern_bf16(const nw_job *job, size_t panel_begin, size_t panel_end);    /* +bf16 */
 void nw_kern_dotprod(const nw_job *job, size_t panel_begin, size_t panel_end); /* +dotprod */
 void nw_kern_i8mm(const nw_job *job, size_t panel_begin, size_t panel_end);    /* +i8mm */
+
+/* nw_pack.c: the packing, and the packed bytes a cache maps back (plugin
+ * ABI 2); the descriptor's pack, packed_data and packed_map. They find the
+ * host as the first member of the instance state (the kit's convention). */
+edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
+                      size_t *packed_bytes, char *err, size_t err_len);
+edgert_status nw_packed_data(void *state, const void *packed, const void **data, size_t *size,
+                             char *err, size_t err_len);
+edgert_status nw_packed_map(void *state, const edgert_qweights *shape, const void *data,
+                            size_t size, void **packed, char *err, size_t err_len);
 
 #endif /* NW_KERN_H */

@@ -17,6 +17,15 @@
  *   TP_ON_INIT         a statement run at the start of init
  *   TP_ON_SELF_TEST    a statement run at the start of the self-test
  *   TP_ON_GEMM         a statement run at the start of every gemm
+ *   TP_STRUCT_SIZE     every descriptor's struct_size (default: its real size)
+ *   TP_PACKED_FLAGS    packed_flags of every descriptor (ABI 2; default 0)
+ *   TP_PACKED_LAYOUT   packed_layout of every descriptor (default NULL)
+ *   TP_PACKED_FNS      packed_data and packed_map are set, and break the
+ *                      contract on purpose: packed_data answers a misaligned
+ *                      pointer, packed_map succeeds without a handle (the
+ *                      core must refuse both, EDGERT_E_PLUGIN)
+ * (The ABI-2 fields are set in the ABI-1 descriptor too: the core must not
+ * read them from a descriptor that answered ABI 1.)
  * (the misbehaving plugins of issue 13: crash, abort, loop, exit, overfill the
  * error buffer, leave a thread running — each must be rejected with its
  * reason while the process that hosts edgert goes on)
@@ -217,6 +226,37 @@ static const char *tp_describe(void *state)
     return TP_DESCRIBE;
 }
 
+#ifdef TP_PACKED_FNS
+static edgert_status tp_packed_data(void *state, const void *packed, const void **data,
+                                    size_t *size, char *err, size_t err_len)
+{
+    (void)state; (void)err; (void)err_len;
+    const tp_packed *p = packed;
+    *data = (const char *)p->w + 1; /* misaligned: the core must refuse it */
+    *size = 8;
+    return EDGERT_OK;
+}
+
+static edgert_status tp_packed_map(void *state, const edgert_qweights *shape, const void *data,
+                                   size_t size, void **packed, char *err, size_t err_len)
+{
+    (void)state; (void)shape; (void)data; (void)size; (void)err; (void)err_len;
+    *packed = NULL; /* "success" without a handle: the core must refuse it */
+    return EDGERT_OK;
+}
+#define TP_PACKED_DATA tp_packed_data
+#define TP_PACKED_MAP tp_packed_map
+#else
+#define TP_PACKED_DATA NULL
+#define TP_PACKED_MAP NULL
+#endif
+#ifndef TP_PACKED_FLAGS
+#define TP_PACKED_FLAGS 0u
+#endif
+#ifndef TP_PACKED_LAYOUT
+#define TP_PACKED_LAYOUT NULL
+#endif
+
 static edgert_status tp_export(void *state, const char *out_dir, const char *request, char *err,
                                size_t err_len)
 {
@@ -240,14 +280,19 @@ typedef struct tp_descriptor_t {
 #endif
 } tp_descriptor_t;
 
+#ifndef TP_STRUCT_SIZE
+#define TP_STRUCT_SIZE sizeof(tp_descriptor_t)
+#endif
 #define TP_DESC(v)                                                                              \
     {                                                                                           \
         .base = {                                                                               \
-            .struct_size = sizeof(tp_descriptor_t), .abi_version = (v), .name = TP_NAME,       \
+            .struct_size = TP_STRUCT_SIZE, .abi_version = (v), .name = TP_NAME,                 \
             .version = "0.0.1", .caps = TP_CAPS, .init = tp_init, .fini = tp_fini,              \
             .self_test = tp_self_test, .describe = tp_describe, .pack = tp_pack,                \
             .packed_free = tp_packed_free, .gemm = tp_gemm,                                     \
             .export_graph = (TP_CAPS & EDGERT_CAP_EXPORT) ? tp_export : NULL,                   \
+            .packed_flags = TP_PACKED_FLAGS, .packed_layout = TP_PACKED_LAYOUT,                 \
+            .packed_data = TP_PACKED_DATA, .packed_map = TP_PACKED_MAP,                         \
         }                                                                                       \
     }
 static const tp_descriptor_t tp_d1 = TP_DESC(1u);
