@@ -548,7 +548,7 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
         for (uint32_t r = 0; r < nr && !st; r++)
             if (er_quantize_row(rows + (size_t)r * l->k, l->k, q->view.group, 0, 0u, &q->view,
                                 r0 + r))
-                st = ck_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' row %u has a "
+                st = ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' row %u has a "
                              "non-finite value", c->sf.path, s->dense->name, r0 + r);
     }
     free(rows);

@@ -399,7 +399,9 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
  * one backend. The file is mapped read-only; tensors are used in place.
  * Everything is validated at open (README "Checkpoints" has the rules), so a
  * malformed file fails there with EDGERT_E_PARSE and a message naming the
- * file and the tensor.
+ * file and the tensor. The one exception is a dense layer's values, which
+ * would mean reading the whole file: a NaN or infinite weight fails
+ * edgert_checkpoint_layer_weights (and so packing) with EDGERT_E_PARSE.
  *
  * Linear layers: in a GPTQ file every prefix P with P.qweight, P.qzeros and
  * P.scales (P.g_idx optional); in a dense file (and for the dense tensors of
@@ -438,8 +440,8 @@ EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoin
  * open). GPTQ codes, zeros and fp16 scales are converted (GPTQ stores W
  * transposed, so this is a copy); a dense layer is quantized by round to
  * nearest, asymmetric, group 128 (`edgert quantize` writes a file that skips
- * this). A packed layer is EDGERT_E_UNSUPPORTED: map it with
- * edgert_checkpoint_layer_packed.
+ * this); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
+ * EDGERT_E_UNSUPPORTED: map it with edgert_checkpoint_layer_packed.
  */
 EDGERT_API edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i,
                                                          edgert_qtensor *out, char *err,
