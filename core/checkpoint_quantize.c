@@ -108,6 +108,10 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
             return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': already quantized "
                            "(GPTQ); quantize reads a dense F32/F16/BF16 checkpoint", sf->path,
                            t->name);
+        if (st_dtype_bits(t->dtype) == 0)
+            return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': dtype '%s' is not one "
+                           "edgert knows, so it cannot be copied to the output", sf->path,
+                           t->name, t->dtype_name);
         if (!er_ck_is_dense_linear(t)) {
             if (!embed && t->ndim == 2 && st_is_float(t->dtype) && er_ck_is_embedding(t->name))
                 embed = t;

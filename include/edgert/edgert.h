@@ -514,9 +514,10 @@ typedef struct edgert_quantize_options {
  * One layer is in memory at a time. `out` appears only complete (written to a
  * temporary file and renamed); on failure nothing is left behind.
  * EDGERT_E_PARSE for a malformed input (a non-finite weight included),
- * EDGERT_E_USAGE for bad options or an input that is already quantized or
- * has a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32),
- * EDGERT_E_IO for a write failure.
+ * EDGERT_E_USAGE for bad options or an input that is already quantized, has
+ * a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32), a
+ * tensor of a dtype edgert does not know (it could not be copied) or a
+ * scale beyond fp16's range, EDGERT_E_IO for a write failure.
  */
 EDGERT_API edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
                                                     const edgert_quantize_options *options,
