@@ -182,9 +182,10 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* One quantized layer's four tensors, from its canonical codes. */
-static edgert_status emit(st_writer *w, const qz_layer *l, const edgert_qtensor *q,
-                          unsigned char *buf, char *err, size_t len)
+/* One quantized layer's four tensors, from its canonical codes (`in`: the
+ * input's path, for messages). */
+static edgert_status emit(st_writer *w, const char *in, const qz_layer *l,
+                          const edgert_qtensor *q, unsigned char *buf, char *err, size_t len)
 {
     uint64_t stride = l->k / 2, G = l->k / q->view.group + (l->k % q->view.group != 0);
     uint64_t zc = (l->n + 7u) / 8u;
@@ -209,10 +210,10 @@ static edgert_status emit(st_writer *w, const qz_layer *l, const edgert_qtensor 
         for (uint64_t n = 0; n < l->n; n++) {
             uint16_t h = st_f32_to_f16(q->scales[n * G + g]);
             if ((h & 0x7C00u) == 0x7C00u)
-                return qz_fail(EDGERT_E_USAGE, err, len, "layer '%s' row %llu group %llu: scale "
-                               "%g does not fit fp16 (weights over 7 x 65504)", l->name,
-                               (unsigned long long)n, (unsigned long long)g,
-                               (double)q->scales[n * G + g]);
+                return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' (layer '%s') row %llu "
+                               "group %llu: scale %g does not fit fp16 (weights over 7 x 65504)",
+                               in, l->src->name, l->name, (unsigned long long)n,
+                               (unsigned long long)g, (double)q->scales[n * G + g]);
             buf[2 * n] = (unsigned char)h, buf[2 * n + 1] = (unsigned char)(h >> 8);
         }
         rc = st_writer_write(w, buf, 2 * (size_t)l->n, err, len);
@@ -239,7 +240,7 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
     edgert_status st = j.failed ? qz_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' has a "
                                           "non-finite value (or memory ran out)", sf->path,
                                           l->src->name)
-                                : emit(w, l, &q, buf, err, len);
+                                : emit(w, sf->path, l, &q, buf, err, len);
     edgert_qtensor_free(&q);
     st_release(sf, l->src); /* read: drop its pages from this process */
     return st;
