@@ -137,7 +137,7 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
             return qz_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     }
     if (p->nl == 0)
-        return qz_fail(EDGERT_E_USAGE, err, len, "%s: no linear layer to quantize (2-D float "
+        return qz_fail(EDGERT_E_PARSE, err, len, "%s: no linear layer to quantize (2-D float "
                        "P.weight other than an embedding)", sf->path);
     (void)group;
     return EDGERT_OK;

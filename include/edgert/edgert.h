@@ -513,7 +513,8 @@ typedef struct edgert_quantize_options {
  * into the file's metadata and into quantize_config.json beside `out`.
  * One layer is in memory at a time. `out` appears only complete (written to a
  * temporary file and renamed); on failure nothing is left behind.
- * EDGERT_E_PARSE for a malformed input (a non-finite weight included),
+ * EDGERT_E_PARSE for a malformed input (a non-finite weight included; one
+ * without a linear layer too, as for edgert_checkpoint_open),
  * EDGERT_E_USAGE for bad options or an input that is already quantized, has
  * a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32), a
  * tensor of a dtype edgert does not know (it could not be copied) or a
