@@ -242,47 +242,61 @@ static unsigned zero_at(const er_ck_layer *s, const unsigned char *zb, uint64_t 
     return stored + (s->v2 ? 0u : 1u);
 }
 
-/* Shapes and dtypes of P.qweight/qzeros/scales/g_idx; sets n, k, group. */
+/* A tensor's dtype and shape as the file declares them: "F16 [2][17]". */
+static const char *declared(const st_tensor *t, char *buf, size_t len)
+{
+    int o = snprintf(buf, len, "%s ", t->dtype_name);
+    for (uint32_t d = 0; d < t->ndim && o > 0 && (size_t)o < len; d++)
+        o += snprintf(buf + o, len - (size_t)o, "[%llu]", (unsigned long long)t->shape[d]);
+    if (t->ndim == 0)
+        snprintf(buf + o, len - (size_t)o, "(a scalar)");
+    return buf;
+}
+
+/* Shapes and dtypes of P.qweight/qzeros/scales/g_idx; sets n, k, group.
+ * Each message names the tensor at fault and what it declares. */
 static edgert_status gptq_shapes(const edgert_checkpoint *c, const char *name, er_ck_layer *s,
                                  const gptq_cfg *g, edgert_layer *l, char *err, size_t len)
 {
     const char *f = c->sf.path;
     const st_tensor *qw = s->qweight, *qz = s->qzeros, *sc = s->scales, *gi = s->g_idx;
+    char d[256];
     if (!qz || !sc)
         return ck_fail(EDGERT_E_PARSE, err, len, "%s: layer '%s': %s.qweight without %s.%s", f,
                        name, name, name, !qz ? "qzeros" : "scales");
     if (qw->dtype != ST_I32 || qw->ndim != 2 || qw->shape[0] == 0 || qw->shape[1] == 0 ||
         qw->shape[0] > UINT32_MAX / 8 || qw->shape[1] > UINT32_MAX)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qweight': %s with %u dims; "
-                       "expected I32 [K/8][N], both non-zero", f, name, qw->dtype_name, qw->ndim);
+        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qweight' is %s; expected I32 "
+                       "[K/8][N], both non-zero", f, name, declared(qw, d, sizeof d));
     l->k = (uint32_t)(qw->shape[0] * 8), l->n = (uint32_t)qw->shape[1];
     uint64_t G = sc->ndim == 2 ? sc->shape[0] : 0;
     if (!st_is_float(sc->dtype) || sc->ndim != 2 || sc->shape[1] != l->n || G == 0 || G > l->k)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales': %s, %u dims; expected "
-                       "F16 [G][N] with N = %u (from qweight) and 1 <= G <= K = %u", f, name,
-                       sc->dtype_name, sc->ndim, l->n, l->k);
+        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' is %s; expected F16 "
+                       "[G][N] with N = %u (from qweight) and 1 <= G <= K = %u", f, name,
+                       declared(sc, d, sizeof d), l->n, l->k);
     if (qz->dtype != ST_I32 || qz->ndim != 2 || qz->shape[0] != G ||
         qz->shape[1] != ((uint64_t)l->n + 7) / 8)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros': %s, %u dims; expected "
-                       "I32 [%llu][%u] (G from scales, N / 8 from qweight)", f, name,
-                       qz->dtype_name, qz->ndim, (unsigned long long)G, (l->n + 7) / 8);
+        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' is %s; expected I32 "
+                       "[%llu][%u] (G from scales, N / 8 from qweight)", f, name,
+                       declared(qz, d, sizeof d), (unsigned long long)G, (l->n + 7) / 8);
     long long grp = g->group == -1 ? (long long)l->k : g->group;
     if (grp == 0) {
         if (l->k % G)
-            return ck_fail(EDGERT_E_PARSE, err, len, "%s: layer '%s': K = %u is not a multiple "
-                           "of the %llu groups of scales, and no group_size is given", f, name,
-                           l->k, (unsigned long long)G);
+            return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales': K = %u is not a "
+                           "multiple of its %llu groups (rows), and no group_size is given (%s)",
+                           f, name, l->k, (unsigned long long)G, c->config_source);
         grp = (long long)(l->k / G);
     }
     if (((uint64_t)l->k + (uint64_t)grp - 1) / (uint64_t)grp != G)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: layer '%s': group size %lld gives %llu "
-                       "groups for K = %u, but scales has %llu", f, name, grp,
+        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' has %llu groups (rows), "
+                       "but group size %lld (%s) gives %llu for K = %u", f, name,
+                       (unsigned long long)G, grp, c->config_source,
                        (unsigned long long)(((uint64_t)l->k + (uint64_t)grp - 1) / (uint64_t)grp),
-                       l->k, (unsigned long long)G);
+                       l->k);
     l->group = (uint32_t)grp;
     if (gi && (gi->dtype != ST_I32 || gi->ndim != 1 || gi->shape[0] != l->k))
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx': %s, %u dims; expected "
-                       "I32 [%u]", f, name, gi->dtype_name, gi->ndim, l->k);
+        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx' is %s; expected I32 "
+                       "[%u]", f, name, declared(gi, d, sizeof d), l->k);
     return EDGERT_OK;
 }
 
@@ -302,19 +316,21 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
             float sv = scale_at(s->scales, sb, gg * l->n + n);
             if (z > 15)
                 return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' [%llu][%llu]: "
-                               "stored 15 means a zero point of 16 in GPTQ v1 (stored + 1), "
-                               "outside 0..15; a v2 checkpoint must say checkpoint_format "
-                               "gptq_v2", f, name, (unsigned long long)gg,
+                               "group %llu, row %llu stores 15, which means a zero point of 16 "
+                               "in GPTQ v1 (stored + 1), outside 0..15; a v2 checkpoint must "
+                               "say checkpoint_format gptq_v2", f, name, (unsigned long long)gg,
+                               (unsigned long long)(n / 8), (unsigned long long)gg,
                                (unsigned long long)n);
             if (!isfinite(sv))
                 return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' [%llu][%llu] "
                                "is %s", f, name, (unsigned long long)gg, (unsigned long long)n,
                                isnan(sv) ? "NaN" : "infinite");
             if (z != 8 && g->sym == 1)
-                return ck_fail(EDGERT_E_PARSE, err, len, "%s: layer '%s': sym is true (%s) but "
-                               "the zero point of group %llu, row %llu is %u, not 8", f, name,
-                               c->config_source, (unsigned long long)gg, (unsigned long long)n,
-                               z);
+                return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' [%llu][%llu]: "
+                               "sym is true (%s) but the zero point of group %llu, row %llu is "
+                               "%u, not 8", f, name, (unsigned long long)gg,
+                               (unsigned long long)(n / 8), c->config_source,
+                               (unsigned long long)gg, (unsigned long long)n, z);
             sym &= z == 8;
         }
     l->symmetric = sym;
@@ -344,10 +360,10 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
     }
     free(count);
     if (!st && !in_order)
-        st = ck_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: layer '%s' is act-order (desc_act: its "
-                     "g_idx is not k / group); edgert refuses act-order checkpoints, because "
-                     "running them needs the activations permuted with K: re-quantize with "
-                     "desc_act false", f, name);
+        st = ck_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: layer '%s' is act-order (desc_act: "
+                     "tensor '%s.g_idx' is not k / group); edgert refuses act-order checkpoints, "
+                     "because running them needs the activations permuted with K: re-quantize "
+                     "with desc_act false", f, name, name);
     return st;
 }
 
@@ -548,7 +564,7 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
         for (uint32_t r = 0; r < nr && !st; r++)
             if (er_quantize_row(rows + (size_t)r * l->k, l->k, q->view.group, 0, 0u, &q->view,
                                 r0 + r))
-                st = ck_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' row %u has a "
+                st = ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' row %u has a "
                              "non-finite value", c->sf.path, s->dense->name, r0 + r);
     }
     free(rows);

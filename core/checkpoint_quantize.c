@@ -108,6 +108,10 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
             return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': already quantized "
                            "(GPTQ); quantize reads a dense F32/F16/BF16 checkpoint", sf->path,
                            t->name);
+        if (st_dtype_bits(t->dtype) == 0)
+            return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': dtype '%s' is not one "
+                           "edgert knows, so it cannot be copied to the output", sf->path,
+                           t->name, t->dtype_name);
         if (!er_ck_is_dense_linear(t)) {
             if (!embed && t->ndim == 2 && st_is_float(t->dtype) && er_ck_is_embedding(t->name))
                 embed = t;
@@ -133,7 +137,7 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
             return qz_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     }
     if (p->nl == 0)
-        return qz_fail(EDGERT_E_USAGE, err, len, "%s: no linear layer to quantize (2-D float "
+        return qz_fail(EDGERT_E_PARSE, err, len, "%s: no linear layer to quantize (2-D float "
                        "P.weight other than an embedding)", sf->path);
     (void)group;
     return EDGERT_OK;
@@ -178,9 +182,10 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* One quantized layer's four tensors, from its canonical codes. */
-static edgert_status emit(st_writer *w, const qz_layer *l, const edgert_qtensor *q,
-                          unsigned char *buf, char *err, size_t len)
+/* One quantized layer's four tensors, from its canonical codes (`in`: the
+ * input's path, for messages). */
+static edgert_status emit(st_writer *w, const char *in, const qz_layer *l,
+                          const edgert_qtensor *q, unsigned char *buf, char *err, size_t len)
 {
     uint64_t stride = l->k / 2, G = l->k / q->view.group + (l->k % q->view.group != 0);
     uint64_t zc = (l->n + 7u) / 8u;
@@ -205,10 +210,10 @@ static edgert_status emit(st_writer *w, const qz_layer *l, const edgert_qtensor 
         for (uint64_t n = 0; n < l->n; n++) {
             uint16_t h = st_f32_to_f16(q->scales[n * G + g]);
             if ((h & 0x7C00u) == 0x7C00u)
-                return qz_fail(EDGERT_E_USAGE, err, len, "layer '%s' row %llu group %llu: scale "
-                               "%g does not fit fp16 (weights over 7 x 65504)", l->name,
-                               (unsigned long long)n, (unsigned long long)g,
-                               (double)q->scales[n * G + g]);
+                return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' (layer '%s') row %llu "
+                               "group %llu: scale %g does not fit fp16 (weights over 7 x 65504)",
+                               in, l->src->name, l->name, (unsigned long long)n,
+                               (unsigned long long)g, (double)q->scales[n * G + g]);
             buf[2 * n] = (unsigned char)h, buf[2 * n + 1] = (unsigned char)(h >> 8);
         }
         rc = st_writer_write(w, buf, 2 * (size_t)l->n, err, len);
@@ -235,7 +240,7 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
     edgert_status st = j.failed ? qz_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' has a "
                                           "non-finite value (or memory ran out)", sf->path,
                                           l->src->name)
-                                : emit(w, l, &q, buf, err, len);
+                                : emit(w, sf->path, l, &q, buf, err, len);
     edgert_qtensor_free(&q);
     st_release(sf, l->src); /* read: drop its pages from this process */
     return st;

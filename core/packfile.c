@@ -155,9 +155,10 @@ static edgert_status packed_layer(edgert_checkpoint *c, const st_tensor *t, size
                      &k, &g, &sym, &bytes, hx, &used) != 6 || v[used] || strlen(hx) != 16 ||
         !n || !k || !g || n > UINT32_MAX || k > UINT32_MAX || g > UINT32_MAX || sym > 1 ||
         bytes > t->end - t->begin)
-        return pf_fail(EDGERT_E_PARSE, err, len, "%s: metadata '%s' is %s%s%s; expected \"n=N "
-                       "k=K group=G sym=0|1 bytes=B source=<16 hex>\" with B within the tensor",
-                       c->sf.path, key, v ? "'" : "missing", v ? v : "", v ? "'" : "");
+        return pf_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': metadata '%s' is %s%s%s; "
+                       "expected \"n=N k=K group=G sym=0|1 bytes=B source=<16 hex>\" with B "
+                       "within the tensor", c->sf.path, t->name, key, v ? "'" : "missing",
+                       v ? v : "", v ? "'" : "");
     er_ck_layer s = {.packed = t, .packed_bytes = bytes, .source_hash = strtoull(hx, NULL, 16)};
     edgert_status st = er_ck_add_layer(c, key + 6, strlen(key + 6), &s, cap);
     if (st)

@@ -487,6 +487,30 @@ static int validate(st_file *sf, char *err, size_t len)
     return rc;
 }
 
+static int cmp_meta(const void *a, const void *b)
+{
+    return strcmp(((const st_meta *)a)->key, ((const st_meta *)b)->key);
+}
+
+/* No metadata key twice: readers disagree on which value of a repeated key
+ * counts (st_meta_get takes the first, Python's json the last), so a file
+ * could say one thing to edgert and another to the tools beside it. Sorted
+ * (O(n log n): a 100 MB header holds millions of keys); the order of the
+ * keys is no part of the format. */
+static int meta_unique(st_file *sf, char *err, size_t len)
+{
+    if (sf->nmeta < 2)
+        return 0;
+    qsort(sf->meta, sf->nmeta, sizeof *sf->meta, cmp_meta);
+    for (size_t i = 1; i < sf->nmeta; i++)
+        if (strcmp(sf->meta[i].key, sf->meta[i - 1].key) == 0) {
+            edgert_errf(err, len, "%s: metadata key '%.200s' appears twice", sf->path,
+                        sf->meta[i].key);
+            return -1;
+        }
+    return 0;
+}
+
 /* One "<name>": {entry} member of the header (key: the name, now owned by
  * the new tensor); a failing entry's message gets the tensor's name. */
 static int add_tensor(st_file *sf, jcur *c, char *key, size_t *cap)
@@ -519,11 +543,13 @@ static int add_tensor(st_file *sf, jcur *c, char *key, size_t *cap)
 }
 
 /* "__metadata__": {"key": "value", ...}, strings only (the format's
- * definition), at most once. */
-static int parse_meta(st_file *sf, jcur *c)
+ * definition), at most once (*seen: it was already read; sf->meta is not
+ * that sign, since an empty object allocates nothing). */
+static int parse_meta(st_file *sf, jcur *c, int *seen)
 {
-    if (sf->meta)
+    if (*seen)
         return jfail(c, "\"__metadata__\" appears twice");
+    *seen = 1;
     if (jexpect(c, '{', "\"__metadata__\" must be an object"))
         return -1;
     size_t cap = 0;
@@ -567,6 +593,7 @@ static int parse_header(st_file *sf, jcur *c)
     if (jexpect(c, '{', "the header must be a JSON object"))
         return -1;
     size_t cap = 0;
+    int seen_meta = 0;
     jws(c);
     if (c->p < c->end && *c->p == '}') {
         c->p++;
@@ -579,7 +606,7 @@ static int parse_header(st_file *sf, jcur *c)
             }
             if (strcmp(key, "__metadata__") == 0) {
                 free(key);
-                if (parse_meta(sf, c))
+                if (parse_meta(sf, c, &seen_meta))
                     return -1;
             } else if (add_tensor(sf, c, key, &cap)) {
                 return -1;
@@ -656,7 +683,7 @@ int st_open(st_file *sf, const char *path, char *err, size_t len)
         goto fail;
     sf->data_start = 8 + h;
     jcur c = {(const char *)sf->map + 8, (const char *)sf->map + 8 + h, path, err, len, 0};
-    if (parse_header(sf, &c) || validate(sf, err, len))
+    if (parse_header(sf, &c) || validate(sf, err, len) || meta_unique(sf, err, len))
         goto fail;
     return 0;
 fail:

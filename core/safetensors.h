@@ -20,9 +20,10 @@
  * dtype, a shape of at most 8 dimensions and data_offsets; shape products
  * do not overflow; begin <= end <= data size; end - begin equals numel x
  * dtype size for every dtype the format defines; no two tensors overlap; no
- * duplicate names; metadata values are strings. Every error names the file
- * (and the tensor). Tensors are then used in place from the mapping
- * (st_data), never copied whole. A file truncated by someone else while it
+ * duplicate names; metadata values are strings, "__metadata__" and each of
+ * its keys appear once. Every error names the file (and the tensor).
+ * Tensors are then used in place from the mapping (st_data), never copied
+ * whole. A file truncated by someone else while it
  * is mapped raises SIGBUS on access, as with any mapped file.
  *
  * The writer (st_writer) produces files the reference implementation reads

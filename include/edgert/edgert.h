@@ -400,7 +400,9 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
  * one backend. The file is mapped read-only; tensors are used in place.
  * Everything is validated at open (README "Checkpoints" has the rules), so a
  * malformed file fails there with EDGERT_E_PARSE and a message naming the
- * file and the tensor.
+ * file and the tensor. The one exception is a dense layer's values, which
+ * would mean reading the whole file: a NaN or infinite weight fails
+ * edgert_checkpoint_layer_weights (and so packing) with EDGERT_E_PARSE.
  *
  * Linear layers: in a GPTQ file every prefix P with P.qweight, P.qzeros and
  * P.scales (P.g_idx optional); in a dense file (and for the dense tensors of
@@ -439,8 +441,8 @@ EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoin
  * open). GPTQ codes, zeros and fp16 scales are converted (GPTQ stores W
  * transposed, so this is a copy); a dense layer is quantized by round to
  * nearest, asymmetric, group 128 (`edgert quantize` writes a file that skips
- * this). A packed layer is EDGERT_E_UNSUPPORTED: map it with
- * edgert_checkpoint_layer_packed.
+ * this); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
+ * EDGERT_E_UNSUPPORTED: map it with edgert_checkpoint_layer_packed.
  */
 EDGERT_API edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i,
                                                          edgert_qtensor *out, char *err,
@@ -512,10 +514,12 @@ typedef struct edgert_quantize_options {
  * into the file's metadata and into quantize_config.json beside `out`.
  * One layer is in memory at a time. `out` appears only complete (written to a
  * temporary file and renamed); on failure nothing is left behind.
- * EDGERT_E_PARSE for a malformed input (a non-finite weight included),
- * EDGERT_E_USAGE for bad options or an input that is already quantized or
- * has a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32),
- * EDGERT_E_IO for a write failure.
+ * EDGERT_E_PARSE for a malformed input (a non-finite weight included; one
+ * without a linear layer too, as for edgert_checkpoint_open),
+ * EDGERT_E_USAGE for bad options or an input that is already quantized, has
+ * a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32), a
+ * tensor of a dtype edgert does not know (it could not be copied) or a
+ * scale beyond fp16's range, EDGERT_E_IO for a write failure.
  */
 EDGERT_API edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
                                                     const edgert_quantize_options *options,
