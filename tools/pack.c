@@ -10,7 +10,8 @@
  * --force repacks it. Each run reports its time and the process's peak
  * resident memory (VmHWM) beside the packed size.
  * Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the
- * backend is not eligible, 4 IN or OUT is malformed.
+ * backend is not eligible, 4 IN is missing, malformed or refused (act order,
+ * not 4-bit), or OUT is malformed.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -171,7 +172,7 @@ int cmd_pack(const cli *c)
     }
     if (st) {
         tfprintf_lines(stderr, "edgert pack: %s\n", err);
-        rc = exit_of(st);
+        rc = !src ? EXIT_BADFILE : exit_of(st); /* IN could not be taken: bad or missing */
     }
 out:
     edgert_backend_close(b);

@@ -4,8 +4,8 @@
  * then opened again to list what was written.
  *
  *   edgert quantize IN OUT --sym|--asym [--group N] [--threads N] [--json]
- * Exit codes: 0 written, 1 cannot write, 2 usage, 4 the input is malformed
- * (its message names the file and the tensor). Nothing is left at OUT on
+ * Exit codes: 0 written, 1 cannot write, 2 usage, 4 the input is missing or
+ * malformed (its message names the file and the tensor). Nothing is left at OUT on
  * failure.
  */
 #define _GNU_SOURCE
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -32,7 +33,7 @@ static void quantize_help(FILE *f)
             "  --threads N  threads (default: all logical cores)\n"
             "  --json       one JSON object on stdout\n"
             "  -h, --help   this text\n\n"
-            "Exit codes: 0 ok, 1 cannot write, 2 usage error, 4 malformed input.\n");
+            "Exit codes: 0 ok, 1 cannot write, 2 usage error, 4 missing or malformed input.\n");
 }
 
 static int parse_u32(const char *opt, const char *v, unsigned lo, unsigned hi, unsigned *out)
@@ -134,6 +135,10 @@ int cmd_quantize(int argc, char **argv)
     if (json && json_keep_stdout() != 0)
         tfprintf(stderr, "edgert: warning: cannot set stdout aside for the JSON document\n");
     char err[4096] = "";
+    if (access(pos[0], R_OK) != 0) { /* a file named explicitly: missing is exit 4 */
+        tfprintf(stderr, "edgert quantize: %s: cannot read: %s\n", pos[0], strerror(errno));
+        return EXIT_BADFILE;
+    }
     edgert_status st = edgert_checkpoint_quantize(pos[0], pos[1], &o, err, sizeof err);
     if (st) {
         tfprintf_lines(stderr, "edgert quantize: %s\n", err);
