@@ -62,9 +62,11 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
     char perr[512] = "";
     const char *opts = options ? options : c->m.plugin_options;
     edgert_status st = c->plugin->init(&c->host, opts, &b->state, perr, sizeof perr);
+    perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st == EDGERT_OK && options) {
         /* A new path was forced: it must pass the self-test too. */
         st = c->plugin->self_test(b->state, perr, sizeof perr);
+        perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
         if (st != EDGERT_OK) {
             c->plugin->fini(b->state);
             b->state = NULL;
@@ -119,6 +121,7 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
     p->b = b;
     char perr[512] = "";
     edgert_status st = b->cand->plugin->pack(b->state, w, &p->handle, &p->bytes, perr, sizeof perr);
+    perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st != EDGERT_OK) {
         char what[256];
         snprintf(what, sizeof what, "pack %s [%u x %u]", w->name ? w->name : "weights", w->n,
@@ -254,6 +257,7 @@ edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edger
     }
     char perr[512] = "";
     edgert_status st = b->cand->plugin->gemm(b->state, p->handle, a, perr, sizeof perr);
+    perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st != EDGERT_OK)
         er_set_plugin_err(err, err_len, b->cand->m.name, "gemm", perr, st);
     return st;

@@ -71,6 +71,7 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
     char perr[4096] = "";
     edgert_status rc = c->plugin->export_graph(c->state, out_dir, request ? request : "", perr,
                                                sizeof perr);
+    perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (rc != EDGERT_OK)
         er_set_plugin_err(err, err_len, backend, NULL, perr, rc);
     return rc;

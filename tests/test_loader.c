@@ -366,6 +366,38 @@ static void test_run_backends(void **state)
     tu_rmrf(dir);
 }
 
+/* A plugin that fills gemm's error buffer without a terminating NUL: the
+ * core terminates it, and the caller's message is bounded and holds it. */
+static void test_unterminated_plugin_error(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    char *lib = tu_plugin("tp_overfill_gemm");
+    free(tu_manifest(dir, "m.yaml", "test-overfill-gemm", lib, NULL, NULL));
+    free(lib);
+    edgert_status st;
+    edgert_ctx *ctx = open_dir(dir, NULL, 0, &st);
+    assert_int_equal(st, EDGERT_OK);
+    char err[4096] = "";
+    edgert_backend *be = NULL;
+    if (edgert_backend_open(ctx, "test-overfill-gemm", NULL, &be, err, sizeof err) != EDGERT_OK)
+        fail_msg("open: %s", err);
+    float w[16 * 8] = {0}, x[7 * 8] = {0}, y[7 * 16];
+    edgert_qtensor q;
+    assert_int_equal(edgert_quantize_rtn(w, 16, 8, 8, 0, &q), EDGERT_OK);
+    edgert_packed *p = NULL;
+    assert_int_equal(edgert_pack(be, &q.view, &p, err, sizeof err), EDGERT_OK);
+    edgert_gemm_args a = {sizeof a, 7, x, 8, y, 16};
+    assert_int_equal(edgert_gemm(be, p, &a, err, sizeof err), EDGERT_E_PLUGIN);
+    assert_non_null(strstr(err, "BBBB"));
+    assert_true(strlen(err) < 512 + 64); /* the plugin's 512 bytes, terminated, and a prefix */
+    edgert_packed_free(p);
+    edgert_qtensor_free(&q);
+    edgert_backend_close(be);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
 /* Two handles in one process do not interfere. */
 static void test_two_handles(void **state)
 {
@@ -400,6 +432,7 @@ int main(void)
         cmocka_unit_test(test_gates_run_no_plugin_code),
         cmocka_unit_test(test_skip_and_continue),
         cmocka_unit_test(test_run_backends),
+        cmocka_unit_test(test_unterminated_plugin_error),
         cmocka_unit_test(test_two_handles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
