@@ -50,19 +50,6 @@ typedef struct gptq_cfg {
     long long group;             /* 0: not stated; -1: one group per row */
 } gptq_cfg;
 
-static edgert_status ck_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static edgert_status ck_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* ---- names -------------------------------------------------------------------------- */
 
 int er_ck_is_embedding(const char *name)
@@ -124,7 +111,7 @@ static edgert_status cfg_set(gptq_cfg *g, const char *key, const char *v, const 
     if (!strcmp(key, "bits") || !strcmp(key, "group_size")) {
         long long x = strtoll(v, &end, 10);
         if (!*v || *end || (!strcmp(key, "bits") ? x != 4 : (x == 0 || x < -1 || x > UINT32_MAX)))
-            return ck_fail(!strcmp(key, "bits") && *v && !*end ? EDGERT_E_UNSUPPORTED
+            return er_fail(!strcmp(key, "bits") && *v && !*end ? EDGERT_E_UNSUPPORTED
                                                                 : EDGERT_E_PARSE,
                            err, len, "%s: '%s' is '%s'; edgert reads 4-bit GPTQ (bits 4, "
                            "group_size a positive number or -1)", where, key, v);
@@ -136,7 +123,7 @@ static edgert_status cfg_set(gptq_cfg *g, const char *key, const char *v, const 
     }
     int b = !strcmp(key, "sym") || !strcmp(key, "desc_act") ? parse_bool(v) : parse_format(v);
     if (b == -2)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: '%s' is '%s', not %s", where, key, v,
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: '%s' is '%s', not %s", where, key, v,
                        strcmp(key, "sym") && strcmp(key, "desc_act") ? "gptq or gptq_v2"
                                                                       : "true or false");
     if (!strcmp(key, "sym"))
@@ -178,7 +165,7 @@ static edgert_status cfg_from_file(const char *path, gptq_cfg *g, char *err, siz
     }
     yaml_node_t *root = er_yaml_root(&y);
     if (!root || root->type != YAML_MAPPING_NODE)
-        st = ck_fail(EDGERT_E_PARSE, err, len, "%s: not a JSON object", path);
+        st = er_fail(EDGERT_E_PARSE, err, len, "%s: not a JSON object", path);
     for (size_t i = 0; !st && i < sizeof cfg_keys / sizeof cfg_keys[0]; i++) {
         yaml_node_t *v = er_yaml_get(&y, root, cfg_keys[i]);
         if (!v)
@@ -186,7 +173,7 @@ static edgert_status cfg_from_file(const char *path, gptq_cfg *g, char *err, siz
         char where[700];
         snprintf(where, sizeof where, "%s:%u:%u", path, er_yaml_line(v), er_yaml_col(v));
         if (v->type != YAML_SCALAR_NODE)
-            st = ck_fail(EDGERT_E_PARSE, err, len, "%s: '%s' must be a scalar", where,
+            st = er_fail(EDGERT_E_PARSE, err, len, "%s: '%s' must be a scalar", where,
                          cfg_keys[i]);
         else
             st = cfg_set(g, i >= 4 ? "checkpoint_format" : cfg_keys[i],
@@ -262,40 +249,40 @@ static edgert_status gptq_shapes(const edgert_checkpoint *c, const char *name, e
     const st_tensor *qw = s->qweight, *qz = s->qzeros, *sc = s->scales, *gi = s->g_idx;
     char d[256];
     if (!qz || !sc)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: layer '%s': %s.qweight without %s.%s", f,
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: layer '%s': %s.qweight without %s.%s", f,
                        name, name, name, !qz ? "qzeros" : "scales");
     if (qw->dtype != ST_I32 || qw->ndim != 2 || qw->shape[0] == 0 || qw->shape[1] == 0 ||
         qw->shape[0] > UINT32_MAX / 8 || qw->shape[1] > UINT32_MAX)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qweight' is %s; expected I32 "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qweight' is %s; expected I32 "
                        "[K/8][N], both non-zero", f, name, declared(qw, d, sizeof d));
     l->k = (uint32_t)(qw->shape[0] * 8), l->n = (uint32_t)qw->shape[1];
     uint64_t G = sc->ndim == 2 ? sc->shape[0] : 0;
     if (!st_is_float(sc->dtype) || sc->ndim != 2 || sc->shape[1] != l->n || G == 0 || G > l->k)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' is %s; expected F16 "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' is %s; expected F16 "
                        "[G][N] with N = %u (from qweight) and 1 <= G <= K = %u", f, name,
                        declared(sc, d, sizeof d), l->n, l->k);
     if (qz->dtype != ST_I32 || qz->ndim != 2 || qz->shape[0] != G ||
         qz->shape[1] != ((uint64_t)l->n + 7) / 8)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' is %s; expected I32 "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' is %s; expected I32 "
                        "[%llu][%u] (G from scales, N / 8 from qweight)", f, name,
                        declared(qz, d, sizeof d), (unsigned long long)G, (l->n + 7) / 8);
     long long grp = g->group == -1 ? (long long)l->k : g->group;
     if (grp == 0) {
         if (l->k % G)
-            return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales': K = %u is not a "
+            return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales': K = %u is not a "
                            "multiple of its %llu groups (rows), and no group_size is given (%s)",
                            f, name, l->k, (unsigned long long)G, c->config_source);
         grp = (long long)(l->k / G);
     }
     if (((uint64_t)l->k + (uint64_t)grp - 1) / (uint64_t)grp != G)
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' has %llu groups (rows), "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' has %llu groups (rows), "
                        "but group size %lld (%s) gives %llu for K = %u", f, name,
                        (unsigned long long)G, grp, c->config_source,
                        (unsigned long long)(((uint64_t)l->k + (uint64_t)grp - 1) / (uint64_t)grp),
                        l->k);
     l->group = (uint32_t)grp;
     if (gi && (gi->dtype != ST_I32 || gi->ndim != 1 || gi->shape[0] != l->k))
-        return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx' is %s; expected I32 "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx' is %s; expected I32 "
                        "[%u]", f, name, declared(gi, d, sizeof d), l->k);
     return EDGERT_OK;
 }
@@ -315,18 +302,18 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
             unsigned z = zero_at(s, zb, zc, gg, n);
             float sv = scale_at(s->scales, sb, gg * l->n + n);
             if (z > 15)
-                return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' [%llu][%llu]: "
+                return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' [%llu][%llu]: "
                                "group %llu, row %llu stores 15, which means a zero point of 16 "
                                "in GPTQ v1 (stored + 1), outside 0..15; a v2 checkpoint must "
                                "say checkpoint_format gptq_v2", f, name, (unsigned long long)gg,
                                (unsigned long long)(n / 8), (unsigned long long)gg,
                                (unsigned long long)n);
             if (!isfinite(sv))
-                return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' [%llu][%llu] "
+                return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.scales' [%llu][%llu] "
                                "is %s", f, name, (unsigned long long)gg, (unsigned long long)n,
                                isnan(sv) ? "NaN" : "infinite");
             if (z != 8 && g->sym == 1)
-                return ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' [%llu][%llu]: "
+                return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.qzeros' [%llu][%llu]: "
                                "sym is true (%s) but the zero point of group %llu, row %llu is "
                                "%u, not 8", f, name, (unsigned long long)gg,
                                (unsigned long long)(n / 8), c->config_source,
@@ -345,7 +332,7 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
     for (uint32_t k = 0; k < l->k && !st; k++) {
         uint32_t v = rd32(gb + 4 * (uint64_t)k);
         if (v >= G)
-            st = ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx' [%u] = %d: not a group "
+            st = er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx' [%u] = %d: not a group "
                          "(0..%llu)", f, name, k, (int32_t)v, (unsigned long long)(G - 1));
         else
             count[v]++, in_order &= v == k / l->group;
@@ -353,14 +340,14 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
     for (uint64_t gg = 0; gg < G && !st; gg++) {
         uint64_t want = gg + 1 < G ? l->group : l->k - (G - 1) * (uint64_t)l->group;
         if (count[gg] != want)
-            st = ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx' is not a permutation "
+            st = er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s.g_idx' is not a permutation "
                          "of the groups: group %llu has %llu inputs, not %llu", f, name,
                          (unsigned long long)gg, (unsigned long long)count[gg],
                          (unsigned long long)want);
     }
     free(count);
     if (!st && !in_order)
-        st = ck_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: layer '%s' is act-order (desc_act: "
+        st = er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: layer '%s' is act-order (desc_act: "
                      "tensor '%s.g_idx' is not k / group); edgert refuses act-order checkpoints, "
                      "because running them needs the activations permuted with K: re-quantize "
                      "with desc_act false", f, name, name);
@@ -439,7 +426,7 @@ static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *
         }
     }
     if (st == EDGERT_E_NOMEM)
-        ck_fail(st, err, len, "%s: out of memory listing the layers", c->sf.path);
+        er_fail(st, err, len, "%s: out of memory listing the layers", c->sf.path);
     return st;
 }
 
@@ -447,19 +434,19 @@ edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out, 
                                      size_t err_len)
 {
     if (!out)
-        return ck_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_open: out is NULL");
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_open: out is NULL");
     *out = NULL;
     if (!path)
-        return ck_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_open: path is NULL");
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_open: path is NULL");
     edgert_checkpoint *c = calloc(1, sizeof *c);
     if (!c)
-        return ck_fail(EDGERT_E_NOMEM, err, err_len, "%s: out of memory", path);
+        return er_fail(EDGERT_E_NOMEM, err, err_len, "%s: out of memory", path);
     if (st_open(&c->sf, path, err, err_len)) {
         free(c);
         return access(path, R_OK) == 0 ? EDGERT_E_PARSE : EDGERT_E_IO;
     }
     edgert_status st;
-    gptq_cfg g;
+    gptq_cfg g = {-1, -1, -1, -1, 0};
     if (st_meta_get(&c->sf, "edgert_packed_format")) {
         c->kind = ER_CK_PACKED;
         st = er_ck_open_packed(c, err, err_len);
@@ -472,7 +459,7 @@ edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out, 
         st = st ? st : list_layers(c, &g, err, err_len);
     }
     if (!st && c->n == 0)
-        st = ck_fail(EDGERT_E_PARSE, err, err_len, "%s: no linear layer (no P.qweight, no 2-D "
+        st = er_fail(EDGERT_E_PARSE, err, err_len, "%s: no linear layer (no P.qweight, no 2-D "
                      "float P.weight other than an embedding)", path);
     if (st) {
         edgert_checkpoint_close(c);
@@ -554,7 +541,7 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
 {
     float *rows = malloc((size_t)CK_ROW_BLOCK * l->k * sizeof *rows);
     if (!rows)
-        return ck_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", c->sf.path);
+        return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", c->sf.path);
     edgert_status st = EDGERT_OK;
     for (uint32_t r0 = 0; r0 < l->n && !st; r0 += CK_ROW_BLOCK) {
         uint32_t nr = l->n - r0 < CK_ROW_BLOCK ? l->n - r0 : CK_ROW_BLOCK;
@@ -564,7 +551,7 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
         for (uint32_t r = 0; r < nr && !st; r++)
             if (er_quantize_row(rows + (size_t)r * l->k, l->k, q->view.group, 0, 0u, &q->view,
                                 r0 + r))
-                st = ck_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' row %u has a "
+                st = er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' row %u has a "
                              "non-finite value", c->sf.path, s->dense->name, r0 + r);
     }
     free(rows);
@@ -575,21 +562,21 @@ edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, ed
                                               char *err, size_t err_len)
 {
     if (!out)
-        return ck_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: out NULL");
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: out NULL");
     memset(out, 0, sizeof *out);
     if (!c || i >= c->n)
-        return ck_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: no layer "
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: no layer "
                        "%zu", i);
     const edgert_layer *l = &c->pub[i];
     const er_ck_layer *s = &c->src[i];
     if (c->kind == ER_CK_PACKED)
-        return ck_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' is packed for one "
+        return er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' is packed for one "
                        "backend; map it with edgert_checkpoint_layer_packed", c->sf.path,
                        l->name);
     int sym = s->dense ? 0 : l->symmetric;
     uint32_t group = s->dense ? (l->k < CK_DENSE_GROUP ? l->k : CK_DENSE_GROUP) : l->group;
     if (er_qtensor_alloc(l->n, l->k, group, sym, out))
-        return ck_fail(EDGERT_E_NOMEM, err, err_len, "%s: layer '%s' [n=%u k=%u]: out of memory",
+        return er_fail(EDGERT_E_NOMEM, err, err_len, "%s: layer '%s' [n=%u k=%u]: out of memory",
                        c->sf.path, l->name, l->n, l->k);
     out->view.name = l->name;
     edgert_status st = EDGERT_OK;
@@ -606,12 +593,12 @@ edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i, uint
                                             uint32_t rows, float *out, char *err, size_t err_len)
 {
     if (!c || i >= c->n || !out || row0 > c->pub[i].n || rows > c->pub[i].n - row0)
-        return ck_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_dense: bad "
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_dense: bad "
                        "arguments");
     const edgert_layer *l = &c->pub[i];
     const er_ck_layer *s = &c->src[i];
     if (c->kind == ER_CK_PACKED)
-        return ck_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' holds one backend's "
+        return er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' holds one backend's "
                        "packed bytes, not weights a dense reference can be made of; use its "
                        "source checkpoint", c->sf.path, l->name);
     if (s->dense)
@@ -652,6 +639,6 @@ edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char 
         }
     edgert_checkpoint_close(c);
     if (!ctx->weights.path)
-        return ck_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
     return EDGERT_OK;
 }

@@ -49,19 +49,6 @@ typedef struct qz_job {
     int failed; /* a row with a non-finite value (written by any worker: only ever set to 1) */
 } qz_job;
 
-static edgert_status qz_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static edgert_status qz_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static void qz_rows(void *arg, size_t begin, size_t end, unsigned worker)
 {
     (void)worker;
@@ -100,16 +87,16 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
     p->l = calloc(sf->n + 1, sizeof *p->l);
     p->copy = calloc(sf->n + 1, sizeof *p->copy);
     if (!p->l || !p->copy)
-        return qz_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
+        return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     const st_tensor *embed = NULL;
     for (size_t i = 0; i < sf->n; i++) {
         const st_tensor *t = &sf->t[i];
         if (strstr(t->name, ".qweight"))
-            return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': already quantized "
+            return er_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': already quantized "
                            "(GPTQ); quantize reads a dense F32/F16/BF16 checkpoint", sf->path,
                            t->name);
         if (st_dtype_bits(t->dtype) == 0)
-            return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': dtype '%s' is not one "
+            return er_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': dtype '%s' is not one "
                            "edgert knows, so it cannot be copied to the output", sf->path,
                            t->name, t->dtype_name);
         if (!er_ck_is_dense_linear(t)) {
@@ -119,14 +106,14 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
             continue;
         }
         if (t->shape[1] % 8)
-            return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': K = %llu is not a "
+            return er_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': K = %llu is not a "
                            "multiple of 8, which GPTQ's qweight (8 codes per int32) needs",
                            sf->path, t->name, (unsigned long long)t->shape[1]);
         qz_layer *l = &p->l[p->nl++];
         l->src = t, l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
         l->name = strndup(t->name, strlen(t->name) - strlen(".weight"));
         if (!l->name)
-            return qz_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
+            return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     }
     if (embed && !st_find(sf, "lm_head.weight") && embed->shape[1] % 8 == 0 &&
         embed->shape[0] <= UINT32_MAX && embed->shape[1] <= UINT32_MAX) {
@@ -134,10 +121,10 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
         l->src = embed, l->n = (uint32_t)embed->shape[0], l->k = (uint32_t)embed->shape[1];
         l->name = strdup("lm_head");
         if (!l->name)
-            return qz_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
+            return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     }
     if (p->nl == 0)
-        return qz_fail(EDGERT_E_PARSE, err, len, "%s: no linear layer to quantize (2-D float "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: no linear layer to quantize (2-D float "
                        "P.weight other than an embedding)", sf->path);
     (void)group;
     return EDGERT_OK;
@@ -210,7 +197,7 @@ static edgert_status emit(st_writer *w, const char *in, const qz_layer *l,
         for (uint64_t n = 0; n < l->n; n++) {
             uint16_t h = st_f32_to_f16(q->scales[n * G + g]);
             if ((h & 0x7C00u) == 0x7C00u)
-                return qz_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' (layer '%s') row %llu "
+                return er_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' (layer '%s') row %llu "
                                "group %llu: scale %g does not fit fp16 (weights over 7 x 65504)",
                                in, l->src->name, l->name, (unsigned long long)n,
                                (unsigned long long)g, (double)q->scales[n * G + g]);
@@ -233,11 +220,11 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
 {
     edgert_qtensor q;
     if (er_qtensor_alloc(l->n, l->k, group, sym, &q))
-        return qz_fail(EDGERT_E_NOMEM, err, len, "layer '%s' [n=%u k=%u]: out of memory",
+        return er_fail(EDGERT_E_NOMEM, err, len, "layer '%s' [n=%u k=%u]: out of memory",
                        l->name, l->n, l->k);
     qz_job j = {sf, l, &q.view, sym, 0};
     er_pool_run(pool, l->n, 16, qz_rows, &j);
-    edgert_status st = j.failed ? qz_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' has a "
+    edgert_status st = j.failed ? er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' has a "
                                           "non-finite value (or memory ran out)", sf->path,
                                           l->src->name)
                                 : emit(w, sf->path, l, &q, buf, err, len);
@@ -255,23 +242,23 @@ static edgert_status write_config(const char *out, uint32_t group, int sym, char
     if (!dup || asprintf(cfg_path, "%s/quantize_config.json", dirname(dup)) < 0) {
         free(dup);
         *cfg_path = NULL;
-        return qz_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
     free(dup);
     if (asprintf(tmp_out, "%s.tmp.%ld", *cfg_path, (long)getpid()) < 0) {
         *tmp_out = NULL;
-        return qz_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
     FILE *f = fopen(*tmp_out, "wx");
     if (!f)
-        return qz_fail(EDGERT_E_IO, err, len, "%s: cannot create: %s", *tmp_out, strerror(errno));
+        return er_fail(EDGERT_E_IO, err, len, "%s: cannot create: %s", *tmp_out, strerror(errno));
     fprintf(f, "{\n  \"bits\": 4,\n  \"group_size\": %u,\n  \"desc_act\": false,\n"
                "  \"sym\": %s,\n  \"true_sequential\": true,\n  \"quant_method\": \"gptq\",\n"
                "  \"checkpoint_format\": \"gptq\",\n"
                "  \"quantizer\": \"edgert %s round-to-nearest\"\n}\n",
             group, sym ? "true" : "false", EDGERT_VERSION_STRING);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0)
-        return qz_fail(EDGERT_E_IO, err, len, "%s: cannot write: %s", *tmp_out, strerror(errno));
+        return er_fail(EDGERT_E_IO, err, len, "%s: cannot write: %s", *tmp_out, strerror(errno));
     return EDGERT_OK;
 }
 
@@ -294,20 +281,20 @@ static edgert_status check_options(const char *in, const char *out,
                                    const edgert_quantize_options *o, char *err, size_t len)
 {
     if (!in || !out || !o)
-        return qz_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: NULL argument");
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: NULL argument");
     if (o->struct_size < EDGERT_QUANTIZE_OPTIONS_V1_SIZE)
-        return qz_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: options.struct_size "
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: options.struct_size "
                        "%u is smaller than version 1's %zu", o->struct_size,
                        (size_t)EDGERT_QUANTIZE_OPTIONS_V1_SIZE);
     if (o->symmetric != 0 && o->symmetric != 1)
-        return qz_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: symmetric must be "
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: symmetric must be "
                        "0 or 1");
     char *a = realpath(in, NULL), *b = realpath(out, NULL);
     int same = a && b && strcmp(a, b) == 0;
     free(a);
     free(b);
     if (same)
-        return qz_fail(EDGERT_E_USAGE, err, len, "%s: the output would replace the input", out);
+        return er_fail(EDGERT_E_USAGE, err, len, "%s: the output would replace the input", out);
     return EDGERT_OK;
 }
 
@@ -336,7 +323,7 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
     for (size_t i = 0; !st && i < p.nl; i++)
         bmax = 4u * (size_t)p.l[i].n > bmax ? 4u * (size_t)p.l[i].n : bmax;
     if (!st && !(buf = malloc(bmax)))
-        st = qz_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
+        st = er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
     st = st ? st : declare(&w, &p, group, sym, err, err_len);
     st = st ? st : (st_writer_begin(&w, 64, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
     for (size_t i = 0; !st && i < p.nl; i++)
@@ -345,7 +332,7 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
     st = st ? st : write_config(out, group, sym, &cfg, &cfg_tmp, err, err_len);
     st = st ? st : (st_writer_commit(&w, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
     if (!st && rename(cfg_tmp, cfg) != 0)
-        st = qz_fail(EDGERT_E_IO, err, err_len, "%s: cannot write: %s", cfg, strerror(errno));
+        st = er_fail(EDGERT_E_IO, err, err_len, "%s: cannot write: %s", cfg, strerror(errno));
     if (cfg_tmp && st)
         unlink(cfg_tmp);
     plan_free(&p);

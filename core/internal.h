@@ -61,6 +61,9 @@ typedef struct er_cpu_flag_info {
 const er_cpu_flag_info *er_cpu_flag_info_of(edgert_cpu_flag f);
 
 /* ---- small utilities (util.c) ------------------------------------------ */
+/** Format into err (edgert_errf) and return st: `return er_fail(st, ...)`. */
+edgert_status er_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 char *er_strdup(const char *s);          /**< NULL-safe */
 char *er_path_join(const char *a, const char *b);

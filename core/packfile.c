@@ -37,19 +37,6 @@
 #define PF_VERSION "1"
 #define PF_ALIGN 4096u
 
-static edgert_status pf_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static edgert_status pf_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 static void hex64(uint64_t v, char out[17])
 {
     snprintf(out, 17, "%016" PRIx64, v);
@@ -94,17 +81,17 @@ static edgert_status keys_match(const edgert_checkpoint *c, const edgert_backend
     char hx[17];
     hex64(er_backend_cand(b)->lib_hash, hx);
     if (!fb || strcmp(fb, name))
-        return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed for backend '%s', not '%s'",
+        return er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed for backend '%s', not '%s'",
                        c->sf.path, fb ? fb : "?", name);
     if (!layout)
-        return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "backend '%s' cannot map a packed form "
+        return er_fail(EDGERT_E_UNSUPPORTED, err, len, "backend '%s' cannot map a packed form "
                        "(its plugin does not implement ABI 2's packed_map)", name);
     if (!fl || strcmp(fl, layout))
-        return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed layout '%s', but %s now uses "
+        return er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed layout '%s', but %s now uses "
                        "'%s' (another code path or plugin version)", c->sf.path, fl ? fl : "?",
                        name, layout);
     if (!fx || strcmp(fx, hx))
-        return pf_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed by a plugin file with XXH3 "
+        return er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: packed by a plugin file with XXH3 "
                        "%s; %s's file now has %s", c->sf.path, fx ? fx : "?", name, hx);
     return EDGERT_OK;
 }
@@ -118,11 +105,11 @@ edgert_status er_ck_open_packed(edgert_checkpoint *c, char *err, size_t err_len)
 {
     const char *v = st_meta_get(&c->sf, "edgert_packed_format");
     if (strcmp(v, PF_VERSION))
-        return pf_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: packed-file format '%s'; this "
+        return er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: packed-file format '%s'; this "
                        "edgert reads format " PF_VERSION " (repack it with 'edgert pack')",
                        c->sf.path, v);
     if (c->sf.data_start % PF_ALIGN)
-        return pf_fail(EDGERT_E_PARSE, err, err_len, "%s: the data section starts at byte %llu, "
+        return er_fail(EDGERT_E_PARSE, err, err_len, "%s: the data section starts at byte %llu, "
                        "not at a 4096-byte boundary", c->sf.path,
                        (unsigned long long)c->sf.data_start);
     size_t cap = 0;
@@ -139,10 +126,10 @@ static edgert_status packed_layer(edgert_checkpoint *c, const st_tensor *t, size
 {
     size_t nl = strlen(t->name), sl = strlen(".packed");
     if (nl <= sl || strcmp(t->name + nl - sl, ".packed"))
-        return pf_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' is not '<layer>.packed'",
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' is not '<layer>.packed'",
                        c->sf.path, t->name);
     if (t->dtype != ST_U8 || t->ndim != 1 || t->begin % PF_ALIGN)
-        return pf_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': %s, %u dims, at byte %llu; "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': %s, %u dims, at byte %llu; "
                        "expected U8 [bytes] at a 4096-byte boundary", c->sf.path, t->name,
                        t->dtype_name, t->ndim, (unsigned long long)t->begin);
     char key[4200];
@@ -155,14 +142,14 @@ static edgert_status packed_layer(edgert_checkpoint *c, const st_tensor *t, size
                      &k, &g, &sym, &bytes, hx, &used) != 6 || v[used] || strlen(hx) != 16 ||
         !n || !k || !g || n > UINT32_MAX || k > UINT32_MAX || g > UINT32_MAX || sym > 1 ||
         bytes > t->end - t->begin)
-        return pf_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': metadata '%s' is %s%s%s; "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': metadata '%s' is %s%s%s; "
                        "expected \"n=N k=K group=G sym=0|1 bytes=B source=<16 hex>\" with B "
                        "within the tensor", c->sf.path, t->name, key, v ? "'" : "missing",
                        v ? v : "", v ? "'" : "");
     er_ck_layer s = {.packed = t, .packed_bytes = bytes, .source_hash = strtoull(hx, NULL, 16)};
     edgert_status st = er_ck_add_layer(c, key + 6, strlen(key + 6), &s, cap);
     if (st)
-        return pf_fail(st, err, len, "%s: out of memory", c->sf.path);
+        return er_fail(st, err, len, "%s: out of memory", c->sf.path);
     edgert_layer *l = &c->pub[c->n - 1];
     l->n = (uint32_t)n, l->k = (uint32_t)k, l->group = (uint32_t)g, l->symmetric = (int)sym;
     l->format = "packed";
@@ -175,28 +162,28 @@ edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint 
                                            const char *path, char *err, size_t err_len)
 {
     if (!b || !src || !path)
-        return pf_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_pack_check: NULL argument");
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_pack_check: NULL argument");
     if (access(path, F_OK) != 0 && errno == ENOENT)
-        return pf_fail(EDGERT_E_NOT_FOUND, err, err_len, "%s: no such file", path);
+        return er_fail(EDGERT_E_NOT_FOUND, err, err_len, "%s: no such file", path);
     edgert_checkpoint *p = NULL;
     edgert_status st = edgert_checkpoint_open(path, &p, err, err_len);
     if (st)
         return st == EDGERT_E_UNSUPPORTED ? st : EDGERT_E_PARSE;
     if (p->kind != ER_CK_PACKED)
-        st = pf_fail(EDGERT_E_PARSE, err, err_len, "%s: a %s checkpoint, not a packed file", path,
+        st = er_fail(EDGERT_E_PARSE, err, err_len, "%s: a %s checkpoint, not a packed file", path,
                      edgert_checkpoint_kind(p));
     st = st ? st : keys_match(p, b, err, err_len);
     if (!st && p->n != src->n)
-        st = pf_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: %zu layers; %s has %zu", path,
+        st = er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: %zu layers; %s has %zu", path,
                      p->n, src->sf.path, src->n);
     for (size_t i = 0; !st && i < p->n; i++) {
         uint64_t h = 0;
         int hashed = layer_source_hash(src, i, &h);
         er_ck_release(src, i); /* read once: keep the resident set to one layer */
         if (hashed)
-            st = pf_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
+            st = er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
         else if (strcmp(p->pub[i].name, src->pub[i].name) || p->src[i].source_hash != h)
-            st = pf_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' was packed from "
+            st = er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' was packed from "
                          "other weights than %s's '%s' (source XXH3 differs)", path,
                          p->pub[i].name, src->sf.path, src->pub[i].name);
     }
@@ -221,7 +208,7 @@ static edgert_status pack_layer(st_writer *w, edgert_backend *b, edgert_checkpoi
     uint32_t group = q.view.group;
     int sym = q.codes != NULL && q.zeros == NULL;
     if (!st && layer_source_hash(src, i, &h))
-        st = pf_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     er_ck_release(src, i); /* the source's pages: read, not needed again */
     st = st ? st : edgert_pack(b, &q.view, &pk, err, len);
     edgert_qtensor_free(&q);
@@ -247,18 +234,19 @@ edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src, 
                                      char *err, size_t err_len)
 {
     if (!b || !src || !path)
-        return pf_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_pack: NULL argument");
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_pack: NULL argument");
     if (src->kind == ER_CK_PACKED)
-        return pf_fail(EDGERT_E_USAGE, err, err_len, "%s is already packed; pack its source",
+        return er_fail(EDGERT_E_USAGE, err, err_len, "%s is already packed; pack its source",
                        src->sf.path);
     const char *layout = edgert_backend_packed_layout(b);
     if (!layout)
-        return pf_fail(EDGERT_E_UNSUPPORTED, err, err_len, "backend '%s' cannot map a packed form "
+        return er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "backend '%s' cannot map a packed form "
                        "(its plugin does not implement ABI 2's packed_map): nothing to cache",
                        edgert_backend_name(b));
-    /* The header is written last, into this much space: each layer's tensor
-     * entry and key, names escaped at worst 6 bytes per byte. */
-    uint64_t reserve = 8192;
+    /* The header is written last, into this much space: the keys (the source
+     * path among them), each layer's tensor entry and key, names escaped at
+     * worst 6 bytes per byte. */
+    uint64_t reserve = 8192 + 6 * (uint64_t)strlen(src->sf.path);
     for (size_t i = 0; i < src->n; i++)
         reserve += 12 * (uint64_t)strlen(src->pub[i].name) + 512;
     reserve = (reserve + PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
@@ -291,10 +279,10 @@ edgert_status edgert_checkpoint_layer_packed(edgert_checkpoint *c, size_t i, edg
                                              edgert_packed **out, char *err, size_t err_len)
 {
     if (!out)
-        return pf_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_packed: out NULL");
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_packed: out NULL");
     *out = NULL;
     if (!c || !b || i >= c->n)
-        return pf_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_packed: bad "
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_packed: bad "
                        "arguments");
     if (c->kind != ER_CK_PACKED) {
         edgert_qtensor q;

@@ -1,18 +1,31 @@
 /*
- * core/util.c — strings, paths, environment and bounded file reads.
+ * core/util.c — error formatting, strings, paths, environment and bounded
+ * file reads.
  * Every file the probe reads goes through er_read_file/er_path_exists so a
  * sysroot prefix can present any device to the tests.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <unistd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
+
+edgert_status er_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
+{
+    if (err && len) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, len, fmt, ap);
+        va_end(ap);
+    }
+    return st;
+}
 
 char *er_strdup(const char *s)
 {

@@ -538,6 +538,16 @@ static void test_weights_commands(void **state)
     assert_int_equal(rc, 2);
     free(out);
     free(p);
+    /* auto: the best-ranked backend that can map its packed form */
+    assert_true(asprintf(&p, "%s/auto.packed", f->dir) > 0);
+    rc = run_fmt(&out, "pack %s --backend auto -o %s", f->whole_asym, p);
+    if (rc != 0 || !strstr(out, "packed for"))
+        fail_msg("pack --backend auto: exit %d\n%s", rc, out);
+    free(out);
+    rc = run_fmt(&out, "pack %s --backend no-such-backend -o %s", f->whole_asym, p);
+    assert_int_equal(rc, 3);
+    free(out);
+    free(p);
 }
 
 /* A copy of `src` whose first layer's g_idx has inputs 0 and 200 swapped

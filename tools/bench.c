@@ -626,12 +626,16 @@ static void print_text(const bench_result *r, const workload *w, const cli *c)
                 r->prefill_tokens_per_s, r->prefill_gflops, r->fraction_of_compute_peak,
                 peak_names[r->compute_family]);
     }
-    tprintf("%-10s %7s %7s %5s %10s %10s %8s %10s\n", "shape", "k", "n", "count", "packed MB",
-            "decode ms", "GB/s", "pf GFLOP/s");
+    int width = 10; /* the longest shape name (a checkpoint's roles are long) */
+    for (size_t s = 0; s < w->nshapes; s++)
+        width = strlen(w->shapes[s].name) > (size_t)width ? (int)strlen(w->shapes[s].name) : width;
+    tprintf("%-*s %7s %7s %5s %10s %10s %8s %10s\n", width, "shape", "k", "n", "count",
+            "packed MB", "decode ms", "GB/s", "pf GFLOP/s");
     for (size_t s = 0; s < w->nshapes; s++) {
         const wl_shape *sh = &w->shapes[s];
         const bench_shape *b = &r->shapes[s];
-        tprintf("%-10s %7u %7u %5u %10.1f %10.3f %8.2f %10.1f\n", sh->name, sh->k, sh->n, sh->count,
+        tprintf("%-*s %7u %7u %5u %10.1f %10.3f %8.2f %10.1f\n", width, sh->name, sh->k, sh->n,
+                sh->count,
                 b->packed_bytes / 1e6, r->have_decode ? b->decode_ms : NAN,
                 r->have_decode ? b->decode_gbs : NAN, r->have_prefill ? b->prefill_gflops : NAN);
     }

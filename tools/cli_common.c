@@ -470,9 +470,11 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
     /* The CLI resolves EDGERT_PRIORITY / EDGERT_BACKEND itself (parse_args),
      * so that its own --priority and --backend win over them. */
     o.no_env_selection = 1;
-    /* select --weights FILE: the layout gate (bench and verify read the file
-     * themselves, as their workload) */
-    o.weights = strcmp(c->cmd, "select") == 0 ? c->weights : NULL;
+    /* select --weights FILE and pack's IN: the layout gate (bench and verify
+     * read the file themselves, as their workload) */
+    o.weights = strcmp(c->cmd, "select") == 0 ? c->weights
+                : strcmp(c->cmd, "pack") == 0   ? c->input
+                                                : NULL;
     /* probe and list run no plugin code at all; select loads only what it
      * ranks (only the forced backend with --backend); export loads its
      * backend on demand. bench, verify and calibrate work on loaded ones. */

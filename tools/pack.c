@@ -38,7 +38,8 @@ void pack_help(FILE *f)
             "layout, the plugin file's XXH3 and every layer's source XXH3. If OUT exists\n"
             "with the same keys it is mapped, not repacked; with other keys it is refused\n"
             "with the key that differs. One layer is in memory at a time.\n\n"
-            "  --backend NAME|auto the backend (auto: the --priority winner here)\n"
+            "  --backend NAME|auto the backend (auto: the best-ranked for --priority whose\n"
+            "                      packed form can be mapped, among those that take IN)\n"
             "  -o, --out FILE      the packed file\n"
             "  --force             repack even if OUT is up to date or has other keys\n"
             "  --options STR       plugin options for its init (e.g. path=fma)\n"
@@ -62,20 +63,35 @@ static unsigned long long proc_status_bytes(const char *key)
     return kb * 1024ull;
 }
 
-/* The backend: named, or the winner for the priority (auto). */
+/* The backend: named, or (auto) the best-ranked for the priority whose
+ * packed form can be mapped (a cache of an ABI-1 plugin's would be useless);
+ * the handle was opened with the checkpoint as options.weights, so the
+ * ranking already left out the backends its layout cannot take. */
 static int pick_backend(const cli *c, edgert_ctx *ctx, const char **name)
 {
     *name = c->backend;
     if (c->backend && strcmp(c->backend, "auto") != 0)
         return EXIT_OK;
+    *name = NULL;
     edgert_selection *sel = NULL;
     char err[4096] = "";
     edgert_status st = edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err);
-    const edgert_candidate *w = st == EDGERT_OK ? edgert_selection_selected(sel) : NULL;
-    *name = w ? w->name : NULL;
+    for (size_t r = 0; st == EDGERT_OK && !*name && r < edgert_selection_count(sel); r++) {
+        const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+        edgert_backend *b = NULL;
+        if (k->runs_in_process && edgert_backend_open(ctx, k->name, c->options, &b, err,
+                                                      sizeof err) == EDGERT_OK &&
+            edgert_backend_packed_layout(b))
+            *name = k->name;
+        else if (b)
+            tfprintf(stderr, "edgert pack: auto: %s cannot map a packed form (plugin ABI 1); "
+                     "next\n", k->name);
+        edgert_backend_close(b);
+    }
     edgert_selection_free(sel);
     if (!*name) {
-        tfprintf_lines(stderr, "edgert pack: no backend is eligible here: %s\n", err);
+        tfprintf_lines(stderr, "edgert pack: no eligible backend here can map a packed form%s%s\n",
+                       err[0] ? ": " : "", err);
         return EXIT_NONE;
     }
     return EXIT_OK;
@@ -103,7 +119,7 @@ static int exit_of(edgert_status st)
 {
     return st == EDGERT_E_PARSE ? EXIT_BADFILE
            : st == EDGERT_E_USAGE ? EXIT_USAGE
-           : st == EDGERT_E_NOT_ELIGIBLE ? EXIT_NONE
+           : st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND ? EXIT_NONE
                                          : EXIT_FAIL;
 }
 
@@ -138,19 +154,25 @@ int cmd_pack(const cli *c)
         return EXIT_USAGE;
     }
     double t0 = now_s();
-    edgert_ctx *ctx = NULL;
-    int rc = open_ctx(c, &ctx);
-    if (rc)
-        return rc;
-    warn_diags(c, ctx);
-    const char *name = NULL;
     char err[4096] = "";
     edgert_checkpoint *src = NULL;
-    edgert_backend *b = NULL;
     edgert_status st = edgert_checkpoint_open(c->input, &src, err, sizeof err);
-    if (!st && (rc = pick_backend(c, ctx, &name)) != EXIT_OK)
+    if (st) { /* IN could not be taken: missing, malformed or refused */
+        tfprintf_lines(stderr, "edgert pack: %s\n", err);
+        return EXIT_BADFILE;
+    }
+    edgert_ctx *ctx = NULL;
+    int rc = open_ctx(c, &ctx); /* with IN as options.weights: the layout gate */
+    if (rc) {
+        edgert_checkpoint_close(src);
+        return rc;
+    }
+    warn_diags(c, ctx);
+    const char *name = NULL;
+    edgert_backend *b = NULL;
+    if ((rc = pick_backend(c, ctx, &name)) != EXIT_OK)
         goto out;
-    st = st ? st : edgert_backend_open(ctx, name, c->options, &b, err, sizeof err);
+    st = edgert_backend_open(ctx, name, c->options, &b, err, sizeof err);
     if (!st && !edgert_backend_packed_layout(b))
         st = edgert_checkpoint_pack(b, src, c->out, err, sizeof err); /* says why not */
     edgert_status chk = st ? st : edgert_checkpoint_pack_check(b, src, c->out, err, sizeof err);
@@ -172,7 +194,7 @@ int cmd_pack(const cli *c)
     }
     if (st) {
         tfprintf_lines(stderr, "edgert pack: %s\n", err);
-        rc = !src ? EXIT_BADFILE : exit_of(st); /* IN could not be taken: bad or missing */
+        rc = exit_of(st);
     }
 out:
     edgert_backend_close(b);
