@@ -11,6 +11,7 @@ The input of the measurements of issue 14 (README "Your own weights"):
 """
 import json, os, struct, sys
 out = sys.argv[1]
+os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 shapes = []
 for l in range(28):
     shapes += [(f"model.layers.{l}.self_attn.qkv_proj.weight", 3072, 2048),
