@@ -39,22 +39,15 @@
  * No global mutable state: the descriptor, tables and strings are const; an
  * instance is an aw_state allocated through host->alloc. No exit/abort.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "aw_internal.h"
 #include "plugin_kit.h"
-
-/* <asm/prctl.h> values (Linux 5.16+), spelled out so older headers build. */
-#define AW_ARCH_REQ_XCOMP_PERM 0x1023
-#define AW_XFEATURE_XTILEDATA 18
 
 /* The packed bytes' layout (plugin_kit.h, pk_blob_header): one section. */
 static const pk_blob_id aw_blob = {
@@ -83,7 +76,7 @@ typedef struct aw_path_info {
 
 /* The amx path's tiles: real AMX, or (test build) the emulator, which needs
  * no AMX flag. */
-#ifdef AW_AMX_EMULATE
+#ifdef EDGERT_AMX_EMULATE
 #define AW_AMX_NEEDS                                                                          \
     {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}, {EDGERT_CPU_AVX512_BF16, "avx512_bf16"}
 #define AW_AMX_TILES "EMULATED AMX-BF16 tiles (test build)"
@@ -140,27 +133,6 @@ static const char *aw_missing_flag(uint64_t flags, aw_path p)
             return n->name;
     }
     return NULL;
-}
-
-/* Linux (5.16+) keeps AMX tile data off until the process asks. The edgert
- * core's probe only observes (the host's amx flags mean Linux offers tile
- * data, not that this process holds it), so the plugin asks; asking again is
- * harmless. 0 when the tiles may be used. The emulated test build needs no
- * permission. */
-static int aw_amx_permission(char *err, size_t err_len)
-{
-#if defined(AW_AMX_EMULATE)
-    (void)err;
-    (void)err_len;
-    return 0;
-#else
-    if (syscall(SYS_arch_prctl, AW_ARCH_REQ_XCOMP_PERM, AW_XFEATURE_XTILEDATA) == 0)
-        return 0;
-    edgert_errf(err, err_len, AW_NAME ": init: path=amx: Linux refused AMX tile-data permission "
-                                 "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
-           strerror(errno));
-    return -1;
-#endif
 }
 
 /* ---- init ----------------------------------------------------------------------- */
@@ -238,7 +210,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
             path = order[i];
             if (aw_missing_flag(flags, path) != NULL)
                 continue;
-            if (path == AW_PATH_AMX && aw_amx_permission(err, err_len) != 0) {
+            if (path == AW_PATH_AMX && pk_amx_permission(AW_NAME, err, err_len) != 0) {
                 host->log(host->host_ctx, EDGERT_LOG_WARN, "%s; path auto goes on without AMX",
                           err != NULL && err_len != 0u ? err : AW_NAME ": AMX refused");
                 if (err != NULL && err_len != 0u)
@@ -256,7 +228,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
                         aw_paths[path].name, missing);
             return EDGERT_E_UNSUPPORTED;
         }
-        if (path == AW_PATH_AMX && aw_amx_permission(err, err_len) != 0)
+        if (path == AW_PATH_AMX && pk_amx_permission(AW_NAME, err, err_len) != 0)
             return EDGERT_E_UNSUPPORTED;
     }
 

@@ -71,7 +71,7 @@
 
 /* The test-only build on emulated AMX tiles (tests/plugins/amxemu) is a
  * plugin of its own, with its own name. */
-#ifdef AW_AMX_EMULATE
+#ifdef EDGERT_AMX_EMULATE
 #define AW_NAME "avx512-w4a16-amxemu"
 #else
 #define AW_NAME "avx512-w4a16"

@@ -2,7 +2,7 @@
  * plugins/avx512-w4a16/aw_kern_amx.c — path "amx", prefill: bf16
  * activations (the bf16 path's prep) on AMX-BF16 tiles. (Its decode is the
  * int16 path's GEMV: avx512_w4a16.c.) Compiled with -mavx512f -mavx512bw -mavx512vl
- * -mavx512bf16; the tile instructions are inline assembly (aw_amx.h).
+ * -mavx512bf16; the tile instructions are inline assembly (amx_tiles.h).
  *
  * Prefill, per parallel_for item = up to AMX_NB panels (64 columns):
  *   for each group g of 128 inputs:
@@ -34,7 +34,7 @@
  * switches cheap).
  */
 #include "aw_kern.h"
-#include "aw_amx.h"
+#include "amx_tiles.h"
 
 #define AMX_RB 32u /* rows per row block: two A tiles */
 #define AMX_NB 4u  /* panels per parallel_for item (4 KiB of expanded codes each) */
@@ -44,14 +44,14 @@ _Static_assert(AMX_NB == AW_AMX_PB, "aw_internal.h's item size must match the ke
 
 static void amx_configure(void)
 {
-    aw_tilecfg cfg;
+    amx_tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (unsigned i = 0; i < 8u; i++) {
         cfg.rows[i] = 16;
         cfg.colsb[i] = 64;
     }
-    AW_TILE_CONFIG(&cfg);
+    AMX_TILE_CONFIG(&cfg);
 }
 
 /* y rows [r0, min(r0 + 32, m)) of panels p, p + 1 (two) from the stored C. */
@@ -81,31 +81,31 @@ AW_INLINE void amx_tile_pair(const aw_job *j, const uint16_t *wexp, unsigned P, 
     const uint8_t *a0 = (const uint8_t *)j->act + r0 * arb + (size_t)g * AW_GROUP * 2u;
     const size_t bstride = (size_t)P * 64u;
 
-    AW_TILE_ZERO(0);
-    AW_TILE_ZERO(2);
+    AMX_TILE_ZERO(0);
+    AMX_TILE_ZERO(2);
     if (two) {
-        AW_TILE_ZERO(1);
-        AW_TILE_ZERO(3);
+        AMX_TILE_ZERO(1);
+        AMX_TILE_ZERO(3);
     }
     for (unsigned s = 0; s < AW_GROUP / 32u; s++) {
         const uint8_t *as = a0 + 64u * s; /* inputs 32 s .. 32 s + 31 of the group */
         const uint16_t *bs = wexp + ((size_t)16u * s * P + pp) * 32u;
-        AW_TILE_LOAD(4, as, arb);
-        AW_TILE_LOAD(5, as + 16u * arb, arb);
-        AW_TILE_LOAD(6, bs, bstride);
-        AW_TILE_DPBF16PS(0, 4, 6);
-        AW_TILE_DPBF16PS(2, 5, 6);
+        AMX_TILE_LOAD(4, as, arb);
+        AMX_TILE_LOAD(5, as + 16u * arb, arb);
+        AMX_TILE_LOAD(6, bs, bstride);
+        AMX_TILE_DPBF16PS(0, 4, 6);
+        AMX_TILE_DPBF16PS(2, 5, 6);
         if (two) {
-            AW_TILE_LOAD(7, bs + 32u, bstride);
-            AW_TILE_DPBF16PS(1, 4, 7);
-            AW_TILE_DPBF16PS(3, 5, 7);
+            AMX_TILE_LOAD(7, bs + 32u, bstride);
+            AMX_TILE_DPBF16PS(1, 4, 7);
+            AMX_TILE_DPBF16PS(3, 5, 7);
         }
     }
-    AW_TILE_STORE(0, cbuf[0], 64);
-    AW_TILE_STORE(2, cbuf[2], 64);
+    AMX_TILE_STORE(0, cbuf[0], 64);
+    AMX_TILE_STORE(2, cbuf[2], 64);
     if (two) {
-        AW_TILE_STORE(1, cbuf[1], 64);
-        AW_TILE_STORE(3, cbuf[3], 64);
+        AMX_TILE_STORE(1, cbuf[1], 64);
+        AMX_TILE_STORE(3, cbuf[3], 64);
     }
 }
 
@@ -147,5 +147,5 @@ void aw_amx_gemm(void *arg, size_t begin, size_t end, unsigned worker)
         unsigned P = w->panels - p0 < AMX_NB ? (unsigned)(w->panels - p0) : AMX_NB;
         amx_prefill_item(j, p0, P, wexp, cbuf);
     }
-    AW_TILE_RELEASE();
+    AMX_TILE_RELEASE();
 }

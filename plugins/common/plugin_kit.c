@@ -4,10 +4,15 @@
  * its validation, and the self-test runner, compiled into each in-tree
  * plugin. Nothing here allocates except the self-test, through the host.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "plugin_kit.h"
 
@@ -17,6 +22,31 @@
 #define PK_LDY_PAD 2u
 
 /* ---- init ----------------------------------------------------------------------- */
+
+/* <asm/prctl.h> values (Linux 5.16+), spelled out so older headers build. */
+#define PK_ARCH_REQ_XCOMP_PERM 0x1023
+#define PK_XFEATURE_XTILEDATA 18
+
+int pk_amx_permission(const char *plugin, char *err, size_t err_len)
+{
+#if defined(EDGERT_AMX_EMULATE)
+    (void)plugin;
+    (void)err;
+    (void)err_len;
+    return 0;
+#elif defined(__x86_64__)
+    if (syscall(SYS_arch_prctl, PK_ARCH_REQ_XCOMP_PERM, PK_XFEATURE_XTILEDATA) == 0)
+        return 0;
+    edgert_errf(err, err_len,
+                "%s: init: path=amx: Linux refused AMX tile-data permission "
+                "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
+                plugin, strerror(errno));
+    return -1;
+#else
+    edgert_errf(err, err_len, "%s: init: path=amx: AMX exists only on x86-64", plugin);
+    return -1;
+#endif
+}
 
 edgert_status pk_check_init(const char *plugin, const edgert_host *host, void **state, char *err,
                             size_t err_len)

@@ -79,6 +79,17 @@ edgert_status pk_check_init(const char *plugin, const edgert_host *host, void **
 void pk_fini(void *state);
 void pk_packed_free(void *state, void *packed);
 
+/*
+ * Linux (5.16+) keeps AMX tile data off until the process asks. The edgert
+ * core's probe only observes (the host's amx flags mean Linux offers tile
+ * data, not that this process holds it), so a plugin with a tile path asks
+ * in init; asking again is harmless. 0 when the tiles may be used; -1 with
+ * "<plugin>: init: path=amx: Linux refused ..." in err. Builds on the tile
+ * model (EDGERT_AMX_EMULATE, tests only) need no permission and call
+ * nothing. Not x86-64: always -1.
+ */
+int pk_amx_permission(const char *plugin, char *err, size_t err_len);
+
 /* ---- pack ----------------------------------------------------------------------- */
 
 /* What a layout requires of canonical weights beyond the canonical form. */
