@@ -13,12 +13,13 @@
 #     [LIBS <lib>...]                   extra libraries (libm, ...)
 #     [OUTPUT_DIRECTORY <dir>]          default: the backends folder
 #     [NO_LIB_PREFIX]                   <target>.so instead of lib<target>.so
-#     [MANIFEST <file.yaml>]            the backend's manifest: copied next to the
-#                                       library (@VAR@ filled in, e.g.
+#     [MANIFEST <file.yaml>...]         the backend's manifest(s): copied next to
+#                                       the library (@VAR@ filled in, e.g.
 #                                       @PROJECT_VERSION@), stamped with the
 #                                       library's checksum after every link
 #                                       (`edgert checksum --stamp`), installed
-#                                       beside it
+#                                       beside it. Several manifests may share
+#                                       one library (plugin_name, plugin_options)
 #     [NO_KIT]                          without plugins/common/plugin_kit.c
 #                                       (always so for a vendor's build against
 #                                       the installed package: the kit is not
@@ -39,8 +40,8 @@ if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../plugins/common/plugin_kit.c)
 endif()
 
 function(edgert_add_plugin target)
-  cmake_parse_arguments(P "NO_KIT;NO_INSTALL;NO_LIB_PREFIX" "OUTPUT_DIRECTORY;MANIFEST"
-    "SOURCES;ISA_FLAGS;LIBS" ${ARGN})
+  cmake_parse_arguments(P "NO_KIT;NO_INSTALL;NO_LIB_PREFIX" "OUTPUT_DIRECTORY"
+    "SOURCES;ISA_FLAGS;LIBS;MANIFEST" ${ARGN})
   if(NOT P_SOURCES)
     message(FATAL_ERROR "edgert_add_plugin(${target}): no SOURCES")
   endif()
@@ -82,18 +83,22 @@ function(edgert_add_plugin target)
     install(TARGETS ${target} LIBRARY DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
   endif()
   if(P_MANIFEST)
-    _edgert_plugin_manifest(${target} ${P_MANIFEST} ${P_OUTPUT_DIRECTORY} ${P_NO_INSTALL})
+    _edgert_plugin_manifest(${target} "${P_MANIFEST}" ${P_OUTPUT_DIRECTORY} ${P_NO_INSTALL})
   endif()
 endfunction()
 
-# The manifest next to the library, stamped after each link with the checksum
-# of the bytes just built, so the core refuses a stale or swapped file.
-function(_edgert_plugin_manifest target manifest dir no_install)
-  get_filename_component(name ${manifest} NAME)
-  if(NOT IS_ABSOLUTE ${manifest})
-    set(manifest ${CMAKE_CURRENT_SOURCE_DIR}/${manifest})
-  endif()
-  configure_file(${manifest} ${dir}/${name} @ONLY)
+# The manifests next to the library, stamped after each link with the
+# checksum of the bytes just built, so the core refuses a stale or swapped file.
+function(_edgert_plugin_manifest target manifests dir no_install)
+  set(stamped)
+  foreach(manifest ${manifests})
+    get_filename_component(name ${manifest} NAME)
+    if(NOT IS_ABSOLUTE ${manifest})
+      set(manifest ${CMAKE_CURRENT_SOURCE_DIR}/${manifest})
+    endif()
+    configure_file(${manifest} ${dir}/${name} @ONLY)
+    list(APPEND stamped ${dir}/${name})
+  endforeach()
   if(TARGET edgert-cli) # in the edgert tree: the CLI being built
     set(cli $<TARGET_FILE:edgert-cli>)
   else()                # a vendor's build: the installed package's CLI
@@ -103,10 +108,14 @@ function(_edgert_plugin_manifest target manifest dir no_install)
     # A target of its own that runs on every build (after the library's
     # link): a re-configure rewrites the manifest unstamped even when the
     # library is not relinked, and this stamps it again.
+    set(cmds)
+    foreach(m ${stamped})
+      list(APPEND cmds COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} ${cli} checksum --stamp ${m})
+    endforeach()
     add_custom_target(${target}-stamp ALL
-      COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} ${cli} checksum --stamp ${dir}/${name}
+      ${cmds}
       DEPENDS ${target}
-      COMMENT "Stamping ${name} with the checksum of ${target}"
+      COMMENT "Stamping ${stamped} with the checksum of ${target}"
       VERBATIM)
     add_dependencies(${target}-stamp ${target})
     if(TARGET edgert-cli)
@@ -114,6 +123,6 @@ function(_edgert_plugin_manifest target manifest dir no_install)
     endif()
   endif()
   if(NOT no_install)
-    install(FILES ${dir}/${name} DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
+    install(FILES ${stamped} DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
   endif()
 endfunction()

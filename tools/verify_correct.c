@@ -7,7 +7,9 @@
  * ---- Correctness --------------------------------------------------------------
  * Canonical weights W[n][k] are generated (gen_dense, std 0.02)
  * and quantized by round-to-nearest in the backend's own layout (symmetric or
- * not, its group size, 128 when the manifest says 0). The backend under test
+ * not, its group size, 128 when the manifest says 0), the scales rounded to
+ * fp16 as in a GPTQ checkpoint (so a layout with fp16 scales holds them
+ * exactly, and the check stays one of the kernel's arithmetic). The backend under test
  * B and the oracle R ("ref-w4a16", plain fp32 arithmetic) pack the same
  * canonical tensor; both run y = x W^T over the shapes
  *   M in {1, 2, 3, 16, 17, 64, 512}   (512 only for n <= 129, k <= 512)
@@ -73,6 +75,7 @@
 #define _GNU_SOURCE
 #include "verify_internal.h"
 #include "generate.h"
+#include "safetensors.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -200,6 +203,11 @@ static edgert_status case_w_make(const vrun *v, uint32_t n, uint32_t k, uint64_t
     w->qt.view.name = w->name;
     const edgert_qweights *q = &w->qt.view;
     size_t groups = (k + v->group - 1) / v->group;
+    /* Scales as every GPTQ checkpoint stores them, in fp16: exact for a
+     * layout that keeps fp16 scales (amx-w4a8/1), exact in fp32 for every
+     * other, so each backend gets weights it can hold without rounding. */
+    for (size_t i = 0; i < (size_t)n * groups; i++)
+        w->qt.scales[i] = st_f16_to_f32(st_f32_to_f16(w->qt.scales[i]));
     for (uint32_t r = 0; r < n; r++)
         for (uint32_t c = 0; c < k; c++) {
             size_t g = (size_t)r * groups + c / v->group;

@@ -1,0 +1,155 @@
+/*
+ * plugins/amx-w4a8/a8_internal.h — what the dispatch file (amx_w4a8.c,
+ * built without ISA flags) shares with the kernel files (a8_kern_*.c, each
+ * built with its own -mavx512* flags). Nothing in here emits AVX-512 code.
+ *
+ * W4A8 (design.md §4, the speed choice): symmetric int4 weights (zero point
+ * fixed at 8, GPTQ's symmetric form), one scale per (column, group of 128),
+ * activations quantized to int8 per token at run time, integer dot
+ * products, fp32 epilogue.
+ *
+ * ---- Packed layout "amx-w4a8/1" (one layout for decode and prefill, both paths) ----
+ *
+ * Output columns (rows of W) are cut into panels of A8_PANEL = 16 columns,
+ * one per dword lane of a zmm register. A panel is
+ *   codes:  K / 128 blocks of 1024 bytes, one per group g, back to back;
+ *           block g = 16 octets t of 64 bytes (one zmm); dword lane j of
+ *           octet t holds the 8 codes of column 16p + j for inputs
+ *           k = 128 g + 8 t + 0..7, byte i (i = 0..3) = code(k_i) | code(k_{i+4}) << 4;
+ *   scales: K / 128 rows of 16 fp16 (32 bytes): the scale of column 16p + j,
+ *           group g, rounded to nearest fp16; padded with zeros to 64 bytes.
+ * Panels follow each other, so a thread that owns a range of panels reads
+ * one contiguous stream. Bits per weight: 4 + 16 / 128 = 4.125 (plus the
+ * zero padding of the last panel when n % 16 != 0, of the scale rows when
+ * K / 128 is odd, and a 128-byte header).
+ *
+ * Why that nibble order: one 64-byte load v feeds both paths with one mask
+ * and one shift-and-mask:
+ *   v & 0x0F..          = bytes (k0, k1, k2, k3) of each lane: 4 inputs in
+ *                         order, one vpdpbusd step against the activation
+ *                         bytes (x0, x1, x2, x3) broadcast, and one row of an
+ *                         AMX B tile (VNNI quads);
+ *   (v >> 4) & 0x0F..   = bytes (k4, k5, k6, k7): the next step.
+ * Activations therefore stay in their natural order.
+ *
+ * Zero point and scales are never applied per weight: per (token, column,
+ * group) the kernels compute, all in int32 and exact,
+ *   d = sum_k a_k q_k  -  8 sum_k a_k      (|d| <= 128 * 127 * 15 < 2^18)
+ * with a the token's int8 codes, q the weight codes, and sum_k a_k over the
+ * group computed once per (token, group) in prep; then in fp32
+ *   y += s_w d      (per group)     and finally  y *= s_x   (per token),
+ * or y += (s_w s_x) d per group (prefill). fp16 scales are exact in fp32.
+ *
+ * Activations (prep, once per call and token, shared by every column):
+ * m = max_k |x_k|, s_x = m / 127 (fp32), a_k = rint(x_k * (127 / m)) in
+ * [-127, 127] (round half to even). A token that holds a NaN or an infinity
+ * gets s_x = NaN: its whole output row is NaN. m = 0 gives a = 0, y = 0.
+ *
+ * ---- In memory, and as mappable bytes (plugin ABI 2) -----------------------------
+ *
+ * pack makes one allocation: the a8_packed handle (rounded up to 64 bytes),
+ * then the position-independent bytes, layout "amx-w4a8/1" (A8_LAYOUT): the
+ * kit's 128-byte pk_blob_header (magic A8_BLOB_MAGIC, version, n, k, group
+ * 128, one section) and the panels from offset 128. Both paths read the
+ * same bytes. packed_map checks them (plugin_kit.c) and allocates only an
+ * a8_packed whose `data` points at the caller's panels. Any fp16 bit pattern
+ * is a valid scale (a NaN or infinite one gives NaN or infinite outputs,
+ * nothing worse), so nothing past the header needs checking for safety.
+ */
+#ifndef A8_INTERNAL_H
+#define A8_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgert/plugin.h"
+#include "edgert/version.h"
+
+/* The test-only build on the AMX tile model is a plugin of its own. */
+#ifdef EDGERT_AMX_EMULATE
+#define A8_NAME "amx-w4a8-amxemu"
+#else
+#define A8_NAME "amx-w4a8"
+#endif
+#define A8_VERSION EDGERT_VERSION_STRING
+
+#define A8_PANEL 16u        /* output columns per panel (zmm dword lanes) */
+#define A8_GROUP 128u       /* inputs per group: the only group size accepted */
+#define A8_OCTETS 16u       /* 8-input octets per group */
+#define A8_CODE_BYTES 1024u /* codes of one (panel, group) block */
+#define A8_SCALE_ROW 32u    /* 16 fp16 scales of one (panel, group) */
+#define A8_STEPS 32u        /* 4-input steps per group (vpdpbusd / B tile rows) */
+#define A8_ALIGN 64u
+#define A8_PACKED_MAGIC 0x38613461u /* "a4a8": the in-memory handle */
+#define A8_BLOB_MAGIC 0x50386134u   /* "4a8P": the packed bytes */
+#define A8_LAYOUT_VERSION 1u        /* change with the meaning of the bytes ... */
+#define A8_LAYOUT "amx-w4a8/1"      /* ... and this id with it */
+
+/*
+ * Rows of x up to which gemm streams the codes directly (the VNNI GEMV,
+ * A8_DECODE_RB rows per pass over the codes); above it the prefill kernels
+ * expand each (panel, group) block once into L1 and reuse it for every row.
+ * The crossover measured on the development machine (issue 15's note):
+ * decode and prefill kernels over M = 1..64.
+ */
+#define A8_DECODE_MAX_M 4u
+#define A8_DECODE_RB 4u
+
+/* VNNI prefill: panels per register tile and per parallel_for item. */
+#define A8_PREFILL_PB 3u
+/* AMX prefill: panels per parallel_for item; rows the activation scratch is
+ * padded to (zero rows) so every A tile is full. */
+#define A8_AMX_PB 4u
+#define A8_AMX_ROW_PAD 32u
+
+typedef enum a8_path {
+    A8_PATH_VNNI = 0, /* AVX512_VNNI decode and prefill */
+    A8_PATH_AMX = 1,  /* AMX-INT8 tiles for prefill, VNNI decode */
+    A8_PATH_COUNT
+} a8_path;
+
+typedef struct a8_packed {
+    uint32_t magic;
+    uint32_t n, k;
+    uint32_t groups;      /* k / 128 */
+    uint32_t panels;      /* ceil(n / 16) */
+    uint32_t panel_bytes; /* groups * 1024 + round64(groups * 32) */
+    const uint8_t *data;  /* the panels, 64-byte aligned */
+    const void *blob;     /* the packed bytes: pk_blob_header, then the panels */
+    size_t blob_bytes;
+    char name[40];        /* for error messages; truncated */
+} a8_packed;
+
+/* Bytes of one panel's scale rows: groups * 32 rounded up to 64. */
+static inline size_t a8_scale_bytes(uint32_t groups)
+{
+    return ((size_t)groups * A8_SCALE_ROW + (A8_ALIGN - 1u)) & ~(size_t)(A8_ALIGN - 1u);
+}
+
+/*
+ * One GEMM call, shared read-only by all chunks of its parallel_for.
+ * act     int8 [rows][act_row_bytes]: the tokens' codes a in input order
+ *         (rows padded with zero rows to the prefill kernel's row_pad)
+ * asum8   int32 [m][groups]: 8 * sum of the group's codes
+ * sx      fp32 [m]: the token's scale s_x (NaN: the row holds a non-finite x)
+ */
+typedef struct a8_job {
+    const a8_packed *w;
+    uint32_t m;
+    const float *x;
+    size_t ldx;
+    float *y;
+    size_t ldy;
+    int8_t *act;
+    size_t act_row_bytes;
+    int32_t *asum8;
+    float *sx;
+} a8_job;
+
+/* Defined in the kernel files; only called after init checked the flags. */
+void a8_prep(void *job, size_t begin, size_t end, unsigned worker);
+void a8_vnni_decode(void *job, size_t begin, size_t end, unsigned worker);
+void a8_vnni_prefill(void *job, size_t begin, size_t end, unsigned worker);
+void a8_amx_prefill(void *job, size_t begin, size_t end, unsigned worker);
+
+#endif /* A8_INTERNAL_H */

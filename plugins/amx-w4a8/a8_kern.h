@@ -1,0 +1,94 @@
+/*
+ * plugins/amx-w4a8/a8_kern.h — helpers shared by the kernel files. Included
+ * ONLY by a8_kern_*.c, which are compiled with AVX-512 flags; the dispatch
+ * file never sees these intrinsics.
+ */
+#ifndef A8_KERN_H
+#define A8_KERN_H
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "a8_internal.h"
+
+#define A8_INLINE static inline __attribute__((always_inline))
+#define A8_UNROLL _Pragma("GCC unroll 32")
+
+/* Software prefetch while streaming codes (decode): one prefetcht1 8 KiB
+ * ahead of every 64-byte line, the distance and hint measured best for the
+ * same kind of stream on Zen 5 (plugins/avx512-w4a16/aw_kern.h). */
+#define A8_PF_DIST 8192
+
+A8_INLINE void a8_prefetch(const uint8_t *p)
+{
+    _mm_prefetch((const char *)(p + A8_PF_DIST), _MM_HINT_T1);
+}
+
+/* acc += u8 a . s8 b (4 byte pairs per dword lane), in place. Inline asm:
+ * with _mm512_dpbusd_epi32 GCC 12 at -O3 copies every integer accumulator
+ * through another register and the stack each step (measured 3x slower on
+ * avx512-w4a16's int16 path). */
+#define A8_DPBUSD(acc, a, b) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b))
+
+A8_INLINE __m512i a8_bcast4(const int8_t *p)
+{
+    int32_t d;
+    memcpy(&d, p, sizeof d);
+    return _mm512_set1_epi32(d);
+}
+
+A8_INLINE const uint8_t *a8_codes(const a8_packed *w, size_t p, uint32_t g)
+{
+    return w->data + p * w->panel_bytes + (size_t)g * A8_CODE_BYTES;
+}
+
+/* The 16 fp32 scales of panel p, group g. */
+A8_INLINE __m512 a8_scales(const a8_packed *w, size_t p, uint32_t g)
+{
+    const uint8_t *s = w->data + p * w->panel_bytes + (size_t)w->groups * A8_CODE_BYTES +
+                       (size_t)g * A8_SCALE_ROW;
+    return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)s));
+}
+
+/* Columns of panel p that exist (1..16) as a lane mask. */
+A8_INLINE __mmask16 a8_panel_mask(const a8_packed *w, size_t p)
+{
+    size_t left = (size_t)w->n - p * A8_PANEL;
+    return left >= A8_PANEL ? (__mmask16)0xFFFFu : (__mmask16)((1u << left) - 1u);
+}
+
+/* y = (first ? 0 : y) + v, masked. */
+A8_INLINE void a8_y_add(float *yp, __mmask16 mask, int first, __m512 v)
+{
+    if (!first)
+        v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, yp));
+    _mm512_mask_storeu_ps(yp, mask, v);
+}
+
+/*
+ * Expand group g of panels p0 .. p0+P-1 into unsigned code bytes, one
+ * 4-input step per 64 bytes:
+ *   wexp[s][p][64]: dword lane j = codes of inputs 128 g + 4 s + 0..3 of
+ *   column 16 (p0 + p) + j, s = 0..31,
+ * i.e. the vpdpbusd operand of step s, and for p fixed the rows of an AMX
+ * B tile (16 steps = 64 inputs, row stride P * 64 bytes). Step 2t is octet
+ * t's low nibbles, step 2t + 1 its high ones (a8_internal.h). 2 KiB per
+ * panel; the caller's buffer is 64-byte aligned.
+ */
+A8_INLINE void a8_expand(const a8_packed *w, size_t p0, unsigned P, uint32_t g, uint8_t *wexp)
+{
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    for (unsigned p = 0; p < P; p++) {
+        const uint8_t *codes = a8_codes(w, p0 + p, g);
+        for (unsigned t = 0; t < A8_OCTETS; t++) {
+            __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
+            _mm512_store_si512((void *)(wexp + ((size_t)(2u * t) * P + p) * 64u),
+                               _mm512_and_si512(v, nib));
+            _mm512_store_si512((void *)(wexp + ((size_t)(2u * t + 1u) * P + p) * 64u),
+                               _mm512_and_si512(_mm512_srli_epi32(v, 4), nib));
+        }
+    }
+}
+
+#endif /* A8_KERN_H */

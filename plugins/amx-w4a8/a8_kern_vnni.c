@@ -1,0 +1,238 @@
+/*
+ * plugins/amx-w4a8/a8_kern_vnni.c — activation quantization (both paths),
+ * the VNNI GEMV (decode, both paths) and the VNNI prefill (path vnni).
+ * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni.
+ *
+ * Arithmetic (a8_internal.h): per (token, column, group) an exact int32
+ * d = sum a q - 8 sum a from vpdpbusd (unsigned weight codes 0..15 times
+ * signed activation codes -127..127; |partial sums| < 2^18, no overflow);
+ * then fp32: y += s_w d per group, times s_x per token.
+ *
+ * Decode: per panel the codes are streamed once (software prefetch) for up
+ * to A8_DECODE_RB tokens, 64 bytes = 16 columns x 8 inputs per load feeding
+ * 2 vpdpbusd per token, spread over 4 accumulator chains per token (the
+ * chain's latency would otherwise bound a single token to 16 bytes a cycle).
+ *
+ * Prefill: per parallel_for item of A8_PREFILL_PB panels and per group, the
+ * codes are expanded once into the vpdpbusd operand order (a8_expand, 6 KiB,
+ * L1-resident) and a register tile of 8 tokens x 3 panels (24 int32
+ * accumulators) runs over every block of 8 tokens: per 4-input step 3
+ * loads, 8 broadcasts, 24 vpdpbusd. vpdpbusd does 64 multiply-adds per
+ * instruction, twice avx512-w4a16's vpdpwssd, on a quarter of the bytes.
+ */
+#include "a8_kern.h"
+
+/* ---- activations -------------------------------------------------------------------- */
+
+void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const a8_job *j = arg;
+    const uint32_t k = j->w->k, groups = j->w->groups;
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    (void)worker;
+
+    for (size_t i = begin; i < end; i++) {
+        const float *x = j->x + i * j->ldx;
+        int8_t *a = j->act + i * j->act_row_bytes;
+        int32_t *asum8 = j->asum8 + i * groups;
+        __m512 mx = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (uint32_t c = 0; c < k; c += 16u) {
+            __m512 v = _mm512_abs_ps(_mm512_loadu_ps(x + c));
+            mx = _mm512_max_ps(mx, v);
+            /* max_ps drops a NaN; find NaN and infinities explicitly */
+            bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
+        }
+        const float m = _mm512_reduce_max_ps(mx);
+        if (bad != 0 || m == 0.0f) {
+            memset(a, 0, k);
+            memset(asum8, 0, groups * sizeof *asum8);
+            j->sx[i] = bad != 0 ? NAN : 0.0f;
+            continue;
+        }
+        const __m512 inv = _mm512_set1_ps(127.0f / m);
+        for (uint32_t g = 0; g < groups; g++) {
+            __m512i sum = _mm512_setzero_si512();
+            for (uint32_t c = g * A8_GROUP; c < (g + 1u) * A8_GROUP; c += 16u) {
+                __m512i q = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), inv),
+                                                     _MM_FROUND_TO_NEAREST_INT |
+                                                         _MM_FROUND_NO_EXC);
+                q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
+                sum = _mm512_add_epi32(sum, q);
+                _mm_storeu_si128((__m128i *)(void *)(a + c), _mm512_cvtepi32_epi8(q));
+            }
+            asum8[g] = 8 * _mm512_reduce_add_epi32(sum);
+        }
+        j->sx[i] = m / 127.0f;
+    }
+}
+
+/* ---- decode --------------------------------------------------------------------------- */
+
+A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned R)
+{
+    const a8_packed *w = j->w;
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    __m512 yacc[A8_DECODE_RB];
+    const int8_t *xa[A8_DECODE_RB];
+
+    A8_UNROLL
+    for (unsigned r = 0; r < R; r++) {
+        yacc[r] = _mm512_setzero_ps();
+        xa[r] = j->act + (r0 + r) * j->act_row_bytes;
+    }
+    const uint8_t *blk = a8_codes(w, p, 0);
+    for (uint32_t g = 0; g < w->groups; g++, blk += A8_CODE_BYTES) {
+        __m512i acc[A8_DECODE_RB][4];
+        A8_UNROLL
+        for (unsigned r = 0; r < R; r++)
+            acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_si512();
+        A8_UNROLL
+        for (unsigned t = 0; t < A8_OCTETS; t++) {
+            a8_prefetch(blk + 64u * t);
+            __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
+            __m512i lo = _mm512_and_si512(v, nib);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
+            const unsigned c = 2u * (t & 1u);
+            A8_UNROLL
+            for (unsigned r = 0; r < R; r++) {
+                const int8_t *xg = xa[r] + (size_t)g * A8_GROUP + 8u * t;
+                A8_DPBUSD(acc[r][c], lo, a8_bcast4(xg));
+                A8_DPBUSD(acc[r][c + 1u], hi, a8_bcast4(xg + 4));
+            }
+        }
+        const __m512 sw = a8_scales(w, p, g);
+        A8_UNROLL
+        for (unsigned r = 0; r < R; r++) {
+            __m512i d = _mm512_add_epi32(_mm512_add_epi32(acc[r][0], acc[r][1]),
+                                         _mm512_add_epi32(acc[r][2], acc[r][3]));
+            d = _mm512_sub_epi32(d, _mm512_set1_epi32(j->asum8[(r0 + r) * w->groups + g]));
+            yacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sw, yacc[r]);
+        }
+    }
+    const __mmask16 mask = a8_panel_mask(w, p);
+    A8_UNROLL
+    for (unsigned r = 0; r < R; r++)
+        _mm512_mask_storeu_ps(j->y + (r0 + r) * j->ldy + p * A8_PANEL, mask,
+                              _mm512_mul_ps(yacc[r], _mm512_set1_ps(j->sx[r0 + r])));
+}
+
+void a8_vnni_decode(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const a8_job *j = arg;
+    (void)worker;
+    for (size_t p = begin; p < end; p++) {
+        size_t r0 = 0;
+        for (; r0 + A8_DECODE_RB <= j->m; r0 += A8_DECODE_RB)
+            decode_panel(j, p, r0, A8_DECODE_RB);
+        switch (j->m - r0) {
+        case 1: decode_panel(j, p, r0, 1); break;
+        case 2: decode_panel(j, p, r0, 2); break;
+        case 3: decode_panel(j, p, r0, 3); break;
+        default: break;
+        }
+    }
+}
+
+/* ---- prefill --------------------------------------------------------------------------- */
+
+#define PF_RB 8u /* 8 tokens x 3 panels = 24 int32 accumulators */
+#define PF_PB A8_PREFILL_PB
+
+/* The hot loop alone, in the shape GCC 12 keeps in registers (inlined into
+ * the epilogue it spills): out[r * P + p] = sum over the group of
+ * codes(p) . a(token r); tokens `rs` bytes apart. */
+A8_INLINE void pf_kern(const uint8_t *wexp, const int8_t *xa, size_t rs, const unsigned R,
+                       const unsigned P, __m512i *out)
+{
+    __m512i acc[PF_RB][PF_PB];
+    A8_UNROLL
+    for (unsigned r = 0; r < R; r++)
+        A8_UNROLL
+        for (unsigned p = 0; p < P; p++)
+            acc[r][p] = _mm512_setzero_si512();
+    for (unsigned s = 0; s < A8_STEPS; s++) {
+        __m512i wv[PF_PB];
+        A8_UNROLL
+        for (unsigned p = 0; p < P; p++)
+            wv[p] = _mm512_load_si512((const void *)(wexp + ((size_t)s * P + p) * 64u));
+        A8_UNROLL
+        for (unsigned r = 0; r < R; r++) {
+            __m512i xb = a8_bcast4(xa + r * rs + 4u * s);
+            A8_UNROLL
+            for (unsigned p = 0; p < P; p++)
+                A8_DPBUSD(acc[r][p], wv[p], xb);
+        }
+    }
+    A8_UNROLL
+    for (unsigned r = 0; r < R; r++)
+        A8_UNROLL
+        for (unsigned p = 0; p < P; p++)
+            _mm512_store_si512((void *)&out[r * P + p], acc[r][p]);
+}
+
+#define PF_KERN_FN(R, P)                                                                     \
+    static __attribute__((noinline)) void pf_kern_##R##_##P(const uint8_t *wexp,             \
+                                                            const int8_t *xa, size_t rs,     \
+                                                            __m512i *out)                    \
+    {                                                                                        \
+        pf_kern(wexp, xa, rs, R, P, out);                                                    \
+    }
+#define PF_KERN_ROW(R) PF_KERN_FN(R, 1) PF_KERN_FN(R, 2) PF_KERN_FN(R, 3)
+PF_KERN_ROW(1) PF_KERN_ROW(2) PF_KERN_ROW(3) PF_KERN_ROW(4)
+PF_KERN_ROW(5) PF_KERN_ROW(6) PF_KERN_ROW(7) PF_KERN_ROW(8)
+#undef PF_KERN_ROW
+#undef PF_KERN_FN
+
+typedef void (*pf_kern_fn)(const uint8_t *, const int8_t *, size_t, __m512i *);
+#define PF_KERN_ROW(R) {pf_kern_##R##_1, pf_kern_##R##_2, pf_kern_##R##_3}
+static const pf_kern_fn pf_kerns[PF_RB][PF_PB] = {
+    PF_KERN_ROW(1), PF_KERN_ROW(2), PF_KERN_ROW(3), PF_KERN_ROW(4),
+    PF_KERN_ROW(5), PF_KERN_ROW(6), PF_KERN_ROW(7), PF_KERN_ROW(8),
+};
+#undef PF_KERN_ROW
+
+/* tokens [r0, r0 + R) x panels [p0, p0 + P) for group g, flushed into y */
+static void pf_tile(const a8_job *j, const uint8_t *wexp, size_t p0, uint32_t g, size_t r0,
+                    unsigned R, unsigned P, const __m512 *sw, const __mmask16 *mask)
+{
+    _Alignas(64) __m512i out[PF_RB * PF_PB];
+    const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * A8_GROUP;
+    pf_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, out);
+    for (unsigned r = 0; r < R; r++) {
+        const __m512i a8 = _mm512_set1_epi32(j->asum8[(r0 + r) * j->w->groups + g]);
+        const __m512 sx = _mm512_set1_ps(j->sx[r0 + r]);
+        float *yr = j->y + (r0 + r) * j->ldy + p0 * A8_PANEL;
+        for (unsigned p = 0; p < P; p++) {
+            __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(out[r * P + p], a8));
+            a8_y_add(yr + p * A8_PANEL, mask[p], g == 0u,
+                     _mm512_mul_ps(d, _mm512_mul_ps(sw[p], sx)));
+        }
+    }
+}
+
+void a8_vnni_prefill(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const a8_job *j = arg;
+    const a8_packed *w = j->w;
+    _Alignas(64) uint8_t wexp[A8_STEPS * PF_PB * 64u]; /* 6 KiB, per chunk */
+    (void)worker;
+    for (size_t b = begin; b < end; b++) {
+        const size_t p0 = b * PF_PB;
+        const unsigned P = w->panels - p0 < PF_PB ? (unsigned)(w->panels - p0) : PF_PB;
+        __mmask16 mask[PF_PB] = {0};
+        for (unsigned p = 0; p < P; p++)
+            mask[p] = a8_panel_mask(w, p0 + p);
+        for (uint32_t g = 0; g < w->groups; g++) {
+            __m512 sw[PF_PB] = {0};
+            for (unsigned p = 0; p < P; p++)
+                sw[p] = a8_scales(w, p0 + p, g);
+            a8_expand(w, p0, P, g, wexp);
+            size_t r0 = 0;
+            for (; r0 + PF_RB <= j->m; r0 += PF_RB)
+                pf_tile(j, wexp, p0, g, r0, PF_RB, P, sw, mask);
+            if (r0 < j->m)
+                pf_tile(j, wexp, p0, g, r0, (unsigned)(j->m - r0), P, sw, mask);
+        }
+    }
+}

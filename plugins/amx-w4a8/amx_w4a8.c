@@ -1,0 +1,591 @@
+/*
+ * plugins/amx-w4a8/amx_w4a8.c — entry, options, packing, dispatch and
+ * self-test of the W4A8 backend: symmetric int4 weights (zero point 8, an
+ * fp16 scale per column and group of 128), int8 activations per token,
+ * integer dot products, fp32 epilogue. One library behind two manifests:
+ * `amx-w4a8` (plugin_options path=amx) and `avx512-w4a8` (path=vnni).
+ *
+ * This file is compiled WITHOUT ISA flags (plain x86-64), so loading the
+ * library and calling init on any x86-64 CPU is safe: AVX-512 and AMX code
+ * lives only in a8_kern_*.c and is reached only after init checked the
+ * host's usable CPU flags (and, for the tiles, Linux's permission).
+ *
+ * Code paths (chosen once per instance in init), on one packed layout
+ * (a8_internal.h):
+ *   path=amx   prefill (m > decode_max_m) on AMX-INT8 tiles (a8_kern_amx.c),
+ *              decode as path vnni. Needs amx_tile, amx_int8 and the
+ *              tile-data permission, asked for in init.
+ *   path=vnni  AVX512_VNNI vpdpbusd for decode and prefill (a8_kern_vnni.c).
+ *   path=auto  (default, also for NULL or "") amx where the tiles are usable
+ *              and granted, else vnni.
+ * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
+ * Options (blank-separated): "path=<auto|amx|vnni>", "decode_max_m=<1..512>"
+ * (the largest m that runs the GEMV instead of the prefill kernel; default
+ * A8_DECODE_MAX_M, the measured crossover; an option so the crossover can
+ * be measured again with `edgert bench --options`). Anything else is
+ * refused with EDGERT_E_USAGE; a path whose CPU flag is missing with
+ * EDGERT_E_UNSUPPORTED naming the flag.
+ *
+ * No global mutable state: the descriptor, tables and strings are const; an
+ * instance is an a8_state allocated through host->alloc. No exit/abort.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "a8_internal.h"
+#include "plugin_kit.h"
+
+/* The packed bytes' layout (plugin_kit.h, pk_blob_header): one section. */
+static const pk_blob_id a8_blob = {
+    A8_NAME, A8_LAYOUT, A8_BLOB_MAGIC, A8_LAYOUT_VERSION, 1u, {"panels"},
+};
+
+typedef struct a8_state {
+    const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
+    a8_path path;
+    uint32_t decode_max_m;
+    edgert_range_fn prefill;
+} a8_state;
+
+typedef struct a8_flag {
+    edgert_cpu_flag flag;
+    const char *name;
+} a8_flag;
+
+/* Every path's kernel files are compiled for these (CMakeLists.txt). */
+static const a8_flag a8_base_flags[] = {
+    {EDGERT_CPU_AVX512F, "avx512f"},
+    {EDGERT_CPU_AVX512BW, "avx512bw"},
+    {EDGERT_CPU_AVX512VL, "avx512vl"},
+    {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"},
+};
+
+/* The amx path's tiles: real AMX, or (test build) the tile model, which
+ * needs no AMX flag. */
+#ifdef EDGERT_AMX_EMULATE
+static const a8_flag a8_amx_flags[] = {{EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}};
+#define A8_AMX_TILES "the AMX tile MODEL (test build)"
+#else
+static const a8_flag a8_amx_flags[] = {{EDGERT_CPU_AMX_TILE, "amx_tile"},
+                                       {EDGERT_CPU_AMX_INT8, "amx_int8"}};
+#define A8_AMX_TILES "AMX-INT8 tiles"
+#endif
+
+static const char *const a8_path_names[A8_PATH_COUNT] = {[A8_PATH_VNNI] = "vnni",
+                                                         [A8_PATH_AMX] = "amx"};
+static const char *const a8_describe_text[A8_PATH_COUNT] = {
+    [A8_PATH_VNNI] = "vnni: int8 activations per token, AVX512_VNNI vpdpbusd for decode "
+                     "(GEMV) and prefill, exact int32 group sums, fp32 epilogue",
+    [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSUD, int8 activations per token, "
+                    "exact int32 group sums); decode as path vnni (vpdpbusd GEMV)",
+};
+
+/* ---- init ------------------------------------------------------------------------------ */
+
+static const char *a8_missing_amx_flag(uint64_t flags)
+{
+    for (size_t i = 0; i < sizeof a8_amx_flags / sizeof a8_amx_flags[0]; i++)
+        if (!EDGERT_HAS_FLAG(flags, a8_amx_flags[i].flag))
+            return a8_amx_flags[i].name;
+    return NULL;
+}
+
+/* Parse the blank-separated options. 0 on success. */
+static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
+                            uint32_t *decode_max_m, char *err, size_t err_len)
+{
+    *auto_path = 1;
+    *decode_max_m = A8_DECODE_MAX_M;
+    const char *s = options != NULL ? options : "";
+    for (;;) {
+        s += strspn(s, " \t");
+        if (*s == '\0')
+            return 0;
+        const size_t len = strcspn(s, " \t");
+        if (len > 5u && strncmp(s, "path=", 5u) == 0) {
+            const char *v = s + 5;
+            const size_t vl = len - 5u;
+            if (vl == 4u && strncmp(v, "auto", 4u) == 0) {
+                *auto_path = 1;
+            } else if (vl == 3u && strncmp(v, "amx", 3u) == 0) {
+                *auto_path = 0;
+                *path = A8_PATH_AMX;
+            } else if (vl == 4u && strncmp(v, "vnni", 4u) == 0) {
+                *auto_path = 0;
+                *path = A8_PATH_VNNI;
+            } else {
+                edgert_errf(err, err_len,
+                            A8_NAME ": init: unknown path '%.*s' (accepted: auto, amx, vnni)",
+                            (int)vl, v);
+                return -1;
+            }
+        } else if (len > 13u && strncmp(s, "decode_max_m=", 13u) == 0) {
+            char num[16] = {0};
+            const size_t vl = len - 13u;
+            char *endp = NULL;
+            unsigned long v = 0;
+            if (vl < sizeof num) {
+                memcpy(num, s + 13, vl);
+                v = strtoul(num, &endp, 10);
+            }
+            if (vl >= sizeof num || endp == num || *endp != '\0' || num[0] == '-' ||
+                num[0] == '+' || v < 1u || v > 512u) {
+                edgert_errf(err, err_len,
+                            A8_NAME ": init: decode_max_m must be an integer in [1, 512], "
+                                    "not '%.*s'",
+                            (int)vl, s + 13);
+                return -1;
+            }
+            *decode_max_m = (uint32_t)v;
+        } else {
+            edgert_errf(err, err_len,
+                        A8_NAME ": init: unknown option '%.*s' (accepted: path=auto|amx|vnni, "
+                                "decode_max_m=N)",
+                        (int)len, s);
+            return -1;
+        }
+        s += len;
+    }
+}
+
+static edgert_status a8_init(const edgert_host *host, const char *options, void **state,
+                             char *err, size_t err_len)
+{
+    edgert_status rc = pk_check_init(A8_NAME, host, state, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    int auto_path = 1;
+    a8_path path = A8_PATH_VNNI;
+    uint32_t decode_max_m = A8_DECODE_MAX_M;
+    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, err, err_len) != 0)
+        return EDGERT_E_USAGE;
+
+    const uint64_t flags = host->cpu_flags;
+    for (size_t i = 0; i < sizeof a8_base_flags / sizeof a8_base_flags[0]; i++) {
+        if (!EDGERT_HAS_FLAG(flags, a8_base_flags[i].flag)) {
+            edgert_errf(err, err_len,
+                        A8_NAME ": init: this CPU lacks %s (every path needs avx512f, avx512bw, "
+                                "avx512vl and avx512_vnni)",
+                        a8_base_flags[i].name);
+            return EDGERT_E_UNSUPPORTED;
+        }
+    }
+    const char *missing = a8_missing_amx_flag(flags);
+    if (auto_path) {
+        path = A8_PATH_VNNI;
+        if (missing == NULL) {
+            if (pk_amx_permission(A8_NAME, err, err_len) == 0) {
+                path = A8_PATH_AMX;
+            } else {
+                host->log(host->host_ctx, EDGERT_LOG_WARN, "%s; path auto goes on with vnni",
+                          err != NULL && err_len != 0u ? err : A8_NAME ": AMX refused");
+                if (err != NULL && err_len != 0u)
+                    err[0] = '\0';
+            }
+        }
+    } else if (path == A8_PATH_AMX) {
+        if (missing != NULL) {
+            edgert_errf(err, err_len,
+                        A8_NAME ": init: path=amx needs the CPU flag %s, which this CPU does "
+                                "not have (or the OS has not enabled)",
+                        missing);
+            return EDGERT_E_UNSUPPORTED;
+        }
+        if (pk_amx_permission(A8_NAME, err, err_len) != 0)
+            return EDGERT_E_UNSUPPORTED;
+    }
+
+    a8_state *st = host->alloc(host->host_ctx, sizeof *st, A8_ALIGN);
+    if (st == NULL) {
+        edgert_errf(err, err_len, A8_NAME ": init: cannot allocate %zu bytes of instance state",
+                    sizeof *st);
+        return EDGERT_E_NOMEM;
+    }
+    st->host = host;
+    st->path = path;
+    st->decode_max_m = decode_max_m;
+    st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
+    *state = st;
+    host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
+              a8_path_names[path], auto_path ? " (auto)" : " (forced)");
+    return EDGERT_OK;
+}
+
+static const char *a8_describe(void *state)
+{
+    const a8_state *st = state;
+    return st != NULL ? a8_describe_text[st->path] : NULL;
+}
+
+/* ---- pack ------------------------------------------------------------------------------- */
+
+/* fp32 -> fp16 bits, round to nearest even (the caller refused non-finite
+ * values and magnitudes that round to infinity). */
+static uint16_t a8_half(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+    if (a < 0x38800000u) { /* below 2^-14: an fp16 subnormal, steps of 2^-24 */
+        float v = fabsf(f) * 16777216.0f; /* exact: a power of two */
+        return (uint16_t)(sign | (uint32_t)lrintf(v)); /* 1024 is the smallest normal */
+    }
+    uint32_t r = (a + 0xFFFu + ((a >> 13) & 1u)) >> 13; /* mantissa to 10 bits, ties even */
+    return (uint16_t)(sign | (r - ((127u - 15u) << 10)));
+}
+
+/* The largest fp32 magnitude that rounds to a finite fp16 (65504). */
+#define A8_HALF_LIMIT 65519.996f
+
+typedef struct a8_pack_job {
+    const edgert_qweights *w;
+    uint8_t *data;
+    size_t panel_bytes;
+    uint32_t groups;
+} a8_pack_job;
+
+/* Pack panels [begin, end) straight from the canonical tensor into the
+ * final allocation: no transient memory above the packed size. */
+static void a8_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const a8_pack_job *pj = arg;
+    const edgert_qweights *w = pj->w;
+    const size_t stride = (size_t)w->k / 2u; /* k is a multiple of 128 */
+    (void)worker;
+
+    for (size_t p = begin; p < end; p++) {
+        uint8_t *panel = pj->data + p * pj->panel_bytes;
+        uint8_t *scales = panel + (size_t)pj->groups * A8_CODE_BYTES;
+        memset(scales, 0, a8_scale_bytes(pj->groups));
+        for (unsigned j = 0; j < A8_PANEL; j++) {
+            const size_t col = p * A8_PANEL + j;
+            for (uint32_t g = 0; g < pj->groups; g++) {
+                uint8_t *blk = panel + (size_t)g * A8_CODE_BYTES;
+                if (col >= w->n) {
+                    for (unsigned t = 0; t < A8_OCTETS; t++)
+                        memset(blk + 64u * t + 4u * j, 0, 4u);
+                    continue;
+                }
+                const uint8_t *src = w->codes + col * stride + (size_t)g * (A8_GROUP / 2u);
+                for (unsigned t = 0; t < A8_OCTETS; t++) {
+                    const uint8_t *b = src + 4u * t; /* codes of inputs 8t .. 8t+7 */
+                    uint8_t d[4];
+                    for (unsigned i = 0; i < 4u; i++) {
+                        const unsigned qi = pk_code(b, i), qi4 = pk_code(b, i + 4u);
+                        d[i] = (uint8_t)(qi | (qi4 << 4));
+                    }
+                    memcpy(blk + 64u * t + 4u * j, d, 4u);
+                }
+                const uint16_t h = a8_half(w->scales[col * pj->groups + g]);
+                memcpy(scales + (size_t)g * A8_SCALE_ROW + 2u * j, &h, 2u);
+            }
+        }
+    }
+}
+
+/* The header of the packed bytes of [n, k] (k a multiple of 128). 0, or -1
+ * when a size overflows (or a panel would not fit the handle's 32 bits). */
+static int a8_layout(uint32_t n, uint32_t k, uint32_t flags, pk_blob_header *h)
+{
+    const size_t panels = ((size_t)n + A8_PANEL - 1u) / A8_PANEL;
+    const uint32_t groups = k / A8_GROUP;
+    const size_t panel_bytes = (size_t)groups * A8_CODE_BYTES + a8_scale_bytes(groups);
+    size_t bytes;
+    if (panel_bytes > UINT32_MAX || pk_mul(panels, panel_bytes, &bytes) != 0)
+        return -1;
+    return pk_blob_layout(&a8_blob, n, k, A8_GROUP, flags, &bytes, h);
+}
+
+static void a8_handle(a8_packed *p, const pk_blob_header *h, const void *blob, const char *name)
+{
+    memset(p, 0, sizeof *p);
+    p->magic = A8_PACKED_MAGIC;
+    p->n = h->n;
+    p->k = h->k;
+    p->groups = h->k / A8_GROUP;
+    p->panels = (uint32_t)(((size_t)h->n + A8_PANEL - 1u) / A8_PANEL);
+    p->panel_bytes = (uint32_t)((size_t)p->groups * A8_CODE_BYTES + a8_scale_bytes(p->groups));
+    p->data = pk_blob_at(blob, h, 0);
+    p->blob = blob;
+    p->blob_bytes = (size_t)h->total;
+    snprintf(p->name, sizeof p->name, "%s", name);
+}
+
+static size_t a8_round64(size_t a)
+{
+    return (a + (A8_ALIGN - 1u)) & ~(size_t)(A8_ALIGN - 1u);
+}
+
+static const pk_layout_needs a8_needs = {"int4-sym-g128", A8_GROUP, 1, 1};
+
+static edgert_status a8_pack(void *state, const edgert_qweights *w, void **packed,
+                             size_t *packed_bytes, char *err, size_t err_len)
+{
+    a8_state *st = state;
+    const char *name = NULL;
+    pk_blob_header h;
+    edgert_status rc = pk_check_pack(A8_NAME, st, w, packed, packed_bytes, &a8_needs, &name, err,
+                                     err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    const size_t groups = (size_t)w->k / A8_GROUP;
+    /* symmetric only: the layout has no zero points; never re-quantized */
+    if (w->zeros != NULL) {
+        for (size_t i = 0; i < (size_t)w->n * groups; i++) {
+            if (w->zeros[i] != 8u) {
+                edgert_errf(err, err_len,
+                            A8_NAME ": pack '%s' [n=%u k=%u]: asymmetric weights: zero point %u "
+                                    "at row %zu, group %zu (W4A8 fixes it at 8); use a W4A16 "
+                                    "backend (avx512-w4a16) or re-quantize symmetric (edgert "
+                                    "quantize --sym)",
+                            name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->zeros[i],
+                            i / groups, i % groups);
+                return EDGERT_E_UNSUPPORTED;
+            }
+        }
+    }
+    for (size_t i = 0; i < (size_t)w->n * groups; i++) {
+        if (fabsf(w->scales[i]) > A8_HALF_LIMIT) {
+            edgert_errf(err, err_len,
+                        A8_NAME ": pack '%s' [n=%u k=%u]: scale %g at row %zu, group %zu is "
+                                "beyond fp16's range (|s| <= 65504), which this layout stores",
+                        name, (unsigned)w->n, (unsigned)w->k, (double)w->scales[i], i / groups,
+                        i % groups);
+            return EDGERT_E_UNSUPPORTED;
+        }
+    }
+
+    size_t total;
+    const size_t off = a8_round64(sizeof(a8_packed)); /* the handle, then the packed bytes */
+    if (a8_layout(w->n, w->k, PK_BLOB_SYMMETRIC, &h) != 0 ||
+        pk_add(off, (size_t)h.total, &total) != 0) {
+        edgert_errf(err, err_len, A8_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
+                    name, (unsigned)w->n, (unsigned)w->k);
+        return EDGERT_E_NOMEM;
+    }
+    const edgert_host *host = st->host;
+    uint8_t *mem = host->alloc(host->host_ctx, total, A8_ALIGN);
+    if (mem == NULL) {
+        edgert_errf(err, err_len, A8_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes",
+                    name, (unsigned)w->n, (unsigned)w->k, total);
+        return EDGERT_E_NOMEM;
+    }
+    a8_packed *p = (a8_packed *)(void *)mem;
+    pk_blob_write_header(mem + off, &h);
+    a8_handle(p, &h, mem + off, name);
+    a8_pack_job pj = {.w = w, .data = mem + off + h.section[0].offset,
+                      .panel_bytes = p->panel_bytes, .groups = p->groups};
+    host->parallel_for(host->host_ctx, p->panels, 16u, a8_pack_panels, &pj);
+    *packed = p;
+    *packed_bytes = total;
+    return EDGERT_OK;
+}
+
+/* ---- mappable packed bytes (plugin ABI 2) ---------------------------------------------- */
+
+static edgert_status a8_packed_data(void *state, const void *packed, const void **data,
+                                    size_t *size, char *err, size_t err_len)
+{
+    const a8_packed *p = packed;
+    const int ok = p != NULL && p->magic == A8_PACKED_MAGIC;
+    return pk_packed_data(A8_NAME, state, ok, ok ? p->blob : NULL, ok ? p->blob_bytes : 0u, data,
+                          size, err, err_len);
+}
+
+static edgert_status a8_packed_map(void *state, const edgert_qweights *shape, const void *data,
+                                   size_t size, void **packed, char *err, size_t err_len)
+{
+    static const pk_layout_needs needs = {"int4-sym-g128", A8_GROUP, 1, 0};
+    a8_state *st = state;
+    const char *name = NULL;
+    pk_blob_header expect, h;
+    edgert_status rc = pk_check_map(&a8_blob, st, shape, data, size, packed, &needs, &name, err,
+                                    err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    if (a8_layout(shape->n, shape->k, PK_BLOB_SYMMETRIC, &expect) != 0) {
+        edgert_errf(err, err_len, A8_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
+                    name, (unsigned)shape->n, (unsigned)shape->k);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    rc = pk_blob_check(&a8_blob, name, data, size, &expect, &h, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
+    const edgert_host *host = st->host;
+    a8_packed *p = host->alloc(host->host_ctx, sizeof *p, A8_ALIGN);
+    if (p == NULL) {
+        edgert_errf(err, err_len, A8_NAME ": map '%s': cannot allocate %zu bytes of header", name,
+                    sizeof *p);
+        return EDGERT_E_NOMEM;
+    }
+    a8_handle(p, &h, data, name);
+    *packed = p;
+    return EDGERT_OK;
+}
+
+/* ---- gemm --------------------------------------------------------------------------------- */
+
+static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_args *args,
+                             char *err, size_t err_len)
+{
+    a8_state *st = state;
+    const a8_packed *w = packed;
+    if (st == NULL || w == NULL || w->magic != A8_PACKED_MAGIC) {
+        edgert_errf(err, err_len, A8_NAME ": gemm: NULL state or not an " A8_NAME " packed handle");
+        return EDGERT_E_USAGE;
+    }
+    edgert_status ast = pk_check_gemm_args(A8_NAME, w->name, w->n, w->k, args, err, err_len);
+    if (ast != EDGERT_OK)
+        return ast;
+
+    /* Per-call scratch: the tokens' int8 codes (rows padded with zero rows
+     * to the AMX token block in prefill), 8 * their group sums, their
+     * scales: (m + 31) k + m (4 k / 128 + 4) bytes at most. */
+    const edgert_host *host = st->host;
+    const int decode = args->m <= st->decode_max_m;
+    const size_t pad = decode ? 1u : A8_AMX_ROW_PAD;
+    const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
+    const size_t row_bytes = a8_round64(w->k);
+    size_t act_bytes, sums_bytes, total;
+    if (pk_mul(row_bytes, rows, &act_bytes) != 0 ||
+        pk_mul((size_t)args->m, (size_t)w->groups * 4u + 4u, &sums_bytes) != 0 ||
+        pk_add(act_bytes, sums_bytes, &total) != 0) {
+        edgert_errf(err, err_len, A8_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
+                    w->name, (unsigned)args->m);
+        return EDGERT_E_NOMEM;
+    }
+    uint8_t *scratch = host->alloc(host->host_ctx, total, A8_ALIGN);
+    if (scratch == NULL) {
+        edgert_errf(err, err_len,
+                    A8_NAME ": gemm on '%s' [m=%u n=%u k=%u]: cannot allocate %zu bytes of "
+                            "activation scratch",
+                    w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
+        return EDGERT_E_NOMEM;
+    }
+    if (rows > args->m) /* padding tokens: zeros, computed but never stored */
+        memset(scratch + (size_t)args->m * row_bytes, 0, (rows - args->m) * row_bytes);
+    a8_job job = {
+        .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
+        .act = (int8_t *)scratch, .act_row_bytes = row_bytes,
+        .asum8 = (int32_t *)(void *)(scratch + act_bytes),
+        .sx = (float *)(void *)(scratch + act_bytes) + (size_t)args->m * w->groups,
+    };
+
+    /* prep is O(m k): on the caller for small m */
+    if (args->m <= 8u)
+        a8_prep(&job, 0, args->m, 0);
+    else
+        host->parallel_for(host->host_ctx, args->m, 4u, a8_prep, &job);
+
+    if (decode) {
+        /* about 64 KiB of codes per chunk at least: the hand-off costs
+         * microseconds, streaming 64 KiB about as much */
+        size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
+        host->parallel_for(host->host_ctx, w->panels, grain, a8_vnni_decode, &job);
+    } else {
+        const size_t pb = st->path == A8_PATH_AMX ? A8_AMX_PB : A8_PREFILL_PB;
+        host->parallel_for(host->host_ctx, (w->panels + pb - 1u) / pb, 1u, st->prefill, &job);
+    }
+    host->free(host->host_ctx, scratch);
+    return EDGERT_OK;
+}
+
+/* ---- self-test ------------------------------------------------------------------------------ */
+
+/* The activations the kernels multiply with, x_e = s_x a (a8_kern_vnni.c's
+ * prep, in the same fp32 operations: the same codes). */
+static void a8_effective_x(const void *state, const float *x, uint32_t k, double *out)
+{
+    (void)state;
+    float m = 0.0f;
+    for (uint32_t c = 0; c < k; c++)
+        m = fabsf(x[c]) > m ? fabsf(x[c]) : m;
+    if (m == 0.0f) {
+        for (uint32_t c = 0; c < k; c++)
+            out[c] = 0.0;
+        return;
+    }
+    const float inv = 127.0f / m, s = m / 127.0f;
+    for (uint32_t c = 0; c < k; c++) {
+        float q = rintf(x[c] * inv);
+        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+        out[c] = (double)q * (double)s;
+    }
+}
+
+/*
+ * Error bound of one output against the exact sum over x_e (the int8
+ * activations as the kernel has them) and the canonical weights:
+ *   scales stored as fp16 (11 significant bits, round to nearest): 2^-11 sum|x_e w|;
+ *   the integer dot products are exact; per group one fp32 conversion
+ *   (exact, |d| < 2^18) and one multiply-add or two multiplies, over at
+ *   most K / 128 groups, plus the final multiply: (K / 128 + 3) 2^-24 sum|x_e w|
+ *   relative to the terms, covered for K <= 2^12 by 2^-16 sum|x_e w|.
+ */
+static double a8_self_test_bound(const void *state, uint32_t m, const pk_sums *s)
+{
+    (void)state;
+    (void)m;
+    return ldexp(s->sum_xw, -11) + ldexp(s->sum_xw, -16) + 1e-30;
+}
+
+/* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), a
+ * partial item of 3 (vnni) or 4 (amx) panels, token blocks with tails;
+ * m = 40, n = 87 (6 panels) give path amx two token blocks, the second
+ * partial, and an item of 2 panels after a full one of 4 */
+static const pk_case a8_cases[] = {
+    {1u, 37u, 256u, A8_GROUP, 1}, {3u, 20u, 128u, A8_GROUP, 1}, {7u, 37u, 256u, A8_GROUP, 1},
+    {10u, 50u, 128u, A8_GROUP, 1}, {40u, 87u, 256u, A8_GROUP, 1},
+};
+
+static edgert_status a8_self_test(void *state, char *err, size_t err_len)
+{
+    const a8_state *st = state;
+    const pk_self_test t = {
+        .plugin = A8_NAME, .path = st != NULL ? a8_path_names[st->path] : NULL, .state = state,
+        .host = st != NULL ? st->host : NULL, .cases = a8_cases,
+        .ncases = sizeof a8_cases / sizeof a8_cases[0], .seed = 0x7F4A7C15u, .pack = a8_pack,
+        .packed_free = pk_packed_free, .gemm = a8_gemm, .effective_x = a8_effective_x,
+        .bound = a8_self_test_bound, .packed_data = a8_packed_data,
+        .packed_map = a8_packed_map,
+    };
+    return pk_run_self_test(&t, err, err_len);
+}
+
+/* ---- descriptor and entry --------------------------------------------------------------- */
+
+static const edgert_plugin a8_plugin_v2 = {
+    .struct_size = sizeof(edgert_plugin),
+    .abi_version = 2u,
+    .name = A8_NAME,
+    .version = A8_VERSION,
+    .caps = EDGERT_CAP_GEMM,
+    .init = a8_init,
+    .fini = pk_fini,
+    .self_test = a8_self_test,
+    .describe = a8_describe,
+    .pack = a8_pack,
+    .packed_free = pk_packed_free,
+    .gemm = a8_gemm,
+    .export_graph = NULL,
+    .packed_flags = EDGERT_PACKED_MAPPABLE,
+    .packed_layout = A8_LAYOUT,
+    .packed_data = a8_packed_data,
+    .packed_map = a8_packed_map,
+};
+
+EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
+                                                       const edgert_host *host,
+                                                       const edgert_plugin **out, char *err,
+                                                       size_t err_len)
+{
+    (void)host; /* the instance gets the host table again in init() */
+    /* ABI 2 only: a new plugin needs no ABI-1 descriptor (an ABI-1 host
+     * gets a clear "no common plugin ABI") */
+    static const edgert_plugin *const by_abi[] = {NULL, &a8_plugin_v2};
+    return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, A8_NAME, out, err, err_len);
+}
