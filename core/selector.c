@@ -7,6 +7,8 @@
  *   speed      decode tokens/s, measured here if known, else declared, else 0
  *   fidelity   top-1 agreement (measured > declared > unknown), KL (same; lower
  *              first), then activation bits, weight bits
+ *   then       the backend that requires more CPU flags (more of this device),
+ *              then the name
  * "measured > declared" is per candidate: a figure measured on this device by
  * `edgert calibrate` replaces the manifest's, and a candidate with no figure
  * at all sorts after those with one (evidence beats taste), which keeps the
@@ -133,6 +135,17 @@ static int cost_key(const er_cand *a, const er_cand *b)
     return 0;
 }
 
+/* At equal evidence and cost, the backend written for more of this device
+ * ranks first: it requires more CPU flags (amx-w4a8's decode is
+ * avx512-w4a8's, on the same library, plus AMX tiles for prefill). Only
+ * eligible candidates are ranked, so every flag counted is one this device
+ * has. */
+static int specialization_key(const er_cand *a, const er_cand *b)
+{
+    DESC(__builtin_popcountll(a->m.requires_flags), __builtin_popcountll(b->m.requires_flags));
+    return 0;
+}
+
 struct sort_ctx {
     const struct edgert_ctx *ctx;
     edgert_priority prio;
@@ -161,6 +174,9 @@ static int compare(const struct sort_ctx *s, const er_cand *a, const er_cand *b)
         if (f)
             return f;
     }
+    int f = specialization_key(a, b);
+    if (f)
+        return f;
     return strcmp(a->m.name, b->m.name);
 }
 

@@ -21,13 +21,18 @@
  *      device) first, then CPU backends, then the reference backend
  *      (manifest `reference: true`), which is always last.
  *   2. priority `speed`:    decode tokens/s (measured on this device by
- *                           `edgert calibrate` if known, else declared;
- *                           unknown counts as 0) descending, then fidelity
- *                           (the key below), then name.
+ *                           `edgert calibrate` if known, else declared by a
+ *                           manifest with verified: true, else an unverified
+ *                           claim; unknown counts as 0) descending, then the
+ *                           cheaper arithmetic (fewer activation bits, fewer
+ *                           bits per weight), then fidelity (the key below).
  *      priority `fidelity`: top-1 agreement (measured, else declared; a
  *                           candidate without one sorts after those with one)
  *                           descending, mean KL ascending (same rule), then
- *                           activation bits, weight bits, speed, name.
+ *                           activation bits, weight bits, speed.
+ *   3. at equal evidence, the backend that requires more CPU flags (written
+ *      for more of this device: amx-w4a8 before avx512-w4a8, whose decode
+ *      is the same), then name.
  *   Measured figures count only for this device and the same plugin file
  *   (core/evidence.c); evidence that a backend failed verify is a gate
  *   (FAILED_VERIFY).

@@ -11,17 +11,22 @@
  * ---- Packed layout "amx-w4a8/1" (one layout for decode and prefill, both paths) ----
  *
  * Output columns (rows of W) are cut into panels of A8_PANEL = 16 columns,
- * one per dword lane of a zmm register. A panel is
- *   codes:  K / 128 blocks of 1024 bytes, one per group g, back to back;
- *           block g = 16 octets t of 64 bytes (one zmm); dword lane j of
- *           octet t holds the 8 codes of column 16p + j for inputs
- *           k = 128 g + 8 t + 0..7, byte i (i = 0..3) = code(k_i) | code(k_{i+4}) << 4;
- *   scales: K / 128 rows of 16 fp16 (32 bytes): the scale of column 16p + j,
- *           group g, rounded to nearest fp16; padded with zeros to 64 bytes.
- * Panels follow each other, so a thread that owns a range of panels reads
- * one contiguous stream. Bits per weight: 4 + 16 / 128 = 4.125 (plus the
- * zero padding of the last panel when n % 16 != 0, of the scale rows when
- * K / 128 is odd, and a 128-byte header).
+ * one per dword lane of a zmm register. A panel holds the groups in pairs
+ * (groups 2b and 2b + 1), each pair = 2112 bytes:
+ *   codes of group 2b, codes of group 2b + 1: 1024 bytes each, 16 octets t
+ *           of 64 bytes (one zmm); dword lane j of octet t holds the 8 codes
+ *           of column 16p + j for inputs k = 128 g + 8 t + 0..7,
+ *           byte i (i = 0..3) = code(k_i) | code(k_{i+4}) << 4;
+ *   scales: one 64-byte line, 16 fp16 for group 2b then 16 for group 2b + 1:
+ *           the scale of column 16p + j, group g, rounded to nearest fp16.
+ * When K / 128 is odd, the last pair holds one group's codes and a line
+ * whose second half is zero. Panels follow each other, and within a panel
+ * codes and scales come in the order decode reads them: a thread that owns
+ * a range of panels reads one contiguous stream, which the software
+ * prefetch of every line (and the hardware's) follows. Bits per weight:
+ * 4 + 16 / 128 = 4.125 (plus the zero padding of the last panel when
+ * n % 16 != 0, of the last scale line when K / 128 is odd, and a 128-byte
+ * header).
  *
  * Why that nibble order: one 64-byte load v feeds both paths with one mask
  * and one shift-and-mask:
@@ -78,6 +83,7 @@
 #define A8_OCTETS 16u       /* 8-input octets per group */
 #define A8_CODE_BYTES 1024u /* codes of one (panel, group) block */
 #define A8_SCALE_ROW 32u    /* 16 fp16 scales of one (panel, group) */
+#define A8_PAIR_BYTES (2u * A8_CODE_BYTES + 64u) /* two groups' codes and scales */
 #define A8_STEPS 32u        /* 4-input steps per group (vpdpbusd / B tile rows) */
 #define A8_ALIGN 64u
 #define A8_PACKED_MAGIC 0x38613461u /* "a4a8": the in-memory handle */
@@ -113,17 +119,30 @@ typedef struct a8_packed {
     uint32_t n, k;
     uint32_t groups;      /* k / 128 */
     uint32_t panels;      /* ceil(n / 16) */
-    uint32_t panel_bytes; /* groups * 1024 + round64(groups * 32) */
+    uint32_t panel_bytes; /* groups * 1024 + ceil(groups / 2) * 64 */
     const uint8_t *data;  /* the panels, 64-byte aligned */
     const void *blob;     /* the packed bytes: pk_blob_header, then the panels */
     size_t blob_bytes;
     char name[40];        /* for error messages; truncated */
 } a8_packed;
 
-/* Bytes of one panel's scale rows: groups * 32 rounded up to 64. */
-static inline size_t a8_scale_bytes(uint32_t groups)
+/* Bytes of one panel of `groups` groups. */
+static inline size_t a8_panel_bytes(uint32_t groups)
 {
-    return ((size_t)groups * A8_SCALE_ROW + (A8_ALIGN - 1u)) & ~(size_t)(A8_ALIGN - 1u);
+    return (size_t)groups * A8_CODE_BYTES + (size_t)(groups / 2u + (groups & 1u)) * 64u;
+}
+
+/* Offsets in a panel of group g's codes and of its 16 scales. */
+static inline size_t a8_codes_at(uint32_t g)
+{
+    return (size_t)(g / 2u) * A8_PAIR_BYTES + (size_t)(g & 1u) * A8_CODE_BYTES;
+}
+
+static inline size_t a8_scales_at(uint32_t groups, uint32_t g)
+{
+    const uint32_t first = g & ~1u, in_pair = groups - first >= 2u ? 2u : 1u;
+    return (size_t)(g / 2u) * A8_PAIR_BYTES + (size_t)in_pair * A8_CODE_BYTES +
+           (size_t)(g & 1u) * A8_SCALE_ROW;
 }
 
 /*

@@ -40,14 +40,13 @@ A8_INLINE __m512i a8_bcast4(const int8_t *p)
 
 A8_INLINE const uint8_t *a8_codes(const a8_packed *w, size_t p, uint32_t g)
 {
-    return w->data + p * w->panel_bytes + (size_t)g * A8_CODE_BYTES;
+    return w->data + p * w->panel_bytes + a8_codes_at(g);
 }
 
 /* The 16 fp32 scales of panel p, group g. */
 A8_INLINE __m512 a8_scales(const a8_packed *w, size_t p, uint32_t g)
 {
-    const uint8_t *s = w->data + p * w->panel_bytes + (size_t)w->groups * A8_CODE_BYTES +
-                       (size_t)g * A8_SCALE_ROW;
+    const uint8_t *s = w->data + p * w->panel_bytes + a8_scales_at(w->groups, g);
     return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)s));
 }
 

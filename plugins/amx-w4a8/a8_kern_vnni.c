@@ -81,8 +81,8 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
         yacc[r] = _mm512_setzero_ps();
         xa[r] = j->act + (r0 + r) * j->act_row_bytes;
     }
-    const uint8_t *blk = a8_codes(w, p, 0);
-    for (uint32_t g = 0; g < w->groups; g++, blk += A8_CODE_BYTES) {
+    for (uint32_t g = 0; g < w->groups; g++) {
+        const uint8_t *blk = a8_codes(w, p, g);
         __m512i acc[A8_DECODE_RB][4];
         A8_UNROLL
         for (unsigned r = 0; r < R; r++)
@@ -101,6 +101,8 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
                 A8_DPBUSD(acc[r][c + 1u], hi, a8_bcast4(xg + 4));
             }
         }
+        if (g & 1u || g + 1u == w->groups) /* the pair's scale line follows its codes */
+            a8_prefetch(blk + A8_CODE_BYTES);
         const __m512 sw = a8_scales(w, p, g);
         A8_UNROLL
         for (unsigned r = 0; r < R; r++) {

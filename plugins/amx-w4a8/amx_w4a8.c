@@ -259,12 +259,13 @@ static void a8_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
 
     for (size_t p = begin; p < end; p++) {
         uint8_t *panel = pj->data + p * pj->panel_bytes;
-        uint8_t *scales = panel + (size_t)pj->groups * A8_CODE_BYTES;
-        memset(scales, 0, a8_scale_bytes(pj->groups));
+        if (pj->groups & 1u) /* the unused half of the last scale line */
+            memset(panel + a8_scales_at(pj->groups, pj->groups - 1u) + A8_SCALE_ROW, 0,
+                   A8_SCALE_ROW);
         for (unsigned j = 0; j < A8_PANEL; j++) {
             const size_t col = p * A8_PANEL + j;
             for (uint32_t g = 0; g < pj->groups; g++) {
-                uint8_t *blk = panel + (size_t)g * A8_CODE_BYTES;
+                uint8_t *blk = panel + a8_codes_at(g);
                 if (col >= w->n) {
                     for (unsigned t = 0; t < A8_OCTETS; t++)
                         memset(blk + 64u * t + 4u * j, 0, 4u);
@@ -281,7 +282,7 @@ static void a8_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
                     memcpy(blk + 64u * t + 4u * j, d, 4u);
                 }
                 const uint16_t h = a8_half(w->scales[col * pj->groups + g]);
-                memcpy(scales + (size_t)g * A8_SCALE_ROW + 2u * j, &h, 2u);
+                memcpy(panel + a8_scales_at(pj->groups, g) + 2u * j, &h, 2u);
             }
         }
     }
@@ -293,7 +294,7 @@ static int a8_layout(uint32_t n, uint32_t k, uint32_t flags, pk_blob_header *h)
 {
     const size_t panels = ((size_t)n + A8_PANEL - 1u) / A8_PANEL;
     const uint32_t groups = k / A8_GROUP;
-    const size_t panel_bytes = (size_t)groups * A8_CODE_BYTES + a8_scale_bytes(groups);
+    const size_t panel_bytes = a8_panel_bytes(groups);
     size_t bytes;
     if (panel_bytes > UINT32_MAX || pk_mul(panels, panel_bytes, &bytes) != 0)
         return -1;
@@ -308,7 +309,7 @@ static void a8_handle(a8_packed *p, const pk_blob_header *h, const void *blob, c
     p->k = h->k;
     p->groups = h->k / A8_GROUP;
     p->panels = (uint32_t)(((size_t)h->n + A8_PANEL - 1u) / A8_PANEL);
-    p->panel_bytes = (uint32_t)((size_t)p->groups * A8_CODE_BYTES + a8_scale_bytes(p->groups));
+    p->panel_bytes = (uint32_t)a8_panel_bytes(p->groups);
     p->data = pk_blob_at(blob, h, 0);
     p->blob = blob;
     p->blob_bytes = (size_t)h->total;
