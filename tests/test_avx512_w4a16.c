@@ -132,6 +132,12 @@ static int setup(void **state)
         free(f);
         return -1;
     }
+    /* which tiles path=amx ran on, for ctest's log and .ci/run's summary */
+    const uint64_t cpu = edgert_device_facts(f->ctx)->cpu_flags;
+    printf("AMX: %s (" AW " path=amx)\n",
+           EDGERT_HAS_FLAG(cpu, EDGERT_CPU_AMX_TILE) && EDGERT_HAS_FLAG(cpu, EDGERT_CPU_AMX_BF16)
+               ? "real tiles, and the tile model"
+               : "not on this CPU, tile model only");
     if (edgert_backend_open(f->ctx, "ref-w4a16", NULL, &f->ref, err, sizeof err) != EDGERT_OK) {
         fprintf(stderr, "ref-w4a16: %s\n", err);
         edgert_close(f->ctx);
