@@ -398,6 +398,53 @@ static void test_unterminated_plugin_error(void **state)
     tu_rmrf(dir);
 }
 
+/* ---- the first-contact cache follows the manifest -------------------------------- */
+
+/* Point XDG_CACHE_HOME at a fresh folder (returned): no first-contact verdict
+ * yet. *saved keeps the old value for restore_cache. */
+static char *fresh_cache(char **saved)
+{
+    const char *old = getenv("XDG_CACHE_HOME");
+    *saved = old ? strdup(old) : NULL;
+    char *cache = tu_tmpdir();
+    assert_non_null(cache);
+    assert_int_equal(setenv("XDG_CACHE_HOME", cache, 1), 0);
+    return cache;
+}
+
+static void restore_cache(char *cache, char *saved)
+{
+    if (saved)
+        setenv("XDG_CACHE_HOME", saved, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(saved);
+    tu_rmrf(cache);
+}
+
+/* A verdict holds what the manifest handed the plugin: options the plugin
+ * refused are INIT_FAILED, and once the manifest drops them the library is
+ * checked again, not refused from the cache. */
+static void test_verdict_follows_manifest(void **state)
+{
+    (void)state;
+    char *saved, *cache = fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    for (int fixed = 0; fixed < 2; fixed++) {
+        free(tu_manifest(dir, "m.yaml", "test-good", lib, NULL,
+                         fixed ? NULL : "plugin_options: \"path=x\"\n"));
+        edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+        assert_non_null(ctx);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-good");
+        assert_non_null(c);
+        if (fixed ? !c->loaded : !has_reason(c, "INIT_FAILED"))
+            fail_msg("%s options: %s", fixed ? "without" : "with", c->detail);
+        edgert_close(ctx);
+    }
+    free(lib);
+    tu_rmrf(dir);
+    restore_cache(cache, saved);
+}
+
 /* Two handles in one process do not interfere. */
 static void test_two_handles(void **state)
 {
@@ -434,6 +481,7 @@ int main(void)
         cmocka_unit_test(test_run_backends),
         cmocka_unit_test(test_unterminated_plugin_error),
         cmocka_unit_test(test_two_handles),
+        cmocka_unit_test(test_verdict_follows_manifest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
