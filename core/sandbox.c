@@ -71,16 +71,20 @@ typedef struct sb_result {
 /* ---- the cache ------------------------------------------------------------------ */
 
 /* XXH3-64 of what the child's verdict takes from the manifest besides the
- * library: the name the descriptor must have (which also words the
- * verdict's detail), the options init gets, the ABI range offered and
- * whether GEMM is required. A manifest whose name or options were fixed is
- * checked again, instead of keeping the old NAME_MISMATCH or INIT_FAILED. */
+ * library: the backend's name and the name the descriptor must have
+ * (plugin_name; both word the verdict's detail), the options init gets, the
+ * ABI range offered and whether GEMM is required. A manifest whose name,
+ * plugin_name or options were fixed is checked again, instead of keeping
+ * the old NAME_MISMATCH or INIT_FAILED, and two manifests that share one
+ * library (plugin_name) get a verdict and a quick measurement each. */
 static uint64_t manifest_key(const er_manifest *m)
 {
     char *facts = NULL;
-    int n = asprintf(&facts, "name=%s\nabi=%u..%u\nruns_in_process=%d\noptions=%c%s", m->name,
-                     (unsigned)m->abi_min, (unsigned)m->abi_max, m->runs_in_process,
-                     m->plugin_options ? '=' : '-', m->plugin_options ? m->plugin_options : "");
+    int n = asprintf(&facts,
+                     "name=%s\nplugin_name=%s\nabi=%u..%u\nruns_in_process=%d\noptions=%c%s",
+                     m->name, m->plugin_name ? m->plugin_name : "", (unsigned)m->abi_min,
+                     (unsigned)m->abi_max, m->runs_in_process, m->plugin_options ? '=' : '-',
+                     m->plugin_options ? m->plugin_options : "");
     uint64_t h = n >= 0 ? (uint64_t)XXH3_64bits(facts, (size_t)n) : 0;
     free(n >= 0 ? facts : NULL);
     return h;

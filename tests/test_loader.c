@@ -3,6 +3,7 @@
  * this machine, with test-only plugins; and a backend run end to end through
  * the host table.
  */
+#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -445,6 +446,99 @@ static void test_verdict_follows_manifest(void **state)
     restore_cache(cache, saved);
 }
 
+/* ---- plugin_name: manifests sharing one library ------------------------------------ */
+
+/* The number of entries in `dir` (0 when it cannot be read). */
+static size_t count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Three manifests on tp_good (descriptor name "test-good"): one with its
+ * name, one that calls it by plugin_name under another name, and one whose
+ * plugin_options the plugin refuses, found first. Each gets its own verdict:
+ * the refusal is not cached for the other two. */
+static void test_plugin_name_shares_library(void **state)
+{
+    (void)state;
+    char *saved, *cache = fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    free(tu_manifest(dir, "0-opts.yaml", "test-good-opts", lib, NULL,
+                     "plugin_name: test-good\nplugin_options: \"path=x\"\n"));
+    free(tu_manifest(dir, "1-good.yaml", "test-good", lib, NULL, NULL));
+    free(tu_manifest(dir, "2-alias.yaml", "test-good-alias", lib, NULL,
+                     "plugin_name: test-good\n"));
+    for (int pass = 0; pass < 2; pass++) { /* first contact, then the cached verdicts */
+        edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+        assert_non_null(ctx);
+        const edgert_candidate *opts = edgert_candidate_find(ctx, "test-good-opts"),
+                               *good = edgert_candidate_find(ctx, "test-good"),
+                               *alias = edgert_candidate_find(ctx, "test-good-alias");
+        assert_non_null(opts);
+        assert_non_null(good);
+        assert_non_null(alias);
+        if (!has_reason(opts, "INIT_FAILED"))
+            fail_msg("pass %d: test-good-opts: %s", pass, opts->detail);
+        assert_false(opts->eligible);
+        if (!good->loaded || !alias->loaded)
+            fail_msg("pass %d: test-good: %s; test-good-alias: %s", pass, good->detail,
+                     alias->detail);
+        assert_true(good->eligible);
+        assert_true(alias->eligible);
+        assert_string_equal(alias->name, "test-good-alias");
+        edgert_close(ctx);
+    }
+    /* A cached verdict per manifest, though they share one library file. */
+    char fc[4200];
+    snprintf(fc, sizeof fc, "%s/edgert/first-contact", cache);
+    assert_int_equal(count_files(fc), 3);
+    free(lib);
+    tu_rmrf(dir);
+    restore_cache(cache, saved);
+}
+
+/* NAME_MISMATCH compares the descriptor's name with plugin_name when the
+ * manifest has one, else with name, and its detail says which. */
+static void test_plugin_name_mismatch(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *plugin, *extra, *code, *detail;
+    } cases[] = {
+        {"test-good-alias", "tp_good", "plugin_name: test-wrong\n", "NAME_MISMATCH(test-good)",
+         "the library calls itself 'test-good', the manifest's plugin_name is 'test-wrong'"},
+        {"test-good-alias", "tp_good", NULL, "NAME_MISMATCH(test-good)",
+         "the library calls itself 'test-good', the manifest's name is 'test-good-alias' (a "
+         "typo in either, a swapped file, or another backend's library reused without "
+         "'plugin_name: test-good'?)"},
+        {"test-badname-alias", "tp_badname", "plugin_name: test-badname\n",
+         "NAME_MISMATCH(someone-else)",
+         "the library calls itself 'someone-else', the manifest's plugin_name is "
+         "'test-badname'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct one o;
+        one_open(&o, cases[i].name, cases[i].plugin, cases[i].extra);
+        if (!has_reason(o.c, cases[i].code) || !strstr(o.c->detail, cases[i].detail))
+            fail_msg("%s: want %s and '%s', got %s, '%s'", cases[i].name, cases[i].code,
+                     cases[i].detail, o.c->reason_count ? o.c->reasons[0] : "-", o.c->detail);
+        assert_false(o.c->eligible);
+        assert_false(o.c->loaded);
+        one_close(&o);
+    }
+    /* The descriptor's own name loads the library under a new name. */
+    struct one o;
+    one_open(&o, "someone-elses-alias", "tp_badname", "plugin_name: someone-else\n");
+    if (!o.c->loaded)
+        fail_msg("someone-elses-alias: %s", o.c->detail);
+    one_close(&o);
+}
+
 /* Two handles in one process do not interfere. */
 static void test_two_handles(void **state)
 {
@@ -482,6 +576,8 @@ int main(void)
         cmocka_unit_test(test_unterminated_plugin_error),
         cmocka_unit_test(test_two_handles),
         cmocka_unit_test(test_verdict_follows_manifest),
+        cmocka_unit_test(test_plugin_name_shares_library),
+        cmocka_unit_test(test_plugin_name_mismatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
