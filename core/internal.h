@@ -43,10 +43,14 @@ void er_diag_lines(const er_diags *d, size_t since, edgert_log_level max_level, 
 
 /** A plugin's error message for the caller: "name: context: message"
  *  (context may be NULL), or the plugin's message alone when it already
- *  begins with "name:" (the plugin then named its own context); the status
- *  name when the plugin wrote nothing. */
-void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
-                       const char *perr, edgert_status st);
+ *  begins with "self:" (the plugin then named its own context); the status
+ *  name when the plugin wrote nothing. `name` is the backend's (manifest's)
+ *  name, `self` the one the plugin's descriptor gives itself
+ *  (er_manifest_plugin_name): when they differ (a library shared through
+ *  plugin_name), a message naming the plugin gets "name: " in front, so the
+ *  caller still reads which backend failed. */
+void er_set_plugin_err(char *err, size_t len, const char *name, const char *self,
+                       const char *context, const char *perr, edgert_status st);
 
 /* ---- CPU flags (names.c) -------------------------------------------------- */
 

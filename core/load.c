@@ -229,11 +229,13 @@ void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s)
 }
 
 /* The detail of a plugin's own failure: its message as it wrote it when it
- * names itself ("name: init: ..."), else "<stage>: <message>". */
+ * names itself by its descriptor's name ("name: init: ..."), else
+ * "<stage>: <message>". */
 static void plugin_detail(er_cand *c, const char *stage, const char *msg, edgert_status st)
 {
-    size_t nl = strlen(c->m.name);
-    if (msg[0] && strncmp(msg, c->m.name, nl) == 0 && msg[nl] == ':')
+    const char *self = er_manifest_plugin_name(&c->m);
+    size_t nl = strlen(self);
+    if (msg[0] && strncmp(msg, self, nl) == 0 && msg[nl] == ':')
         er_cand_detail(c, "%s", msg);
     else
         er_cand_detail(c, "%s: %s", stage, msg[0] ? msg : edgert_status_name(st));

@@ -539,6 +539,44 @@ static void test_plugin_name_mismatch(void **state)
     one_close(&o);
 }
 
+/* A plugin's messages begin with its descriptor's name: under plugin_name
+ * the candidate's detail keeps them as written, and the caller's error puts
+ * the backend's own name in front. With the real reference backend. */
+static void test_plugin_name_messages(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    const char *lib = EDGERT_TEST_BACKEND_DIR "/libedgert-ref-w4a16.so";
+    free(tu_manifest_abi(dir, "a.yaml", "ref-alias", lib, 2u, NULL, "plugin_name: ref-w4a16\n"));
+    free(tu_manifest_abi(dir, "b.yaml", "ref-alias-opts", lib, 2u, NULL,
+                         "plugin_name: ref-w4a16\nplugin_options: path=warp-drive\n"));
+    edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+    assert_non_null(ctx);
+    const edgert_candidate *a = edgert_candidate_find(ctx, "ref-alias"),
+                           *b = edgert_candidate_find(ctx, "ref-alias-opts");
+    assert_non_null(a);
+    assert_non_null(b);
+    if (!a->loaded)
+        fail_msg("ref-alias: %s", a->detail);
+    assert_true(has_reason(b, "INIT_FAILED"));
+    if (!strstr(b->detail, "ref-w4a16: init: unknown option 'path=warp-drive'") ||
+        strstr(b->detail, "init: ref-w4a16"))
+        fail_msg("ref-alias-opts: detail '%s'", b->detail);
+    char err[512] = "";
+    edgert_backend *be = NULL;
+    assert_int_equal(edgert_backend_open(ctx, "ref-alias", "path=warp-drive", &be, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_null(be);
+    const char *want = "ref-alias: ref-w4a16: init: unknown option 'path=warp-drive'";
+    if (strncmp(err, want, strlen(want)) != 0)
+        fail_msg("ref-alias: error '%s'", err);
+    assert_int_equal(edgert_backend_open(ctx, "ref-alias", NULL, &be, err, sizeof err), EDGERT_OK);
+    assert_string_equal(edgert_backend_name(be), "ref-alias");
+    edgert_backend_close(be);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
 /* Two handles in one process do not interfere. */
 static void test_two_handles(void **state)
 {
@@ -578,6 +616,7 @@ int main(void)
         cmocka_unit_test(test_verdict_follows_manifest),
         cmocka_unit_test(test_plugin_name_shares_library),
         cmocka_unit_test(test_plugin_name_mismatch),
+        cmocka_unit_test(test_plugin_name_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
