@@ -491,6 +491,8 @@ static void test_plugin_name_shares_library(void **state)
         assert_true(good->eligible);
         assert_true(alias->eligible);
         assert_string_equal(alias->name, "test-good-alias");
+        assert_string_equal(alias->plugin_name, "test-good");
+        assert_null(good->plugin_name);
         edgert_close(ctx);
     }
     /* A cached verdict per manifest, though they share one library file. */
