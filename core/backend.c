@@ -73,7 +73,7 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
         }
     }
     if (st != EDGERT_OK) {
-        er_set_plugin_err(err, err_len, name, NULL, perr, st);
+        er_set_plugin_err(err, err_len, name, er_manifest_plugin_name(&c->m), NULL, perr, st);
         free(b);
         return st;
     }
@@ -126,7 +126,8 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
         char what[256];
         snprintf(what, sizeof what, "pack %s [%u x %u]", w->name ? w->name : "weights", w->n,
                  w->k);
-        er_set_plugin_err(err, err_len, b->cand->m.name, what, perr, st);
+        er_set_plugin_err(err, err_len, b->cand->m.name, er_manifest_plugin_name(&b->cand->m),
+                          what, perr, st);
         free(p);
         return st;
     }
@@ -161,7 +162,8 @@ edgert_status edgert_packed_data(const edgert_packed *p, const void **data, size
     edgert_status st = c->plugin->packed_data(p->b->state, p->handle, &d, &n, perr, sizeof perr);
     perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st != EDGERT_OK) {
-        er_set_plugin_err(err, err_len, c->m.name, "packed_data", perr, st);
+        er_set_plugin_err(err, err_len, c->m.name, er_manifest_plugin_name(&c->m), "packed_data",
+                          perr, st);
         return st;
     }
     if (!d || n == 0 || (uintptr_t)d % EDGERT_PACKED_ALIGN != 0 || n > p->bytes) {
@@ -219,7 +221,7 @@ edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape,
     if (st != EDGERT_OK) {
         char what[256];
         snprintf(what, sizeof what, "map %s [%u x %u]", tensor, shape->n, shape->k);
-        er_set_plugin_err(err, err_len, c->m.name, what, perr, st);
+        er_set_plugin_err(err, err_len, c->m.name, er_manifest_plugin_name(&c->m), what, perr, st);
         free(p);
         return st;
     }
@@ -259,7 +261,8 @@ edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edger
     edgert_status st = b->cand->plugin->gemm(b->state, p->handle, a, perr, sizeof perr);
     perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st != EDGERT_OK)
-        er_set_plugin_err(err, err_len, b->cand->m.name, "gemm", perr, st);
+        er_set_plugin_err(err, err_len, b->cand->m.name, er_manifest_plugin_name(&b->cand->m),
+                          "gemm", perr, st);
     return st;
 }
 

@@ -36,6 +36,7 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c)
     p->vendor = m->vendor;
     p->manifest_path = m->path;
     p->library_path = m->library_path;
+    p->plugin_name = m->plugin_name;
     p->processor = m->processor ? m->processor : "cpu";
     p->rationale = m->rationale ? m->rationale : "";
     p->notes = m->notes ? m->notes : "";

@@ -8,12 +8,13 @@
 
 #include "internal.h"
 
-void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
-                       const char *perr, edgert_status st)
+void er_set_plugin_err(char *err, size_t len, const char *name, const char *self,
+                       const char *context, const char *perr, edgert_status st)
 {
-    size_t nl = strlen(name);
-    if (perr && perr[0] && strncmp(perr, name, nl) == 0 && perr[nl] == ':')
-        edgert_errf(err, len, "%s", perr);
+    size_t sl = strlen(self);
+    if (perr && perr[0] && strncmp(perr, self, sl) == 0 && perr[sl] == ':')
+        edgert_errf(err, len, "%s%s%s", strcmp(self, name) != 0 ? name : "",
+                    strcmp(self, name) != 0 ? ": " : "", perr);
     else
         edgert_errf(err, len, "%s: %s%s%s", name, context ? context : "", context ? ": " : "",
                     perr && perr[0] ? perr : edgert_status_name(st));

@@ -73,6 +73,6 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
                                                sizeof perr);
     perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (rc != EDGERT_OK)
-        er_set_plugin_err(err, err_len, backend, NULL, perr, rc);
+        er_set_plugin_err(err, err_len, backend, er_manifest_plugin_name(&c->m), NULL, perr, rc);
     return rc;
 }

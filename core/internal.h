@@ -43,10 +43,14 @@ void er_diag_lines(const er_diags *d, size_t since, edgert_log_level max_level, 
 
 /** A plugin's error message for the caller: "name: context: message"
  *  (context may be NULL), or the plugin's message alone when it already
- *  begins with "name:" (the plugin then named its own context); the status
- *  name when the plugin wrote nothing. */
-void er_set_plugin_err(char *err, size_t len, const char *name, const char *context,
-                       const char *perr, edgert_status st);
+ *  begins with "self:" (the plugin then named its own context); the status
+ *  name when the plugin wrote nothing. `name` is the backend's (manifest's)
+ *  name, `self` the one the plugin's descriptor gives itself
+ *  (er_manifest_plugin_name): when they differ (a library shared through
+ *  plugin_name), a message naming the plugin gets "name: " in front, so the
+ *  caller still reads which backend failed. */
+void er_set_plugin_err(char *err, size_t len, const char *name, const char *self,
+                       const char *context, const char *perr, edgert_status st);
 
 /* ---- CPU flags (names.c) -------------------------------------------------- */
 
@@ -175,6 +179,11 @@ typedef struct er_manifest {
     double bits_per_weight;
     int runs_in_process, verified, reference;
     char *plugin_options;  /**< optional default init options */
+    /** The name the library's descriptor gives itself, when it is not `name`
+     *  (this manifest reuses another backend's library, with other
+     *  plugin_options); NULL: the descriptor's name must be `name`. Only
+     *  with `library`. er_manifest_plugin_name gives the effective one. */
+    char *plugin_name;
     char *rationale, *notes;
     edgert_figures declared; /**< NaN where absent; `where` owned via declared_where */
     char *declared_where;
@@ -192,6 +201,15 @@ extern const char *const er_manifest_declared_keys[];
  *  file:line:col and returns EDGERT_E_IO / EDGERT_E_PARSE; *out is then zeroed. */
 edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d);
 void er_manifest_free(er_manifest *m);
+
+/** The name the manifest's library must give itself in its descriptor:
+ *  `plugin_name` when the manifest has one, else `name`. Every comparison
+ *  with the descriptor's name (or with a plugin's messages, which begin
+ *  with it) goes through this. */
+static inline const char *er_manifest_plugin_name(const er_manifest *m)
+{
+    return m->plugin_name ? m->plugin_name : m->name;
+}
 
 /* ---- discovery (discovery.c) -------------------------------------------- */
 

@@ -5,7 +5,8 @@
  * a stable reason code, and the candidate is unloaded and skipped; the scan
  * goes on with the others:
  *     DLOPEN_FAILED(<dlerror>), NO_ENTRY_SYMBOL, ABI_UNSUPPORTED,
- *     INVALID_DESCRIPTOR(<what>), NAME_MISMATCH(<name>),
+ *     INVALID_DESCRIPTOR(<what>), NAME_MISMATCH(<name>) (the descriptor's name
+ *     is not the manifest's plugin_name, or its name when it has none),
  *     MISSING_CAPABILITY(<cap>), INIT_FAILED, SELF_TEST_FAILED
  * A descriptor answering ABI 2 must be EDGERT_PLUGIN_V2_SIZE large
  * (ABI_UNSUPPORTED otherwise); its ABI-2 fields are read only then, and
@@ -228,11 +229,13 @@ void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s)
 }
 
 /* The detail of a plugin's own failure: its message as it wrote it when it
- * names itself ("name: init: ..."), else "<stage>: <message>". */
+ * names itself by its descriptor's name ("name: init: ..."), else
+ * "<stage>: <message>". */
 static void plugin_detail(er_cand *c, const char *stage, const char *msg, edgert_status st)
 {
-    size_t nl = strlen(c->m.name);
-    if (msg[0] && strncmp(msg, c->m.name, nl) == 0 && msg[nl] == ':')
+    const char *self = er_manifest_plugin_name(&c->m);
+    size_t nl = strlen(self);
+    if (msg[0] && strncmp(msg, self, nl) == 0 && msg[nl] == ':')
         er_cand_detail(c, "%s", msg);
     else
         er_cand_detail(c, "%s: %s", stage, msg[0] ? msg : edgert_status_name(st));
@@ -265,10 +268,11 @@ void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c)
 }
 
 /* The entry's answer: a descriptor for an offered ABI, large enough for the
- * ABI it answered, well-formed, named as the manifest, with the capability
- * the manifest needs. 0, or -1 with the candidate's reason set. On success
- * the host table records the ABI, and c->packed_layout the mappable layout
- * (read only from a descriptor that answered ABI >= 2 and holds the fields). */
+ * ABI it answered, well-formed, named as the manifest says (its plugin_name,
+ * else its name), with the capability the manifest needs. 0, or -1 with the
+ * candidate's reason set. On success the host table records the ABI, and
+ * c->packed_layout the mappable layout (read only from a descriptor that
+ * answered ABI >= 2 and holds the fields). */
 static int check_answer(er_cand *c, uint32_t lo, uint32_t hi, edgert_status st,
                         const edgert_plugin *p, const char *err)
 {
@@ -301,11 +305,18 @@ static int check_answer(er_cand *c, uint32_t lo, uint32_t hi, edgert_status st,
         er_cand_detail(c, "the plugin's descriptor is malformed: %s", bad);
         return -1;
     }
-    if (strcmp(p->name, m->name) != 0) {
+    const char *want = er_manifest_plugin_name(m);
+    if (strcmp(p->name, want) != 0) {
         er_cand_reason(c, ER_GATE_NAME_MISMATCH, "NAME_MISMATCH(%.64s)", p->name);
-        er_cand_detail(c, "the library calls itself '%.64s', the manifest '%s' (a typo in "
-                          "either, or a swapped file?)",
-                       p->name, m->name);
+        if (m->plugin_name)
+            er_cand_detail(c, "the library calls itself '%.64s', the manifest's plugin_name is "
+                              "'%s' (a typo in either, or a swapped file?)",
+                           p->name, want);
+        else
+            er_cand_detail(c, "the library calls itself '%.64s', the manifest's name is '%s' (a "
+                              "typo in either, a swapped file, or another backend's library "
+                              "reused without 'plugin_name: %.64s'?)",
+                           p->name, want, p->name);
         return -1;
     }
     if (m->runs_in_process && !(p->caps & EDGERT_CAP_GEMM)) {

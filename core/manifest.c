@@ -42,7 +42,8 @@ typedef struct mreader {
 const char *const er_manifest_top_keys[] = {
     "manifest_version", "name", "version", "vendor", "library", "checksum", "abi", "arch",
     "device_classes", "requires", "uses_when_present", "processor", "reference", "layout",
-    "runs_in_process", "verified", "rationale", "notes", "plugin_options", "declared", NULL,
+    "runs_in_process", "verified", "rationale", "notes", "plugin_name", "plugin_options",
+    "declared", NULL,
 };
 const char *const er_manifest_abi_keys[] = {"min", "max", NULL};
 const char *const er_manifest_requires_keys[] = {"cpu_flags", NULL};
@@ -294,13 +295,19 @@ out:
     return rc;
 }
 
+/* A name field (name, plugin_name) that is not a valid backend name. */
+static void fail_name(mreader *r, yaml_node_t *root, const char *key, const char *value)
+{
+    fail_field(r, er_yaml_get(&r->y, root, key), key,
+               "'%s' is not a valid backend name: use 1 to %d characters from a-z, 0-9, "
+               "'.', '_' and '-', starting with a letter or digit",
+               value, NAME_MAX_LEN);
+}
+
 static void read_identity(mreader *r, yaml_node_t *root, er_manifest *m)
 {
     if (text(r, root, "name", 1, &m->name) == 0 && !valid_name(m->name))
-        fail_field(r, er_yaml_get(&r->y, root, "name"), "name",
-                   "'%s' is not a valid backend name: use 1 to %d characters from a-z, 0-9, "
-                   "'.', '_' and '-', starting with a letter or digit",
-                   m->name, NAME_MAX_LEN);
+        fail_name(r, root, "name", m->name);
     text(r, root, "version", 1, &m->version);
     text(r, root, "vendor", 1, &m->vendor);
 }
@@ -322,7 +329,22 @@ static void read_abi(mreader *r, yaml_node_t *abi, er_manifest *m)
     r->y.section = NULL;
 }
 
-/* library, checksum and abi: what the loader needs. */
+/* plugin_name: the name the library's descriptor gives itself, when this
+ * manifest reuses another backend's library (with other plugin_options).
+ * `lib` is read_library's result for `library` (1: absent). */
+static void read_plugin_name(mreader *r, yaml_node_t *root, int lib, er_manifest *m)
+{
+    if (text(r, root, "plugin_name", 0, &m->plugin_name) != 0)
+        return;
+    if (!valid_name(m->plugin_name))
+        fail_name(r, root, "plugin_name", m->plugin_name);
+    else if (lib == 1)
+        fail_field(r, er_yaml_get(&r->y, root, "plugin_name"), "plugin_name",
+                   "a plugin_name is only valid with a 'library' whose descriptor it names, "
+                   "and this manifest names none");
+}
+
+/* library, checksum, plugin_name and abi: what the loader needs. */
 static void read_library(mreader *r, yaml_node_t *root, er_manifest *m)
 {
     int lib = text(r, root, "library", 0, &m->library);
@@ -331,6 +353,7 @@ static void read_library(mreader *r, yaml_node_t *root, er_manifest *m)
         if (!m->library_path)
             out_of_memory(r);
     }
+    read_plugin_name(r, root, lib, m);
 
     char *sum = NULL;
     if (text(r, root, "checksum", 0, &sum) == 0) {
@@ -559,7 +582,7 @@ void er_manifest_free(er_manifest *m)
         m->path,       m->dir,           m->name,           m->version,
         m->vendor,     m->library,       m->library_path,   m->processor,
         m->layout_format, m->activation_dtype, m->fallback_dtype, m->plugin_options,
-        m->rationale,  m->notes,         m->declared_where,
+        m->plugin_name, m->rationale,    m->notes,          m->declared_where,
     };
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
         free(owned[i]);

@@ -11,10 +11,11 @@
  * the stage it reached; the process that hosts edgert is never harmed.
  * (GStreamer's out-of-process registry scanner is the precedent.)
  *
- * The verdict is cached, one small file per (device, plugin file), in
- * $XDG_CACHE_HOME/edgert/first-contact/ (default ~/.cache/...): until the
- * file or the device changes, the child is not run again. Only a plugin
- * whose verdict passed is loaded in-process (load.c).
+ * The verdict is cached, one small file per (device, plugin file, what the
+ * manifest gives the child), in $XDG_CACHE_HOME/edgert/first-contact/
+ * (default ~/.cache/...): until the file, the device or that part of the
+ * manifest changes, the child is not run again. Only a plugin whose verdict
+ * passed is loaded in-process (load.c).
  *
  * The quick measurement gives the ranking a figure measured on this device
  * instead of a claim: a few decode-shaped GEMV calls over packed weights
@@ -47,6 +48,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "context.h"
 
@@ -68,8 +70,28 @@ typedef struct sb_result {
 
 /* ---- the cache ------------------------------------------------------------------ */
 
-/* The cache file of this (device, plugin file), malloc'd; NULL when no
- * per-user cache folder can be named or created. */
+/* XXH3-64 of what the child's verdict takes from the manifest besides the
+ * library: the backend's name and the name the descriptor must have
+ * (plugin_name; both word the verdict's detail), the options init gets, the
+ * ABI range offered and whether GEMM is required. A manifest whose name,
+ * plugin_name or options were fixed is checked again, instead of keeping
+ * the old NAME_MISMATCH or INIT_FAILED, and two manifests that share one
+ * library (plugin_name) get a verdict and a quick measurement each. */
+static uint64_t manifest_key(const er_manifest *m)
+{
+    char *facts = NULL;
+    int n = asprintf(&facts,
+                     "name=%s\nplugin_name=%s\nabi=%u..%u\nruns_in_process=%d\noptions=%c%s",
+                     m->name, m->plugin_name ? m->plugin_name : "", (unsigned)m->abi_min,
+                     (unsigned)m->abi_max, m->runs_in_process, m->plugin_options ? '=' : '-',
+                     m->plugin_options ? m->plugin_options : "");
+    uint64_t h = n >= 0 ? (uint64_t)XXH3_64bits(facts, (size_t)n) : 0;
+    free(n >= 0 ? facts : NULL);
+    return h;
+}
+
+/* The cache file of this (device, plugin file, manifest_key), malloc'd; NULL
+ * when no per-user cache folder can be named or created. */
 static char *cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
 {
     const char *xdg = er_getenv(0, "XDG_CACHE_HOME"), *home = er_getenv(0, "HOME");
@@ -86,8 +108,9 @@ static char *cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
         (void)mkdir(dir, 0700);
     }
     /* the core's version too: a verdict is also about the core that took it */
-    if (dir && asprintf(&path, "%s/%s-%016llx-%s", dir, ctx->fingerprint,
-                        (unsigned long long)c->lib_hash, EDGERT_VERSION_STRING) < 0)
+    if (dir && asprintf(&path, "%s/%s-%016llx-%016llx-%s", dir, ctx->fingerprint,
+                        (unsigned long long)c->lib_hash, (unsigned long long)manifest_key(&c->m),
+                        EDGERT_VERSION_STRING) < 0)
         path = NULL;
     free(base);
     free(edgert);

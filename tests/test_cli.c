@@ -373,6 +373,47 @@ static void test_json_with_bad_manifest(void **state)
     tu_rmrf(dir);
 }
 
+/* A manifest that reuses another backend's library: list --json gives its
+ * plugin_name (null for the others), select --explain names it too. */
+static void test_list_plugin_name(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_good"), args[4400], *out;
+    free(tu_manifest(dir, "a.yaml", "test-good", lib, NULL, NULL));
+    free(tu_manifest(dir, "b.yaml", "test-good-alias", lib, NULL, "plugin_name: test-good\n"));
+    free(lib);
+    snprintf(args, sizeof args, "list --json --manifests %s", dir);
+    assert_int_equal(run(args, &out), 0);
+    er_yaml y;
+    char *jdir;
+    yaml_node_t *root = parse(out, &y, &jdir);
+    yaml_node_t *ms = er_yaml_get(&y, root, "manifests");
+    assert_non_null(ms);
+    assert_int_equal(ms->type, YAML_SEQUENCE_NODE);
+    int seen = 0;
+    for (yaml_node_item_t *it = ms->data.sequence.items.start; it < ms->data.sequence.items.top;
+         it++) {
+        yaml_node_t *c = er_yaml_node(&y, *it);
+        const char *name = sval(&y, c, "name"), *pn = sval(&y, c, "plugin_name");
+        assert_non_null(pn);
+        if (strcmp(name, "test-good-alias") == 0)
+            assert_string_equal(pn, "test-good");
+        else
+            assert_string_equal(pn, "null");
+        seen++;
+    }
+    assert_int_equal(seen, 2);
+    er_yaml_free(&y);
+    tu_rmrf(jdir);
+    free(out);
+    snprintf(args, sizeof args, "select --explain --manifests %s", dir);
+    assert_int_equal(run(args, &out), 0);
+    if (!strstr(out, "plugin_name: test-good (the name its library gives itself)"))
+        fail_msg("select --explain does not name the plugin_name:\n%s", out);
+    free(out);
+    tu_rmrf(dir);
+}
+
 static void test_probe_json(void **state)
 {
     (void)state;
@@ -502,6 +543,7 @@ int main(void)
         cmocka_unit_test(test_select_json_live),
         cmocka_unit_test(test_select_json_plan),
         cmocka_unit_test(test_json_with_bad_manifest),
+        cmocka_unit_test(test_list_plugin_name),
         cmocka_unit_test(test_probe_json),
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_calibrate_then_select),

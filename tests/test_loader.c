@@ -3,6 +3,7 @@
  * this machine, with test-only plugins; and a backend run end to end through
  * the host table.
  */
+#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -398,6 +399,186 @@ static void test_unterminated_plugin_error(void **state)
     tu_rmrf(dir);
 }
 
+/* ---- the first-contact cache follows the manifest -------------------------------- */
+
+/* Point XDG_CACHE_HOME at a fresh folder (returned): no first-contact verdict
+ * yet. *saved keeps the old value for restore_cache. */
+static char *fresh_cache(char **saved)
+{
+    const char *old = getenv("XDG_CACHE_HOME");
+    *saved = old ? strdup(old) : NULL;
+    char *cache = tu_tmpdir();
+    assert_non_null(cache);
+    assert_int_equal(setenv("XDG_CACHE_HOME", cache, 1), 0);
+    return cache;
+}
+
+static void restore_cache(char *cache, char *saved)
+{
+    if (saved)
+        setenv("XDG_CACHE_HOME", saved, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(saved);
+    tu_rmrf(cache);
+}
+
+/* A verdict holds what the manifest handed the plugin: options the plugin
+ * refused are INIT_FAILED, and once the manifest drops them the library is
+ * checked again, not refused from the cache. */
+static void test_verdict_follows_manifest(void **state)
+{
+    (void)state;
+    char *saved, *cache = fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    for (int fixed = 0; fixed < 2; fixed++) {
+        free(tu_manifest(dir, "m.yaml", "test-good", lib, NULL,
+                         fixed ? NULL : "plugin_options: \"path=x\"\n"));
+        edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+        assert_non_null(ctx);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-good");
+        assert_non_null(c);
+        if (fixed ? !c->loaded : !has_reason(c, "INIT_FAILED"))
+            fail_msg("%s options: %s", fixed ? "without" : "with", c->detail);
+        edgert_close(ctx);
+    }
+    free(lib);
+    tu_rmrf(dir);
+    restore_cache(cache, saved);
+}
+
+/* ---- plugin_name: manifests sharing one library ------------------------------------ */
+
+/* The number of entries in `dir` (0 when it cannot be read). */
+static size_t count_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* Three manifests on tp_good (descriptor name "test-good"): one with its
+ * name, one that calls it by plugin_name under another name, and one whose
+ * plugin_options the plugin refuses, found first. Each gets its own verdict:
+ * the refusal is not cached for the other two. */
+static void test_plugin_name_shares_library(void **state)
+{
+    (void)state;
+    char *saved, *cache = fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    free(tu_manifest(dir, "0-opts.yaml", "test-good-opts", lib, NULL,
+                     "plugin_name: test-good\nplugin_options: \"path=x\"\n"));
+    free(tu_manifest(dir, "1-good.yaml", "test-good", lib, NULL, NULL));
+    free(tu_manifest(dir, "2-alias.yaml", "test-good-alias", lib, NULL,
+                     "plugin_name: test-good\n"));
+    for (int pass = 0; pass < 2; pass++) { /* first contact, then the cached verdicts */
+        edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+        assert_non_null(ctx);
+        const edgert_candidate *opts = edgert_candidate_find(ctx, "test-good-opts"),
+                               *good = edgert_candidate_find(ctx, "test-good"),
+                               *alias = edgert_candidate_find(ctx, "test-good-alias");
+        assert_non_null(opts);
+        assert_non_null(good);
+        assert_non_null(alias);
+        if (!has_reason(opts, "INIT_FAILED"))
+            fail_msg("pass %d: test-good-opts: %s", pass, opts->detail);
+        assert_false(opts->eligible);
+        if (!good->loaded || !alias->loaded)
+            fail_msg("pass %d: test-good: %s; test-good-alias: %s", pass, good->detail,
+                     alias->detail);
+        assert_true(good->eligible);
+        assert_true(alias->eligible);
+        assert_string_equal(alias->name, "test-good-alias");
+        assert_string_equal(alias->plugin_name, "test-good");
+        assert_null(good->plugin_name);
+        edgert_close(ctx);
+    }
+    /* A cached verdict per manifest, though they share one library file. */
+    char fc[4200];
+    snprintf(fc, sizeof fc, "%s/edgert/first-contact", cache);
+    assert_int_equal(count_files(fc), 3);
+    free(lib);
+    tu_rmrf(dir);
+    restore_cache(cache, saved);
+}
+
+/* NAME_MISMATCH compares the descriptor's name with plugin_name when the
+ * manifest has one, else with name, and its detail says which. */
+static void test_plugin_name_mismatch(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *plugin, *extra, *code, *detail;
+    } cases[] = {
+        {"test-good-alias", "tp_good", "plugin_name: test-wrong\n", "NAME_MISMATCH(test-good)",
+         "the library calls itself 'test-good', the manifest's plugin_name is 'test-wrong'"},
+        {"test-good-alias", "tp_good", NULL, "NAME_MISMATCH(test-good)",
+         "the library calls itself 'test-good', the manifest's name is 'test-good-alias' (a "
+         "typo in either, a swapped file, or another backend's library reused without "
+         "'plugin_name: test-good'?)"},
+        {"test-badname-alias", "tp_badname", "plugin_name: test-badname\n",
+         "NAME_MISMATCH(someone-else)",
+         "the library calls itself 'someone-else', the manifest's plugin_name is "
+         "'test-badname'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct one o;
+        one_open(&o, cases[i].name, cases[i].plugin, cases[i].extra);
+        if (!has_reason(o.c, cases[i].code) || !strstr(o.c->detail, cases[i].detail))
+            fail_msg("%s: want %s and '%s', got %s, '%s'", cases[i].name, cases[i].code,
+                     cases[i].detail, o.c->reason_count ? o.c->reasons[0] : "-", o.c->detail);
+        assert_false(o.c->eligible);
+        assert_false(o.c->loaded);
+        one_close(&o);
+    }
+    /* The descriptor's own name loads the library under a new name. */
+    struct one o;
+    one_open(&o, "someone-elses-alias", "tp_badname", "plugin_name: someone-else\n");
+    if (!o.c->loaded)
+        fail_msg("someone-elses-alias: %s", o.c->detail);
+    one_close(&o);
+}
+
+/* A plugin's messages begin with its descriptor's name: under plugin_name
+ * the candidate's detail keeps them as written, and the caller's error puts
+ * the backend's own name in front. With the real reference backend. */
+static void test_plugin_name_messages(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    const char *lib = EDGERT_TEST_BACKEND_DIR "/libedgert-ref-w4a16.so";
+    free(tu_manifest_abi(dir, "a.yaml", "ref-alias", lib, 2u, NULL, "plugin_name: ref-w4a16\n"));
+    free(tu_manifest_abi(dir, "b.yaml", "ref-alias-opts", lib, 2u, NULL,
+                         "plugin_name: ref-w4a16\nplugin_options: path=warp-drive\n"));
+    edgert_ctx *ctx = open_dir(dir, NULL, 0, NULL);
+    assert_non_null(ctx);
+    const edgert_candidate *a = edgert_candidate_find(ctx, "ref-alias"),
+                           *b = edgert_candidate_find(ctx, "ref-alias-opts");
+    assert_non_null(a);
+    assert_non_null(b);
+    if (!a->loaded)
+        fail_msg("ref-alias: %s", a->detail);
+    assert_true(has_reason(b, "INIT_FAILED"));
+    if (!strstr(b->detail, "ref-w4a16: init: unknown option 'path=warp-drive'") ||
+        strstr(b->detail, "init: ref-w4a16"))
+        fail_msg("ref-alias-opts: detail '%s'", b->detail);
+    char err[512] = "";
+    edgert_backend *be = NULL;
+    assert_int_equal(edgert_backend_open(ctx, "ref-alias", "path=warp-drive", &be, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_null(be);
+    const char *want = "ref-alias: ref-w4a16: init: unknown option 'path=warp-drive'";
+    if (strncmp(err, want, strlen(want)) != 0)
+        fail_msg("ref-alias: error '%s'", err);
+    assert_int_equal(edgert_backend_open(ctx, "ref-alias", NULL, &be, err, sizeof err), EDGERT_OK);
+    assert_string_equal(edgert_backend_name(be), "ref-alias");
+    edgert_backend_close(be);
+    edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
 /* Two handles in one process do not interfere. */
 static void test_two_handles(void **state)
 {
@@ -434,6 +615,10 @@ int main(void)
         cmocka_unit_test(test_run_backends),
         cmocka_unit_test(test_unterminated_plugin_error),
         cmocka_unit_test(test_two_handles),
+        cmocka_unit_test(test_verdict_follows_manifest),
+        cmocka_unit_test(test_plugin_name_shares_library),
+        cmocka_unit_test(test_plugin_name_mismatch),
+        cmocka_unit_test(test_plugin_name_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -334,6 +334,8 @@ static void test_minimal(void **state)
     assert_string_equal(m.rationale, "The smallest valid manifest.");
     assert_null(m.notes);
     assert_null(m.plugin_options);
+    assert_null(m.plugin_name); /* the descriptor's name is `name` */
+    assert_string_equal(er_manifest_plugin_name(&m), "minimal");
     assert_true(isnan(m.declared.decode_tokens_per_s));
     assert_true(isnan(m.declared.prefill_gflops));
     assert_true(isnan(m.declared.top1_agreement));
@@ -380,6 +382,7 @@ static void test_all_fields(void **state)
     assert_string_equal(m.rationale, "Exercises every field.");
     assert_string_equal(m.notes, "Free text for the operator.");
     assert_string_equal(m.plugin_options, "path=fma,threads=2");
+    assert_string_equal(m.plugin_name, "all-fields.base");
     assert_true(m.declared.decode_tokens_per_s == 12.5);
     assert_true(m.declared.prefill_gflops == 500.0);
     assert_true(m.declared.top1_agreement == 0.99);
@@ -406,6 +409,25 @@ static void test_version_string_and_subfolder(void **state)
     assert_true(isnan(m.declared.decode_tokens_per_s));
     assert_string_equal(m.declared.where, "nowhere: a test fixture");
     er_manifest_free(&m);
+    er_diags_free(&d);
+}
+
+/* A second backend on another backend's library: plugin_name is the
+ * library's own name, plugin_options picks the path, name stays its own. */
+static void test_plugin_name(void **state)
+{
+    (void)state;
+    er_diags d = {0};
+    er_manifest m;
+    load_ok(GOOD "/plugin-name.yaml", &m, &d);
+    assert_int_equal(d.count, 0);
+    assert_string_equal(m.name, "avx512-w4a8");
+    assert_string_equal(m.plugin_name, "amx-w4a8");
+    assert_string_equal(er_manifest_plugin_name(&m), "amx-w4a8");
+    assert_string_equal(m.plugin_options, "path=vnni");
+    assert_string_equal(m.library_path, GOOD "/libedgert-amx-w4a8.so");
+    er_manifest_free(&m);
+    assert_true(is_zeroed(&m));
     er_diags_free(&d);
 }
 
@@ -503,6 +525,12 @@ static const bad_case bad_cases[] = {
     {"library-empty.yaml", 6, 10, "field 'library': must not be empty"},
     {"library-nul.yaml", 6, 10, "field 'library': NUL character"},
     {"name-chars.yaml", 3, 7, "field 'name': 'Bad Example' is not a valid backend name"},
+    {"plugin-name-empty.yaml", 7, 14, "field 'plugin_name': must not be empty"},
+    {"plugin-name-chars.yaml", 8, 14,
+     "field 'plugin_name': 'AMX W4A8' is not a valid backend name: use 1 to 64 characters"},
+    {"plugin-name-no-library.yaml", 9, 14,
+     "field 'plugin_name': a plugin_name is only valid with a 'library' whose descriptor it "
+     "names, and this manifest names none"},
     {"arch-unknown.yaml", 6, 7, "field 'arch': unknown architecture 'riscv64'"},
     {"processor-unknown.yaml", 16, 12, "field 'processor': expected cpu, gpu or npu, got 'tpu'"},
     {"declarative-cpu.yaml", 9, 12,
@@ -836,6 +864,7 @@ int main(void)
         cmocka_unit_test(test_minimal),
         cmocka_unit_test(test_all_fields),
         cmocka_unit_test(test_version_string_and_subfolder),
+        cmocka_unit_test(test_plugin_name),
         cmocka_unit_test(test_arch_any_flags_and_absolute_library),
         cmocka_unit_test(test_unknown_keys_warn),
         cmocka_unit_test(test_bad_fixtures),

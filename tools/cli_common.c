@@ -357,6 +357,7 @@ void json_candidate(json_w *w, const edgert_candidate *c, int rank)
     json_kstr(w, "path_chosen", c->path_chosen);
     json_kstr(w, "manifest", c->manifest_path);
     json_kstr(w, "library", c->library_path);
+    json_kstr(w, "plugin_name", c->plugin_name); /* null: the descriptor's name is "name" */
     json_kstr(w, "checksum", c->checksum);
     json_kstr(w, "checksum_verified", c->checksum_verified > 0   ? "verified"
                                       : c->checksum_verified < 0 ? "mismatch"

@@ -492,6 +492,9 @@ static void explain_candidate(const edgert_candidate *k, int r)
             tprintf("  %-16s           %s\n", "", k->detail);
     }
     tprintf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
+    if (k->plugin_name)
+        tprintf("  %-16s           plugin_name: %s (the name its library gives itself)\n", "",
+                k->plugin_name);
     if (k->checksum)
         tprintf("  %-16s           checksum: %s %s\n", "", k->checksum,
                 k->checksum_verified > 0   ? "(verified: the library's bytes match)"

@@ -176,6 +176,11 @@ typedef struct edgert_candidate {
     int checksum_verified;
     /** The plugin ABI version negotiated with the loaded plugin; 0 when not loaded. */
     uint32_t abi_version;
+    /** The manifest's `plugin_name`: the name the library's descriptor gives
+     *  itself when this manifest reuses another backend's library (with other
+     *  plugin_options); NULL when it has none (the descriptor's name is then
+     *  `name`). */
+    const char *plugin_name;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
