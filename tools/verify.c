@@ -98,6 +98,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     if (verify_tol_model(v.cand, &v.tm, err, err_len) != 0)
         return EDGERT_E_UNSUPPORTED;
     snprintf(r->tolerance, sizeof r->tolerance, "%s", v.tm.text);
+    snprintf(r->activations, sizeof r->activations, "%s", v.tm.dtype);
     v.group = v.cand->layout.group_size > 0 ? (uint32_t)v.cand->layout.group_size : 128u;
     v.symmetric = v.cand->layout.symmetric;
     v.self = strcmp(backend, VERIFY_REF) == 0;
@@ -198,11 +199,34 @@ static void print_result(const verify_result *r, const char *error)
             r->head_n ? log((double)r->head_n) : 0.0);
 }
 
+/* The fidelity of every backend that ran, one line each: what its
+ * activation arithmetic costs on the same weights and activations. */
+static void print_side_by_side(const verify_result *res, char *const *errors, size_t nb)
+{
+    size_t ran = 0;
+    for (size_t i = 0; i < nb; i++)
+        ran += errors[i] == NULL;
+    if (ran < 2)
+        return;
+    tprintf("fidelity side by side (the same weights and LLM-like activations with outlier "
+            "channels, against dense fp32):\n");
+    tprintf("  %-20s %-12s %9s %8s %10s\n", "backend", "activations", "SQNR min", "top-1",
+            "KL (nats)");
+    for (size_t i = 0; i < nb; i++) {
+        if (errors[i] != NULL)
+            continue;
+        tprintf("  %-20s %-12s %6.2f dB %8.4f %10.4g\n", res[i].name, res[i].activations,
+                res[i].sqnr_min_db, res[i].top1_agreement, res[i].kl_mean);
+    }
+    tprintf("\n");
+}
+
 static void json_result(json_w *j, const verify_result *r, const char *error)
 {
     json_obj(j);
     json_kstr(j, "name", r->name);
     json_kstr(j, "path", r->path);
+    json_kstr(j, "activations", r->activations[0] ? r->activations : NULL);
     json_kbool(j, "correct", !error && r->correct);
     json_kstr(j, "error", error);
     json_kint(j, "cases", r->cases);
@@ -310,6 +334,7 @@ static void report(edgert_ctx *ctx, const cli *c, const workload *wl, const veri
         print_result(&res[i], errors[i]);
         tprintf("\n");
     }
+    print_side_by_side(res, errors, nb);
     tprintf("%s in %.1f s\n", any_fail ? "FAILED" : "all correct", secs);
 }
 

@@ -40,6 +40,7 @@ typedef struct verify_result {
                                     quantized weights (NaN for the reference itself) */
     char worst_case[256];      /**< the output with the worst err/tolerance */
     char reference[96];        /**< what fidelity compares with (the dense weights) */
+    char activations[32];      /**< the activation dtype the tolerance model used */
 } verify_result;
 
 /** Verify one backend (correctness + fidelity). Returns EDGERT_OK when it ran

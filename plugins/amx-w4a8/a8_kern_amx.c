@@ -105,7 +105,8 @@ A8_INLINE void amx_epilogue(const a8_job *j, const int32_t (*cbuf)[16][16], size
         for (unsigned q = 0; q < 1u + two; q++) {
             __m512i c = _mm512_load_si512((const void *)cbuf[2u * half + q][rr]);
             __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(c, a8));
-            a8_y_add(yr + q * A8_PANEL, mask[q], g == 0u, _mm512_mul_ps(d, _mm512_mul_ps(sw[q], sx)));
+            a8_y_add(yr + q * A8_PANEL, mask[q], g == 0u,
+                     _mm512_mul_ps(d, _mm512_mul_ps(sw[q], sx)));
         }
     }
 }

@@ -230,6 +230,8 @@ static uint16_t a8_half(float f)
     uint32_t u;
     memcpy(&u, &f, sizeof u);
     const uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u)
+        return (uint16_t)(sign | 0x7E00u); /* NaN stays NaN (pack refuses it today) */
     if (a < 0x38800000u) { /* below 2^-14: an fp16 subnormal, steps of 2^-24 */
         float v = fabsf(f) * 16777216.0f; /* exact: a power of two */
         return (uint16_t)(sign | (uint32_t)lrintf(v)); /* 1024 is the smallest normal */
@@ -559,20 +561,17 @@ static edgert_status a8_self_test(void *state, char *err, size_t err_len)
 
 /* ---- descriptor and entry --------------------------------------------------------------- */
 
+/* ABI 1 and 2 share every ABI-1 field; ABI 2 adds the mappable packed form. */
+#define A8_DESCRIPTOR_V1(abi)                                                                   \
+    .struct_size = sizeof(edgert_plugin), .abi_version = (abi), .name = A8_NAME,                \
+    .version = A8_VERSION, .caps = EDGERT_CAP_GEMM, .init = a8_init, .fini = pk_fini,           \
+    .self_test = a8_self_test, .describe = a8_describe, .pack = a8_pack,                        \
+    .packed_free = pk_packed_free, .gemm = a8_gemm, .export_graph = NULL
+
+static const edgert_plugin a8_plugin_v1 = {A8_DESCRIPTOR_V1(1u)};
+
 static const edgert_plugin a8_plugin_v2 = {
-    .struct_size = sizeof(edgert_plugin),
-    .abi_version = 2u,
-    .name = A8_NAME,
-    .version = A8_VERSION,
-    .caps = EDGERT_CAP_GEMM,
-    .init = a8_init,
-    .fini = pk_fini,
-    .self_test = a8_self_test,
-    .describe = a8_describe,
-    .pack = a8_pack,
-    .packed_free = pk_packed_free,
-    .gemm = a8_gemm,
-    .export_graph = NULL,
+    A8_DESCRIPTOR_V1(2u),
     .packed_flags = EDGERT_PACKED_MAPPABLE,
     .packed_layout = A8_LAYOUT,
     .packed_data = a8_packed_data,
@@ -585,8 +584,6 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
-    /* ABI 2 only: a new plugin needs no ABI-1 descriptor (an ABI-1 host
-     * gets a clear "no common plugin ABI") */
-    static const edgert_plugin *const by_abi[] = {NULL, &a8_plugin_v2};
+    static const edgert_plugin *const by_abi[] = {&a8_plugin_v1, &a8_plugin_v2}; /* ABI 1, 2 */
     return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, A8_NAME, out, err, err_len);
 }

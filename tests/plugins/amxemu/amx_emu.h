@@ -2,7 +2,7 @@
  * tests/plugins/amxemu/amx_emu.h — a software model of the AMX
  * instructions plugins/common/amx_tiles.h wraps, for the test-only builds
  * of the plugins with a tile path (tp_avx512_amxemu: avx512-w4a16's AMX-BF16
- * prefill; tp_amx_w4a8_emu: amx-w4a8's AMX-INT8 prefill). Lets their
+ * prefill; tp_amx_w4a8_amxemu: amx-w4a8's AMX-INT8 prefill). Lets their
  * blocking, tile layout and epilogue run and be checked against ref-w4a16 on
  * CPUs without AMX (the development machines have had none so far).
  *
@@ -66,7 +66,8 @@ static void amx_emu_fault(const char *fmt, ...)
 static inline void amx_emu_config(const amx_tilecfg *c)
 {
     if (c->palette != 1u || c->start_row != 0u)
-        amx_emu_fault("ldtilecfg: palette %u start_row %u (need 1 and 0)", c->palette, c->start_row);
+        amx_emu_fault("ldtilecfg: palette %u start_row %u (need 1 and 0)", c->palette,
+                      c->start_row);
     for (int i = 0; i < 14; i++)
         if (c->reserved[i] != 0u)
             amx_emu_fault("ldtilecfg: reserved byte %d is %u", i + 2, c->reserved[i]);
@@ -74,7 +75,8 @@ static inline void amx_emu_config(const amx_tilecfg *c)
         if (i >= 8 ? (c->rows[i] != 0u || c->colsb[i] != 0u)
                    : (c->rows[i] > 16u || c->colsb[i] > 64u || c->colsb[i] % 4u != 0u ||
                       (c->rows[i] == 0u) != (c->colsb[i] == 0u)))
-            amx_emu_fault("ldtilecfg: tile %d rows %u colsb %u invalid", i, c->rows[i], c->colsb[i]);
+            amx_emu_fault("ldtilecfg: tile %d rows %u colsb %u invalid", i, c->rows[i],
+                          c->colsb[i]);
     }
     memset(&amx_emu, 0, sizeof amx_emu);
     amx_emu.configured = 1;
