@@ -92,13 +92,21 @@
 #define A8_LAYOUT "amx-w4a8/1"      /* ... and this id with it */
 
 /*
- * Rows of x up to which gemm streams the codes directly (the VNNI GEMV,
- * A8_DECODE_RB rows per pass over the codes); above it the prefill kernels
- * expand each (panel, group) block once into L1 and reuse it for every row.
- * The crossover measured on the development machine (issue 15's note):
- * decode and prefill kernels over M = 1..64.
+ * Rows of x up to which gemm runs the streaming kernel (the VNNI GEMV,
+ * A8_DECODE_RB tokens per pass over a panel's codes, the panel then in
+ * L1/L2 for the next pass); above it the prefill kernels expand each
+ * (panel, group) block once and reuse it for every row. Measured on the
+ * development machine (AMD EPYC Zen 5, 2 threads, spark-1.7b, issue 15's
+ * note): on path vnni the streaming kernel is faster at EVERY m from 4 to
+ * 512 (821 vs 630 GFLOP/s at m = 64, 794 vs 587 at m = 512: it keeps fp32
+ * sums in registers across groups where the register tile flushes y per
+ * group), so path vnni streams for every m by default (A8_VNNI_DECODE_MAX_M);
+ * path amx switches to the tiles above A8_DECODE_MAX_M = 4 (avx512-w4a16's
+ * choice; the crossover on real tiles is for the first AMX machine to
+ * measure). The option decode_max_m=N sets it.
  */
 #define A8_DECODE_MAX_M 4u
+#define A8_VNNI_DECODE_MAX_M UINT32_MAX
 #define A8_DECODE_RB 4u
 
 /* VNNI prefill: panels per register tile and per parallel_for item. */

@@ -20,9 +20,10 @@
  *              and granted, else vnni.
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>", "decode_max_m=<1..512>"
- * (the largest m that runs the GEMV instead of the prefill kernel; default
- * A8_DECODE_MAX_M, the measured crossover; an option so the crossover can
- * be measured again with `edgert bench --options`). Anything else is
+ * (the largest m that runs the streaming GEMV instead of the prefill
+ * kernel; default: every m on path vnni, 4 on path amx (a8_internal.h has
+ * the measurements); an option so the crossover can be measured again with
+ * `edgert bench --options`). Anything else is
  * refused with EDGERT_E_USAGE; a path whose CPU flag is missing with
  * EDGERT_E_UNSUPPORTED naming the flag.
  *
@@ -99,7 +100,7 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
                             uint32_t *decode_max_m, char *err, size_t err_len)
 {
     *auto_path = 1;
-    *decode_max_m = A8_DECODE_MAX_M;
+    *decode_max_m = 0; /* 0: the path's default */
     const char *s = options != NULL ? options : "";
     for (;;) {
         s += strspn(s, " \t");
@@ -160,7 +161,7 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
         return rc;
     int auto_path = 1;
     a8_path path = A8_PATH_VNNI;
-    uint32_t decode_max_m = A8_DECODE_MAX_M;
+    uint32_t decode_max_m = 0;
     if (a8_parse_options(options, &auto_path, &path, &decode_max_m, err, err_len) != 0)
         return EDGERT_E_USAGE;
 
@@ -207,7 +208,9 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     }
     st->host = host;
     st->path = path;
-    st->decode_max_m = decode_max_m;
+    st->decode_max_m = decode_max_m != 0u        ? decode_max_m
+                       : path == A8_PATH_AMX ? A8_DECODE_MAX_M
+                                             : A8_VNNI_DECODE_MAX_M;
     st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
@@ -268,9 +271,10 @@ static void a8_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
             const size_t col = p * A8_PANEL + j;
             for (uint32_t g = 0; g < pj->groups; g++) {
                 uint8_t *blk = panel + a8_codes_at(g);
-                if (col >= w->n) {
+                if (col >= w->n) { /* padding column: zero codes, scale 0 */
                     for (unsigned t = 0; t < A8_OCTETS; t++)
                         memset(blk + 64u * t + 4u * j, 0, 4u);
+                    memset(panel + a8_scales_at(pj->groups, g) + 2u * j, 0, 2u);
                     continue;
                 }
                 const uint8_t *src = w->codes + col * stride + (size_t)g * (A8_GROUP / 2u);
