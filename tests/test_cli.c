@@ -506,6 +506,9 @@ static void test_calibrate_then_select(void **state)
              "--out %s/ev.json", EDGERT_TEST_FIXTURES "/workloads/tiny.yaml", dir);
     assert_int_equal(run(args, &out), 0);
     assert_non_null(strstr(out, "ref-w4a16"));
+    /* decode in interleaved rounds, the median stored, the spread shown */
+    assert_non_null(strstr(out, "median of 3 interleaved rounds"));
+    assert_non_null(strstr(out, "(rounds min..max)"));
     free(out);
     snprintf(args, sizeof args, "select --json --disable avx512-w4a16 --evidence %s/ev.json", dir);
     assert_int_equal(run(args, &out), 0);

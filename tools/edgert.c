@@ -182,7 +182,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "changed plugin or another device never reuses them. 'edgert select' then\n"
                 "ranks by the measured figures. The file is replaced atomically.\n\n"
                 "  --out FILE          write here instead of the per-user cache\n"
-                "  --repeat N          decode steps per backend (default 5)\n"
+                "  --repeat N          decode steps per backend and round (default 5; 3\n"
+                "                      interleaved rounds, the median stored)\n"
                 "  --quick             the quick verify set (see 'edgert verify --help')\n"
                 "  --workload FILE     shapes (default: built-in spark-1.7b)\n\n");
     fprintf(f, "%s\n%s", common_help, env_help);
