@@ -7,8 +7,8 @@
  *   speed      decode tokens/s, measured here if known, else declared, else 0
  *   fidelity   top-1 agreement (measured > declared > unknown), KL (same; lower
  *              first), then activation bits, weight bits
- *   then       the backend that requires more CPU flags (more of this device),
- *              then the name
+ *   then       the backend that requires or uses more of this device's CPU
+ *              flags (for fidelity before speed), then the name
  * "measured > declared" is per candidate: a figure measured on this device by
  * `edgert calibrate` replaces the manifest's, and a candidate with no figure
  * at all sorts after those with one (evidence beats taste), which keeps the
@@ -135,14 +135,17 @@ static int cost_key(const er_cand *a, const er_cand *b)
     return 0;
 }
 
-/* At equal evidence and cost, the backend written for more of this device
- * ranks first: it requires more CPU flags (amx-w4a8's decode is
- * avx512-w4a8's, on the same library, plus AMX tiles for prefill). Only
- * eligible candidates are ranked, so every flag counted is one this device
- * has. */
-static int specialization_key(const er_cand *a, const er_cand *b)
+/* At equal evidence, the backend written for more of this device ranks
+ * first: more of the CPU flags it requires or uses when present are flags
+ * this device has (amx-w4a8's decode is avx512-w4a8's, on the same
+ * library, plus AMX tiles for prefill; avx512-w4a16 uses VNNI and BF16
+ * where the AVX2 vendor example only uses AVX2 and AVX-VNNI). A fact of
+ * the manifests and the probe, never a measurement. */
+static int specialization_key(const struct edgert_ctx *ctx, const er_cand *a, const er_cand *b)
 {
-    DESC(__builtin_popcountll(a->m.requires_flags), __builtin_popcountll(b->m.requires_flags));
+    const uint64_t dev = ctx->dev.cpu_flags;
+    DESC(__builtin_popcountll((a->m.requires_flags | a->m.uses_flags) & dev),
+         __builtin_popcountll((b->m.requires_flags | b->m.uses_flags) & dev));
     return 0;
 }
 
@@ -167,14 +170,23 @@ static int compare(const struct sort_ctx *s, const er_cand *a, const er_cand *b)
         if (f)
             return f;
     } else {
+        /* Equally faithful: the backend written for more of this device
+         * first, a fact rather than a measurement, so the choice does not
+         * flip between calibrations when two backends of the same
+         * arithmetic stream at the same memory bandwidth (avx512-w4a16 and
+         * the AVX2 vendor example measure within 1% of each other, in
+         * either order); then speed. */
         int f = fidelity_key(a, b);
+        if (f)
+            return f;
+        f = specialization_key(s->ctx, a, b);
         if (f)
             return f;
         f = speed_key(a, b);
         if (f)
             return f;
     }
-    int f = specialization_key(a, b);
+    int f = specialization_key(s->ctx, a, b);
     if (f)
         return f;
     return strcmp(a->m.name, b->m.name);

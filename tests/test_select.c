@@ -310,6 +310,25 @@ static void test_total_order(void **state)
     edgert_selection_free(sel);
     edgert_close(ctx);
     tu_rmrf(dir);
+
+    /* Before the name: at equal evidence the backend written for more of
+     * this device (requires or uses more of its CPU flags), for either
+     * priority; a flag the device lacks counts for nothing. */
+    dir = tu_tmpdir();
+    free(tu_manifest(dir, "a.yaml", "zeta", NULL, NULL,
+                     "requires:\n  cpu_flags: [avx2]\nuses_when_present: [fma, amx_int8]\n"));
+    free(tu_manifest(dir, "b.yaml", "alpha", NULL, NULL,
+                     "requires:\n  cpu_flags: [avx2]\nuses_when_present: [amx_tile, amx_int8]\n"));
+    paths[0] = dir;
+    assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
+    for (int p = 0; p < 2; p++) {
+        edgert_priority prio = p ? EDGERT_PRIORITY_FIDELITY : EDGERT_PRIORITY_SPEED;
+        assert_int_equal(edgert_select(ctx, prio, NULL, &sel, err, sizeof err), EDGERT_OK);
+        assert_string_equal(edgert_selection_selected(sel)->name, "zeta");
+        edgert_selection_free(sel);
+    }
+    edgert_close(ctx);
+    tu_rmrf(dir);
 }
 
 /* Live: two honest test plugins with a W4A8 and a W4A16 manifest, next to the

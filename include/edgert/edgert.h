@@ -29,10 +29,11 @@
  *      priority `fidelity`: top-1 agreement (measured, else declared; a
  *                           candidate without one sorts after those with one)
  *                           descending, mean KL ascending (same rule), then
- *                           activation bits, weight bits, speed.
- *   3. at equal evidence, the backend that requires more CPU flags (written
- *      for more of this device: amx-w4a8 before avx512-w4a8, whose decode
- *      is the same), then name.
+ *                           activation bits, weight bits, then the backend
+ *                           written for more of this device (3.), speed.
+ *   3. at equal evidence, the backend written for more of this device: more
+ *      of the CPU flags it requires or uses when present are this device's
+ *      (amx-w4a8 before avx512-w4a8, whose decode is the same), then name.
  *   Measured figures count only for this device and the same plugin file
  *   (core/evidence.c); evidence that a backend failed verify is a gate
  *   (FAILED_VERIFY).
