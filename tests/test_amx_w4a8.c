@@ -52,15 +52,17 @@
  * times d_g (|d_g| <= 128 * 127 * 8 < 2^17) exact (52 bits), G <= 16 terms
  * summed with error <= G 2^-53 S (the 2^-40 S below).
  * The plugin:
- *   - d_g is an exact int32 (vpdpbusd / TDPBSUD products <= 127 * 15, sums
- *     < 2^18, no saturation; the 8 sum a correction is exact), and its
- *     conversion to fp32 is exact (|d_g| < 2^24). No error before the epilogue.
- *   - decode (m <= decode_max_m, the GEMV): y = fma(d_g, s_g, y) per group
+ *   - d_g is an exact int32 (vpdpbusd products <= 127 * 15 with the exact
+ *     8 sum a correction; TDPBSSD products <= 127 * 8 of the codes minus
+ *     8; sums < 2^18, no saturation), and its conversion to fp32 is exact
+ *     (|d_g| < 2^24). No error before the epilogue.
+ *   - the GEMV (path vnni at every m by default, path amx for m <= its
+ *     decode_max_m) and path amx's tiles: y = fma(d_g, s_g, y) per group
  *     (one rounding each: G), then y * s_x (one): G + 1 roundings;
- *   - prefill (VNNI and AMX alike): t_g = d_g * fl(s_g s_x) (two roundings),
- *     y = t_1, then y + t_g for g >= 2 (G - 1): again at most G + 1
- *     roundings in the path of each term (a fused multiply-add there would
- *     only drop one).
+ *   - path vnni's register-tile prefill (decode_max_m=N, m > N):
+ *     t_g = d_g * fl(s_g s_x) (two roundings), y = t_1, then y + t_g for
+ *     g >= 2 (G - 1): again at most G + 1 roundings in the path of each
+ *     term.
  *   So |y - y*| <= gamma_{G+1} S, gamma_n = n u / (1 - n u) < (n + 1) u here.
  *   Bound used:  B = (G + 3) u S + 2^-40 S + 1e-30
  *   ((G + 3) u: gamma_{G+1}'s G + 1 roundings plus two u of room for its
@@ -77,9 +79,9 @@
  * in any order give at most gamma_k (1 + u) S, so
  *   |y_ref - y*| <= (k + 2) u S               (checked too: the oracle's own)
  *   |y - y_ref|  <= B + (k + 2) u S.
- * Path amx (real or modelled) against path vnni, prefill (m > decode_max_m):
- * the same integers and the same fp32 epilogue in the same order, so the
- * SAME BITS, checked with memcmp (test_prefill_bits_equal_vnni).
+ * Path amx's tiles (real or modelled) against path vnni's GEMV: the same
+ * integers and the same fp32 operations in the same order, so the SAME
+ * BITS, checked with memcmp (test_prefill_bits_equal_vnni).
  *
  * Every x row has NaN in its ldx padding (ldx > k) and every y row sentinels
  * in its ldy padding (ldy > n): reading past k or writing past n is caught.
@@ -539,9 +541,9 @@ static void test_paths_against_ref(void **state)
     edgert_backend *b = NULL;
     OPEN_OR_SKIP(f, f->pi, NULL, b);
     const path_def *p = &paths[f->pi];
-    /* decode (<= 4) and prefill: VNNI blocks of 8 tokens, AMX blocks of 32,
+    /* decode (<= 12 on path amx) and prefill: AMX blocks of 32 tokens,
      * full and partial; panels of 16 columns, full and partial, items of 3
-     * (vnni) and 4 (amx) panels, full and partial; 1, 2, 3 and 16 groups */
+     * (vnni) and 2 (amx) panels, full and partial; 1, 2, 3 and 16 groups */
     static const uint32_t ms[] = {1, 2, 3, 4, 5, 8, 9, 17, 31, 32, 33, 64};
     static const uint32_t ns[] = {1, 15, 16, 17, 33, 48, 87, 1001};
     static const uint32_t ks[] = {128, 256, 384, 2048};
@@ -616,21 +618,25 @@ static void test_prefill_bits_equal_vnni(void **state)
     fx *f = *state;
     edgert_backend *b = NULL;
     OPEN_OR_SKIP(f, f->pi, "decode_max_m=4", b);
-    /* path vnni streams every m by default; decode_max_m=4 selects its
-     * prefill kernel, whose epilogue the tiles share */
-    edgert_backend *v = open_path_opts(f, P_VNNI, "decode_max_m=4", NULL, 0);
+    /* path vnni streams every m by default (its decode kernel), whose
+     * arithmetic the tiles share: the same exact d per group, one FMA per
+     * group in group order, times s_x at the end */
+    edgert_backend *v = open_path_opts(f, P_VNNI, NULL, NULL, 0);
+    /* token blocks of 32 and chunks of 256 (A8_AMX_RC), full and partial;
+     * items of 2 panels and a last item of 1 (n = 33, 1001) */
     static const uint32_t shapes[][3] = {
-        {5, 87, 256},   {8, 1001, 128}, {9, 33, 384},   {17, 15, 128},  {31, 48, 2048},
-        {32, 16, 256},  {33, 1001, 384}, {64, 87, 2048}, {512, 17, 256}, {40, 87, 256},
+        {5, 87, 256},    {8, 1001, 128},  {9, 33, 384},  {17, 15, 128},
+        {31, 48, 2048},  {32, 16, 256},   {33, 1001, 384}, {64, 87, 2048},
+        {512, 17, 256},  {40, 87, 256},   {300, 33, 384},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         same_bits(f, b, v, shapes[i][0], shapes[i][1], shapes[i][2], 900u + i);
     edgert_backend_close(b);
     edgert_backend_close(v);
 
-    /* decode_max_m=1: m = 2..4 take the prefill kernels too, and still agree */
+    /* decode_max_m=1: m = 2..4 take the tiles too, and still agree */
     b = open_path_opts(f, f->pi, "decode_max_m=1", NULL, 0);
-    v = open_path_opts(f, P_VNNI, "decode_max_m=1", NULL, 0);
+    v = open_path_opts(f, P_VNNI, NULL, NULL, 0);
     for (uint32_t m = 2; m <= 4; m++)
         same_bits(f, b, v, m, 33, 384, 950u + m);
     edgert_backend_close(b);

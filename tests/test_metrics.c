@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "bench.h"
 #include "metrics.h"
 
 /* cmocka's assert_float_equal compares in float; these are doubles. */
@@ -133,6 +134,44 @@ static void test_argmax(void **state)
     assert_int_equal(metric_argmax(nan_first, 3), 1);
 }
 
+/* The compute peak bench holds a prefill against: the instruction the
+ * instance's description names, the tile one for a tile path (whose
+ * description also names its GEMV decode), whatever the case; by activation
+ * bits when nothing is named; never a family this CPU lacks. */
+static void test_bench_compute_family(void **state)
+{
+    (void)state;
+    peak_result p;
+    for (int i = 0; i < PEAK_COUNT; i++)
+        p.value[i] = 100.0;
+    assert_int_equal(bench_compute_family("amx: prefill on AMX-INT8 tiles (TDPBSSD, int8 "
+                                          "activations per token); decode as path vnni "
+                                          "(vpdpbusd GEMV)",
+                                          8, &p),
+                     PEAK_AMX_INT8);
+    assert_int_equal(bench_compute_family("amx: prefill on AMX-BF16 tiles (TDPBF16PS, bf16 "
+                                          "activations); decode as path int16 (vpdpbusd GEMV)",
+                                          16, &p),
+                     PEAK_AMX_BF16);
+    assert_int_equal(bench_compute_family("int16: (decode: vpdpbusd on two int8 halves; "
+                                          "prefill: vpdpwssd)",
+                                          16, &p),
+                     PEAK_INT16_VNNI);
+    assert_int_equal(bench_compute_family("vnni: AVX512_VNNI vpdpbusd for decode and prefill", 8,
+                                          &p),
+                     PEAK_INT8_VNNI);
+    assert_int_equal(bench_compute_family("fma: AVX-512F fp32 FMA (no BF16/VNNI needed)", 32, &p),
+                     PEAK_FP32_FMA);
+    assert_int_equal(bench_compute_family("something else", 8, &p), PEAK_AMX_INT8);
+    assert_int_equal(bench_compute_family(NULL, 16, &p), PEAK_BF16_DOT);
+    /* a CPU without AMX: the named tile family is skipped */
+    p.value[PEAK_AMX_INT8] = NAN;
+    assert_int_equal(bench_compute_family("amx: prefill on tiles (TDPBSSD); decode (vpdpbusd)", 8,
+                                          &p),
+                     PEAK_INT8_VNNI);
+    assert_int_equal(bench_compute_family("something else", 8, &p), PEAK_INT8_VNNI);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -144,6 +183,7 @@ int main(void)
         cmocka_unit_test(test_kl_large_logits_stable),
         cmocka_unit_test(test_kl_nonnegative_and_nan),
         cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_bench_compute_family),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,28 +110,42 @@ static void progress(const char *what, size_t done, size_t total)
 
 /* ---- the family a kernel relies on -------------------------------------------------- */
 
-static int family_of(const edgert_candidate *c, const char *path, const peak_result *p)
+/* strstr ignoring ASCII case: descriptions write mnemonics either way
+ * ("TDPBSSD", "vpdpbusd"). */
+static const char *find_nocase(const char *hay, const char *needle)
+{
+    const size_t n = strlen(needle);
+    for (; *hay; hay++)
+        if (strncasecmp(hay, needle, n) == 0)
+            return hay;
+    return NULL;
+}
+
+int bench_compute_family(const char *path, int activation_bits, const peak_result *p)
 {
     /* The instance's own description names its instructions: match
-     * mnemonics only (free text like "no VNNI needed" must not count). A
-     * "prefill:" part, when present, is what prefill runs. */
+     * mnemonics only (free text like "no VNNI needed" must not count),
+     * the tile instructions first (a tile path's description also names
+     * the GEMV its decode runs). A "prefill:" part, when present, is what
+     * prefill runs. */
     static const struct {
         const char *mnemonic;
         int family;
-    } m[] = {{"tdpbusd", PEAK_AMX_INT8},    {"tdpbf16ps", PEAK_AMX_BF16},
-             {"vpdpwssd", PEAK_INT16_VNNI}, {"vpdpbusd", PEAK_INT8_VNNI},
-             {"vdpbf16ps", PEAK_BF16_DOT},  {"FMA", PEAK_FP32_FMA}};
-    const char *parts[2] = {path ? strstr(path, "prefill:") : NULL, path};
+    } m[] = {{"tdpbssd", PEAK_AMX_INT8},    {"tdpbsud", PEAK_AMX_INT8},
+             {"tdpbusd", PEAK_AMX_INT8},    {"tdpbuud", PEAK_AMX_INT8},
+             {"tdpbf16ps", PEAK_AMX_BF16},  {"vpdpwssd", PEAK_INT16_VNNI},
+             {"vpdpbusd", PEAK_INT8_VNNI},  {"vdpbf16ps", PEAK_BF16_DOT},
+             {"FMA", PEAK_FP32_FMA}};
+    const char *parts[2] = {path ? find_nocase(path, "prefill:") : NULL, path};
     for (int i = 0; i < 2; i++)
         for (size_t k = 0; parts[i] && k < sizeof m / sizeof m[0]; k++)
-            if (strstr(parts[i], m[k].mnemonic) && !isnan(p->value[m[k].family]))
+            if (find_nocase(parts[i], m[k].mnemonic) && !isnan(p->value[m[k].family]))
                 return m[k].family;
     /* Otherwise by activation type, the best family this CPU has. */
-    int bits = c->layout.activation_bits;
-    if (bits == 8)
+    if (activation_bits == 8)
         return !isnan(p->value[PEAK_AMX_INT8]) ? PEAK_AMX_INT8
                : !isnan(p->value[PEAK_INT8_VNNI]) ? PEAK_INT8_VNNI : PEAK_FP32_FMA;
-    if (bits == 16 && !isnan(p->value[PEAK_BF16_DOT]))
+    if (activation_bits == 16 && !isnan(p->value[PEAK_BF16_DOT]))
         return PEAK_BF16_DOT;
     return PEAK_FP32_FMA;
 }
@@ -410,7 +425,8 @@ static edgert_status prefill(bench_run *b, unsigned m, const float *x, float *y,
     free(v);
     r->prefill_tokens_per_s = m / total_s;
     r->prefill_gflops = total_flop / total_s / 1e9;
-    r->compute_family = family_of(b->cand, r->path, &r->peaks);
+    r->compute_family =
+        bench_compute_family(r->path, b->cand->layout.activation_bits, &r->peaks);
     r->fraction_of_compute_peak = r->prefill_gflops / r->peaks.value[r->compute_family];
     r->have_prefill = 1;
     return EDGERT_OK;

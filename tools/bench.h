@@ -37,6 +37,12 @@ typedef struct bench_result {
     bench_shape shapes[WL_MAX_SHAPES];
 } bench_result;
 
+/** The PEAK_* family a kernel's prefill relies on: the first instruction
+ * mnemonic its description `path` names (case ignored; the tile
+ * instructions first, and within a "prefill:" part first) whose peak this
+ * CPU has, else the best family for its activation bits. */
+int bench_compute_family(const char *path, int activation_bits, const peak_result *p);
+
 /** Run the bench for one backend on an open handle. */
 edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
                             bench_result *r, char *err, size_t err_len);

@@ -100,21 +100,28 @@
  * note): on path vnni the streaming kernel is faster at EVERY m from 4 to
  * 512 (821 vs 630 GFLOP/s at m = 64, 794 vs 587 at m = 512: it keeps fp32
  * sums in registers across groups where the register tile flushes y per
- * group), so path vnni streams for every m by default (A8_VNNI_DECODE_MAX_M);
- * path amx switches to the tiles above A8_DECODE_MAX_M = 4 (avx512-w4a16's
- * choice; the crossover on real tiles is for the first AMX machine to
- * measure). The option decode_max_m=N sets it.
+ * group; on a 2-core Xeon with AMX, 715 vs 604 and 497 vs 497 at m = 512),
+ * so path vnni streams for every m by default (A8_VNNI_DECODE_MAX_M).
+ * Path amx switches to the tiles above A8_DECODE_MAX_M = 12: the crossover
+ * measured on real tiles (2-core Xeon, spark-1.7b, GFLOP/s streaming vs
+ * tiles: m = 8 437/462 vs 345/382, m = 12 569/504 vs 418/428, m = 16
+ * 418/632 vs 770/614, m = 32 469 vs 1191). The option decode_max_m=N sets
+ * it.
  */
-#define A8_DECODE_MAX_M 4u
+#define A8_DECODE_MAX_M 12u
 #define A8_VNNI_DECODE_MAX_M UINT32_MAX
 #define A8_DECODE_RB 4u
 
 /* VNNI prefill: panels per register tile and per parallel_for item. */
 #define A8_PREFILL_PB 3u
 /* AMX prefill: panels per parallel_for item; rows the activation scratch is
- * padded to (zero rows) so every A tile is full. */
-#define A8_AMX_PB 4u
+ * padded to (zero rows) so every A tile is full; tokens per chunk of the
+ * fp32 accumulators; bytes of one worker's scratch (C tiles 8 KiB, the
+ * group's B tiles 4 KiB, the accumulators A8_AMX_RC x 32 floats). */
+#define A8_AMX_PB 2u
 #define A8_AMX_ROW_PAD 32u
+#define A8_AMX_RC 256u
+#define A8_AMX_SCRATCH (8192u + A8_STEPS * A8_AMX_PB * 64u + A8_AMX_RC * A8_AMX_PB * 64u)
 
 typedef enum a8_path {
     A8_PATH_VNNI = 0, /* AVX512_VNNI decode and prefill */
@@ -155,10 +162,19 @@ static inline size_t a8_scales_at(uint32_t groups, uint32_t g)
 
 /*
  * One GEMM call, shared read-only by all chunks of its parallel_for.
- * act     int8 [rows][act_row_bytes]: the tokens' codes a in input order
- *         (rows padded with zero rows to the prefill kernel's row_pad)
+ * act     int8: the tokens' codes a, group g of token i (128 bytes in input
+ *         order) at act + i act_row_bytes + g act_group_bytes. Row-major
+ *         (act_row_bytes = k rounded up to 64, act_group_bytes = 128) for
+ *         the VNNI kernels; group-major for path amx's prefill
+ *         (act_row_bytes = 128, act_group_bytes = rows x 128), so that a
+ *         group's tokens are contiguous and an A tile is 16 consecutive
+ *         128-byte rows (row-major, a group's tokens are k bytes apart and
+ *         fall in a few L1 sets). Rows are padded with zero rows to the
+ *         prefill kernel's row pad.
  * asum8   int32 [m][groups]: 8 * sum of the group's codes
  * sx      fp32 [m]: the token's scale s_x (NaN: the row holds a non-finite x)
+ * tile_scratch  path amx's prefill: A8_AMX_SCRATCH bytes per worker of the
+ *         call (parallel_for's `worker`), 64-byte aligned; NULL otherwise
  */
 typedef struct a8_job {
     const a8_packed *w;
@@ -169,8 +185,10 @@ typedef struct a8_job {
     size_t ldy;
     int8_t *act;
     size_t act_row_bytes;
+    size_t act_group_bytes;
     int32_t *asum8;
     float *sx;
+    uint8_t *tile_scratch;
 } a8_job;
 
 /* Defined in the kernel files; only called after init checked the flags. */

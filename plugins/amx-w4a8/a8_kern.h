@@ -66,28 +66,40 @@ A8_INLINE void a8_y_add(float *yp, __mmask16 mask, int first, __m512 v)
 }
 
 /*
- * Expand group g of panels p0 .. p0+P-1 into unsigned code bytes, one
- * 4-input step per 64 bytes:
+ * Expand group g of panels p0 .. p0+P-1 into code bytes, one 4-input step
+ * per 64 bytes:
  *   wexp[s][p][64]: dword lane j = codes of inputs 128 g + 4 s + 0..3 of
  *   column 16 (p0 + p) + j, s = 0..31,
  * i.e. the vpdpbusd operand of step s, and for p fixed the rows of an AMX
  * B tile (16 steps = 64 inputs, row stride P * 64 bytes). Step 2t is octet
  * t's low nibbles, step 2t + 1 its high ones (a8_internal.h). 2 KiB per
- * panel; the caller's buffer is 64-byte aligned.
+ * panel; the caller's buffer is 64-byte aligned. Codes are stored as they
+ * are (0..15, unsigned: bias 0) or minus the zero point (-8..7, signed
+ * bytes: bias 8), which folds the zero point into the integer product.
  */
-A8_INLINE void a8_expand(const a8_packed *w, size_t p0, unsigned P, uint32_t g, uint8_t *wexp)
+A8_INLINE void a8_expand_bias(const a8_packed *w, size_t p0, unsigned P, uint32_t g,
+                              uint8_t *wexp, const int bias)
 {
-    const __m512i nib = _mm512_set1_epi8(0x0F);
+    const __m512i nib = _mm512_set1_epi8(0x0F), b = _mm512_set1_epi8((char)bias);
     for (unsigned p = 0; p < P; p++) {
         const uint8_t *codes = a8_codes(w, p0 + p, g);
         for (unsigned t = 0; t < A8_OCTETS; t++) {
             __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
-            _mm512_store_si512((void *)(wexp + ((size_t)(2u * t) * P + p) * 64u),
-                               _mm512_and_si512(v, nib));
-            _mm512_store_si512((void *)(wexp + ((size_t)(2u * t + 1u) * P + p) * 64u),
-                               _mm512_and_si512(_mm512_srli_epi32(v, 4), nib));
+            __m512i lo = _mm512_and_si512(v, nib);
+            __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
+            if (bias != 0) {
+                lo = _mm512_sub_epi8(lo, b);
+                hi = _mm512_sub_epi8(hi, b);
+            }
+            _mm512_store_si512((void *)(wexp + ((size_t)(2u * t) * P + p) * 64u), lo);
+            _mm512_store_si512((void *)(wexp + ((size_t)(2u * t + 1u) * P + p) * 64u), hi);
         }
     }
+}
+
+A8_INLINE void a8_expand(const a8_packed *w, size_t p0, unsigned P, uint32_t g, uint8_t *wexp)
+{
+    a8_expand_bias(w, p0, P, g, wexp, 0);
 }
 
 #endif /* A8_KERN_H */

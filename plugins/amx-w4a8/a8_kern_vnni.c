@@ -33,7 +33,8 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
 
     for (size_t i = begin; i < end; i++) {
         const float *x = j->x + i * j->ldx;
-        int8_t *a = j->act + i * j->act_row_bytes;
+        int8_t *a = j->act + i * j->act_row_bytes; /* group 0; group g act_group_bytes on */
+        const size_t gb = j->act_group_bytes;
         int32_t *asum8 = j->asum8 + i * groups;
         __m512 mx = _mm512_setzero_ps();
         __mmask16 bad = 0;
@@ -45,7 +46,8 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
         }
         const float m = _mm512_reduce_max_ps(mx);
         if (bad != 0 || m == 0.0f) {
-            memset(a, 0, k);
+            for (uint32_t g = 0; g < groups; g++)
+                memset(a + g * gb, 0, A8_GROUP);
             memset(asum8, 0, groups * sizeof *asum8);
             j->sx[i] = bad != 0 ? NAN : 0.0f;
             continue;
@@ -59,7 +61,8 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
                                                          _MM_FROUND_NO_EXC);
                 q = _mm512_min_epi32(_mm512_max_epi32(q, lo), hi);
                 sum = _mm512_add_epi32(sum, q);
-                _mm_storeu_si128((__m128i *)(void *)(a + c), _mm512_cvtepi32_epi8(q));
+                _mm_storeu_si128((__m128i *)(void *)(a + g * gb + (c - g * A8_GROUP)),
+                                 _mm512_cvtepi32_epi8(q));
             }
             asum8[g] = 8 * _mm512_reduce_add_epi32(sum);
         }
@@ -96,7 +99,7 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
             const unsigned c = 2u * (t & 1u);
             A8_UNROLL
             for (unsigned r = 0; r < R; r++) {
-                const int8_t *xg = xa[r] + (size_t)g * A8_GROUP + 8u * t;
+                const int8_t *xg = xa[r] + (size_t)g * j->act_group_bytes + 8u * t;
                 A8_DPBUSD(acc[r][c], lo, a8_bcast4(xg));
                 A8_DPBUSD(acc[r][c + 1u], hi, a8_bcast4(xg + 4));
             }
@@ -199,7 +202,7 @@ static void pf_tile(const a8_job *j, const uint8_t *wexp, size_t p0, uint32_t g,
                     unsigned R, unsigned P, const __m512 *sw, const __mmask16 *mask)
 {
     _Alignas(64) __m512i out[PF_RB * PF_PB];
-    const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * A8_GROUP;
+    const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * j->act_group_bytes;
     pf_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, out);
     for (unsigned r = 0; r < R; r++) {
         const __m512i a8 = _mm512_set1_epi32(j->asum8[(r0 + r) * j->w->groups + g]);

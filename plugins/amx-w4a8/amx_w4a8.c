@@ -21,7 +21,7 @@
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>", "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
- * kernel; default: every m on path vnni, 4 on path amx (a8_internal.h has
+ * kernel; default: every m on path vnni, 12 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
  * `edgert bench --options`). Anything else is
  * refused with EDGERT_E_USAGE; a path whose CPU flag is missing with
@@ -81,7 +81,7 @@ static const char *const a8_path_names[A8_PATH_COUNT] = {[A8_PATH_VNNI] = "vnni"
 static const char *const a8_describe_text[A8_PATH_COUNT] = {
     [A8_PATH_VNNI] = "vnni: int8 activations per token, AVX512_VNNI vpdpbusd for decode "
                      "(GEMV) and prefill, exact int32 group sums, fp32 epilogue",
-    [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSUD, int8 activations per token, "
+    [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSSD, int8 activations per token, "
                     "exact int32 group sums); decode as path vnni (vpdpbusd GEMV)",
 };
 
@@ -451,19 +451,33 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
 
     /* Per-call scratch: the tokens' int8 codes (rows padded with zero rows
      * to the AMX token block in prefill), 8 * their group sums, their
-     * scales: (m + 31) k + m (4 k / 128 + 4) bytes at most. */
+     * scales: (m + 31) k + m (4 k / 128 + 4) bytes at most; on path amx's
+     * prefill also A8_AMX_SCRATCH (44 KiB) per thread of the pool. */
     const edgert_host *host = st->host;
     const int decode = args->m <= st->decode_max_m;
     const size_t pad = decode ? 1u : A8_AMX_ROW_PAD;
     const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
-    const size_t row_bytes = a8_round64(w->k);
+    /* path amx's prefill: group-major codes, its accumulators and tiles */
+    const int tiles = !decode && st->path == A8_PATH_AMX;
+    const size_t kb = a8_round64(w->k);
     size_t act_bytes, sums_bytes, total;
-    if (pk_mul(row_bytes, rows, &act_bytes) != 0 ||
+    if (pk_mul(kb, rows, &act_bytes) != 0 ||
         pk_mul((size_t)args->m, (size_t)w->groups * 4u + 4u, &sums_bytes) != 0 ||
         pk_add(act_bytes, sums_bytes, &total) != 0) {
         edgert_errf(err, err_len, A8_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                     w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
+    }
+    size_t tile_off = 0;
+    if (tiles) {
+        size_t tb;
+        tile_off = a8_round64(total);
+        if (pk_mul((size_t)host->thread_count(host->host_ctx), A8_AMX_SCRATCH, &tb) != 0 ||
+            pk_add(tile_off, tb, &total) != 0) {
+            edgert_errf(err, err_len, A8_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
+                        w->name, (unsigned)args->m);
+            return EDGERT_E_NOMEM;
+        }
     }
     uint8_t *scratch = host->alloc(host->host_ctx, total, A8_ALIGN);
     if (scratch == NULL) {
@@ -473,13 +487,18 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
                     w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
+    /* a8_internal.h: row-major, or group-major for the tiles */
+    const size_t row_bytes = tiles ? A8_GROUP : kb, group_bytes = tiles ? rows * A8_GROUP : A8_GROUP;
     if (rows > args->m) /* padding tokens: zeros, computed but never stored */
-        memset(scratch + (size_t)args->m * row_bytes, 0, (rows - args->m) * row_bytes);
+        for (uint32_t g = 0; g < (tiles ? w->groups : 1u); g++)
+            memset(scratch + g * group_bytes + (size_t)args->m * row_bytes, 0,
+                   (rows - args->m) * row_bytes);
     a8_job job = {
         .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
-        .act = (int8_t *)scratch, .act_row_bytes = row_bytes,
+        .act = (int8_t *)scratch, .act_row_bytes = row_bytes, .act_group_bytes = group_bytes,
         .asum8 = (int32_t *)(void *)(scratch + act_bytes),
         .sx = (float *)(void *)(scratch + act_bytes) + (size_t)args->m * w->groups,
+        .tile_scratch = tiles ? scratch + tile_off : NULL,
     };
 
     /* prep is O(m k): on the caller for small m */

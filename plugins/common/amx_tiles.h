@@ -70,6 +70,9 @@ _Static_assert(sizeof(amx_tilecfg) == 64, "the AMX tile configuration is 64 byte
  * accumulate (AMX-INT8; wraps modulo 2^32 like the hardware). */
 #define AMX_TILE_DPBSUD(c, a, b)                                                               \
     __asm__ volatile("tdpbsud %%tmm" AMX_STR(b) ", %%tmm" AMX_STR(a) ", %%tmm" AMX_STR(c)::)
+/* The same with SIGNED bytes of both A and B. */
+#define AMX_TILE_DPBSSD(c, a, b)                                                               \
+    __asm__ volatile("tdpbssd %%tmm" AMX_STR(b) ", %%tmm" AMX_STR(a) ", %%tmm" AMX_STR(c)::)
 
 #endif /* EDGERT_AMX_EMULATE */
 

@@ -28,6 +28,7 @@
  *   - TDPBSUD C, A, B: the same shape rule; then
  *         C[m][n] += sum_{k, i < 4} s8(A[m].byte[4k + i]) * u8(B[k].byte[4n + i])
  *     in int32, wrapping modulo 2^32 (the hardware does not saturate).
+ *   - TDPBSSD C, A, B: the same with s8(B[k].byte[4n + i]).
  * An abort names the rule and the tile: the test fails the way a fault on
  * hardware would.
  */
@@ -163,15 +164,16 @@ static inline void amx_emu_dpbf16ps(int c, int a, int b)
     }
 }
 
-static inline void amx_emu_dpbsud(int c, int a, int b)
+/* TDPBSUD (b_signed 0) and TDPBSSD (b_signed 1). */
+static inline void amx_emu_dpb_int8(int c, int a, int b, int b_signed, const char *name)
 {
-    amx_emu_use(c, "tdpbsud (dst)");
-    amx_emu_use(a, "tdpbsud (src1)");
-    amx_emu_use(b, "tdpbsud (src2)");
+    amx_emu_use(c, name);
+    amx_emu_use(a, name);
+    amx_emu_use(b, name);
     if (amx_emu.rows[a] != amx_emu.rows[c] || amx_emu.colsb[a] / 4u != amx_emu.rows[b] ||
         amx_emu.colsb[b] != amx_emu.colsb[c])
-        amx_emu_fault("tdpbsud tmm%d, tmm%d, tmm%d: shapes C %ux%u A %ux%u B %ux%u do not match",
-                      c, a, b, amx_emu.rows[c], amx_emu.colsb[c], amx_emu.rows[a],
+        amx_emu_fault("%s tmm%d, tmm%d, tmm%d: shapes C %ux%u A %ux%u B %ux%u do not match",
+                      name, c, a, b, amx_emu.rows[c], amx_emu.colsb[c], amx_emu.rows[a],
                       amx_emu.colsb[a], amx_emu.rows[b], amx_emu.colsb[b]);
     const unsigned M = amx_emu.rows[c], N = amx_emu.colsb[c] / 4u, K = amx_emu.colsb[a] / 4u;
     for (unsigned m = 0; m < M; m++) {
@@ -179,9 +181,11 @@ static inline void amx_emu_dpbsud(int c, int a, int b)
             uint32_t acc;
             memcpy(&acc, &amx_emu.t[c][m][4u * n], 4);
             for (unsigned k = 0; k < K; k++)
-                for (unsigned i = 0; i < 4u; i++)
-                    acc += (uint32_t)((int32_t)(int8_t)amx_emu.t[a][m][4u * k + i] *
-                                      (int32_t)amx_emu.t[b][k][4u * n + i]);
+                for (unsigned i = 0; i < 4u; i++) {
+                    const uint8_t bb = amx_emu.t[b][k][4u * n + i];
+                    const int32_t bv = b_signed ? (int32_t)(int8_t)bb : (int32_t)bb;
+                    acc += (uint32_t)((int32_t)(int8_t)amx_emu.t[a][m][4u * k + i] * bv);
+                }
             memcpy(&amx_emu.t[c][m][4u * n], &acc, 4);
         }
     }
@@ -193,6 +197,7 @@ static inline void amx_emu_dpbsud(int c, int a, int b)
 #define AMX_TILE_LOAD(t, base, stride) amx_emu_load((t), (base), (long)(stride))
 #define AMX_TILE_STORE(t, base, stride) amx_emu_store((t), (base), (long)(stride))
 #define AMX_TILE_DPBF16PS(c, a, b) amx_emu_dpbf16ps((c), (a), (b))
-#define AMX_TILE_DPBSUD(c, a, b) amx_emu_dpbsud((c), (a), (b))
+#define AMX_TILE_DPBSUD(c, a, b) amx_emu_dpb_int8((c), (a), (b), 0, "tdpbsud")
+#define AMX_TILE_DPBSSD(c, a, b) amx_emu_dpb_int8((c), (a), (b), 1, "tdpbssd")
 
 #endif /* EDGERT_AMX_EMU_H */
