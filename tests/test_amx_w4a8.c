@@ -541,7 +541,7 @@ static void test_paths_against_ref(void **state)
     edgert_backend *b = NULL;
     OPEN_OR_SKIP(f, f->pi, NULL, b);
     const path_def *p = &paths[f->pi];
-    /* decode (<= 12 on path amx) and prefill: AMX blocks of 32 tokens,
+    /* decode (<= 8 on path amx) and prefill: AMX blocks of 16 tokens,
      * full and partial; panels of 16 columns, full and partial, items of 3
      * (vnni) and 2 (amx) panels, full and partial; 1, 2, 3 and 16 groups */
     static const uint32_t ms[] = {1, 2, 3, 4, 5, 8, 9, 17, 31, 32, 33, 64};

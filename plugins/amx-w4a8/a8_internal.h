@@ -102,13 +102,13 @@
  * sums in registers across groups where the register tile flushes y per
  * group; on a 2-core Xeon with AMX, 715 vs 604 and 497 vs 497 at m = 512),
  * so path vnni streams for every m by default (A8_VNNI_DECODE_MAX_M).
- * Path amx switches to the tiles above A8_DECODE_MAX_M = 12: the crossover
- * measured on real tiles (2-core Xeon, spark-1.7b, GFLOP/s streaming vs
- * tiles: m = 8 437/462 vs 345/382, m = 12 569/504 vs 418/428, m = 16
- * 418/632 vs 770/614, m = 32 469 vs 1191). The option decode_max_m=N sets
- * it.
+ * Path amx switches to the tiles above A8_DECODE_MAX_M = 8: the crossover
+ * measured on real tiles (2-core Xeon, spark-1.7b, two alternating runs,
+ * GFLOP/s streaming vs tiles: m = 4 556/563 vs 251/89, m = 8 622/627 vs
+ * 531/550, m = 12 542/683 vs 674/749, m = 16 641/663 vs 1105/944). The
+ * option decode_max_m=N sets it.
  */
-#define A8_DECODE_MAX_M 12u
+#define A8_DECODE_MAX_M 8u
 #define A8_VNNI_DECODE_MAX_M UINT32_MAX
 #define A8_DECODE_RB 4u
 
@@ -116,12 +116,12 @@
 #define A8_PREFILL_PB 3u
 /* AMX prefill: panels per parallel_for item; rows the activation scratch is
  * padded to (zero rows) so every A tile is full; tokens per chunk of the
- * fp32 accumulators; bytes of one worker's scratch (C tiles 8 KiB, the
+ * fp32 accumulators; bytes of one worker's scratch (C tiles 4 KiB, the
  * group's B tiles 4 KiB, the accumulators A8_AMX_RC x 32 floats). */
 #define A8_AMX_PB 2u
 #define A8_AMX_ROW_PAD 32u
 #define A8_AMX_RC 256u
-#define A8_AMX_SCRATCH (8192u + A8_STEPS * A8_AMX_PB * 64u + A8_AMX_RC * A8_AMX_PB * 64u)
+#define A8_AMX_SCRATCH (4096u + A8_STEPS * A8_AMX_PB * 64u + A8_AMX_RC * A8_AMX_PB * 64u)
 
 typedef enum a8_path {
     A8_PATH_VNNI = 0, /* AVX512_VNNI decode and prefill */

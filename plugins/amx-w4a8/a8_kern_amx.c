@@ -10,43 +10,46 @@
  * Per parallel_for item of up to A8_AMX_PB = 2 panels (32 columns), per
  * chunk of up to A8_AMX_RC tokens, per group g:
  *   expand the item's codes of group g once, minus the zero point
- *   (a8_expand_bias, -8..7 as signed bytes: 2 KiB per panel; each panel's
- *   32 steps are two B tiles of 16 rows x 64 bytes, the quads TDPBSSD
- *   reads, row stride P * 64);
- *   for each block of 32 tokens of the chunk:
- *     C (4 tiles: 2 token halves x 2 panels, int32 16 x 16) =
- *       sum over the group's 2 steps of 64 inputs of
- *       A (2 tiles, 16 tokens x 64 signed activation codes) .
- *       B (2 tiles, 16 quads x 16 columns of signed weight codes),
- *     i.e. d = sum a (q - 8), exact (|d| <= 128 * 127 * 8 < 2^18);
- *     acc = fma(d, s_w, acc) per (token, column), AVX-512 on the stored C,
- *     into the worker's fp32 accumulators (the chunk's tokens x 32 columns,
- *     contiguous: 32 KiB at A8_AMX_RC = 256, in L1 across the groups);
+ *   (a8_expand_bias, -8..7 as signed bytes: 2 KiB per panel, the quads
+ *   TDPBSSD reads, row stride P * 64) and load them into four B tiles that
+ *   stay for the whole chunk (2 panels x inputs 0-63, 64-127);
+ *   for each block of 16 tokens of the chunk:
+ *     two A tiles (16 tokens x 64 signed activation codes each, the
+ *     group's two halves: consecutive 128-byte rows, the activations being
+ *     group-major here), four TDPBSSD into two C tiles (one per panel):
+ *     d = sum a (q - 8), exact (|d| <= 128 * 127 * 8 < 2^18), stored;
+ *     then the PREVIOUS block's epilogue, from the other half of a double
+ *     buffer (the vector loads do not wait on tile stores just issued):
+ *     acc = fma(d, s_w, acc) per (token, column), into the worker's fp32
+ *     accumulators (the chunk's tokens x 32 columns, contiguous: 32 KiB at
+ *     A8_AMX_RC = 256, in L1 across the groups);
  *   then y = acc * s_x, once per (token, column).
  * That is path vnni's decode arithmetic (a8_kern_vnni.c, decode_panel):
  * the same exact d, the same fused multiply-add per group in group order,
  * the same final product. Path amx therefore gives the streaming kernel's
  * bits at every m, which the tests check.
  *
- * Why this shape (measured on a 2-core Xeon with AMX, spark-1.7b, issue
- * 15's note): the first tile kernel applied the zero point per token
- * (sub of 8 sum a) and added each group's products into y itself, read
- * and written back per group with the row stride of y (a multiple of
- * 4 KiB for most shapes: every row in one L1 set): 0.42 TOPS, slower than
- * path vnni's streaming kernel on the same machine. Signed codes remove
- * the correction, and the contiguous accumulators keep the epilogue to
- * one load of C, one convert and one FMA per 16 outputs.
+ * Why this shape (measured on a 2-core Xeon with AMX, spark-1.7b, M = 512,
+ * issue 15's note; GFLOP/s): the first tile kernel (2 x 2 tiles of 32
+ * tokens x 32 columns, zero point applied per token, each group's products
+ * added into y, read and written back per group with the row stride of y)
+ * ran at 420, slower than path vnni's streaming kernel (530) on the same
+ * machine. Signed codes (no per-token correction) and contiguous
+ * accumulators: 670; group-major activations (row-major, a group's tokens
+ * are k bytes apart and fall in a few L1 sets): 1060-1150; the C tiles
+ * double-buffered: 1540-1670; B resident, 16-token blocks (2 tile loads
+ * per 4 TDPBSSD instead of 8 per 8): 1890-2060.
  *
  * Tokens: the activation scratch is padded with zero rows to a multiple of
- * 32 (A8_AMX_ROW_PAD), so every A tile is a full 16 x 64 bytes and one tile
- * configuration serves every shape; rows beyond m are computed from zeros
- * and never stored. Columns beyond n are zero codes and scale 0.
+ * 32 (A8_AMX_ROW_PAD, whole blocks of 16), so every A tile is a full
+ * 16 x 64 bytes and one tile configuration serves every shape; rows beyond
+ * m are computed from zeros and never stored. Columns beyond n are zero
+ * codes and scale 0.
  *
  * Tiles (palette 1, all 16 rows x 64 bytes):
- *   0 C(tokens 0-15, panel a)  1 C(tokens 0-15, panel b)
- *   2 C(tokens 16-31, panel a) 3 C(tokens 16-31, panel b)
- *   4 A(tokens 0-15)           5 A(tokens 16-31)
- *   6 B(panel a)               7 B(panel b)
+ *   0 C(panel a)   1 C(panel b)
+ *   2 A(inputs 0-63 of the group)   3 A(inputs 64-127)
+ *   4 B(panel a, 0-63)  5 B(panel a, 64-127)  6 B(panel b, 0-63)  7 B(panel b, 64-127)
  * Each call configures the tiles of its thread on entry and releases them
  * before it returns (tile state is per thread; a released state keeps
  * context switches cheap).
@@ -54,17 +57,17 @@
 #include "a8_kern.h"
 #include "amx_tiles.h"
 
-#define AMX_RB 32u
+#define AMX_RB 16u
 #define AMX_NB A8_AMX_PB
 #define AMX_COLS (AMX_NB * A8_PANEL) /* accumulator floats per token */
 
-_Static_assert(AMX_RB == A8_AMX_ROW_PAD, "a8_internal.h's padding must match the token block");
+_Static_assert(A8_AMX_ROW_PAD % AMX_RB == 0u, "a8_internal.h's padding is whole token blocks");
 _Static_assert(AMX_NB == 2u, "the tile kernel pairs two panels");
 _Static_assert(A8_AMX_RC % AMX_RB == 0u, "a chunk is whole token blocks");
 
 /* One worker's scratch, A8_AMX_SCRATCH bytes (a8_internal.h). */
 typedef struct amx_scratch {
-    int32_t cbuf[2][4][16][16];               /* 8 KiB: the C tiles, two blocks */
+    int32_t cbuf[2][32][16];                  /* 4 KiB: C of two token blocks */
     uint8_t wexp[A8_STEPS * AMX_NB * 64u];    /* 4 KiB: the group's B tiles */
     float acc[A8_AMX_RC][AMX_COLS];           /* 32 KiB: the chunk's sums */
 } amx_scratch;
@@ -83,53 +86,51 @@ static void amx_configure(void)
     AMX_TILE_CONFIG(&cfg);
 }
 
-/* d of one group for tokens [r0, r0 + 32) and panels a (and b if two),
- * stored to cbuf. */
-A8_INLINE void amx_tiles(const a8_job *j, const uint8_t *wexp, const unsigned two, uint32_t g,
-                         size_t r0, int32_t (*cbuf)[16][16])
+/* Group g's B tiles, resident for every token block of the chunk:
+ * 4, 5 = panel a (inputs 0-63, 64-127), 6, 7 = panel b. */
+A8_INLINE void amx_load_b(const uint8_t *wexp, const unsigned two)
 {
-    const size_t arb = j->act_row_bytes;
-    const int8_t *a0 = j->act + r0 * arb + (size_t)g * j->act_group_bytes;
     const size_t bstride = (size_t)(1u + two) * 64u;
-
-    AMX_TILE_ZERO(0);
-    AMX_TILE_ZERO(2);
+    AMX_TILE_LOAD(4, wexp, bstride);
+    AMX_TILE_LOAD(5, wexp + 16u * bstride, bstride);
     if (two) {
-        AMX_TILE_ZERO(1);
-        AMX_TILE_ZERO(3);
-    }
-    for (unsigned h = 0; h < 2u; h++) {
-        const int8_t *as = a0 + 64u * h; /* inputs 64 h .. 64 h + 63 of the group */
-        const uint8_t *bs = wexp + (size_t)16u * h * bstride;
-        AMX_TILE_LOAD(4, as, arb);
-        AMX_TILE_LOAD(6, bs, bstride);
-        AMX_TILE_LOAD(5, as + 16u * arb, arb);
-        AMX_TILE_DPBSSD(0, 4, 6);
-        AMX_TILE_DPBSSD(2, 5, 6);
-        if (two) {
-            AMX_TILE_LOAD(7, bs + 64u, bstride);
-            AMX_TILE_DPBSSD(1, 4, 7);
-            AMX_TILE_DPBSSD(3, 5, 7);
-        }
-    }
-    AMX_TILE_STORE(0, cbuf[0], 64);
-    AMX_TILE_STORE(2, cbuf[2], 64);
-    if (two) {
-        AMX_TILE_STORE(1, cbuf[1], 64);
-        AMX_TILE_STORE(3, cbuf[3], 64);
+        AMX_TILE_LOAD(6, wexp + 64u, bstride);
+        AMX_TILE_LOAD(7, wexp + 16u * bstride + 64u, bstride);
     }
 }
 
-/* acc rows [0, 32) of a token block += d s_w, panel by panel. */
-A8_INLINE void amx_accumulate(const int32_t (*cbuf)[16][16], float (*acc)[AMX_COLS],
+/* d of group g for tokens [r0, r0 + 16) and panels a (and b if two),
+ * stored to cbuf[0] (panel a) and cbuf[1] (panel b). */
+A8_INLINE void amx_tiles(const a8_job *j, const unsigned two, uint32_t g, size_t r0,
+                         int32_t (*cbuf)[16])
+{
+    const size_t arb = j->act_row_bytes;
+    const int8_t *a0 = j->act + r0 * arb + (size_t)g * j->act_group_bytes;
+    AMX_TILE_LOAD(2, a0, arb);       /* inputs 0-63 of the group */
+    AMX_TILE_LOAD(3, a0 + 64u, arb); /* inputs 64-127 */
+    AMX_TILE_ZERO(0);
+    AMX_TILE_DPBSSD(0, 2, 4);
+    if (two) {
+        AMX_TILE_ZERO(1);
+        AMX_TILE_DPBSSD(1, 2, 6);
+    }
+    AMX_TILE_DPBSSD(0, 3, 5);
+    if (two)
+        AMX_TILE_DPBSSD(1, 3, 7);
+    AMX_TILE_STORE(0, cbuf[0], 64);
+    if (two)
+        AMX_TILE_STORE(1, cbuf[16], 64);
+}
+
+/* acc rows [0, 16) of a token block += d s_w, panel by panel. */
+A8_INLINE void amx_accumulate(const int32_t (*cbuf)[16], float (*acc)[AMX_COLS],
                               const unsigned two, const __m512 *sw)
 {
     A8_UNROLL
     for (unsigned r = 0; r < AMX_RB; r++) {
-        const unsigned half = r / 16u, rr = r % 16u;
         for (unsigned q = 0; q < 1u + two; q++) {
             const __m512 d =
-                _mm512_cvtepi32_ps(_mm512_load_si512((const void *)cbuf[2u * half + q][rr]));
+                _mm512_cvtepi32_ps(_mm512_load_si512((const void *)cbuf[16u * q + r]));
             float *ap = acc[r] + q * A8_PANEL;
             _mm512_store_ps(ap, _mm512_fmadd_ps(d, sw[q], _mm512_load_ps(ap)));
         }
@@ -151,18 +152,22 @@ static void amx_chunk(const a8_job *j, size_t p0, const unsigned two, size_t r0,
         /* block b's tiles, then block b - 1's epilogue from the other
          * buffer: the vector loads do not wait on the tile stores just
          * issued, and the tiles run while the epilogue does */
-        for (size_t b = 0; b <= blocks; b++) {
-            if (two) {
+        if (two) {
+            amx_load_b(s->wexp, 1);
+            for (size_t b = 0; b <= blocks; b++) {
                 if (b < blocks)
-                    amx_tiles(j, s->wexp, 1, g, r0 + b * AMX_RB, s->cbuf[b & 1u]);
+                    amx_tiles(j, 1, g, r0 + b * AMX_RB, s->cbuf[b & 1u]);
                 if (b > 0)
-                    amx_accumulate((const int32_t (*)[16][16])s->cbuf[(b - 1u) & 1u],
+                    amx_accumulate((const int32_t (*)[16])s->cbuf[(b - 1u) & 1u],
                                    &s->acc[(b - 1u) * AMX_RB], 1, sw);
-            } else {
+            }
+        } else {
+            amx_load_b(s->wexp, 0);
+            for (size_t b = 0; b <= blocks; b++) {
                 if (b < blocks)
-                    amx_tiles(j, s->wexp, 0, g, r0 + b * AMX_RB, s->cbuf[b & 1u]);
+                    amx_tiles(j, 0, g, r0 + b * AMX_RB, s->cbuf[b & 1u]);
                 if (b > 0)
-                    amx_accumulate((const int32_t (*)[16][16])s->cbuf[(b - 1u) & 1u],
+                    amx_accumulate((const int32_t (*)[16])s->cbuf[(b - 1u) & 1u],
                                    &s->acc[(b - 1u) * AMX_RB], 0, sw);
             }
         }

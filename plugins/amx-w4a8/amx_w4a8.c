@@ -21,7 +21,7 @@
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>", "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
- * kernel; default: every m on path vnni, 12 on path amx (a8_internal.h has
+ * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
  * `edgert bench --options`). Anything else is
  * refused with EDGERT_E_USAGE; a path whose CPU flag is missing with
@@ -452,7 +452,7 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
     /* Per-call scratch: the tokens' int8 codes (rows padded with zero rows
      * to the AMX token block in prefill), 8 * their group sums, their
      * scales: (m + 31) k + m (4 k / 128 + 4) bytes at most; on path amx's
-     * prefill also A8_AMX_SCRATCH (44 KiB) per thread of the pool. */
+     * prefill also A8_AMX_SCRATCH (40 KiB) per thread of the pool. */
     const edgert_host *host = st->host;
     const int decode = args->m <= st->decode_max_m;
     const size_t pad = decode ? 1u : A8_AMX_ROW_PAD;
