@@ -6,6 +6,12 @@
  * exact sum, on odd shapes; its refusals; its packed size and packed-map
  * round trip; its flag checks on a host that lacks the flags.
  *
+ * Length: over 700 lines because one backend with three paths (VNNI, real
+ * tiles, the tile model) is checked here end to end: the error bound's
+ * derivation below, the odd-shape sweep, bit equality between the paths,
+ * refusals, options, packed sizes and maps; split, each file would repeat
+ * the fixture that opens the paths and skips the ones this CPU lacks.
+ *
  * Paths, each its own case "<function>[<path>]":
  *   vnni       amx-w4a8 path=vnni: AVX512_VNNI decode and prefill;
  *   amx        amx-w4a8 path=amx on REAL AMX-INT8 tiles: needs amx_tile and
@@ -660,6 +666,9 @@ static void expect_pack_refused(edgert_backend *b, const edgert_qweights *w, edg
             fail_msg("pack %s: the refusal does not say '%s': %s", w->name, needles[i], err);
 }
 
+/* Length: a table-like list of independent refusals (asymmetric weights,
+ * scale range, group size, k, options), each with the words its error must
+ * say; one function so a refusal is never left out of the list. */
 static void test_refusals(void **state)
 {
     fx *f = *state;

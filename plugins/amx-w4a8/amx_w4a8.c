@@ -474,8 +474,9 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         tile_off = a8_round64(total);
         if (pk_mul((size_t)host->thread_count(host->host_ctx), A8_AMX_SCRATCH, &tb) != 0 ||
             pk_add(tile_off, tb, &total) != 0) {
-            edgert_errf(err, err_len, A8_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
-                        w->name, (unsigned)args->m);
+            edgert_errf(err, err_len,
+                        A8_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t", w->name,
+                        (unsigned)args->m);
             return EDGERT_E_NOMEM;
         }
     }
@@ -488,7 +489,8 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         return EDGERT_E_NOMEM;
     }
     /* a8_internal.h: row-major, or group-major for the tiles */
-    const size_t row_bytes = tiles ? A8_GROUP : kb, group_bytes = tiles ? rows * A8_GROUP : A8_GROUP;
+    const size_t row_bytes = tiles ? A8_GROUP : kb;
+    const size_t group_bytes = tiles ? rows * A8_GROUP : A8_GROUP;
     if (rows > args->m) /* padding tokens: zeros, computed but never stored */
         for (uint32_t g = 0; g < (tiles ? w->groups : 1u); g++)
             memset(scratch + g * group_bytes + (size_t)args->m * row_bytes, 0,

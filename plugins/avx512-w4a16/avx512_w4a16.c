@@ -100,8 +100,9 @@ static const aw_path_info aw_paths[AW_PATH_COUNT] = {
                        "fp32 accumulate",
                        {AW_SAME(aw_int16_prep, aw_int16_gemm)}},
     [AW_PATH_AMX] = {"amx", {AW_AMX_NEEDS},
-                     "amx: prefill on " AW_AMX_TILES " (TDPBF16PS, bf16 activations, fp32 accumulate); "
-                     "decode as path int16 (vpdpbusd GEMV, 15-bit integer activations)",
+                     "amx: prefill on " AW_AMX_TILES " (TDPBF16PS, bf16 activations, fp32 "
+                     "accumulate); decode as path int16 (vpdpbusd GEMV, 15-bit integer "
+                     "activations)",
                      {aw_int16_prep, aw_int16_gemm, aw_bf16_prep, aw_amx_gemm, AW_AMX_PB,
                       AW_AMX_ROW_PAD}},
 };
