@@ -549,8 +549,8 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
                         len))
             st = EDGERT_E_PARSE;
         for (uint32_t r = 0; r < nr && !st; r++)
-            if (er_quantize_row(rows + (size_t)r * l->k, l->k, q->view.group, 0, 0u, &q->view,
-                                r0 + r))
+            if (er_quantize_row(rows + (size_t)r * l->k, l->k, q->view.group,
+                                q->view.zeros == NULL, 0u, &q->view, r0 + r))
                 st = er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' row %u has a "
                              "non-finite value", c->sf.path, s->dense->name, r0 + r);
     }
@@ -560,6 +560,12 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
 
 edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, edgert_qtensor *out,
                                               char *err, size_t err_len)
+{
+    return er_checkpoint_layer_weights(c, i, 0, out, err, err_len);
+}
+
+edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int dense_sym,
+                                          edgert_qtensor *out, char *err, size_t err_len)
 {
     if (!out)
         return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: out NULL");
@@ -573,7 +579,7 @@ edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, ed
         return er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' is packed for one "
                        "backend; map it with edgert_checkpoint_layer_packed", c->sf.path,
                        l->name);
-    int sym = s->dense ? 0 : l->symmetric;
+    int sym = s->dense ? dense_sym : l->symmetric;
     uint32_t group = s->dense ? (l->k < CK_DENSE_GROUP ? l->k : CK_DENSE_GROUP) : l->group;
     if (er_qtensor_alloc(l->n, l->k, group, sym, out))
         return er_fail(EDGERT_E_NOMEM, err, err_len, "%s: layer '%s' [n=%u k=%u]: out of memory",
@@ -632,7 +638,9 @@ edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char 
     ctx->weights.int4 = c->kind != ER_CK_DENSE;
     if (c->kind == ER_CK_PACKED)
         ctx->weights.packed_for = er_strdup(st_meta_get(&c->sf, "backend"));
-    for (size_t i = 0; i < c->n && !ctx->weights.asymmetric; i++)
+    /* a dense file is quantized for the backend it is packed for
+     * (er_checkpoint_layer_weights): symmetric or not, as that one takes */
+    for (size_t i = 0; c->kind != ER_CK_DENSE && i < c->n && !ctx->weights.asymmetric; i++)
         if (c->pub[i].symmetric != 1) {
             ctx->weights.asymmetric = 1;
             ctx->weights.first_asym = er_strdup(c->pub[i].name);

@@ -41,6 +41,11 @@ edgert_status er_ck_add_layer(edgert_checkpoint *c, const char *name, size_t ple
  *  cache): a whole-model pass then stays within one layer of resident
  *  memory. */
 void er_ck_release(const edgert_checkpoint *c, size_t i);
+/* edgert_checkpoint_layer_weights, with a dense layer quantized symmetric
+ * (dense_sym 1: z = 8, what a symmetric backend such as amx-w4a8 takes) or
+ * asymmetric (0). GPTQ layers are what they are. */
+edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int dense_sym,
+                                          edgert_qtensor *out, char *err, size_t err_len);
 /** Open only the container and list its layers (packfile.c reads packed files). */
 edgert_status er_ck_open_packed(edgert_checkpoint *c, char *err, size_t err_len);
 

@@ -204,7 +204,8 @@ static edgert_status pack_layer(st_writer *w, edgert_backend *b, edgert_checkpoi
     const void *data = NULL;
     size_t size = 0;
     uint64_t h = 0;
-    edgert_status st = edgert_checkpoint_layer_weights(src, i, &q, err, len);
+    edgert_status st =
+        er_checkpoint_layer_weights(src, i, er_backend_cand(b)->m.symmetric == 1, &q, err, len);
     uint32_t group = q.view.group;
     int sym = q.codes != NULL && q.zeros == NULL;
     if (!st && layer_source_hash(src, i, &h))
@@ -286,7 +287,8 @@ edgert_status edgert_checkpoint_layer_packed(edgert_checkpoint *c, size_t i, edg
                        "arguments");
     if (c->kind != ER_CK_PACKED) {
         edgert_qtensor q;
-        edgert_status st = edgert_checkpoint_layer_weights(c, i, &q, err, err_len);
+        edgert_status st = er_checkpoint_layer_weights(c, i, er_backend_cand(b)->m.symmetric == 1,
+                                                       &q, err, err_len);
         st = st ? st : edgert_pack(b, &q.view, out, err, err_len);
         edgert_qtensor_free(&q);
         return st;

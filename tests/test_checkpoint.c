@@ -395,6 +395,55 @@ static void test_every_backend_on_the_codes(void **state)
     edgert_close(ctx);
 }
 
+/* A dense layer packed for a symmetric backend (the W4A8 ones) through the
+ * checkpoint is quantized symmetric, the way that backend takes it, not
+ * refused as asymmetric: the same bits as edgert_quantize_rtn(symmetric)
+ * packed by hand. Skipped where no symmetric backend is eligible. */
+static void test_dense_for_symmetric_backend(void **state)
+{
+    fx *f = *state;
+    edgert_ctx *ctx = open_ctx_here();
+    edgert_checkpoint *ck = open_ck(f->whole);
+    char err[1024] = "";
+    size_t ran = 0;
+    for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, i);
+        edgert_backend *b = NULL;
+        if (!c->eligible || !c->library_path || c->layout.symmetric != 1 ||
+            edgert_backend_open(ctx, c->name, NULL, &b, err, sizeof err) != EDGERT_OK)
+            continue;
+        for (size_t l = 0; l < edgert_checkpoint_layer_count(ck); l++) {
+            const edgert_layer *ly = edgert_checkpoint_layer_at(ck, l);
+            uint32_t m = 3, n = ly->n, k = ly->k;
+            edgert_packed *pc = NULL, *ph = NULL;
+            edgert_qtensor q;
+            if (edgert_checkpoint_layer_packed(ck, l, b, &pc, err, sizeof err) != EDGERT_OK)
+                fail_msg("%s: dense layer %s: %s", c->name, ly->name, err);
+            float *w = malloc(sizeof(float) * n * k), *x = malloc(sizeof(float) * m * k);
+            float *y1 = calloc((size_t)m * n, sizeof(float)), *y2 = calloc((size_t)m * n, 4);
+            assert_int_equal(edgert_checkpoint_layer_dense(ck, l, 0, n, w, err, sizeof err), 0);
+            assert_int_equal(edgert_quantize_rtn(w, n, k, 128, 1, &q), EDGERT_OK);
+            assert_int_equal(edgert_pack(b, &q.view, &ph, err, sizeof err), EDGERT_OK);
+            for (size_t j = 0; j < (size_t)m * k; j++)
+                x[j] = (float)sin(0.3 * (double)j);
+            gemm(b, pc, m, x, k, y1, n);
+            gemm(b, ph, m, x, k, y2, n);
+            assert_memory_equal(y1, y2, sizeof(float) * m * n);
+            printf("  %s: dense %s [n=%u k=%u] packed symmetric\n", c->name, ly->name, n, k);
+            free(w), free(x), free(y1), free(y2);
+            edgert_qtensor_free(&q);
+            edgert_packed_free(pc);
+            edgert_packed_free(ph);
+        }
+        edgert_backend_close(b);
+        ran++;
+    }
+    edgert_checkpoint_close(ck);
+    edgert_close(ctx);
+    if (!ran)
+        tu_skip("no backend with a symmetric layout is eligible on this machine");
+}
+
 static int run_fmt(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int run_fmt(char **out, const char *fmt, ...)
 {
@@ -616,6 +665,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_quantize_read_back),
         cmocka_unit_test(test_every_backend_on_the_codes),
+        cmocka_unit_test(test_dense_for_symmetric_backend),
         cmocka_unit_test(test_pack_cache),
         cmocka_unit_test(test_weights_commands),
         cmocka_unit_test(test_act_order_refused),

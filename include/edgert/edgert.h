@@ -452,7 +452,9 @@ EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoin
  * open). GPTQ codes, zeros and fp16 scales are converted (GPTQ stores W
  * transposed, so this is a copy); a dense layer is quantized by round to
  * nearest, asymmetric, group 128 (`edgert quantize` writes a file that skips
- * this); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
+ * this; edgert_checkpoint_layer_packed and edgert_checkpoint_pack quantize
+ * it symmetric instead for a backend whose layout is symmetric, such as
+ * amx-w4a8); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
  * EDGERT_E_UNSUPPORTED: map it with edgert_checkpoint_layer_packed.
  */
 EDGERT_API edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i,
@@ -496,7 +498,8 @@ EDGERT_API edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkp
 /**
  * Layer i as packed weights for backend `b`: mapped in place from a packed
  * file (after checking that its backend, layout and plugin file are `b`'s),
- * or converted and packed from a GPTQ or dense checkpoint. Freed with
+ * or converted and packed from a GPTQ or dense checkpoint (a dense layer
+ * quantized the way b's layout takes: symmetric or asymmetric). Freed with
  * edgert_packed_free, before the checkpoint is closed.
  */
 EDGERT_API edgert_status edgert_checkpoint_layer_packed(edgert_checkpoint *c, size_t i,
