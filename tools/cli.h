@@ -88,6 +88,8 @@ void warn_diags(const cli *c, const edgert_ctx *ctx);
 /** Open a handle from the parsed options; prints the error and returns an
  *  exit code (0 on success). */
 int open_ctx(const cli *c, edgert_ctx **ctx);
+/* The same, also keeping the error (when msg is not NULL) for a --json object. */
+int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len);
 
 /** The start of each command that measures this machine (bench, verify,
  *  calibrate): the workload (--workload FILE or the built-in), a live

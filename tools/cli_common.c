@@ -454,6 +454,11 @@ static void cli_log(void *user, edgert_log_level level, const char *msg)
 
 int open_ctx(const cli *c, edgert_ctx **ctx)
 {
+    return open_ctx_msg(c, ctx, NULL, 0);
+}
+
+int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
+{
     edgert_options o = {.struct_size = sizeof o};
     o.sysroot = c->sysroot;
     o.device_profile = c->device;
@@ -487,6 +492,8 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
     if (st == EDGERT_OK)
         return EXIT_OK;
     tfprintf_lines(stderr, "edgert: %s\n", err[0] ? err : edgert_status_name(st));
+    if (msg && msg_len)
+        snprintf(msg, msg_len, "%s", err[0] ? err : edgert_status_name(st));
     if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND)
         return EXIT_BADFILE;
     return EXIT_FAIL;

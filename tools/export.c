@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <ftw.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -76,6 +77,27 @@ void export_help(FILE *f)
             "  --tokens T          generated calibration samples per projection (default 64)\n\n"
             "Exit codes: 0 exported, 1 refused or failed, 2 usage, 3 backend not eligible,\n"
             "4 a bad input file.\n\n");
+}
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+/* The one error of a failed export: printed to stderr when it happens, and
+ * kept so that --json can print it in the one object it always writes. */
+typedef struct xerr {
+    char msg[8192];
+    int json_done; /* an object was printed already */
+} xerr;
+
+__attribute__((format(printf, 2, 3))) static void xfail(xerr *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(e->msg);
+    while (n && e->msg[n - 1] == '\n')
+        e->msg[--n] = '\0';
+    tfprintf(stderr, "edgert export: %s\n", e->msg);
 }
 
 /* ---- the generated model ----------------------------------------------------- */
@@ -131,7 +153,7 @@ static size_t fill_calibration(edgert_ctx *ctx, const cli *c, const gen_proj *p,
 }
 
 static int write_inputs(edgert_ctx *ctx, const cli *c, const char *path, const gen_proj *p,
-                        size_t np, int bf16, fill_fn fill, float *buf, uint16_t *half)
+                        size_t np, int bf16, fill_fn fill, float *buf, uint16_t *half, xerr *e)
 {
     char err[512] = "", name[96];
     st_writer w;
@@ -156,12 +178,13 @@ static int write_inputs(edgert_ctx *ctx, const cli *c, const char *path, const g
     rc = rc ? rc : st_writer_commit(&w, err, sizeof err);
     st_writer_free(&w);
     if (rc)
-        tfprintf(stderr, "edgert export: writing the generated inputs failed: %s\n", err);
+        xfail(e, "writing the generated inputs failed: %s\n", err);
     return rc;
 }
 
 /* Generate weights (bf16) and calibration (f32) for the model into dir. */
-static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, const char *cpath)
+static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, const char *cpath,
+                           xerr *e)
 {
     gen_proj *p = NULL;
     size_t np = gen_shapes(c->quick, &p);
@@ -175,10 +198,10 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
     uint16_t *half = malloc(maxw * sizeof *half + 1);
     int rc = -1;
     if (!np || !buf || !half)
-        tfprintf(stderr, "edgert export: out of memory generating the model\n");
+        xfail(e, "out of memory generating the model\n");
     else
-        rc = write_inputs(ctx, c, wpath, p, np, 1, fill_weights, buf, half) ||
-                     write_inputs(ctx, c, cpath, p, np, 0, fill_calibration, buf, half)
+        rc = write_inputs(ctx, c, wpath, p, np, 1, fill_weights, buf, half, e) ||
+                     write_inputs(ctx, c, cpath, p, np, 0, fill_calibration, buf, half, e)
                  ? -1
                  : 0;
     free(buf);
@@ -247,31 +270,31 @@ static void print_file(const char *path)
 }
 
 /* Refusals that need nothing but the command line. EXIT_OK or EXIT_USAGE. */
-static int check_args(const cli *c)
+static int check_args(const cli *c, xerr *e)
 {
     if (!c->out || !*c->out) {
-        tfprintf(stderr, "edgert export: --out DIR is required (see 'edgert export --help')\n");
+        xfail(e, "--out DIR is required (see 'edgert export --help')\n");
         return EXIT_USAGE;
     }
     if (c->quick && (c->weights || c->calibration)) {
-        tfprintf(stderr, "edgert export: --quick picks the generated reduced model; it does not "
-                         "apply to --weights/--calibration files\n");
+        xfail(e, "--quick picks the generated reduced model; it does not "
+                 "apply to --weights/--calibration files\n");
         return EXIT_USAGE;
     }
     if (c->tokens > 4096) {
-        tfprintf(stderr, "edgert export: --tokens is at most 4096 for generated calibration\n");
+        xfail(e, "--tokens is at most 4096 for generated calibration\n");
         return EXIT_USAGE;
     }
     if (!c->weights != !c->calibration) {
-        tfprintf(stderr, "edgert export: give both --weights and --calibration, or neither "
-                         "(then both are generated)\n");
+        xfail(e, "give both --weights and --calibration, or neither "
+                 "(then both are generated)\n");
         return EXIT_USAGE;
     }
     /* the request is one key=value per line, and generated inputs live next to --out */
     if (strchr(c->out, '\n') || (c->weights && strchr(c->weights, '\n')) ||
         (c->calibration && strchr(c->calibration, '\n')) ||
         (c->scheme && strchr(c->scheme, '\n')) || (c->ranges && strchr(c->ranges, '\n'))) {
-        tfprintf(stderr, "edgert export: option values cannot contain newlines\n");
+        xfail(e, "option values cannot contain newlines\n");
         return EXIT_USAGE;
     }
     return EXIT_OK;
@@ -279,7 +302,7 @@ static int check_args(const cli *c)
 
 /* The backend to export with: --backend, else the one select picks, which
  * must be an export backend. EXIT_OK with its name in name[], or EXIT_NONE. */
-static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len)
+static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len, xerr *e)
 {
     if (c->backend) {
         snprintf(name, len, "%s", c->backend);
@@ -291,12 +314,12 @@ static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len)
     const edgert_candidate *s = edgert_selection_selected(sel);
     int rc = EXIT_OK;
     if (st != EDGERT_OK || !s || s->runs_in_process) {
-        tfprintf(stderr,
-                 "edgert export: the backend selected for %s device (%s) %s; export "
-                 "needs an export backend: pass --device with a phone profile "
-                 "(npu-export is for npu_phone devices) or --backend NAME\n",
-                 edgert_device_facts(ctx)->planned ? "the profiled" : "this", s ? s->name : "none",
-                 s ? "runs in process" : "is none");
+        xfail(e,
+              "the backend selected for %s device (%s) %s; export "
+              "needs an export backend: pass --device with a phone profile "
+              "(npu-export is for npu_phone devices) or --backend NAME\n",
+              edgert_device_facts(ctx)->planned ? "the profiled" : "this", s ? s->name : "none",
+              s ? "runs in process" : "is none");
         rc = EXIT_NONE;
     } else {
         snprintf(name, len, "%s", s->name);
@@ -308,18 +331,17 @@ static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len)
 /* The work folder next to --out (same file system) and its out/ inside.
  * EXIT_OK, or EXIT_FAIL with work[0] == '\0' when nothing was created. */
 static int make_work(const cli *c, const char *parent, const char *base, char *work,
-                     size_t work_len, char *tmp_out, size_t tmp_len)
+                     size_t work_len, char *tmp_out, size_t tmp_len, xerr *e)
 {
     snprintf(work, work_len, "%s/.%s.edgert-export-XXXXXX", parent, base);
     if (!mkdtemp(work)) {
-        tfprintf(stderr, "edgert export: cannot create a work folder next to %s: %s\n", c->out,
-                 strerror(errno));
+        xfail(e, "cannot create a work folder next to %s: %s\n", c->out, strerror(errno));
         work[0] = '\0';
         return EXIT_FAIL;
     }
     snprintf(tmp_out, tmp_len, "%s/out", work);
     if (mkdir(tmp_out, 0755) != 0) {
-        tfprintf(stderr, "edgert export: %s: %s\n", tmp_out, strerror(errno));
+        xfail(e, "%s: %s\n", tmp_out, strerror(errno));
         return EXIT_FAIL;
     }
     return EXIT_OK;
@@ -327,7 +349,7 @@ static int make_work(const cli *c, const char *parent, const char *base, char *w
 
 /* The key=value request of the plugin, inputs generated into the work folder
  * when none were given. EXIT_OK with *request malloc'd, or EXIT_FAIL. */
-static int make_request(edgert_ctx *ctx, const cli *c, const char *work, char **request)
+static int make_request(edgert_ctx *ctx, const cli *c, const char *work, char **request, xerr *e)
 {
     char wpath[4300], cpath[4300];
     const char *wf = c->weights, *cf = c->calibration;
@@ -337,61 +359,69 @@ static int make_request(edgert_ctx *ctx, const cli *c, const char *work, char **
         if (!c->quiet && !c->json)
             tfprintf(stderr, "export: generating %s weights and %u calibration tokens...\n",
                      c->quick ? "quick (reduced)" : "spark-1.7b", c->tokens);
-        if (generate_inputs(ctx, c, wpath, cpath) != 0)
+        if (generate_inputs(ctx, c, wpath, cpath, e) != 0)
             return EXIT_FAIL;
         wf = wpath;
         cf = cpath;
     }
-    if (asprintf(request, "weights=%s\ncalibration=%s\nscheme=%s\nranges=%s\nforce=%d\n"
-                          "golden=%d\n",
+    if (asprintf(request,
+                 "weights=%s\ncalibration=%s\nscheme=%s\nranges=%s\nforce=%d\n"
+                 "golden=%d\n",
                  wf, cf, c->scheme ? c->scheme : "w8a16", c->ranges ? c->ranges : "minmax",
                  c->force, c->golden) < 0) {
         *request = NULL;
-        tfprintf(stderr, "edgert export: out of memory\n");
+        xfail(e, "out of memory\n");
         return EXIT_FAIL;
     }
     return EXIT_OK;
 }
 
-/* The plugin's failure, as text and (with --json) as an object; its exit code. */
-static int report_failure(const cli *c, const char *backend, edgert_status st, const char *err)
+/* The exit code of the plugin's status. */
+static int exit_of(edgert_status st)
 {
-    if (c->json) {
-        json_w w;
-        json_init(&w, json_out());
-        json_obj(&w);
-        json_kstr(&w, "status", st == EDGERT_E_UNSUPPORTED ? "refused" : "failed");
-        json_kstr(&w, "backend", backend);
-        json_kstr(&w, "error", err);
-        json_end_obj(&w);
-        json_finish(&w);
-    }
-    tfprintf(stderr, "edgert export: %s\n", err);
     return st == EDGERT_E_USAGE                                      ? EXIT_USAGE
            : st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND ? EXIT_NONE
            : st == EDGERT_E_PARSE                                    ? EXIT_BADFILE
                                                                      : EXIT_FAIL;
 }
 
+/* --json's one object for a failed export: "ok": false, "status" refused
+ * (the plugin declined the scheme, with its measured reason) or failed, the
+ * exit code and the error; the backend when one was picked. */
+static void json_failure(const cli *c, xerr *e, const char *backend, const char *status, int rc)
+{
+    if (!c->json || e->json_done)
+        return;
+    json_w w;
+    json_init(&w, json_out());
+    json_obj(&w);
+    json_kbool(&w, "ok", 0);
+    json_kstr(&w, "status", status);
+    json_kint(&w, "exit_code", rc);
+    json_kstr(&w, "backend", backend && *backend ? backend : NULL);
+    json_kstr(&w, "out", c->out);
+    json_kstr(&w, "error", e->msg[0] ? e->msg : "failed");
+    json_end_obj(&w);
+    json_finish(&w);
+    e->json_done = 1;
+}
+
 /* Into place: an earlier export moves aside first (into the work folder,
  * removed at the end), and comes back if the final rename fails. */
-static int put_in_place(const cli *c, int prior, const char *work, const char *tmp_out)
+static int put_in_place(const cli *c, int prior, const char *work, const char *tmp_out, xerr *e)
 {
     char old[4300];
     snprintf(old, sizeof old, "%s/previous", work);
     if (prior == 2 && rmdir(c->out) != 0) {
-        tfprintf(stderr, "edgert export: cannot replace the empty folder %s: %s\n", c->out,
-                 strerror(errno));
+        xfail(e, "cannot replace the empty folder %s: %s\n", c->out, strerror(errno));
         return EXIT_FAIL;
     }
     if (prior == 1 && rename(c->out, old) != 0) {
-        tfprintf(stderr, "edgert export: cannot move the earlier export %s aside: %s\n", c->out,
-                 strerror(errno));
+        xfail(e, "cannot move the earlier export %s aside: %s\n", c->out, strerror(errno));
         return EXIT_FAIL;
     }
     if (rename(tmp_out, c->out) != 0) {
-        tfprintf(stderr, "edgert export: cannot rename %s to %s: %s\n", tmp_out, c->out,
-                 strerror(errno));
+        xfail(e, "cannot rename %s to %s: %s\n", tmp_out, c->out, strerror(errno));
         if (prior == 1)
             rename(old, c->out);
         return EXIT_FAIL;
@@ -406,6 +436,7 @@ static void report_success(const cli *c, const edgert_device *dev, const char *b
         json_w w;
         json_init(&w, json_out());
         json_obj(&w);
+        json_kbool(&w, "ok", 1);
         json_kstr(&w, "status", "exported");
         json_kstr(&w, "backend", backend);
         json_kstr(&w, "mode", dev->planned ? "plan" : "live");
@@ -425,54 +456,61 @@ static void report_success(const cli *c, const edgert_device *dev, const char *b
 }
 
 /* The spine: every step returns its exit code, so no failure can leave
- * EXIT_OK behind. */
+ * EXIT_OK behind; every failure's message is in e, so --json prints one
+ * object whatever failed. */
 int cmd_export(const cli *c)
 {
-    int rc = check_args(c);
-    if (rc != EXIT_OK)
-        return rc;
-    char *outc = strdup(c->out), *outc2 = strdup(c->out);
+    xerr e = {.msg = "", .json_done = 0};
+    char *outc = c->out ? strdup(c->out) : NULL, *outc2 = c->out ? strdup(c->out) : NULL;
     char *parent = outc ? dirname(outc) : NULL, *base = outc2 ? basename(outc2) : NULL;
-    char work[4200] = "", tmp_out[4300] = "", backend[128], err[8192] = "";
+    char work[4200] = "", tmp_out[4300] = "", backend[128] = "", err[8192] = "";
+    const char *status = "failed";
     char *request = NULL;
     edgert_ctx *ctx = NULL;
     int prior = 0;
+    int rc = check_args(c, &e);
+    if (rc != EXIT_OK)
+        goto out;
     if (!parent || !base || !*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 ||
         strcmp(base, "..") == 0) {
-        tfprintf(stderr, "edgert export: --out '%s' must name a folder\n", c->out);
+        xfail(&e, "--out '%s' must name a folder", c->out);
         rc = EXIT_USAGE;
         goto out;
     }
     prior = out_state(c->out);
     if (prior < 0) {
-        tfprintf(stderr,
-                 "edgert export: %s exists and is not an earlier edgert export; choose "
-                 "another --out or empty it first\n",
-                 c->out);
+        xfail(&e,
+              "%s exists and is not an earlier edgert export; choose another --out or "
+              "empty it first",
+              c->out);
         rc = EXIT_USAGE;
         goto out;
     }
     cli oc = *c;
     oc.out = NULL; /* --out is the artifact folder here, not an evidence file */
-    if ((rc = open_ctx(&oc, &ctx)) != EXIT_OK)
+    if ((rc = open_ctx_msg(&oc, &ctx, e.msg, sizeof e.msg)) != EXIT_OK)
         goto out;
     warn_diags(c, ctx);
-    if ((rc = pick_backend(ctx, c, backend, sizeof backend)) != EXIT_OK ||
-        (rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out)) !=
+    if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK ||
+        (rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out, &e)) !=
             EXIT_OK ||
-        (rc = make_request(ctx, c, work, &request)) != EXIT_OK)
+        (rc = make_request(ctx, c, work, &request, &e)) != EXIT_OK)
         goto out;
     if (!c->quiet && !c->json)
         tfprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
     edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
     if (st != EDGERT_OK) {
-        rc = report_failure(c, backend, st, err);
+        xfail(&e, "%s", err);
+        status = st == EDGERT_E_UNSUPPORTED ? "refused" : "failed";
+        rc = exit_of(st);
         goto out;
     }
-    if ((rc = put_in_place(c, prior, work, tmp_out)) != EXIT_OK)
+    if ((rc = put_in_place(c, prior, work, tmp_out, &e)) != EXIT_OK)
         goto out;
     report_success(c, edgert_device_facts(ctx), backend, prior);
 out:
+    if (rc != EXIT_OK)
+        json_failure(c, &e, backend, status, rc);
     if (work[0])
         rmrf(work);
     edgert_close(ctx);

@@ -84,11 +84,11 @@ static edgert_status collect_weights(ne_run *r, char *err, size_t len)
                         r->q->weights, t->name);
             return EDGERT_E_PARSE;
         }
-        if (!st_is_float(t->dtype)) {
+        if (!st_is_float(t->dtype)) { /* a bad file, like any malformed input (exit 4) */
             edgert_errf(err, len, "%s: tensor '%s' is %s; dense weights must be F32, F16 or BF16 "
                                   "(the exporter quantizes them itself, per output channel)",
                         r->q->weights, t->name, t->dtype_name);
-            return EDGERT_E_UNSUPPORTED;
+            return EDGERT_E_PARSE;
         }
         ne_proj *p = &r->p[r->np++];
         p->name = strndup(t->name, strlen(t->name) - 7);
@@ -125,9 +125,14 @@ static edgert_status match_calibration(ne_run *r, char *err, size_t len)
         }
         if (x->ndim != 2 || x->shape[1] != p->k || !x->shape[0] || x->shape[0] > NE_MAX_TOKENS ||
             !st_is_float(x->dtype)) {
-            edgert_errf(err, len, "%s: tensor '%s' must be float [T][%u] with 1 <= T <= %u (it is "
-                                  "%s with %u dimensions)", r->q->calibration, xn, p->k,
-                        NE_MAX_TOKENS, x->dtype_name, x->ndim);
+            char shape[96] = "";
+            for (uint32_t d = 0; d < x->ndim && d < 4u; d++)
+                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%llu",
+                         d ? "][" : "[", (unsigned long long)x->shape[d]);
+            edgert_errf(err, len, "%s: tensor '%s' must be float [T][%u] (K = %u, the inputs of "
+                                  "'%s.weight') with 1 <= T <= %u; it is %s %s%s",
+                        r->q->calibration, xn, p->k, p->k, p->name, NE_MAX_TOKENS,
+                        x->dtype_name, x->ndim ? shape : "a scalar", x->ndim ? "]" : "");
             return EDGERT_E_PARSE;
         }
         if (i == 0)
@@ -179,13 +184,31 @@ static int check_finite(const float *v, size_t n, uint32_t k, const char *file,
     return 0;
 }
 
-int ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err, size_t len)
+/* Calibration samples that are all one value (all zero: a projection whose
+ * input the calibration run never reached, or a dump that wrote nothing)
+ * hold no range to calibrate: refused, rather than exported with an
+ * invented range and scored as perfect. */
+static int check_varies(const float *v, size_t n, const char *file, const st_tensor *t,
+                        const char *proj, char *err, size_t len)
+{
+    for (size_t i = 1; i < n; i++)
+        if (v[i] != v[0])
+            return 0;
+    edgert_errf(err, len, "%s: tensor '%s' (calibration samples of projection %s) is %g in "
+                          "all %zu values: no activation range can be calibrated from it; "
+                          "capture the projection's real inputs",
+                file, t->name, proj, (double)v[0], n);
+    return -1;
+}
+
+edgert_status ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err,
+                                 size_t len)
 {
     if (st_read_f32(&r->wf, p->w, 0, st_numel(p->w), w, err, len) ||
-        st_read_f32(&r->cf, p->x, 0, st_numel(p->x), x, err, len))
-        return -1;
-    if (check_finite(w, (size_t)p->n * p->k, p->k, r->q->weights, p->w, err, len) ||
-        check_finite(x, (size_t)r->t * p->k, p->k, r->q->calibration, p->x, err, len))
-        return -1;
-    return 0;
+        st_read_f32(&r->cf, p->x, 0, st_numel(p->x), x, err, len) ||
+        check_finite(w, (size_t)p->n * p->k, p->k, r->q->weights, p->w, err, len) ||
+        check_finite(x, (size_t)r->t * p->k, p->k, r->q->calibration, p->x, err, len) ||
+        check_varies(x, (size_t)r->t * p->k, r->q->calibration, p->x, p->name, err, len))
+        return EDGERT_E_PARSE; /* a bad input file: exit 4 */
+    return EDGERT_OK;
 }

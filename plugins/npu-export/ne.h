@@ -201,9 +201,11 @@ edgert_status ne_parse_request(const char *request, ne_req *q, char *err, size_t
  *  calibration samples, one ne_proj per "<proj>.weight" in file order with
  *  its "<proj>.x", and r->t. */
 edgert_status ne_open_inputs(ne_run *r, char *err, size_t len);
-/** Read projection p's weights w [n][k] and samples x [t][k] as fp32; refuses
- *  non-finite values. */
-int ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err, size_t len);
+/** Read projection p's weights w [n][k] and samples x [t][k] as fp32;
+ *  refuses non-finite values and samples that are all one value, as a bad
+ *  input file (EDGERT_E_PARSE). */
+edgert_status ne_read_projection(ne_run *r, const ne_proj *p, float *w, float *x, char *err,
+                                 size_t len);
 
 /* ---- simulate.c ----------------------------------------------------------------- */
 

@@ -84,19 +84,25 @@ static edgert_status begin_run(ne_run *r, const ne_state *st, const ne_req *q,
     return EDGERT_OK;
 }
 
-/* Quantize, simulate every configuration and (unless refused) emit one projection. */
-static int do_projection(ne_run *r, size_t pi, char *err, size_t len)
+/* Quantize, simulate every configuration and (unless refused) emit one
+ * projection. Its status: a bad input file is EDGERT_E_PARSE (exit 4),
+ * memory EDGERT_E_NOMEM, writing the artifact EDGERT_E_IO. */
+static edgert_status do_projection(ne_run *r, size_t pi, char *err, size_t len)
 {
     ne_proj *p = &r->p[pi];
     ne_work wk;
-    int rc = -1;
-    if (ne_work_alloc(r, p, &wk, err, len) || ne_read_projection(r, p, wk.w, wk.x, err, len) ||
-        ne_simulate(r, p, &wk, err, len))
+    edgert_status rc = EDGERT_E_NOMEM;
+    if (ne_work_alloc(r, p, &wk, err, len))
+        goto out;
+    if ((rc = ne_read_projection(r, p, wk.w, wk.x, err, len)) != EDGERT_OK)
+        goto out;
+    rc = EDGERT_E_IO;
+    if (ne_simulate(r, p, &wk, err, len))
         goto out;
     if (!r->refused && (ne_emit_projection(r, p, &wk, err, len) ||
                         (r->q->golden && ne_write_golden(r, pi, p, &wk, err, len))))
         goto out;
-    rc = 0;
+    rc = EDGERT_OK;
 out:
     ne_work_free(&wk);
     return rc;
@@ -135,10 +141,8 @@ static edgert_status ne_export(void *state, const char *out_dir, const char *req
     for (size_t i = 0; i < r.np; i++) {
         st->host->log(st->host->host_ctx, EDGERT_LOG_INFO, "projection %zu/%zu %s [%u x %u]",
                       i + 1, r.np, r.p[i].name, r.p[i].n, r.p[i].k);
-        if (do_projection(&r, i, err, err_len)) {
-            rc = EDGERT_E_IO;
+        if ((rc = do_projection(&r, i, err, err_len)) != EDGERT_OK)
             goto out;
-        }
     }
     if (r.refused) {
         ne_refusal(&r, err, err_len);
