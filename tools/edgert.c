@@ -195,7 +195,7 @@ enum {
     OPT_JSON = 256, OPT_SYSROOT, OPT_DEVICE, OPT_MANIFESTS, OPT_DISABLE, OPT_STRICT, OPT_THREADS,
     OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
     OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
-    OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN
+    OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS
 };
 
 /* Which command takes which command-specific option. */
@@ -223,6 +223,7 @@ static int allowed(const char *cmd, int o)
         {OPT_RANGES, " export "},
         {OPT_FORCE, " export pack "},
         {OPT_GOLDEN, " export "},
+        {OPT_ROWS, " export "},
         {OPT_OPTIONS, " bench verify pack "},
         {OPT_EVIDENCE, " select list bench "},
     };
@@ -285,6 +286,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"ranges", required_argument, 0, OPT_RANGES},
         {"force", no_argument, 0, OPT_FORCE},
         {"golden", no_argument, 0, OPT_GOLDEN},
+        {"rows", required_argument, 0, OPT_ROWS},
         {0, 0, 0, 0},
     };
     c->m = 512;
@@ -369,6 +371,11 @@ static int parse_args(cli *c, int argc, char **argv)
             if (parse_uint("--tokens", optarg, 1, 100000, &v))
                 return -1;
             c->tokens = (unsigned)v;
+            break;
+        case OPT_ROWS:
+            if (parse_uint("--rows", optarg, 1, 65536, &v))
+                return -1;
+            c->rows = (unsigned)v;
             break;
         case OPT_SEED:
             if (parse_uint("--seed", optarg, 0, UINT64_MAX, &v))

@@ -251,8 +251,10 @@ typedef struct edgert_plugin {
     /* --- EDGERT_CAP_EXPORT ------------------------------------------------- */
     /**
      * Export a deployable artifact into directory `out_dir` (created by the
-     * host). `request` is a plugin-defined, NUL-terminated key=value list
-     * (one per line). NULL for plugins without EDGERT_CAP_EXPORT.
+     * host). `request` is a NUL-terminated key=value list (one per line).
+     * edgert/export.h is the contract: the request's grammar and common
+     * keys, the report every export leaves, what each status means. NULL
+     * for plugins without EDGERT_CAP_EXPORT.
      */
     edgert_status (*export_graph)(void *state, const char *out_dir, const char *request,
                                   char *err, size_t err_len);

@@ -102,7 +102,7 @@ typedef char qdq_names[NNAMES][320];
 static void emit_io(ne_run *r, const ne_proj *p, qdq_names nm)
 {
     int adt = p->abits == 16 ? ONNX_UINT16 : ONNX_UINT8;
-    int64_t xd[2] = {r->t, p->k}, yd[2] = {r->t, p->n};
+    int64_t xd[2] = {r->q->rows, p->k}, yd[2] = {r->q->rows, p->n};
     onnx_value_info(&r->graph, 11, nm[NM_X], ONNX_FLOAT, xd, 2);
     onnx_value_info(&r->graph, 12, nm[NM_Y], ONNX_FLOAT, yd, 2);
     uint8_t zp[2];
@@ -245,13 +245,15 @@ edgert_status ne_write_model(ne_run *r, char *err, size_t len)
         }
     }
     const ne_req *q = r->q;
-    char t[16], s[16];
+    char t[16], s[16], rows[16];
     snprintf(t, sizeof t, "%u", r->t);
+    snprintf(rows, sizeof rows, "%u", q->rows);
     snprintf(s, sizeof s, "%s", ne_scheme_names[q->scheme]);
     const char *meta[] = {"edgert.scheme", s, "edgert.ranges", q->ranges_text,
-                          "edgert.tokens", t, "edgert.forced", q->force ? "1" : "0"};
+                          "edgert.tokens", t, "edgert.forced", q->force ? "1" : "0",
+                          "edgert.rows", rows};
     pb model = {0};
-    onnx_model(&model, &r->graph, "edgert_projection_bank", NE_VERSION, meta, 4);
+    onnx_model(&model, &r->graph, "edgert_projection_bank", NE_VERSION, meta, 5);
     if (model.oom || r->graph.oom) {
         pb_free(&model);
         edgert_errf(err, len, "out of memory building model.onnx");

@@ -151,9 +151,15 @@ static edgert_status match_calibration(ne_run *r, char *err, size_t len)
             return EDGERT_E_USAGE;
         }
     }
-    if (r->t < 16)
-        edgert_errf(ne_warning(r), NE_WARN_LEN, "only %u calibration samples: ranges from so few "
-                    "tokens are unlikely to cover what the model sees on device", r->t);
+    r->tc = r->t >= NE_MIN_HOLDOUT_T ? r->t - r->t / 4u : r->t;
+    if (r->t < NE_MIN_HOLDOUT_T)
+        edgert_errf(ne_warning(r), NE_WARN_LEN, "only %u calibration samples: none held out, so "
+                    "the report has in-sample figures only (at least %u give a held-out "
+                    "quarter)", r->t, NE_MIN_HOLDOUT_T);
+    else if (r->tc < 16)
+        edgert_errf(ne_warning(r), NE_WARN_LEN, "only %u calibration samples (%u calibrate, %u "
+                    "held out): ranges from so few tokens are unlikely to cover what the model "
+                    "sees on device", r->t, r->tc, r->t - r->tc);
     return EDGERT_OK;
 }
 

@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "edgert/export.h"
 #include "edgert/plugin.h"
 #include "edgert/version.h"
 
@@ -79,10 +80,15 @@ typedef struct ne_aq {
 } ne_aq;
 
 /** Range kinds. */
-typedef enum { NE_RANGE_MINMAX, NE_RANGE_PERCENTILE, NE_RANGE_FIXED } ne_range_kind;
+typedef enum {
+    NE_RANGE_MINMAX,
+    NE_RANGE_PERCENTILE,
+    NE_RANGE_FIXED,
+    NE_RANGE_MARGIN
+} ne_range_kind;
 typedef struct ne_range {
     ne_range_kind kind;
-    double pct; /* percentile: keep [100 - pct, pct] */
+    double pct; /* percentile: keep [100 - pct, pct]; margin: [-F m, F m], m = max|v| */
 } ne_range;
 
 /** [lo, hi] of values[0..n) for a range kind (scratch: n floats, may be NULL for
@@ -114,11 +120,24 @@ int ne_quant_self_test(char *err, size_t len);
 enum { SCHEME_W8A16 = 0, SCHEME_W8A8, SCHEME_W4A16 };
 extern const char *const ne_scheme_names[3]; /* request.c */
 
+/* Rows per call of the exported graph when the request names none: a
+ * prefill chunk of 128 tokens; rows=1 exports a decode graph. */
+#define NE_DEFAULT_ROWS 128u
+
+/* The ranges when the request names none: request.c says why (measured). */
+#define NE_DEFAULT_RANGES "margin:4"
+
+/* Held-out samples: the last floor(T / 4) of each projection's T samples
+ * (T >= NE_MIN_HOLDOUT_T), a contiguous block because captured tokens are
+ * correlated with their neighbours; ranges come from the first T - T/4 only. */
+#define NE_MIN_HOLDOUT_T 8u
+
 /** The parsed request; the strings point into buf (the request, copied). */
 typedef struct ne_req {
     char *buf;
     const char *weights, *calibration, *head;
     int scheme, force, golden;
+    uint32_t rows; /* rows per call of the graph (its static shapes) */
     ne_range ranges;
     char ranges_text[32];
 } ne_req;
@@ -140,8 +159,11 @@ typedef struct ne_proj {
     const st_tensor *w, *x;
     uint32_t n, k;
     int head;
-    /* results */
+    /* results: energies of the fp32 outputs (sig) and of each configuration's
+     * error (noise), over the calibration samples (in-sample) and over the
+     * held-out ones (_ho: samples the ranges were not taken from) */
     double sig, noise[NCFG];
+    double sig_ho, noise_ho[NCFG];
     int wbits, abits;       /* exported */
     ne_aq xq, yq;           /* exported */
     float *wscale;          /* exported per-channel scales [n] */
@@ -159,7 +181,8 @@ typedef struct ne_run {
     st_file wf, cf;
     ne_proj *p;
     size_t np;
-    uint32_t t;
+    uint32_t t;             /* samples per projection */
+    uint32_t tc;            /* the first tc calibrate the ranges; the t - tc after are held out */
     const char *out_dir;
     int refused;            /* simulate only, write nothing */
     pb graph;
@@ -180,7 +203,8 @@ typedef struct ne_work {
     float *scratch;      /* max(t n, t k) floats for percentile selection */
     float *xd[NCFG];     /* [t][k] quantized-dequantized inputs per distinct config */
     uint32_t nblocks;    /* blocks of NE_NB output columns */
-    double *sig, *noise; /* per block: [nblocks], [nblocks][NCFG] */
+    double *sig, *noise; /* per block and part (0 in-sample, 1 held out):
+                          * [nblocks][2], [nblocks][NCFG][2] */
 } ne_work;
 
 /* npu_export.c: services of the run. */

@@ -12,10 +12,12 @@
  * with qmax 127 (int8) or 7 (int4): the restricted symmetric range, so
  * -w quantizes to -q.
  *
- * Ranges: minmax (the calibration set's extremes), percentile:P (the
- * [100 - P, P] percentiles of all values of the tensor, which clips the rare
- * largest values to shrink the step), fixed ([-1, 1]: what an uncalibrated
- * export assumes).
+ * Ranges: minmax (the calibration set's extremes), margin:F ([-F m, F m],
+ * m the largest |value|: room for what the calibration set did not show;
+ * request.c has the measurements behind the default margin:4),
+ * percentile:P (the [100 - P, P] percentiles of all values of the tensor,
+ * which clips the rare largest values to shrink the step), fixed ([-1, 1]:
+ * what an uncalibrated export assumes).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -64,11 +66,16 @@ void ne_range_of(const float *v, size_t n, ne_range r, float *scratch, float *lo
     if (r.kind == NE_RANGE_FIXED || n == 0) {
         a = -1.0f;
         b = 1.0f;
-    } else if (r.kind == NE_RANGE_MINMAX || !scratch) {
+    } else if (r.kind == NE_RANGE_MINMAX || r.kind == NE_RANGE_MARGIN || !scratch) {
         a = b = v[0];
         for (size_t i = 1; i < n; i++) {
             a = v[i] < a ? v[i] : a;
             b = v[i] > b ? v[i] : b;
+        }
+        if (r.kind == NE_RANGE_MARGIN) { /* symmetric: the thinner side's tail is no */
+            float m = -a > b ? -a : b;     /* evidence that the device's stays inside */
+            b = (float)(m * r.pct);
+            a = -b;
         }
     } else {
         memcpy(scratch, v, n * sizeof *v);

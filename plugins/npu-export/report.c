@@ -15,10 +15,14 @@
  * and, when the request is refused, the refusal message (ne_refusal): the
  * same figures and the device's.
  *
- * SQNR = 10 log10(sum y_fp32^2 / sum (y - y_fp32)^2) over the calibration
- * samples (in-sample: the ranges were taken from the same samples, so no
- * value lies beyond them). End to end = the same ratio over every output of
- * every projection (energy-weighted; there is no chained model here).
+ * SQNR = 10 log10(sum y_fp32^2 / sum (y - y_fp32)^2), twice: over the
+ * calibration samples the ranges were taken from ("in-sample": no value
+ * lies beyond them) and over the held-out ones (the last quarter of each
+ * projection's samples, which the ranges never saw: what a device meets,
+ * and what the device's own 36.9 dB was measured on). End to end = the
+ * same ratio over every output of every projection (energy-weighted; there
+ * is no chained model here). Flags and refusal figures use the held-out
+ * figure when there is one.
  */
 #include <errno.h>
 #include <math.h>
@@ -55,14 +59,32 @@ typedef struct agg {
     size_t min_at, flagged;
 } agg;
 
-static agg aggregate(const ne_run *r, int c)
+/* Whether the run held samples out (enough samples: NE_MIN_HOLDOUT_T). */
+static int has_ho(const ne_run *r)
+{
+    return r->tc < r->t;
+}
+
+/* Projection p's SQNR for configuration c, in-sample (ho 0) or held out (1). */
+static double proj_db(const ne_proj *p, int c, int ho)
+{
+    return ho ? db(p->sig_ho, p->noise_ho[c]) : db(p->sig, p->noise[c]);
+}
+
+/* The figure that flags and refusals go by: held out when there is one. */
+static int judged(const ne_run *r)
+{
+    return has_ho(r);
+}
+
+static agg aggregate(const ne_run *r, int c, int ho)
 {
     agg a = {0, INFINITY, 0, 0};
     double s = 0.0, e = 0.0;
     for (size_t i = 0; i < r->np; i++) {
-        s += r->p[i].sig;
-        e += r->p[i].noise[c];
-        double d = db(r->p[i].sig, r->p[i].noise[c]);
+        s += ho ? r->p[i].sig_ho : r->p[i].sig;
+        e += ho ? r->p[i].noise_ho[c] : r->p[i].noise[c];
+        double d = proj_db(&r->p[i], c, ho);
         if (d < a.min) {
             a.min = d;
             a.min_at = i;
@@ -94,10 +116,11 @@ static int cfg_refused(const ne_run *r, int c)
 void ne_flag_warnings(ne_run *r)
 {
     for (size_t i = 0; i < r->np; i++) {
-        double d = db(r->p[i].sig, r->p[i].noise[CFG_EXPORTED]);
+        double d = proj_db(&r->p[i], CFG_EXPORTED, judged(r));
         if (d < NE_FLAG_DB)
             edgert_errf(ne_warning(r), NE_WARN_LEN, "projection %s: exported arithmetic measured "
-                        "%.2f dB SQNR, below %.0f dB", r->p[i].name, d, NE_FLAG_DB);
+                        "%.2f dB SQNR (%s), below %.0f dB", r->p[i].name, d,
+                        judged(r) ? "held out" : "in-sample", NE_FLAG_DB);
     }
 }
 
@@ -177,7 +200,9 @@ int ne_write_encodings(const ne_run *r, char *err, size_t len)
 static void json_head(FILE *f, const ne_run *r)
 {
     const ne_req *q = r->q;
-    fprintf(f, "{\n  \"format\": \"edgert-npu-export-report\",\n  \"format_version\": 1,\n");
+    fprintf(f, "{\n  \"" EDGERT_EXPORT_REPORT_MARKER "\": 1,\n"
+               "  \"format\": \"edgert-npu-export-report\",\n"
+               "  \"format_version\": 1,\n");
     fprintf(f, "  \"plugin\": \"" NE_NAME " " NE_VERSION "\",\n  \"scheme\": \"%s\",\n",
             ne_scheme_names[q->scheme]);
     fprintf(f, "  \"ranges\": ");
@@ -186,12 +211,18 @@ static void json_head(FILE *f, const ne_run *r)
     jstr(f, q->weights);
     fprintf(f, ",\n  \"calibration\": ");
     jstr(f, q->calibration);
-    fprintf(f, ",\n  \"tokens\": %u,\n  \"projection_count\": %zu,\n", r->t, r->np);
+    fprintf(f, ",\n  \"tokens\": %u,\n  \"calibration_tokens\": %u,\n  \"held_out_tokens\": "
+               "%u,\n  \"held_out\": \"the last floor(T/4) of each projection's T samples "
+               "(T >= %u); ranges come from the others; sqnr_db is in-sample, "
+               "sqnr_held_out_db held out\",\n  \"projection_count\": %zu,\n",
+            r->t, r->tc, r->t - r->tc, NE_MIN_HOLDOUT_T, r->np);
     fprintf(f, "  \"files\": {\"model\": \"model.onnx\", \"external_data\": %s, "
                "\"encodings\": \"encodings.json\", \"golden\": %s},\n",
             r->ext_used ? "\"model.onnx.data\"" : "null", q->golden ? "\"golden\"" : "null");
-    fprintf(f, "  \"onnx\": {\"ir_version\": 10, \"opset\": 21, \"form\": \"QDQ: x -Q-DQ-> "
-               "MatMul(x, DQ(W^T int, per-channel axis 1)) -Q-DQ-> y\"},\n");
+    fprintf(f, "  \"onnx\": {\"ir_version\": 10, \"opset\": 21, \"rows\": %u, \"form\": \"QDQ: "
+               "x [rows][K] -Q-DQ-> MatMul(x, DQ(W^T int, per-channel axis 1)) -Q-DQ-> y "
+               "[rows][N]\"},\n",
+            q->rows);
     fprintf(f, "  \"head\": ");
     const ne_proj *hp = NULL;
     for (size_t i = 0; i < r->np; i++)
@@ -224,7 +255,7 @@ static void json_schemes(FILE *f, const ne_run *r)
     fprintf(f, "  \"schemes\": [\n");
     for (int ci = 0; ci < NTABLE; ci++) {
         int c = table_cfgs[ci];
-        agg a = aggregate(r, c);
+        agg a = aggregate(r, c, 0), h = aggregate(r, c, 1);
         const ne_cfg *g = &r->cfg[c];
         fprintf(f, "    {\"name\": \"%s\", \"weight_bits\": %d, \"activation_bits\": %d, "
                    "\"ranges\": \"%s\", \"refused_unless_forced\": %s, \"end_to_end_db\": %.3f, "
@@ -232,8 +263,16 @@ static void json_schemes(FILE *f, const ne_run *r)
                 g->name, g->wbits, g->abits, range_text(g->ranges, rb, sizeof rb),
                 cfg_refused(r, c) ? "true" : "false", a.e2e, a.min);
         jstr(f, r->p[a.min_at].name);
-        fprintf(f, ", \"projections_below_flag\": %zu, \"description\": \"%s\"}%s\n", a.flagged,
-                g->what, ci + 1 < NTABLE ? "," : "");
+        if (has_ho(r)) {
+            fprintf(f, ", \"held_out_end_to_end_db\": %.3f, \"held_out_min_db\": %.3f, "
+                       "\"held_out_min_projection\": ", h.e2e, h.min);
+            jstr(f, r->p[h.min_at].name);
+        } else {
+            fprintf(f, ", \"held_out_end_to_end_db\": null, \"held_out_min_db\": null, "
+                       "\"held_out_min_projection\": null");
+        }
+        fprintf(f, ", \"projections_below_flag\": %zu, \"description\": \"%s\"}%s\n",
+                judged(r) ? h.flagged : a.flagged, g->what, ci + 1 < NTABLE ? "," : "");
     }
     fprintf(f, "  ],\n");
 }
@@ -255,16 +294,23 @@ static void json_projection(FILE *f, const ne_run *r, const ne_proj *p, int last
     fprintf(f, ", \"output\": ");
     snprintf(io, sizeof io, "%s.y", p->name);
     jstr(f, io);
-    fprintf(f, ",\n     \"sqnr_db\": {");
-    for (int ci = 0; ci < NTABLE; ci++) {
-        int c = table_cfgs[ci];
-        fprintf(f, "%s\"%s\": %.3f", ci ? ", " : "", r->cfg[c].name, db(p->sig, p->noise[c]));
+    for (int ho = 0; ho < 2; ho++) {
+        fprintf(f, ",\n     \"%s\": ", ho ? "sqnr_held_out_db" : "sqnr_db");
+        if (ho && !has_ho(r)) {
+            fprintf(f, "null");
+            continue;
+        }
+        for (int ci = 0; ci < NTABLE; ci++) {
+            int c = table_cfgs[ci];
+            fprintf(f, "%s\"%s\": %.3f", ci ? ", " : "{", r->cfg[c].name, proj_db(p, c, ho));
+        }
+        fprintf(f, "}");
     }
-    fprintf(f, "},\n     \"below_flag\": [");
+    fprintf(f, ",\n     \"below_flag\": [");
     int nflag = 0;
     for (int ci = 0; ci < NTABLE; ci++) {
         int c = table_cfgs[ci];
-        if (db(p->sig, p->noise[c]) < NE_FLAG_DB)
+        if (proj_db(p, c, judged(r)) < NE_FLAG_DB)
             fprintf(f, "%s\"%s\"", nflag++ ? ", " : "", r->cfg[c].name);
     }
     fprintf(f, "]");
@@ -286,27 +332,12 @@ static void report_json(FILE *f, const ne_run *r)
 
 /* ---- report.txt --------------------------------------------------------------- */
 
-static void report_txt(FILE *t, const ne_run *r)
+/* One per-projection table of report.txt: in-sample (ho 0) or held out. */
+static void txt_projections(FILE *t, const ne_run *r, int ho)
 {
-    const ne_req *q = r->q;
-    fprintf(t, "npu-export report: scheme %s, ranges %s%s, %zu projections, %u calibration "
-               "tokens\n\n", ne_scheme_names[q->scheme], q->ranges_text,
-            q->force ? " (forced)" : "", r->np, r->t);
-    fprintf(t, "SQNR vs fp32 (dB)        end-to-end   worst  (projection)            below "
-               "%.0f dB\n", NE_FLAG_DB);
-    for (int ci = 0; ci < NTABLE; ci++) {
-        int c = table_cfgs[ci];
-        agg a = aggregate(r, c);
-        char label[40];
-        snprintf(label, sizeof label, "%s%s", r->cfg[c].name, c == CFG_EXPORTED ? " *" : "");
-        fprintf(t, "  %-22s %10.2f %7.2f  %-24.24s %4zu%s\n", label, a.e2e, a.min,
-                r->p[a.min_at].name, a.flagged,
-                cfg_refused(r, c) ? "   refused unless --force" : "");
-    }
-    fprintf(t, "\n* exported (head protected). Device (design.md section 1): calibrated w8a16 "
-               "%.1f dB, int8 activations %.1f dB, uncalibrated w4a16 %.1f dB.\n",
-            DEV_W8A16_DB, DEV_A8_DB, DEV_W4A16_UNCAL_DB);
-    fprintf(t, "\nper projection (dB):\n  %-24s %6s %6s", "projection", "K", "N");
+    fprintf(t, "\nper projection, %s (dB):\n  %-24s %6s %6s",
+            ho ? "held out (samples the ranges never saw)" : "in-sample (the calibration samples)",
+            "projection", "K", "N");
     for (int ci = 0; ci < NTABLE; ci++)
         fprintf(t, " %9.9s", r->cfg[table_cfgs[ci]].name);
     fprintf(t, "\n");
@@ -314,11 +345,43 @@ static void report_txt(FILE *t, const ne_run *r)
         const ne_proj *p = &r->p[i];
         fprintf(t, "  %-24.24s %6u %6u", p->name, p->k, p->n);
         for (int ci = 0; ci < NTABLE; ci++) {
-            double d = db(p->sig, p->noise[table_cfgs[ci]]);
+            double d = proj_db(p, table_cfgs[ci], ho);
             fprintf(t, " %8.2f%s", d, d < NE_FLAG_DB ? "!" : " ");
         }
         fprintf(t, "\n");
     }
+}
+
+static void report_txt(FILE *t, const ne_run *r)
+{
+    const ne_req *q = r->q;
+    const int ho = has_ho(r);
+    fprintf(t, "npu-export report: scheme %s, ranges %s%s, %zu projections, %u samples per "
+               "projection: %u calibrate the ranges, %u held out (the last quarter)\n\n",
+            ne_scheme_names[q->scheme], q->ranges_text, q->force ? " (forced)" : "", r->np, r->t,
+            r->tc, r->t - r->tc);
+    fprintf(t, "SQNR vs fp32 (dB)        in-sample   held out  worst held out (projection)   "
+               "below %.0f dB\n", NE_FLAG_DB);
+    for (int ci = 0; ci < NTABLE; ci++) {
+        int c = table_cfgs[ci];
+        agg a = aggregate(r, c, 0), h = aggregate(r, c, ho);
+        char label[40], hv[16] = "      -";
+        snprintf(label, sizeof label, "%s%s", r->cfg[c].name, c == CFG_EXPORTED ? " *" : "");
+        if (ho)
+            snprintf(hv, sizeof hv, "%9.2f", h.e2e);
+        fprintf(t, "  %-22s %9.2f  %9s  %7.2f  %-20.20s %4zu%s\n", label, a.e2e, hv, h.min,
+                r->p[h.min_at].name, h.flagged,
+                cfg_refused(r, c) ? "   refused unless --force" : "");
+    }
+    fprintf(t, "\n* exported (head protected). in-sample: over the samples the ranges were "
+               "taken from; held out: over the others, as a device sees%s. Device (design.md "
+               "section 1, on device): calibrated w8a16 %.1f dB, int8 activations %.1f dB, "
+               "uncalibrated w4a16 %.1f dB.\n",
+            ho ? "" : " (none here: too few samples; worst and flags are in-sample)",
+            DEV_W8A16_DB, DEV_A8_DB, DEV_W4A16_UNCAL_DB);
+    txt_projections(t, r, 0);
+    if (ho)
+        txt_projections(t, r, 1);
     fprintf(t, "\n! below %.0f dB\n", NE_FLAG_DB);
     for (int i = 0; i < r->nwarn; i++)
         fprintf(t, "warning: %s\n", r->warnings[i]);
@@ -361,34 +424,39 @@ out:
 void ne_refusal(const ne_run *r, char *err, size_t len)
 {
     const ne_req *q = r->q;
-    agg ok = aggregate(r, CFG_W8A16), ex = aggregate(r, CFG_EXPORTED);
+    const int ho = judged(r); /* held-out figures when there are */
+    agg ok = aggregate(r, CFG_W8A16, ho), ex = aggregate(r, CFG_EXPORTED, ho);
     char rb[64];
     if (q->scheme == SCHEME_W8A8) {
-        agg p = aggregate(r, CFG_W8A8_PCT);
+        agg p = aggregate(r, CFG_W8A8_PCT, ho);
         edgert_errf(err, len,
                     "scheme w8a8 refused: 8-bit activations measured %.1f dB SQNR end to end on "
-                    "this calibration set (worst projection %s: %.1f dB; with percentile:99.99 "
+                    "this calibration set's %s samples (worst projection %s: %.1f dB; with "
+                    "percentile:99.99 "
                     "ranges %.1f dB), against %.1f dB for calibrated w8a16. Per-tensor 8-bit "
                     "ranges are sized by the outlier channels, so ordinary channels keep only a "
                     "few codes. On the phone NPU int8 activations broke the model (%.1f dB vs "
                     "%.1f dB for calibrated w8a16; design.md section 1). Pass force=1 (edgert "
                     "export --force) to export it anyway.",
-                    ex.e2e, r->p[ex.min_at].name, ex.min, p.e2e, ok.e2e, DEV_A8_DB, DEV_W8A16_DB);
+                    ex.e2e, ho ? "held-out" : "calibration", r->p[ex.min_at].name, ex.min, p.e2e,
+                    ok.e2e, DEV_A8_DB, DEV_W8A16_DB);
     } else if (q->scheme == SCHEME_W4A16) {
-        agg u = aggregate(r, CFG_W4A16_UNCAL);
+        agg u = aggregate(r, CFG_W4A16_UNCAL, ho);
         edgert_errf(err, len,
                     "scheme w4a16 refused: int4 weights (per output channel) measured %.1f dB "
-                    "SQNR end to end here (worst projection %s: %.1f dB; with uncalibrated ranges "
+                    "SQNR end to end here (%s; worst projection %s: %.1f dB; with uncalibrated "
+                    "ranges "
                     "%.1f dB), against %.1f dB for calibrated w8a16. On the phone, 4-bit weights "
                     "failed the converter on the calibrated path, uncalibrated w4a16 scored %.1f "
                     "dB, and 4-bit weights saved memory, not time (0.917 vs 0.912 ms per layer; "
                     "design.md section 1). Pass force=1 (edgert export --force) to export it "
                     "anyway.",
-                    ex.e2e, r->p[ex.min_at].name, ex.min, u.e2e, ok.e2e, DEV_W4A16_UNCAL_DB);
+                    ex.e2e, ho ? "held out" : "in-sample", r->p[ex.min_at].name, ex.min, u.e2e,
+                    ok.e2e, DEV_W4A16_UNCAL_DB);
     } else {
         edgert_errf(err, len,
                     "uncalibrated ranges (%s) refused: they measured %.1f dB SQNR end to end here "
-                    "(worst projection %s: %.1f dB) against calibrated minmax ranges, which the "
+                    "(worst projection %s: %.1f dB) against calibrated ranges, which the "
                     "report shows for w8a16; activations beyond [-1, 1] (the outlier channels) "
                     "are clipped. On the phone, uncalibrated w4a16 scored %.1f dB against %.1f dB "
                     "for calibrated w8a16 (design.md section 1). Pass force=1 (edgert export "

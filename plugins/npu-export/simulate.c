@@ -11,6 +11,11 @@
  * simulated at no less than 8-bit weights and 16-bit activations whatever the
  * configuration says, as it is exported.
  *
+ * Samples: the first r->tc of the T calibrate every range (activations and
+ * outputs); the rest are held out. Both passes run over all T, and every
+ * energy is summed per part, so the report has in-sample and held-out SQNR
+ * from one simulation.
+ *
  * Two passes, each over blocks of NE_NB output columns on the host's thread
  * pool (one block's work has no shared writes, so the sums come out the same
  * whatever the schedule): pass 1 computes the fp32 outputs and their energy;
@@ -47,7 +52,8 @@ void ne_make_cfgs(const ne_req *q, ne_cfg *c)
 
 static int range_eq(ne_range a, ne_range b)
 {
-    return a.kind == b.kind && (a.kind != NE_RANGE_PERCENTILE || a.pct == b.pct);
+    return a.kind == b.kind &&
+           ((a.kind != NE_RANGE_PERCENTILE && a.kind != NE_RANGE_MARGIN) || a.pct == b.pct);
 }
 
 int ne_work_alloc(const ne_run *r, const ne_proj *p, ne_work *wk, char *err, size_t len)
@@ -65,8 +71,8 @@ int ne_work_alloc(const ne_run *r, const ne_proj *p, ne_work *wk, char *err, siz
     wk->s4 = malloc((size_t)n * 4);
     wk->yref = malloc(tn * sizeof *wk->yref);
     wk->scratch = malloc((tn > tk ? tn : tk) * sizeof *wk->scratch);
-    wk->sig = calloc(wk->nblocks, sizeof *wk->sig);
-    wk->noise = calloc((size_t)wk->nblocks * NCFG, sizeof *wk->noise);
+    wk->sig = calloc((size_t)wk->nblocks * 2u, sizeof *wk->sig);
+    wk->noise = calloc((size_t)wk->nblocks * NCFG * 2u, sizeof *wk->noise);
     wk->ysim = golden ? malloc(tn * sizeof *wk->ysim) : NULL;
     if (!wk->w || !wk->x || !wk->q8 || !wk->q4 || !wk->s8 || !wk->s4 || !wk->yref ||
         !wk->scratch || !wk->sig || !wk->noise || (golden && !wk->ysim)) {
@@ -105,10 +111,10 @@ typedef struct sim_job {
     int uniq[NCFG];          /* index of the config whose results this one shares */
     int wbits[NCFG];
     ne_aq yq[NCFG];
-    uint32_t t, k, n, nblocks;
+    uint32_t t, tc, k, n, nblocks; /* rows [0, tc) calibrate, [tc, t) are held out */
     float *yref;             /* [t][n] fp32 outputs (pass 1 writes, pass 2 reads) */
     float *ysim;             /* [t][n] outputs of the exported config, or NULL */
-    double *sig, *noise;     /* [nblocks], [nblocks][NCFG] */
+    double *sig, *noise;     /* [nblocks][2], [nblocks][NCFG][2]: in-sample, held out */
     int pass, failed;
 } sim_job;
 
@@ -133,14 +139,15 @@ static void block_fp32(sim_job *j, size_t b, uint32_t n0, uint32_t nb, float *wt
 {
     build_wt(j, 32, n0, nb, wt);
     ne_gemm_block(j->x, j->t, j->k, wt, nb, y);
-    double s = 0.0;
+    double s[2] = {0.0, 0.0};
     for (uint32_t r = 0; r < j->t; r++)
         for (uint32_t c = 0; c < nb; c++) {
             float v = y[(size_t)r * nb + c];
             j->yref[(size_t)r * j->n + n0 + c] = v;
-            s += (double)v * v;
+            s[r >= j->tc] += (double)v * v;
         }
-    j->sig[b] = s;
+    j->sig[2 * b] = s[0];
+    j->sig[2 * b + 1] = s[1];
 }
 
 /* Pass 2 on block b: each distinct configuration's squared error against
@@ -159,18 +166,19 @@ static void block_cfgs(sim_job *j, size_t b, uint32_t n0, uint32_t nb, float *wt
             *have = 1;
         }
         ne_gemm_block(j->xd[c], j->t, j->k, wt, nb, y);
-        double e = 0.0;
+        double e[2] = {0.0, 0.0};
         int keep = j->ysim && j->uniq[CFG_EXPORTED] == c;
         for (uint32_t r = 0; r < j->t; r++)
             for (uint32_t cc = 0; cc < nb; cc++) {
                 float v = ne_aq_apply(&j->yq[c], y[(size_t)r * nb + cc]);
                 size_t at = (size_t)r * j->n + n0 + cc;
                 double d = (double)v - j->yref[at];
-                e += d * d;
+                e[r >= j->tc] += d * d;
                 if (keep)
                     j->ysim[at] = v;
             }
-        j->noise[b * NCFG + (size_t)c] = e;
+        j->noise[(b * NCFG + (size_t)c) * 2] = e[0];
+        j->noise[(b * NCFG + (size_t)c) * 2 + 1] = e[1];
     }
 }
 
@@ -212,12 +220,15 @@ static int run_pass(const ne_run *r, sim_job *j, int pass, const char *name, cha
     return 0;
 }
 
-/* Per configuration: effective precision (head protected), ranges, and the
- * quantized-dequantized inputs; identical configurations share. */
+/* Per configuration: effective precision (head protected), ranges (from
+ * the calibration rows only: the held-out ones must not have shaped them),
+ * and the quantized-dequantized inputs of every row; identical
+ * configurations share. */
 static int plan_cfgs(const ne_run *r, const ne_proj *p, sim_job *j, ne_work *wk, char *err,
                      size_t len)
 {
-    size_t tk = (size_t)r->t * p->k, tn = (size_t)r->t * p->n;
+    size_t tk = (size_t)r->t * p->k;
+    size_t tk_cal = (size_t)r->tc * p->k, tn_cal = (size_t)r->tc * p->n;
     for (int c = 0; c < NCFG; c++) {
         int wb = r->cfg[c].wbits, ab = r->cfg[c].abits;
         if (p->head) {
@@ -233,11 +244,11 @@ static int plan_cfgs(const ne_run *r, const ne_proj *p, sim_job *j, ne_work *wk,
                 break;
             }
         float lo, hi;
-        ne_range_of(wk->yref, tn, r->cfg[c].ranges, wk->scratch, &lo, &hi);
+        ne_range_of(wk->yref, tn_cal, r->cfg[c].ranges, wk->scratch, &lo, &hi);
         j->yq[c] = ne_aq_make(lo, hi, (unsigned)ab);
         if (j->uniq[c] != c)
             continue;
-        ne_range_of(wk->x, tk, r->cfg[c].ranges, wk->scratch, &lo, &hi);
+        ne_range_of(wk->x, tk_cal, r->cfg[c].ranges, wk->scratch, &lo, &hi);
         ne_aq xq = ne_aq_make(lo, hi, (unsigned)ab);
         wk->xd[c] = malloc(tk * sizeof(float));
         if (!wk->xd[c]) {
@@ -262,6 +273,7 @@ int ne_simulate(const ne_run *r, ne_proj *p, ne_work *wk, char *err, size_t len)
     j.s4 = wk->s4;
     j.x = wk->x;
     j.t = r->t;
+    j.tc = r->tc;
     j.k = p->k;
     j.n = p->n;
     j.nblocks = wk->nblocks;
@@ -275,15 +287,18 @@ int ne_simulate(const ne_run *r, ne_proj *p, ne_work *wk, char *err, size_t len)
     /* Pass 1: fp32 outputs. */
     if (run_pass(r, &j, 1, p->name, err, len))
         return -1;
-    p->sig = 0.0;
-    for (uint32_t b = 0; b < j.nblocks; b++)
-        p->sig += wk->sig[b];
+    p->sig = p->sig_ho = 0.0;
+    for (uint32_t b = 0; b < j.nblocks; b++) {
+        p->sig += wk->sig[2 * b];
+        p->sig_ho += wk->sig[2 * b + 1];
+    }
 
     if (plan_cfgs(r, p, &j, wk, err, len))
         return -1;
     /* The exported config's own activation encodings (it may share xd). */
     float lo, hi;
-    ne_range_of(wk->x, (size_t)r->t * p->k, r->cfg[CFG_EXPORTED].ranges, wk->scratch, &lo, &hi);
+    ne_range_of(wk->x, (size_t)r->tc * p->k, r->cfg[CFG_EXPORTED].ranges, wk->scratch, &lo,
+                &hi);
     p->wbits = j.wbits[CFG_EXPORTED];
     p->abits = j.yq[CFG_EXPORTED].qmax == 65535 ? 16 : 8;
     p->xq = ne_aq_make(lo, hi, (unsigned)p->abits);
@@ -293,10 +308,13 @@ int ne_simulate(const ne_run *r, ne_proj *p, ne_work *wk, char *err, size_t len)
     if (run_pass(r, &j, 2, p->name, err, len))
         return -1;
     for (int c = 0; c < NCFG; c++) {
-        double e = 0.0;
-        for (uint32_t b = 0; b < j.nblocks; b++)
-            e += wk->noise[(size_t)b * NCFG + (size_t)j.uniq[c]];
+        double e = 0.0, h = 0.0;
+        for (uint32_t b = 0; b < j.nblocks; b++) {
+            e += wk->noise[((size_t)b * NCFG + (size_t)j.uniq[c]) * 2];
+            h += wk->noise[((size_t)b * NCFG + (size_t)j.uniq[c]) * 2 + 1];
+        }
         p->noise[c] = e;
+        p->noise_ho[c] = h;
     }
     return 0;
 }
