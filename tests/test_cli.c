@@ -477,6 +477,15 @@ static void test_bench_json(void **state)
     assert_int_equal((int)num(&y, bwo, "calls_per_step"), 2 + 2 + 1);
     assert_true(fabs(num(&y, dec, "fraction_of_call_sized_bandwidth") - gbs / cbw) <=
                 1e-3 * gbs / cbw);
+    /* the window: the ceiling before and after the steps, the fraction of
+     * each, flagged unstable exactly when they differ by more than 15% */
+    yaml_node_t *win = er_yaml_get(&y, dec, "window");
+    assert_non_null(win);
+    double before = num(&y, win, "ceiling_before_gbs"), after = num(&y, win, "ceiling_after_gbs");
+    assert_true(before == bw && after > 0 && after == num(&y, root, "bandwidth_after_gbs"));
+    assert_true(fabs(num(&y, win, "fraction_after") - gbs / after) <= 1e-3 * gbs / after);
+    double ratio = (before > after ? before : after) / (before > after ? after : before);
+    assert_string_equal(sval(&y, win, "unstable"), ratio > 1.15 ? "true" : "false");
     yaml_node_t *pre = er_yaml_get(&y, root, "prefill");
     assert_int_equal((int)num(&y, pre, "m"), 8);
     assert_true(num(&y, pre, "gflops") > 0);

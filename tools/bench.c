@@ -321,6 +321,28 @@ static edgert_status decode_ceiling(bench_run *b, const step_call *order, size_t
     return EDGERT_OK;
 }
 
+/* 4. The ceiling again, right after the steps (plain and prefetched, 5
+ * passes): a shared machine's bandwidth moves with its neighbours, so a
+ * step is judged against both ends of its window, and a window whose ends
+ * differ by more than BENCH_UNSTABLE is flagged rather than averaged into
+ * a claim. */
+static edgert_status decode_ceiling_after(bench_run *b, char *err, size_t err_len)
+{
+    bench_result *r = b->r;
+    bw_result after;
+    if (peak_bandwidth(r->threads, (size_t)1 << 30, 5, edgert_device_facts(b->ctx)->cpu_flags,
+                       NULL, 0, &after) != 0) {
+        edgert_errf(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
+        return EDGERT_E_NOMEM;
+    }
+    r->ceiling_after_gbs = fmax(after.plain_gbs, after.prefetch_gbs);
+    r->fraction_after = r->weight_gbs / r->ceiling_after_gbs;
+    double hi = fmax(r->ceiling_gbs, r->ceiling_after_gbs);
+    double lo = fmin(r->ceiling_gbs, r->ceiling_after_gbs);
+    r->window_unstable = !(hi <= lo * (1.0 + BENCH_UNSTABLE));
+    return EDGERT_OK;
+}
+
 /* 3. Whole decode steps, M = 1: rep 0 warms up, then `reps` timed steps;
  * the median step and each shape's median share of it. */
 static edgert_status decode_steps(bench_run *b, const step_call *order, size_t ncalls,
@@ -479,6 +501,8 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
         st = decode_ceiling(&b, order, ncalls, err, err_len); /* first, on the same threads */
         if (st == EDGERT_OK)
             st = decode_steps(&b, order, ncalls, x, y, err, err_len);
+        if (st == EDGERT_OK)
+            st = decode_ceiling_after(&b, err, err_len);
         if (st != EDGERT_OK)
             goto out;
     }
@@ -555,6 +579,7 @@ static void print_json(const bench_result *r, const workload *w, const cli *c)
         json_kint(&j, "calls_per_step", (long long)r->bw.calls);
         json_end_obj(&j);
         json_knum(&j, "bandwidth_call_sized_gbs", r->calls_ceiling_gbs);
+        json_knum(&j, "bandwidth_after_gbs", r->ceiling_after_gbs);
     }
     json_key(&j, "compute_peaks");
     json_obj(&j);
@@ -578,6 +603,15 @@ static void print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "weight_gbs", r->weight_gbs);
         json_knum(&j, "fraction_of_bandwidth", r->fraction_of_bandwidth);
         json_knum(&j, "fraction_of_call_sized_bandwidth", r->fraction_of_calls_ceiling);
+        json_key(&j, "window");
+        json_obj(&j);
+        json_knum(&j, "ceiling_before_gbs", r->ceiling_gbs);
+        json_knum(&j, "ceiling_after_gbs", r->ceiling_after_gbs);
+        json_knum(&j, "fraction_before", r->fraction_of_bandwidth);
+        json_knum(&j, "fraction_after", r->fraction_after);
+        json_kbool(&j, "unstable", r->window_unstable);
+        json_knum(&j, "unstable_above", BENCH_UNSTABLE);
+        json_end_obj(&j);
         json_kint(&j, "steps", c->repeat ? c->repeat : 5);
         json_end_obj(&j);
     } else {
@@ -632,6 +666,16 @@ static void print_text(const bench_result *r, const workload *w, const cli *c)
                 8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
                 r->fraction_of_bandwidth);
         tprintf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
+        tprintf("window:  ceiling %.1f GB/s before the steps, %.1f after: %.3f / %.3f of each%s\n",
+                r->ceiling_gbs, r->ceiling_after_gbs, r->fraction_of_bandwidth, r->fraction_after,
+                r->window_unstable ? "" : " (stable)");
+        if (r->window_unstable)
+            tprintf("UNSTABLE: the two ceilings differ by %.0f%% (more than %.0f%%): the machine's "
+                    "bandwidth moved during the run; measure again rather than cite it\n",
+                    100.0 * (fmax(r->ceiling_gbs, r->ceiling_after_gbs) /
+                                 fmin(r->ceiling_gbs, r->ceiling_after_gbs) -
+                             1.0),
+                    100.0 * BENCH_UNSTABLE);
     }
     if (r->have_prefill) {
         tprintf("peaks:  ");

@@ -28,6 +28,11 @@ typedef struct bench_result {
     double step_ms_median, step_ms_min, step_ms_max;
     double tokens_per_s, weight_gbs, fraction_of_bandwidth;
     double fraction_of_calls_ceiling;
+    /* The window: the ceiling measured again right after the decode steps,
+     * the fraction against it, and whether the two ceilings differ by more
+     * than BENCH_UNSTABLE (then the run is flagged, not a claim). */
+    double ceiling_after_gbs, fraction_after;
+    int window_unstable;
     uint64_t weight_bytes, expected_weight_bytes;
     unsigned m;
     double prefill_tokens_per_s, prefill_gflops, fraction_of_compute_peak;
@@ -42,6 +47,10 @@ typedef struct bench_result {
  * instructions first, and within a "prefill:" part first) whose peak this
  * CPU has, else the best family for its activation bits. */
 int bench_compute_family(const char *path, int activation_bits, const peak_result *p);
+
+/** Ceilings before and after the decode further apart than this (the larger
+ *  over the smaller, minus 1) flag the run as unstable. */
+#define BENCH_UNSTABLE 0.15
 
 /** Run the bench for one backend on an open handle. */
 edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
