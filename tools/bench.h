@@ -52,6 +52,11 @@ int bench_compute_family(const char *path, int activation_bits, const peak_resul
  *  over the smaller, minus 1) flag the run as unstable. */
 #define BENCH_UNSTABLE 0.15
 
+/** Print a result: one JSON object on stdout, or the text report
+ *  (bench_output.c). */
+void bench_print_json(const bench_result *r, const workload *w, const cli *c);
+void bench_print_text(const bench_result *r, const workload *w, const cli *c);
+
 /** Run the bench for one backend on an open handle. */
 edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
                             bench_result *r, char *err, size_t err_len);

@@ -1,0 +1,191 @@
+/*
+ * tools/bench_output.c — what `edgert bench` prints: one JSON object
+ * (--json) or the text report, from a bench_result (tools/bench.c measures
+ * it). Kept apart from the measuring so each stays short enough to read.
+ */
+#include "bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- output ---------------------------------------------------------------------------------- */
+
+/* "shapes": one object per workload shape, with the phases that ran. */
+static void json_shapes(json_w *j, const bench_result *r, const workload *w)
+{
+    json_key(j, "shapes");
+    json_arr(j);
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        const bench_shape *b = &r->shapes[s];
+        json_obj(j);
+        json_kstr(j, "name", sh->name);
+        json_kint(j, "k", sh->k);
+        json_kint(j, "n", sh->n);
+        json_kint(j, "count", sh->count);
+        json_kbool(j, "head", sh->head);
+        json_kint(j, "packed_bytes", (long long)b->packed_bytes);
+        if (r->have_decode) {
+            json_knum(j, "decode_ms", b->decode_ms);
+            json_knum(j, "decode_gbs", b->decode_gbs);
+            json_knum(j, "fraction_of_bandwidth", b->decode_gbs / r->ceiling_gbs);
+        }
+        if (r->have_prefill) {
+            json_knum(j, "prefill_ms", b->prefill_ms);
+            json_knum(j, "prefill_gflops", b->prefill_gflops);
+        }
+        json_end_obj(j);
+    }
+    json_end_arr(j);
+}
+
+void bench_print_json(const bench_result *r, const workload *w, const cli *c)
+{
+    json_w j;
+    json_init(&j, json_out());
+    json_obj(&j);
+    json_kstr(&j, "backend", r->backend);
+    json_kstr(&j, "path", r->path);
+    json_kint(&j, "threads", r->threads);
+    json_kstr(&j, "workload", w->name);
+    json_kint(&j, "seed", (long long)c->seed);
+    if (r->have_decode) {
+        json_knum(&j, "bandwidth_gbs", r->ceiling_gbs);
+        json_knum(&j, "bandwidth_plain_gbs", r->bw.plain_gbs);
+        json_knum(&j, "bandwidth_prefetch_gbs", r->bw.prefetch_gbs);
+        json_key(&j, "bandwidth");
+        json_obj(&j);
+        json_knum(&j, "plain_min", r->bw.plain_min);
+        json_knum(&j, "plain_max", r->bw.plain_max);
+        json_knum(&j, "prefetch_min", r->bw.prefetch_min);
+        json_knum(&j, "prefetch_max", r->bw.prefetch_max);
+        json_kint(&j, "bytes", (long long)r->bw.bytes);
+        json_kint(&j, "passes", r->bw.passes);
+        json_knum(&j, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
+        json_knum(&j, "call_sized_prefetch_gbs", r->bw.calls_prefetch_gbs);
+        json_kint(&j, "calls_per_step", (long long)r->bw.calls);
+        json_end_obj(&j);
+        json_knum(&j, "bandwidth_call_sized_gbs", r->calls_ceiling_gbs);
+        json_knum(&j, "bandwidth_after_gbs", r->ceiling_after_gbs);
+    }
+    json_key(&j, "compute_peaks");
+    json_obj(&j);
+    for (int i = 0; i < PEAK_COUNT; i++)
+        if (r->have_prefill && !isnan(r->peaks.value[i]))
+            json_knum(&j, peak_names[i], r->peaks.value[i]);
+    json_end_obj(&j);
+    json_key(&j, "decode");
+    if (r->have_decode) {
+        json_obj(&j);
+        json_key(&j, "ms_per_step");
+        json_obj(&j);
+        json_knum(&j, "median", r->step_ms_median);
+        json_knum(&j, "min", r->step_ms_min);
+        json_knum(&j, "max", r->step_ms_max);
+        json_end_obj(&j);
+        json_knum(&j, "tokens_per_s", r->tokens_per_s);
+        json_kint(&j, "weight_bytes", (long long)r->weight_bytes);
+        json_kint(&j, "expected_weight_bytes", (long long)r->expected_weight_bytes);
+        json_knum(&j, "bits_per_weight", 8.0 * r->weight_bytes / (double)wl_weights(w));
+        json_knum(&j, "weight_gbs", r->weight_gbs);
+        json_knum(&j, "fraction_of_bandwidth", r->fraction_of_bandwidth);
+        json_knum(&j, "fraction_of_call_sized_bandwidth", r->fraction_of_calls_ceiling);
+        json_key(&j, "window");
+        json_obj(&j);
+        json_knum(&j, "ceiling_before_gbs", r->ceiling_gbs);
+        json_knum(&j, "ceiling_after_gbs", r->ceiling_after_gbs);
+        json_knum(&j, "fraction_before", r->fraction_of_bandwidth);
+        json_knum(&j, "fraction_after", r->fraction_after);
+        json_kbool(&j, "unstable", r->window_unstable);
+        json_knum(&j, "unstable_above", BENCH_UNSTABLE);
+        json_end_obj(&j);
+        json_kint(&j, "steps", c->repeat ? c->repeat : 5);
+        json_end_obj(&j);
+    } else {
+        json_null(&j);
+    }
+    json_key(&j, "prefill");
+    if (r->have_prefill) {
+        json_obj(&j);
+        json_kint(&j, "m", r->m);
+        json_knum(&j, "tokens_per_s", r->prefill_tokens_per_s);
+        json_knum(&j, "gflops", r->prefill_gflops);
+        json_knum(&j, "fraction_of_compute_peak", r->fraction_of_compute_peak);
+        json_kstr(&j, "compute_family", peak_names[r->compute_family]);
+        json_end_obj(&j);
+    } else {
+        json_null(&j);
+    }
+    json_key(&j, "pack");
+    json_obj(&j);
+    json_knum(&j, "seconds", r->pack_seconds);
+    json_knum(&j, "generate_seconds", r->generate_seconds);
+    json_knum(&j, "baseline_rss_mb", r->baseline_rss_mb);
+    json_knum(&j, "peak_rss_mb", r->peak_rss_mb);
+    json_knum(&j, "settled_rss_mb", r->settled_rss_mb);
+    json_knum(&j, "transient_above_packed_mb", r->pack_transient_mb);
+    json_end_obj(&j);
+    json_shapes(&j, r, w);
+    json_end_obj(&j);
+    json_finish(&j);
+}
+
+void bench_print_text(const bench_result *r, const workload *w, const cli *c)
+{
+    tprintf("bench: %s (%s) on %s, %u threads\n", r->backend, r->path, w->name, r->threads);
+    tprintf("pack:    %.2f s (+%.2f s generating), RssAnon %.1f MB before, peak %.1f MB, settled "
+            "%.1f MB; transient above packed %.1f MB\n",
+            r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
+            r->settled_rss_mb, r->pack_transient_mb);
+    if (r->have_decode) {
+        tprintf("ceiling: read %.1f GB/s plain [%.1f..%.1f], %.1f GB/s prefetched [%.1f..%.1f] "
+                "(median of %u passes over %.0f MiB)\n",
+                r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs,
+                r->bw.prefetch_min, r->bw.prefetch_max, r->bw.passes, r->bw.bytes / 1048576.0);
+        tprintf(
+            "         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s plain, "
+            "%.1f prefetched\n",
+            r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
+        tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
+                "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
+                r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
+                r->tokens_per_s, r->weight_bytes / 1e6,
+                8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
+                r->fraction_of_bandwidth);
+        tprintf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
+        tprintf("window:  ceiling %.1f GB/s before the steps, %.1f after: %.3f / %.3f of each%s\n",
+                r->ceiling_gbs, r->ceiling_after_gbs, r->fraction_of_bandwidth, r->fraction_after,
+                r->window_unstable ? "" : " (stable)");
+        if (r->window_unstable)
+            tprintf("UNSTABLE: the two ceilings differ by %.0f%% (more than %.0f%%): the machine's "
+                    "bandwidth moved during the run; measure again rather than cite it\n",
+                    100.0 * (fmax(r->ceiling_gbs, r->ceiling_after_gbs) /
+                                 fmin(r->ceiling_gbs, r->ceiling_after_gbs) -
+                             1.0),
+                    100.0 * BENCH_UNSTABLE);
+    }
+    if (r->have_prefill) {
+        tprintf("peaks:  ");
+        for (int i = 0; i < PEAK_COUNT; i++)
+            if (!isnan(r->peaks.value[i]))
+                tprintf(" %s %.0f", peak_names[i], r->peaks.value[i]);
+        tprintf("\nprefill: M=%u: %.1f tok/s, %.1f GFLOP/s = %.3f of %s\n", r->m,
+                r->prefill_tokens_per_s, r->prefill_gflops, r->fraction_of_compute_peak,
+                peak_names[r->compute_family]);
+    }
+    int width = 10; /* the longest shape name (a checkpoint's roles are long) */
+    for (size_t s = 0; s < w->nshapes; s++)
+        width = strlen(w->shapes[s].name) > (size_t)width ? (int)strlen(w->shapes[s].name) : width;
+    tprintf("%-*s %7s %7s %5s %10s %10s %8s %10s\n", width, "shape", "k", "n", "count",
+            "packed MB", "decode ms", "GB/s", "pf GFLOP/s");
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        const bench_shape *b = &r->shapes[s];
+        tprintf("%-*s %7u %7u %5u %10.1f %10.3f %8.2f %10.1f\n", width, sh->name, sh->k, sh->n,
+                sh->count,
+                b->packed_bytes / 1e6, r->have_decode ? b->decode_ms : NAN,
+                r->have_decode ? b->decode_gbs : NAN, r->have_prefill ? b->prefill_gflops : NAN);
+    }
+}
+
