@@ -473,11 +473,19 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
                     w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
+    /* aw_internal.h: row-major, or group-major for path amx's prefill tiles */
+    const int gmajor = !decode && st->path == AW_PATH_AMX;
+    const size_t group_bytes = gmajor ? rows * 2u * AW_GROUP : 2u * AW_GROUP;
+    if (gmajor)
+        row_bytes = 2u * AW_GROUP;
     if (rows > args->m) /* padding rows: zeros, computed but never stored */
-        memset(scratch + (size_t)args->m * row_bytes, 0, (rows - args->m) * row_bytes);
+        for (uint32_t g = 0; g < (gmajor ? w->groups : 1u); g++)
+            memset(scratch + g * group_bytes + (size_t)args->m * row_bytes, 0,
+                   (rows - args->m) * row_bytes);
     aw_job job = {
         .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
         .act = row_bytes != 0u ? scratch : NULL, .act_row_bytes = row_bytes,
+        .act_group_bytes = group_bytes,
         .gsum = (float *)(void *)(scratch + act_bytes),
         .gscale = (float *)(void *)(scratch + act_bytes) + mg,
     };

@@ -102,7 +102,7 @@
 /* Path amx (aw_kern_amx.c): panels per prefill item, and the multiple of
  * rows the activation scratch is padded to (with zero rows) so that every
  * A tile is full. */
-#define AW_AMX_PB 4u
+#define AW_AMX_PB 1u
 #define AW_AMX_ROW_PAD 32u
 
 /* Input offset (0..7 within the octet) held by nibble i of a code dword. */
@@ -161,6 +161,12 @@ typedef struct aw_job {
     size_t ldy;
     void *act;
     size_t act_row_bytes;
+    size_t act_group_bytes; /* group g of row i at act + i row_bytes + g group_bytes:
+                             * row-major (group_bytes 256: a group's 128 16-bit
+                             * values) for every path but path amx's prefill,
+                             * which is group-major (row_bytes 256, group_bytes
+                             * rows x 256: a group's rows contiguous, so an A
+                             * tile is 16 consecutive 256-byte rows) */
     float *gsum;
     float *gscale;
 } aw_job;

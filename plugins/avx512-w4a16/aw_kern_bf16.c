@@ -27,14 +27,15 @@ void aw_bf16_prep(void *arg, size_t begin, size_t end, unsigned worker)
     (void)worker;
     for (size_t i = begin; i < end; i++) {
         const float *x = j->x + i * j->ldx;
-        uint16_t *xb = (uint16_t *)((uint8_t *)j->act + i * j->act_row_bytes);
+        uint8_t *row = (uint8_t *)j->act + i * j->act_row_bytes;
         for (uint32_t g = 0; g < groups; g++) {
+            uint16_t *xg = (uint16_t *)(void *)(row + (size_t)g * j->act_group_bytes);
             __m512 sum = _mm512_setzero_ps();
             for (unsigned c = 0; c < AW_GROUP; c += 16) {
                 size_t kk = (size_t)g * AW_GROUP + c;
                 __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + kk));
                 __m256i hi = (__m256i)h;
-                _mm256_storeu_si256((__m256i *)(void *)(xb + kk), hi);
+                _mm256_storeu_si256((__m256i *)(void *)(xg + c), hi);
                 /* back to fp32: the exact value the kernel multiplies */
                 sum = _mm512_add_ps(sum, _mm512_castsi512_ps(
                                              _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16)));
