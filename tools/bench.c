@@ -387,7 +387,7 @@ static edgert_status decode_steps(bench_run *b, const step_call *order, size_t n
     r->step_ms_max = 1e3 * sorted[reps - 1];
     r->tokens_per_s = 1.0 / med;
     r->weight_gbs = (double)r->weight_bytes / med / 1e9;
-    r->fraction_of_bandwidth = r->weight_gbs / r->ceiling_gbs;
+    r->fraction_of_bandwidth = r->ceiling_gbs > 0.0 ? r->weight_gbs / r->ceiling_gbs : NAN;
     r->fraction_of_calls_ceiling =
         r->calls_ceiling_gbs > 0.0 ? r->weight_gbs / r->calls_ceiling_gbs : NAN;
     for (size_t s = 0; s < w->nshapes; s++) {
@@ -455,7 +455,7 @@ static edgert_status prefill(bench_run *b, unsigned m, const float *x, float *y,
 }
 
 edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
-                            bench_result *r, char *err, size_t err_len)
+                            unsigned flags, bench_result *r, char *err, size_t err_len)
 {
     bench_run b = {.ctx = ctx, .c = c, .w = w, .r = r};
     float *x = NULL, *y = NULL;
@@ -497,11 +497,13 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     gen_activations(x, m, maxk, c->seed);
 
     if (c->phase != PHASE_PREFILL) {
+        int ceil = !(flags & BENCH_STEPS_ONLY);
         ncalls = step_order(w, order);
-        st = decode_ceiling(&b, order, ncalls, err, err_len); /* first, on the same threads */
+        if (ceil) /* first, on the same threads */
+            st = decode_ceiling(&b, order, ncalls, err, err_len);
         if (st == EDGERT_OK)
             st = decode_steps(&b, order, ncalls, x, y, err, err_len);
-        if (st == EDGERT_OK)
+        if (st == EDGERT_OK && ceil)
             st = decode_ceiling_after(&b, err, err_len);
         if (st != EDGERT_OK)
             goto out;
@@ -541,7 +543,7 @@ int cmd_bench(const cli *c)
         name = edgert_selection_selected(sel)->name;
     }
     bench_result *r = calloc(1, sizeof *r);
-    edgert_status st = r ? bench_backend(ctx, c, &w, name, r, err, sizeof err) : EDGERT_E_NOMEM;
+    edgert_status st = r ? bench_backend(ctx, c, &w, name, 0, r, err, sizeof err) : EDGERT_E_NOMEM;
     if (st == EDGERT_OK) {
         if (c->json)
             bench_print_json(r, &w, c);

@@ -57,8 +57,15 @@ int bench_compute_family(const char *path, int activation_bits, const peak_resul
 void bench_print_json(const bench_result *r, const workload *w, const cli *c);
 void bench_print_text(const bench_result *r, const workload *w, const cli *c);
 
+/** bench_backend's flags: BENCH_STEPS_ONLY times the decode steps without
+ *  measuring the read ceiling around them (ceiling_gbs and the fractions
+ *  stay 0): `edgert calibrate` stores tokens/s only, and the two 1 GiB
+ *  ceilings cost more than a small workload's steps (most of a quick
+ *  calibrate under ASan or qemu). */
+#define BENCH_STEPS_ONLY 1u
+
 /** Run the bench for one backend on an open handle. */
 edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
-                            bench_result *r, char *err, size_t err_len);
+                            unsigned flags, bench_result *r, char *err, size_t err_len);
 
 #endif

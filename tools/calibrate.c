@@ -38,7 +38,7 @@ static int bench_one(edgert_ctx *ctx, const cli *c, const workload *w, const cha
     if (!c->quiet && !c->json)
         tfprintf(stderr, "calibrate: %s: bench (decode), round %u of %u...\n", name, round + 1u,
                  CAL_ROUNDS);
-    if (bench_backend(ctx, &bc, w, name, br, err, sizeof err) != EDGERT_OK) {
+    if (bench_backend(ctx, &bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
         tfprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
                  name, err);
         return EXIT_FAIL;
