@@ -242,27 +242,107 @@ void edgert_packed_free(edgert_packed *p)
     free(p);
 }
 
-edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *a,
-                          char *err, size_t err_len)
+/* The checks edgert_gemm and every op of edgert_step make before the plugin
+ * sees anything; `who` starts the message. */
+static edgert_status gemm_check(const edgert_backend *b, const edgert_packed *p,
+                                const edgert_gemm_args *a, const char *who, char *err,
+                                size_t err_len)
 {
     if (!b || !p || !a || a->struct_size < EDGERT_GEMM_ARGS_V1_SIZE || !a->x || !a->y ||
         a->m == 0) {
-        edgert_errf(err, err_len, "edgert_gemm: bad arguments");
+        edgert_errf(err, err_len, "%s: bad arguments", who);
         return EDGERT_E_USAGE;
     }
     if (p->b != b) {
         /* The packed layout may depend on the instance's code path. */
-        edgert_errf(err, err_len, "edgert_gemm: weights were packed by another backend instance "
+        edgert_errf(err, err_len, "%s: weights were packed by another backend instance "
                                  "('%s'); pack them with this one ('%s')",
-                   p->b->cand->m.name, b->cand->m.name);
+                   who, p->b->cand->m.name, b->cand->m.name);
         return EDGERT_E_USAGE;
     }
+    return EDGERT_OK;
+}
+
+static edgert_status gemm_run(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *a,
+                              char *err, size_t err_len)
+{
     char perr[512] = "";
     edgert_status st = b->cand->plugin->gemm(b->state, p->handle, a, perr, sizeof perr);
     perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st != EDGERT_OK)
         er_set_plugin_err(err, err_len, b->cand->m.name, er_manifest_plugin_name(&b->cand->m),
                           "gemm", perr, st);
+    return st;
+}
+
+edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *a,
+                          char *err, size_t err_len)
+{
+    edgert_status st = gemm_check(b, p, a, "edgert_gemm", err, err_len);
+    return st != EDGERT_OK ? st : gemm_run(b, p, a, err, err_len);
+}
+
+/* Op i of a step: the array's stride is ops[0].struct_size. */
+static const edgert_step_op *step_op(const edgert_step_op *ops, size_t i)
+{
+    return (const edgert_step_op *)(const void *)((const char *)ops + i * ops[0].struct_size);
+}
+
+/* Every op checked before the first runs. */
+static edgert_status step_check(const edgert_backend *b, const edgert_step_op *ops, size_t count,
+                                char *err, size_t err_len)
+{
+    if (!b || (count > 0 && !ops)) {
+        edgert_errf(err, err_len, "edgert_step: bad arguments (need b, and ops when count > 0)");
+        return EDGERT_E_USAGE;
+    }
+    if (count > 0 && ops[0].struct_size < EDGERT_STEP_OP_V1_SIZE) {
+        edgert_errf(err, err_len, "edgert_step: op 0: struct_size %u is less than version 1's %zu",
+                    (unsigned)ops[0].struct_size, (size_t)EDGERT_STEP_OP_V1_SIZE);
+        return EDGERT_E_USAGE;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const edgert_step_op *op = step_op(ops, i);
+        char who[64];
+        snprintf(who, sizeof who, "edgert_step: op %zu", i);
+        if (op->struct_size != ops[0].struct_size) {
+            edgert_errf(err, err_len, "%s: struct_size %u differs from op 0's %u (one array, "
+                                     "one size)", who, (unsigned)op->struct_size,
+                        (unsigned)ops[0].struct_size);
+            return EDGERT_E_USAGE;
+        }
+        edgert_status st = gemm_check(b, op->weights, op->args, who, err, err_len);
+        if (st != EDGERT_OK)
+            return st;
+    }
+    return EDGERT_OK;
+}
+
+edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t count, char *err,
+                          size_t err_len)
+{
+    edgert_status st = step_check(b, ops, count, err, err_len);
+    for (size_t i = 0; st == EDGERT_OK && i < count; i++) {
+        const edgert_step_op *op = step_op(ops, i);
+        /* the next op's packed bytes, where the plugin exposes them (ABI 2) */
+        const void *next = NULL;
+        size_t next_len = 0;
+        if (i + 1u < count && b->cand->packed_layout &&
+            edgert_packed_data(step_op(ops, i + 1u)->weights, &next, &next_len, NULL, 0) !=
+                EDGERT_OK)
+            next = NULL;
+        er_pool_readahead(next, next_len);
+        char gerr[1024] = "";
+        st = gemm_run(b, op->weights, op->args, gerr, sizeof gerr);
+        er_pool_readahead(NULL, 0);
+        if (st != EDGERT_OK) {
+            edgert_errf(err, err_len, "edgert_step: op %zu: %s", i, gerr);
+            break;
+        }
+        if (op->after && (st = op->after(op->user, i)) != EDGERT_OK)
+            edgert_errf(err, err_len, "edgert_step: the callback after op %zu returned %s", i,
+                        edgert_status_name(st));
+    }
     return st;
 }
 

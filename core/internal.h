@@ -236,6 +236,10 @@ unsigned er_pool_threads(const er_pool *p);
  *  calls (from inside fn) and concurrent calls from other threads run serially
  *  on the calling thread. */
 void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *arg);
+/* The region the runs this thread dispatches from now on read ahead while
+ * their last chunks finish (the next GEMM's packed bytes; at most 256 KiB
+ * of its head); NULL: none. Thread-local (edgert_step). */
+void er_pool_readahead(const void *base, size_t len);
 
 /* ---- checksum (gate.c; evidence.c keys measurements by it too) ------------ */
 /** XXH3-64 of a file; 0 on success, -1 if unreadable. */

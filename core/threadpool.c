@@ -45,6 +45,15 @@
  * runs on, so per-worker scratch indexed by `worker` stays private to the
  * thread that uses it.
  *
+ * Read-ahead (edgert_step): the thread that dispatches a run may name a
+ * region (er_pool_readahead, thread-local, so one thread's step never
+ * touches another's runs): the next GEMM's packed weights. A thread that
+ * finds no chunk left to claim while others still work prefetches that
+ * region's head, ER_POOL_RA_SLICE bytes per claim, until the run finishes
+ * or ER_POOL_RA_MAX bytes are covered: the tail of one dependent GEMM pays
+ * for the DRAM latency at the head of the next. Prefetches never fault, so
+ * a region freed meanwhile is harmless.
+ *
  * er_pool_destroy must not race with er_pool_run on the same pool.
  */
 #ifndef _GNU_SOURCE
@@ -66,6 +75,8 @@
 #define ER_POOL_CACHELINE 64
 #define ER_POOL_GUIDED_DIV 2 /* a claim takes (left) / (2 * threads) */
 #define ER_POOL_SPIN_NS 40000L /* 40 µs of spinning before a condvar sleep */
+#define ER_POOL_RA_SLICE 4096u /* read-ahead bytes per claim */
+#define ER_POOL_RA_MAX (256u * 1024u) /* read-ahead per run, at most: well within L2 */
 
 typedef struct er_pool_worker {
     er_pool *pool;
@@ -90,6 +101,8 @@ struct er_pool {
     edgert_range_fn fn;
     void *arg;
     size_t n, grain;
+    const char *ra_base; /* read-ahead region of this run (ra_len 0: none) */
+    size_t ra_len;
 
     /* Hot atomics on their own cache lines: workers poll `generation` while
      * they take chunks from `next`. */
@@ -101,12 +114,16 @@ struct er_pool {
     alignas(ER_POOL_CACHELINE) atomic_size_t finished; /* items done */
     atomic_int caller_waiting;
     alignas(ER_POOL_CACHELINE) atomic_uint active;
+    alignas(ER_POOL_CACHELINE) atomic_size_t ra_next; /* first read-ahead byte unclaimed */
 };
 
 /* Which pool's work function this thread is running (NULL: none), and as
  * which worker. Thread-local, so not state shared between handles. */
 static __thread const er_pool *er_tl_pool;
 static __thread unsigned er_tl_worker;
+/* The read-ahead region this thread's next dispatched runs carry. */
+static __thread const char *er_tl_ra_base;
+static __thread size_t er_tl_ra_len;
 
 /* ---- small helpers -------------------------------------------------------- */
 
@@ -159,6 +176,22 @@ static void er_pool_notify_done(er_pool *p)
     }
 }
 
+/* No chunk left to claim: prefetch the run's read-ahead region, a slice at
+ * a time, while the others finish theirs. */
+static void er_pool_read_ahead(er_pool *p)
+{
+    const size_t n = p->n, len = p->ra_len;
+    while (atomic_load_explicit(&p->finished, memory_order_relaxed) != n) {
+        size_t off = atomic_fetch_add_explicit(&p->ra_next, ER_POOL_RA_SLICE,
+                                               memory_order_relaxed);
+        if (off >= len)
+            return;
+        size_t end = len - off > ER_POOL_RA_SLICE ? off + ER_POOL_RA_SLICE : len;
+        for (; off < end; off += ER_POOL_CACHELINE)
+            __builtin_prefetch(p->ra_base + off, 0, 2);
+    }
+}
+
 static void er_pool_work(er_pool *p, unsigned worker)
 {
     const size_t n = p->n, grain = p->grain;
@@ -182,6 +215,8 @@ static void er_pool_work(er_pool *p, unsigned worker)
             er_pool_notify_done(p);
         begin = atomic_load_explicit(&p->next, memory_order_relaxed);
     }
+    if (p->ra_len != 0u)
+        er_pool_read_ahead(p);
 }
 
 /* ---- workers ---------------------------------------------------------------- */
@@ -293,6 +328,7 @@ er_pool *er_pool_create(unsigned threads)
     atomic_init(&p->finished, 0u);
     atomic_init(&p->caller_waiting, 0);
     atomic_init(&p->active, 0u);
+    atomic_init(&p->ra_next, 0u);
 
     if (threads > 1u) {
         p->workers = calloc(threads - 1u, sizeof *p->workers);
@@ -349,6 +385,12 @@ void er_pool_destroy(er_pool *p)
     free(p);
 }
 
+void er_pool_readahead(const void *base, size_t len)
+{
+    er_tl_ra_base = base;
+    er_tl_ra_len = base != NULL ? (len < ER_POOL_RA_MAX ? len : ER_POOL_RA_MAX) : 0u;
+}
+
 unsigned er_pool_threads(const er_pool *p)
 {
     return p != NULL ? p->threads : 1u;
@@ -387,6 +429,9 @@ void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *a
     p->arg = arg;
     p->n = n;
     p->grain = grain;
+    p->ra_base = er_tl_ra_base;
+    p->ra_len = er_tl_ra_len;
+    atomic_store_explicit(&p->ra_next, 0u, memory_order_relaxed);
     atomic_store_explicit(&p->next, 0u, memory_order_relaxed);
     atomic_store_explicit(&p->finished, 0u, memory_order_relaxed);
     atomic_store(&p->open, 1);

@@ -7,7 +7,9 @@
  *                      (live mode only) dlopen + ABI-negotiate + self-test the
  *                      candidates whose declarative gates passed.
  *   edgert_select()    rank the eligible candidates for a priority.
- *   edgert_backend_open() / edgert_pack() / edgert_gemm()   run a backend.
+ *   edgert_backend_open() / edgert_pack() / edgert_gemm()   run a backend;
+ *                      edgert_step() runs a decode step's GEMMs in order
+ *                      with the caller's callbacks between them.
  *   edgert_close()     unload everything.
  *
  * Everything lives behind the edgert_ctx handle: no global mutable state, two
@@ -363,6 +365,46 @@ EDGERT_API edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweig
 /** y[m][n] = x[m][k] * W^T. */
 EDGERT_API edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p,
                                      const edgert_gemm_args *args, char *err, size_t err_len);
+
+/* --- the decode step: GEMMs in order, the caller's work between them ---- */
+
+/** Called by edgert_step after op `index` has finished and before the next
+ *  op starts, on the thread that called edgert_step: the caller's work
+ *  between GEMMs (norms, attention, activation functions; typically
+ *  writing the next op's x from this op's y). EDGERT_OK goes on; any other
+ *  status ends the step with that status. It may itself run GEMMs (edgert_gemm,
+ *  edgert_step). */
+typedef edgert_status (*edgert_step_fn)(void *user, size_t index);
+
+/** One GEMM of a step. The ops of one call are an array whose elements all
+ *  have the same struct_size, which is also the array's stride. */
+typedef struct edgert_step_op {
+    uint32_t struct_size;           /**< sizeof(edgert_step_op) */
+    const edgert_packed *weights;   /**< packed by the backend the step runs on */
+    const edgert_gemm_args *args;   /**< as for edgert_gemm; read when the op starts */
+    edgert_step_fn after;           /**< NULL: none */
+    void *user;                     /**< passed to `after` */
+    /* ---- version 1 ends here (EDGERT_STEP_OP_V1_SIZE) ---- */
+} edgert_step_op;
+
+/** Size of edgert_step_op in version 1: the least struct_size accepted. */
+#define EDGERT_STEP_OP_V1_SIZE (offsetof(edgert_step_op, user) + sizeof(void *))
+
+/**
+ * Run ops[0..count) on backend `b` in order: op i's GEMM, then its `after`
+ * callback, then op i + 1. The results are those of the same edgert_gemm
+ * calls, bit for bit; what the step adds is that it knows the next weights:
+ * while op i's last chunks are in flight, the pool's threads that have no
+ * chunk left read the head of op i + 1's packed weights into their cache
+ * (plugins with mappable packed bytes, plugin ABI 2), so a dependent GEMM
+ * does not start from DRAM latency. Every op is checked before the first
+ * runs (a bad op later in the list leaves every output untouched); a GEMM
+ * that fails or a callback that returns an error ends the step, with the op
+ * named in `err`. count 0 does nothing. `edgert bench` times decode this
+ * way (--calls: one edgert_gemm per GEMM instead).
+ */
+EDGERT_API edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t count,
+                                     char *err, size_t err_len);
 
 /**
  * Run an export-only backend (EDGERT_CAP_EXPORT, e.g. npu-export): the plugin
