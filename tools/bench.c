@@ -343,6 +343,42 @@ static edgert_status decode_ceiling_after(bench_run *b, char *err, size_t err_le
     return EDGERT_OK;
 }
 
+/* The step's timing: op i's callback stamps the time, so op i took
+ * stamp[i] - stamp[i - 1] (the step's own overhead included). */
+typedef struct step_clock {
+    double *stamp;
+} step_clock;
+
+static edgert_status step_stamp(void *user, size_t index)
+{
+    ((step_clock *)user)->stamp[index] = measure_now_s();
+    return EDGERT_OK;
+}
+
+/* One decode step, M = 1: every GEMM of `order` as one edgert_step (or, with
+ * --calls, one edgert_gemm each); each shape's seconds added to shape_t. */
+static edgert_status decode_one_step(bench_run *b, const step_call *order, size_t ncalls,
+                                     edgert_gemm_args *args, edgert_step_op *ops,
+                                     step_clock *clk, double *shape_t, char *err, size_t err_len)
+{
+    double t0 = measure_now_s();
+    if (!b->c->calls) {
+        edgert_status st = edgert_step(b->be, ops, ncalls, err, err_len);
+        for (size_t i = 0; st == EDGERT_OK && i < ncalls; i++)
+            shape_t[order[i].s] += clk->stamp[i] - (i ? clk->stamp[i - 1] : t0);
+        return st;
+    }
+    for (size_t i = 0; i < ncalls; i++) {
+        double g0 = measure_now_s();
+        edgert_status st =
+            edgert_gemm(b->be, b->packed[order[i].s][order[i].idx], &args[i], err, err_len);
+        shape_t[order[i].s] += measure_now_s() - g0;
+        if (st != EDGERT_OK)
+            return st;
+    }
+    return EDGERT_OK;
+}
+
 /* 3. Whole decode steps, M = 1: rep 0 warms up, then `reps` timed steps;
  * the median step and each shape's median share of it. */
 static edgert_status decode_steps(bench_run *b, const step_call *order, size_t ncalls,
@@ -355,23 +391,27 @@ static edgert_status decode_steps(bench_run *b, const step_call *order, size_t n
     double *times = calloc((size_t)reps * (w->nshapes + 1), sizeof *times);
     double *shape_t = calloc(w->nshapes, sizeof *shape_t);
     double *steps = calloc(reps, sizeof *steps);
-    if (!times || !shape_t || !steps) {
+    edgert_gemm_args *args = calloc(ncalls ? ncalls : 1, sizeof *args);
+    edgert_step_op *ops = calloc(ncalls ? ncalls : 1, sizeof *ops);
+    step_clock clk = {calloc(ncalls ? ncalls : 1, sizeof(double))};
+    if (!times || !shape_t || !steps || !args || !ops || !clk.stamp) {
         edgert_errf(err, err_len, "out of memory");
         st = EDGERT_E_NOMEM;
         goto out;
     }
+    for (size_t i = 0; i < ncalls; i++) {
+        const wl_shape *sh = &w->shapes[order[i].s];
+        args[i] = (edgert_gemm_args){sizeof args[i], 1, x, sh->k, y, sh->n};
+        ops[i] = (edgert_step_op){.struct_size = sizeof ops[i],
+                                  .weights = b->packed[order[i].s][order[i].idx],
+                                  .args = &args[i], .after = step_stamp, .user = &clk};
+    }
     for (unsigned rep = 0; rep <= reps; rep++) { /* rep 0 warms up, untimed */
         memset(shape_t, 0, w->nshapes * sizeof *shape_t);
         double t0 = measure_now_s();
-        for (size_t i = 0; i < ncalls; i++) {
-            const wl_shape *sh = &w->shapes[order[i].s];
-            edgert_gemm_args a = {sizeof a, 1, x, sh->k, y, sh->n};
-            double g0 = measure_now_s();
-            st = edgert_gemm(b->be, b->packed[order[i].s][order[i].idx], &a, err, err_len);
-            shape_t[order[i].s] += measure_now_s() - g0;
-            if (st != EDGERT_OK)
-                goto out;
-        }
+        st = decode_one_step(b, order, ncalls, args, ops, &clk, shape_t, err, err_len);
+        if (st != EDGERT_OK)
+            goto out;
         double dt = measure_now_s() - t0;
         if (rep > 0) {
             steps[rep - 1] = dt;
@@ -382,6 +422,7 @@ static edgert_status decode_steps(bench_run *b, const step_call *order, size_t n
     }
     double *sorted = steps; /* sorted in place: the order is not used again */
     double med = measure_median(sorted, reps);
+    r->decode_calls = b->c->calls;
     r->step_ms_median = 1e3 * med;
     r->step_ms_min = 1e3 * sorted[0];
     r->step_ms_max = 1e3 * sorted[reps - 1];
@@ -403,6 +444,9 @@ out:
     free(times);
     free(shape_t);
     free(steps);
+    free(args);
+    free(ops);
+    free(clk.stamp);
     return st;
 }
 

@@ -25,6 +25,7 @@ typedef struct bench_result {
     double calls_ceiling_gbs; /* the same, read in calls of the step's GEMM sizes */
     peak_result peaks;
     int have_decode, have_prefill;
+    int decode_calls;      /* 1: timed as edgert_gemm calls (--calls), 0: as edgert_step */
     double step_ms_median, step_ms_min, step_ms_max;
     double tokens_per_s, weight_gbs, fraction_of_bandwidth;
     double fraction_of_calls_ceiling;

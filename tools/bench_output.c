@@ -78,6 +78,7 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
     json_key(&j, "decode");
     if (r->have_decode) {
         json_obj(&j);
+        json_kstr(&j, "mode", r->decode_calls ? "calls" : "step");
         json_key(&j, "ms_per_step");
         json_obj(&j);
         json_knum(&j, "median", r->step_ms_median);
@@ -147,9 +148,10 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
             "         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s plain, "
             "%.1f prefetched\n",
             r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
-        tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps = %.2f tok/s (GEMM only); "
-                "%.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
+        tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps (%s) = %.2f tok/s (GEMM "
+                "only); %.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
                 r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
+                r->decode_calls ? "edgert_gemm calls" : "edgert_step",
                 r->tokens_per_s, r->weight_bytes / 1e6,
                 8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
                 r->fraction_of_bandwidth);

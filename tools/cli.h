@@ -40,6 +40,7 @@ typedef struct cli {
     const char *weights, *calibration; /**< --weights / --calibration FILE.safetensors */
     const char *scheme, *ranges;       /**< passed to the plugin's request */
     int force, golden;
+    int calls;     /**< bench --calls: decode as edgert_gemm calls, not edgert_step */
     unsigned rows; /**< --rows N: the exported graph's rows per call, 0 = the backend's */
     /* pack */
     const char *input; /**< the one positional argument: the checkpoint */

@@ -153,6 +153,9 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --phase P           decode, prefill or both (default both)\n"
                 "  --m N               prefill rows (default 512)\n"
                 "  --repeat N          timed repeats (default 5 decode steps, 3 prefill passes)\n"
+                "  --calls             time decode as one edgert_gemm per GEMM instead of one\n"
+                "                      edgert_step per decode step (which reads the next\n"
+                "                      weights' head while a GEMM's last chunks finish)\n"
                 "  --seed N            weight generator seed (default 1)\n\n");
     else if (strcmp(cmd, "verify") == 0)
         fprintf(f,
@@ -199,7 +202,8 @@ enum {
     OPT_JSON = 256, OPT_SYSROOT, OPT_DEVICE, OPT_MANIFESTS, OPT_DISABLE, OPT_STRICT, OPT_THREADS,
     OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
     OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
-    OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS
+    OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
+    OPT_CALLS
 };
 
 /* Which command takes which command-specific option. */
@@ -228,6 +232,7 @@ static int allowed(const char *cmd, int o)
         {OPT_FORCE, " export pack "},
         {OPT_GOLDEN, " export "},
         {OPT_ROWS, " export "},
+        {OPT_CALLS, " bench "},
         {OPT_OPTIONS, " bench verify pack "},
         {OPT_EVIDENCE, " select list bench "},
     };
@@ -291,6 +296,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"force", no_argument, 0, OPT_FORCE},
         {"golden", no_argument, 0, OPT_GOLDEN},
         {"rows", required_argument, 0, OPT_ROWS},
+        {"calls", no_argument, 0, OPT_CALLS},
         {0, 0, 0, 0},
     };
     c->m = 512;
@@ -349,6 +355,7 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_RANGES: c->ranges = optarg; break;
         case OPT_FORCE: c->force = 1; break;
         case OPT_GOLDEN: c->golden = 1; break;
+        case OPT_CALLS: c->calls = 1; break;
         case OPT_PHASE:
             if (strcmp(optarg, "decode") == 0)
                 c->phase = PHASE_DECODE;
