@@ -11,6 +11,11 @@
  * the plugin's sources built as the test-only backend avx512-w4a16-amxemu
  * (tests/plugins/amxemu), on any AVX512_BF16 + VNNI CPU.
  *
+ * Length: over 700 lines because one backend with five paths (fma, bf16,
+ * int16, real and emulated AMX tiles), its options, refusals and gates
+ * shares one fixture and one exact-sum checker; split, each program would
+ * repeat them.
+ *
  * Tolerance, per output y[i][r] (derivation; the plugin's self-test uses the
  * same bound, aw_bound in avx512_w4a16.c):
  *   - bf16 rounding of activations: bf16 keeps 8 significant bits and rounds
@@ -412,6 +417,48 @@ static void test_strides_and_zero_x(void **state)
     free(w);
 }
 
+/* The decode prefetch option (aw_kern.h) changes no result: decode with
+ * prefetch=near gives prefetch=far's bits, on every decode m. */
+static void test_prefetch_same_bits(void **state)
+{
+    fx *f = *state;
+    AW_OR_SKIP(f);
+    enum { N = 1000, K = 2048, M = 4 };
+    char err[512] = "";
+    float *w = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * M * K);
+    float *y[2] = {malloc(sizeof(float) * M * N), malloc(sizeof(float) * M * N)};
+    assert_true(w && x && y[0] && y[1]);
+    uint64_t seed = 5;
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w[i] = 0.05f * rng_unit(&seed);
+    for (size_t i = 0; i < (size_t)M * K; i++)
+        x[i] = rng_unit(&seed);
+    edgert_qtensor t;
+    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
+    static const char *opts[2] = {"prefetch=far", "path=auto prefetch=near"};
+    for (unsigned m = 1; m <= M; m++) {
+        for (int v = 0; v < 2; v++) {
+            edgert_backend *b = NULL;
+            edgert_packed *pk = NULL;
+            if (edgert_backend_open(f->ctx, AW, opts[v], &b, err, sizeof err) != EDGERT_OK)
+                fail_msg("%s: %s", opts[v], err);
+            assert_non_null(strstr(edgert_backend_describe(b), v ? "L1 512 B" : "L2 8 KiB ahead"));
+            assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
+            edgert_gemm_args a = {sizeof a, m, x, K, y[v], N};
+            assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_OK);
+            edgert_packed_free(pk);
+            edgert_backend_close(b);
+        }
+        if (memcmp(y[0], y[1], sizeof(float) * m * N) != 0)
+            fail_msg("m=%u: prefetch=near changed the results", m);
+    }
+    edgert_qtensor_free(&t);
+    free(w);
+    free(x);
+    free(y[0]);
+    free(y[1]);
+}
+
 static void test_refusals(void **state)
 {
     fx *f = *state;
@@ -420,7 +467,9 @@ static void test_refusals(void **state)
     edgert_backend *b = NULL;
 
     /* unknown options: EDGERT_E_USAGE with the plugin's message */
-    static const char *bad[] = {"path=warp-drive", "threads=3", "path=int16 extra", "path="};
+    static const char *bad[] = {"path=warp-drive", "threads=3", "path=int16 extra", "path=",
+                                "prefetch=sideways", "prefetch=near prefetch=far",
+                                "path=fma path=bf16"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
         assert_int_equal(edgert_backend_open(f->ctx, AW, bad[i], &b, err, sizeof err),
@@ -666,6 +715,7 @@ int main(void)
 #endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_prefetch_same_bits),
         cmocka_unit_test(test_missing_flags),
         cmocka_unit_test(test_packed_bits),
         PATH_TEST(test_strides_and_zero_x, fma),

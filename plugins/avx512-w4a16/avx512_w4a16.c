@@ -25,7 +25,9 @@
  *   path=auto   (default, also for NULL or "") amx if the tiles are usable,
  *               else the fastest decode this CPU has: int16 if avx512_vnni,
  *               else bf16 if avx512_bf16, else fma.
- * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto).
+ * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto),
+ * and "prefetch=<far|near>" for decode's software prefetch (aw_kern.h; far
+ * is the default), blank-separated.
  * Any other text is refused with EDGERT_E_USAGE; a path whose CPU flag the
  * host lacks is refused with EDGERT_E_UNSUPPORTED naming the flag.
  *
@@ -58,6 +60,8 @@ typedef struct aw_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
     aw_path path;
     aw_kernels kern;
+    int pf_near;             /* decode: prefetcht0 near as well (aw_kern.h) */
+    char describe[384];      /* the path's description and the prefetch */
 } aw_state;
 
 typedef struct aw_flag_need {
@@ -138,34 +142,13 @@ static const char *aw_missing_flag(uint64_t flags, aw_path p)
 
 /* ---- init ----------------------------------------------------------------------- */
 
-/* Parse "path=<name>" (surrounding blanks allowed). 0 on success. */
-static int aw_parse_options(const char *options, int *auto_path, aw_path *path, char *err,
-                            size_t err_len)
+/* Decode prefetch (aw_kern.h): far only (the default), or far and near. */
+typedef enum aw_pf { AW_PF_FAR, AW_PF_FAR_NEAR } aw_pf;
+
+/* One "path=<name>" token (the text after "path=", len bytes). */
+static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *path, char *err,
+                         size_t err_len)
 {
-    *auto_path = 1;
-    if (options == NULL)
-        return 0;
-    const char *s = options;
-    while (*s == ' ' || *s == '\t')
-        s++;
-    if (*s == '\0')
-        return 0;
-    if (strncmp(s, "path=", 5) != 0) {
-        edgert_errf(err, err_len,
-                    AW_NAME ": init: unknown option '%s' (accepted: path=auto|amx|int16|bf16|fma)",
-                    options);
-        return -1;
-    }
-    s += 5;
-    size_t len = strcspn(s, " \t");
-    const char *rest = s + len;
-    while (*rest == ' ' || *rest == '\t')
-        rest++;
-    if (*rest != '\0') {
-        edgert_errf(err, err_len, AW_NAME ": init: unexpected text '%s' after the path option",
-                    rest);
-        return -1;
-    }
     if (len == 4 && strncmp(s, "auto", 4) == 0)
         return 0;
     for (int p = 0; p < AW_PATH_COUNT; p++) {
@@ -181,6 +164,45 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
     return -1;
 }
 
+/* Parse "[path=<name>] [prefetch=far|near]" (blank-separated, each at most
+ * once). 0 on success. */
+static int aw_parse_options(const char *options, int *auto_path, aw_path *path, aw_pf *pf,
+                            char *err, size_t err_len)
+{
+    static const char *const pfs[] = {"far", "near"};
+    *auto_path = 1;
+    *pf = AW_PF_FAR;
+    int seen_path = 0, seen_pf = 0;
+    for (const char *s = options; s != NULL && *s != '\0';) {
+        s += strspn(s, " \t");
+        size_t len = strcspn(s, " \t");
+        if (len == 0)
+            break;
+        if (len >= 5 && strncmp(s, "path=", 5) == 0 && !seen_path++) {
+            if (aw_parse_path(s + 5, len - 5, auto_path, path, err, err_len) != 0)
+                return -1;
+        } else if (len >= 9 && strncmp(s, "prefetch=", 9) == 0 && !seen_pf++) {
+            size_t i = 0;
+            while (i < 2 && !(strlen(pfs[i]) == len - 9 && strncmp(s + 9, pfs[i], len - 9) == 0))
+                i++;
+            if (i == 2) {
+                edgert_errf(err, err_len, AW_NAME ": init: unknown prefetch '%.*s' (accepted: "
+                                          "far, near)", (int)(len - 9), s + 9);
+                return -1;
+            }
+            *pf = (aw_pf)i;
+        } else {
+            edgert_errf(err, err_len,
+                        AW_NAME ": init: unexpected option '%.*s' in '%s' (accepted, each once: "
+                                "path=auto|amx|int16|bf16|fma prefetch=far|near)",
+                        (int)len, s, options);
+            return -1;
+        }
+        s += len;
+    }
+    return 0;
+}
+
 static edgert_status aw_init(const edgert_host *host, const char *options, void **state,
                              char *err, size_t err_len)
 {
@@ -190,7 +212,8 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
 
     int auto_path = 1;
     aw_path path = AW_PATH_FMA;
-    if (aw_parse_options(options, &auto_path, &path, err, err_len) != 0)
+    aw_pf pf = AW_PF_FAR;
+    if (aw_parse_options(options, &auto_path, &path, &pf, err, err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -242,6 +265,10 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     st->host = host;
     st->path = path;
     st->kern = aw_paths[path].kern;
+    st->pf_near = pf == AW_PF_FAR_NEAR;
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
+             aw_paths[path].describe,
+             st->pf_near ? "L2 8 KiB and L1 512 B ahead" : "L2 8 KiB ahead");
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, AW_NAME ": instance ready, path %s%s",
               aw_paths[path].name, auto_path ? " (auto)" : " (forced)");
@@ -251,7 +278,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
 static const char *aw_describe(void *state)
 {
     const aw_state *st = state;
-    return st != NULL ? aw_paths[st->path].describe : NULL;
+    return st != NULL ? st->describe : NULL;
 }
 
 /* ---- pack ------------------------------------------------------------------------- */
@@ -488,6 +515,7 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         .act_group_bytes = group_bytes,
         .gsum = (float *)(void *)(scratch + act_bytes),
         .gscale = (float *)(void *)(scratch + act_bytes) + mg,
+        .pf_near = st->pf_near,
     };
 
     /* prep is O(m k): run it on the caller for small m */

@@ -169,6 +169,7 @@ typedef struct aw_job {
                              * tile is 16 consecutive 256-byte rows) */
     float *gsum;
     float *gscale;
+    int pf_near; /* decode: a prefetcht0 512 bytes ahead as well (aw_kern.h) */
 } aw_job;
 
 /* Kernels of one path: one pair for decode (m <= AW_DECODE_MAX_M), one for

@@ -18,18 +18,29 @@
  * accumulator arrays become registers at any -O level. */
 #define AW_UNROLL _Pragma("GCC unroll 32")
 
-/* Software prefetch while streaming codes (decode): one prefetcht1 8 KiB
- * ahead of every 64-byte line. Measured on this Zen 5 (2 threads, the whole
- * spark-1.7b decode step, variants interleaved in one process on a quiet
- * machine): T1 +8 KiB 48.3 GB/s, T0 +1 KiB 47.4, none 43.4, T0 +2 KiB 42.6,
- * and the issue prototype's T1 +4 KiB with T0 +1 KiB only 35.0 (two
- * prefetches per line cost more than they bring here). Prefetching past the
- * end of the allocation is harmless (prefetches never fault). */
+/* Software prefetch while streaming codes (decode): a prefetcht1 8 KiB
+ * ahead of every 64-byte line ("far", the default), and with the option
+ * prefetch=near a prefetcht0 512 bytes ahead too. Measured, the whole
+ * spark-1.7b decode step on 2 threads, variants interleaved:
+ *   - Zen 5 (quiet): T1 +8 KiB 48.3 GB/s, T0 +1 KiB 47.4, none 43.4,
+ *     T0 +2 KiB 42.6, T1 +4 KiB with T0 +1 KiB only 35.0;
+ *   - Xeon with AMX (ceiling 38-39 GB/s), 5 rounds: far 26.36 ms per step
+ *     median, near 27.17; an earlier build of these kernels (the far
+ *     instructions alone, before the two instantiations below) ran at
+ *     29.6-30.1 ms in the same windows, where near then won, so the
+ *     difference is code generation as much as memory: measure both
+ *     (`edgert bench --options prefetch=near`) before changing the default.
+ * Each decode kernel is instantiated for both, so no line tests the option.
+ * Prefetching past the end of the allocation is harmless (prefetches never
+ * fault). */
 #define AW_PF_DIST 8192
+#define AW_PF_NEAR 512
 
-AW_INLINE void aw_prefetch(const uint8_t *p)
+AW_INLINE void aw_prefetch(const uint8_t *p, int near)
 {
     _mm_prefetch((const char *)(p + AW_PF_DIST), _MM_HINT_T1);
+    if (near)
+        _mm_prefetch((const char *)(p + AW_PF_NEAR), _MM_HINT_T0);
 }
 
 /* Columns of panel p that exist (1..16) as a lane mask. */

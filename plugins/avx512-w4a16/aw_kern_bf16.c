@@ -55,7 +55,7 @@ AW_INLINE __m512bh bf16_pair(const uint16_t *xb, size_t k)
 
 /* ---- decode ---------------------------------------------------------------------- */
 
-AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
+AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R, const int near)
 {
     const aw_packed *w = j->w;
     const uint8_t *blk = aw_data(w) + p * w->panel_bytes;
@@ -78,7 +78,7 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
                 acc[r][c] = _mm512_setzero_ps();
         const size_t k0 = (size_t)g * AW_GROUP;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
-            aw_prefetch(blk + 64u * t);
+            aw_prefetch(blk + 64u * t, near);
             __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
             AW_UNROLL
             for (unsigned s = 0; s < 4u; s++) {
@@ -89,7 +89,7 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R)
                                                       bf16_pair(xr[r], k0 + 8u * t + 2u * s));
             }
         }
-        aw_prefetch(blk + AW_CODE_BYTES);
+        aw_prefetch(blk + AW_CODE_BYTES, near);
         __m512 sc, sz;
         aw_meta(blk + AW_CODE_BYTES, &sc, &sz);
         AW_UNROLL
@@ -188,12 +188,13 @@ void aw_bf16_gemm(void *arg, size_t begin, size_t end, unsigned worker)
     const aw_packed *w = j->w;
     (void)worker;
     if (j->m <= AW_DECODE_MAX_M) {
+        const int near = j->pf_near; /* two instantiations: no test per line */
         for (size_t p = begin; p < end; p++) {
             switch (j->m) {
-            case 1: bf16_decode_panel(j, p, 1); break;
-            case 2: bf16_decode_panel(j, p, 2); break;
-            case 3: bf16_decode_panel(j, p, 3); break;
-            default: bf16_decode_panel(j, p, 4); break;
+            case 1: near ? bf16_decode_panel(j, p, 1, 1) : bf16_decode_panel(j, p, 1, 0); break;
+            case 2: near ? bf16_decode_panel(j, p, 2, 1) : bf16_decode_panel(j, p, 2, 0); break;
+            case 3: near ? bf16_decode_panel(j, p, 3, 1) : bf16_decode_panel(j, p, 3, 0); break;
+            default: near ? bf16_decode_panel(j, p, 4, 1) : bf16_decode_panel(j, p, 4, 0); break;
             }
         }
         return;

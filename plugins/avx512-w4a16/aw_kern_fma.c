@@ -34,7 +34,8 @@ void aw_fma_prep(void *arg, size_t begin, size_t end, unsigned worker)
 
 /* ---- decode: stream the codes, up to 4 rows of x ------------------------------ */
 
-AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsigned R)
+AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsigned R,
+                                const int near)
 {
     const aw_packed *w = j->w;
     const uint8_t *blk = aw_data(w) + p * w->panel_bytes;
@@ -57,7 +58,7 @@ AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsi
                 acc[r][c] = _mm512_setzero_ps();
         const size_t k0 = (size_t)g * AW_GROUP;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
-            aw_prefetch(blk + 64u * t);
+            aw_prefetch(blk + 64u * t, near);
             __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
             AW_UNROLL
             for (unsigned i = 0; i < 8u; i++) {
@@ -68,7 +69,7 @@ AW_INLINE void fma_decode_panel(const aw_job *j, size_t p, size_t r0, const unsi
                     acc[r][i % NC] = _mm512_fmadd_ps(q, _mm512_set1_ps(xr[r][kk]), acc[r][i % NC]);
             }
         }
-        aw_prefetch(blk + AW_CODE_BYTES);
+        aw_prefetch(blk + AW_CODE_BYTES, near);
         __m512 s, sz;
         aw_meta(blk + AW_CODE_BYTES, &s, &sz);
         AW_UNROLL
@@ -188,12 +189,21 @@ void aw_fma_gemm(void *arg, size_t begin, size_t end, unsigned worker)
     const aw_packed *w = j->w;
     (void)worker;
     if (j->m <= AW_DECODE_MAX_M) {
+        const int near = j->pf_near; /* two instantiations: no test per line */
         for (size_t p = begin; p < end; p++) {
             switch (j->m) {
-            case 1: fma_decode_panel(j, p, 0, 1); break;
-            case 2: fma_decode_panel(j, p, 0, 2); break;
-            case 3: fma_decode_panel(j, p, 0, 3); break;
-            default: fma_decode_panel(j, p, 0, 4); break;
+            case 1:
+                near ? fma_decode_panel(j, p, 0, 1, 1) : fma_decode_panel(j, p, 0, 1, 0);
+                break;
+            case 2:
+                near ? fma_decode_panel(j, p, 0, 2, 1) : fma_decode_panel(j, p, 0, 2, 0);
+                break;
+            case 3:
+                near ? fma_decode_panel(j, p, 0, 3, 1) : fma_decode_panel(j, p, 0, 3, 0);
+                break;
+            default:
+                near ? fma_decode_panel(j, p, 0, 4, 1) : fma_decode_panel(j, p, 0, 4, 0);
+                break;
             }
         }
         return;

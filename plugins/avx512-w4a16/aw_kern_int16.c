@@ -117,7 +117,7 @@ AW_INLINE __m512i i16_bcast(const int8_t *p)
 
 /* ---- decode ---------------------------------------------------------------------- */
 
-AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R)
+AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R, const int near)
 {
     const aw_packed *w = j->w;
     const uint8_t *blk = aw_data(w) + p * w->panel_bytes;
@@ -136,7 +136,7 @@ AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R)
             xa[r] = (const int8_t *)j->act + r * j->act_row_bytes + (size_t)g * 256u;
         }
         for (unsigned t = 0; t < AW_OCTETS; t++) {
-            aw_prefetch(blk + 64u * t);
+            aw_prefetch(blk + 64u * t, near);
             __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
             __m512i a = _mm512_and_si512(v, nib);
             __m512i b = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
@@ -148,7 +148,7 @@ AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R)
                 I16_DPBUSD(lB[r], b, i16_bcast(xa[r] + 128u + 8u * t + 4u));
             }
         }
-        aw_prefetch(blk + AW_CODE_BYTES);
+        aw_prefetch(blk + AW_CODE_BYTES, near);
         __m512 sc, sz;
         aw_meta(blk + AW_CODE_BYTES, &sc, &sz);
         AW_UNROLL
@@ -274,12 +274,13 @@ void aw_int16_gemm(void *arg, size_t begin, size_t end, unsigned worker)
     const aw_packed *w = j->w;
     (void)worker;
     if (j->m <= AW_DECODE_MAX_M) {
+        const int near = j->pf_near; /* two instantiations: no test per line */
         for (size_t p = begin; p < end; p++) {
             switch (j->m) {
-            case 1: int16_decode_panel(j, p, 1); break;
-            case 2: int16_decode_panel(j, p, 2); break;
-            case 3: int16_decode_panel(j, p, 3); break;
-            default: int16_decode_panel(j, p, 4); break;
+            case 1: near ? int16_decode_panel(j, p, 1, 1) : int16_decode_panel(j, p, 1, 0); break;
+            case 2: near ? int16_decode_panel(j, p, 2, 1) : int16_decode_panel(j, p, 2, 0); break;
+            case 3: near ? int16_decode_panel(j, p, 3, 1) : int16_decode_panel(j, p, 3, 0); break;
+            default: near ? int16_decode_panel(j, p, 4, 1) : int16_decode_panel(j, p, 4, 0); break;
             }
         }
         return;
