@@ -681,6 +681,7 @@ static void test_refusals(void **state)
         "path=warp-drive", "threads=3", "path=", "path=vnni extra", "decode_max_m=0",
         "decode_max_m=513", "decode_max_m=abc", "decode_max_m=-1", "decode_max_m=",
         "decode_max_m=+4", "decode_max_m=4x", "decode_max_m=99999999999999999999",
+        "prefetch=sideways", "prefetch=",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
@@ -693,12 +694,22 @@ static void test_refusals(void **state)
             fail_msg("options '%s': the refusal does not name decode_max_m: %s", bad[i], err);
     }
     static const char *good[] = {"decode_max_m=1", "decode_max_m=512", "path=vnni decode_max_m=64",
-                                 "  path=auto\tdecode_max_m=07 ", ""};
+                                 "  path=auto\tdecode_max_m=07 ", "", "prefetch=far",
+                                 "path=vnni prefetch=near"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         if (edgert_backend_open(f->ctx, A8, good[i], &b, err, sizeof err) != EDGERT_OK)
             fail_msg("options '%s' refused: %s", good[i], err);
         edgert_backend_close(b);
     }
+    /* the decode prefetch (a8_kern.h) changes no result */
+    b = open_path_opts(f, P_VNNI, "prefetch=near", NULL, 0);
+    edgert_backend *v = open_path_opts(f, P_VNNI, "prefetch=far", NULL, 0);
+    assert_non_null(strstr(edgert_backend_describe(b), "L1 512 B ahead"));
+    assert_null(strstr(edgert_backend_describe(v), "L1 512 B ahead"));
+    for (uint32_t m = 1; m <= 5; m++)
+        same_bits(f, b, v, m, 1001, 2048, 970u + m);
+    edgert_backend_close(b);
+    edgert_backend_close(v);
     b = open_path_opts(f, P_VNNI, NULL, NULL, 0);
 
     /* asymmetric weights: refused, never re-quantized; the message names

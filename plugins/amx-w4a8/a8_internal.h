@@ -189,6 +189,7 @@ typedef struct a8_job {
     int32_t *asum8;
     float *sx;
     uint8_t *tile_scratch;
+    int pf_near; /* decode: a prefetcht0 512 bytes ahead as well (a8_kern.h) */
 } a8_job;
 
 /* Defined in the kernel files; only called after init checked the flags. */

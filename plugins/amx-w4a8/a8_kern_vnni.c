@@ -72,7 +72,8 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
 
 /* ---- decode --------------------------------------------------------------------------- */
 
-A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned R)
+A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned R,
+                             const int near)
 {
     const a8_packed *w = j->w;
     const __m512i nib = _mm512_set1_epi8(0x0F);
@@ -92,7 +93,7 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
             acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_si512();
         A8_UNROLL
         for (unsigned t = 0; t < A8_OCTETS; t++) {
-            a8_prefetch(blk + 64u * t);
+            a8_prefetch(blk + 64u * t, near);
             __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
             __m512i lo = _mm512_and_si512(v, nib);
             __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
@@ -105,7 +106,7 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
             }
         }
         if (g & 1u || g + 1u == w->groups) /* the pair's scale line follows its codes */
-            a8_prefetch(blk + A8_CODE_BYTES);
+            a8_prefetch(blk + A8_CODE_BYTES, near);
         const __m512 sw = a8_scales(w, p, g);
         A8_UNROLL
         for (unsigned r = 0; r < R; r++) {
@@ -126,14 +127,16 @@ void a8_vnni_decode(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a8_job *j = arg;
     (void)worker;
+    const int near = j->pf_near; /* two instantiations: no test per line */
     for (size_t p = begin; p < end; p++) {
         size_t r0 = 0;
         for (; r0 + A8_DECODE_RB <= j->m; r0 += A8_DECODE_RB)
-            decode_panel(j, p, r0, A8_DECODE_RB);
+            near ? decode_panel(j, p, r0, A8_DECODE_RB, 1)
+                 : decode_panel(j, p, r0, A8_DECODE_RB, 0);
         switch (j->m - r0) {
-        case 1: decode_panel(j, p, r0, 1); break;
-        case 2: decode_panel(j, p, r0, 2); break;
-        case 3: decode_panel(j, p, r0, 3); break;
+        case 1: near ? decode_panel(j, p, r0, 1, 1) : decode_panel(j, p, r0, 1, 0); break;
+        case 2: near ? decode_panel(j, p, r0, 2, 1) : decode_panel(j, p, r0, 2, 0); break;
+        case 3: near ? decode_panel(j, p, r0, 3, 1) : decode_panel(j, p, r0, 3, 0); break;
         default: break;
         }
     }

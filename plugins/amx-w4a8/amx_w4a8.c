@@ -19,7 +19,9 @@
  *   path=auto  (default, also for NULL or "") amx where the tiles are usable
  *              and granted, else vnni.
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
- * Options (blank-separated): "path=<auto|amx|vnni>", "decode_max_m=<1..512>"
+ * Options (blank-separated): "path=<auto|amx|vnni>", "prefetch=<far|near>"
+ * (decode's software prefetch, a8_kern.h; default near on Intel, far
+ * elsewhere), "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
@@ -30,6 +32,7 @@
  * No global mutable state: the descriptor, tables and strings are const; an
  * instance is an a8_state allocated through host->alloc. No exit/abort.
  */
+#include <cpuid.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -50,6 +53,8 @@ typedef struct a8_state {
     a8_path path;
     uint32_t decode_max_m;
     edgert_range_fn prefill;
+    int pf_near;             /* decode: prefetcht0 near as well (a8_kern.h) */
+    char describe[384];      /* the path's description and the prefetch */
 } a8_state;
 
 typedef struct a8_flag {
@@ -97,10 +102,11 @@ static const char *a8_missing_amx_flag(uint64_t flags)
 
 /* Parse the blank-separated options. 0 on success. */
 static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
-                            uint32_t *decode_max_m, char *err, size_t err_len)
+                            uint32_t *decode_max_m, int *pf_near, char *err, size_t err_len)
 {
     *auto_path = 1;
     *decode_max_m = 0; /* 0: the path's default */
+    *pf_near = -1;     /* -1: this CPU's default (a8_pf_near_default) */
     const char *s = options != NULL ? options : "";
     for (;;) {
         s += strspn(s, " \t");
@@ -124,6 +130,10 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
                             (int)vl, v);
                 return -1;
             }
+        } else if (len == 12u && strncmp(s, "prefetch=far", 12u) == 0) {
+            *pf_near = 0;
+        } else if (len == 13u && strncmp(s, "prefetch=near", 13u) == 0) {
+            *pf_near = 1;
         } else if (len > 13u && strncmp(s, "decode_max_m=", 13u) == 0) {
             char num[16] = {0};
             const size_t vl = len - 13u;
@@ -145,12 +155,23 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
         } else {
             edgert_errf(err, err_len,
                         A8_NAME ": init: unknown option '%.*s' (accepted: path=auto|amx|vnni, "
-                                "decode_max_m=N)",
+                                "decode_max_m=N, prefetch=far|near)",
                         (int)len, s);
             return -1;
         }
         s += len;
     }
+}
+
+/* The decode prefetch by default (a8_kern.h): near as well on Intel, where
+ * it was measured to pay, far only elsewhere (measured on Zen 5). The vendor
+ * is a tuning fact here, not a capability: every choice computes the same. */
+static int a8_pf_near_default(void)
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return 0;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
 }
 
 static edgert_status a8_init(const edgert_host *host, const char *options, void **state,
@@ -162,7 +183,8 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     int auto_path = 1;
     a8_path path = A8_PATH_VNNI;
     uint32_t decode_max_m = 0;
-    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, err, err_len) != 0)
+    int pf_near = -1;
+    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, &pf_near, err, err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -212,6 +234,10 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
                        : path == A8_PATH_AMX ? A8_DECODE_MAX_M
                                              : A8_VNNI_DECODE_MAX_M;
     st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
+    st->pf_near = pf_near >= 0 ? pf_near : a8_pf_near_default();
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
+             a8_describe_text[path],
+             st->pf_near ? "L2 8 KiB and L1 512 B ahead" : "L2 8 KiB ahead");
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
               a8_path_names[path], auto_path ? " (auto)" : " (forced)");
@@ -221,7 +247,7 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
 static const char *a8_describe(void *state)
 {
     const a8_state *st = state;
-    return st != NULL ? a8_describe_text[st->path] : NULL;
+    return st != NULL ? st->describe : NULL;
 }
 
 /* ---- pack ------------------------------------------------------------------------------- */
@@ -501,6 +527,7 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         .asum8 = (int32_t *)(void *)(scratch + act_bytes),
         .sx = (float *)(void *)(scratch + act_bytes) + (size_t)args->m * w->groups,
         .tile_scratch = tiles ? scratch + tile_off : NULL,
+        .pf_near = st->pf_near,
     };
 
     /* prep is O(m k): on the caller for small m */
