@@ -704,8 +704,8 @@ static void test_refusals(void **state)
     /* the decode prefetch (a8_kern.h) changes no result */
     b = open_path_opts(f, P_VNNI, "prefetch=near", NULL, 0);
     edgert_backend *v = open_path_opts(f, P_VNNI, "prefetch=far", NULL, 0);
-    assert_non_null(strstr(edgert_backend_describe(b), "L1 512 B ahead"));
-    assert_null(strstr(edgert_backend_describe(v), "L1 512 B ahead"));
+    assert_non_null(strstr(edgert_backend_describe(b), "L2 4 KiB and L1 512 B ahead"));
+    assert_non_null(strstr(edgert_backend_describe(v), "L2 8 KiB ahead"));
     for (uint32_t m = 1; m <= 5; m++)
         same_bits(f, b, v, m, 1001, 2048, 970u + m);
     edgert_backend_close(b);

@@ -15,23 +15,31 @@
 #define A8_INLINE static inline __attribute__((always_inline))
 #define A8_UNROLL _Pragma("GCC unroll 32")
 
-/* Software prefetch while streaming codes (decode): a prefetcht1 8 KiB
- * ahead of every 64-byte line ("far"), the distance and hint measured best
- * for the same kind of stream on Zen 5 (plugins/avx512-w4a16/aw_kern.h),
- * and with prefetch=near a prefetcht0 512 bytes ahead too: on a Xeon with
- * AMX (ceiling 37-38 GB/s, 3 interleaved rounds of the whole decode step,
- * this build) far 30.95 ms median, near 28.67 (0.76 -> 0.82-0.84 of the
- * ceiling), where on Zen 5 two prefetches per line cost avx512-w4a16's
- * kernel 27% (aw_kern.h); so near is the default on Intel only (init).
- * Each decode kernel is instantiated for both, so no line tests the choice. */
+/* Software prefetch while streaming codes (decode), one of two per
+ * instance (prefetch=far|near), each decode kernel instantiated for both:
+ *   far   a prefetcht1 8 KiB ahead of every 64-byte line, the distance and
+ *         hint measured best for the same kind of stream on Zen 5
+ *         (plugins/avx512-w4a16/aw_kern.h);
+ *   near  a prefetcht1 4 KiB ahead and a prefetcht0 512 bytes ahead.
+ * On a Xeon with AMX (ceiling 36-39 GB/s, the whole decode step, variants
+ * interleaved, 3 rounds each): far 30.95 ms median (0.76 of the ceiling);
+ * T1 8 KiB + T0 512 B 28.67; then, in one series, T1 8 KiB + T0 256 B /
+ * 1 KiB / T1 16 KiB + T0 512 B within 2% of 28.0, and T1 4 KiB + T0 512 B
+ * 26.96 (0.84-0.86; T1 2 or 3 KiB the same within noise). On Zen 5 two
+ * prefetches per line cost avx512-w4a16's kernel 27% (aw_kern.h), so near
+ * is the default on Intel only (a8_init). */
 #define A8_PF_DIST 8192
+#define A8_PF_NEAR_DIST 4096
 #define A8_PF_NEAR 512
 
 A8_INLINE void a8_prefetch(const uint8_t *p, int near)
 {
-    _mm_prefetch((const char *)(p + A8_PF_DIST), _MM_HINT_T1);
-    if (near)
+    if (near) {
+        _mm_prefetch((const char *)(p + A8_PF_NEAR_DIST), _MM_HINT_T1);
         _mm_prefetch((const char *)(p + A8_PF_NEAR), _MM_HINT_T0);
+    } else {
+        _mm_prefetch((const char *)(p + A8_PF_DIST), _MM_HINT_T1);
+    }
 }
 
 /* acc += u8 a . s8 b (4 byte pairs per dword lane), in place. Inline asm:

@@ -237,7 +237,7 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     st->pf_near = pf_near >= 0 ? pf_near : a8_pf_near_default();
     snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
              a8_describe_text[path],
-             st->pf_near ? "L2 8 KiB and L1 512 B ahead" : "L2 8 KiB ahead");
+             st->pf_near ? "L2 4 KiB and L1 512 B ahead" : "L2 8 KiB ahead");
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
               a8_path_names[path], auto_path ? " (auto)" : " (forced)");
