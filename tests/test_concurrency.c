@@ -55,17 +55,9 @@ typedef struct job {
 
 static edgert_ctx *open_handle(void)
 {
-    const char *paths[1] = {EDGERT_TEST_BACKEND_DIR};
-    edgert_options o = {.struct_size = sizeof o};
-    o.manifest_paths = paths;
-    o.manifest_path_count = 1;
-    o.ignore_env = 1;
-    o.no_evidence = 1;
-    o.threads = 2;
-    o.log_level = EDGERT_LOG_ERROR;
-    edgert_ctx *ctx = NULL;
     char err[512] = "";
-    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+    edgert_ctx *ctx = tu_open(EDGERT_TEST_BACKEND_DIR, 2, err, sizeof err);
+    if (!ctx)
         fprintf(stderr, "edgert_open: %s\n", err);
     return ctx;
 }

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "edgert/edgert.h"
+
 __attribute__((unused)) static char *tu_tmpdir(void)
 {
     const char *base = getenv("TMPDIR");
@@ -107,6 +109,25 @@ __attribute__((unused)) static char *tu_plugin(const char *base)
     if (asprintf(&p, "%s/%s.so", EDGERT_TEST_PLUGIN_DIR, base) < 0)
         return NULL;
     return p;
+}
+
+/* A handle on the manifests of `dir` only (EDGERT_TEST_BACKEND_DIR: the
+ * build's backends), the environment ignored, no evidence file, `threads`
+ * threads, only errors logged. NULL with err filled on failure: no cmocka
+ * assert, so worker threads may call it too. */
+__attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned threads, char *err,
+                                                   size_t err_len)
+{
+    const char *paths[1] = {dir};
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.ignore_env = 1;
+    o.no_evidence = 1;
+    o.threads = threads;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    return edgert_open(&o, &ctx, err, err_len) == EDGERT_OK ? ctx : NULL;
 }
 
 /* Groups of `group` columns in a row of k (the last one may be partial). */
