@@ -500,8 +500,11 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
                     w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
-    /* aw_internal.h: row-major, or group-major for path amx's prefill tiles */
-    const int gmajor = !decode && st->path == AW_PATH_AMX;
+    /* aw_internal.h: row-major, or group-major for the prefill of paths amx
+     * (tiles), int16 and bf16 (their register tiles read 8 rows of one
+     * group: k * 2 bytes apart row-major, the same few L1 sets for every k
+     * that is a multiple of 2048) */
+    const int gmajor = !decode && st->path != AW_PATH_FMA;
     const size_t group_bytes = gmajor ? rows * 2u * AW_GROUP : 2u * AW_GROUP;
     if (gmajor)
         row_bytes = 2u * AW_GROUP;

@@ -163,10 +163,11 @@ typedef struct aw_job {
     size_t act_row_bytes;
     size_t act_group_bytes; /* group g of row i at act + i row_bytes + g group_bytes:
                              * row-major (group_bytes 256: a group's 128 16-bit
-                             * values) for every path but path amx's prefill,
-                             * which is group-major (row_bytes 256, group_bytes
-                             * rows x 256: a group's rows contiguous, so an A
-                             * tile is 16 consecutive 256-byte rows) */
+                             * values) for decode; group-major (row_bytes 256,
+                             * group_bytes rows x 256: a group's rows
+                             * contiguous, so an A tile is 16 consecutive
+                             * 256-byte rows) for the amx, int16 and bf16
+                             * prefills (fma's uses no activation scratch) */
     float *gsum;
     float *gscale;
     int pf_near; /* decode: a prefetcht0 512 bytes ahead as well (aw_kern.h) */

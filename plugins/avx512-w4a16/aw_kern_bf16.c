@@ -111,17 +111,24 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R, co
 
 #define BF16_RB 8u
 #define BF16_PB AW_PREFILL_PB
+/* Rows of a chunk: as in the int16 prefill (aw_kern_int16.c), the fp32 sums
+ * of BF16_RC rows x BF16_PB panels stay in an L1-resident buffer across the
+ * groups and reach y once, and the activations are group-major. */
+#define BF16_RC 128u
+#define BF16_ACC_ROW (BF16_PB * AW_PANEL)
 
-AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, size_t p0, uint32_t g, size_t r0,
+/* rows [r0, r0 + R) x panels [p0, p0 + P) for group g, added into acc (row r
+ * at acc + r * BF16_ACC_ROW; set by group 0) */
+AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, uint32_t g, size_t r0,
                          const unsigned R, const unsigned P, const __m512 *sc, const __m512 *sz,
-                         const __mmask16 *mask)
+                         float *abuf)
 {
     __m512 acc[BF16_RB][BF16_PB];
     const uint16_t *xr[BF16_RB];
-    const size_t k0 = (size_t)g * AW_GROUP;
+    const uint8_t *a0 = (const uint8_t *)j->act + (size_t)g * j->act_group_bytes;
     AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
-        xr[r] = (const uint16_t *)((const uint8_t *)j->act + (r0 + r) * j->act_row_bytes) + k0;
+        xr[r] = (const uint16_t *)(const void *)(a0 + (r0 + r) * j->act_row_bytes);
         AW_UNROLL
         for (unsigned p = 0; p < P; p++)
             acc[r][p] = _mm512_setzero_ps();
@@ -142,24 +149,27 @@ AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, size_t p0, uint3
     AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         __m512 gs = _mm512_set1_ps(j->gsum[(r0 + r) * j->w->groups + g]);
-        float *yr = j->y + (r0 + r) * j->ldy + p0 * AW_PANEL;
+        float *ar = abuf + r * BF16_ACC_ROW;
         AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             __m512 v = _mm512_fnmadd_ps(sz[p], gs, _mm512_mul_ps(acc[r][p], sc[p]));
-            aw_y_add(yr + p * AW_PANEL, mask[p], g == 0u, v);
+            if (g != 0u)
+                v = _mm512_add_ps(v, _mm512_load_ps(ar + p * AW_PANEL));
+            _mm512_store_ps(ar + p * AW_PANEL, v);
         }
     }
 }
 
-AW_INLINE void bf16_rows(const aw_job *j, const uint16_t *wexp, size_t p0, uint32_t g,
-                         const unsigned P, const __m512 *sc, const __m512 *sz,
-                         const __mmask16 *mask)
+/* rows [c0, c1) of a chunk for group g */
+AW_INLINE void bf16_rows(const aw_job *j, const uint16_t *wexp, uint32_t g, size_t c0, size_t c1,
+                         const unsigned P, const __m512 *sc, const __m512 *sz, float *abuf)
 {
-    size_t r0 = 0;
-    for (; r0 + BF16_RB <= j->m; r0 += BF16_RB)
-        bf16_tile(j, wexp, p0, g, r0, BF16_RB, P, sc, sz, mask);
-    switch (j->m - r0) {
-#define BF16_CASE(R) case R: bf16_tile(j, wexp, p0, g, r0, R, P, sc, sz, mask); break;
+    size_t r0 = c0;
+    for (; r0 + BF16_RB <= c1; r0 += BF16_RB)
+        bf16_tile(j, wexp, g, r0, BF16_RB, P, sc, sz, abuf + (r0 - c0) * BF16_ACC_ROW);
+    float *ar = abuf + (r0 - c0) * BF16_ACC_ROW;
+    switch (c1 - r0) {
+#define BF16_CASE(R) case R: bf16_tile(j, wexp, g, r0, R, P, sc, sz, ar); break;
         BF16_CASE(1) BF16_CASE(2) BF16_CASE(3) BF16_CASE(4) BF16_CASE(5) BF16_CASE(6) BF16_CASE(7)
 #undef BF16_CASE
     default: break;
@@ -169,15 +179,25 @@ AW_INLINE void bf16_rows(const aw_job *j, const uint16_t *wexp, size_t p0, uint3
 static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t *wexp)
 {
     const aw_packed *w = j->w;
-    for (uint32_t g = 0; g < w->groups; g++) {
-        __m512 sc[BF16_PB] = {0}, sz[BF16_PB] = {0};
+    _Alignas(64) float abuf[BF16_RC * BF16_ACC_ROW];
+    for (size_t c0 = 0; c0 < j->m; c0 += BF16_RC) {
+        const size_t c1 = j->m - c0 < BF16_RC ? j->m : c0 + BF16_RC;
         __mmask16 mask[BF16_PB] = {0};
-        aw_block_meta(w, p0, P, g, sc, sz, mask);
-        aw_expand_pairs(w, p0, P, g, wexp, 1);
-        switch (P) {
-        case 3: bf16_rows(j, wexp, p0, g, 3, sc, sz, mask); break;
-        case 2: bf16_rows(j, wexp, p0, g, 2, sc, sz, mask); break;
-        default: bf16_rows(j, wexp, p0, g, 1, sc, sz, mask); break;
+        for (uint32_t g = 0; g < w->groups; g++) {
+            __m512 sc[BF16_PB] = {0}, sz[BF16_PB] = {0};
+            aw_block_meta(w, p0, P, g, sc, sz, mask);
+            aw_expand_pairs(w, p0, P, g, wexp, 1);
+            switch (P) {
+            case 3: bf16_rows(j, wexp, g, c0, c1, 3, sc, sz, abuf); break;
+            case 2: bf16_rows(j, wexp, g, c0, c1, 2, sc, sz, abuf); break;
+            default: bf16_rows(j, wexp, g, c0, c1, 1, sc, sz, abuf); break;
+            }
+        }
+        for (size_t r = c0; r < c1; r++) {
+            const float *ar = abuf + (r - c0) * BF16_ACC_ROW;
+            for (unsigned p = 0; p < P; p++)
+                _mm512_mask_storeu_ps(j->y + r * j->ldy + (p0 + p) * AW_PANEL, mask[p],
+                                      _mm512_load_ps(ar + p * AW_PANEL));
         }
     }
 }

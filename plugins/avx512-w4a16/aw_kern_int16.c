@@ -35,7 +35,8 @@
 /* ---- prep ------------------------------------------------------------------------ */
 
 /* Scratch per (row, group), 256 bytes: decode: 128 hi bytes then 128 lo
- * bytes in vpdpbusd order; prefill: 128 int16 a in input order. */
+ * bytes in vpdpbusd order, row-major; prefill: 128 int16 a in input order,
+ * group-major (a group's rows contiguous: aw_internal.h). */
 
 void aw_int16_prep(void *arg, size_t begin, size_t end, unsigned worker)
 {
@@ -54,7 +55,7 @@ void aw_int16_prep(void *arg, size_t begin, size_t end, unsigned worker)
         int8_t *row = (int8_t *)j->act + i * j->act_row_bytes;
         for (uint32_t g = 0; g < groups; g++) {
             const float *xg = x + (size_t)g * AW_GROUP;
-            int8_t *hi = row + (size_t)g * 256u, *lo = hi + 128;
+            int8_t *hi = row + (size_t)g * j->act_group_bytes, *lo = hi + 128;
             __m512 mx = _mm512_setzero_ps();
             for (unsigned c = 0; c < AW_GROUP; c += 16)
                 mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(xg + c)));
@@ -133,7 +134,7 @@ AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R, c
         AW_UNROLL
         for (unsigned r = 0; r < R; r++) {
             hA[r] = hB[r] = lA[r] = lB[r] = _mm512_setzero_si512();
-            xa[r] = (const int8_t *)j->act + r * j->act_row_bytes + (size_t)g * 256u;
+            xa[r] = (const int8_t *)j->act + r * j->act_row_bytes + (size_t)g * j->act_group_bytes;
         }
         for (unsigned t = 0; t < AW_OCTETS; t++) {
             aw_prefetch(blk + 64u * t, near);
@@ -229,24 +230,34 @@ static const int16_kern_fn int16_kerns[INT16_RB][INT16_PB] = {
 };
 #undef INT16_KERN_ROW
 
-/* rows [r0, r0 + R) x panels [p0, p0 + P) for group g, flushed into y */
-static void int16_tile(const aw_job *j, const int16_t *wexp, size_t p0, uint32_t g, size_t r0,
-                       unsigned R, unsigned P, const __m512 *sc, const __m512 *sz,
-                       const __mmask16 *mask)
+/* Rows of a chunk: the fp32 sums of INT16_RC rows x INT16_PB panels (24 KiB)
+ * stay in an L1-resident buffer across all groups and reach y once. Added
+ * into y per group instead, 8 rows of y ldy * 4 bytes apart fell in the
+ * same few L1 sets (ldy a multiple of 1024 floats on every spark shape). */
+#define INT16_RC 128u
+#define INT16_ACC_ROW (INT16_PB * AW_PANEL) /* floats per row of the buffer */
+
+/* rows [r0, r0 + R) of the chunk x panels [p0, p0 + P) for group g, added
+ * into acc (row r at acc + r * INT16_ACC_ROW; set by group 0) */
+static void int16_tile(const aw_job *j, const int16_t *wexp, uint32_t g, size_t r0, unsigned R,
+                       unsigned P, const __m512 *sc, const __m512 *sz, float *acc)
 {
     _Alignas(64) __m512i out[INT16_RB * INT16_PB];
-    const int8_t *xa = (const int8_t *)j->act + r0 * j->act_row_bytes + (size_t)g * 256u;
+    const int8_t *xa =
+        (const int8_t *)j->act + r0 * j->act_row_bytes + (size_t)g * j->act_group_bytes;
     int16_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, out);
     AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
         size_t gi = (r0 + r) * j->w->groups + g;
         __m512 f = _mm512_set1_ps(j->gscale[gi]), gs = _mm512_set1_ps(j->gsum[gi]);
-        float *yr = j->y + (r0 + r) * j->ldy + p0 * AW_PANEL;
+        float *ar = acc + r * INT16_ACC_ROW;
         AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(out[r * P + p]), _mm512_mul_ps(sc[p], f));
             v = _mm512_fnmadd_ps(sz[p], gs, v);
-            aw_y_add(yr + p * AW_PANEL, mask[p], g == 0u, v);
+            if (g != 0u)
+                v = _mm512_add_ps(v, _mm512_load_ps(ar + p * AW_PANEL));
+            _mm512_store_ps(ar + p * AW_PANEL, v);
         }
     }
 }
@@ -254,17 +265,28 @@ static void int16_tile(const aw_job *j, const int16_t *wexp, size_t p0, uint32_t
 static void int16_prefill_block(const aw_job *j, size_t p0, unsigned P, int16_t *wexp)
 {
     const aw_packed *w = j->w;
+    _Alignas(64) float acc[INT16_RC * INT16_ACC_ROW];
     P = P < INT16_PB ? P : INT16_PB; /* no-op; tells the unrolled loops below their bound */
-    for (uint32_t g = 0; g < w->groups; g++) {
-        __m512 sc[INT16_PB] = {0}, sz[INT16_PB] = {0};
+    for (size_t c0 = 0; c0 < j->m; c0 += INT16_RC) {
+        const size_t c1 = j->m - c0 < INT16_RC ? j->m : c0 + INT16_RC;
         __mmask16 mask[INT16_PB] = {0};
-        aw_block_meta(w, p0, P, g, sc, sz, mask);
-        aw_expand_pairs(w, p0, P, g, (uint16_t *)wexp, 0);
-        size_t r0 = 0;
-        for (; r0 + INT16_RB <= j->m; r0 += INT16_RB)
-            int16_tile(j, wexp, p0, g, r0, INT16_RB, P, sc, sz, mask);
-        if (r0 < j->m)
-            int16_tile(j, wexp, p0, g, r0, (unsigned)(j->m - r0), P, sc, sz, mask);
+        for (uint32_t g = 0; g < w->groups; g++) {
+            __m512 sc[INT16_PB] = {0}, sz[INT16_PB] = {0};
+            aw_block_meta(w, p0, P, g, sc, sz, mask);
+            aw_expand_pairs(w, p0, P, g, (uint16_t *)wexp, 0);
+            size_t r0 = c0;
+            for (; r0 + INT16_RB <= c1; r0 += INT16_RB)
+                int16_tile(j, wexp, g, r0, INT16_RB, P, sc, sz, acc + (r0 - c0) * INT16_ACC_ROW);
+            if (r0 < c1)
+                int16_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sc, sz,
+                           acc + (r0 - c0) * INT16_ACC_ROW);
+        }
+        for (size_t r = c0; r < c1; r++) {
+            const float *ar = acc + (r - c0) * INT16_ACC_ROW;
+            for (unsigned p = 0; p < P; p++)
+                _mm512_mask_storeu_ps(j->y + r * j->ldy + (p0 + p) * AW_PANEL, mask[p],
+                                      _mm512_load_ps(ar + p * AW_PANEL));
+        }
     }
 }
 
