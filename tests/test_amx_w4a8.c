@@ -62,13 +62,9 @@
  *     8 sum a correction; TDPBSSD products <= 127 * 8 of the codes minus
  *     8; sums < 2^18, no saturation), and its conversion to fp32 is exact
  *     (|d_g| < 2^24). No error before the epilogue.
- *   - the GEMV (path vnni at every m by default, path amx for m <= its
- *     decode_max_m) and path amx's tiles: y = fma(d_g, s_g, y) per group
- *     (one rounding each: G), then y * s_x (one): G + 1 roundings;
- *   - path vnni's register-tile prefill (decode_max_m=N, m > N):
- *     t_g = d_g * fl(s_g s_x) (two roundings), y = t_1, then y + t_g for
- *     g >= 2 (G - 1): again at most G + 1 roundings in the path of each
- *     term.
+ *   - the GEMV (m <= decode_max_m on either path), path vnni's register-
+ *     tile prefill and path amx's tiles alike: y = fma(d_g, s_g, y) per
+ *     group (one rounding each: G), then y * s_x (one): G + 1 roundings;
  *   So |y - y*| <= gamma_{G+1} S, gamma_n = n u / (1 - n u) < (n + 1) u here.
  *   Bound used:  B = (G + 3) u S + 2^-40 S + 1e-30
  *   ((G + 3) u: gamma_{G+1}'s G + 1 roundings plus two u of room for its
@@ -584,7 +580,7 @@ static void test_paths_against_ref(void **state)
     edgert_backend_close(b);
 }
 
-/* ---- 2. path amx's prefill gives path vnni's bits ----------------------------------- */
+/* ---- 2. every prefill gives the GEMV's bits ----------------------------------------- */
 
 /* y of path pi and of path vnni on the same weights and x, padding and all,
  * memcmp'ed. */
@@ -624,10 +620,11 @@ static void test_prefill_bits_equal_vnni(void **state)
     fx *f = *state;
     edgert_backend *b = NULL;
     OPEN_OR_SKIP(f, f->pi, "decode_max_m=4", b);
-    /* path vnni streams every m by default (its decode kernel), whose
-     * arithmetic the tiles share: the same exact d per group, one FMA per
-     * group in group order, times s_x at the end */
-    edgert_backend *v = open_path_opts(f, P_VNNI, NULL, NULL, 0);
+    /* the GEMV (path vnni with decode_max_m=512), path vnni's register tile
+     * (the default above m = 16; f->pi vnni with decode_max_m=4 here) and
+     * path amx's tiles share one arithmetic: the same exact d per group,
+     * one FMA per group in group order, times s_x at the end */
+    edgert_backend *v = open_path_opts(f, P_VNNI, "decode_max_m=512", NULL, 0);
     /* token blocks of 32 and chunks of 256 (A8_AMX_RC), full and partial;
      * items of 2 panels and a last item of 1 (n = 33, 1001) */
     static const uint32_t shapes[][3] = {
@@ -642,7 +639,7 @@ static void test_prefill_bits_equal_vnni(void **state)
 
     /* decode_max_m=1: m = 2..4 take the tiles too, and still agree */
     b = open_path_opts(f, f->pi, "decode_max_m=1", NULL, 0);
-    v = open_path_opts(f, P_VNNI, NULL, NULL, 0);
+    v = open_path_opts(f, P_VNNI, "decode_max_m=512", NULL, 0);
     for (uint32_t m = 2; m <= 4; m++)
         same_bits(f, b, v, m, 33, 384, 950u + m);
     edgert_backend_close(b);
@@ -1206,6 +1203,7 @@ int main(void)
         PATH_TEST(test_packed_bits_and_map, vnni),
         PATH_TEST(test_packed_bits_and_map, amx),
         PATH_TEST(test_packed_bits_and_map, amx_model),
+        PATH_TEST(test_prefill_bits_equal_vnni, vnni),
         PATH_TEST(test_prefill_bits_equal_vnni, amx),
         PATH_TEST(test_prefill_bits_equal_vnni, amx_model),
         PATH_TEST(test_paths_against_ref, vnni),

@@ -97,11 +97,16 @@
  * L1/L2 for the next pass); above it the prefill kernels expand each
  * (panel, group) block once and reuse it for every row. Measured on the
  * development machine (AMD EPYC Zen 5, 2 threads, spark-1.7b, issue 15's
- * note): on path vnni the streaming kernel is faster at EVERY m from 4 to
- * 512 (821 vs 630 GFLOP/s at m = 64, 794 vs 587 at m = 512: it keeps fp32
- * sums in registers across groups where the register tile flushes y per
- * group; on a 2-core Xeon with AMX, 715 vs 604 and 497 vs 497 at m = 512),
- * so path vnni streams for every m by default (A8_VNNI_DECODE_MAX_M).
+ * note): on path vnni the streaming kernel was faster at EVERY m from 4 to
+ * 512 (821 vs 630 GFLOP/s at m = 64, 794 vs 587 at m = 512), because the
+ * register tile then added into y per group, 8 rows of y in the same few L1
+ * sets, and read its tokens row-major the same way. With its sums in an L1
+ * buffer across the groups and group-major tokens (a8_kern_vnni.c) the
+ * tile won above m = 16 on a 2-core Xeon with AMX (streaming vs tile,
+ * two alternating runs: m = 8 730/706 vs 697/575, m = 16 783/754 vs
+ * 757/873, m = 32 740/768 vs 1033/946, m = 512 826-830 vs 1169-1179), so
+ * path vnni streams up to A8_VNNI_DECODE_MAX_M = 16. Not re-measured on
+ * Zen 5.
  * Path amx switches to the tiles above A8_DECODE_MAX_M = 8: the crossover
  * measured on real tiles (2-core Xeon, spark-1.7b, two alternating runs,
  * GFLOP/s streaming vs tiles: m = 4 556/563 vs 251/89, m = 8 622/627 vs
@@ -109,7 +114,7 @@
  * option decode_max_m=N sets it.
  */
 #define A8_DECODE_MAX_M 8u
-#define A8_VNNI_DECODE_MAX_M UINT32_MAX
+#define A8_VNNI_DECODE_MAX_M 16u
 #define A8_DECODE_RB 4u
 
 /* VNNI prefill: panels per register tile and per parallel_for item. */
@@ -165,7 +170,7 @@ static inline size_t a8_scales_at(uint32_t groups, uint32_t g)
  * act     int8: the tokens' codes a, group g of token i (128 bytes in input
  *         order) at act + i act_row_bytes + g act_group_bytes. Row-major
  *         (act_row_bytes = k rounded up to 64, act_group_bytes = 128) for
- *         the VNNI kernels; group-major for path amx's prefill
+ *         the GEMV (decode); group-major for both prefills, tiles and VNNI
  *         (act_row_bytes = 128, act_group_bytes = rows x 128), so that a
  *         group's tokens are contiguous and an A tile is 16 consecutive
  *         128-byte rows (row-major, a group's tokens are k bytes apart and

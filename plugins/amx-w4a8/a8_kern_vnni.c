@@ -200,22 +200,56 @@ static const pf_kern_fn pf_kerns[PF_RB][PF_PB] = {
 };
 #undef PF_KERN_ROW
 
-/* tokens [r0, r0 + R) x panels [p0, p0 + P) for group g, flushed into y */
-static void pf_tile(const a8_job *j, const uint8_t *wexp, size_t p0, uint32_t g, size_t r0,
-                    unsigned R, unsigned P, const __m512 *sw, const __mmask16 *mask)
+/* Tokens of a chunk: the fp32 sums of PF_RC tokens x PF_PB panels (24 KiB)
+ * stay in an L1-resident buffer across all groups and reach y once (added
+ * into y per group, 8 rows of y ldy * 4 bytes apart fell in the same few L1
+ * sets). The arithmetic is the GEMV's: acc = fma(d_g, s_g, acc) per group
+ * in group order from 0, then y = acc * s_x, so both kernels (and path
+ * amx's tiles) give the same bits at every m. */
+#define PF_RC 128u
+#define PF_ACC_ROW (PF_PB * A8_PANEL)
+
+/* tokens [r0, r0 + R) x panels [p0, p0 + P) for group g, fused into acc
+ * (token r at acc + r * PF_ACC_ROW; started by group 0) */
+static void pf_tile(const a8_job *j, const uint8_t *wexp, uint32_t g, size_t r0, unsigned R,
+                    unsigned P, const __m512 *sw, float *acc)
 {
     _Alignas(64) __m512i out[PF_RB * PF_PB];
     const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * j->act_group_bytes;
     pf_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, out);
     for (unsigned r = 0; r < R; r++) {
         const __m512i a8 = _mm512_set1_epi32(j->asum8[(r0 + r) * j->w->groups + g]);
-        const __m512 sx = _mm512_set1_ps(j->sx[r0 + r]);
-        float *yr = j->y + (r0 + r) * j->ldy + p0 * A8_PANEL;
+        float *ar = acc + r * PF_ACC_ROW;
         for (unsigned p = 0; p < P; p++) {
             __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(out[r * P + p], a8));
-            a8_y_add(yr + p * A8_PANEL, mask[p], g == 0u,
-                     _mm512_mul_ps(d, _mm512_mul_ps(sw[p], sx)));
+            __m512 prev = g != 0u ? _mm512_load_ps(ar + p * A8_PANEL) : _mm512_setzero_ps();
+            _mm512_store_ps(ar + p * A8_PANEL, _mm512_fmadd_ps(d, sw[p], prev));
         }
+    }
+}
+
+/* panels [p0, p0 + P), tokens [c0, c1): every group, then y */
+static void pf_chunk(const a8_job *j, size_t p0, unsigned P, size_t c0, size_t c1,
+                     const __mmask16 *mask, uint8_t *wexp, float *acc)
+{
+    const a8_packed *w = j->w;
+    for (uint32_t g = 0; g < w->groups; g++) {
+        __m512 sw[PF_PB] = {0};
+        for (unsigned p = 0; p < P; p++)
+            sw[p] = a8_scales(w, p0 + p, g);
+        a8_expand(w, p0, P, g, wexp);
+        size_t r0 = c0;
+        for (; r0 + PF_RB <= c1; r0 += PF_RB)
+            pf_tile(j, wexp, g, r0, PF_RB, P, sw, acc + (r0 - c0) * PF_ACC_ROW);
+        if (r0 < c1)
+            pf_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sw, acc + (r0 - c0) * PF_ACC_ROW);
+    }
+    for (size_t r = c0; r < c1; r++) {
+        const float *ar = acc + (r - c0) * PF_ACC_ROW;
+        const __m512 sx = _mm512_set1_ps(j->sx[r]);
+        for (unsigned p = 0; p < P; p++)
+            _mm512_mask_storeu_ps(j->y + r * j->ldy + (p0 + p) * A8_PANEL, mask[p],
+                                  _mm512_mul_ps(_mm512_load_ps(ar + p * A8_PANEL), sx));
     }
 }
 
@@ -224,6 +258,7 @@ void a8_vnni_prefill(void *arg, size_t begin, size_t end, unsigned worker)
     const a8_job *j = arg;
     const a8_packed *w = j->w;
     _Alignas(64) uint8_t wexp[A8_STEPS * PF_PB * 64u]; /* 6 KiB, per chunk */
+    _Alignas(64) float acc[PF_RC * PF_ACC_ROW];        /* 24 KiB */
     (void)worker;
     for (size_t b = begin; b < end; b++) {
         const size_t p0 = b * PF_PB;
@@ -231,16 +266,7 @@ void a8_vnni_prefill(void *arg, size_t begin, size_t end, unsigned worker)
         __mmask16 mask[PF_PB] = {0};
         for (unsigned p = 0; p < P; p++)
             mask[p] = a8_panel_mask(w, p0 + p);
-        for (uint32_t g = 0; g < w->groups; g++) {
-            __m512 sw[PF_PB] = {0};
-            for (unsigned p = 0; p < P; p++)
-                sw[p] = a8_scales(w, p0 + p, g);
-            a8_expand(w, p0, P, g, wexp);
-            size_t r0 = 0;
-            for (; r0 + PF_RB <= j->m; r0 += PF_RB)
-                pf_tile(j, wexp, p0, g, r0, PF_RB, P, sw, mask);
-            if (r0 < j->m)
-                pf_tile(j, wexp, p0, g, r0, (unsigned)(j->m - r0), P, sw, mask);
-        }
+        for (size_t c0 = 0; c0 < j->m; c0 += PF_RC)
+            pf_chunk(j, p0, P, c0, j->m - c0 < PF_RC ? j->m : c0 + PF_RC, mask, wexp, acc);
     }
 }

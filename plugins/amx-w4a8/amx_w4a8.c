@@ -514,11 +514,14 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
                     w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
-    /* a8_internal.h: row-major, or group-major for the tiles */
-    const size_t row_bytes = tiles ? A8_GROUP : kb;
-    const size_t group_bytes = tiles ? rows * A8_GROUP : A8_GROUP;
+    /* a8_internal.h: row-major for decode, group-major for every prefill
+     * (the tiles', and path vnni's register tile, which reads 8 tokens of
+     * one group: k bytes apart row-major, the same few L1 sets) */
+    const int gmajor = !decode;
+    const size_t row_bytes = gmajor ? A8_GROUP : kb;
+    const size_t group_bytes = gmajor ? rows * A8_GROUP : A8_GROUP;
     if (rows > args->m) /* padding tokens: zeros, computed but never stored */
-        for (uint32_t g = 0; g < (tiles ? w->groups : 1u); g++)
+        for (uint32_t g = 0; g < (gmajor ? w->groups : 1u); g++)
             memset(scratch + g * group_bytes + (size_t)args->m * row_bytes, 0,
                    (rows - args->m) * row_bytes);
     a8_job job = {
