@@ -541,13 +541,13 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     gen_activations(x, m, maxk, c->seed);
 
     if (c->phase != PHASE_PREFILL) {
-        int ceil = !(flags & BENCH_STEPS_ONLY);
+        const int window = !(flags & BENCH_STEPS_ONLY); /* the ceilings around the steps */
         ncalls = step_order(w, order);
-        if (ceil) /* first, on the same threads */
+        if (window) /* first, on the same threads */
             st = decode_ceiling(&b, order, ncalls, err, err_len);
         if (st == EDGERT_OK)
             st = decode_steps(&b, order, ncalls, x, y, err, err_len);
-        if (st == EDGERT_OK && ceil)
+        if (st == EDGERT_OK && window)
             st = decode_ceiling_after(&b, err, err_len);
         if (st != EDGERT_OK)
             goto out;

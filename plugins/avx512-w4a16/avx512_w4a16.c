@@ -142,9 +142,6 @@ static const char *aw_missing_flag(uint64_t flags, aw_path p)
 
 /* ---- init ----------------------------------------------------------------------- */
 
-/* Decode prefetch (aw_kern.h): far only (the default), or far and near. */
-typedef enum aw_pf { AW_PF_FAR, AW_PF_FAR_NEAR } aw_pf;
-
 /* One "path=<name>" token (the text after "path=", len bytes). */
 static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *path, char *err,
                          size_t err_len)
@@ -166,31 +163,25 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
 
 /* Parse "[path=<name>] [prefetch=far|near]" (blank-separated, each at most
  * once). 0 on success. */
-static int aw_parse_options(const char *options, int *auto_path, aw_path *path, aw_pf *pf,
+static int aw_parse_options(const char *options, int *auto_path, aw_path *path, int *pf_near,
                             char *err, size_t err_len)
 {
-    static const char *const pfs[] = {"far", "near"};
     *auto_path = 1;
-    *pf = AW_PF_FAR;
+    *pf_near = 0;
     int seen_path = 0, seen_pf = 0;
     for (const char *s = options; s != NULL && *s != '\0';) {
         s += strspn(s, " \t");
         size_t len = strcspn(s, " \t");
         if (len == 0)
             break;
+        const int pf = len == 12 && strncmp(s, "prefetch=far", 12) == 0    ? 0
+                       : len == 13 && strncmp(s, "prefetch=near", 13) == 0 ? 1
+                                                                          : -1;
         if (len >= 5 && strncmp(s, "path=", 5) == 0 && !seen_path++) {
             if (aw_parse_path(s + 5, len - 5, auto_path, path, err, err_len) != 0)
                 return -1;
-        } else if (len >= 9 && strncmp(s, "prefetch=", 9) == 0 && !seen_pf++) {
-            size_t i = 0;
-            while (i < 2 && !(strlen(pfs[i]) == len - 9 && strncmp(s + 9, pfs[i], len - 9) == 0))
-                i++;
-            if (i == 2) {
-                edgert_errf(err, err_len, AW_NAME ": init: unknown prefetch '%.*s' (accepted: "
-                                          "far, near)", (int)(len - 9), s + 9);
-                return -1;
-            }
-            *pf = (aw_pf)i;
+        } else if (pf >= 0 && !seen_pf++) {
+            *pf_near = pf;
         } else {
             edgert_errf(err, err_len,
                         AW_NAME ": init: unexpected option '%.*s' in '%s' (accepted, each once: "
@@ -212,8 +203,8 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
 
     int auto_path = 1;
     aw_path path = AW_PATH_FMA;
-    aw_pf pf = AW_PF_FAR;
-    if (aw_parse_options(options, &auto_path, &path, &pf, err, err_len) != 0)
+    int pf_near = 0;
+    if (aw_parse_options(options, &auto_path, &path, &pf_near, err, err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -265,7 +256,7 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     st->host = host;
     st->path = path;
     st->kern = aw_paths[path].kern;
-    st->pf_near = pf == AW_PF_FAR_NEAR;
+    st->pf_near = pf_near;
     snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
              aw_paths[path].describe,
              st->pf_near ? "L2 8 KiB and L1 512 B ahead" : "L2 8 KiB ahead");

@@ -77,6 +77,20 @@ AW_INLINE void aw_block_meta(const aw_packed *w, size_t p0, unsigned P, uint32_t
     }
 }
 
+/* Rows [c0, c1) of a prefill chunk's fp32 sums (row r at acc + (r - c0) *
+ * row_floats, panel p 16 floats further per p) into y, panels [p0, p0 + P),
+ * masked: the int16 and bf16 register tiles' one write of y per chunk. */
+AW_INLINE void aw_acc_to_y(const aw_job *j, size_t p0, unsigned P, size_t c0, size_t c1,
+                           const __mmask16 *mask, const float *acc, size_t row_floats)
+{
+    for (size_t r = c0; r < c1; r++) {
+        const float *ar = acc + (r - c0) * row_floats;
+        for (unsigned p = 0; p < P; p++)
+            _mm512_mask_storeu_ps(j->y + r * j->ldy + (p0 + p) * AW_PANEL, mask[p],
+                                  _mm512_load_ps(ar + p * AW_PANEL));
+    }
+}
+
 /* Flush one fp32 tile row into y: y = (first ? 0 : y) + v, masked. */
 AW_INLINE void aw_y_add(float *yp, __mmask16 mask, int first, __m512 v)
 {

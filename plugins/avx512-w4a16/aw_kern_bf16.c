@@ -193,12 +193,7 @@ static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t 
             default: bf16_rows(j, wexp, g, c0, c1, 1, sc, sz, abuf); break;
             }
         }
-        for (size_t r = c0; r < c1; r++) {
-            const float *ar = abuf + (r - c0) * BF16_ACC_ROW;
-            for (unsigned p = 0; p < P; p++)
-                _mm512_mask_storeu_ps(j->y + r * j->ldy + (p0 + p) * AW_PANEL, mask[p],
-                                      _mm512_load_ps(ar + p * AW_PANEL));
-        }
+        aw_acc_to_y(j, p0, P, c0, c1, mask, abuf, BF16_ACC_ROW);
     }
 }
 

@@ -281,12 +281,7 @@ static void int16_prefill_block(const aw_job *j, size_t p0, unsigned P, int16_t 
                 int16_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sc, sz,
                            acc + (r0 - c0) * INT16_ACC_ROW);
         }
-        for (size_t r = c0; r < c1; r++) {
-            const float *ar = acc + (r - c0) * INT16_ACC_ROW;
-            for (unsigned p = 0; p < P; p++)
-                _mm512_mask_storeu_ps(j->y + r * j->ldy + (p0 + p) * AW_PANEL, mask[p],
-                                      _mm512_load_ps(ar + p * AW_PANEL));
-        }
+        aw_acc_to_y(j, p0, P, c0, c1, mask, acc, INT16_ACC_ROW);
     }
 }
 
