@@ -328,31 +328,45 @@ typedef struct {
 
 static double fma_portable(void)
 {
-    float acc[16] = {0}, x = 1.0000001f, y = 0.9999999f;
+    /* distinct starting values: sixteen equal chains would be computed once */
+    float acc[16], x = 1.0000001f, y = 0.9999999f;
+    for (int k = 0; k < 16; k++)
+        acc[k] = (float)k;
     for (unsigned i = 0; i < ITERS / 8; i++)
         for (int k = 0; k < 16; k++)
             acc[k] = acc[k] * x + y;
-    volatile float sink = acc[0] + acc[15];
+    float sum = 0;
+    for (int k = 0; k < 16; k++)
+        sum += acc[k];
+    volatile float sink = sum;
     (void)sink;
     return 2.0 * 16.0 * (ITERS / 8);
 }
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) || defined(__aarch64__)
 #define ACC12(T, init) T a0 = init, a1 = init, a2 = init, a3 = init, a4 = init, a5 = init, \
     a6 = init, a7 = init, a8 = init, a9 = init, a10 = init, a11 = init
 #define STEP12(OP) a0 = OP(a0); a1 = OP(a1); a2 = OP(a2); a3 = OP(a3); a4 = OP(a4); \
     a5 = OP(a5); a6 = OP(a6); a7 = OP(a7); a8 = OP(a8); a9 = OP(a9); a10 = OP(a10); a11 = OP(a11)
 #define SUM12(ADD) ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))), \
     ADD(ADD(a8, a9), ADD(a10, a11)))
-/* ITERS steps of the 12 accumulators; the empty asm (C: "+v" or "+x", the
- * register class) makes four of them look used each step, so the compiler
- * can neither shorten nor merge the chains. */
-#define RUN12(OP, C)                                                    \
-    for (unsigned i = 0; i < ITERS; i++) {                              \
-        STEP12(OP);                                                     \
-        __asm__ volatile("" : C(a0), C(a1), C(a2), C(a3));              \
+/* ITERS steps of the 12 accumulators. The empty asm (C: "+v", "+x" or "+w",
+ * the register class) takes every accumulator in and out each step, so the
+ * compiler can neither shorten nor merge the chains. All twelve must be in
+ * it: with four there (as before), the other eight started equal and took
+ * the same pure operation each step, so GCC 12 computed them once, and each
+ * loop ran 5 dot products while counting 12. Every compute peak read 1.4 to
+ * 2.4x high (objdump of the loops: 5 vfmadd/vdpbf16ps/vpdpbusd/vpdpwssd per
+ * iteration; now 12), and every prefill's fraction of its peak that much low. */
+#define RUN12(OP, C)                                                              \
+    for (unsigned i = 0; i < ITERS; i++) {                                        \
+        STEP12(OP);                                                               \
+        __asm__ volatile("" : C(a0), C(a1), C(a2), C(a3), C(a4), C(a5), C(a6),    \
+                              C(a7), C(a8), C(a9), C(a10), C(a11));               \
     }
+#endif
 
+#if defined(__x86_64__)
 __attribute__((target("avx512f"))) static double fma_avx512(void)
 {
     __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
@@ -479,13 +493,12 @@ __attribute__((target("amx-tile,amx-int8,amx-bf16"))) static double amx_loop(int
 static double fma_neon(void)
 {
     float32x4_t x = vdupq_n_f32(1.0000001f), y = vdupq_n_f32(0.9999999f);
-    float32x4_t a[12];
-    for (int k = 0; k < 12; k++)
-        a[k] = vdupq_n_f32(0);
-    for (unsigned i = 0; i < ITERS; i++)
-        for (int k = 0; k < 12; k++)
-            a[k] = vfmaq_f32(y, a[k], x);
-    volatile float sink = vgetq_lane_f32(a[0], 0) + vgetq_lane_f32(a[11], 3);
+    ACC12(float32x4_t, vdupq_n_f32(0));
+#define F(a) vfmaq_f32(y, a, x)
+    RUN12(F, "+w");
+#undef F
+    float32x4_t s = SUM12(vaddq_f32);
+    volatile float sink = vgetq_lane_f32(s, 0);
     (void)sink;
     return 12.0 * 4.0 * 2.0 * ITERS;
 }
