@@ -110,6 +110,7 @@
 #include "safetensors.h" /* st_f32_to_f16, st_f16_to_f32: the fp16 rounding of verify */
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "test_fake_host.h"
 #include "test_packed.h"
 
 /* An unoptimized build (the ASan/UBSan suite is a Debug build) runs the
@@ -1017,35 +1018,6 @@ static void test_zero_and_nan_rows(void **state)
 
 /* ---- 7. the plugin's flag checks on a host that lacks the flags ------------------------ */
 
-static void *fh_alloc(void *ctx, size_t size, size_t align)
-{
-    (void)ctx;
-    return aligned_alloc(align, (size + align - 1u) / align * align);
-}
-static void fh_free(void *ctx, void *p)
-{
-    (void)ctx;
-    free(p);
-}
-static void fh_log(void *ctx, edgert_log_level level, const char *fmt, ...)
-{
-    (void)ctx;
-    (void)level;
-    (void)fmt;
-}
-static void fh_pfor(void *ctx, size_t n, size_t grain, edgert_range_fn fn, void *arg)
-{
-    (void)ctx;
-    (void)grain;
-    if (n)
-        fn(arg, 0, n, 0);
-}
-static unsigned fh_threads(void *ctx)
-{
-    (void)ctx;
-    return 1;
-}
-
 static void init_refused(const edgert_plugin *p, const edgert_host *host, const char *options,
                          const char *flag)
 {
@@ -1084,16 +1056,9 @@ static void test_missing_flags(void **state)
     }
 
     /* the library itself, on a host table that lacks the flags */
-    void *h = dlopen(f->lib, RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        fail_msg("dlopen %s: %s", f->lib, dlerror());
-    edgert_plugin_entry_fn entry = (edgert_plugin_entry_fn)dlsym(h, EDGERT_PLUGIN_ENTRY_SYMBOL);
-    assert_non_null(entry);
-    edgert_host host = {
-        .struct_size = sizeof host, .abi_version = 2, .log = fh_log, .alloc = fh_alloc,
-        .free = fh_free, .parallel_for = fh_pfor, .thread_count = fh_threads,
-        .cpu_flags = BASE_FLAGS,
-    };
+    void *h = NULL;
+    edgert_plugin_entry_fn entry = fh_entry(f->lib, &h);
+    edgert_host host = fh_host(2, BASE_FLAGS);
     const edgert_plugin *p = NULL;
     char err[512] = "";
     assert_int_equal(entry(2, 2, &host, &p, err, sizeof err), EDGERT_OK);

@@ -49,6 +49,7 @@
 #include "internal.h" /* er_yaml, for test_cli_util.h */
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "test_fake_host.h"
 
 #define A2 "avx2-w4a16"
 #define A2_EVEX "avx2-w4a16-evex"
@@ -493,35 +494,6 @@ static void test_packed_bits(void **state)
 
 /* ---- the plugin's own refusals, with a fake host lacking flags ---------------- */
 
-static void *fh_alloc(void *ctx, size_t size, size_t align)
-{
-    (void)ctx;
-    return aligned_alloc(align, (size + align - 1u) / align * align);
-}
-static void fh_free(void *ctx, void *p)
-{
-    (void)ctx;
-    free(p);
-}
-static void fh_log(void *ctx, edgert_log_level level, const char *fmt, ...)
-{
-    (void)ctx;
-    (void)level;
-    (void)fmt;
-}
-static void fh_pfor(void *ctx, size_t n, size_t grain, edgert_range_fn fn, void *arg)
-{
-    (void)ctx;
-    (void)grain;
-    if (n)
-        fn(arg, 0, n, 0);
-}
-static unsigned fh_threads(void *ctx)
-{
-    (void)ctx;
-    return 1;
-}
-
 /* init with the given flags and options: its status, the instance's
  * description (or "") in desc; the instance is freed again. */
 static edgert_status try_init(const edgert_plugin *p, edgert_host *host, uint64_t flags,
@@ -546,16 +518,11 @@ static void test_missing_flags(void **state)
     A2_OR_SKIP(f);
     const edgert_candidate *c = edgert_candidate_find(f->ctx, A2);
     assert_non_null(c->library_path);
-    void *h = dlopen(c->library_path, RTLD_NOW | RTLD_LOCAL);
-    assert_non_null(h);
-    edgert_plugin_entry_fn entry = (edgert_plugin_entry_fn)dlsym(h, EDGERT_PLUGIN_ENTRY_SYMBOL);
-    assert_non_null(entry);
+    void *h = NULL;
+    edgert_plugin_entry_fn entry = fh_entry(c->library_path, &h);
     const uint64_t base = (1ull << EDGERT_CPU_AVX) | (1ull << EDGERT_CPU_AVX2) |
                           (1ull << EDGERT_CPU_FMA);
-    edgert_host host = {
-        .struct_size = sizeof host, .abi_version = 1, .log = fh_log, .alloc = fh_alloc,
-        .free = fh_free, .parallel_for = fh_pfor, .thread_count = fh_threads, .cpu_flags = base,
-    };
+    edgert_host host = fh_host(1, base);
     const edgert_plugin *p = NULL;
     char err[512] = "", desc[256];
     assert_int_equal(entry(1, 1, &host, &p, err, sizeof err), EDGERT_OK);

@@ -508,15 +508,8 @@ static void put_u64(FILE *f, uint64_t v)
 static char *st_file(const char *dir, const char *name, const char *header, const void *data,
                      size_t n)
 {
-    char *p = NULL;
-    assert_true(asprintf(&p, "%s/%s", dir, name) > 0);
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    put_u64(f, strlen(header));
-    fwrite(header, 1, strlen(header), f);
-    if (n)
-        fwrite(data, 1, n, f);
-    fclose(f);
+    char *p = tu_safetensors(dir, name, header, data, n);
+    assert_non_null(p);
     return p;
 }
 

@@ -476,15 +476,8 @@ static char *st_one(const char *dir, const char *file, const char *tensor, const
     while (n % 8)
         hdr[n++] = ' ';
     hdr[n] = '\0';
-    assert_true(asprintf(&path, "%s/%s", dir, file) > 0);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    uint64_t len = (uint64_t)n;
-    for (int i = 0; i < 8; i++)
-        fputc((int)(len >> (8 * i)) & 0xFF, f);
-    fwrite(hdr, 1, (size_t)n, f);
-    fwrite(data, 1, bytes, f);
-    fclose(f);
+    path = tu_safetensors(dir, file, hdr, data, bytes);
+    assert_non_null(path);
     return path;
 }
 

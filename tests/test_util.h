@@ -187,6 +187,34 @@ __attribute__((unused, format(printf, 3, 4))) static void tu_skip_line(const cha
         skip();                                                                                   \
     } while (0)
 
+/* A safetensors file written by hand, as an outside producer would: the
+ * 8-byte little-endian length of `header`, the header as given (a caller that
+ * wants it 8-byte padded pads it), then `n` raw bytes. Its malloc'd path. */
+__attribute__((unused)) static char *tu_safetensors(const char *dir, const char *name,
+                                                    const char *header, const void *data,
+                                                    size_t n)
+{
+    char *path = NULL;
+    if (asprintf(&path, "%s/%s", dir, name) < 0)
+        return NULL;
+    FILE *f = fopen(path, "wb");
+    if (f == NULL) {
+        free(path);
+        return NULL;
+    }
+    uint64_t len = strlen(header);
+    for (int i = 0; i < 8; i++)
+        fputc((int)(len >> (8 * i)) & 0xFF, f);
+    fwrite(header, 1, (size_t)len, f);
+    if (n != 0)
+        fwrite(data, 1, n, f);
+    if (fclose(f) != 0) {
+        free(path);
+        return NULL;
+    }
+    return path;
+}
+
 /* A test that exposes a bug not fixed yet: the reason line says KNOWN BUG.
  * Use it only after checking for the buggy behaviour itself, so the test
  * asserts the right behaviour again as soon as the bug is fixed. */
