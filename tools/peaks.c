@@ -344,8 +344,11 @@ static double fma_portable(void)
 }
 
 #if defined(__x86_64__) || defined(__aarch64__)
-#define ACC12(T, init) T a0 = init, a1 = init, a2 = init, a3 = init, a4 = init, a5 = init, \
-    a6 = init, a7 = init, a8 = init, a9 = init, a10 = init, a11 = init
+/* Twelve accumulators of type T, accumulator k starting at INIT(k): distinct
+ * starting values, so that no two chains are ever the same computation. */
+#define ACC12(T, INIT) T a0 = INIT(0), a1 = INIT(1), a2 = INIT(2), a3 = INIT(3), a4 = INIT(4), \
+    a5 = INIT(5), a6 = INIT(6), a7 = INIT(7), a8 = INIT(8), a9 = INIT(9), a10 = INIT(10),    \
+    a11 = INIT(11)
 #define STEP12(OP) a0 = OP(a0); a1 = OP(a1); a2 = OP(a2); a3 = OP(a3); a4 = OP(a4); \
     a5 = OP(a5); a6 = OP(a6); a7 = OP(a7); a8 = OP(a8); a9 = OP(a9); a10 = OP(a10); a11 = OP(a11)
 #define SUM12(ADD) ADD(ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7))), \
@@ -353,11 +356,13 @@ static double fma_portable(void)
 /* ITERS steps of the 12 accumulators. The empty asm (C: "+v", "+x" or "+w",
  * the register class) takes every accumulator in and out each step, so the
  * compiler can neither shorten nor merge the chains. All twelve must be in
- * it: with four there (as before), the other eight started equal and took
- * the same pure operation each step, so GCC 12 computed them once, and each
- * loop ran 5 dot products while counting 12. Every compute peak read 1.4 to
- * 2.4x high (objdump of the loops: 5 vfmadd/vdpbf16ps/vpdpbusd/vpdpwssd per
- * iteration; now 12), and every prefill's fraction of its peak that much low. */
+ * it, and they start apart (ACC12): with four there (as before), the other
+ * eight started equal and took the same pure operation each step, so GCC 12
+ * computed them once, and each loop ran 5 dot products while counting 12.
+ * Every compute peak read high (1.04x for vpdpbusd to 2.1x for vdpbf16ps on
+ * a Xeon; objdump of the loops: 5 vfmadd/vdpbf16ps/vpdpbusd/vpdpwssd per
+ * iteration, now 12), and every prefill's fraction of its peak that much
+ * low. */
 #define RUN12(OP, C)                                                              \
     for (unsigned i = 0; i < ITERS; i++) {                                        \
         STEP12(OP);                                                               \
@@ -370,7 +375,9 @@ static double fma_portable(void)
 __attribute__((target("avx512f"))) static double fma_avx512(void)
 {
     __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(0.9999999f);
-    ACC12(__m512, _mm512_setzero_ps());
+#define I(k) _mm512_set1_ps((float)(k))
+    ACC12(__m512, I);
+#undef I
 #define F(a) _mm512_fmadd_ps(a, x, y)
     RUN12(F, "+v");
 #undef F
@@ -383,7 +390,9 @@ __attribute__((target("avx512f"))) static double fma_avx512(void)
 __attribute__((target("avx2,fma"))) static double fma_avx2(void)
 {
     __m256 x = _mm256_set1_ps(1.0000001f), y = _mm256_set1_ps(0.9999999f);
-    ACC12(__m256, _mm256_setzero_ps());
+#define I(k) _mm256_set1_ps((float)(k))
+    ACC12(__m256, I);
+#undef I
 #define F(a) _mm256_fmadd_ps(a, x, y)
     RUN12(F, "+x");
 #undef F
@@ -398,7 +407,9 @@ __attribute__((target("avx2,fma"))) static double fma_avx2(void)
 __attribute__((target("avx512f,avx512bf16"))) static double bf16_avx512(void)
 {
     __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80), y = (__m512bh)_mm512_set1_epi16(0x3f80);
-    ACC12(__m512, _mm512_setzero_ps());
+#define I(k) _mm512_set1_ps((float)(k))
+    ACC12(__m512, I);
+#undef I
 #define F(a) _mm512_dpbf16_ps(a, x, y)
     RUN12(F, "+v");
 #undef F
@@ -413,7 +424,9 @@ __attribute__((target("avx512f,avx512vnni"))) static double vnni_avx512(void)
     /* y = 0: integer dot products take the same time whatever the data, and
      * the accumulators must not overflow (the reduction below is in C). */
     __m512i x = _mm512_set1_epi8(3), y = _mm512_setzero_si512();
-    ACC12(__m512i, _mm512_setzero_si512());
+#define I(k) _mm512_set1_epi32(k)
+    ACC12(__m512i, I);
+#undef I
 #define F(a) _mm512_dpbusd_epi32(a, x, y)
     RUN12(F, "+v");
 #undef F
@@ -426,7 +439,9 @@ __attribute__((target("avx512f,avx512vnni"))) static double vnni_avx512(void)
 __attribute__((target("avx512f,avx512vnni"))) static double vnni16_avx512(void)
 {
     __m512i x = _mm512_set1_epi16(3), y = _mm512_setzero_si512(); /* see vnni_avx512 */
-    ACC12(__m512i, _mm512_setzero_si512());
+#define I(k) _mm512_set1_epi32(k)
+    ACC12(__m512i, I);
+#undef I
 #define F(a) _mm512_dpwssd_epi32(a, x, y)
     RUN12(F, "+v");
 #undef F
@@ -493,7 +508,9 @@ __attribute__((target("amx-tile,amx-int8,amx-bf16"))) static double amx_loop(int
 static double fma_neon(void)
 {
     float32x4_t x = vdupq_n_f32(1.0000001f), y = vdupq_n_f32(0.9999999f);
-    ACC12(float32x4_t, vdupq_n_f32(0));
+#define I(k) vdupq_n_f32((float)(k))
+    ACC12(float32x4_t, I);
+#undef I
 #define F(a) vfmaq_f32(y, a, x)
     RUN12(F, "+w");
 #undef F
