@@ -12,11 +12,15 @@
  * to A8_DECODE_RB tokens, 64 bytes = 16 columns x 8 inputs per load feeding
  * 2 vpdpbusd per token, spread over 4 accumulator chains per token (the
  * chain's latency would otherwise bound a single token to 16 bytes a cycle).
- * The loop over a group's 16 octets turns two at a time and is not unrolled
- * further: fully unrolled (as before) the step ran 3-5% slower from DRAM on
- * the 2-core Xeon, with the same instructions (avx512-w4a8, 4 alternating
- * rounds: 26.39-27.91 -> 25.62-26.31 ms per step). The same held for
- * avx512-w4a16's int16 GEMV, whose loop is rolled.
+ * For fewer than A8_DECODE_RB tokens the loop over a group's 16 octets
+ * turns two at a time and is not unrolled further: fully unrolled (as
+ * before) the step ran 2-4% slower from DRAM on the 2-core Xeon, with the
+ * same instructions (avx512-w4a8, m = 1, 6 alternating rounds, this build
+ * faster in each: 26.35-27.30 -> 26.03-26.45 ms per step). avx512-w4a16's
+ * int16 GEMV, whose loop is rolled, was slower unrolled too. At A8_DECODE_RB
+ * tokens it stays fully unrolled. Either way the step moves by a few
+ * percent with code placement alone (the same loop, other functions added
+ * to the file): compare whole builds, interleaved, before keeping a change.
  *
  * Prefill: per parallel_for item of A8_PREFILL_PB panels and per group, the
  * codes are expanded once into the vpdpbusd operand order (a8_expand, 6 KiB,
@@ -77,6 +81,24 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
 
 /* ---- decode --------------------------------------------------------------------------- */
 
+/* one 64-byte line of codes (octet T of group g) for R tokens, into chains
+ * C and C + 1 of each: a macro over decode_panel's locals (as a function
+ * taking the accumulators by pointer, GCC 12 copied them through other
+ * registers every step) */
+#define A8_DECODE_OCTET(T, C)                                                                 \
+    do {                                                                                      \
+        a8_prefetch(blk + 64u * (T), near);                                                   \
+        __m512i v_ = _mm512_load_si512((const void *)(blk + 64u * (T)));                      \
+        __m512i lo_ = _mm512_and_si512(v_, nib);                                              \
+        __m512i hi_ = _mm512_and_si512(_mm512_srli_epi32(v_, 4), nib);                        \
+        A8_UNROLL                                                                             \
+        for (unsigned r = 0; r < R; r++) {                                                    \
+            const int8_t *xg = xa[r] + (size_t)g * j->act_group_bytes + 8u * (T);             \
+            A8_DPBUSD(acc[r][C], lo_, a8_bcast4(xg));                                         \
+            A8_DPBUSD(acc[r][(C) + 1u], hi_, a8_bcast4(xg + 4));                              \
+        }                                                                                     \
+    } while (0)
+
 A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned R,
                              const int near)
 {
@@ -96,23 +118,21 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
         A8_UNROLL
         for (unsigned r = 0; r < R; r++)
             acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm512_setzero_si512();
-        /* two octets a turn (even ones into acc 0-1, odd into 2-3), not
-         * unrolled further: see the top of the file */
-        _Pragma("GCC unroll 1")
-        for (unsigned t = 0; t < A8_OCTETS; t += 2u) {
-            A8_UNROLL
-            for (unsigned u = 0; u < 2u; u++) {
-                a8_prefetch(blk + 64u * (t + u), near);
-                __m512i v = _mm512_load_si512((const void *)(blk + 64u * (t + u)));
-                __m512i lo = _mm512_and_si512(v, nib);
-                __m512i hi = _mm512_and_si512(_mm512_srli_epi32(v, 4), nib);
-                A8_UNROLL
-                for (unsigned r = 0; r < R; r++) {
-                    const int8_t *xg = xa[r] + (size_t)g * j->act_group_bytes + 8u * (t + u);
-                    A8_DPBUSD(acc[r][2u * u], lo, a8_bcast4(xg));
-                    A8_DPBUSD(acc[r][2u * u + 1u], hi, a8_bcast4(xg + 4));
-                }
+        /* octet t into chains 2 (t & 1) and 2 (t & 1) + 1. Below A8_DECODE_RB
+         * tokens two octets a turn, not unrolled further; at A8_DECODE_RB
+         * fully unrolled, which keeps its 16 chains in registers (turning
+         * two at a time, GCC 12 spilled 6 zmm per turn there): see the top
+         * of the file */
+        if (R < A8_DECODE_RB) {
+            _Pragma("GCC unroll 1")
+            for (unsigned t = 0; t < A8_OCTETS; t += 2u) {
+                A8_DECODE_OCTET(t, 0u);
+                A8_DECODE_OCTET(t + 1u, 2u);
             }
+        } else {
+            A8_UNROLL
+            for (unsigned t = 0; t < A8_OCTETS; t++)
+                A8_DECODE_OCTET(t, 2u * (t & 1u));
         }
         if (g & 1u || g + 1u == w->groups) /* the pair's scale line follows its codes */
             a8_prefetch(blk + A8_CODE_BYTES, near);
@@ -131,6 +151,7 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
         _mm512_mask_storeu_ps(j->y + (r0 + r) * j->ldy + p * A8_PANEL, mask,
                               _mm512_mul_ps(yacc[r], _mm512_set1_ps(j->sx[r0 + r])));
 }
+#undef A8_DECODE_OCTET
 
 void a8_vnni_decode(void *arg, size_t begin, size_t end, unsigned worker)
 {
