@@ -57,16 +57,9 @@ char *__wrap_er_strdup(const char *s)
 
 static edgert_ctx *open_dir(const char *dir)
 {
-    const char *paths[1] = {dir};
-    edgert_options o = {.struct_size = sizeof o};
-    o.manifest_paths = paths;
-    o.manifest_path_count = 1;
-    o.ignore_env = 1;
-    o.threads = 1;
-    o.log_level = EDGERT_LOG_ERROR;
-    edgert_ctx *ctx = NULL;
     char err[512] = "";
-    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+    edgert_ctx *ctx = tu_open(dir, 1, err, sizeof err);
+    if (ctx == NULL)
         fail_msg("edgert_open: %s", err);
     return ctx;
 }

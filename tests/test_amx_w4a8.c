@@ -1128,16 +1128,10 @@ static void test_verify_amx_model(void **state)
 static void test_gated_out_on_other_arch(void **state)
 {
     (void)state;
-    const char *dirs[1] = {EDGERT_TEST_BACKEND_DIR};
-    edgert_options o = {.struct_size = sizeof o};
-    o.manifest_paths = dirs;
-    o.manifest_path_count = 1;
-    o.ignore_env = 1;
-    o.threads = 1;
-    o.log_level = EDGERT_LOG_ERROR;
-    edgert_ctx *ctx = NULL;
     char err[512] = "";
-    assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
+    edgert_ctx *ctx = tu_open(EDGERT_TEST_BACKEND_DIR, 1, err, sizeof err);
+    if (ctx == NULL)
+        fail_msg("edgert_open: %s", err);
     const edgert_candidate *c = edgert_candidate_find(ctx, A8);
     assert_non_null(c);
     assert_false(c->eligible);

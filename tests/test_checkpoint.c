@@ -159,17 +159,9 @@ static void check_codes(const char *path, edgert_checkpoint *ck, size_t l, int s
 
 static edgert_ctx *open_ctx_here(void)
 {
-    const char *paths[1] = {EDGERT_TEST_BACKEND_DIR};
-    edgert_options o = {.struct_size = sizeof o};
-    o.manifest_paths = paths;
-    o.manifest_path_count = 1;
-    o.ignore_env = 1;
-    o.threads = 2;
-    o.log_level = EDGERT_LOG_ERROR;
-    o.no_evidence = 1;
-    edgert_ctx *ctx = NULL;
     char err[1024] = "";
-    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+    edgert_ctx *ctx = tu_open(EDGERT_TEST_BACKEND_DIR, 2, err, sizeof err);
+    if (ctx == NULL)
         fail_msg("edgert_open: %s", err);
     return ctx;
 }
