@@ -35,6 +35,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 #endif
@@ -504,6 +506,25 @@ __attribute__((target("amx-tile,amx-int8,amx-bf16"))) static double amx_loop(int
 }
 #endif
 
+#if defined(__x86_64__)
+/* Linux keeps AMX tile data off for each process until it asks
+ * (core/probe_cpu.c), and the first tile instruction without it dies with
+ * SIGILL. The probe only says the permission is grantable; the AMX backends
+ * ask in their own init. bench may run with none of them loaded (--manifests
+ * naming other backends only), so it asks here before its tile loops: held
+ * already or granted now, or the AMX peaks stay unmeasured. Asking is for
+ * good, which is fine for the bench process that is about to run tiles. */
+static int amx_tiles_granted(void)
+{
+    const unsigned long long tiledata = 1ull << 18; /* XFEATURE_XTILEDATA */
+    unsigned long long perm = 0;
+    if (syscall(SYS_arch_prctl, 0x1022 /* ARCH_GET_XCOMP_PERM */, &perm) == 0 &&
+        (perm & tiledata) != 0)
+        return 1;
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18) == 0;
+}
+#endif
+
 #if defined(__aarch64__)
 static double fma_neon(void)
 {
@@ -584,6 +605,8 @@ void peak_compute(unsigned threads, uint64_t f, peak_result *out)
         out->value[PEAK_INT16_VNNI] = run_family(&t, PEAK_INT16_VNNI);
         out->isa[PEAK_INT16_VNNI] = "avx512_vnni vpdpwssd";
     }
+    if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_TILE) && !amx_tiles_granted())
+        f &= ~((1ull << EDGERT_CPU_AMX_INT8) | (1ull << EDGERT_CPU_AMX_BF16));
     if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_TILE) && EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_INT8)) {
         out->value[PEAK_AMX_INT8] = run_family(&t, PEAK_AMX_INT8);
         out->isa[PEAK_AMX_INT8] = "amx tdpbusd";
