@@ -190,6 +190,12 @@ A8_INLINE void pf_kern(const uint8_t *wexp, const int8_t *xa, size_t rs, const u
         for (unsigned p = 0; p < P; p++)
             acc[r][p] = _mm512_setzero_si512();
     for (unsigned s = 0; s < A8_STEPS; s++) {
+        /* The next tile's tokens into L1 while this one computes (R tokens
+         * on, group-major: 1 KiB at R = 8, 32 bytes per step), as
+         * avx512-w4a16's int16 tile does. bench --backend avx512-w4a8
+         * prefill on the Xeon with AMX, 4 interleaved rounds: 1079 -> 1122
+         * GOP/s median. */
+        _mm_prefetch((const char *)(xa + R * rs + 32u * s), _MM_HINT_T0);
         __m512i wv[PF_PB];
         A8_UNROLL
         for (unsigned p = 0; p < P; p++)

@@ -134,6 +134,9 @@ AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, uint32_t g, size
             acc[r][p] = _mm512_setzero_ps();
     }
     for (unsigned pr = 0; pr < AW_GROUP / 2u; pr++) {
+        /* the next tile's rows into L1, as int16_kern does (bench prefill
+         * path=bf16 on the Xeon with AMX, 4 rounds: 212 -> 224 GFLOP/s) */
+        _mm_prefetch((const char *)(a0 + (r0 + R) * j->act_row_bytes) + 32u * pr, _MM_HINT_T0);
         __m512bh wv[BF16_PB];
         AW_UNROLL
         for (unsigned p = 0; p < P; p++)

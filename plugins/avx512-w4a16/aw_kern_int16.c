@@ -191,6 +191,13 @@ AW_INLINE void int16_kern(const int16_t *wexp, const int8_t *xa, size_t rs, cons
         for (unsigned p = 0; p < P; p++)
             acc[r][p] = _mm512_setzero_si512();
     for (unsigned pr = 0; pr < AW_GROUP / 2u; pr++) {
+        /* The next tile's activations into L1 while this one computes: R
+         * rows on, contiguous group-major (2 KiB at R = 8), 32 bytes per
+         * pair step. Without it each tile's first touch of its 8 rows
+         * missed L1 (a group's 32 KiB of chunk rows, the 12 KiB of codes
+         * and the 24 KiB buffer do not fit). Xeon with AMX, bench prefill
+         * path=int16, 5 interleaved rounds: 606 -> 674 GFLOP/s median. */
+        _mm_prefetch((const char *)(xa + R * rs + 32u * pr), _MM_HINT_T0);
         __m512i wv[INT16_PB];
         AW_UNROLL
         for (unsigned p = 0; p < P; p++)
