@@ -511,6 +511,12 @@ static void test_bench_json(void **state)
     assert_int_equal((int)num(&y, bwo, "calls_per_step"), 2 + 2 + 1);
     assert_true(fabs(num(&y, dec, "fraction_of_call_sized_bandwidth") - gbs / cbw) <=
                 1e-3 * gbs / cbw);
+    /* the step read: ref-w4a16 exposes its packed bytes, so it is measured */
+    yaml_node_t *sr = er_yaml_get(&y, dec, "step_read");
+    assert_non_null(sr);
+    double srg = num(&y, sr, "gbs");
+    assert_true(num(&y, sr, "min") > 0 && num(&y, sr, "min") <= srg && srg <= num(&y, sr, "max"));
+    assert_true(fabs(num(&y, dec, "fraction_of_step_read") - gbs / srg) <= 1e-3 * gbs / srg);
     /* the window: the ceiling before and after the steps, the fraction of
      * each, flagged unstable exactly when they differ by more than 15% */
     yaml_node_t *win = er_yaml_get(&y, dec, "window");

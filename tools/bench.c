@@ -450,6 +450,78 @@ out:
     return st;
 }
 
+/* 3b. The step's bytes with no arithmetic: every op's packed weights read
+ * through the handle's pool (edgert_parallel_for: the pool the plugin's
+ * GEMMs run on), call by call in the step's order, with the ceiling's
+ * prefetched read loop and the 64 KiB grain of the x86 decode kernels;
+ * timed as many steps as the decode, right after it. Decode's fraction of
+ * this separates what the kernel's own instruction stream costs (the
+ * fraction well below 1) from what the step's structure costs (a fork and
+ * join per GEMM, chunks, one buffer per matrix: this read itself well
+ * below the ceiling). Needs the packed bytes (edgert_packed_data), which a
+ * backend that cannot map its packed form keeps private: NaN then. */
+#define SR_UNIT 256u          /* bytes per item: peak_read's block */
+#define SR_GRAIN (65536u / SR_UNIT) /* 64 KiB per chunk at least */
+
+typedef struct sr_job {
+    const uint8_t *base;
+    uint64_t flags;
+    uint64_t sink[64]; /* one slot per worker: read after the run, so kept */
+} sr_job;
+
+static void sr_range(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    sr_job *j = arg;
+    j->sink[worker % 64u] ^=
+        peak_read(j->base + begin * SR_UNIT, (end - begin) * SR_UNIT, j->flags);
+}
+
+static void decode_step_read(bench_run *b, const step_call *order, size_t ncalls)
+{
+    bench_result *r = b->r;
+    const unsigned reps = b->c->repeat ? b->c->repeat : 5;
+    r->step_read_gbs = r->step_read_min = r->step_read_max = r->fraction_of_step_read = NAN;
+    const void **data = calloc(ncalls ? ncalls : 1, sizeof *data);
+    size_t *units = calloc(ncalls ? ncalls : 1, sizeof *units);
+    double *t = calloc(reps, sizeof *t);
+    sr_job *j = calloc(1, sizeof *j); /* 64-byte sink array: off the stack */
+    size_t bytes = 0;
+    if (!data || !units || !t || !j || ncalls == 0)
+        goto out;
+    for (size_t i = 0; i < ncalls; i++) {
+        size_t size = 0;
+        if (edgert_packed_data(b->packed[order[i].s][order[i].idx], &data[i], &size, NULL, 0) !=
+            EDGERT_OK)
+            goto out; /* private packed bytes: nothing to read */
+        units[i] = size / SR_UNIT;
+        bytes += units[i] * SR_UNIT;
+    }
+    j->flags = edgert_device_facts(b->ctx)->cpu_flags;
+    for (unsigned rep = 0; rep <= reps; rep++) { /* rep 0 warms up, untimed */
+        double t0 = measure_now_s();
+        for (size_t i = 0; i < ncalls; i++) {
+            j->base = data[i];
+            edgert_parallel_for(b->ctx, units[i], SR_GRAIN, sr_range, j);
+        }
+        if (rep > 0)
+            t[rep - 1] = measure_now_s() - t0;
+    }
+    uint64_t keep = 0;
+    for (size_t i = 0; i < 64u; i++)
+        keep ^= j->sink[i];
+    __asm__ volatile("" : : "r"(keep)); /* the reads must happen */
+    double med = measure_median(t, reps); /* sorts t */
+    r->step_read_gbs = (double)bytes / med / 1e9;
+    r->step_read_min = (double)bytes / t[reps - 1] / 1e9;
+    r->step_read_max = (double)bytes / t[0] / 1e9;
+    r->fraction_of_step_read = r->weight_gbs / r->step_read_gbs;
+out:
+    free(data);
+    free(units);
+    free(t);
+    free(j);
+}
+
 /* 4. Prefill: each shape once with m rows (a head with 1), median of the
  * repeats, weighted by its count; against the compute peak of the family
  * the kernel relies on. */
@@ -540,6 +612,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     }
     gen_activations(x, m, maxk, c->seed);
 
+    r->step_read_gbs = r->step_read_min = r->step_read_max = r->fraction_of_step_read = NAN;
     if (c->phase != PHASE_PREFILL) {
         const int window = !(flags & BENCH_STEPS_ONLY); /* the ceilings around the steps */
         ncalls = step_order(w, order);
@@ -547,6 +620,8 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
             st = decode_ceiling(&b, order, ncalls, err, err_len);
         if (st == EDGERT_OK)
             st = decode_steps(&b, order, ncalls, x, y, err, err_len);
+        if (st == EDGERT_OK && window)
+            decode_step_read(&b, order, ncalls);
         if (st == EDGERT_OK && window)
             st = decode_ceiling_after(&b, err, err_len);
         if (st != EDGERT_OK)

@@ -34,6 +34,11 @@ typedef struct bench_result {
      * than BENCH_UNSTABLE (then the run is flagged, not a claim). */
     double ceiling_after_gbs, fraction_after;
     int window_unstable;
+    /* The step's own packed bytes read with no arithmetic, through the same
+     * pool, call by call (decode_step_read): GB/s (median [min..max] over
+     * as many steps as the decode), decode's fraction of it; NaN when the
+     * backend keeps its packed bytes private. */
+    double step_read_gbs, step_read_min, step_read_max, fraction_of_step_read;
     uint64_t weight_bytes, expected_weight_bytes;
     unsigned m;
     double prefill_tokens_per_s, prefill_gflops, fraction_of_compute_peak;

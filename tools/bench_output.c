@@ -92,6 +92,13 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "weight_gbs", r->weight_gbs);
         json_knum(&j, "fraction_of_bandwidth", r->fraction_of_bandwidth);
         json_knum(&j, "fraction_of_call_sized_bandwidth", r->fraction_of_calls_ceiling);
+        json_key(&j, "step_read");
+        json_obj(&j);
+        json_knum(&j, "gbs", r->step_read_gbs);
+        json_knum(&j, "min", r->step_read_min);
+        json_knum(&j, "max", r->step_read_max);
+        json_end_obj(&j);
+        json_knum(&j, "fraction_of_step_read", r->fraction_of_step_read);
         json_key(&j, "window");
         json_obj(&j);
         json_knum(&j, "ceiling_before_gbs", r->ceiling_gbs);
@@ -156,6 +163,11 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                 8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
                 r->fraction_of_bandwidth);
         tprintf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
+        if (!isnan(r->step_read_gbs))
+            tprintf("         = %.3f of the step read: %.1f GB/s [%.1f..%.1f] reading this step's own "
+                    "packed bytes through the same pool, call by call, with no arithmetic\n",
+                    r->fraction_of_step_read, r->step_read_gbs, r->step_read_min,
+                    r->step_read_max);
         tprintf("window:  ceiling %.1f GB/s before the steps, %.1f after: %.3f / %.3f of each%s\n",
                 r->ceiling_gbs, r->ceiling_after_gbs, r->fraction_of_bandwidth, r->fraction_after,
                 r->window_unstable ? "" : " (stable)");

@@ -215,6 +215,17 @@ static uint64_t bw_read(const bw_job *j, const uint8_t *p, const uint8_t *end)
     return read_portable(p, end, j->prefetch);
 }
 
+uint64_t peak_read(const void *p, size_t bytes, uint64_t cpu_flags)
+{
+    const uint8_t *b = p, *e = b + (bytes & ~(size_t)255);
+#if defined(__x86_64__)
+    if (EDGERT_HAS_FLAG(cpu_flags, EDGERT_CPU_AVX512F))
+        return read_avx512(b, e, 1);
+#endif
+    (void)cpu_flags;
+    return read_portable(b, e, 1);
+}
+
 static void bw_member(team *t, unsigned id)
 {
     bw_job *j = t->arg;

@@ -29,6 +29,13 @@ typedef struct bw_result {
 int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu_flags,
                    const size_t *call_bytes, size_t ncalls, bw_result *out);
 
+/** Read bytes [p, p + bytes) once with the ceiling's software-prefetched
+ *  loop (the widest this CPU's flags allow), whole 256-byte blocks only:
+ *  the tail of `bytes` past a multiple of 256 is not read. `p` must be
+ *  64-byte aligned. Returns a value that depends on every byte read (keep it
+ *  alive so the loads stay). */
+uint64_t peak_read(const void *p, size_t bytes, uint64_t cpu_flags);
+
 enum {
     PEAK_FP32_FMA = 0, /* GFLOP/s: AVX-512 / AVX2+FMA / NEON fused multiply-add */
     PEAK_BF16_DOT,     /* GFLOP/s: vdpbf16ps */
