@@ -164,8 +164,9 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                 r->fraction_of_bandwidth);
         tprintf("         = %.3f of the call-sized read\n", r->fraction_of_calls_ceiling);
         if (!isnan(r->step_read_gbs))
-            tprintf("         = %.3f of the step read: %.1f GB/s [%.1f..%.1f] reading this step's own "
-                    "packed bytes through the same pool, call by call, with no arithmetic\n",
+            tprintf("         = %.3f of the step read: %.1f GB/s [%.1f..%.1f] reading this "
+                    "step's own packed bytes through the same pool, call by call, with no "
+                    "arithmetic\n",
                     r->fraction_of_step_read, r->step_read_gbs, r->step_read_min,
                     r->step_read_max);
         tprintf("window:  ceiling %.1f GB/s before the steps, %.1f after: %.3f / %.3f of each%s\n",
