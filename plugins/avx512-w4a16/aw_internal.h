@@ -102,7 +102,7 @@
 /* Path amx (aw_kern_amx.c): panels per prefill item, and the multiple of
  * rows the activation scratch is padded to (with zero rows) so that every
  * A tile is full. */
-#define AW_AMX_PB 1u
+#define AW_AMX_PB 2u
 #define AW_AMX_ROW_PAD 32u
 
 /* Input offset (0..7 within the octet) held by nibble i of a code dword. */
