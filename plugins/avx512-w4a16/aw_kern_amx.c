@@ -126,8 +126,9 @@ AW_INLINE void amx_tiles(const aw_job *j, const uint16_t *wexp, unsigned P, uint
 /* acc rows [0, rows) of a block, panel q, += s C - s z gsum (gsum of rows
  * r0 ..); rows is AMX_RB except in the chunk's last, partial block, whose
  * padding rows are never added. */
-AW_INLINE void amx_accumulate(const aw_job *j, const float (*cbuf)[16], float (*acc)[AMX_PB * AW_PANEL],
-                              unsigned q, size_t r0, size_t rows, uint32_t g, __m512 sc, __m512 sz)
+AW_INLINE void amx_accumulate(const aw_job *j, const float (*cbuf)[16],
+                              float (*acc)[AMX_PB * AW_PANEL], unsigned q, size_t r0, size_t rows,
+                              uint32_t g, __m512 sc, __m512 sz)
 {
     const uint32_t groups = j->w->groups;
     for (size_t r = 0; r < rows; r++) {
