@@ -106,6 +106,10 @@ A8_INLINE void amx_tiles(const a8_job *j, const unsigned two, uint32_t g, size_t
 {
     const size_t arb = j->act_row_bytes;
     const int8_t *a0 = j->act + r0 * arb + (size_t)g * j->act_group_bytes;
+    /* the next block's tokens into L1 while these tiles run (2 KiB,
+     * contiguous group-major), as avx512-w4a16's path amx does */
+    for (unsigned l = 0; l < 16u * A8_GROUP / 64u; l++)
+        _mm_prefetch((const char *)(a0 + AMX_RB * arb) + 64u * l, _MM_HINT_T0);
     AMX_TILE_LOAD(2, a0, arb);       /* inputs 0-63 of the group */
     AMX_TILE_LOAD(3, a0 + 64u, arb); /* inputs 64-127 */
     AMX_TILE_ZERO(0);
