@@ -202,7 +202,13 @@ __attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p,
         d = _mm512_xor_si512(d, _mm512_load_si512(p + 192));
     }
     a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-    return (uint64_t)_mm512_reduce_add_epi64(a);
+    /* folded with xor: _mm512_reduce_add_epi64 is a signed add, which
+     * overflows (UBSan) on arbitrary bytes such as packed weights */
+    uint64_t lane[8], v = 0;
+    _mm512_storeu_si512((void *)lane, a);
+    for (int i = 0; i < 8; i++)
+        v ^= lane[i];
+    return v;
 }
 #endif
 
