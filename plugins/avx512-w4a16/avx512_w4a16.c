@@ -467,7 +467,8 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
 
     /* Per-call scratch: activations as the path needs them (rows padded to
      * the prefill kernel's row_pad), plus per (row, group) sums and scales.
-     * Bounded by (m + row_pad - 1) * 2 k + m * 8 k / 128 bytes. */
+     * Bounded by (m + row_pad - 1) * 2 k + m * 8 k / 128 bytes; on path
+     * amx's prefill also AW_AMX_SCRATCH (80 KiB) per thread of the pool. */
     const edgert_host *host = st->host;
     const int decode = args->m <= AW_DECODE_MAX_M;
     const edgert_range_fn prep = decode ? st->kern.decode_prep : st->kern.prefill_prep;
@@ -476,9 +477,13 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
     const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
     size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->k * 2u);
     size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
+    const int tiles = !decode && st->path == AW_PATH_AMX;
+    size_t tile_bytes = 0, tile_off = 0;
     if (pk_mul(row_bytes, rows, &act_bytes) != 0 ||
         pk_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
-        pk_add(act_bytes, aw_round64(sums_bytes), &total) != 0) {
+        pk_add(act_bytes, aw_round64(sums_bytes), &tile_off) != 0 ||
+        (tiles && pk_mul(host->thread_count(host->host_ctx), AW_AMX_SCRATCH, &tile_bytes) != 0) ||
+        pk_add(tile_off, tile_bytes, &total) != 0) {
         edgert_errf(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                     w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
@@ -510,6 +515,7 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         .gsum = (float *)(void *)(scratch + act_bytes),
         .gscale = (float *)(void *)(scratch + act_bytes) + mg,
         .pf_near = st->pf_near,
+        .tile_scratch = tiles ? scratch + tile_off : NULL,
     };
 
     /* prep is O(m k): run it on the caller for small m */

@@ -99,11 +99,20 @@
  * (fma, bf16, int16 paths). */
 #define AW_PREFILL_PB 3u
 
-/* Path amx (aw_kern_amx.c): panels per prefill item, and the multiple of
- * rows the activation scratch is padded to (with zero rows) so that every
- * A tile is full. */
+/* Path amx (aw_kern_amx.c): panels per prefill item; the multiple of rows
+ * the activation scratch is padded to (with zero rows) so that every A tile
+ * is full; rows per chunk of the fp32 accumulators; and one worker's
+ * scratch, allocated per call (C of two row blocks 8 KiB, the group's B
+ * tiles 8 KiB, the accumulators AW_AMX_RC x 32 floats: 80 KiB in all, too
+ * much for the stack of an integrator's thread that runs chunks too).
+ * Longer chunks expand each group's codes for more rows: on the Xeon with
+ * AMX, bench prefill M = 512, 128 -> 256 rows 1221 -> 1407 GFLOP/s (3
+ * rounds), 256 -> 512 1350 -> 1470 (medians of 4 interleaved rounds; the
+ * accumulators then live in L2, the codes' expansion once per item). */
 #define AW_AMX_PB 2u
 #define AW_AMX_ROW_PAD 32u
+#define AW_AMX_RC 512u
+#define AW_AMX_SCRATCH (8192u + 8192u + AW_AMX_RC * AW_AMX_PB * 64u)
 
 /* Input offset (0..7 within the octet) held by nibble i of a code dword. */
 #define AW_NIB_K {0, 2, 4, 6, 1, 3, 5, 7}
@@ -171,6 +180,7 @@ typedef struct aw_job {
     float *gsum;
     float *gscale;
     int pf_near; /* decode: a prefetcht0 512 bytes ahead as well (aw_kern.h) */
+    uint8_t *tile_scratch; /* path amx's prefill: AW_AMX_SCRATCH bytes per worker */
 } aw_job;
 
 /* Kernels of one path: one pair for decode (m <= AW_DECODE_MAX_M), one for

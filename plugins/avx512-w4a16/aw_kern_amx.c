@@ -16,8 +16,9 @@
  *   then the PREVIOUS block's epilogue from the other half of a double
  *   buffer (the vector loads do not wait on the tile stores just issued):
  *     acc += s * C - s z * gsum   per (row, column), into the worker's fp32
- *   accumulators (the chunk's rows x 32 columns, contiguous, in L1 across
- *   the groups); then y = acc once per (row, column).
+ *   accumulators (the chunk's rows x 32 columns, contiguous, in the
+ *   worker's heap scratch across the groups); then y = acc once per (row,
+ *   column).
  * The same operations in the same order as before this layout (t_g =
  * fnmadd(s z, gsum, C s), y = t_1 + t_2 + ... in group order): the same
  * results, only y is written once instead of read and written per group.
@@ -58,7 +59,7 @@
 #include "amx_tiles.h"
 
 #define AMX_RB 32u  /* rows per row block: two A tiles */
-#define AMX_RC 128u /* rows per chunk of the accumulators */
+#define AMX_RC AW_AMX_RC /* rows per chunk of the accumulators */
 #define AMX_PB AW_AMX_PB /* panels per item: two C tiles per A tile */
 
 _Static_assert(AMX_RB == AW_AMX_ROW_PAD, "aw_internal.h's padding must match the row block");
@@ -77,12 +78,14 @@ static void amx_configure(void)
     AMX_TILE_CONFIG(&cfg);
 }
 
-/* One worker's scratch, on its stack (32 KiB). */
+/* One worker's scratch: AW_AMX_SCRATCH bytes of the call's allocation. */
 typedef struct amx_scratch {
     float cbuf[2][AMX_PB][AMX_RB][16];                        /* 8 KiB: C, two row blocks */
     _Alignas(64) uint16_t wexp[AW_GROUP * AMX_PB * AW_PANEL]; /* 8 KiB: the group's B */
-    _Alignas(64) float acc[AMX_RC][AMX_PB * AW_PANEL];        /* 16 KiB: the chunk's sums */
+    _Alignas(64) float acc[AMX_RC][AMX_PB * AW_PANEL];        /* 64 KiB: the chunk's sums */
 } amx_scratch;
+
+_Static_assert(sizeof(amx_scratch) == AW_AMX_SCRATCH, "aw_internal.h's scratch size");
 
 /* C of group g for rows [r0, r0 + 32) x the item's P panels (1 or 2), stored
  * to cbuf[panel][row]. Per step of 32 inputs: two A tiles, then per panel
@@ -175,14 +178,13 @@ void aw_amx_gemm(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const aw_job *j = arg;
     const aw_packed *w = j->w;
-    (void)worker;
-    amx_scratch s;
+    amx_scratch *s = (amx_scratch *)(void *)(j->tile_scratch + (size_t)worker * AW_AMX_SCRATCH);
     amx_configure();
     for (size_t it = begin; it < end; it++) {
         const size_t p0 = it * AMX_PB;
         const unsigned P = w->panels - p0 < AMX_PB ? (unsigned)(w->panels - p0) : AMX_PB;
         for (size_t r0 = 0; r0 < j->m; r0 += AMX_RC)
-            amx_chunk(j, p0, P, r0, j->m - r0 < AMX_RC ? j->m - r0 : AMX_RC, &s);
+            amx_chunk(j, p0, P, r0, j->m - r0 < AMX_RC ? j->m - r0 : AMX_RC, s);
     }
     AMX_TILE_RELEASE();
 }
