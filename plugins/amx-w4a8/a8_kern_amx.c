@@ -21,8 +21,8 @@
  *     then the PREVIOUS block's epilogue, from the other half of a double
  *     buffer (the vector loads do not wait on tile stores just issued):
  *     acc = fma(d, s_w, acc) per (token, column), into the worker's fp32
- *     accumulators (the chunk's tokens x 32 columns, contiguous: 32 KiB at
- *     A8_AMX_RC = 256, in L1 across the groups);
+ *     accumulators (the chunk's tokens x 32 columns, contiguous: 64 KiB at
+ *     A8_AMX_RC = 512, across the groups);
  *   then y = acc * s_x, once per (token, column).
  * That is path vnni's decode arithmetic (a8_kern_vnni.c, decode_panel):
  * the same exact d, the same fused multiply-add per group in group order,
@@ -69,7 +69,7 @@ _Static_assert(A8_AMX_RC % AMX_RB == 0u, "a chunk is whole token blocks");
 typedef struct amx_scratch {
     int32_t cbuf[2][32][16];                  /* 4 KiB: C of two token blocks */
     uint8_t wexp[A8_STEPS * AMX_NB * 64u];    /* 4 KiB: the group's B tiles */
-    float acc[A8_AMX_RC][AMX_COLS];           /* 32 KiB: the chunk's sums */
+    float acc[A8_AMX_RC][AMX_COLS];           /* 64 KiB: the chunk's sums */
 } amx_scratch;
 
 _Static_assert(sizeof(amx_scratch) == A8_AMX_SCRATCH, "a8_internal.h's scratch size");

@@ -478,7 +478,7 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
     /* Per-call scratch: the tokens' int8 codes (rows padded with zero rows
      * to the AMX token block in prefill), 8 * their group sums, their
      * scales: (m + 31) k + m (4 k / 128 + 4) bytes at most; on path amx's
-     * prefill also A8_AMX_SCRATCH (40 KiB) per thread of the pool. */
+     * prefill also A8_AMX_SCRATCH (72 KiB) per thread of the pool. */
     const edgert_host *host = st->host;
     const int decode = args->m <= st->decode_max_m;
     const size_t pad = decode ? 1u : A8_AMX_ROW_PAD;
