@@ -40,6 +40,18 @@ static void json_shapes(json_w *j, const bench_result *r, const workload *w)
     json_end_arr(j);
 }
 
+/* "key": {"<name>": v, "min": lo, "max": hi}: a median with its spread. */
+static void json_kspread(json_w *j, const char *key, const char *name, double v, double lo,
+                         double hi)
+{
+    json_key(j, key);
+    json_obj(j);
+    json_knum(j, name, v);
+    json_knum(j, "min", lo);
+    json_knum(j, "max", hi);
+    json_end_obj(j);
+}
+
 void bench_print_json(const bench_result *r, const workload *w, const cli *c)
 {
     json_w j;
@@ -79,12 +91,8 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
     if (r->have_decode) {
         json_obj(&j);
         json_kstr(&j, "mode", r->decode_calls ? "calls" : "step");
-        json_key(&j, "ms_per_step");
-        json_obj(&j);
-        json_knum(&j, "median", r->step_ms_median);
-        json_knum(&j, "min", r->step_ms_min);
-        json_knum(&j, "max", r->step_ms_max);
-        json_end_obj(&j);
+        json_kspread(&j, "ms_per_step", "median", r->step_ms_median, r->step_ms_min,
+                     r->step_ms_max);
         json_knum(&j, "tokens_per_s", r->tokens_per_s);
         json_kint(&j, "weight_bytes", (long long)r->weight_bytes);
         json_kint(&j, "expected_weight_bytes", (long long)r->expected_weight_bytes);
@@ -92,12 +100,8 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "weight_gbs", r->weight_gbs);
         json_knum(&j, "fraction_of_bandwidth", r->fraction_of_bandwidth);
         json_knum(&j, "fraction_of_call_sized_bandwidth", r->fraction_of_calls_ceiling);
-        json_key(&j, "step_read");
-        json_obj(&j);
-        json_knum(&j, "gbs", r->step_read_gbs);
-        json_knum(&j, "min", r->step_read_min);
-        json_knum(&j, "max", r->step_read_max);
-        json_end_obj(&j);
+        json_kspread(&j, "step_read", "gbs", r->step_read_gbs, r->step_read_min,
+                     r->step_read_max);
         json_knum(&j, "fraction_of_step_read", r->fraction_of_step_read);
         json_key(&j, "window");
         json_obj(&j);
