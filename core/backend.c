@@ -120,7 +120,10 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
     }
     p->b = b;
     char perr[512] = "";
+    /* what the plugin allocates meanwhile is packed weights: the arena's */
+    er_arena *prev = er_arena_packing(b->cand->ctx->arena);
     edgert_status st = b->cand->plugin->pack(b->state, w, &p->handle, &p->bytes, perr, sizeof perr);
+    er_arena_packing(prev);
     perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st != EDGERT_OK) {
         char what[256];

@@ -99,6 +99,7 @@ static edgert_status open_pool(edgert_ctx *ctx, const edgert_options *o, char *e
         threads = n > 0 ? (unsigned)n : 1u;
     }
     ctx->pool = er_pool_create(threads);
+    ctx->arena = er_arena_create(); /* NULL: packed weights go to the plain allocator */
     if (ctx->pool)
         return EDGERT_OK;
     edgert_errf(err, err_len, "cannot create a thread pool of %u threads", threads);
@@ -178,6 +179,7 @@ void edgert_close(edgert_ctx *ctx)
     er_strlist_free(ctx->disabled);
     er_diags_free(&ctx->diags);
     er_pool_destroy(ctx->pool);
+    er_arena_destroy(ctx->arena);
     free(ctx->evidence_path);
     free(ctx->weights.path);
     free(ctx->weights.packed_for);

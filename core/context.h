@@ -83,6 +83,7 @@ struct edgert_ctx {
     er_cand **cands;
     size_t ncands;
     er_pool *pool;
+    er_arena *arena;            /**< packed weights (arena.c); NULL: host.c's allocation */
     int ignore_env, strict, no_evidence;
     int no_env_selection;       /**< EDGERT_PRIORITY / EDGERT_BACKEND not applied */
     int defer_load;             /**< edgert_open loads nothing; loading happens on demand */

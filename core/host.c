@@ -43,19 +43,28 @@ static void host_log(void *host_ctx, edgert_log_level level, const char *fmt, ..
     er_log(c->ctx, level, "%s: %s", c->m.name, buf);
 }
 
-/* Large buffers (packed weights) are 2 MiB-aligned and asked for transparent
- * huge pages: a decode step streams ~0.9 GB, and on 4 KiB pages every 4 KiB
- * of the stream is a TLB miss. Linux's default THP mode is "madvise", so
- * without the hint the weights never get huge pages. */
+/* Packed weights go to the handle's arena (arena.c): back to back on huge
+ * pages. Other large buffers (a prefill call's activation scratch) are
+ * 2 MiB-aligned and asked for transparent huge pages on their whole 2 MiB
+ * pages. Linux's default THP mode is "madvise", so without the hint nothing
+ * gets huge pages. */
 #define ER_HUGE (2u << 20)
 
 static void *host_alloc(void *host_ctx, size_t size, size_t align)
 {
-    (void)host_ctx;
+    er_cand *c = host_ctx;
     if (align < sizeof(void *) || (align & (align - 1)))
         return NULL;
     if (size == 0)
         size = 1;
+    /* Inside edgert_pack: packed weights, back to back on huge pages
+     * (arena.c); if the arena cannot serve it, the path below does. */
+    er_arena *a = er_arena_current();
+    if (a && a == c->ctx->arena) {
+        void *p = er_arena_alloc(a, size, align);
+        if (p)
+            return p;
+    }
     if (size > SIZE_MAX - align - ER_HUGE)
         return NULL;
     /* From one huge page up: start on a 2 MiB boundary, and ask for huge
@@ -77,7 +86,9 @@ static void *host_alloc(void *host_ctx, size_t size, size_t align)
 
 static void host_free(void *host_ctx, void *ptr)
 {
-    (void)host_ctx;
+    er_cand *c = host_ctx;
+    if (ptr && er_arena_free(c->ctx->arena, ptr))
+        return;
     free(ptr);
 }
 

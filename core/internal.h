@@ -241,6 +241,24 @@ void er_pool_run(er_pool *p, size_t n, size_t grain, edgert_range_fn fn, void *a
  * of its head); NULL: none. Thread-local (edgert_step). */
 void er_pool_readahead(const void *base, size_t len);
 
+/* ---- packed weights' memory (arena.c) ------------------------------------ */
+
+typedef struct er_arena er_arena;
+er_arena *er_arena_create(void);
+/** Unmaps every region, blocks still live or not. */
+void er_arena_destroy(er_arena *a);
+/** `size` bytes aligned to `align` (a power of two, at most 4096; at least
+ *  64 is given), back to back with earlier blocks on huge pages; NULL when
+ *  the arguments do not fit or the system gives no memory. */
+void *er_arena_alloc(er_arena *a, size_t size, size_t align);
+/** 1 if p is a block of `a` (now freed), 0 if it is not (nothing done). */
+int er_arena_free(er_arena *a, void *p);
+/** Mark this thread as running a pack whose allocations go to `a` (NULL:
+ *  none) and return the previous mark, for the caller to restore. */
+er_arena *er_arena_packing(er_arena *a);
+/** This thread's mark (er_arena_packing). */
+er_arena *er_arena_current(void);
+
 /* ---- checksum (gate.c; evidence.c keys measurements by it too) ------------ */
 /** XXH3-64 of a file; 0 on success, -1 if unreadable. */
 int er_file_xxh3(const char *path, uint64_t *out);

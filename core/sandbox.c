@@ -350,6 +350,8 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out)
     signal(SIGPIPE, SIG_IGN);
     /* The parent's pool workers did not survive the fork: a pool of our own. */
     ctx->pool = er_pool_create(er_pool_threads(ctx->pool));
+    /* nor did the arena's lock's state: the child packs into an arena of its own */
+    ctx->arena = er_arena_create();
     ctx->stage_fd = out; /* er_load_stage reports each stage through the pipe */
     sb_result r = {.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN};
     er_load_now(ctx, c);

@@ -181,9 +181,13 @@ typedef struct edgert_host {
     void (*log)(void *host_ctx, edgert_log_level level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
     /** Aligned allocation (align a power of two >= sizeof(void*)); NULL on
-     *  failure. Allocations of 2 MiB and more start on a 2 MiB boundary and
-     *  their whole 2 MiB pages are backed by transparent huge pages where the
-     *  OS allows (fewer TLB misses when streaming packed weights). */
+     *  failure. What pack allocates (the packed weights) is placed back to
+     *  back with the handle's other packed weights in regions backed by
+     *  transparent huge pages where the OS allows (a decode step streams
+     *  them all; no 4 KiB page boundary stops the prefetchers or misses the
+     *  TLB); scratch freed inside pack is reused. Other allocations of
+     *  2 MiB and more start on a 2 MiB boundary and their whole 2 MiB
+     *  pages get huge pages. free takes either kind. */
     void *(*alloc)(void *host_ctx, size_t size, size_t align);
     void (*free)(void *host_ctx, void *ptr);
     /**
