@@ -140,7 +140,8 @@ static er_arena_region *region_new(size_t need)
         free(r);
         return NULL;
     }
-    uint8_t *base = (uint8_t *)(((uintptr_t)m + ER_ARENA_HUGE - 1) & ~(uintptr_t)(ER_ARENA_HUGE - 1));
+    const uintptr_t huge_mask = ~(uintptr_t)(ER_ARENA_HUGE - 1);
+    uint8_t *base = (uint8_t *)(((uintptr_t)m + ER_ARENA_HUGE - 1) & huge_mask);
     if (base > m)
         munmap(m, (size_t)(base - m));
     if (base + size < m + span)

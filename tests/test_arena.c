@@ -2,10 +2,10 @@
  * tests/test_arena.c — where packed weights live (core/arena.c): blocks back
  * to back in 2 MiB-aligned regions, freed spans reused (merged with their
  * neighbours, or given back to the unused end), a region unmapped when its
- * last block is freed, a double free harmless, bad arguments refused, the "inside pack" mark per thread; and
- * through the public API, that what a plugin allocates inside edgert_pack
- * lands there (two packed matrices adjacent) while allocations outside pack
- * do not. Under ASan the redzones and freed blocks must be poisoned; in
+ * last block is freed, a double free harmless, bad arguments refused, the
+ * "inside pack" mark per thread; and through the public API, that what a
+ * plugin allocates inside edgert_pack lands there (two packed matrices
+ * adjacent at the start of a region). Under ASan the redzones and freed blocks must be poisoned; in
  * other builds that case reports skipped.
  */
 #include <errno.h>
