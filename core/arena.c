@@ -283,9 +283,11 @@ int er_arena_free(er_arena *a, void *p)
         er_arena_block *h = (er_arena_block *)(void *)(q - ER_ARENA_HEADER), b;
         ASAN_UNPOISON_MEMORY_REGION(h, sizeof *h);
         b = *h;
-        h->magic = 0; /* a second free of the same block finds no block */
+        const int block = b.magic == ER_ARENA_MAGIC && b.stop <= r->used && b.start < b.stop;
+        if (block)
+            h->magic = 0; /* a second free of the same block finds no block */
         ASAN_POISON_MEMORY_REGION(h, sizeof *h);
-        if (b.magic == ER_ARENA_MAGIC && b.stop <= r->used && b.start < b.stop) {
+        if (block) {
             ASAN_POISON_MEMORY_REGION(p, b.size);
             if (--r->live == 0) {
                 *link = r->next;
