@@ -301,6 +301,19 @@ int er_arena_free(er_arena *a, void *p)
     return r != NULL;
 }
 
+void er_arena_evict(er_arena *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->lock);
+    for (er_arena_region *r = a->regions; r; r = r->next) {
+        /* the whole used span, headers and holes too: simpler, and cheap
+         * (a flush is not a load: ASan's poison does not mind it) */
+        er_cache_evict(r->base, r->used);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
 er_arena *er_arena_packing(er_arena *a)
 {
     er_arena *prev = er_tl_packing;

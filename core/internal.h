@@ -81,6 +81,10 @@ const char *er_getenv(int ignore_env, const char *name);
 char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out);
 /** 1 if sysroot+path exists (any type). */
 int er_path_exists(const char *sysroot, const char *path);
+/** Write back and evict [p, p + n) from every cache level (x86 clflush,
+ *  ARM64 DC CIVAC), so that the next read streams from memory; nothing on
+ *  other architectures. Any range: unaligned, empty. The bytes are kept. */
+void er_cache_evict(const void *p, size_t n);
 
 /* ---- YAML documents with positions (yamldoc.c) -------------------------- */
 
@@ -253,6 +257,9 @@ void er_arena_destroy(er_arena *a);
 void *er_arena_alloc(er_arena *a, size_t size, size_t align);
 /** 1 if p is a block of `a` (now freed), 0 if it is not (nothing done). */
 int er_arena_free(er_arena *a, void *p);
+/** Evict every block of `a` from the caches (er_cache_evict): the next
+ *  read of packed weights streams from memory (first contact's timing). */
+void er_arena_evict(er_arena *a);
 /** Mark this thread as running a pack whose allocations go to `a` (NULL:
  *  none) and return the previous mark, for the caller to restore. */
 er_arena *er_arena_packing(er_arena *a);

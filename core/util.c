@@ -140,3 +140,26 @@ int er_path_exists(const char *sysroot, const char *path)
     free(full);
     return ok;
 }
+
+void er_cache_evict(const void *p, size_t n)
+{
+    if (p == NULL || n == 0)
+        return;
+    const uintptr_t end = (uintptr_t)p + n;
+#if defined(__x86_64__) || defined(__i386__)
+    /* clflush is baseline x86-64 (SSE2); the line is 64 bytes on every x86
+     * CPU edgert serves, and a smaller step would only repeat lines */
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < end; a += 64)
+        __builtin_ia32_clflush((const void *)a);
+    __builtin_ia32_mfence();
+#elif defined(__aarch64__)
+    uint64_t ctr;
+    __asm__ volatile("mrs %0, ctr_el0" : "=r"(ctr)); /* Linux lets EL0 read it */
+    const uintptr_t line = (uintptr_t)4 << ((ctr >> 16) & 0xFu); /* DminLine: words */
+    for (uintptr_t a = (uintptr_t)p & ~(line - 1); a < end; a += line)
+        __asm__ volatile("dc civac, %0" : : "r"(a) : "memory");
+    __asm__ volatile("dsb ish" : : : "memory");
+#else
+    (void)end;
+#endif
+}

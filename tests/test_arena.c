@@ -3,7 +3,8 @@
  * to back in 2 MiB-aligned regions, freed spans reused (merged with their
  * neighbours, or given back to the unused end), a region unmapped when its
  * last block is freed, a double free harmless, bad arguments refused, the
- * "inside pack" mark per thread; and through the public API, that what a
+ * "inside pack" mark per thread, eviction from the caches keeping every
+ * byte; and through the public API, that what a
  * plugin allocates inside edgert_pack lands there (two packed matrices
  * adjacent at the start of a region). Under ASan the redzones and freed blocks must be poisoned; in
  * other builds that case reports skipped.
@@ -142,6 +143,33 @@ static void test_arena_big_and_foreign(void **state)
     assert_false(mapped(small));
 }
 
+/* Evicting from the caches (first contact's timing) keeps every byte, on
+ * any range: unaligned ends, one byte, none, a whole arena. */
+static void test_arena_evict_keeps_bytes(void **state)
+{
+    (void)state;
+    er_arena *a = er_arena_create();
+    assert_non_null(a);
+    uint8_t *p = er_arena_alloc(a, 300001, 64), *q = er_arena_alloc(a, 77, 64);
+    assert_non_null(p);
+    assert_non_null(q);
+    for (size_t i = 0; i < 300001; i++)
+        p[i] = (uint8_t)(i * 131u + 7u);
+    memset(q, 0x3C, 77);
+    er_cache_evict(p + 3, 1000);
+    er_cache_evict(p + 299999, 1);
+    er_cache_evict(p, 0);
+    er_cache_evict(NULL, 64);
+    er_arena_evict(a);
+    er_arena_evict(NULL);
+    for (size_t i = 0; i < 300001; i++)
+        if (p[i] != (uint8_t)(i * 131u + 7u))
+            fail_msg("byte %zu changed by eviction", i);
+    for (size_t i = 0; i < 77; i++)
+        assert_int_equal(q[i], 0x3C);
+    er_arena_destroy(a);
+}
+
 static void test_arena_bad_arguments(void **state)
 {
     (void)state;
@@ -254,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_arena_back_to_back),
         cmocka_unit_test(test_arena_holes_reused),
         cmocka_unit_test(test_arena_big_and_foreign),
+        cmocka_unit_test(test_arena_evict_keeps_bytes),
         cmocka_unit_test(test_arena_bad_arguments),
         cmocka_unit_test(test_arena_mark_is_per_thread),
         cmocka_unit_test(test_arena_asan_poison),
