@@ -22,14 +22,12 @@
  * weights, evicted from every cache level before each call (packed into
  * the child's arena, which knows where they are, whatever the plugin's
  * ABI), so they stream from memory as decode does (a last-level cache can
- * hold 48 MiB: 480 MiB on the Xeon
- * where that was found, whose first contacts then measured the L3 and
- * ranked by its noise: 53.6 and 65.6 tok/s for one kernel under two
- * manifests, against 38 from memory), converted to decode tokens/s of the
- * reference workload
- * (spark-1.7b, design.md §6: 1,707,081,728 weights per step), and one
- * small prefill GEMM (GFLOP/s); a slow kernel is timed on smaller shapes
- * (quick_measure). `edgert calibrate` measures properly and overrides it.
+ * hold 48 MiB: 480 MiB on the Xeon where that was found, whose first
+ * contacts then measured the L3 and ranked by its noise: 53.6 and 65.6
+ * tok/s for one kernel under two manifests, against 38 from memory),
+ * converted to decode tokens/s of the reference workload (spark-1.7b,
+ * design.md §6: 1,707,081,728 weights per step), and one small prefill
+ * GEMM (GFLOP/s); a slow kernel is timed on smaller shapes (quick_measure). `edgert calibrate` measures properly and overrides it.
  *
  * The child: stdout and stderr go to /dev/null (a plugin's chatter must not
  * reach a JSON stream), every fatal signal gets its default action (the
