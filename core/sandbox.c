@@ -27,7 +27,8 @@
  * tok/s for one kernel under two manifests, against 38 from memory),
  * converted to decode tokens/s of the reference workload (spark-1.7b,
  * design.md §6: 1,707,081,728 weights per step), and one small prefill
- * GEMM (GFLOP/s); a slow kernel is timed on smaller shapes (quick_measure). `edgert calibrate` measures properly and overrides it.
+ * GEMM (GFLOP/s); a slow kernel is timed on smaller shapes (quick_measure).
+ * `edgert calibrate` measures properly and overrides it.
  *
  * The child: stdout and stderr go to /dev/null (a plugin's chatter must not
  * reach a JSON stream), every fatal signal gets its default action (the
