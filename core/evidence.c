@@ -13,6 +13,7 @@
  *     {"device": "<hex>", "device_name": "...", "backend": "ref-w4a16",
  *      "plugin_xxh3": "<hex>", "decode_tokens_per_s": 3.2, "prefill_gflops": 20.1,
  *      "top1_agreement": 1, "kl_mean": 1.2e-05, "sqnr_min_db": 19.8,
+ *      "decode_tokens_per_s_min": 3.1, "decode_tokens_per_s_max": 3.3,
  *      "threads": 2, "correct": 1, "workload": "spark-1.7b",
  *      "measured_at": "2026-11-29T10:00:00Z",
  *      "edgert_version": "0.1.0"}, ...]}
@@ -25,6 +26,10 @@
  * a new file. A merge never drops a failed verify (correct: 0) silently: an
  * entry without a verdict keeps the old failure of the same plugin file, and
  * every other old entry that is replaced or dropped is logged.
+ * decode_tokens_per_s_min/max (the rounds' spread, which the selector
+ * compares: core/selector.c) were added later in version 1: a file without
+ * them reads as figures without a spread, and a reader that predates them
+ * ignores them.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -188,6 +193,13 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             c->pub.measured.top1_agreement = num(&y, e, "top1_agreement");
             c->pub.measured.kl_mean = num(&y, e, "kl_mean");
             c->pub.measured.where = ctx->evidence_path;
+            double lo = num(&y, e, "decode_tokens_per_s_min"),
+                   hi = num(&y, e, "decode_tokens_per_s_max"),
+                   v = c->pub.measured.decode_tokens_per_s;
+            /* a spread only when it brackets its median (NaN compares false) */
+            int spread = lo <= v && v <= hi;
+            c->pub.measured_decode_min = spread ? lo : NAN;
+            c->pub.measured_decode_max = spread ? hi : NAN;
             /* Evidence that the backend computes wrong results on this device
              * is a gate, like a failed self-test. */
             if (num(&y, e, "correct") == 0.0) {
@@ -224,7 +236,8 @@ static void copy_entry(FILE *f, er_yaml *y, yaml_node_t *e)
     static const char *const strs[] = {"device", "device_name", "backend", "plugin_xxh3",
                                        "workload", "measured_at", "edgert_version"};
     static const char *const nums[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement",
-                                       "kl_mean", "sqnr_min_db", "threads", "correct"};
+                                       "kl_mean", "sqnr_min_db", "threads", "correct",
+                                       "decode_tokens_per_s_min", "decode_tokens_per_s_max"};
     fputs("    {", f);
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         fprintf(f, "%s\"%s\": ", i ? ", " : "", strs[i]);
@@ -370,8 +383,22 @@ static int write_kept(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, ya
     return !first;
 }
 
-static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, const char *hash,
-                        const char *when, int correct)
+/* The spread of e's decode median, when the caller's struct has one (it
+ * covers version 2's fields) and it brackets the median: else NaN, NaN. */
+static void decode_spread(const edgert_evidence *e, uint32_t struct_size, double *lo, double *hi)
+{
+    *lo = *hi = NAN;
+    if (struct_size < offsetof(edgert_evidence, decode_tokens_per_s_max) + sizeof(double))
+        return;
+    if (e->decode_tokens_per_s_min <= e->decode_tokens_per_s &&
+        e->decode_tokens_per_s <= e->decode_tokens_per_s_max) {
+        *lo = e->decode_tokens_per_s_min;
+        *hi = e->decode_tokens_per_s_max;
+    }
+}
+
+static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint32_t struct_size,
+                        const char *hash, const char *when, int correct)
 {
     fputs("\"device\": ", f);
     jstr(f, ctx->fingerprint);
@@ -397,9 +424,16 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, cons
     }
     fprintf(f, ", \"threads\": %u", e->threads);
     if (correct >= 0)
-        fprintf(f, ", \"correct\": %d}", correct ? 1 : 0);
+        fprintf(f, ", \"correct\": %d", correct ? 1 : 0);
     else
-        fputs(", \"correct\": null}", f);
+        fputs(", \"correct\": null", f);
+    double lo, hi;
+    decode_spread(e, struct_size, &lo, &hi);
+    fputs(", \"decode_tokens_per_s_min\": ", f);
+    jnum(f, lo);
+    fputs(", \"decode_tokens_per_s_max\": ", f);
+    jnum(f, hi);
+    fputs("}", f);
 }
 
 /* The whole new file: the old entries kept, then the new ones. */
@@ -417,7 +451,7 @@ static void write_all(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, ya
     int first = !(old && write_kept(f, ctx, path, y, old, items, count, hashes, verdict));
     for (size_t i = 0; i < count; i++, first = 0) {
         fputs(first ? "    {" : ",\n    {", f);
-        write_entry(f, ctx, item(items, i), hashes[i], when, verdict[i]);
+        write_entry(f, ctx, item(items, i), items[0].struct_size, hashes[i], when, verdict[i]);
     }
     fputs("\n]}\n", f);
 }

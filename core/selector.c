@@ -4,7 +4,9 @@
  * The order is total (names break every tie) so the same facts always give
  * the same answer. See edgert.h for the key, repeated here in code:
  *   tier       0 accelerator backend on its device class, 1 CPU, 2 reference
- *   speed      decode tokens/s, measured here if known, else declared, else 0
+ *   speed      decode tokens/s, measured here if known, else declared, else 0;
+ *              measured rates whose rounds overlap form one decode group
+ *              (decode_groups), inside which prefill decides first
  *   fidelity   top-1 agreement (measured > declared > unknown), KL (same; lower
  *              first), then activation bits, weight bits
  *   then       the backend that requires or uses more of this device's CPU
@@ -25,6 +27,7 @@ struct edgert_selection {
     size_t count;        /* ranked (eligible) candidates */
     size_t *order;       /* candidate indices, best first */
     int *rank;           /* per candidate index; -1 when not ranked */
+    int *group;          /* per candidate index: decode group (speed), else -1 */
     size_t ncands;
     int selected;        /* candidate index or -1 */
     const char *evidence;
@@ -91,6 +94,25 @@ static double top1_of(const er_cand *c, int *measured)
     return isnan(c->pub.declared.top1_agreement) ? -1.0 : c->pub.declared.top1_agreement;
 }
 
+/* The measured decode rate's spread over its rounds: 1 with [*lo, *hi]
+ * when the figure is measured here and its evidence has a spread around
+ * it (core/evidence.c checked lo <= median <= hi), else 0. */
+static int measured_spread(const er_cand *c, double *lo, double *hi)
+{
+    *lo = c->pub.measured_decode_min;
+    *hi = c->pub.measured_decode_max;
+    return !isnan(c->pub.measured.decode_tokens_per_s) && !isnan(*lo) && !isnan(*hi);
+}
+
+/* Prefill throughput, measured here if known, else declared, else -1
+ * (unknown sorts after every figure). */
+static double prefill_of(const er_cand *c)
+{
+    if (!isnan(c->pub.measured.prefill_gflops))
+        return c->pub.measured.prefill_gflops;
+    return isnan(c->pub.declared.prefill_gflops) ? -1.0 : c->pub.declared.prefill_gflops;
+}
+
 #define DESC(a, b)                                                                               \
     do {                                                                                         \
         if ((a) != (b))                                                                          \
@@ -152,14 +174,23 @@ static int specialization_key(const struct edgert_ctx *ctx, const er_cand *a, co
 struct sort_ctx {
     const struct edgert_ctx *ctx;
     edgert_priority prio;
+    const int *group; /* speed: decode group per candidate index, or NULL */
 };
 
-static int compare(const struct sort_ctx *s, const er_cand *a, const er_cand *b)
+static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
 {
+    const er_cand *a = s->ctx->cands[ia], *b = s->ctx->cands[ib];
     int ta = tier(s->ctx, a), tb = tier(s->ctx, b);
     if (ta != tb)
         return ta < tb ? -1 : 1;
     if (s->prio == EDGERT_PRIORITY_SPEED) {
+        if (s->group) {
+            /* groups are numbered in the order of the speed key (first
+             * pass), so a lower group is faster or better evidenced */
+            if (s->group[ia] != s->group[ib])
+                return s->group[ia] < s->group[ib] ? -1 : 1;
+            DESC(prefill_of(a), prefill_of(b));
+        }
         int f = speed_key(a, b);
         if (f)
             return f;
@@ -194,16 +225,74 @@ static int compare(const struct sort_ctx *s, const er_cand *a, const er_cand *b)
 
 /* Insertion sort: a handful of candidates, and it keeps the comparator's
  * context without a global (qsort has no user pointer in C11). */
-static void sort_indices(const struct sort_ctx *s, er_cand **cands, size_t *idx, size_t n)
+static void sort_indices(const struct sort_ctx *s, size_t *idx, size_t n)
 {
     for (size_t i = 1; i < n; i++) {
         size_t v = idx[i], j = i;
-        while (j > 0 && compare(s, cands[v], cands[idx[j - 1]]) < 0) {
+        while (j > 0 && compare(s, v, idx[j - 1]) < 0) {
             idx[j] = idx[j - 1];
             j--;
         }
         idx[j] = v;
     }
+}
+
+/*
+ * Decode groups (priority speed). A measured decode rate is the median of a
+ * few rounds in memory-bandwidth windows that move with the neighbours;
+ * two backends streaming the same bytes (amx-w4a8 and avx512-w4a8 share
+ * their decode kernel) swap places from one calibration to the next, and a
+ * pairwise "ranges overlap" comparison is not transitive, which breaks a
+ * sort. So the groups are fixed before the final sort: walking `order`
+ * (sorted by the speed key alone), a candidate joins the current group
+ * when it is in the same tier, both it and every member were measured here
+ * with a spread, and its [min, max] overlaps that of every member; else it
+ * starts the next group. Each candidate gets one number, so the final key
+ * (tier, group, prefill, speed, ...) is a plain lexicographic order.
+ */
+static void decode_groups(const struct edgert_ctx *ctx, const size_t *order, size_t n, int *group)
+{
+    int g = -1, open = 0; /* open: the current group takes members */
+    double lo_max = 0.0, hi_min = 0.0;
+    const er_cand *lead = NULL;
+    for (size_t r = 0; r < n; r++) {
+        const er_cand *c = ctx->cands[order[r]];
+        double lo, hi;
+        int spread = measured_spread(c, &lo, &hi);
+        if (open && spread && tier(ctx, c) == tier(ctx, lead) && hi >= lo_max && lo <= hi_min) {
+            lo_max = fmax(lo_max, lo);
+            hi_min = fmin(hi_min, hi);
+        } else {
+            g++;
+            lead = c;
+            open = spread;
+            lo_max = lo;
+            hi_min = hi;
+        }
+        group[order[r]] = g;
+    }
+}
+
+/* s->order, rank and group for s->priority, over the eligible candidates:
+ * for speed, sorted by the speed key, grouped, then sorted again with the
+ * groups. */
+static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
+{
+    for (size_t i = 0; i < ctx->ncands; i++) {
+        s->rank[i] = -1;
+        s->group[i] = -1;
+        if (ctx->cands[i]->pub.eligible)
+            s->order[s->count++] = i;
+    }
+    struct sort_ctx sc = {ctx, s->priority, NULL};
+    sort_indices(&sc, s->order, s->count);
+    if (s->priority == EDGERT_PRIORITY_SPEED) {
+        decode_groups(ctx, s->order, s->count, s->group);
+        sc.group = s->group;
+        sort_indices(&sc, s->order, s->count);
+    }
+    for (size_t r = 0; r < s->count; r++)
+        s->rank[s->order[r]] = (int)r;
 }
 
 static const char *evidence_of(const struct edgert_ctx *ctx, edgert_priority prio, const er_cand *c)
@@ -265,17 +354,10 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     s->evidence = "declared";
     s->order = calloc(ctx->ncands + 1, sizeof *s->order);
     s->rank = calloc(ctx->ncands + 1, sizeof *s->rank);
-    if (!s->order || !s->rank)
+    s->group = calloc(ctx->ncands + 1, sizeof *s->group);
+    if (!s->order || !s->rank || !s->group)
         goto nomem;
-    for (size_t i = 0; i < ctx->ncands; i++) {
-        s->rank[i] = -1;
-        if (ctx->cands[i]->pub.eligible)
-            s->order[s->count++] = i;
-    }
-    struct sort_ctx sc = {ctx, priority};
-    sort_indices(&sc, ctx->cands, s->order, s->count);
-    for (size_t r = 0; r < s->count; r++)
-        s->rank[s->order[r]] = (int)r;
+    rank_eligible(ctx, s);
     *out = s;
 
     if (forced) {
@@ -367,11 +449,19 @@ size_t edgert_selection_index(const edgert_selection *s, size_t r)
     return (s && r < s->count) ? s->order[r] : (size_t)-1;
 }
 
+int edgert_selection_decode_group(const edgert_selection *s, size_t r)
+{
+    if (!s || r >= s->count || s->priority != EDGERT_PRIORITY_SPEED)
+        return -1;
+    return s->group[s->order[r]];
+}
+
 void edgert_selection_free(edgert_selection *s)
 {
     if (!s)
         return;
     free(s->order);
     free(s->rank);
+    free(s->group);
     free(s);
 }

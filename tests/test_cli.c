@@ -564,6 +564,25 @@ static void test_calibrate_then_select(void **state)
     char *jdir;
     yaml_node_t *root = parse(out, &y, &jdir);
     assert_string_equal(sval(&y, er_yaml_get(&y, root, "selected"), "evidence"), "measured");
+    /* the rounds' range is stored and read back around the median, and every
+     * ranked candidate has a decode group (priority speed) */
+    yaml_node_t *cands = er_yaml_get(&y, root, "candidates");
+    int ranked = 0;
+    for (yaml_node_item_t *it = cands->data.sequence.items.start;
+         it < cands->data.sequence.items.top; it++) {
+        yaml_node_t *c = er_yaml_node(&y, *it);
+        const char *rank = sval(&y, c, "rank"), *group = sval(&y, c, "decode_group");
+        if (!rank || strcmp(rank, "null") == 0)
+            continue;
+        ranked++;
+        assert_non_null(group);
+        assert_true(atoi(group) >= 0);
+        double lo = atof(sval(&y, c, "measured_decode_min")),
+               hi = atof(sval(&y, c, "measured_decode_max")),
+               v = atof(sval(&y, er_yaml_get(&y, c, "measured"), "decode_tokens_per_s"));
+        assert_true(lo > 0.0 && lo <= v && v <= hi);
+    }
+    assert_true(ranked > 0);
     er_yaml_free(&y);
     tu_rmrf(jdir);
     free(out);
@@ -571,6 +590,7 @@ static void test_calibrate_then_select(void **state)
              dir);
     assert_int_equal(run(args, &out), 0);
     assert_non_null(strstr(out, "measured here"));
+    assert_non_null(strstr(out, "decode [rounds "));
     assert_non_null(strstr(out, "decided by measured figures"));
     free(out);
     /* --no-evidence: declared again */

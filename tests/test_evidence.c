@@ -85,7 +85,16 @@ static int from_evidence(const edgert_candidate *c, const fx *f)
 
 static edgert_evidence ev(const char *name, double tps, double top1, double kl, int correct)
 {
-    edgert_evidence e = {sizeof e, name, tps, NAN, top1, kl, 20.0, 1, "test", correct};
+    edgert_evidence e = {sizeof e, name, tps, NAN, top1, kl, 20.0, 1, "test", correct, NAN, NAN};
+    return e;
+}
+
+/* ev() with the decode rounds' spread */
+static edgert_evidence evs(const char *name, double tps, double lo, double hi)
+{
+    edgert_evidence e = ev(name, tps, 0.9, 0.01, 1);
+    e.decode_tokens_per_s_min = lo;
+    e.decode_tokens_per_s_max = hi;
     return e;
 }
 
@@ -186,6 +195,145 @@ static void test_merge_and_replace(void **state)
     edgert_evidence bogus = ev("no-such", 1, 1, 0, 1);
     assert_int_equal(edgert_evidence_store(ctx, NULL, &bogus, 1, err, sizeof err),
                      EDGERT_E_NOT_FOUND);
+    edgert_close(ctx);
+}
+
+/* Names of the speed ranking, best first, into out ("a b c"), with the
+ * decode group of each rank into groups[]. */
+static void speed_ranking(edgert_ctx *ctx, char *out, size_t len, int *groups)
+{
+    edgert_selection *sel = NULL;
+    char err[512];
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    out[0] = '\0';
+    for (size_t r = 0; r < edgert_selection_count(sel); r++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+        snprintf(out + strlen(out), len - strlen(out), "%s%s", r ? " " : "", c->name);
+        groups[r] = edgert_selection_decode_group(sel, r);
+    }
+    assert_int_equal(edgert_selection_decode_group(sel, edgert_selection_count(sel)), -1);
+    edgert_selection_free(sel);
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    assert_int_equal(edgert_selection_decode_group(sel, 0), -1);
+    edgert_selection_free(sel);
+}
+
+static void store(fx *f, const edgert_evidence *items, size_t n)
+{
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    char err[512];
+    assert_int_equal(edgert_evidence_store(ctx, NULL, items, n, err, sizeof err), EDGERT_OK);
+    edgert_close(ctx);
+}
+
+/* Decode rates measured with overlapping rounds cannot be told apart:
+ * prefill decides inside such a group, and the groups hold whatever order
+ * the figures come in. Three backends: test-three reuses test-good's
+ * library (plugin_name); declared prefill 500 (good), 100 (fast), 900
+ * (three). */
+static void test_decode_groups(void **state)
+{
+    fx *f = *state;
+    char lib[4200], out[256], cmd[9000];
+    int g[8];
+    snprintf(cmd, sizeof cmd, "cp '%s/tp_good.so' '%s/tp_three.so'", f->dir, f->dir);
+    assert_int_equal(system(cmd), 0);
+    const char *man[3][3] = {{"test-good", "tp_good", "500"},
+                             {"test-fast", "tp_fast", "100"},
+                             {"test-three", "tp_three", "900"}};
+    for (int i = 0; i < 3; i++) {
+        char file[64], extra[256];
+        snprintf(lib, sizeof lib, "%s/%s.so", f->dir, man[i][1]);
+        snprintf(file, sizeof file, "%s.yaml", man[i][0]);
+        snprintf(extra, sizeof extra,
+                 "%sdeclared: {decode_tokens_per_s: 50, prefill_gflops: %s, "
+                 "measured_on: \"test\"}\n",
+                 i == 2 ? "plugin_name: test-good\n" : "", man[i][2]);
+        free(tu_manifest(f->dir, file, man[i][0], lib, NULL, extra));
+    }
+
+    /* overlapping rounds: the slower median with the faster prefill first */
+    edgert_evidence a[3] = {evs("test-fast", 101.0, 97.0, 103.0),
+                            evs("test-good", 100.0, 95.0, 104.0),
+                            evs("test-three", 80.0, 79.0, 81.0)};
+    store(f, a, 3);
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    const edgert_candidate *good = edgert_candidate_find(ctx, "test-good");
+    assert_true(from_evidence(good, f));
+    assert_true(good->measured_decode_min == 95.0 && good->measured_decode_max == 104.0);
+    speed_ranking(ctx, out, sizeof out, g);
+    assert_string_equal(out, "test-good test-fast test-three");
+    assert_int_equal(g[0], g[1]);
+    assert_int_not_equal(g[1], g[2]);
+    edgert_close(ctx);
+
+    /* apart: the median decides, whatever the prefill */
+    a[1] = evs("test-good", 100.0, 99.0, 100.5);
+    a[0] = evs("test-fast", 101.0, 100.8, 103.0);
+    store(f, a, 3);
+    ctx = open_fx(f, 0, NULL);
+    speed_ranking(ctx, out, sizeof out, g);
+    assert_string_equal(out, "test-fast test-good test-three");
+    assert_int_not_equal(g[0], g[1]);
+    edgert_close(ctx);
+
+    /* a chain: three overlaps fast, fast overlaps good, but three's best
+     * round is below good's worst: {fast, good} then {three}, so three's
+     * prefill (900) does not lift it over good; with a group that only had
+     * to overlap its leader it would have ranked first */
+    a[0] = evs("test-fast", 101.0, 98.0, 104.0);
+    a[1] = evs("test-good", 100.0, 99.5, 100.5);
+    a[2] = evs("test-three", 99.0, 97.0, 99.2);
+    store(f, a, 3);
+    ctx = open_fx(f, 0, NULL);
+    speed_ranking(ctx, out, sizeof out, g);
+    assert_string_equal(out, "test-good test-fast test-three");
+    assert_int_equal(g[0], g[1]);
+    assert_int_not_equal(g[1], g[2]);
+    edgert_close(ctx);
+
+    /* a merge keeps the spreads of the entries it does not replace */
+    edgert_evidence one = evs("test-three", 99.0, 97.0, 99.2);
+    store(f, &one, 1);
+    ctx = open_fx(f, 0, NULL);
+    good = edgert_candidate_find(ctx, "test-good");
+    assert_true(good->measured_decode_min == 99.5 && good->measured_decode_max == 100.5);
+    edgert_close(ctx);
+
+    /* no spread: a caller built against version 1's struct (smaller
+     * struct_size), zeros, and a spread that does not bracket its median
+     * are all exact figures, compared as before: the medians decide */
+    edgert_evidence v1[3] = {evs("test-fast", 101.0, 97.0, 103.0),
+                             evs("test-good", 100.0, 95.0, 104.0),
+                             evs("test-three", 80.0, 0.0, 0.0)};
+    for (int i = 0; i < 3; i++)
+        v1[i].struct_size = (uint32_t)EDGERT_EVIDENCE_V1_SIZE;
+    /* the array's stride stays sizeof(edgert_evidence): store walks it by
+     * items[0].struct_size, so pack V1-sized records by hand */
+    unsigned char packed[3 * sizeof(edgert_evidence)];
+    for (int i = 0; i < 3; i++)
+        memcpy(packed + (size_t)i * EDGERT_EVIDENCE_V1_SIZE, &v1[i], EDGERT_EVIDENCE_V1_SIZE);
+    ctx = open_fx(f, 0, NULL);
+    char err[512];
+    assert_int_equal(edgert_evidence_store(ctx, NULL, (const edgert_evidence *)(void *)packed, 3,
+                                           err, sizeof err),
+                     EDGERT_OK);
+    edgert_close(ctx);
+    ctx = open_fx(f, 0, NULL);
+    assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_min));
+    speed_ranking(ctx, out, sizeof out, g);
+    assert_string_equal(out, "test-fast test-good test-three");
+    edgert_close(ctx);
+    edgert_evidence odd[2] = {evs("test-fast", 101.0, 0.0, 0.0),
+                              evs("test-good", 100.0, 101.0, 104.0)};
+    store(f, odd, 2);
+    ctx = open_fx(f, 0, NULL);
+    assert_true(isnan(edgert_candidate_find(ctx, "test-fast")->measured_decode_max));
+    assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_max));
+    speed_ranking(ctx, out, sizeof out, g);
+    assert_string_equal(out, "test-fast test-good test-three");
     edgert_close(ctx);
 }
 
@@ -533,6 +681,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_store_and_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_and_replace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decode_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_file, setup, teardown),

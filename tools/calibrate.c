@@ -79,7 +79,7 @@ static int verify_one(edgert_ctx *ctx, const cli *c, const workload *w, const ch
 }
 
 static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const char *path,
-                         const edgert_evidence *ev, const double (*spread)[2], size_t count)
+                         const edgert_evidence *ev, size_t count)
 {
     if (c->json) {
         json_w j;
@@ -94,8 +94,8 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             json_obj(&j);
             json_kstr(&j, "name", ev[i].backend);
             json_knum(&j, "decode_tokens_per_s", ev[i].decode_tokens_per_s);
-            json_knum(&j, "decode_tokens_per_s_min", spread[i][0]);
-            json_knum(&j, "decode_tokens_per_s_max", spread[i][1]);
+            json_knum(&j, "decode_tokens_per_s_min", ev[i].decode_tokens_per_s_min);
+            json_knum(&j, "decode_tokens_per_s_max", ev[i].decode_tokens_per_s_max);
             json_kint(&j, "decode_rounds", CAL_ROUNDS);
             json_knum(&j, "top1_agreement", ev[i].top1_agreement);
             json_knum(&j, "kl_mean", ev[i].kl_mean);
@@ -113,12 +113,14 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             "top-1", "KL", "SQNR min", "verify");
     for (size_t i = 0; i < count; i++)
         tprintf("  %-16s %12.2f   [%6.2f..%6.2f] %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
-                ev[i].decode_tokens_per_s, spread[i][0], spread[i][1], ev[i].top1_agreement,
+                ev[i].decode_tokens_per_s, ev[i].decode_tokens_per_s_min,
+                ev[i].decode_tokens_per_s_max, ev[i].top1_agreement,
                 ev[i].kl_mean, ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
     tprintf("decode: the median of %u interleaved rounds per backend (every backend measured "
             "once per round, so all see the same memory-bandwidth windows).\n",
             CAL_ROUNDS);
-    tprintf("'edgert select --explain' now ranks by these measured figures.\n");
+    tprintf("'edgert select --explain' now ranks by these measured figures (backends whose "
+            "rounds overlap count as equally fast at decode; prefill decides between them).\n");
 }
 
 int cmd_calibrate(const cli *c)
@@ -141,9 +143,8 @@ int cmd_calibrate(const cli *c)
     verify_result *vr = calloc(n ? n : 1, sizeof *vr);
     const char **names = calloc(n ? n : 1, sizeof *names);
     double (*tps)[CAL_ROUNDS] = calloc(n ? n : 1, sizeof *tps);
-    double (*spread)[2] = calloc(n ? n : 1, sizeof *spread);
     int *ok = calloc(n ? n : 1, sizeof *ok);
-    if (!ev || !br || !vr || !names || !tps || !spread || !ok) {
+    if (!ev || !br || !vr || !names || !tps || !ok) {
         tfprintf(stderr, "edgert calibrate: out of memory\n");
         rc = EXIT_FAIL;
         goto out;
@@ -168,10 +169,12 @@ int cmd_calibrate(const cli *c)
             rc = EXIT_FAIL;
             continue;
         }
-        spread[count][0] = spread[count][1] = tps[i][0];
+        /* the rounds' spread: the selector counts backends whose rounds
+         * overlap as one decode group (edgert.h) */
+        ev[count].decode_tokens_per_s_min = ev[count].decode_tokens_per_s_max = tps[i][0];
         for (unsigned r = 1; r < CAL_ROUNDS; r++) {
-            spread[count][0] = fmin(spread[count][0], tps[i][r]);
-            spread[count][1] = fmax(spread[count][1], tps[i][r]);
+            ev[count].decode_tokens_per_s_min = fmin(ev[count].decode_tokens_per_s_min, tps[i][r]);
+            ev[count].decode_tokens_per_s_max = fmax(ev[count].decode_tokens_per_s_max, tps[i][r]);
         }
         count++;
     }
@@ -181,14 +184,13 @@ int cmd_calibrate(const cli *c)
         rc = EXIT_FAIL;
         goto out;
     }
-    print_stored(ctx, c, &w, path, ev, (const double (*)[2])spread, count);
+    print_stored(ctx, c, &w, path, ev, count);
 out:
     free(ev);
     free(br);
     free(vr);
     free(names);
     free(tps);
-    free(spread);
     free(ok);
     edgert_close(ctx);
     wl_free(&w);

@@ -335,7 +335,7 @@ void json_layout(json_w *w, const edgert_candidate *c)
     json_end_obj(w);
 }
 
-void json_candidate(json_w *w, const edgert_candidate *c, int rank)
+void json_candidate(json_w *w, const edgert_candidate *c, int rank, int decode_group)
 {
     json_obj(w);
     json_kstr(w, "name", c->name);
@@ -369,6 +369,13 @@ void json_candidate(json_w *w, const edgert_candidate *c, int rank)
     json_layout(w, c);
     json_figures(w, "declared", &c->declared);
     json_figures(w, "measured", &c->measured);
+    json_knum(w, "measured_decode_min", c->measured_decode_min);
+    json_knum(w, "measured_decode_max", c->measured_decode_max);
+    json_key(w, "decode_group"); /* priority speed: edgert_selection_decode_group */
+    if (decode_group >= 0)
+        json_int(w, decode_group);
+    else
+        json_null(w);
     json_kstr(w, "rationale", c->rationale);
     json_end_obj(w);
 }

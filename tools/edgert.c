@@ -470,7 +470,7 @@ static int cmd_list(const cli *c)
         json_key(&w, "manifests");
         json_arr(&w);
         for (size_t i = 0; i < n; i++)
-            json_candidate(&w, edgert_candidate_at(ctx, i), -1);
+            json_candidate(&w, edgert_candidate_at(ctx, i), -1, -1);
         json_end_arr(&w);
         json_diags(&w, ctx);
         json_end_obj(&w);
@@ -528,6 +528,8 @@ static void explain_candidate(const edgert_candidate *k, int r)
         tprintf("  %-16s           measured here:", "");
         if (!isnan(k->measured.decode_tokens_per_s))
             tprintf(" %.2f tok/s decode", k->measured.decode_tokens_per_s);
+        if (!isnan(k->measured_decode_min))
+            tprintf(" [rounds %.2f..%.2f]", k->measured_decode_min, k->measured_decode_max);
         if (!isnan(k->measured.prefill_gflops))
             tprintf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
         if (!isnan(k->measured.top1_agreement))
@@ -543,6 +545,31 @@ static void explain_candidate(const edgert_candidate *k, int r)
         tprintf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
                 k->declared.where ? k->declared.where : "?");
     }
+}
+
+/* Under rank r's line: its decode group, when it has other members (their
+ * rounds overlap, so prefill decided between them). */
+static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
+{
+    int g = edgert_selection_decode_group(sel, r);
+    size_t n = edgert_selection_count(sel), first = r, last = r;
+    if (g < 0)
+        return;
+    while (first > 0 && edgert_selection_decode_group(sel, first - 1) == g)
+        first--;
+    while (last + 1 < n && edgert_selection_decode_group(sel, last + 1) == g)
+        last++;
+    if (first == last)
+        return; /* alone in its group */
+    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+    double pf = !isnan(k->measured.prefill_gflops) ? k->measured.prefill_gflops
+                                                   : k->declared.prefill_gflops;
+    char pre[64] = "prefill unknown";
+    if (!isnan(pf))
+        snprintf(pre, sizeof pre, "prefill %.0f G(FL)OP/s %s", pf,
+                 !isnan(k->measured.prefill_gflops) ? "measured" : "declared");
+    tprintf("     %-16s decode rounds [%.2f..%.2f] overlap those of ranks %zu-%zu: %s\n", "",
+            k->measured_decode_min, k->measured_decode_max, first + 1, last + 1, pre);
 }
 
 static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
@@ -597,7 +624,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     tprintf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
             p == EDGERT_PRIORITY_SPEED
                 ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
-                  "measured here else declared; then fidelity; then name"
+                  "measured here else declared, where measured rates whose rounds overlap "
+                  "count as one group and prefill decides inside it; then fidelity; then name"
                 : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
                   "and KL measured here else declared; then activation bits, weight bits; then "
                   "speed; then name");
@@ -616,6 +644,7 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                 k->reference                       ? "reference (always last)"
                 : strcmp(k->processor, "cpu") != 0 ? "accelerator of this device class"
                                                    : "CPU backend");
+        explain_decode_group(ctx, sel, r);
     }
     tprintf("\n");
 }
@@ -656,8 +685,11 @@ static int cmd_select(const cli *c)
         json_kstr(&w, "error", st == EDGERT_OK ? NULL : err);
         json_key(&w, "candidates");
         json_arr(&w);
-        for (size_t i = 0; i < edgert_candidate_count(ctx); i++)
-            json_candidate(&w, edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
+        for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
+            int r = edgert_selection_rank(sel, i);
+            json_candidate(&w, edgert_candidate_at(ctx, i), r,
+                           r >= 0 ? edgert_selection_decode_group(sel, (size_t)r) : -1);
+        }
         json_end_arr(&w);
         json_search_paths(&w, ctx);
         json_diags(&w, ctx);

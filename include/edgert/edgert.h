@@ -28,6 +28,12 @@
  *                           claim; unknown counts as 0) descending, then the
  *                           cheaper arithmetic (fewer activation bits, fewer
  *                           bits per weight), then fidelity (the key below).
+ *                           Measured rates whose rounds overlap cannot be told
+ *                           apart: fastest first, each joins the previous
+ *                           one's "decode group" while its [min, max] overlaps
+ *                           every member's (edgert_selection_decode_group);
+ *                           in a group prefill (measured, else declared;
+ *                           unknown last) decides before the medians.
  *      priority `fidelity`: top-1 agreement (measured, else declared; a
  *                           candidate without one sorts after those with one)
  *                           descending, mean KL ascending (same rule), then
@@ -184,6 +190,10 @@ typedef struct edgert_candidate {
      *  plugin_options); NULL when it has none (the descriptor's name is then
      *  `name`). */
     const char *plugin_name;
+    /** The slowest and fastest of the rounds `measured.decode_tokens_per_s`
+     *  is the median of (`edgert calibrate`), NaN when not known: then the
+     *  figure is compared as an exact value. */
+    double measured_decode_min, measured_decode_max;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
@@ -291,6 +301,10 @@ EDGERT_API const char *edgert_selection_evidence(const edgert_selection *sel);
 EDGERT_API size_t edgert_selection_count(const edgert_selection *sel);
 EDGERT_API size_t edgert_selection_index(const edgert_selection *sel, size_t r);
 EDGERT_API void edgert_selection_free(edgert_selection *sel);
+/** Priority speed: the decode group of rank r (0-based): equal numbers were
+ *  measured here with overlapping decode rounds, so prefill decided between
+ *  them (selection order above). -1 past the end or for fidelity. */
+EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t r);
 
 /* --- running a backend -------------------------------------------------- */
 
@@ -597,6 +611,12 @@ typedef struct edgert_evidence {
     int correct;                /**< 1 passed verify, 0 failed (then the backend is
                                      not eligible: FAILED_VERIFY), -1 not checked */
     /* ---- version 1 ends here (EDGERT_EVIDENCE_V1_SIZE) ---- */
+    /** The slowest and fastest round of the decode rate's median, which the
+     *  selector compares (edgert_candidate.measured_decode_min). Kept only
+     *  when min <= decode_tokens_per_s <= max (zeros from an initializer
+     *  that leaves them out are not a spread); read only when struct_size
+     *  covers them. */
+    double decode_tokens_per_s_min, decode_tokens_per_s_max;
 } edgert_evidence;
 
 /** Size of edgert_evidence in its first version. An array passed to
