@@ -196,8 +196,8 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             double lo = num(&y, e, "decode_tokens_per_s_min"),
                    hi = num(&y, e, "decode_tokens_per_s_max"),
                    v = c->pub.measured.decode_tokens_per_s;
-            /* a spread only when it brackets its median (NaN compares false) */
-            int spread = lo <= v && v <= hi;
+            /* a range only when it brackets its median (NaN compares false) */
+            int spread = lo >= 0.0 && lo <= v && v <= hi;
             c->pub.measured_decode_min = spread ? lo : NAN;
             c->pub.measured_decode_max = spread ? hi : NAN;
             /* Evidence that the backend computes wrong results on this device
@@ -390,10 +390,11 @@ static void decode_spread(const edgert_evidence *e, uint32_t struct_size, double
     *lo = *hi = NAN;
     if (struct_size < offsetof(edgert_evidence, decode_tokens_per_s_max) + sizeof(double))
         return;
-    if (e->decode_tokens_per_s_min <= e->decode_tokens_per_s &&
-        e->decode_tokens_per_s <= e->decode_tokens_per_s_max) {
-        *lo = e->decode_tokens_per_s_min;
-        *hi = e->decode_tokens_per_s_max;
+    double a = e->decode_tokens_per_s_min, v = e->decode_tokens_per_s,
+           b = e->decode_tokens_per_s_max;
+    if (a >= 0.0 && a <= v && v <= b) { /* NaN compares false */
+        *lo = a;
+        *hi = b;
     }
 }
 

@@ -5,8 +5,8 @@
  * the same answer. See edgert.h for the key, repeated here in code:
  *   tier       0 accelerator backend on its device class, 1 CPU, 2 reference
  *   speed      decode tokens/s, measured here if known, else declared, else 0;
- *              measured rates whose rounds overlap form one decode group
- *              (decode_groups), inside which prefill decides first
+ *              measured rates within each other's rounds form one decode
+ *              group (decode_groups), inside which prefill decides first
  *   fidelity   top-1 agreement (measured > declared > unknown), KL (same; lower
  *              first), then activation bits, weight bits
  *   then       the backend that requires or uses more of this device's CPU
@@ -104,8 +104,15 @@ static int measured_spread(const er_cand *c, double *lo, double *hi)
     return !isnan(c->pub.measured.decode_tokens_per_s) && !isnan(*lo) && !isnan(*hi);
 }
 
-/* Prefill throughput, measured here if known, else declared, else -1
- * (unknown sorts after every figure). */
+/* Prefill's worth as evidence, as speed_class for decode: measured here 2,
+ * declared 1, unknown 0; and its figure (unknown -1). */
+static int prefill_class(const er_cand *c)
+{
+    if (!isnan(c->pub.measured.prefill_gflops))
+        return 2;
+    return isnan(c->pub.declared.prefill_gflops) ? 0 : 1;
+}
+
 static double prefill_of(const er_cand *c)
 {
     if (!isnan(c->pub.measured.prefill_gflops))
@@ -189,6 +196,7 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
              * pass), so a lower group is faster or better evidenced */
             if (s->group[ia] != s->group[ib])
                 return s->group[ia] < s->group[ib] ? -1 : 1;
+            DESC(prefill_class(a), prefill_class(b));
             DESC(prefill_of(a), prefill_of(b));
         }
         int f = speed_key(a, b);
@@ -241,33 +249,43 @@ static void sort_indices(const struct sort_ctx *s, size_t *idx, size_t n)
  * Decode groups (priority speed). A measured decode rate is the median of a
  * few rounds in memory-bandwidth windows that move with the neighbours;
  * two backends streaming the same bytes (amx-w4a8 and avx512-w4a8 share
- * their decode kernel) swap places from one calibration to the next, and a
- * pairwise "ranges overlap" comparison is not transitive, which breaks a
- * sort. So the groups are fixed before the final sort: walking `order`
- * (sorted by the speed key alone), a candidate joins the current group
- * when it is in the same tier, both it and every member were measured here
- * with a spread, and its [min, max] overlaps that of every member; else it
- * starts the next group. Each candidate gets one number, so the final key
- * (tier, group, prefill, speed, ...) is a plain lexicographic order.
+ * their decode kernel) swap places from one calibration to the next. Two
+ * rates are taken as indistinguishable when each median lies within the
+ * other's rounds [min, max]: the median, not the range, stands for the
+ * backend, so one busy round that stretches a range down does not pull a
+ * much slower backend in (ranges that merely overlap would). A pairwise
+ * test like this is not transitive, which breaks a sort; so the groups are
+ * fixed before the final sort: walking `order` (sorted by the speed key
+ * alone), a candidate joins the current group when it is in the same tier,
+ * it and every member were measured here with a range, and the test holds
+ * against every member; else it starts the next group (a candidate without
+ * a range, or of another tier, closes the group). Each candidate gets one
+ * number, so the final key (tier, group, prefill, speed, ...) is a plain
+ * lexicographic order, and outside multi-member groups the first pass's.
  */
 static void decode_groups(const struct edgert_ctx *ctx, const size_t *order, size_t n, int *group)
 {
     int g = -1, open = 0; /* open: the current group takes members */
-    double lo_max = 0.0, hi_min = 0.0;
+    /* the members' ranges intersected, and their medians' span */
+    double lo_max = 0.0, hi_min = 0.0, med_min = 0.0, med_max = 0.0;
     const er_cand *lead = NULL;
     for (size_t r = 0; r < n; r++) {
         const er_cand *c = ctx->cands[order[r]];
-        double lo, hi;
+        double lo, hi, v = c->pub.measured.decode_tokens_per_s;
         int spread = measured_spread(c, &lo, &hi);
-        if (open && spread && tier(ctx, c) == tier(ctx, lead) && hi >= lo_max && lo <= hi_min) {
+        if (open && spread && tier(ctx, c) == tier(ctx, lead) && v >= lo_max && v <= hi_min &&
+            med_min >= lo && med_max <= hi) {
             lo_max = fmax(lo_max, lo);
             hi_min = fmin(hi_min, hi);
+            med_min = fmin(med_min, v);
+            med_max = fmax(med_max, v);
         } else {
             g++;
             lead = c;
             open = spread;
             lo_max = lo;
             hi_min = hi;
+            med_min = med_max = v;
         }
         group[order[r]] = g;
     }

@@ -3,6 +3,10 @@
  * file, invalidation, corruption (moved aside, never overwritten), names
  * that must survive the round trip, failed verifies that a merge keeps,
  * atomic replacement, and the selector ranking by measured figures.
+ *
+ * Length: over 700 lines because the decode groups (the ranges of measured
+ * rates, as stored, refused and ranked) need this file's fixture: real
+ * plugin files and an evidence file written through the public API.
  */
 #include <dirent.h>
 #include <math.h>
@@ -228,16 +232,12 @@ static void store(fx *f, const edgert_evidence *items, size_t n)
     edgert_close(ctx);
 }
 
-/* Decode rates measured with overlapping rounds cannot be told apart:
- * prefill decides inside such a group, and the groups hold whatever order
- * the figures come in. Three backends: test-three reuses test-good's
+/* Three backends for the decode groups: test-three reuses test-good's
  * library (plugin_name); declared prefill 500 (good), 100 (fast), 900
  * (three). */
-static void test_decode_groups(void **state)
+static void three_backends(fx *f)
 {
-    fx *f = *state;
-    char lib[4200], out[256], cmd[9000];
-    int g[8];
+    char lib[4200], cmd[9000];
     snprintf(cmd, sizeof cmd, "cp '%s/tp_good.so' '%s/tp_three.so'", f->dir, f->dir);
     assert_int_equal(system(cmd), 0);
     const char *man[3][3] = {{"test-good", "tp_good", "500"},
@@ -253,70 +253,102 @@ static void test_decode_groups(void **state)
                  i == 2 ? "plugin_name: test-good\n" : "", man[i][2]);
         free(tu_manifest(f->dir, file, man[i][0], lib, NULL, extra));
     }
+}
 
-    /* overlapping rounds: the slower median with the faster prefill first */
-    edgert_evidence a[3] = {evs("test-fast", 101.0, 97.0, 103.0),
-                            evs("test-good", 100.0, 95.0, 104.0),
-                            evs("test-three", 80.0, 79.0, 81.0)};
+/* Store fast, good, three (each median with its rounds' range), then rank
+ * for speed into out and groups g. */
+static void rank3(fx *f, const double (*r)[3], char *out, size_t len, int *g)
+{
+    edgert_evidence a[3] = {evs("test-fast", r[0][0], r[0][1], r[0][2]),
+                            evs("test-good", r[1][0], r[1][1], r[1][2]),
+                            evs("test-three", r[2][0], r[2][1], r[2][2])};
     store(f, a, 3);
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    speed_ranking(ctx, out, len, g);
+    edgert_close(ctx);
+}
+
+/* Decode rates each within the other's rounds cannot be told apart:
+ * prefill decides inside such a group, and the groups hold whatever order
+ * the figures come in. */
+static void test_decode_groups(void **state)
+{
+    fx *f = *state;
+    char out[256];
+    int g[8];
+    three_backends(f);
+
+    /* each median within the other's rounds: the slower median with the
+     * faster prefill first */
+    rank3(f, (const double[3][3]){{101, 97, 103}, {100, 95, 104}, {80, 79, 81}}, out, 256, g);
+    assert_string_equal(out, "test-good test-fast test-three");
+    assert_int_equal(g[0], g[1]);
+    assert_int_not_equal(g[1], g[2]);
     edgert_ctx *ctx = open_fx(f, 0, NULL);
     const edgert_candidate *good = edgert_candidate_find(ctx, "test-good");
     assert_true(from_evidence(good, f));
     assert_true(good->measured_decode_min == 95.0 && good->measured_decode_max == 104.0);
-    speed_ranking(ctx, out, sizeof out, g);
-    assert_string_equal(out, "test-good test-fast test-three");
-    assert_int_equal(g[0], g[1]);
-    assert_int_not_equal(g[1], g[2]);
     edgert_close(ctx);
 
-    /* apart: the median decides, whatever the prefill */
-    a[1] = evs("test-good", 100.0, 99.0, 100.5);
-    a[0] = evs("test-fast", 101.0, 100.8, 103.0);
-    store(f, a, 3);
-    ctx = open_fx(f, 0, NULL);
-    speed_ranking(ctx, out, sizeof out, g);
+    /* apart (fast's median above good's rounds): the medians decide */
+    rank3(f, (const double[3][3]){{101, 100.8, 103}, {100, 99, 100.5}, {80, 79, 81}}, out, 256, g);
     assert_string_equal(out, "test-fast test-good test-three");
     assert_int_not_equal(g[0], g[1]);
-    edgert_close(ctx);
 
-    /* a chain: three overlaps fast, fast overlaps good, but three's best
-     * round is below good's worst: {fast, good} then {three}, so three's
-     * prefill (900) does not lift it over good; with a group that only had
-     * to overlap its leader it would have ranked first */
-    a[0] = evs("test-fast", 101.0, 98.0, 104.0);
-    a[1] = evs("test-good", 100.0, 99.5, 100.5);
-    a[2] = evs("test-three", 99.0, 97.0, 99.2);
-    store(f, a, 3);
-    ctx = open_fx(f, 0, NULL);
-    speed_ranking(ctx, out, sizeof out, g);
+    /* one busy round stretched good's range down over three's: the ranges
+     * overlap, but good's median is far above three's rounds, so three's
+     * prefill (900) must not lift it over good */
+    rank3(f, (const double[3][3]){{50, 49, 51}, {100, 60, 101}, {80, 79, 81}}, out, 256, g);
+    assert_string_equal(out, "test-good test-three test-fast");
+
+    /* a chain: fast and good hold each other's medians, three and fast
+     * too, but three's median is below good's rounds: {fast, good} then
+     * {three}, so three's prefill does not lift it over them (a group that
+     * only had to agree with its first member would have ranked it first) */
+    rank3(f, (const double[3][3]){{101, 98, 104}, {100, 99.5, 101.5}, {99.4, 97, 101.2}}, out,
+          256, g);
     assert_string_equal(out, "test-good test-fast test-three");
     assert_int_equal(g[0], g[1]);
     assert_int_not_equal(g[1], g[2]);
-    edgert_close(ctx);
 
-    /* a merge keeps the spreads of the entries it does not replace */
-    edgert_evidence one = evs("test-three", 99.0, 97.0, 99.2);
+    /* a merge keeps the ranges of the entries it does not replace */
+    edgert_evidence one = evs("test-three", 99.4, 97.0, 101.2);
     store(f, &one, 1);
     ctx = open_fx(f, 0, NULL);
     good = edgert_candidate_find(ctx, "test-good");
-    assert_true(good->measured_decode_min == 99.5 && good->measured_decode_max == 100.5);
+    assert_true(good->measured_decode_min == 99.5 && good->measured_decode_max == 101.5);
     edgert_close(ctx);
 
-    /* no spread: a caller built against version 1's struct (smaller
-     * struct_size), zeros, and a spread that does not bracket its median
-     * are all exact figures, compared as before: the medians decide */
+    /* a backend without a range between two that would group closes the
+     * group: good's prefill does not lift it over three */
+    rank3(f, (const double[3][3]){{101, 97, 103}, {100, 95, 104}, {100.5, NAN, NAN}}, out, 256,
+          g);
+    assert_string_equal(out, "test-fast test-three test-good");
+}
+
+/* What is not a range is never used as one: a caller built against the
+ * version-1 header, zeros from an initializer, a range that does not
+ * bracket its median or goes below 0 (refused when stored), and the same
+ * edited into the file (refused when read). Each case is one where the
+ * range, if used, would group fast and good and put good first. */
+static void test_decode_ranges_refused(void **state)
+{
+    fx *f = *state;
+    char out[256], err[512];
+    int g[8];
+    three_backends(f);
+
+    /* the old header's struct: sizeof was the offset of the new fields */
+    const uint32_t old_size = (uint32_t)offsetof(edgert_evidence, decode_tokens_per_s_min);
     edgert_evidence v1[3] = {evs("test-fast", 101.0, 97.0, 103.0),
                              evs("test-good", 100.0, 95.0, 104.0),
-                             evs("test-three", 80.0, 0.0, 0.0)};
-    for (int i = 0; i < 3; i++)
-        v1[i].struct_size = (uint32_t)EDGERT_EVIDENCE_V1_SIZE;
-    /* the array's stride stays sizeof(edgert_evidence): store walks it by
-     * items[0].struct_size, so pack V1-sized records by hand */
-    unsigned char packed[3 * sizeof(edgert_evidence)];
-    for (int i = 0; i < 3; i++)
-        memcpy(packed + (size_t)i * EDGERT_EVIDENCE_V1_SIZE, &v1[i], EDGERT_EVIDENCE_V1_SIZE);
-    ctx = open_fx(f, 0, NULL);
-    char err[512];
+                             evs("test-three", 80.0, 79.0, 81.0)};
+    _Alignas(8) unsigned char packed[3 * sizeof(edgert_evidence)];
+    for (int i = 0; i < 3; i++) {
+        v1[i].struct_size = old_size;
+        memcpy(packed + (size_t)i * old_size, &v1[i], old_size);
+    }
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
     assert_int_equal(edgert_evidence_store(ctx, NULL, (const edgert_evidence *)(void *)packed, 3,
                                            err, sizeof err),
                      EDGERT_OK);
@@ -326,12 +358,28 @@ static void test_decode_groups(void **state)
     speed_ranking(ctx, out, sizeof out, g);
     assert_string_equal(out, "test-fast test-good test-three");
     edgert_close(ctx);
-    edgert_evidence odd[2] = {evs("test-fast", 101.0, 0.0, 0.0),
-                              evs("test-good", 100.0, 101.0, 104.0)};
-    store(f, odd, 2);
+
+    /* fast's range below its median, three's zeros; then good's below 0 */
+    rank3(f, (const double[3][3]){{101, 95, 100.5}, {100, 99, 101.5}, {80, 0, 0}}, out, 256, g);
+    assert_string_equal(out, "test-fast test-good test-three");
     ctx = open_fx(f, 0, NULL);
     assert_true(isnan(edgert_candidate_find(ctx, "test-fast")->measured_decode_max));
-    assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_max));
+    assert_true(isnan(edgert_candidate_find(ctx, "test-three")->measured_decode_max));
+    assert_false(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_max));
+    edgert_close(ctx);
+    rank3(f, (const double[3][3]){{101, 97, 103}, {100, -5, 104}, {80, 79, 81}}, out, 256, g);
+    assert_string_equal(out, "test-fast test-good test-three");
+
+    /* stored as a group, then fast's max edited below its median */
+    rank3(f, (const double[3][3]){{101, 95.5, 103}, {100, 99, 101.5}, {80, 79, 81}}, out, 256, g);
+    assert_string_equal(out, "test-good test-fast test-three");
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd,
+             "sed -i 's/\"decode_tokens_per_s_max\": 103}/\"decode_tokens_per_s_max\": 100.7}/' "
+             "'%s' && grep -q 100.7 '%s'", f->ev, f->ev);
+    assert_int_equal(system(cmd), 0);
+    ctx = open_fx(f, 0, NULL);
+    assert_true(isnan(edgert_candidate_find(ctx, "test-fast")->measured_decode_max));
     speed_ranking(ctx, out, sizeof out, g);
     assert_string_equal(out, "test-fast test-good test-three");
     edgert_close(ctx);
@@ -682,6 +730,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_store_and_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_and_replace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_decode_ranges_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_file, setup, teardown),

@@ -120,7 +120,8 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             "once per round, so all see the same memory-bandwidth windows).\n",
             CAL_ROUNDS);
     tprintf("'edgert select --explain' now ranks by these measured figures (backends whose "
-            "rounds overlap count as equally fast at decode; prefill decides between them).\n");
+            "medians lie within each other's rounds count as equally fast at decode; prefill "
+            "decides between them).\n");
 }
 
 int cmd_calibrate(const cli *c)
@@ -170,7 +171,7 @@ int cmd_calibrate(const cli *c)
             continue;
         }
         /* the rounds' spread: the selector counts backends whose rounds
-         * overlap as one decode group (edgert.h) */
+         * hold each other's medians as one decode group (edgert.h) */
         ev[count].decode_tokens_per_s_min = ev[count].decode_tokens_per_s_max = tps[i][0];
         for (unsigned r = 1; r < CAL_ROUNDS; r++) {
             ev[count].decode_tokens_per_s_min = fmin(ev[count].decode_tokens_per_s_min, tps[i][r]);

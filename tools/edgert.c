@@ -548,7 +548,7 @@ static void explain_candidate(const edgert_candidate *k, int r)
 }
 
 /* Under rank r's line: its decode group, when it has other members (their
- * rounds overlap, so prefill decided between them). */
+ * medians lie within each other's rounds, so prefill decided between them). */
 static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
 {
     int g = edgert_selection_decode_group(sel, r);
@@ -568,7 +568,8 @@ static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, s
     if (!isnan(pf))
         snprintf(pre, sizeof pre, "prefill %.0f G(FL)OP/s %s", pf,
                  !isnan(k->measured.prefill_gflops) ? "measured" : "declared");
-    tprintf("     %-16s decode rounds [%.2f..%.2f] overlap those of ranks %zu-%zu: %s\n", "",
+    tprintf("     %-16s decode rounds [%.2f..%.2f]: as fast as ranks %zu-%zu (medians within "
+            "each other's rounds); %s\n", "",
             k->measured_decode_min, k->measured_decode_max, first + 1, last + 1, pre);
 }
 
@@ -624,7 +625,7 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     tprintf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
             p == EDGERT_PRIORITY_SPEED
                 ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
-                  "measured here else declared, where measured rates whose rounds overlap "
+                  "measured here else declared, where measured rates within each other's rounds "
                   "count as one group and prefill decides inside it; then fidelity; then name"
                 : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
                   "and KL measured here else declared; then activation bits, weight bits; then "

@@ -28,12 +28,13 @@
  *                           claim; unknown counts as 0) descending, then the
  *                           cheaper arithmetic (fewer activation bits, fewer
  *                           bits per weight), then fidelity (the key below).
- *                           Measured rates whose rounds overlap cannot be told
- *                           apart: fastest first, each joins the previous
- *                           one's "decode group" while its [min, max] overlaps
- *                           every member's (edgert_selection_decode_group);
- *                           in a group prefill (measured, else declared;
- *                           unknown last) decides before the medians.
+ *                           Measured rates each within the other's rounds
+ *                           [min, max] cannot be told apart: fastest first,
+ *                           each joins the previous one's "decode group" while
+ *                           that holds with every member; one without a range
+ *                           or of another tier closes it. In a group prefill
+ *                           (measured, else declared, else unknown) decides
+ *                           before the medians (edgert_selection_decode_group).
  *      priority `fidelity`: top-1 agreement (measured, else declared; a
  *                           candidate without one sorts after those with one)
  *                           descending, mean KL ascending (same rule), then
@@ -302,7 +303,7 @@ EDGERT_API size_t edgert_selection_count(const edgert_selection *sel);
 EDGERT_API size_t edgert_selection_index(const edgert_selection *sel, size_t r);
 EDGERT_API void edgert_selection_free(edgert_selection *sel);
 /** Priority speed: the decode group of rank r (0-based): equal numbers were
- *  measured here with overlapping decode rounds, so prefill decided between
+ *  measured here, each within the other's decode rounds, so prefill decided between
  *  them (selection order above). -1 past the end or for fidelity. */
 EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t r);
 
