@@ -26,9 +26,9 @@
  * a new file. A merge never drops a failed verify (correct: 0) silently: an
  * entry without a verdict keeps the old failure of the same plugin file, and
  * every other old entry that is replaced or dropped is logged.
- * decode_tokens_per_s_min/max (the rounds' spread, which the selector
+ * decode_tokens_per_s_min/max (the rounds' range, which the selector
  * compares: core/selector.c) were added later in version 1: a file without
- * them reads as figures without a spread, and a reader that predates them
+ * them reads as figures without a range, and a reader that predates them
  * ignores them.
  */
 #define _GNU_SOURCE
@@ -197,9 +197,9 @@ void er_evidence_apply(struct edgert_ctx *ctx)
                    hi = num(&y, e, "decode_tokens_per_s_max"),
                    v = c->pub.measured.decode_tokens_per_s;
             /* a range only when it brackets its median (NaN compares false) */
-            int spread = lo >= 0.0 && lo <= v && v <= hi;
-            c->pub.measured_decode_min = spread ? lo : NAN;
-            c->pub.measured_decode_max = spread ? hi : NAN;
+            int ranged = lo >= 0.0 && lo <= v && v <= hi;
+            c->pub.measured_decode_min = ranged ? lo : NAN;
+            c->pub.measured_decode_max = ranged ? hi : NAN;
             /* Evidence that the backend computes wrong results on this device
              * is a gate, like a failed self-test. */
             if (num(&y, e, "correct") == 0.0) {
@@ -383,9 +383,9 @@ static int write_kept(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, ya
     return !first;
 }
 
-/* The spread of e's decode median, when the caller's struct has one (it
+/* The range of e's decode median, when the caller's struct has one (it
  * covers version 2's fields) and it brackets the median: else NaN, NaN. */
-static void decode_spread(const edgert_evidence *e, uint32_t struct_size, double *lo, double *hi)
+static void decode_range(const edgert_evidence *e, uint32_t struct_size, double *lo, double *hi)
 {
     *lo = *hi = NAN;
     if (struct_size < offsetof(edgert_evidence, decode_tokens_per_s_max) + sizeof(double))
@@ -429,7 +429,7 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint
     else
         fputs(", \"correct\": null", f);
     double lo, hi;
-    decode_spread(e, struct_size, &lo, &hi);
+    decode_range(e, struct_size, &lo, &hi);
     fputs(", \"decode_tokens_per_s_min\": ", f);
     jnum(f, lo);
     fputs(", \"decode_tokens_per_s_max\": ", f);

@@ -94,10 +94,10 @@ static double top1_of(const er_cand *c, int *measured)
     return isnan(c->pub.declared.top1_agreement) ? -1.0 : c->pub.declared.top1_agreement;
 }
 
-/* The measured decode rate's spread over its rounds: 1 with [*lo, *hi]
- * when the figure is measured here and its evidence has a spread around
+/* The measured decode rate's range over its rounds: 1 with [*lo, *hi]
+ * when the figure is measured here and its evidence has a range around
  * it (core/evidence.c checked lo <= median <= hi), else 0. */
-static int measured_spread(const er_cand *c, double *lo, double *hi)
+static int measured_range(const er_cand *c, double *lo, double *hi)
 {
     *lo = c->pub.measured_decode_min;
     *hi = c->pub.measured_decode_max;
@@ -272,8 +272,8 @@ static void decode_groups(const struct edgert_ctx *ctx, const size_t *order, siz
     for (size_t r = 0; r < n; r++) {
         const er_cand *c = ctx->cands[order[r]];
         double lo, hi, v = c->pub.measured.decode_tokens_per_s;
-        int spread = measured_spread(c, &lo, &hi);
-        if (open && spread && tier(ctx, c) == tier(ctx, lead) && v >= lo_max && v <= hi_min &&
+        int ranged = measured_range(c, &lo, &hi);
+        if (open && ranged && tier(ctx, c) == tier(ctx, lead) && v >= lo_max && v <= hi_min &&
             med_min >= lo && med_max <= hi) {
             lo_max = fmax(lo_max, lo);
             hi_min = fmin(hi_min, hi);
@@ -282,7 +282,7 @@ static void decode_groups(const struct edgert_ctx *ctx, const size_t *order, siz
         } else {
             g++;
             lead = c;
-            open = spread;
+            open = ranged;
             lo_max = lo;
             hi_min = hi;
             med_min = med_max = v;

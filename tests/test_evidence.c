@@ -93,7 +93,7 @@ static edgert_evidence ev(const char *name, double tps, double top1, double kl, 
     return e;
 }
 
-/* ev() with the decode rounds' spread */
+/* ev() with the decode rounds' range */
 static edgert_evidence evs(const char *name, double tps, double lo, double hi)
 {
     edgert_evidence e = ev(name, tps, 0.9, 0.01, 1);

@@ -170,7 +170,7 @@ int cmd_calibrate(const cli *c)
             rc = EXIT_FAIL;
             continue;
         }
-        /* the rounds' spread: the selector counts backends whose rounds
+        /* the rounds' range: the selector counts backends whose rounds
          * hold each other's medians as one decode group (edgert.h) */
         ev[count].decode_tokens_per_s_min = ev[count].decode_tokens_per_s_max = tps[i][0];
         for (unsigned r = 1; r < CAL_ROUNDS; r++) {

@@ -612,11 +612,11 @@ typedef struct edgert_evidence {
     int correct;                /**< 1 passed verify, 0 failed (then the backend is
                                      not eligible: FAILED_VERIFY), -1 not checked */
     /* ---- version 1 ends here (EDGERT_EVIDENCE_V1_SIZE) ---- */
-    /** The slowest and fastest round of the decode rate's median, which the
-     *  selector compares (edgert_candidate.measured_decode_min). Kept only
-     *  when min <= decode_tokens_per_s <= max (zeros from an initializer
-     *  that leaves them out are not a spread); read only when struct_size
-     *  covers them. */
+    /** The slowest and fastest round of the decode rate's median: the range
+     *  the selector compares (edgert_candidate.measured_decode_min). Kept
+     *  only when 0 <= min <= decode_tokens_per_s <= max (zeros from an
+     *  initializer that leaves them out are no range); read only when
+     *  struct_size covers them. */
     double decode_tokens_per_s_min, decode_tokens_per_s_max;
 } edgert_evidence;
 
