@@ -547,6 +547,19 @@ static void explain_candidate(const edgert_candidate *k, int r)
     }
 }
 
+/* "<prefix><figure><unit> measured" (here) or "... declared" (by the
+ * manifest), whichever is known first; `unknown` when neither is. */
+static void figure_text(char *out, size_t len, const char *prefix, double measured,
+                        double declared, int decimals, const char *unit, const char *unknown)
+{
+    double v = !isnan(measured) ? measured : declared;
+    if (isnan(v))
+        snprintf(out, len, "%s", unknown);
+    else
+        snprintf(out, len, "%s%.*f%s %s", prefix, decimals, v, unit,
+                 !isnan(measured) ? "measured" : "declared");
+}
+
 /* Under rank r's line: its decode group, when it has other members (their
  * medians lie within each other's rounds, so prefill decided between them). */
 static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
@@ -562,12 +575,9 @@ static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, s
     if (first == last)
         return; /* alone in its group */
     const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-    double pf = !isnan(k->measured.prefill_gflops) ? k->measured.prefill_gflops
-                                                   : k->declared.prefill_gflops;
-    char pre[64] = "prefill unknown";
-    if (!isnan(pf))
-        snprintf(pre, sizeof pre, "prefill %.0f G(FL)OP/s %s", pf,
-                 !isnan(k->measured.prefill_gflops) ? "measured" : "declared");
+    char pre[64];
+    figure_text(pre, sizeof pre, "prefill ", k->measured.prefill_gflops,
+                k->declared.prefill_gflops, 0, " G(FL)OP/s", "prefill unknown");
     tprintf("     %-16s decode rounds [%.2f..%.2f]: as fast as ranks %zu-%zu (medians within "
             "each other's rounds); %s\n", "",
             k->measured_decode_min, k->measured_decode_max, first + 1, last + 1, pre);
@@ -634,12 +644,9 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
         tprintf("  (nothing eligible)\n");
     for (size_t r = 0; r < edgert_selection_count(sel); r++) {
         const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-        double tps = !isnan(k->measured.decode_tokens_per_s) ? k->measured.decode_tokens_per_s
-                                                             : k->declared.decode_tokens_per_s;
-        char speed[64] = "speed unknown";
-        if (!isnan(tps))
-            snprintf(speed, sizeof speed, "%.1f tok/s %s", tps,
-                     !isnan(k->measured.decode_tokens_per_s) ? "measured" : "declared");
+        char speed[64];
+        figure_text(speed, sizeof speed, "", k->measured.decode_tokens_per_s,
+                    k->declared.decode_tokens_per_s, 1, " tok/s", "speed unknown");
         tprintf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
                 k->layout.weight_bits, k->layout.activation_bits, speed,
                 k->reference                       ? "reference (always last)"
