@@ -357,6 +357,13 @@ static void test_decode_ranges_refused(void **state)
     assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_min));
     speed_ranking(ctx, out, sizeof out, g);
     assert_string_equal(out, "test-fast test-good test-three");
+    /* the named version-1 size is still accepted (one item: no stride) */
+    edgert_evidence one = evs("test-good", 100.0, 95.0, 104.0);
+    one.struct_size = (uint32_t)EDGERT_EVIDENCE_V1_SIZE;
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &one, 1, err, sizeof err), EDGERT_OK);
+    edgert_close(ctx);
+    ctx = open_fx(f, 0, NULL);
+    assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_min));
     edgert_close(ctx);
 
     /* fast's range below its median, three's zeros; then good's below 0 */

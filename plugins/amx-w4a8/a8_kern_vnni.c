@@ -21,10 +21,11 @@
  * tokens it stays fully unrolled. Either way the step moves by a few
  * percent with code placement alone (the same loop, other functions added
  * to the file): compare whole builds, interleaved, before keeping a change.
- * Per line: one load, two ANDs (v & 0x0F, and v & 0xF0 = 16 x the high
- * codes, whose chains 1 and 3 then hold 16 x their sums, < 2^22, divided
- * exactly per group), no shift; each token's activation pointer is set once
- * per group (GCC 12 had reloaded act_group_bytes and multiplied per octet).
+ * Per line: two ANDs (v & 0x0F, and v & 0xF0 = 16 x the high codes, whose
+ * chains 1 and 3 then hold 16 x their sums, < 2^22, divided exactly per
+ * group; GCC reads the line from L1 into each), no shift; each token's
+ * activation pointer is set once per group (GCC 12 had reloaded
+ * act_group_bytes and multiplied per octet).
  * A test build of this loop with its loads and prefetches but no arithmetic
  * ran 3% faster from DRAM than the kernel did, so the kernel's instructions
  * cost here, unlike avx512-w4a16's (whose no-arithmetic build was no
