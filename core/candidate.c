@@ -62,6 +62,7 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c)
     p->declared.where = m->declared_where;
     nan_figures(&p->measured);
     p->measured_decode_min = p->measured_decode_max = NAN;
+    p->first_contact_decode_tokens_per_s = NAN;
     p->detail = "";
     p->reasons = NULL;
     p->reason_count = 0;

@@ -62,6 +62,7 @@ typedef struct er_cand {
     char *path_chosen;
     char checksum[EDGERT_CHECKSUM_LEN]; /**< pub.checksum points here when set */
     int sandbox_passed;         /**< first contact (sandbox.c) passed, now or cached */
+    int calibrated;             /**< pub.measured holds calibrate's figures (evidence.c) */
 } er_cand;
 
 /* The stages of loading a plugin, in order (load.c); the sandbox's child

@@ -200,6 +200,7 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             c->pub.measured.top1_agreement = num(&y, e, "top1_agreement");
             c->pub.measured.kl_mean = num(&y, e, "kl_mean");
             c->pub.measured.where = ctx->evidence_path;
+            c->calibrated = 1;
             double lo = num(&y, e, "decode_tokens_per_s_min"),
                    hi = num(&y, e, "decode_tokens_per_s_max"),
                    v = c->pub.measured.decode_tokens_per_s;

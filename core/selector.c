@@ -31,6 +31,7 @@ struct edgert_selection {
     size_t ncands;
     int selected;        /* candidate index or -1 */
     const char *evidence;
+    const char *decode_source; /* edgert_selection_decode_source */
     const edgert_candidate *sel;
 };
 
@@ -57,25 +58,80 @@ static int tier(const struct edgert_ctx *ctx, const er_cand *c)
     return 1;
 }
 
-/* How much a speed figure is worth: measured on this device (calibrate, or
- * first contact's quick measurement) > declared by a manifest that says it
- * measured them (verified: true) > an unverified claim > nothing. Evidence
- * beats claims: a class is compared before the value. */
-static int speed_class(const er_cand *c)
+/*
+ * Where measured decode rates come from: one source for every candidate
+ * (edgert_selection_decode_source). A backend's `measured` figure is
+ * calibrate's when this device has it for the plugin's current build, else
+ * first contact's quick measurement (sandbox.c). The two are not the same
+ * measurement: on a Xeon with AMX, after one plugin was rebuilt, its two
+ * manifests' quick figures read 34.08 and 36.38 tok/s (one kernel) where the
+ * others' calibrated medians read 36-40, so the rebuilt backends ranked below
+ * them by how they were measured, not by their speed. When calibrated and
+ * quick-only figures would meet, every candidate is compared by its quick
+ * figure (first contact ran for each: it is cached per plugin file); only
+ * when a calibrated candidate has none (its first contact could not
+ * measure) are the sources mixed, and the selection says so.
+ */
+typedef enum decode_src { SRC_DECLARED, SRC_CALIBRATE, SRC_FIRST_CONTACT, SRC_MIXED } decode_src;
+
+static decode_src decode_source(const struct edgert_ctx *ctx)
 {
-    if (!isnan(c->pub.measured.decode_tokens_per_s))
+    size_t calibrated = 0, quick_only = 0, calibrated_unquick = 0;
+    for (size_t i = 0; i < ctx->ncands; i++) {
+        const er_cand *c = ctx->cands[i];
+        if (!c->pub.eligible || isnan(c->pub.measured.decode_tokens_per_s))
+            continue;
+        if (!c->calibrated) {
+            quick_only++;
+        } else {
+            calibrated++;
+            calibrated_unquick += isnan(c->pub.first_contact_decode_tokens_per_s) ? 1u : 0u;
+        }
+    }
+    if (calibrated == 0)
+        return quick_only ? SRC_FIRST_CONTACT : SRC_DECLARED;
+    if (quick_only == 0)
+        return SRC_CALIBRATE;
+    return calibrated_unquick ? SRC_MIXED : SRC_FIRST_CONTACT;
+}
+
+static const char *decode_source_name(decode_src src)
+{
+    switch (src) {
+    case SRC_CALIBRATE: return "calibrate";
+    case SRC_FIRST_CONTACT: return "first-contact";
+    case SRC_MIXED: return "mixed";
+    default: return "declared";
+    }
+}
+
+/* The measured decode rate compared under `src`, NaN when none. */
+static double decode_measured(const er_cand *c, decode_src src)
+{
+    return src == SRC_FIRST_CONTACT ? c->pub.first_contact_decode_tokens_per_s
+                                    : c->pub.measured.decode_tokens_per_s;
+}
+
+/* How much a speed figure is worth: measured on this device (decode_source)
+ * > declared by a manifest that says it measured them (verified: true) > an
+ * unverified claim > nothing. Evidence beats claims: a class is compared
+ * before the value. */
+static int speed_class(const er_cand *c, decode_src src)
+{
+    if (!isnan(decode_measured(c, src)))
         return 3;
     if (isnan(c->pub.declared.decode_tokens_per_s))
         return 0;
     return c->m.verified ? 2 : 1;
 }
 
-static double speed_of(const er_cand *c, int *measured)
+static double speed_of(const er_cand *c, decode_src src, int *measured)
 {
-    if (!isnan(c->pub.measured.decode_tokens_per_s)) {
+    double v = decode_measured(c, src);
+    if (!isnan(v)) {
         if (measured)
             *measured = 1;
-        return c->pub.measured.decode_tokens_per_s;
+        return v;
     }
     if (measured)
         *measured = 0;
@@ -95,13 +151,14 @@ static double top1_of(const er_cand *c, int *measured)
 }
 
 /* The measured decode rate's range over its rounds: 1 with [*lo, *hi]
- * when the figure is measured here and its evidence has a range around
- * it (core/evidence.c checked lo <= median <= hi), else 0. */
-static int measured_range(const er_cand *c, double *lo, double *hi)
+ * when the figure compared is calibrate's and its evidence has a range
+ * around it (core/evidence.c checked lo <= median <= hi), else 0. */
+static int measured_range(const er_cand *c, decode_src src, double *lo, double *hi)
 {
     *lo = c->pub.measured_decode_min;
     *hi = c->pub.measured_decode_max;
-    return !isnan(c->pub.measured.decode_tokens_per_s) && !isnan(*lo) && !isnan(*hi);
+    return src != SRC_FIRST_CONTACT && !isnan(c->pub.measured.decode_tokens_per_s) &&
+           !isnan(*lo) && !isnan(*hi);
 }
 
 /* Prefill's worth as evidence, as speed_class for decode: measured here 2,
@@ -146,10 +203,10 @@ static int fidelity_key(const er_cand *a, const er_cand *b)
 }
 
 /* Speed key alone: the worth of the figure, then the figure. */
-static int speed_key(const er_cand *a, const er_cand *b)
+static int speed_key(const er_cand *a, const er_cand *b, decode_src src)
 {
-    DESC(speed_class(a), speed_class(b));
-    DESC(speed_of(a, NULL), speed_of(b, NULL));
+    DESC(speed_class(a, src), speed_class(b, src));
+    DESC(speed_of(a, src, NULL), speed_of(b, src, NULL));
     return 0;
 }
 
@@ -181,6 +238,7 @@ static int specialization_key(const struct edgert_ctx *ctx, const er_cand *a, co
 struct sort_ctx {
     const struct edgert_ctx *ctx;
     edgert_priority prio;
+    decode_src src;
     const int *group; /* speed: decode group per candidate index, or NULL */
 };
 
@@ -199,7 +257,7 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
             DESC(prefill_class(a), prefill_class(b));
             DESC(prefill_of(a), prefill_of(b));
         }
-        int f = speed_key(a, b);
+        int f = speed_key(a, b, s->src);
         if (f)
             return f;
         f = cost_key(a, b);
@@ -221,7 +279,7 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
         f = specialization_key(s->ctx, a, b);
         if (f)
             return f;
-        f = speed_key(a, b);
+        f = speed_key(a, b, s->src);
         if (f)
             return f;
     }
@@ -263,7 +321,8 @@ static void sort_indices(const struct sort_ctx *s, size_t *idx, size_t n)
  * number, so the final key (tier, group, prefill, speed, ...) is a plain
  * lexicographic order, and outside multi-member groups the first pass's.
  */
-static void decode_groups(const struct edgert_ctx *ctx, const size_t *order, size_t n, int *group)
+static void decode_groups(const struct edgert_ctx *ctx, decode_src src, const size_t *order,
+                          size_t n, int *group)
 {
     int g = -1, open = 0; /* open: the current group takes members */
     /* the members' ranges intersected, and their medians' span */
@@ -271,8 +330,8 @@ static void decode_groups(const struct edgert_ctx *ctx, const size_t *order, siz
     const er_cand *lead = NULL;
     for (size_t r = 0; r < n; r++) {
         const er_cand *c = ctx->cands[order[r]];
-        double lo, hi, v = c->pub.measured.decode_tokens_per_s;
-        int ranged = measured_range(c, &lo, &hi);
+        double lo, hi, v = decode_measured(c, src);
+        int ranged = measured_range(c, src, &lo, &hi);
         if (open && ranged && tier(ctx, c) == tier(ctx, lead) && v >= lo_max && v <= hi_min &&
             med_min >= lo && med_max <= hi) {
             lo_max = fmax(lo_max, lo);
@@ -302,10 +361,12 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
         if (ctx->cands[i]->pub.eligible)
             s->order[s->count++] = i;
     }
-    struct sort_ctx sc = {ctx, s->priority, NULL};
+    const decode_src src = decode_source(ctx);
+    s->decode_source = decode_source_name(src);
+    struct sort_ctx sc = {ctx, s->priority, src, NULL};
     sort_indices(&sc, s->order, s->count);
     if (s->priority == EDGERT_PRIORITY_SPEED) {
-        decode_groups(ctx, s->order, s->count, s->group);
+        decode_groups(ctx, src, s->order, s->count, s->group);
         sc.group = s->group;
         sort_indices(&sc, s->order, s->count);
     }
@@ -319,7 +380,7 @@ static const char *evidence_of(const struct edgert_ctx *ctx, edgert_priority pri
     if (ctx->no_evidence)
         return "declared";
     if (prio == EDGERT_PRIORITY_SPEED)
-        speed_of(c, &measured);
+        speed_of(c, decode_source(ctx), &measured);
     else
         top1_of(c, &measured);
     return measured ? "measured" : "declared";
@@ -370,6 +431,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     s->ncands = ctx->ncands;
     s->selected = -1;
     s->evidence = "declared";
+    s->decode_source = "declared";
     s->order = calloc(ctx->ncands + 1, sizeof *s->order);
     s->rank = calloc(ctx->ncands + 1, sizeof *s->rank);
     s->group = calloc(ctx->ncands + 1, sizeof *s->group);
@@ -472,6 +534,11 @@ int edgert_selection_decode_group(const edgert_selection *s, size_t r)
     if (!s || r >= s->count || s->priority != EDGERT_PRIORITY_SPEED)
         return -1;
     return s->group[s->order[r]];
+}
+
+const char *edgert_selection_decode_source(const edgert_selection *s)
+{
+    return s ? s->decode_source : "declared";
 }
 
 void edgert_selection_free(edgert_selection *s)

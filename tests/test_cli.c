@@ -564,6 +564,7 @@ static void test_calibrate_then_select(void **state)
     char *jdir;
     yaml_node_t *root = parse(out, &y, &jdir);
     assert_string_equal(sval(&y, er_yaml_get(&y, root, "selected"), "evidence"), "measured");
+    assert_string_equal(sval(&y, root, "decode_source"), "calibrate");
     /* the rounds' range is stored and read back around the median, and every
      * ranked candidate has a decode group (priority speed) */
     yaml_node_t *cands = er_yaml_get(&y, root, "candidates");
@@ -598,6 +599,25 @@ static void test_calibrate_then_select(void **state)
              "select --json --no-evidence --disable avx512-w4a16 --evidence %s/ev.json", dir);
     assert_int_equal(run(args, &out), 0);
     assert_non_null(strstr(out, "\"evidence\":\"declared\""));
+    assert_non_null(strstr(out, "\"decode_source\":\"declared\""));
+    free(out);
+    /* avx512-w4a16, left out of calibrate, ranked too: where it is eligible
+     * it has only first contact's quick figure, so every backend is
+     * compared by its quick figure, and explain names the one left out */
+    snprintf(args, sizeof args, "select --explain --evidence %s/ev.json", dir);
+    assert_int_equal(run(args, &out), 0);
+    int eligible = strstr(out, "avx512-w4a16     ELIGIBLE") != NULL;
+    assert_true(eligible == (strstr(out, "first contact's quick measurement, for every backend: "
+                                         "'edgert calibrate' has no rounds for avx512-w4a16") !=
+                             NULL));
+    free(out);
+    snprintf(args, sizeof args, "select --json --evidence %s/ev.json", dir);
+    assert_int_equal(run(args, &out), 0);
+    assert_non_null(strstr(out, eligible ? "\"decode_source\":\"first-contact\""
+                                         : "\"decode_source\":\"calibrate\""));
+    printf("select with a backend calibrate left out: %s\n",
+           eligible ? "avx512-w4a16 eligible, compared by first contact"
+                    : "avx512-w4a16 not eligible here, calibrate's figures");
     free(out);
     tu_rmrf(dir);
 }

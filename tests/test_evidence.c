@@ -5,8 +5,9 @@
  * atomic replacement, and the selector ranking by measured figures.
  *
  * Length: over 700 lines because the decode groups (the ranges of measured
- * rates, as stored, refused and ranked) need this file's fixture: real
- * plugin files and an evidence file written through the public API.
+ * rates, as stored, refused and ranked) and the one source of measured
+ * decode rates (calibrate's or first contact's) need this file's fixture:
+ * real plugin files and an evidence file written through the public API.
  */
 #include <dirent.h>
 #include <math.h>
@@ -324,6 +325,114 @@ static void test_decode_groups(void **state)
     rank3(f, (const double[3][3]){{101, 97, 103}, {100, 95, 104}, {100.5, NAN, NAN}}, out, 256,
           g);
     assert_string_equal(out, "test-fast test-three test-good");
+}
+
+/* Edit first contact's cached quick decode figure of `backend` (every
+ * verdict file in this process's cache naming it) to `value`: the figures
+ * the real test plugins measure are whatever this machine gives. */
+static void set_quick(const char *backend, const char *value)
+{
+    char dir[4200], want[128];
+    snprintf(dir, sizeof dir, "%s/edgert/first-contact", getenv("XDG_CACHE_HOME"));
+    snprintf(want, sizeof want, "\nbackend %s\n", backend);
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int edited = 0;
+    while ((e = readdir(d))) {
+        char path[4500], text[4096] = "", out[4200] = "";
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *fp = e->d_name[0] != '.' ? fopen(path, "r") : NULL;
+        if (!fp)
+            continue;
+        text[fread(text, 1, sizeof text - 1, fp)] = '\0';
+        fclose(fp);
+        if (!strstr(text, want))
+            continue;
+        for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+            snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s\n",
+                     strncmp(line, "decode_tokens_per_s ", 20) == 0 ? "decode_tokens_per_s " : "",
+                     strncmp(line, "decode_tokens_per_s ", 20) == 0 ? value : line);
+        fp = fopen(path, "w");
+        assert_non_null(fp);
+        fputs(out, fp);
+        fclose(fp);
+        edited++;
+    }
+    closedir(d);
+    assert_true(edited > 0);
+}
+
+static const char *speed_pick(fx *f, const char **source)
+{
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    edgert_selection *sel = NULL;
+    char err[512];
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    const char *name = strcmp(edgert_selection_selected(sel)->name, "test-good") == 0
+                           ? "test-good" : "test-fast"; /* outlives the handle */
+    *source = edgert_selection_decode_source(sel);
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+    return name;
+}
+
+/* One source for every backend's measured decode rate: a calibrated figure
+ * is never ranked against another backend's quick one. */
+static void test_one_decode_source(void **state)
+{
+    fx *f = *state;
+    const char *src;
+    edgert_ctx *ctx = open_fx(f, 0, NULL); /* first contact: the quick figures, cached */
+    const edgert_candidate *g = edgert_candidate_find(ctx, "test-good");
+    assert_false(isnan(g->first_contact_decode_tokens_per_s));
+    assert_true(g->first_contact_decode_tokens_per_s == g->measured.decode_tokens_per_s);
+    edgert_close(ctx);
+    set_quick("test-good", "10");
+    set_quick("test-fast", "20");
+    assert_string_equal(speed_pick(f, &src), "test-fast"); /* nothing calibrated */
+    assert_string_equal(src, "first-contact");
+
+    /* good calibrated (1000), fast not (a plugin added or rebuilt since):
+     * both by their quick figures, so fast */
+    edgert_evidence good = ev("test-good", 1000.0, 0.9, 0.01, 1);
+    store(f, &good, 1);
+    ctx = open_fx(f, 0, NULL);
+    g = edgert_candidate_find(ctx, "test-good");
+    assert_true(from_evidence(g, f) && g->measured.decode_tokens_per_s == 1000.0);
+    assert_true(g->first_contact_decode_tokens_per_s == 10.0); /* kept beside it */
+    edgert_close(ctx);
+    assert_string_equal(speed_pick(f, &src), "test-fast");
+    assert_string_equal(src, "first-contact");
+
+    /* both calibrated: calibrate's figures */
+    edgert_evidence fast = ev("test-fast", 100.0, 0.9, 0.01, 1);
+    store(f, &fast, 1);
+    assert_string_equal(speed_pick(f, &src), "test-good");
+    assert_string_equal(src, "calibrate");
+
+    /* fast's calibrate evidence gone, and good has no quick figure (its
+     * first contact measured nothing): the sources cannot be made one, and
+     * the selection says so */
+    assert_int_equal(unlink(f->ev), 0);
+    store(f, &good, 1);
+    set_quick("test-good", "nan");
+    assert_string_equal(speed_pick(f, &src), "test-good");
+    assert_string_equal(src, "mixed");
+
+    /* no evidence at all: declared (fast declares 90, good 50) */
+    ctx = open_fx(f, 1, NULL);
+    assert_true(isnan(edgert_candidate_find(ctx, "test-fast")->first_contact_decode_tokens_per_s));
+    edgert_selection *sel = NULL;
+    char err[512];
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    assert_string_equal(edgert_selection_decode_source(sel), "declared");
+    assert_string_equal(edgert_selection_selected(sel)->name, "test-fast");
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+    assert_string_equal(edgert_selection_decode_source(NULL), "declared");
 }
 
 /* What is not a range is never used as one: a caller built against the
@@ -738,6 +847,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_merge_and_replace, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_ranges_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_one_decode_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_file, setup, teardown),

@@ -371,6 +371,7 @@ void json_candidate(json_w *w, const edgert_candidate *c, int rank, int decode_g
     json_figures(w, "measured", &c->measured);
     json_knum(w, "measured_decode_min", c->measured_decode_min);
     json_knum(w, "measured_decode_max", c->measured_decode_max);
+    json_knum(w, "first_contact_decode_tokens_per_s", c->first_contact_decode_tokens_per_s);
     json_key(w, "decode_group"); /* priority speed: edgert_selection_decode_group */
     if (decode_group >= 0)
         json_int(w, decode_group);

@@ -536,6 +536,10 @@ static void explain_candidate(const edgert_candidate *k, int r)
             tprintf(", top-1 %.3f, KL %.3g", k->measured.top1_agreement, k->measured.kl_mean);
         tprintf(" (%s)\n", k->measured.where ? k->measured.where : "evidence");
     }
+    double fc = k->first_contact_decode_tokens_per_s;
+    if (!isnan(fc) && !(fc == k->measured.decode_tokens_per_s))
+        tprintf("  %-16s           first contact: %.2f tok/s decode (its quick measurement)\n",
+                "", fc);
     if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
         tprintf("  %-16s           declared:", "");
         if (!isnan(k->declared.decode_tokens_per_s))
@@ -558,6 +562,44 @@ static void figure_text(char *out, size_t len, const char *prefix, double measur
     else
         snprintf(out, len, "%s%.*f%s %s", prefix, decimals, v, unit,
                  !isnan(measured) ? "measured" : "declared");
+}
+
+/* The measured decode rate the selection compared for k (one source for
+ * all: edgert_selection_decode_source), NaN when none. */
+static double compared_decode(const edgert_selection *sel, const edgert_candidate *k)
+{
+    return strcmp(edgert_selection_decode_source(sel), "first-contact") == 0
+               ? k->first_contact_decode_tokens_per_s
+               : k->measured.decode_tokens_per_s;
+}
+
+/* What the ranking's measured decode rates are, when that needs saying:
+ * quick figures standing in for calibrate's (naming the backends that have
+ * no calibrated figure for their current build), or sources that could not
+ * be made one. */
+static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
+{
+    const char *src = edgert_selection_decode_source(sel), *ev = edgert_evidence_path(ctx);
+    char names[512] = "";
+    size_t used = 0;
+    for (size_t r = 0; r < edgert_selection_count(sel) && used + 2 < sizeof names; r++) {
+        const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+        int calibrated = k->measured.where && ev && strcmp(k->measured.where, ev) == 0;
+        if (calibrated || isnan(k->first_contact_decode_tokens_per_s))
+            continue;
+        int w = snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", k->name);
+        if (w < 0)
+            break;
+        used += (size_t)w < sizeof names - used ? (size_t)w : sizeof names - used - 1;
+    }
+    if (strcmp(src, "first-contact") == 0)
+        tprintf("  decode measured here is first contact's quick measurement, for every "
+                "backend: 'edgert calibrate' has no rounds for %s in its current build (run it "
+                "again to rank by rounds)\n", names[0] ? names : "some of them");
+    else if (strcmp(src, "mixed") == 0)
+        tprintf("  decode measured here mixes calibrate's rounds with first contact's quick "
+                "measurement (%s), as a calibrated backend has no quick figure; run 'edgert "
+                "calibrate' again\n", names[0] ? names : "some of them");
 }
 
 /* Under rank r's line: its decode group, when it has other members (their
@@ -640,12 +682,13 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                 : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
                   "and KL measured here else declared; then activation bits, weight bits; then "
                   "speed; then name");
+    explain_decode_source(ctx, sel);
     if (edgert_selection_count(sel) == 0)
         tprintf("  (nothing eligible)\n");
     for (size_t r = 0; r < edgert_selection_count(sel); r++) {
         const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
         char speed[64];
-        figure_text(speed, sizeof speed, "", k->measured.decode_tokens_per_s,
+        figure_text(speed, sizeof speed, "", compared_decode(sel, k),
                     k->declared.decode_tokens_per_s, 1, " tok/s", "speed unknown");
         tprintf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
                 k->layout.weight_bits, k->layout.activation_bits, speed,
@@ -676,6 +719,7 @@ static int cmd_select(const cli *c)
         json_kstr(&w, "mode", d->planned ? "plan" : "live");
         json_kstr(&w, "priority", edgert_priority_name(c->priority));
         json_kstr(&w, "forced", c->backend);
+        json_kstr(&w, "decode_source", edgert_selection_decode_source(sel));
         json_device(&w, d);
         json_key(&w, "selected");
         if (s) {

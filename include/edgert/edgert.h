@@ -12,6 +12,10 @@
  *                      with the caller's callbacks between them.
  *   edgert_close()     unload everything.
  *
+ * Length: over 700 lines because every call's contract is written at its
+ * declaration (what is checked, what is kept, which version added it), and
+ * an integrator reads one header for one call sequence (export.h aside).
+ *
  * Everything lives behind the edgert_ctx handle: no global mutable state, two
  * handles in one process do not interfere. A handle is not safe for concurrent
  * use from several threads except where noted (edgert_gemm on distinct
@@ -22,10 +26,10 @@
  *      `processor: gpu|npu` on a `cuda_discrete`, `jetson` or `npu_phone`
  *      device) first, then CPU backends, then the reference backend
  *      (manifest `reference: true`), which is always last.
- *   2. priority `speed`:    decode tokens/s (measured on this device by
- *                           `edgert calibrate` if known, else declared by a
- *                           manifest with verified: true, else an unverified
- *                           claim; unknown counts as 0) descending, then the
+ *   2. priority `speed`:    decode tokens/s (measured on this device, else
+ *                           declared by a manifest with verified: true, else
+ *                           an unverified claim; unknown counts as 0)
+ *                           descending, then the
  *                           cheaper arithmetic (fewer activation bits, fewer
  *                           bits per weight), then fidelity (the key below).
  *                           Measured rates each within the other's rounds
@@ -35,6 +39,11 @@
  *                           or of another tier closes it. In a group prefill
  *                           (measured, else declared, else unknown) decides
  *                           before the medians (edgert_selection_decode_group).
+ *                           Measured means one source for every backend: the
+ *                           rounds of `edgert calibrate` when each measured
+ *                           backend has them for its current build, else
+ *                           first contact's quick measurement for all
+ *                           (edgert_selection_decode_source).
  *      priority `fidelity`: top-1 agreement (measured, else declared; a
  *                           candidate without one sorts after those with one)
  *                           descending, mean KL ascending (same rule), then
@@ -195,6 +204,13 @@ typedef struct edgert_candidate {
      *  is the median of (`edgert calibrate`), NaN when not known: then the
      *  figure is compared as an exact value. */
     double measured_decode_min, measured_decode_max;
+    /** First contact's quick measurement of the decode rate on this device
+     *  (the sandbox's, cached per plugin file), NaN when there is none (no
+     *  first contact, a plan, or no_evidence). Kept beside `measured`, which
+     *  holds `edgert calibrate`'s figures instead whenever this device has
+     *  them for the plugin's current build; the selector compares every
+     *  backend by one of the two (edgert_selection_decode_source). */
+    double first_contact_decode_tokens_per_s;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
@@ -306,6 +322,21 @@ EDGERT_API void edgert_selection_free(edgert_selection *sel);
  *  measured here, each within the other's decode rounds, so prefill decided between
  *  them (selection order above). -1 past the end or for fidelity. */
 EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t r);
+/** Where the measured decode rates this selection compared came from, one
+ *  source for every candidate:
+ *  "calibrate"     every candidate measured on this device has `edgert
+ *                  calibrate`'s figure for its current build
+ *                  (edgert_candidate.measured);
+ *  "first-contact" some have only first contact's quick measurement (a
+ *                  plugin rebuilt or added since the last calibrate, or
+ *                  none calibrated yet), so every candidate was compared by
+ *                  its quick measurement (first_contact_decode_tokens_per_s),
+ *                  never one kind of figure against the other;
+ *  "mixed"         that was impossible (a calibrated candidate has no quick
+ *                  measurement): each by the best figure it has;
+ *  "declared"      nothing was measured here (or no_evidence).
+ *  Running `edgert calibrate` again makes it "calibrate". NULL sel: "declared". */
+EDGERT_API const char *edgert_selection_decode_source(const edgert_selection *sel);
 
 /* --- running a backend -------------------------------------------------- */
 
