@@ -557,6 +557,7 @@ static void test_calibrate_then_select(void **state)
     /* decode in interleaved rounds, the median stored, the spread shown */
     assert_non_null(strstr(out, "median of 3 interleaved rounds"));
     assert_non_null(strstr(out, "(rounds min..max)"));
+    assert_non_null(strstr(out, "prefill: G(FL)OP/s at M = "));
     free(out);
     snprintf(args, sizeof args, "select --json --disable avx512-w4a16 --evidence %s/ev.json", dir);
     assert_int_equal(run(args, &out), 0);
@@ -582,6 +583,9 @@ static void test_calibrate_then_select(void **state)
                hi = atof(sval(&y, c, "measured_decode_max")),
                v = atof(sval(&y, er_yaml_get(&y, c, "measured"), "decode_tokens_per_s"));
         assert_true(lo > 0.0 && lo <= v && v <= hi);
+        /* prefill measured by calibrate, not a manifest's claim: it decides
+         * inside a decode group */
+        assert_true(atof(sval(&y, er_yaml_get(&y, c, "measured"), "prefill_gflops")) > 0.0);
     }
     assert_true(ranked > 0);
     er_yaml_free(&y);

@@ -27,30 +27,38 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One decode bench of `name` into *tps. EXIT_OK, or EXIT_FAIL after saying why. */
+/* One decode bench of `name` into *tps; in the last round prefill too, into
+ * *gflops (on the weights that round packed anyway): inside a decode group
+ * prefill decides (core/selector.c), so it is measured here rather than
+ * taken from a manifest's claim. Prefill is bound by compute, not by the
+ * memory windows, so one round serves. EXIT_OK, or EXIT_FAIL after saying
+ * why. */
 static int bench_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
-                     unsigned round, bench_result *br, double *tps)
+                     unsigned round, bench_result *br, double *tps, double *gflops)
 {
     char err[1024] = "";
     cli bc = *c;
-    bc.phase = PHASE_DECODE;
+    const int prefill = round + 1u == CAL_ROUNDS;
+    bc.phase = prefill ? PHASE_BOTH : PHASE_DECODE;
     bc.options = NULL;
     if (!c->quiet && !c->json)
-        tfprintf(stderr, "calibrate: %s: bench (decode), round %u of %u...\n", name, round + 1u,
-                 CAL_ROUNDS);
+        tfprintf(stderr, "calibrate: %s: bench (decode%s), round %u of %u...\n", name,
+                 prefill ? " and prefill" : "", round + 1u, CAL_ROUNDS);
     if (bench_backend(ctx, &bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
         tfprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
                  name, err);
         return EXIT_FAIL;
     }
     *tps = br->tokens_per_s;
+    if (prefill)
+        *gflops = br->have_prefill ? br->prefill_gflops : NAN;
     return EXIT_OK;
 }
 
 /* Verify one backend and fill *e with the median of its decode rounds.
  * EXIT_OK, or EXIT_FAIL after saying why nothing is stored for it. */
 static int verify_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
-                      const double *tps, const bench_result *br, verify_result *v,
+                      const double *tps, double gflops, const bench_result *br, verify_result *v,
                       edgert_evidence *e)
 {
     char err[1024] = "";
@@ -66,7 +74,7 @@ static int verify_one(edgert_ctx *ctx, const cli *c, const workload *w, const ch
     qsort(sorted, CAL_ROUNDS, sizeof sorted[0], cmp_double);
     *e = (edgert_evidence){
         .struct_size = sizeof *e, .backend = name, .decode_tokens_per_s = sorted[CAL_ROUNDS / 2u],
-        .prefill_gflops = NAN, .top1_agreement = v->top1_agreement, .kl_mean = v->kl_mean,
+        .prefill_gflops = gflops, .top1_agreement = v->top1_agreement, .kl_mean = v->kl_mean,
         .sqnr_min_db = v->sqnr_min_db, .threads = br->threads, .workload = w->name,
         .correct = v->correct,
     };
@@ -97,6 +105,7 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             json_knum(&j, "decode_tokens_per_s_min", ev[i].decode_tokens_per_s_min);
             json_knum(&j, "decode_tokens_per_s_max", ev[i].decode_tokens_per_s_max);
             json_kint(&j, "decode_rounds", CAL_ROUNDS);
+            json_knum(&j, "prefill_gflops", ev[i].prefill_gflops);
             json_knum(&j, "top1_agreement", ev[i].top1_agreement);
             json_knum(&j, "kl_mean", ev[i].kl_mean);
             json_knum(&j, "sqnr_min_db", ev[i].sqnr_min_db);
@@ -109,16 +118,17 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
         return;
     }
     tprintf("evidence for device %s written to %s:\n", edgert_device_fingerprint(ctx), path);
-    tprintf("  %-16s %12s %17s %8s %10s %9s %s\n", "backend", "decode tok/s", "(rounds min..max)",
-            "top-1", "KL", "SQNR min", "verify");
+    tprintf("  %-16s %12s %17s %9s %8s %10s %9s %s\n", "backend", "decode tok/s",
+            "(rounds min..max)", "prefill", "top-1", "KL", "SQNR min", "verify");
     for (size_t i = 0; i < count; i++)
-        tprintf("  %-16s %12.2f   [%6.2f..%6.2f] %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
+        tprintf("  %-16s %12.2f   [%6.2f..%6.2f] %9.1f %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
                 ev[i].decode_tokens_per_s, ev[i].decode_tokens_per_s_min,
-                ev[i].decode_tokens_per_s_max, ev[i].top1_agreement,
+                ev[i].decode_tokens_per_s_max, ev[i].prefill_gflops, ev[i].top1_agreement,
                 ev[i].kl_mean, ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
     tprintf("decode: the median of %u interleaved rounds per backend (every backend measured "
-            "once per round, so all see the same memory-bandwidth windows).\n",
-            CAL_ROUNDS);
+            "once per round, so all see the same memory-bandwidth windows); prefill: G(FL)OP/s "
+            "at M = %u, measured in the last round.\n",
+            CAL_ROUNDS, c->m ? c->m : 512u);
     tprintf("'edgert select --explain' now ranks by these measured figures (backends whose "
             "medians lie within each other's rounds count as equally fast at decode; prefill "
             "decides between them).\n");
@@ -144,8 +154,9 @@ int cmd_calibrate(const cli *c)
     verify_result *vr = calloc(n ? n : 1, sizeof *vr);
     const char **names = calloc(n ? n : 1, sizeof *names);
     double (*tps)[CAL_ROUNDS] = calloc(n ? n : 1, sizeof *tps);
+    double *gflops = calloc(n ? n : 1, sizeof *gflops);
     int *ok = calloc(n ? n : 1, sizeof *ok);
-    if (!ev || !br || !vr || !names || !tps || !ok) {
+    if (!ev || !br || !vr || !names || !tps || !gflops || !ok) {
         tfprintf(stderr, "edgert calibrate: out of memory\n");
         rc = EXIT_FAIL;
         goto out;
@@ -159,14 +170,16 @@ int cmd_calibrate(const cli *c)
     }
     for (unsigned r = 0; r < CAL_ROUNDS; r++)
         for (size_t i = 0; i < nb; i++)
-            if (ok[i] && bench_one(ctx, c, &w, names[i], r, br, &tps[i][r]) != EXIT_OK) {
+            if (ok[i] &&
+                bench_one(ctx, c, &w, names[i], r, br, &tps[i][r], &gflops[i]) != EXIT_OK) {
                 ok[i] = 0;
                 rc = EXIT_FAIL;
             }
     for (size_t i = 0; i < nb; i++) {
         if (!ok[i])
             continue;
-        if (verify_one(ctx, c, &w, names[i], tps[i], br, &vr[count], &ev[count]) != EXIT_OK) {
+        if (verify_one(ctx, c, &w, names[i], tps[i], gflops[i], br, &vr[count], &ev[count]) !=
+            EXIT_OK) {
             rc = EXIT_FAIL;
             continue;
         }
@@ -192,6 +205,7 @@ out:
     free(vr);
     free(names);
     free(tps);
+    free(gflops);
     free(ok);
     edgert_close(ctx);
     wl_free(&w);

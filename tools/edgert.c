@@ -188,11 +188,11 @@ static void usage_cmd(FILE *f, const char *cmd)
     else
         fprintf(f,
                 "usage: edgert calibrate [--out FILE] [--quick] [options]\n\n"
-                "Run bench (decode) and verify (fidelity) for every eligible in-process\n"
-                "backend and store the results as evidence, keyed by this device's\n"
-                "fingerprint (XXH3 of the probe's facts) and each plugin file's XXH3, so a\n"
-                "changed plugin or another device never reuses them. 'edgert select' then\n"
-                "ranks by the measured figures. The file is replaced atomically.\n\n"
+                "Run bench (decode; prefill in the last round) and verify (fidelity) for\n"
+                "every eligible in-process backend and store the results as evidence,\n"
+                "keyed by this device's fingerprint (XXH3 of the probe's facts) and each\n"
+                "plugin file's XXH3, so a changed plugin or another device never reuses\n"
+                "them. 'edgert select' then ranks by them. The file is replaced atomically.\n\n"
                 "  --out FILE          write here instead of the per-user cache\n"
                 "  --repeat N          decode steps per backend and round (default 5; 3\n"
                 "                      interleaved rounds, the median stored)\n"
