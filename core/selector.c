@@ -22,6 +22,9 @@
 
 #include "context.h"
 
+/* Where measured decode rates come from (decode_source below). */
+typedef enum decode_src { SRC_DECLARED, SRC_CALIBRATE, SRC_FIRST_CONTACT, SRC_MIXED } decode_src;
+
 struct edgert_selection {
     edgert_priority priority;
     size_t count;        /* ranked (eligible) candidates */
@@ -31,7 +34,7 @@ struct edgert_selection {
     size_t ncands;
     int selected;        /* candidate index or -1 */
     const char *evidence;
-    const char *decode_source; /* edgert_selection_decode_source */
+    decode_src src;      /* edgert_selection_decode_source */
     const edgert_candidate *sel;
 };
 
@@ -72,8 +75,6 @@ static int tier(const struct edgert_ctx *ctx, const er_cand *c)
  * when a calibrated candidate has none (its first contact could not
  * measure) are the sources mixed, and the selection says so.
  */
-typedef enum decode_src { SRC_DECLARED, SRC_CALIBRATE, SRC_FIRST_CONTACT, SRC_MIXED } decode_src;
-
 static decode_src decode_source(const struct edgert_ctx *ctx)
 {
     size_t calibrated = 0, quick_only = 0, calibrated_unquick = 0;
@@ -361,12 +362,11 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
         if (ctx->cands[i]->pub.eligible)
             s->order[s->count++] = i;
     }
-    const decode_src src = decode_source(ctx);
-    s->decode_source = decode_source_name(src);
-    struct sort_ctx sc = {ctx, s->priority, src, NULL};
+    s->src = decode_source(ctx);
+    struct sort_ctx sc = {ctx, s->priority, s->src, NULL};
     sort_indices(&sc, s->order, s->count);
     if (s->priority == EDGERT_PRIORITY_SPEED) {
-        decode_groups(ctx, src, s->order, s->count, s->group);
+        decode_groups(ctx, s->src, s->order, s->count, s->group);
         sc.group = s->group;
         sort_indices(&sc, s->order, s->count);
     }
@@ -374,13 +374,14 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
         s->rank[s->order[r]] = (int)r;
 }
 
-static const char *evidence_of(const struct edgert_ctx *ctx, edgert_priority prio, const er_cand *c)
+static const char *evidence_of(const struct edgert_ctx *ctx, const edgert_selection *s,
+                               const er_cand *c)
 {
     int measured = 0;
     if (ctx->no_evidence)
         return "declared";
-    if (prio == EDGERT_PRIORITY_SPEED)
-        speed_of(c, decode_source(ctx), &measured);
+    if (s->priority == EDGERT_PRIORITY_SPEED)
+        speed_of(c, s->src, &measured);
     else
         top1_of(c, &measured);
     return measured ? "measured" : "declared";
@@ -431,7 +432,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     s->ncands = ctx->ncands;
     s->selected = -1;
     s->evidence = "declared";
-    s->decode_source = "declared";
+    s->src = SRC_DECLARED;
     s->order = calloc(ctx->ncands + 1, sizeof *s->order);
     s->rank = calloc(ctx->ncands + 1, sizeof *s->rank);
     s->group = calloc(ctx->ncands + 1, sizeof *s->group);
@@ -491,7 +492,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
         return EDGERT_E_NOT_ELIGIBLE;
     }
     s->sel = &ctx->cands[s->selected]->pub;
-    s->evidence = evidence_of(ctx, priority, ctx->cands[s->selected]);
+    s->evidence = evidence_of(ctx, s, ctx->cands[s->selected]);
     return EDGERT_OK;
 nomem:
     edgert_selection_free(s);
@@ -538,7 +539,7 @@ int edgert_selection_decode_group(const edgert_selection *s, size_t r)
 
 const char *edgert_selection_decode_source(const edgert_selection *s)
 {
-    return s ? s->decode_source : "declared";
+    return decode_source_name(s ? s->src : SRC_DECLARED);
 }
 
 void edgert_selection_free(edgert_selection *s)
