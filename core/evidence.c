@@ -6,7 +6,9 @@
  * device did rather than by what a manifest claims. An entry counts only
  * for the same device (fingerprint of the probe's facts) and the same plugin
  * file (XXH3 of the library): a rebuilt plugin or another machine starts
- * from the declared figures again.
+ * from first contact's quick figures and the declared ones again (and the
+ * selector then compares that plugin's whole tier by quick figures:
+ * core/selector.c).
  *
  * The file is JSON (read back with libyaml: JSON is YAML):
  *   {"evidence_version": 1, "entries": [

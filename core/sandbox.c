@@ -539,12 +539,15 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
         er_cand_detail(c, "first contact%s: %s", cached ? " (cached verdict)" : "", r.detail);
         return -1;
     }
-    /* Kept on its own, whatever else was measured: the selector compares
-     * every backend by one source (selector.c, decode_source). */
-    if (!ctx->no_evidence)
+    /* Figures of THIS host: none for a planned device (plan mode's export
+     * meets its plugin here too). The quick decode rate is kept on its own,
+     * whatever else was measured: the selector compares every backend of a
+     * tier by one source (selector.c, decode_source). */
+    const int count = !ctx->no_evidence && !ctx->dev.planned;
+    if (count)
         c->pub.first_contact_decode_tokens_per_s = r.decode_tok_s;
     /* a figure from `edgert calibrate` (evidence.c) is the better measurement */
-    if (!isnan(r.decode_tok_s) && !c->pub.measured.where && !ctx->no_evidence) {
+    if (!isnan(r.decode_tok_s) && !c->pub.measured.where && count) {
         c->pub.measured.decode_tokens_per_s = r.decode_tok_s;
         c->pub.measured.prefill_gflops = r.prefill_gflops;
         c->pub.measured.where = "first-contact quick measurement on this device";

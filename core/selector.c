@@ -11,10 +11,11 @@
  *              first), then activation bits, weight bits
  *   then       the backend that requires or uses more of this device's CPU
  *              flags (for fidelity before speed), then the name
- * "measured > declared" is per candidate: a figure measured on this device by
- * `edgert calibrate` replaces the manifest's, and a candidate with no figure
- * at all sorts after those with one (evidence beats taste), which keeps the
- * order transitive.
+ * "measured > declared" is per candidate: a figure measured on this device
+ * replaces the manifest's, and a candidate with no figure at all sorts after
+ * those with one (evidence beats taste), which keeps the order transitive.
+ * What "measured" means for decode is one source per tier (decode_source):
+ * calibrate's rounds or first contact's quick figure, never both at once.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -34,7 +35,8 @@ struct edgert_selection {
     size_t ncands;
     int selected;        /* candidate index or -1 */
     const char *evidence;
-    decode_src src;      /* edgert_selection_decode_source */
+    decode_src src[3];   /* per tier: edgert_selection_decode_source */
+    const struct edgert_ctx *ctx; /* the handle ranked; it outlives the selection */
     const edgert_candidate *sel;
 };
 
@@ -62,31 +64,39 @@ static int tier(const struct edgert_ctx *ctx, const er_cand *c)
 }
 
 /*
- * Where measured decode rates come from: one source for every candidate
- * (edgert_selection_decode_source). A backend's `measured` figure is
- * calibrate's when this device has it for the plugin's current build, else
- * first contact's quick measurement (sandbox.c). The two are not the same
- * measurement: on a Xeon with AMX, after one plugin was rebuilt, its two
- * manifests' quick figures read 34.08 and 36.38 tok/s (one kernel) where the
- * others' calibrated medians read 36-40, so the rebuilt backends ranked below
- * them by how they were measured, not by their speed. When calibrated and
- * quick-only figures would meet, every candidate is compared by its quick
+ * Where measured decode rates come from: one source for every candidate of
+ * a tier (edgert_selection_decode_source; tiers are never compared with each
+ * other). A backend's `measured` figure is calibrate's when this device has
+ * it for the plugin's current build, else first contact's quick measurement
+ * (sandbox.c). The two are not the same measurement: on a Xeon with AMX,
+ * after one plugin was rebuilt, its two manifests' quick figures read 34.08
+ * and 36.38 tok/s (one kernel) where the others' calibrated medians read
+ * 36-40, so the rebuilt backends ranked below them by how they were
+ * measured, not by their speed. When calibrated and quick-only figures
+ * would meet in a tier, every candidate of it is compared by its quick
  * figure (first contact ran for each: it is cached per plugin file); only
  * when a calibrated candidate has none (its first contact could not
- * measure) are the sources mixed, and the selection says so.
+ * measure) are the sources mixed, each by the best it has, and the
+ * selection says so.
  */
-static decode_src decode_source(const struct edgert_ctx *ctx)
+static int has_calibrated_decode(const er_cand *c)
+{
+    return c->calibrated && !isnan(c->pub.measured.decode_tokens_per_s);
+}
+
+static decode_src decode_source(const struct edgert_ctx *ctx, int t)
 {
     size_t calibrated = 0, quick_only = 0, calibrated_unquick = 0;
     for (size_t i = 0; i < ctx->ncands; i++) {
         const er_cand *c = ctx->cands[i];
-        if (!c->pub.eligible || isnan(c->pub.measured.decode_tokens_per_s))
+        if (!c->pub.eligible || tier(ctx, c) != t)
             continue;
-        if (!c->calibrated) {
-            quick_only++;
-        } else {
+        int quick = !isnan(c->pub.first_contact_decode_tokens_per_s);
+        if (has_calibrated_decode(c)) {
             calibrated++;
-            calibrated_unquick += isnan(c->pub.first_contact_decode_tokens_per_s) ? 1u : 0u;
+            calibrated_unquick += quick ? 0u : 1u;
+        } else if (quick) {
+            quick_only++; /* never calibrated, or calibrate stored no decode rate */
         }
     }
     if (calibrated == 0)
@@ -109,8 +119,14 @@ static const char *decode_source_name(decode_src src)
 /* The measured decode rate compared under `src`, NaN when none. */
 static double decode_measured(const er_cand *c, decode_src src)
 {
-    return src == SRC_FIRST_CONTACT ? c->pub.first_contact_decode_tokens_per_s
-                                    : c->pub.measured.decode_tokens_per_s;
+    double cal = has_calibrated_decode(c) ? c->pub.measured.decode_tokens_per_s : NAN;
+    double quick = c->pub.first_contact_decode_tokens_per_s;
+    switch (src) {
+    case SRC_CALIBRATE: return cal;
+    case SRC_FIRST_CONTACT: return quick;
+    case SRC_MIXED: return isnan(cal) ? quick : cal;
+    default: return NAN;
+    }
 }
 
 /* How much a speed figure is worth: measured on this device (decode_source)
@@ -158,7 +174,7 @@ static int measured_range(const er_cand *c, decode_src src, double *lo, double *
 {
     *lo = c->pub.measured_decode_min;
     *hi = c->pub.measured_decode_max;
-    return src != SRC_FIRST_CONTACT && !isnan(c->pub.measured.decode_tokens_per_s) &&
+    return (src == SRC_CALIBRATE || src == SRC_MIXED) && has_calibrated_decode(c) &&
            !isnan(*lo) && !isnan(*hi);
 }
 
@@ -239,7 +255,7 @@ static int specialization_key(const struct edgert_ctx *ctx, const er_cand *a, co
 struct sort_ctx {
     const struct edgert_ctx *ctx;
     edgert_priority prio;
-    decode_src src;
+    const decode_src *src; /* per tier */
     const int *group; /* speed: decode group per candidate index, or NULL */
 };
 
@@ -258,7 +274,7 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
             DESC(prefill_class(a), prefill_class(b));
             DESC(prefill_of(a), prefill_of(b));
         }
-        int f = speed_key(a, b, s->src);
+        int f = speed_key(a, b, s->src[ta]);
         if (f)
             return f;
         f = cost_key(a, b);
@@ -280,7 +296,7 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
         f = specialization_key(s->ctx, a, b);
         if (f)
             return f;
-        f = speed_key(a, b, s->src);
+        f = speed_key(a, b, s->src[ta]);
         if (f)
             return f;
     }
@@ -322,8 +338,8 @@ static void sort_indices(const struct sort_ctx *s, size_t *idx, size_t n)
  * number, so the final key (tier, group, prefill, speed, ...) is a plain
  * lexicographic order, and outside multi-member groups the first pass's.
  */
-static void decode_groups(const struct edgert_ctx *ctx, decode_src src, const size_t *order,
-                          size_t n, int *group)
+static void decode_groups(const struct edgert_ctx *ctx, const decode_src *src,
+                          const size_t *order, size_t n, int *group)
 {
     int g = -1, open = 0; /* open: the current group takes members */
     /* the members' ranges intersected, and their medians' span */
@@ -331,8 +347,8 @@ static void decode_groups(const struct edgert_ctx *ctx, decode_src src, const si
     const er_cand *lead = NULL;
     for (size_t r = 0; r < n; r++) {
         const er_cand *c = ctx->cands[order[r]];
-        double lo, hi, v = decode_measured(c, src);
-        int ranged = measured_range(c, src, &lo, &hi);
+        double lo, hi, v = decode_measured(c, src[tier(ctx, c)]);
+        int ranged = measured_range(c, src[tier(ctx, c)], &lo, &hi);
         if (open && ranged && tier(ctx, c) == tier(ctx, lead) && v >= lo_max && v <= hi_min &&
             med_min >= lo && med_max <= hi) {
             lo_max = fmax(lo_max, lo);
@@ -362,7 +378,8 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
         if (ctx->cands[i]->pub.eligible)
             s->order[s->count++] = i;
     }
-    s->src = decode_source(ctx);
+    for (int t = 0; t < 3; t++)
+        s->src[t] = decode_source(ctx, t);
     struct sort_ctx sc = {ctx, s->priority, s->src, NULL};
     sort_indices(&sc, s->order, s->count);
     if (s->priority == EDGERT_PRIORITY_SPEED) {
@@ -381,7 +398,7 @@ static const char *evidence_of(const struct edgert_ctx *ctx, const edgert_select
     if (ctx->no_evidence)
         return "declared";
     if (s->priority == EDGERT_PRIORITY_SPEED)
-        speed_of(c, s->src, &measured);
+        speed_of(c, s->src[tier(ctx, c)], &measured);
     else
         top1_of(c, &measured);
     return measured ? "measured" : "declared";
@@ -429,10 +446,11 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     if (!s)
         goto nomem;
     s->priority = priority;
+    s->ctx = ctx;
     s->ncands = ctx->ncands;
     s->selected = -1;
     s->evidence = "declared";
-    s->src = SRC_DECLARED;
+    s->src[0] = s->src[1] = s->src[2] = SRC_DECLARED;
     s->order = calloc(ctx->ncands + 1, sizeof *s->order);
     s->rank = calloc(ctx->ncands + 1, sizeof *s->rank);
     s->group = calloc(ctx->ncands + 1, sizeof *s->group);
@@ -537,9 +555,19 @@ int edgert_selection_decode_group(const edgert_selection *s, size_t r)
     return s->group[s->order[r]];
 }
 
-const char *edgert_selection_decode_source(const edgert_selection *s)
+const char *edgert_selection_decode_source(const edgert_selection *s, size_t r)
 {
-    return decode_source_name(s ? s->src : SRC_DECLARED);
+    if (!s || r >= s->count)
+        return decode_source_name(SRC_DECLARED);
+    return decode_source_name(s->src[tier(s->ctx, s->ctx->cands[s->order[r]])]);
+}
+
+double edgert_selection_decode_rate(const edgert_selection *s, size_t r)
+{
+    if (!s || r >= s->count)
+        return NAN;
+    const er_cand *c = s->ctx->cands[s->order[r]];
+    return decode_measured(c, s->src[tier(s->ctx, c)]);
 }
 
 void edgert_selection_free(edgert_selection *s)

@@ -24,12 +24,14 @@
 typedef struct fx {
     char *dir;      /* manifests + plugin copies */
     char *ev;       /* evidence file path */
+    char *xdg;      /* XDG_CACHE_HOME before the test (a test may point it at dir) */
 } fx;
 
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
     f->dir = tu_tmpdir();
+    f->xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
     if (asprintf(&f->ev, "%s/cache/edgert/evidence.json", f->dir) < 0)
         return -1;
     /* Two honest test plugins copied into the folder, so the test can change
@@ -57,6 +59,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
+    if (f->xdg)
+        setenv("XDG_CACHE_HOME", f->xdg, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(f->xdg);
     tu_rmrf(f->dir);
     free(f->ev);
     free(f);
@@ -333,7 +340,9 @@ static void test_decode_groups(void **state)
 static void set_quick(const char *backend, const char *value)
 {
     char dir[4200], want[128];
-    snprintf(dir, sizeof dir, "%s/edgert/first-contact", getenv("XDG_CACHE_HOME"));
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    assert_non_null(xdg);
+    snprintf(dir, sizeof dir, "%s/edgert/first-contact", xdg);
     snprintf(want, sizeof want, "\nbackend %s\n", backend);
     DIR *d = opendir(dir);
     assert_non_null(d);
@@ -363,54 +372,95 @@ static void set_quick(const char *backend, const char *value)
     assert_true(edited > 0);
 }
 
-static const char *speed_pick(fx *f, const char **source)
+/* Rank for speed: the names in rank order into out, the decode source of
+ * each rank into src (up to 4), the decode groups into g. */
+static void speed_pick(fx *f, char *out, size_t len, const char **src, int *g)
 {
     edgert_ctx *ctx = open_fx(f, 0, NULL);
     edgert_selection *sel = NULL;
     char err[512];
     assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
                      EDGERT_OK);
-    const char *name = strcmp(edgert_selection_selected(sel)->name, "test-good") == 0
-                           ? "test-good" : "test-fast"; /* outlives the handle */
-    *source = edgert_selection_decode_source(sel);
+    out[0] = '\0';
+    for (size_t r = 0; r < edgert_selection_count(sel) && r < 4; r++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+        snprintf(out + strlen(out), len - strlen(out), "%s%s", r ? " " : "", c->name);
+        src[r] = edgert_selection_decode_source(sel, r); /* static strings */
+        g[r] = edgert_selection_decode_group(sel, r);
+        /* the rate compared is the source's figure */
+        double rate = edgert_selection_decode_rate(sel, r);
+        if (strcmp(src[r], "first-contact") == 0)
+            assert_true(rate == c->first_contact_decode_tokens_per_s);
+        else if (strcmp(src[r], "calibrate") == 0)
+            assert_true(rate == c->measured.decode_tokens_per_s);
+    }
+    assert_true(isnan(edgert_selection_decode_rate(sel, edgert_selection_count(sel))));
     edgert_selection_free(sel);
     edgert_close(ctx);
-    return name;
 }
 
-/* One source for every backend's measured decode rate: a calibrated figure
- * is never ranked against another backend's quick one. */
+/* One source for every backend's measured decode rate in a tier: a
+ * calibrated figure is never ranked against another backend's quick one. */
 static void test_one_decode_source(void **state)
 {
     fx *f = *state;
-    const char *src;
+    const char *src[4];
+    char out[256];
+    int g[4];
+    /* this test edits first contact's cache: its own, in the fixture */
+    char cache[4200];
+    snprintf(cache, sizeof cache, "%s/cache", f->dir);
+    assert_int_equal(setenv("XDG_CACHE_HOME", cache, 1), 0);
+    /* a reference backend on test-good's library: a tier of its own */
+    char lib[4200];
+    snprintf(lib, sizeof lib, "%s/tp_good.so", f->dir);
+    free(tu_manifest(f->dir, "test-ref.yaml", "test-ref", lib, NULL,
+                     "plugin_name: test-good\nreference: true\n"));
     edgert_ctx *ctx = open_fx(f, 0, NULL); /* first contact: the quick figures, cached */
-    const edgert_candidate *g = edgert_candidate_find(ctx, "test-good");
-    assert_false(isnan(g->first_contact_decode_tokens_per_s));
-    assert_true(g->first_contact_decode_tokens_per_s == g->measured.decode_tokens_per_s);
+    const edgert_candidate *c = edgert_candidate_find(ctx, "test-good");
+    assert_false(isnan(c->first_contact_decode_tokens_per_s));
+    assert_true(c->first_contact_decode_tokens_per_s == c->measured.decode_tokens_per_s);
     edgert_close(ctx);
     set_quick("test-good", "10");
     set_quick("test-fast", "20");
-    assert_string_equal(speed_pick(f, &src), "test-fast"); /* nothing calibrated */
-    assert_string_equal(src, "first-contact");
+    set_quick("test-ref", "5");
+    speed_pick(f, out, sizeof out, src, g); /* nothing calibrated */
+    assert_string_equal(out, "test-fast test-good test-ref");
+    assert_string_equal(src[0], "first-contact");
 
-    /* good calibrated (1000), fast not (a plugin added or rebuilt since):
-     * both by their quick figures, so fast */
-    edgert_evidence good = ev("test-good", 1000.0, 0.9, 0.01, 1);
+    /* good calibrated (1000, rounds 900..1100), fast not (a plugin added
+     * or rebuilt since): both by their quick figures, so fast, and no
+     * decode groups from calibrate's rounds */
+    edgert_evidence good = evs("test-good", 1000.0, 900.0, 1100.0);
     store(f, &good, 1);
     ctx = open_fx(f, 0, NULL);
-    g = edgert_candidate_find(ctx, "test-good");
-    assert_true(from_evidence(g, f) && g->measured.decode_tokens_per_s == 1000.0);
-    assert_true(g->first_contact_decode_tokens_per_s == 10.0); /* kept beside it */
+    c = edgert_candidate_find(ctx, "test-good");
+    assert_true(from_evidence(c, f) && c->measured.decode_tokens_per_s == 1000.0);
+    assert_true(c->first_contact_decode_tokens_per_s == 10.0); /* kept beside it */
     edgert_close(ctx);
-    assert_string_equal(speed_pick(f, &src), "test-fast");
-    assert_string_equal(src, "first-contact");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good test-ref");
+    assert_string_equal(src[0], "first-contact");
+    assert_string_equal(src[1], "first-contact");
+    assert_int_not_equal(g[0], g[1]);
 
-    /* both calibrated: calibrate's figures */
+    /* fast calibrated without a decode rate: still only its quick figure */
+    edgert_evidence fast_nan = ev("test-fast", NAN, 0.9, 0.01, 1);
+    store(f, &fast_nan, 1);
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good test-ref");
+    assert_string_equal(src[0], "first-contact");
+
+    /* both calibrated: calibrate's figures; the reference, in a tier of
+     * its own and never calibrated, keeps its quick figure without
+     * changing theirs */
     edgert_evidence fast = ev("test-fast", 100.0, 0.9, 0.01, 1);
     store(f, &fast, 1);
-    assert_string_equal(speed_pick(f, &src), "test-good");
-    assert_string_equal(src, "calibrate");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-good test-fast test-ref");
+    assert_string_equal(src[0], "calibrate");
+    assert_string_equal(src[1], "calibrate");
+    assert_string_equal(src[2], "first-contact");
 
     /* fast's calibrate evidence gone, and good has no quick figure (its
      * first contact measured nothing): the sources cannot be made one, and
@@ -418,8 +468,9 @@ static void test_one_decode_source(void **state)
     assert_int_equal(unlink(f->ev), 0);
     store(f, &good, 1);
     set_quick("test-good", "nan");
-    assert_string_equal(speed_pick(f, &src), "test-good");
-    assert_string_equal(src, "mixed");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-good test-fast test-ref");
+    assert_string_equal(src[0], "mixed");
 
     /* no evidence at all: declared (fast declares 90, good 50) */
     ctx = open_fx(f, 1, NULL);
@@ -428,11 +479,11 @@ static void test_one_decode_source(void **state)
     char err[512];
     assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
                      EDGERT_OK);
-    assert_string_equal(edgert_selection_decode_source(sel), "declared");
+    assert_string_equal(edgert_selection_decode_source(sel, 0), "declared");
     assert_string_equal(edgert_selection_selected(sel)->name, "test-fast");
     edgert_selection_free(sel);
     edgert_close(ctx);
-    assert_string_equal(edgert_selection_decode_source(NULL), "declared");
+    assert_string_equal(edgert_selection_decode_source(NULL, 0), "declared");
 }
 
 /* What is not a range is never used as one: a caller built against the

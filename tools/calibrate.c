@@ -27,31 +27,51 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* One decode bench of `name` into *tps; in the last round prefill too, into
- * *gflops (on the weights that round packed anyway): inside a decode group
- * prefill decides (core/selector.c), so it is measured here rather than
- * taken from a manifest's claim. Prefill is bound by compute, not by the
- * memory windows, so one round serves. EXIT_OK, or EXIT_FAIL after saying
- * why. */
+/* One decode bench of `name` into *tps. EXIT_OK, or EXIT_FAIL after saying why. */
 static int bench_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
-                     unsigned round, bench_result *br, double *tps, double *gflops)
+                     unsigned round, bench_result *br, double *tps)
 {
     char err[1024] = "";
     cli bc = *c;
-    const int prefill = round + 1u == CAL_ROUNDS;
-    bc.phase = prefill ? PHASE_BOTH : PHASE_DECODE;
+    bc.phase = PHASE_DECODE;
     bc.options = NULL;
     if (!c->quiet && !c->json)
-        tfprintf(stderr, "calibrate: %s: bench (decode%s), round %u of %u...\n", name,
-                 prefill ? " and prefill" : "", round + 1u, CAL_ROUNDS);
+        tfprintf(stderr, "calibrate: %s: bench (decode), round %u of %u...\n", name, round + 1u,
+                 CAL_ROUNDS);
     if (bench_backend(ctx, &bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
         tfprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
                  name, err);
         return EXIT_FAIL;
     }
     *tps = br->tokens_per_s;
-    if (prefill)
-        *gflops = br->have_prefill ? br->prefill_gflops : NAN;
+    return EXIT_OK;
+}
+
+/* Prefill of `name` at M = CAL_PREFILL_M into *gflops (bench's own repeats).
+ * Inside a decode group prefill decides (core/selector.c), so it is measured
+ * here rather than taken from a manifest's claim: avx512-w4a16 declares its
+ * int16 prefill (689 GFLOP/s) and prefills on AMX-BF16 tiles where it can
+ * (1131 measured on a Xeon with AMX). Bound by compute, not by the memory
+ * windows, so one pass after every decode round serves, and it heats no
+ * other backend's decode. EXIT_OK, or EXIT_FAIL after saying why. */
+#define CAL_PREFILL_M 512u
+static int prefill_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
+                       bench_result *br, double *gflops)
+{
+    char err[1024] = "";
+    cli bc = *c;
+    bc.phase = PHASE_PREFILL;
+    bc.options = NULL;
+    bc.m = CAL_PREFILL_M; /* what edgert_figures.prefill_gflops means */
+    bc.repeat = 0;        /* --repeat counts decode steps */
+    if (!c->quiet && !c->json)
+        tfprintf(stderr, "calibrate: %s: bench (prefill, M = %u)...\n", name, CAL_PREFILL_M);
+    if (bench_backend(ctx, &bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
+        tfprintf(stderr, "edgert calibrate: %s: prefill bench failed: %s; no evidence stored "
+                 "for it\n", name, err);
+        return EXIT_FAIL;
+    }
+    *gflops = br->have_prefill ? br->prefill_gflops : NAN;
     return EXIT_OK;
 }
 
@@ -120,15 +140,20 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
     tprintf("evidence for device %s written to %s:\n", edgert_device_fingerprint(ctx), path);
     tprintf("  %-16s %12s %17s %9s %8s %10s %9s %s\n", "backend", "decode tok/s",
             "(rounds min..max)", "prefill", "top-1", "KL", "SQNR min", "verify");
-    for (size_t i = 0; i < count; i++)
-        tprintf("  %-16s %12.2f   [%6.2f..%6.2f] %9.1f %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
+    for (size_t i = 0; i < count; i++) {
+        char pre[32] = "-";
+        if (!isnan(ev[i].prefill_gflops))
+            snprintf(pre, sizeof pre, "%.1f", ev[i].prefill_gflops);
+        tprintf("  %-16s %12.2f   [%6.2f..%6.2f] %9s %8.3f %10.2e %8.1f  %s\n", ev[i].backend,
                 ev[i].decode_tokens_per_s, ev[i].decode_tokens_per_s_min,
-                ev[i].decode_tokens_per_s_max, ev[i].prefill_gflops, ev[i].top1_agreement,
-                ev[i].kl_mean, ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
+                ev[i].decode_tokens_per_s_max, pre, ev[i].top1_agreement, ev[i].kl_mean,
+                ev[i].sqnr_min_db, ev[i].correct == 1 ? "pass" : "FAIL");
+    }
     tprintf("decode: the median of %u interleaved rounds per backend (every backend measured "
             "once per round, so all see the same memory-bandwidth windows); prefill: G(FL)OP/s "
-            "at M = %u, measured in the last round.\n",
-            CAL_ROUNDS, c->m ? c->m : 512u);
+            "at M = %u, once after them (not for the reference backend, which ranks last "
+            "whatever its figures).\n",
+            CAL_ROUNDS, CAL_PREFILL_M);
     tprintf("'edgert select --explain' now ranks by these measured figures (backends whose "
             "medians lie within each other's rounds count as equally fast at decode; prefill "
             "decides between them).\n");
@@ -170,11 +195,18 @@ int cmd_calibrate(const cli *c)
     }
     for (unsigned r = 0; r < CAL_ROUNDS; r++)
         for (size_t i = 0; i < nb; i++)
-            if (ok[i] &&
-                bench_one(ctx, c, &w, names[i], r, br, &tps[i][r], &gflops[i]) != EXIT_OK) {
+            if (ok[i] && bench_one(ctx, c, &w, names[i], r, br, &tps[i][r]) != EXIT_OK) {
                 ok[i] = 0;
                 rc = EXIT_FAIL;
             }
+    for (size_t i = 0; i < nb; i++) {
+        gflops[i] = NAN;
+        if (ok[i] && !edgert_candidate_find(ctx, names[i])->reference &&
+            prefill_one(ctx, c, &w, names[i], br, &gflops[i]) != EXIT_OK) {
+            ok[i] = 0;
+            rc = EXIT_FAIL;
+        }
+    }
     for (size_t i = 0; i < nb; i++) {
         if (!ok[i])
             continue;

@@ -77,7 +77,9 @@ void json_device(json_w *w, const edgert_device *d);
 void print_device(const edgert_device *d);
 void json_figures(json_w *w, const char *key, const edgert_figures *f);
 void json_layout(json_w *w, const edgert_candidate *c);
-void json_candidate(json_w *w, const edgert_candidate *c, int rank, int decode_group);
+/** One candidate; with sel (and rank >= 0, 0-based) also what that selection
+ *  compared for it (decode group, source and rate). */
+void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection *sel, int rank);
 void json_diags(json_w *w, const edgert_ctx *ctx);
 void json_search_paths(json_w *w, const edgert_ctx *ctx);
 void print_diags(const edgert_ctx *ctx, FILE *f, int max_level);

@@ -335,8 +335,11 @@ void json_layout(json_w *w, const edgert_candidate *c)
     json_end_obj(w);
 }
 
-void json_candidate(json_w *w, const edgert_candidate *c, int rank, int decode_group)
+void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection *sel, int rank)
 {
+    /* what the selection compared for it (ranked only): edgert.h */
+    const size_t r = rank >= 0 ? (size_t)rank : (size_t)-1;
+    const int decode_group = sel && rank >= 0 ? edgert_selection_decode_group(sel, r) : -1;
     json_obj(w);
     json_kstr(w, "name", c->name);
     json_kstr(w, "version", c->version);
@@ -377,6 +380,8 @@ void json_candidate(json_w *w, const edgert_candidate *c, int rank, int decode_g
         json_int(w, decode_group);
     else
         json_null(w);
+    json_kstr(w, "decode_source", sel && rank >= 0 ? edgert_selection_decode_source(sel, r) : NULL);
+    json_knum(w, "decode_rate", sel && rank >= 0 ? edgert_selection_decode_rate(sel, r) : NAN);
     json_kstr(w, "rationale", c->rationale);
     json_end_obj(w);
 }

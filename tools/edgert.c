@@ -188,7 +188,7 @@ static void usage_cmd(FILE *f, const char *cmd)
     else
         fprintf(f,
                 "usage: edgert calibrate [--out FILE] [--quick] [options]\n\n"
-                "Run bench (decode; prefill in the last round) and verify (fidelity) for\n"
+                "Run bench (decode, 3 rounds; then prefill) and verify (fidelity) for\n"
                 "every eligible in-process backend and store the results as evidence,\n"
                 "keyed by this device's fingerprint (XXH3 of the probe's facts) and each\n"
                 "plugin file's XXH3, so a changed plugin or another device never reuses\n"
@@ -470,7 +470,7 @@ static int cmd_list(const cli *c)
         json_key(&w, "manifests");
         json_arr(&w);
         for (size_t i = 0; i < n; i++)
-            json_candidate(&w, edgert_candidate_at(ctx, i), -1, -1);
+            json_candidate(&w, edgert_candidate_at(ctx, i), NULL, -1);
         json_end_arr(&w);
         json_diags(&w, ctx);
         json_end_obj(&w);
@@ -564,42 +564,42 @@ static void figure_text(char *out, size_t len, const char *prefix, double measur
                  !isnan(measured) ? "measured" : "declared");
 }
 
-/* The measured decode rate the selection compared for k (one source for
- * all: edgert_selection_decode_source), NaN when none. */
-static double compared_decode(const edgert_selection *sel, const edgert_candidate *k)
-{
-    return strcmp(edgert_selection_decode_source(sel), "first-contact") == 0
-               ? k->first_contact_decode_tokens_per_s
-               : k->measured.decode_tokens_per_s;
-}
-
-/* What the ranking's measured decode rates are, when that needs saying:
- * quick figures standing in for calibrate's (naming the backends that have
- * no calibrated figure for their current build), or sources that could not
- * be made one. */
+/* What the ranking's measured decode rates are, where that needs saying:
+ * quick figures standing in for calibrate's in a tier (naming the backends
+ * without a calibrated rate for their current build: measured.where is the
+ * evidence file, core/evidence.c), or sources that could not be made one. */
 static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
 {
-    const char *src = edgert_selection_decode_source(sel), *ev = edgert_evidence_path(ctx);
-    char names[512] = "";
-    size_t used = 0;
-    for (size_t r = 0; r < edgert_selection_count(sel) && used + 2 < sizeof names; r++) {
-        const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-        int calibrated = k->measured.where && ev && strcmp(k->measured.where, ev) == 0;
-        if (calibrated || isnan(k->first_contact_decode_tokens_per_s))
+    const char *ev = edgert_evidence_path(ctx);
+    for (int mixed = 0; mixed < 2; mixed++) {
+        char names[512] = "";
+        size_t used = 0, ranks = 0;
+        for (size_t r = 0; r < edgert_selection_count(sel); r++) {
+            if (strcmp(edgert_selection_decode_source(sel, r), mixed ? "mixed" : "first-contact"))
+                continue;
+            ranks++;
+            const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+            int calibrated = k->measured.where && ev && strcmp(k->measured.where, ev) == 0 &&
+                             !isnan(k->measured.decode_tokens_per_s);
+            if (calibrated || isnan(k->first_contact_decode_tokens_per_s) ||
+                used + 2 >= sizeof names)
+                continue;
+            int w = snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "",
+                             k->name);
+            size_t room = sizeof names - used - 1;
+            used += w < 0 ? 0u : (size_t)w < room ? (size_t)w : room;
+        }
+        if (ranks == 0)
             continue;
-        int w = snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", k->name);
-        if (w < 0)
-            break;
-        used += (size_t)w < sizeof names - used ? (size_t)w : sizeof names - used - 1;
+        if (!mixed)
+            tprintf("  decode measured here is first contact's quick measurement, for every "
+                    "backend of the tier: 'edgert calibrate' has no rounds for %s in its current "
+                    "build (run it again to rank by rounds)\n", names[0] ? names : "some of them");
+        else
+            tprintf("  decode measured here mixes calibrate's rounds with first contact's quick "
+                    "measurement (%s), as a calibrated backend has no quick figure; run 'edgert "
+                    "calibrate' again\n", names[0] ? names : "some of them");
     }
-    if (strcmp(src, "first-contact") == 0)
-        tprintf("  decode measured here is first contact's quick measurement, for every "
-                "backend: 'edgert calibrate' has no rounds for %s in its current build (run it "
-                "again to rank by rounds)\n", names[0] ? names : "some of them");
-    else if (strcmp(src, "mixed") == 0)
-        tprintf("  decode measured here mixes calibrate's rounds with first contact's quick "
-                "measurement (%s), as a calibrated backend has no quick figure; run 'edgert "
-                "calibrate' again\n", names[0] ? names : "some of them");
 }
 
 /* Under rank r's line: its decode group, when it has other members (their
@@ -688,7 +688,7 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     for (size_t r = 0; r < edgert_selection_count(sel); r++) {
         const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
         char speed[64];
-        figure_text(speed, sizeof speed, "", compared_decode(sel, k),
+        figure_text(speed, sizeof speed, "", edgert_selection_decode_rate(sel, r),
                     k->declared.decode_tokens_per_s, 1, " tok/s", "speed unknown");
         tprintf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
                 k->layout.weight_bits, k->layout.activation_bits, speed,
@@ -719,7 +719,6 @@ static int cmd_select(const cli *c)
         json_kstr(&w, "mode", d->planned ? "plan" : "live");
         json_kstr(&w, "priority", edgert_priority_name(c->priority));
         json_kstr(&w, "forced", c->backend);
-        json_kstr(&w, "decode_source", edgert_selection_decode_source(sel));
         json_device(&w, d);
         json_key(&w, "selected");
         if (s) {
@@ -738,9 +737,7 @@ static int cmd_select(const cli *c)
         json_key(&w, "candidates");
         json_arr(&w);
         for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
-            int r = edgert_selection_rank(sel, i);
-            json_candidate(&w, edgert_candidate_at(ctx, i), r,
-                           r >= 0 ? edgert_selection_decode_group(sel, (size_t)r) : -1);
+            json_candidate(&w, edgert_candidate_at(ctx, i), sel, edgert_selection_rank(sel, i));
         }
         json_end_arr(&w);
         json_search_paths(&w, ctx);

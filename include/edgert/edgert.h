@@ -39,10 +39,10 @@
  *                           or of another tier closes it. In a group prefill
  *                           (measured, else declared, else unknown) decides
  *                           before the medians (edgert_selection_decode_group).
- *                           Measured means one source for every backend: the
- *                           rounds of `edgert calibrate` when each measured
- *                           backend has them for its current build, else
- *                           first contact's quick measurement for all
+ *                           Measured means one source for every backend of a
+ *                           tier: the rounds of `edgert calibrate` when each
+ *                           measured backend has them for its current build,
+ *                           else first contact's quick measurement for all
  *                           (edgert_selection_decode_source).
  *      priority `fidelity`: top-1 agreement (measured, else declared; a
  *                           candidate without one sorts after those with one)
@@ -176,7 +176,9 @@ typedef struct edgert_candidate {
     int reference;               /**< the always-available fallback backend */
     uint32_t abi_min, abi_max;   /**< ABI range the manifest declares */
     edgert_figures declared;
-    edgert_figures measured;     /**< from this device's evidence, NaN where none */
+    edgert_figures measured;     /**< measured on this device: `edgert calibrate`'s
+                                      evidence, else first contact's quick decode
+                                      and prefill; NaN where none */
     int eligible;                /**< passed every gate that applies in this mode */
     int loaded;                  /**< live mode: library loaded and self-tested */
     size_t reason_count;
@@ -309,9 +311,9 @@ EDGERT_API edgert_priority edgert_selection_priority(const edgert_selection *sel
 /** 0-based rank of candidate i (edgert_candidate_at index) or -1 when not ranked. */
 EDGERT_API int edgert_selection_rank(const edgert_selection *sel, size_t i);
 /** "measured" or "declared": where the winner's own figure for the priority's
- *  first key came from — its decode rate (speed) or top-1 agreement
- *  (fidelity), measured on this device by `edgert calibrate`, or else the
- *  manifest's. It does not say which key separated it from the runner-up
+ *  first key came from — its decode rate (speed; edgert_selection_decode_source
+ *  says by which measurement) or top-1 agreement (fidelity), measured on this
+ *  device, or else the manifest's. It does not say which key separated it from the runner-up
  *  (that may be the tier, or a tie-break). "declared" with no_evidence. */
 EDGERT_API const char *edgert_selection_evidence(const edgert_selection *sel);
 /** Ranked candidate indices, best first. */
@@ -322,21 +324,27 @@ EDGERT_API void edgert_selection_free(edgert_selection *sel);
  *  measured here, each within the other's decode rounds, so prefill decided between
  *  them (selection order above). -1 past the end or for fidelity. */
 EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t r);
-/** Where the measured decode rates this selection compared came from, one
- *  source for every candidate:
- *  "calibrate"     every candidate measured on this device has `edgert
- *                  calibrate`'s figure for its current build
- *                  (edgert_candidate.measured);
+/** Where the measured decode rates compared with rank r (0-based) came
+ *  from: one source for every candidate of its tier (tiers are never
+ *  compared with each other):
+ *  "calibrate"     every candidate of the tier measured on this device has
+ *                  `edgert calibrate`'s decode rate for its current build;
  *  "first-contact" some have only first contact's quick measurement (a
  *                  plugin rebuilt or added since the last calibrate, or
- *                  none calibrated yet), so every candidate was compared by
- *                  its quick measurement (first_contact_decode_tokens_per_s),
- *                  never one kind of figure against the other;
+ *                  none calibrated yet), so every candidate of the tier was
+ *                  compared by its quick measurement
+ *                  (first_contact_decode_tokens_per_s), never one kind of
+ *                  figure against the other;
  *  "mixed"         that was impossible (a calibrated candidate has no quick
  *                  measurement): each by the best figure it has;
- *  "declared"      nothing was measured here (or no_evidence).
- *  Running `edgert calibrate` again makes it "calibrate". NULL sel: "declared". */
-EDGERT_API const char *edgert_selection_decode_source(const edgert_selection *sel);
+ *  "declared"      nothing in the tier was measured here (or no_evidence).
+ *  Running `edgert calibrate` again makes it "calibrate". Past the end or
+ *  NULL sel: "declared". */
+EDGERT_API const char *edgert_selection_decode_source(const edgert_selection *sel, size_t r);
+/** The measured decode rate (tokens/s) rank r was compared by, from the
+ *  source above; NaN when it was ranked by a declared figure, or past the
+ *  end. */
+EDGERT_API double edgert_selection_decode_rate(const edgert_selection *sel, size_t r);
 
 /* --- running a backend -------------------------------------------------- */
 
