@@ -23,7 +23,9 @@
 
 #include "context.h"
 
-/* Where measured decode rates come from (decode_source below). */
+/* The tiers (tier() below), and where measured decode rates come from in
+ * each (decode_source below). */
+#define TIERS 3
 typedef enum decode_src { SRC_DECLARED, SRC_CALIBRATE, SRC_FIRST_CONTACT, SRC_MIXED } decode_src;
 
 struct edgert_selection {
@@ -35,7 +37,7 @@ struct edgert_selection {
     size_t ncands;
     int selected;        /* candidate index or -1 */
     const char *evidence;
-    decode_src src[3];   /* per tier: edgert_selection_decode_source */
+    decode_src src[TIERS]; /* per tier: edgert_selection_decode_source */
     const struct edgert_ctx *ctx; /* the handle ranked; it outlives the selection */
     const edgert_candidate *sel;
 };
@@ -378,7 +380,7 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
         if (ctx->cands[i]->pub.eligible)
             s->order[s->count++] = i;
     }
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < TIERS; t++)
         s->src[t] = decode_source(ctx, t);
     struct sort_ctx sc = {ctx, s->priority, s->src, NULL};
     sort_indices(&sc, s->order, s->count);
@@ -450,7 +452,8 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     s->ncands = ctx->ncands;
     s->selected = -1;
     s->evidence = "declared";
-    s->src[0] = s->src[1] = s->src[2] = SRC_DECLARED;
+    for (int t = 0; t < TIERS; t++)
+        s->src[t] = SRC_DECLARED;
     s->order = calloc(ctx->ncands + 1, sizeof *s->order);
     s->rank = calloc(ctx->ncands + 1, sizeof *s->rank);
     s->group = calloc(ctx->ncands + 1, sizeof *s->group);
