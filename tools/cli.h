@@ -83,6 +83,9 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
 void json_diags(json_w *w, const edgert_ctx *ctx);
 void json_search_paths(json_w *w, const edgert_ctx *ctx);
 void print_diags(const edgert_ctx *ctx, FILE *f, int max_level);
+/** Append item to the NUL-terminated text in buf[len], after sep unless buf
+ *  is empty; cut at the end of buf. */
+void text_append(char *buf, size_t len, const char *sep, const char *item);
 void reasons_text(const edgert_candidate *c, char *buf, size_t len);
 const char *layout_text(const edgert_candidate *c, char *buf, size_t len);
 void warn_diags(const cli *c, const edgert_ctx *ctx);

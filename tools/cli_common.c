@@ -436,15 +436,18 @@ void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
     }
 }
 
+void text_append(char *buf, size_t len, const char *sep, const char *item)
+{
+    size_t used = strnlen(buf, len);
+    if (used + 1 < len)
+        snprintf(buf + used, len - used, "%s%s", used ? sep : "", item);
+}
+
 void reasons_text(const edgert_candidate *c, char *buf, size_t len)
 {
-    size_t used = 0;
     buf[0] = '\0';
-    for (size_t i = 0; i < c->reason_count && used + 1 < len; i++) {
-        int w = snprintf(buf + used, len - used, "%s%s", i ? " " : "", c->reasons[i]);
-        if (w > 0)
-            used += (size_t)w;
-    }
+    for (size_t i = 0; i < c->reason_count; i++)
+        text_append(buf, len, " ", c->reasons[i]);
 }
 
 const char *layout_text(const edgert_candidate *c, char *buf, size_t len)

@@ -573,7 +573,7 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
     const char *ev = edgert_evidence_path(ctx);
     for (int mixed = 0; mixed < 2; mixed++) {
         char names[512] = "";
-        size_t used = 0, ranks = 0;
+        size_t ranks = 0;
         for (size_t r = 0; r < edgert_selection_count(sel); r++) {
             if (strcmp(edgert_selection_decode_source(sel, r), mixed ? "mixed" : "first-contact"))
                 continue;
@@ -581,13 +581,8 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
             const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
             int calibrated = k->measured.where && ev && strcmp(k->measured.where, ev) == 0 &&
                              !isnan(k->measured.decode_tokens_per_s);
-            if (calibrated || isnan(k->first_contact_decode_tokens_per_s) ||
-                used + 2 >= sizeof names)
-                continue;
-            int w = snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "",
-                             k->name);
-            size_t room = sizeof names - used - 1;
-            used += w < 0 ? 0u : (size_t)w < room ? (size_t)w : room;
+            if (!calibrated && !isnan(k->first_contact_decode_tokens_per_s))
+                text_append(names, sizeof names, ", ", k->name);
         }
         if (ranks == 0)
             continue;

@@ -83,14 +83,8 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
     v.cand = edgert_candidate_find(ctx, backend);
     if (!v.cand) {
         char known[400] = "";
-        size_t used = 0;
-        for (size_t i = 0; i < edgert_candidate_count(ctx) && used + 2 < sizeof known; i++) {
-            int wrote = snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "",
-                                 edgert_candidate_at(ctx, i)->name);
-            used = wrote < 0                                  ? used
-                   : used + (size_t)wrote >= sizeof known ? sizeof known - 1
-                                                          : used + (size_t)wrote;
-        }
+        for (size_t i = 0; i < edgert_candidate_count(ctx); i++)
+            text_append(known, sizeof known, ", ", edgert_candidate_at(ctx, i)->name);
         edgert_errf(err, err_len, "no backend named '%s' (manifests found: %s)", backend,
                     *known ? known : "none");
         return EDGERT_E_NOT_FOUND;
