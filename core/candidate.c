@@ -87,6 +87,7 @@ void er_cand_free(er_cand *c)
     free(c->reasons);
     free(c->detail);
     free(c->path_chosen);
+    free(c->series);
     er_manifest_free(&c->m);
     free(c);
 }

@@ -63,6 +63,7 @@ typedef struct er_cand {
     char checksum[EDGERT_CHECKSUM_LEN]; /**< pub.checksum points here when set */
     int sandbox_passed;         /**< first contact (sandbox.c) passed, now or cached */
     int calibrated;             /**< pub.measured holds calibrate's figures (evidence.c) */
+    char *series;               /**< their evidence series (pub.measured_series), or NULL */
 } er_cand;
 
 /* The stages of loading a plugin, in order (load.c); the sandbox's child

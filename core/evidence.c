@@ -18,6 +18,7 @@
  *      "decode_tokens_per_s_min": 3.1, "decode_tokens_per_s_max": 3.3,
  *      "threads": 2, "correct": 1, "workload": "spark-1.7b",
  *      "measured_at": "2026-11-29T10:00:00Z",
+ *      "series": "2026-11-29T10:00:00.123456789Z/4711",
  *      "edgert_version": "0.1.0"}, ...]}
  * Strings are written with every character libyaml's reader refuses or
  * folds (controls, DEL, C1, U+2028/9, U+FEFF, U+FFFE/F) as \u escapes and
@@ -32,6 +33,15 @@
  * compares: core/selector.c) were added later in version 1: a file without
  * them reads as figures without a range, and a reader that predates them
  * ignores them.
+ *
+ * `series` (added later in version 1, likewise) names the store call that
+ * wrote an entry: one `edgert calibrate` run, whose interleaved rounds put
+ * every backend in the same memory-bandwidth windows. Entries of different
+ * series were measured in different windows (on the 2-core Xeon the read
+ * ceiling moved between 29 and 39 GB/s from one session to the next), so
+ * the selector compares a tier by calibrate's figures only when they are
+ * one series. An old entry without it counts as the series of its
+ * measured_at, which one store call writes alike into all its entries.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -203,6 +213,12 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             c->pub.measured.kl_mean = num(&y, e, "kl_mean");
             c->pub.measured.where = ctx->evidence_path;
             c->calibrated = 1;
+            const char *series = str(&y, e, "series");
+            if (!series || !series[0])
+                series = str(&y, e, "measured_at"); /* written before series were */
+            free(c->series);
+            c->series = series && series[0] ? er_strdup(series) : NULL;
+            c->pub.measured_series = c->series;
             double lo = num(&y, e, "decode_tokens_per_s_min"),
                    hi = num(&y, e, "decode_tokens_per_s_max"),
                    v = c->pub.measured.decode_tokens_per_s;
@@ -243,7 +259,7 @@ static void jnum(FILE *f, double v)
 static void copy_entry(FILE *f, er_yaml *y, yaml_node_t *e)
 {
     static const char *const strs[] = {"device", "device_name", "backend", "plugin_xxh3",
-                                       "workload", "measured_at", "edgert_version"};
+                                       "workload", "measured_at", "series", "edgert_version"};
     static const char *const nums[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement",
                                        "kl_mean", "sqnr_min_db", "threads", "correct",
                                        "decode_tokens_per_s_min", "decode_tokens_per_s_max"};
@@ -407,7 +423,7 @@ static void decode_range(const edgert_evidence *e, uint32_t struct_size, double 
 }
 
 static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint32_t struct_size,
-                        const char *hash, const char *when, int correct)
+                        const char *hash, const char *when, const char *series, int correct)
 {
     fputs("\"device\": ", f);
     jstr(f, ctx->fingerprint);
@@ -421,6 +437,8 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint
     jstr(f, e->workload ? e->workload : "");
     fputs(", \"measured_at\": ", f);
     jstr(f, when);
+    fputs(", \"series\": ", f);
+    jstr(f, series);
     fputs(", \"edgert_version\": ", f);
     jstr(f, EDGERT_VERSION_STRING);
     const char *names[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean",
@@ -450,17 +468,24 @@ static void write_all(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, ya
                       const edgert_evidence *items, size_t count, char (*hashes)[17],
                       int *verdict)
 {
-    char when[32];
-    time_t now = time(NULL);
+    char when[32], stamp[32], series[64];
+    struct timespec now;
     struct tm tm;
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&now, &tm));
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &tm);
+    /* this call's entries, and no other call's: the time to the nanosecond
+     * and the process */
+    snprintf(series, sizeof series, "%s.%09ldZ/%ld", stamp, (long)now.tv_nsec, (long)getpid());
     for (size_t i = 0; i < count; i++)
         verdict[i] = item(items, i)->correct < 0 ? -1 : item(items, i)->correct != 0;
     fprintf(f, "{\"evidence_version\": %d, \"entries\": [\n", ER_EVIDENCE_VERSION);
     int first = !(old && write_kept(f, ctx, path, y, old, items, count, hashes, verdict));
     for (size_t i = 0; i < count; i++, first = 0) {
         fputs(first ? "    {" : ",\n    {", f);
-        write_entry(f, ctx, item(items, i), items[0].struct_size, hashes[i], when, verdict[i]);
+        write_entry(f, ctx, item(items, i), items[0].struct_size, hashes[i], when, series,
+                    verdict[i]);
     }
     fputs("\n]}\n", f);
 }

@@ -79,7 +79,11 @@ static int tier(const struct edgert_ctx *ctx, const er_cand *c)
  * figure (first contact ran for each: it is cached per plugin file); only
  * when a calibrated candidate has none (its first contact could not
  * measure) are the sources mixed, each by the best it has, and the
- * selection says so.
+ * selection says so. Calibrated figures of one tier that come from more
+ * than one evidence series (separate calibrate runs: core/evidence.c) are
+ * not one measurement either, and are treated the same way: a backend
+ * calibrated today in a 29 GB/s window would rank below one calibrated
+ * last week at 38 GB/s.
  */
 static int has_calibrated_decode(const er_cand *c)
 {
@@ -89,6 +93,8 @@ static int has_calibrated_decode(const er_cand *c)
 static decode_src decode_source(const struct edgert_ctx *ctx, int t)
 {
     size_t calibrated = 0, quick_only = 0, calibrated_unquick = 0;
+    const char *series = NULL;
+    int one_series = 1;
     for (size_t i = 0; i < ctx->ncands; i++) {
         const er_cand *c = ctx->cands[i];
         if (!c->pub.eligible || tier(ctx, c) != t)
@@ -97,13 +103,17 @@ static decode_src decode_source(const struct edgert_ctx *ctx, int t)
         if (has_calibrated_decode(c)) {
             calibrated++;
             calibrated_unquick += quick ? 0u : 1u;
+            /* one calibrate run's windows; no series is a series of its own */
+            if (calibrated > 1 && !(series && c->series && strcmp(series, c->series) == 0))
+                one_series = 0;
+            series = c->series;
         } else if (quick) {
             quick_only++; /* never calibrated, or calibrate stored no decode rate */
         }
     }
     if (calibrated == 0)
         return quick_only ? SRC_FIRST_CONTACT : SRC_DECLARED;
-    if (quick_only == 0)
+    if (quick_only == 0 && one_series)
         return SRC_CALIBRATE;
     return calibrated_unquick ? SRC_MIXED : SRC_FIRST_CONTACT;
 }

@@ -399,6 +399,60 @@ static void speed_pick(fx *f, char *out, size_t len, const char **src, int *g)
     edgert_close(ctx);
 }
 
+/* Whether test-good's and test-fast's calibrated figures are one series
+ * (edgert_candidate.measured_series, both set). */
+static void series_check(fx *f, int same)
+{
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    const char *a = edgert_candidate_find(ctx, "test-good")->measured_series,
+               *b = edgert_candidate_find(ctx, "test-fast")->measured_series;
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(strcmp(a, b) == 0, same);
+    edgert_close(ctx);
+}
+
+/* The evidence file as a version that predates series wrote it: no series,
+ * test-good's entry measured at t_good and test-fast's at t_fast (each
+ * entry's backend precedes its measured_at, which its series follows). */
+static void set_evidence_times(fx *f, const char *t_good, const char *t_fast)
+{
+    char cmd[12000];
+    snprintf(cmd, sizeof cmd,
+             "sed -i -E -e 's/, \"series\": (\"[^\"]*\"|null)//' "
+             "-e '/\"test-good\"/s/\"measured_at\": \"[^\"]*\"/\"measured_at\": \"%s\"/' "
+             "-e '/\"test-fast\"/s/\"measured_at\": \"[^\"]*\"/\"measured_at\": \"%s\"/' "
+             "'%s' && ! grep -q series '%s'",
+             t_good, t_fast, f->ev, f->ev);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* After test_one_decode_source stored good's and fast's figures in one
+ * call (good ranks first by them, fast by the quick figures): the same
+ * figures from two runs (two store calls: two series, two memory-bandwidth
+ * windows) are not one measurement, so both by their quick figures again. */
+static void two_series(fx *f, const edgert_evidence *fast)
+{
+    const char *src[4];
+    char out[256];
+    int g[4];
+    store(f, fast, 1);
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good test-ref");
+    assert_string_equal(src[0], "first-contact");
+    series_check(f, 0);
+    /* written before series were: one store call's measured_at stands in */
+    set_evidence_times(f, "2026-11-29T10:00:00Z", "2026-11-29T10:00:00Z");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-good test-fast test-ref");
+    assert_string_equal(src[0], "calibrate");
+    series_check(f, 1);
+    set_evidence_times(f, "2026-11-29T10:00:00Z", "2026-11-30T10:00:00Z");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(src[0], "first-contact");
+    series_check(f, 0);
+}
+
 /* One source for every backend's measured decode rate in a tier: a
  * calibrated figure is never ranked against another backend's quick one. */
 static void test_one_decode_source(void **state)
@@ -451,16 +505,20 @@ static void test_one_decode_source(void **state)
     assert_string_equal(out, "test-fast test-good test-ref");
     assert_string_equal(src[0], "first-contact");
 
-    /* both calibrated: calibrate's figures; the reference, in a tier of
-     * its own and never calibrated, keeps its quick figure without
-     * changing theirs */
+    /* both calibrated in one run (one store call: one series): calibrate's
+     * figures; the reference, in a tier of its own and never calibrated,
+     * keeps its quick figure without changing theirs */
     edgert_evidence fast = ev("test-fast", 100.0, 0.9, 0.01, 1);
-    store(f, &fast, 1);
+    edgert_evidence both[2] = {good, fast};
+    store(f, both, 2);
     speed_pick(f, out, sizeof out, src, g);
     assert_string_equal(out, "test-good test-fast test-ref");
     assert_string_equal(src[0], "calibrate");
     assert_string_equal(src[1], "calibrate");
     assert_string_equal(src[2], "first-contact");
+    series_check(f, 1);
+
+    two_series(f, &fast);
 
     /* fast's calibrate evidence gone, and good has no quick figure (its
      * first contact measured nothing): the sources cannot be made one, and

@@ -114,10 +114,10 @@ static void usage_cmd(FILE *f, const char *cmd)
                "Pick the backend for a priority. Gates first (arch, device class, CPU flags,\n"
                "OS state, library file, checksum, ABI, self-test, disable list); then the\n"
                "accelerator of the device class, then CPU backends, then the reference\n"
-               "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by\n"
-               "calibrate, or by first contact for the whole tier if some lack calibrate's\n"
-               "rounds; else declared), then fidelity, name; 'fidelity' by top-1 and KL\n"
-               "(measured, else declared), then activation bits, weight bits, speed, name.\n\n"
+               "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by one\n"
+               "calibrate run, else by first contact for the whole tier; else declared), then\n"
+               "fidelity, name; 'fidelity' by top-1 and KL (measured, else declared), then\n"
+               "activation bits, weight bits, speed, name.\n\n"
                "  --priority P        speed (default) or fidelity\n"
                "  --backend NAME      use this backend; an error if it is not eligible\n"
                "  --explain           show the device, the folders searched, every manifest\n"
@@ -564,15 +564,52 @@ static void figure_text(char *out, size_t len, const char *prefix, double measur
                  !isnan(measured) ? "measured" : "declared");
 }
 
+/* Whether ranks q and r have calibrated figures of one evidence series
+ * and are compared by one decode source (the tiers' series differ in it). */
+static int same_series(edgert_ctx *ctx, const edgert_selection *sel, size_t q, size_t r)
+{
+    const char *a = edgert_candidate_at(ctx, edgert_selection_index(sel, q))->measured_series,
+               *b = edgert_candidate_at(ctx, edgert_selection_index(sel, r))->measured_series;
+    return a && b && strcmp(a, b) == 0 &&
+           strcmp(edgert_selection_decode_source(sel, q), edgert_selection_decode_source(sel, r)) ==
+               0;
+}
+
+/* The first rank whose calibrated figures share rank r's evidence series. */
+static size_t first_of_series(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
+{
+    size_t q = 0;
+    while (q < r && !same_series(ctx, sel, q, r))
+        q++;
+    return q;
+}
+
+/* "a, b on <UTC time to the second>" for rank r's series (it begins with
+ * the time), appended to buf after "; " */
+static void series_text(edgert_ctx *ctx, const edgert_selection *sel, size_t r, char *buf,
+                        size_t len)
+{
+    char text[400] = "", when[40];
+    for (size_t q = r; q < edgert_selection_count(sel); q++)
+        if (same_series(ctx, sel, q, r))
+            text_append(text, sizeof text, ", ",
+                        edgert_candidate_at(ctx, edgert_selection_index(sel, q))->name);
+    snprintf(when, sizeof when, " on %.19s",
+             edgert_candidate_at(ctx, edgert_selection_index(sel, r))->measured_series);
+    text_append(text, sizeof text, "", when);
+    text_append(buf, len, "; ", text);
+}
+
 /* What the ranking's measured decode rates are, where that needs saying:
  * quick figures standing in for calibrate's in a tier (naming the backends
  * without a calibrated rate for their current build: measured.where is the
- * evidence file, core/evidence.c), or sources that could not be made one. */
+ * evidence file, core/evidence.c; or, when all have one, the separate
+ * calibrate runs they came from), or sources that could not be made one. */
 static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
 {
     const char *ev = edgert_evidence_path(ctx);
     for (int mixed = 0; mixed < 2; mixed++) {
-        char names[512] = "";
+        char names[512] = "", runs[512] = "";
         size_t ranks = 0;
         for (size_t r = 0; r < edgert_selection_count(sel); r++) {
             if (strcmp(edgert_selection_decode_source(sel, r), mixed ? "mixed" : "first-contact"))
@@ -583,17 +620,24 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
                              !isnan(k->measured.decode_tokens_per_s);
             if (!calibrated && !isnan(k->first_contact_decode_tokens_per_s))
                 text_append(names, sizeof names, ", ", k->name);
+            else if (calibrated && k->measured_series && r == first_of_series(ctx, sel, r))
+                series_text(ctx, sel, r, runs, sizeof runs);
         }
         if (ranks == 0)
             continue;
-        if (!mixed)
+        if (mixed)
+            tprintf("  decode measured here mixes calibrate's rounds with first contact's quick "
+                    "measurement (%s), as a calibrated backend has no quick figure; run 'edgert "
+                    "calibrate' again\n", names[0] ? names : "some of them");
+        else if (names[0] || !runs[0])
             tprintf("  decode measured here is first contact's quick measurement, for every "
                     "backend of the tier: 'edgert calibrate' has no rounds for %s in its current "
                     "build (run it again to rank by rounds)\n", names[0] ? names : "some of them");
         else
-            tprintf("  decode measured here mixes calibrate's rounds with first contact's quick "
-                    "measurement (%s), as a calibrated backend has no quick figure; run 'edgert "
-                    "calibrate' again\n", names[0] ? names : "some of them");
+            tprintf("  decode measured here is first contact's quick measurement, for every "
+                    "backend of the tier: 'edgert calibrate' measured them in separate runs (%s), "
+                    "whose memory-bandwidth windows differ (run it again to rank by the rounds "
+                    "of one run)\n", runs);
     }
 }
 

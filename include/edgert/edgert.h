@@ -213,6 +213,11 @@ typedef struct edgert_candidate {
      *  them for the plugin's current build; the selector compares every
      *  backend by one of the two (edgert_selection_decode_source). */
     double first_contact_decode_tokens_per_s;
+    /** The evidence series `measured` comes from when it holds calibrate's
+     *  figures (the store call that wrote them: one `edgert calibrate` run,
+     *  see edgert_evidence_store), else NULL. The selector compares a tier
+     *  by calibrate's figures only when they are one series. */
+    const char *measured_series;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
@@ -328,10 +333,13 @@ EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t
  *  from: one source for every candidate of its tier (tiers are never
  *  compared with each other):
  *  "calibrate"     every candidate of the tier measured on this device has
- *                  `edgert calibrate`'s decode rate for its current build;
+ *                  `edgert calibrate`'s decode rate for its current build,
+ *                  all from one evidence series (one calibrate run: the
+ *                  same memory-bandwidth windows);
  *  "first-contact" some have only first contact's quick measurement (a
  *                  plugin rebuilt or added since the last calibrate, or
- *                  none calibrated yet), so every candidate of the tier was
+ *                  none calibrated yet), or their calibrated rates come
+ *                  from separate runs, so every candidate of the tier was
  *                  compared by its quick measurement
  *                  (first_contact_decode_tokens_per_s), never one kind of
  *                  figure against the other;
@@ -677,7 +685,11 @@ EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
  * Merge `items` for this device into the evidence file (`path`, or
  * edgert_evidence_path when NULL): entries for the same device and backend
  * are replaced, others kept. Each entry records the backend's library XXH3,
- * so evidence for a changed plugin file is ignored when read. Written to a
+ * so evidence for a changed plugin file is ignored when read. The items of
+ * one call are one *series* (edgert_candidate.measured_series): the
+ * selector compares a tier by calibrated decode rates only when they are
+ * one series, so store figures measured together (interleaved, in the same
+ * windows) in one call, as `edgert calibrate` does. Written to a
  * temporary file in the same folder, then renamed: an interrupted write never
  * leaves a corrupt file. An existing file that cannot be read is moved aside
  * (<path>.corrupt-<UTC time>, never over another file) with a warning naming
