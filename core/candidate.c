@@ -63,6 +63,8 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c)
     nan_figures(&p->measured);
     p->measured_decode_min = p->measured_decode_max = NAN;
     p->first_contact_decode_tokens_per_s = NAN;
+    p->first_contact_decode_min = p->first_contact_decode_max = NAN;
+    p->first_contact_prefill_gflops = NAN;
     p->detail = "";
     p->reasons = NULL;
     p->reason_count = 0;

@@ -171,13 +171,6 @@ static int library_hash(const er_cand *c, char out[17])
     return 0;
 }
 
-/* [lo, hi] is a decode median v's range of rounds: 0 <= lo <= v <= hi (NaN
- * anywhere compares false). The one rule for what is stored and read. */
-static int is_range(double lo, double v, double hi)
-{
-    return lo >= 0.0 && lo <= v && v <= hi;
-}
-
 void er_evidence_apply(struct edgert_ctx *ctx)
 {
     if (ctx->no_evidence || ctx->dev.planned || !ctx->evidence_path)
@@ -222,7 +215,7 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             double lo = num(&y, e, "decode_tokens_per_s_min"),
                    hi = num(&y, e, "decode_tokens_per_s_max"),
                    v = c->pub.measured.decode_tokens_per_s;
-            int ranged = is_range(lo, v, hi);
+            int ranged = er_is_range(lo, v, hi);
             c->pub.measured_decode_min = ranged ? lo : NAN;
             c->pub.measured_decode_max = ranged ? hi : NAN;
             /* Evidence that the backend computes wrong results on this device
@@ -415,7 +408,7 @@ static void decode_range(const edgert_evidence *e, uint32_t struct_size, double 
     *lo = *hi = NAN;
     if (struct_size < offsetof(edgert_evidence, decode_tokens_per_s_max) + sizeof(double))
         return;
-    if (is_range(e->decode_tokens_per_s_min, e->decode_tokens_per_s,
+    if (er_is_range(e->decode_tokens_per_s_min, e->decode_tokens_per_s,
                  e->decode_tokens_per_s_max)) {
         *lo = e->decode_tokens_per_s_min;
         *hi = e->decode_tokens_per_s_max;

@@ -85,6 +85,13 @@ int er_path_exists(const char *sysroot, const char *path);
  *  ARM64 DC CIVAC), so that the next read streams from memory; nothing on
  *  other architectures. Any range: unaligned, empty. The bytes are kept. */
 void er_cache_evict(const void *p, size_t n);
+/** [lo, hi] is a measured decode median v's range (calibrate's rounds,
+ *  first contact's calls): 0 <= lo <= v <= hi, NaN anywhere false. The one
+ *  rule for what is stored, read and compared as a range. */
+static inline int er_is_range(double lo, double v, double hi)
+{
+    return lo >= 0.0 && lo <= v && v <= hi;
+}
 
 /* ---- YAML documents with positions (yamldoc.c) -------------------------- */
 

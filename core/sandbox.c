@@ -71,6 +71,7 @@ typedef struct sb_result {
     char detail[600];      /* its explanation */
     double decode_tok_s;   /* quick measurement, NaN when not measured */
     double prefill_gflops;
+    double decode_min, decode_max; /* the slowest and fastest call's rate */
 } sb_result;
 
 /* ---- the cache ------------------------------------------------------------------ */
@@ -137,30 +138,36 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
     }
 }
 
-/* Format 2: decode measured from memory (the packed bytes evicted before
- * each call); a format-1 verdict, whose figure may be the L3's, is not
- * read, so first contact runs again. */
+/* Format 3: decode measured from memory (the packed bytes evicted before
+ * each call), with the range of its calls. An older verdict (format 1's
+ * figure may be the L3's, format 2 has no range) is not read, so first
+ * contact runs again. */
 static int cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
 {
     char *path = cache_file(ctx, c, 0);
     char *text = path ? er_read_file(NULL, path, 4096, NULL) : NULL;
     free(path);
-    if (!text || strncmp(text, "edgert-first-contact 2\n", 23) != 0) {
+    if (!text || strncmp(text, "edgert-first-contact 3\n", 23) != 0) {
         free(text);
         return -1;
     }
-    char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan";
+    char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan", lo[32] = "nan",
+         hi[32] = "nan";
     take_line(text, "ok", ok, sizeof ok);
     take_line(text, "gate", gate, sizeof gate);
     take_line(text, "reason", r->reason, sizeof r->reason);
     take_line(text, "detail", r->detail, sizeof r->detail);
     take_line(text, "decode_tokens_per_s", dec, sizeof dec);
     take_line(text, "prefill_gflops", pre, sizeof pre);
+    take_line(text, "decode_tokens_per_s_min", lo, sizeof lo);
+    take_line(text, "decode_tokens_per_s_max", hi, sizeof hi);
     free(text);
     r->ok = strcmp(ok, "1") == 0;
     r->gate = atoi(gate);
     r->decode_tok_s = strtod(dec, NULL);
     r->prefill_gflops = strtod(pre, NULL);
+    r->decode_min = strtod(lo, NULL);
+    r->decode_max = strtod(hi, NULL);
     if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
         return -1; /* not a verdict this edgert wrote */
     return 0;
@@ -181,10 +188,11 @@ static void cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_resul
             close(fd);
     } else {
         /* newlines cannot be in the values: each is one line */
-        fprintf(f, "edgert-first-contact 2\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
-                   "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n",
+        fprintf(f, "edgert-first-contact 3\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
+                   "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
+                   "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\n",
                 c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
-                r->prefill_gflops);
+                r->prefill_gflops, r->decode_min, r->decode_max);
         if (fclose(f) == 0 && rename(tmp, path) == 0) {
             free(tmp);
             tmp = NULL;
@@ -229,15 +237,21 @@ static int fill_weights(edgert_qtensor *t, uint32_t n, uint32_t k)
     return 0;
 }
 
-/* Median seconds of up to `reps` calls of y = x W^T with m rows, within
- * ER_MEASURE_SECONDS after a warm-up call; NaN on failure. With `evict`,
- * what the plugin packed (the child's arena: time_rows packs into it)
- * leaves every cache before each call (untimed). */
-static double time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n, uint32_t k,
-                        int reps, int evict)
+/* Seconds of calls: their median, the fastest and the slowest. */
+typedef struct {
+    double med, min, max;
+} sb_times;
+
+/* Up to `reps` calls of y = x W^T with m rows, within ER_MEASURE_SECONDS
+ * after a warm-up call; NaNs on failure. With `evict`, what the plugin
+ * packed (the child's arena: time_rows packs into it) leaves every cache
+ * before each call (untimed). */
+static sb_times time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n, uint32_t k,
+                          int reps, int evict)
 {
     float *x = calloc((size_t)m * k, sizeof(float)), *y = malloc((size_t)m * n * sizeof(float));
-    double t[16], result = NAN;
+    double t[16];
+    sb_times result = {NAN, NAN, NAN};
     int done = 0;
     char err[256] = "";
     if (!x || !y)
@@ -262,7 +276,7 @@ static double time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n, 
             t[j] = t[j - 1];
             t[j - 1] = v;
         }
-    result = t[done / 2];
+    result = (sb_times){t[done / 2], t[0], t[done - 1]};
 out:
     free(x);
     free(y);
@@ -270,8 +284,8 @@ out:
 }
 
 /* Packs the first n rows of t (n <= t's rows) and times `reps` calls of
- * m rows (see time_gemm). NaN when the plugin refuses. */
-static double time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, int reps)
+ * m rows (see time_gemm). NaNs when the plugin refuses. */
+static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, int reps)
 {
     void *packed = NULL;
     size_t bytes = 0;
@@ -283,8 +297,8 @@ static double time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, i
     edgert_status st = c->plugin->pack(c->state, &w, &packed, &bytes, err, sizeof err);
     er_arena_packing(prev);
     if (st != EDGERT_OK)
-        return NAN;
-    double s = time_gemm(c, packed, m, n, w.k, reps, m == 1u); /* decode streams from memory */
+        return (sb_times){NAN, NAN, NAN};
+    sb_times s = time_gemm(c, packed, m, n, w.k, reps, m == 1u); /* decode streams from memory */
     c->plugin->packed_free(c->state, packed);
     return s;
 }
@@ -310,22 +324,35 @@ static void quick_measure(er_cand *c, sb_result *r)
     edgert_qtensor t = {0};
     if (!(c->plugin->caps & EDGERT_CAP_GEMM) || fill_weights(&t, n, k) != 0)
         goto out;
-    /* decode: weights per second, whatever the packed bytes per weight */
-    double s = time_rows(c, &t, 1u, n_small, 3), rows = n_small;
-    if (s > 0.0 && s * n / n_small <= ER_MEASURE_SLOW_CALL) {
-        s = time_rows(c, &t, 1u, n, 8);
+    /* decode: weights per second, whatever the packed bytes per weight;
+     * the slowest and fastest call give the figure's range, which the
+     * selector compares as it does calibrate's rounds. Up to 16 calls: with
+     * the median of 8 and no range, five fresh first contacts on the Xeon
+     * with AMX (read ceiling 29-33 GB/s) chose three different backends
+     * for speed, one median 15% below its own runs' (a slow stretch of
+     * calls); with 16 and the ranges, six chose amx-w4a8 five times (in
+     * one decode group with avx512-w4a16 each time, its prefill deciding)
+     * at no cost a user could see (1.83 s for all five backends either
+     * way). */
+    sb_times s = time_rows(c, &t, 1u, n_small, 3);
+    double rows = n_small;
+    if (s.med > 0.0 && s.med * n / n_small <= ER_MEASURE_SLOW_CALL) {
+        s = time_rows(c, &t, 1u, n, 16);
         rows = n;
     }
-    if (s > 0.0)
-        r->decode_tok_s = rows * k / s / ER_SPARK_WEIGHTS;
+    if (s.med > 0.0) {
+        r->decode_tok_s = rows * k / s.med / ER_SPARK_WEIGHTS;
+        r->decode_min = rows * k / s.max / ER_SPARK_WEIGHTS;
+        r->decode_max = rows * k / s.min / ER_SPARK_WEIGHTS;
+    }
     s = time_rows(c, &t, 64u, n_prefill_small, 3);
     rows = n_prefill_small;
-    if (s > 0.0 && s * n_prefill / n_prefill_small <= ER_MEASURE_SLOW_CALL) {
+    if (s.med > 0.0 && s.med * n_prefill / n_prefill_small <= ER_MEASURE_SLOW_CALL) {
         s = time_rows(c, &t, 64u, n_prefill, 3);
         rows = n_prefill;
     }
-    if (s > 0.0)
-        r->prefill_gflops = 2.0 * 64.0 * rows * (double)k / s / 1e9;
+    if (s.med > 0.0)
+        r->prefill_gflops = 2.0 * 64.0 * rows * (double)k / s.med / 1e9;
 out:
     edgert_qtensor_free(&t);
 }
@@ -369,7 +396,8 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out)
     /* nor did the arena's lock's state: the child packs into an arena of its own */
     ctx->arena = er_arena_create();
     ctx->stage_fd = out; /* er_load_stage reports each stage through the pipe */
-    sb_result r = {.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN};
+    sb_result r = {.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN, .decode_min = NAN,
+                   .decode_max = NAN};
     er_load_now(ctx, c);
     if (c->failed || !c->pub.loaded) {
         unsigned g = 0;
@@ -544,8 +572,13 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
      * whatever else was measured: the selector compares every backend of a
      * tier by one source (selector.c, decode_source). */
     const int count = !ctx->no_evidence && !ctx->dev.planned;
-    if (count)
+    if (count) {
         c->pub.first_contact_decode_tokens_per_s = r.decode_tok_s;
+        c->pub.first_contact_prefill_gflops = r.prefill_gflops;
+        int ranged = er_is_range(r.decode_min, r.decode_tok_s, r.decode_max);
+        c->pub.first_contact_decode_min = ranged ? r.decode_min : NAN;
+        c->pub.first_contact_decode_max = ranged ? r.decode_max : NAN;
+    }
     /* a figure from `edgert calibrate` (evidence.c) is the better measurement */
     if (!isnan(r.decode_tok_s) && !c->pub.measured.where && count) {
         c->pub.measured.decode_tokens_per_s = r.decode_tok_s;

@@ -179,30 +179,52 @@ static double top1_of(const er_cand *c, int *measured)
     return isnan(c->pub.declared.top1_agreement) ? -1.0 : c->pub.declared.top1_agreement;
 }
 
-/* The measured decode rate's range over its rounds: 1 with [*lo, *hi]
- * when the figure compared is calibrate's and its evidence has a range
- * around it (core/evidence.c checked lo <= median <= hi), else 0. */
+/* Whether the decode rate compared under `src` is first contact's. */
+static int by_first_contact(const er_cand *c, decode_src src)
+{
+    return src == SRC_FIRST_CONTACT || (src == SRC_MIXED && !has_calibrated_decode(c));
+}
+
+/* The range of the measured decode rate compared under `src`: 1 with
+ * [*lo, *hi] when it has one around it (calibrate's rounds, first
+ * contact's calls; core/evidence.c and core/sandbox.c kept only ranges
+ * with lo <= median <= hi), else 0. */
 static int measured_range(const er_cand *c, decode_src src, double *lo, double *hi)
 {
-    *lo = c->pub.measured_decode_min;
-    *hi = c->pub.measured_decode_max;
-    return (src == SRC_CALIBRATE || src == SRC_MIXED) && has_calibrated_decode(c) &&
-           !isnan(*lo) && !isnan(*hi);
+    *lo = *hi = NAN;
+    if (src == SRC_DECLARED || isnan(decode_measured(c, src)))
+        return 0;
+    int quick = by_first_contact(c, src);
+    *lo = quick ? c->pub.first_contact_decode_min : c->pub.measured_decode_min;
+    *hi = quick ? c->pub.first_contact_decode_max : c->pub.measured_decode_max;
+    return !isnan(*lo) && !isnan(*hi);
+}
+
+/* The measured prefill rate that goes with the decode rate compared under
+ * `src` (the same measurement: calibrate's, or first contact's quick one,
+ * which `measured` also holds when nothing was calibrated), NaN when none. */
+static double prefill_measured(const er_cand *c, decode_src src)
+{
+    if (src == SRC_DECLARED)
+        return NAN;
+    return by_first_contact(c, src) ? c->pub.first_contact_prefill_gflops
+                                    : c->pub.measured.prefill_gflops;
 }
 
 /* Prefill's worth as evidence, as speed_class for decode: measured here 2,
  * declared 1, unknown 0; and its figure (unknown -1). */
-static int prefill_class(const er_cand *c)
+static int prefill_class(const er_cand *c, decode_src src)
 {
-    if (!isnan(c->pub.measured.prefill_gflops))
+    if (!isnan(prefill_measured(c, src)))
         return 2;
     return isnan(c->pub.declared.prefill_gflops) ? 0 : 1;
 }
 
-static double prefill_of(const er_cand *c)
+static double prefill_of(const er_cand *c, decode_src src)
 {
-    if (!isnan(c->pub.measured.prefill_gflops))
-        return c->pub.measured.prefill_gflops;
+    double v = prefill_measured(c, src);
+    if (!isnan(v))
+        return v;
     return isnan(c->pub.declared.prefill_gflops) ? -1.0 : c->pub.declared.prefill_gflops;
 }
 
@@ -283,8 +305,8 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
              * pass), so a lower group is faster or better evidenced */
             if (s->group[ia] != s->group[ib])
                 return s->group[ia] < s->group[ib] ? -1 : 1;
-            DESC(prefill_class(a), prefill_class(b));
-            DESC(prefill_of(a), prefill_of(b));
+            DESC(prefill_class(a, s->src[ta]), prefill_class(b, s->src[ta]));
+            DESC(prefill_of(a, s->src[ta]), prefill_of(b, s->src[ta]));
         }
         int f = speed_key(a, b, s->src[ta]);
         if (f)

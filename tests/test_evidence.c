@@ -334,12 +334,14 @@ static void test_decode_groups(void **state)
     assert_string_equal(out, "test-fast test-three test-good");
 }
 
-/* Edit first contact's cached quick decode figure of `backend` (every
- * verdict file in this process's cache naming it) to `value`: the figures
- * the real test plugins measure are whatever this machine gives. */
-static void set_quick(const char *backend, const char *value)
+/* Edit first contact's cached figure `key` of `backend` (every verdict file
+ * in this process's cache naming it) to `value`: the figures the real test
+ * plugins measure are whatever this machine gives. */
+static void set_fc(const char *backend, const char *key, const char *value)
 {
-    char dir[4200], want[128];
+    char dir[4200], want[128], prefix[64];
+    snprintf(prefix, sizeof prefix, "%s ", key);
+    const size_t pl = strlen(prefix);
     const char *xdg = getenv("XDG_CACHE_HOME");
     assert_non_null(xdg);
     snprintf(dir, sizeof dir, "%s/edgert/first-contact", xdg);
@@ -360,8 +362,8 @@ static void set_quick(const char *backend, const char *value)
             continue;
         for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
             snprintf(out + strlen(out), sizeof out - strlen(out), "%s%s\n",
-                     strncmp(line, "decode_tokens_per_s ", 20) == 0 ? "decode_tokens_per_s " : "",
-                     strncmp(line, "decode_tokens_per_s ", 20) == 0 ? value : line);
+                     strncmp(line, prefix, pl) == 0 ? prefix : "",
+                     strncmp(line, prefix, pl) == 0 ? value : line);
         fp = fopen(path, "w");
         assert_non_null(fp);
         fputs(out, fp);
@@ -370,6 +372,22 @@ static void set_quick(const char *backend, const char *value)
     }
     closedir(d);
     assert_true(edited > 0);
+}
+
+/* The quick decode figure alone (its range, if any, no longer holds it) */
+static void set_quick(const char *backend, const char *value)
+{
+    set_fc(backend, "decode_tokens_per_s", value);
+}
+
+/* The quick figures whole: decode median, its calls' range, prefill. */
+static void set_quick_all(const char *backend, const char *dec, const char *lo, const char *hi,
+                          const char *prefill)
+{
+    set_fc(backend, "decode_tokens_per_s", dec);
+    set_fc(backend, "decode_tokens_per_s_min", lo);
+    set_fc(backend, "decode_tokens_per_s_max", hi);
+    set_fc(backend, "prefill_gflops", prefill);
 }
 
 /* Rank for speed: the names in rank order into out, the decode source of
@@ -542,6 +560,58 @@ static void test_one_decode_source(void **state)
     edgert_selection_free(sel);
     edgert_close(ctx);
     assert_string_equal(edgert_selection_decode_source(NULL, 0), "declared");
+}
+
+/* A tier compared by first contact is grouped by its calls' ranges, as
+ * calibrate's rounds are, and first contact's prefill decides inside a
+ * group, never calibrate's figure of one member. */
+static void test_first_contact_groups(void **state)
+{
+    fx *f = *state;
+    const char *src[4];
+    char out[256], cache[4200];
+    int g[4];
+    snprintf(cache, sizeof cache, "%s/cache", f->dir);
+    assert_int_equal(setenv("XDG_CACHE_HOME", cache, 1), 0);
+    edgert_ctx *ctx = open_fx(f, 0, NULL); /* first contact, cached */
+    edgert_close(ctx);
+    /* each median within the other's calls: one group, prefill decides */
+    set_quick_all("test-good", "10", "9", "11", "100");
+    set_quick_all("test-fast", "10.5", "9.5", "11.5", "50");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-good test-fast");
+    assert_string_equal(src[0], "first-contact");
+    assert_int_equal(g[0], g[1]);
+    ctx = open_fx(f, 0, NULL);
+    const edgert_candidate *c = edgert_candidate_find(ctx, "test-fast");
+    assert_true(c->first_contact_decode_min == 9.5 && c->first_contact_decode_max == 11.5);
+    assert_true(c->first_contact_prefill_gflops == 50.0);
+    edgert_close(ctx);
+    set_fc("test-fast", "prefill_gflops", "200");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good");
+    /* good calibrated alone (prefill 1000): the tier stays first contact's,
+     * and so does the prefill compared */
+    edgert_evidence good = evs("test-good", 10.0, 9.0, 11.0);
+    good.prefill_gflops = 1000.0;
+    store(f, &good, 1);
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good");
+    assert_string_equal(src[0], "first-contact");
+    assert_int_equal(g[0], g[1]);
+    /* fast's median beyond good's calls: no group, decode decides */
+    set_quick_all("test-fast", "12", "11.5", "12.5", "50");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good");
+    assert_int_not_equal(g[0], g[1]);
+    /* a range that does not hold its median is no range */
+    set_quick_all("test-fast", "10.5", "10.6", "11.5", "50");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good");
+    assert_int_not_equal(g[0], g[1]);
+    ctx = open_fx(f, 0, NULL);
+    assert_true(isnan(edgert_candidate_find(ctx, "test-fast")->first_contact_decode_min));
+    edgert_close(ctx);
 }
 
 /* What is not a range is never used as one: a caller built against the
@@ -957,6 +1027,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_decode_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_ranges_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_decode_source, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_contact_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_file, setup, teardown),

@@ -376,6 +376,9 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     json_knum(w, "measured_decode_max", c->measured_decode_max);
     json_kstr(w, "measured_series", c->measured_series); /* null: not calibrate's */
     json_knum(w, "first_contact_decode_tokens_per_s", c->first_contact_decode_tokens_per_s);
+    json_knum(w, "first_contact_decode_min", c->first_contact_decode_min);
+    json_knum(w, "first_contact_decode_max", c->first_contact_decode_max);
+    json_knum(w, "first_contact_prefill_gflops", c->first_contact_prefill_gflops);
     json_key(w, "decode_group"); /* priority speed: edgert_selection_decode_group */
     if (decode_group >= 0)
         json_int(w, decode_group);

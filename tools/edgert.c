@@ -530,6 +530,10 @@ static void explain_candidate(const edgert_candidate *k, int r)
             tprintf(" %.2f tok/s decode", k->measured.decode_tokens_per_s);
         if (!isnan(k->measured_decode_min))
             tprintf(" [rounds %.2f..%.2f]", k->measured_decode_min, k->measured_decode_max);
+        else if (k->measured.decode_tokens_per_s == k->first_contact_decode_tokens_per_s &&
+                 !isnan(k->first_contact_decode_min))
+            tprintf(" [calls %.2f..%.2f]", k->first_contact_decode_min,
+                    k->first_contact_decode_max);
         if (!isnan(k->measured.prefill_gflops))
             tprintf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
         if (!isnan(k->measured.top1_agreement))
@@ -537,9 +541,15 @@ static void explain_candidate(const edgert_candidate *k, int r)
         tprintf(" (%s)\n", k->measured.where ? k->measured.where : "evidence");
     }
     double fc = k->first_contact_decode_tokens_per_s;
-    if (!isnan(fc) && !(fc == k->measured.decode_tokens_per_s))
-        tprintf("  %-16s           first contact: %.2f tok/s decode (its quick measurement)\n",
-                "", fc);
+    if (!isnan(fc) && !(fc == k->measured.decode_tokens_per_s)) {
+        tprintf("  %-16s           first contact: %.2f tok/s decode", "", fc);
+        if (!isnan(k->first_contact_decode_min))
+            tprintf(" [calls %.2f..%.2f]", k->first_contact_decode_min,
+                    k->first_contact_decode_max);
+        if (!isnan(k->first_contact_prefill_gflops))
+            tprintf(", %.0f GFLOP/s prefill", k->first_contact_prefill_gflops);
+        tprintf(" (its quick measurement)\n");
+    }
     if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
         tprintf("  %-16s           declared:", "");
         if (!isnan(k->declared.decode_tokens_per_s))
@@ -610,7 +620,7 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
     const char *ev = edgert_evidence_path(ctx);
     for (int mixed = 0; mixed < 2; mixed++) {
         char names[512] = "", runs[512] = "";
-        size_t ranks = 0;
+        size_t ranks = 0, named = 0;
         for (size_t r = 0; r < edgert_selection_count(sel); r++) {
             if (strcmp(edgert_selection_decode_source(sel, r), mixed ? "mixed" : "first-contact"))
                 continue;
@@ -618,8 +628,10 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
             const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
             int calibrated = k->measured.where && ev && strcmp(k->measured.where, ev) == 0 &&
                              !isnan(k->measured.decode_tokens_per_s);
-            if (!calibrated && !isnan(k->first_contact_decode_tokens_per_s))
+            if (!calibrated && !isnan(k->first_contact_decode_tokens_per_s)) {
                 text_append(names, sizeof names, ", ", k->name);
+                named++;
+            }
             else if (calibrated && k->measured_series && r == first_of_series(ctx, sel, r))
                 series_text(ctx, sel, r, runs, sizeof runs);
         }
@@ -629,6 +641,10 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
             tprintf("  decode measured here mixes calibrate's rounds with first contact's quick "
                     "measurement (%s), as a calibrated backend has no quick figure; run 'edgert "
                     "calibrate' again\n", names[0] ? names : "some of them");
+        else if (named == ranks)
+            tprintf("  decode measured here is first contact's quick measurement: 'edgert "
+                    "calibrate' has not measured these backends' current builds yet (run it to "
+                    "rank by its rounds)\n");
         else if (names[0] || !runs[0])
             tprintf("  decode measured here is first contact's quick measurement, for every "
                     "backend of the tier: 'edgert calibrate' has no rounds for %s in its current "
@@ -656,12 +672,22 @@ static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, s
     if (first == last)
         return; /* alone in its group */
     const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+    /* the figures of the source rank r was compared by (edgert.h):
+     * calibrate's rounds, or first contact's calls */
+    const char *src = edgert_selection_decode_source(sel, r);
+    int quick = strcmp(src, "first-contact") == 0 ||
+                (strcmp(src, "mixed") == 0 &&
+                 edgert_selection_decode_rate(sel, r) == k->first_contact_decode_tokens_per_s);
     char pre[64];
-    figure_text(pre, sizeof pre, "prefill ", k->measured.prefill_gflops,
+    figure_text(pre, sizeof pre, "prefill ",
+                quick ? k->first_contact_prefill_gflops : k->measured.prefill_gflops,
                 k->declared.prefill_gflops, 0, " G(FL)OP/s", "prefill unknown");
-    tprintf("     %-16s decode rounds [%.2f..%.2f]: as fast as ranks %zu-%zu (medians within "
-            "each other's rounds); %s\n", "",
-            k->measured_decode_min, k->measured_decode_max, first + 1, last + 1, pre);
+    const char *what = quick ? "first contact's calls" : "rounds";
+    tprintf("     %-16s decode %s [%.2f..%.2f]: as fast as ranks %zu-%zu (medians within "
+            "each other's %s); %s\n", "", quick ? "calls" : "rounds",
+            quick ? k->first_contact_decode_min : k->measured_decode_min,
+            quick ? k->first_contact_decode_max : k->measured_decode_max, first + 1, last + 1,
+            what, pre);
 }
 
 static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
@@ -717,7 +743,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
             p == EDGERT_PRIORITY_SPEED
                 ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
                   "measured here else declared, where measured rates within each other's rounds "
-                  "count as one group and prefill decides inside it; then fidelity; then name"
+                  "(calibrate) or calls (first contact) count as one group and prefill decides "
+                  "inside it; then fidelity; then name"
                 : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
                   "and KL measured here else declared; then activation bits, weight bits; then "
                   "speed; then name");

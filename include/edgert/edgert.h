@@ -33,17 +33,19 @@
  *                           cheaper arithmetic (fewer activation bits, fewer
  *                           bits per weight), then fidelity (the key below).
  *                           Measured rates each within the other's rounds
- *                           [min, max] cannot be told apart: fastest first,
+ *                           [min, max] (calibrate's rounds, or first
+ *                           contact's calls) cannot be told apart: fastest first,
  *                           each joins the previous one's "decode group" while
  *                           that holds with every member; one without a range
  *                           or of another tier closes it. In a group prefill
- *                           (measured, else declared, else unknown) decides
- *                           before the medians (edgert_selection_decode_group).
- *                           Measured means one source for every backend of a
- *                           tier: the rounds of `edgert calibrate` when each
- *                           measured backend has them for its current build,
- *                           else first contact's quick measurement for all
- *                           (edgert_selection_decode_source).
+ *                           (measured by the same source, else declared, else
+ *                           unknown) decides before the medians
+ *                           (edgert_selection_decode_group). Measured means
+ *                           one source for every backend of a tier: the
+ *                           rounds of `edgert calibrate` when each measured
+ *                           backend has them for its current build, all from
+ *                           one run, else first contact's quick measurement
+ *                           for all (edgert_selection_decode_source).
  *      priority `fidelity`: top-1 agreement (measured, else declared; a
  *                           candidate without one sorts after those with one)
  *                           descending, mean KL ascending (same rule), then
@@ -218,6 +220,15 @@ typedef struct edgert_candidate {
      *  see edgert_evidence_store), else NULL. The selector compares a tier
      *  by calibrate's figures only when they are one series. */
     const char *measured_series;
+    /** The slowest and fastest call of first contact's quick decode
+     *  measurement, as tokens/s (NaN when there is none): the range the
+     *  selector compares, as calibrate's rounds, when the tier is compared
+     *  by first contact (edgert_selection_decode_group). */
+    double first_contact_decode_min, first_contact_decode_max;
+    /** First contact's quick prefill measurement (GFLOP/s, M = 64), NaN
+     *  when there is none: what decides inside a decode group of a tier
+     *  compared by first contact. */
+    double first_contact_prefill_gflops;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
