@@ -106,6 +106,20 @@ static edgert_status open_pool(edgert_ctx *ctx, const edgert_options *o, char *e
     return EDGERT_E_NOMEM;
 }
 
+/* A name in the disable list that no manifest found has is most likely a
+ * misspelling (avx512_w4a8 for avx512-w4a8): the backend it meant is used,
+ * so say so. */
+static void warn_unknown_disabled(edgert_ctx *ctx)
+{
+    for (char **p = ctx->disabled; p && *p; p++) {
+        if (er_cand_find(ctx, *p))
+            continue;
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "the disable list (EDGERT_DISABLE or --disable) names '%s', which no "
+                    "manifest found has: nothing was disabled by it", *p);
+    }
+}
+
 /*
  * The data flow of design.md §2, one step per call, each in the file named
  * after it: the device (probe.c or device_profile.c), the manifests
@@ -159,6 +173,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         c->pub.eligible = c->failed == 0;
     }
     er_evidence_apply(ctx); /* for the same device and the same plugin files */
+    warn_unknown_disabled(ctx);
     *out = ctx;
     return EDGERT_OK;
 fail:

@@ -154,9 +154,10 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             "at M = %u, once after them (not for the reference backend, which ranks last "
             "whatever its figures).\n",
             CAL_ROUNDS, CAL_PREFILL_M);
-    tprintf("'edgert select --explain' now ranks by these measured figures (backends whose "
+    /* --out FILE is read only when named again (select --evidence FILE) */
+    tprintf("'edgert select --explain%s%s' now ranks by these measured figures (backends whose "
             "medians lie within each other's rounds count as equally fast at decode; prefill "
-            "decides between them).\n");
+            "decides between them).\n", c->out ? " --evidence " : "", c->out ? c->out : "");
 }
 
 int cmd_calibrate(const cli *c)

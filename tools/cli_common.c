@@ -519,7 +519,8 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
     return EXIT_FAIL;
 }
 
-/* Manifest problems go to stderr in text mode (they are in the JSON otherwise). */
+/* Warnings from opening (manifests skipped or with unknown keys, evidence,
+ * settings) go to stderr in text mode (they are in the JSON otherwise). */
 void warn_diags(const cli *c, const edgert_ctx *ctx)
 {
     if (c->json || c->quiet)
@@ -529,8 +530,8 @@ void warn_diags(const cli *c, const edgert_ctx *ctx)
         any |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
     if (!any || c->explain)
         return;
-    tfprintf(stderr,
-             "edgert: problems while reading manifests (skipped files; the others were used):\n");
+    tfprintf(stderr, "edgert: warnings (a manifest named with one is skipped, the others are "
+                     "used):\n");
     print_diags(ctx, stderr, EDGERT_LOG_WARN);
 }
 

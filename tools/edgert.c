@@ -89,9 +89,9 @@ static void usage_main(FILE *f)
             "  export     write a calibrated w8a16 ONNX graph for a phone NPU (npu-export),\n"
             "             with encodings and an SQNR report\n"
             "  checksum   print a plugin file's checksum, or write it into a manifest\n"
+            "             (--stamp)\n"
             "  quantize   quantize a dense safetensors checkpoint to 4-bit GPTQ\n"
             "  pack       pack a checkpoint for one backend into a file later runs map\n"
-            "             (--stamp)\n"
             "\n"
             "Run 'edgert COMMAND --help' for a command's options.\n\n%s\n%s",
             common_help, env_help);
@@ -316,9 +316,14 @@ static int parse_args(cli *c, int argc, char **argv)
         if (o == 'o') /* -o FILE is --out FILE */
             o = OPT_OUT;
         if (o >= OPT_JSON && !allowed(c->cmd, o)) {
+            /* by its name: argv[optind - 1] is its value when it takes one */
+            const char *name = "?";
+            for (const struct option *p = opts; p->name; p++)
+                if (p->val == o)
+                    name = p->name;
             tfprintf(stderr,
-                     "edgert %s: option '%s' does not apply to '%s' (see 'edgert %s --help')\n",
-                     c->cmd, argv[optind - 1], c->cmd, c->cmd);
+                     "edgert %s: option '--%s' does not apply to '%s' (see 'edgert %s --help')\n",
+                     c->cmd, name, c->cmd, c->cmd);
             return -1;
         }
         unsigned long long v = 0;

@@ -20,6 +20,8 @@
  *
  * Build against an installed edgert:
  *   cc decode_step.c $(pkg-config --cflags --libs edgert) -lm -o decode-step
+ * (installed under a prefix the dynamic loader does not search, run it with
+ * LD_LIBRARY_PATH=<prefix>/lib, or link with -Wl,-rpath,<prefix>/lib)
  * Exit codes: 0 ok, 1 a failure, 3 no backend eligible.
  */
 #include <math.h>

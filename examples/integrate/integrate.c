@@ -14,7 +14,9 @@
  * repacked), checked against the layer's own dense (or dequantized) values.
  *
  * Build against an installed edgert:
- *   cc integrate.c $(pkg-config --cflags --libs edgert) -o integrate
+ *   cc integrate.c $(pkg-config --cflags --libs edgert) -lm -o integrate
+ * (installed under a prefix the dynamic loader does not search, run it with
+ * LD_LIBRARY_PATH=<prefix>/lib, or link with -Wl,-rpath,<prefix>/lib)
  * or with CMake: find_package(edgert) and link edgert::edgert (CMakeLists.txt
  * here). EDGERT_PRIORITY and EDGERT_BACKEND override the choice made here:
  * an operator swaps the kernel of this program without rebuilding it.
