@@ -161,6 +161,10 @@ int main(int argc, char **argv)
     fill(w, x);
 
     edgert_options o = {.struct_size = sizeof o};
+    /* the selection is for these weights: a backend whose layout cannot take
+     * them (asymmetric zero points for a W4A8 one, a file packed for another
+     * backend) fails the LAYOUT_MISMATCH gate instead of failing at pack */
+    o.weights = argc > 2 ? argv[2] : NULL;
     if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
         goto fail;
     edgert_status st = edgert_select(ctx, prio, NULL, &sel, err, sizeof err);
