@@ -4,11 +4,13 @@
  * read-only accessors of what the steps found.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "context.h"
@@ -73,6 +75,16 @@ static edgert_status open_device(edgert_ctx *ctx, const edgert_options *o, char 
                                  size_t err_len)
 {
     if (!o->device_profile) {
+        /* a sysroot that is not there would probe as a device with nothing */
+        struct stat root;
+        if (o->sysroot && o->sysroot[0]) {
+            int bad = stat(o->sysroot, &root) != 0;
+            if (bad || !S_ISDIR(root.st_mode)) {
+                edgert_errf(err, err_len, "sysroot %s: %s", o->sysroot,
+                            bad ? strerror(errno) : "not a directory");
+                return EDGERT_E_NOT_FOUND;
+            }
+        }
         edgert_status st = er_probe(o->sysroot, &ctx->dev, &ctx->diags);
         if (st != EDGERT_OK)
             edgert_errf(err, err_len, "probe failed: %s", edgert_status_name(st));

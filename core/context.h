@@ -84,6 +84,7 @@ struct edgert_ctx {
     size_t ndirs;
     er_cand **cands;
     size_t ncands;
+    size_t nskipped;            /**< manifests found but skipped (unreadable, invalid) */
     er_pool *pool;
     er_arena *arena;            /**< packed weights (arena.c); NULL: host.c's allocation */
     int ignore_env, strict, no_evidence;

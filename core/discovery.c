@@ -211,6 +211,7 @@ static int take_manifest(struct edgert_ctx *ctx, const char *path, int explicit_
     edgert_status st = er_manifest_load(path, &c->m, &ctx->diags);
     if (st != EDGERT_OK) {
         free(c);
+        ctx->nskipped++;
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0, "manifest skipped, continuing");
         return explicit_file ? -1 : 0;
     }
@@ -243,9 +244,13 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
 {
     DIR *dir = opendir(sd->path);
     if (!dir) {
-        er_diag_add(
-            &ctx->diags, strcmp(sd->origin, "explicit") == 0 ? EDGERT_LOG_WARN : EDGERT_LOG_INFO,
-            sd->path, 0, 0, "manifest folder not readable (%s), continuing", strerror(errno));
+        /* a folder somebody named (--manifests, EDGERT_MANIFEST_PATH,
+         * EDGERT_ADD_MANIFEST_PATH) is a warning: a misspelt one hides the
+         * backends it was meant to add; a default one that is absent is normal */
+        er_diag_add(&ctx->diags,
+                    strncmp(sd->origin, "default", 7) != 0 ? EDGERT_LOG_WARN : EDGERT_LOG_INFO,
+                    sd->path, 0, 0, "manifest folder not readable (%s), continuing",
+                    strerror(errno));
         return 0;
     }
     char **names = NULL;
@@ -353,9 +358,13 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
     } else {
         add_defaults(ctx);
     }
-    if (ctx->ncands == 0)
+    if (ctx->ncands == 0 && ctx->nskipped == 0)
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
                     "no backend manifest found in the %zu folder(s) searched", ctx->ndirs);
+    else if (ctx->ncands == 0)
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "no usable backend manifest in the %zu folder(s) searched: the %zu found "
+                    "were all skipped", ctx->ndirs, ctx->nskipped);
     return EDGERT_OK;
 nomem:
     edgert_errf(err, err_len, "out of memory while reading manifests");

@@ -81,6 +81,7 @@ static void test_exit_codes(void **state)
     assert_int_equal(run("select extra-arg", NULL), 2);
     assert_int_equal(run("select --manifests", NULL), 2);
     /* bad or missing files named explicitly: 4 */
+    assert_int_equal(run("probe --sysroot /nonexistent-sysroot", NULL), 4);
     assert_int_equal(run("select --device " DEVICES "/bad/cores-string.yaml", NULL), 4);
     assert_int_equal(run("select --device /nonexistent/profile.yaml", NULL), 4);
     assert_int_equal(

@@ -143,6 +143,46 @@ static void test_never_cwd(void **state)
     tu_rmrf(a);
 }
 
+/* Whether a diagnostic of `level` says `what`. */
+static int said(const edgert_ctx *ctx, edgert_log_level level, const char *what)
+{
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
+        if (edgert_diag_at(ctx, i)->level == level &&
+            strstr(edgert_diag_at(ctx, i)->message, what))
+            return 1;
+    return 0;
+}
+
+/* What a user who got a name wrong is told: a folder named in a variable
+ * that is not there, a folder whose only manifest is invalid (not "none
+ * found"), a disable list naming no manifest. */
+static void test_mistakes_said(void **state)
+{
+    (void)state;
+    char *a = tu_tmpdir(), bad[4200];
+    snprintf(bad, sizeof bad, "%s/broken.yaml", a);
+    FILE *f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("name: broken\n  oops: [\n", f);
+    fclose(f);
+    char list[8400], err[512];
+    snprintf(list, sizeof list, "%s:/nonexistent-edgert-folder", a);
+    clear_env();
+    setenv("EDGERT_MANIFEST_PATH", list, 1);
+    setenv("EDGERT_DISABLE", "no_such-backend", 1);
+    edgert_status st;
+    edgert_ctx *ctx = open_with(NULL, 0, 0, &st, err, sizeof err);
+    assert_int_equal(st, EDGERT_OK);
+    assert_int_equal(edgert_candidate_count(ctx), 0);
+    assert_true(said(ctx, EDGERT_LOG_WARN, "manifest folder not readable"));
+    assert_true(said(ctx, EDGERT_LOG_WARN, "the 1 found were all skipped"));
+    assert_false(said(ctx, EDGERT_LOG_WARN, "no backend manifest found"));
+    assert_true(said(ctx, EDGERT_LOG_WARN, "names 'no_such-backend', which no manifest"));
+    edgert_close(ctx);
+    clear_env();
+    tu_rmrf(a);
+}
+
 /* Sorted reading, first wins, the loser is reported; non-YAML files ignored. */
 static void test_sorted_first_wins(void **state)
 {
@@ -297,6 +337,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_replace_and_add),
         cmocka_unit_test(test_never_cwd),
+        cmocka_unit_test(test_mistakes_said),
         cmocka_unit_test(test_sorted_first_wins),
         cmocka_unit_test(test_explicit_files),
         cmocka_unit_test(test_writable_refused_as_root),

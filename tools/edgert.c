@@ -483,8 +483,8 @@ static int cmd_list(const cli *c)
     } else {
         warn_diags(c, ctx);
         if (n == 0)
-            tprintf("no backend manifests found (searched %zu folders; see 'edgert select "
-                    "--explain')\n",
+            tprintf("no usable backend manifest (searched %zu folders; a manifest found "
+                    "but skipped is among the warnings; see 'edgert select --explain')\n",
                     edgert_search_path_count(ctx));
         for (size_t i = 0; i < n; i++) {
             const edgert_candidate *k = edgert_candidate_at(ctx, i);

@@ -217,7 +217,9 @@ typedef struct edgert_host {
 typedef struct edgert_plugin {
     uint32_t struct_size;  /**< sizeof(edgert_plugin) as the plugin was built */
     uint32_t abi_version;  /**< ABI version the plugin chose, within the host's range */
-    const char *name;      /**< must equal the manifest's `name` */
+    const char *name;      /**< must equal the manifest's `name`, or its
+                                `plugin_name` when it gives one (two manifests
+                                over one library) */
     const char *version;   /**< the plugin's own version string */
     uint32_t caps;         /**< EDGERT_CAP_* bits */
 
