@@ -64,9 +64,11 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
     ctx->stage_fd = -1; /* set only in the sandbox's child */
     ctx->log = o->log;
     ctx->log_user = o->log_user;
-    ctx->log_level = o->log_level ? o->log_level
-                                  : parse_level(er_getenv(o->ignore_env, "EDGERT_LOG"),
-                                                EDGERT_LOG_WARN);
+    const char *env_level = er_getenv(o->ignore_env, "EDGERT_LOG");
+    ctx->log_level = o->log_level ? o->log_level : parse_level(env_level, EDGERT_LOG_WARN);
+    if (!o->log_level && env_level && parse_level(env_level, -1) < 0)
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "EDGERT_LOG=%s is not error, warn, info or debug: warn is used", env_level);
     ctx->disabled = split_commas(er_getenv(o->ignore_env, "EDGERT_DISABLE"), o->disable);
 }
 

@@ -379,6 +379,15 @@ static void test_json_with_bad_manifest(void **state)
     er_yaml_free(&y);
     tu_rmrf(jdir);
     free(out);
+    /* named as a file it is an error, and --json still gives one object */
+    snprintf(args, sizeof args, "select --json --manifests %s/broken.yaml", dir);
+    assert_int_equal(run(args, &out), 4);
+    root = parse(out, &y, &jdir);
+    assert_non_null(strstr(sval(&y, root, "error"), "broken.yaml:4:1: YAML syntax"));
+    assert_string_equal(sval(&y, root, "status"), "E_PARSE");
+    er_yaml_free(&y);
+    tu_rmrf(jdir);
+    free(out);
     tu_rmrf(dir);
 }
 

@@ -514,6 +514,17 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
     tfprintf_lines(stderr, "edgert: %s\n", err[0] ? err : edgert_status_name(st));
     if (msg && msg_len)
         snprintf(msg, msg_len, "%s", err[0] ? err : edgert_status_name(st));
+    else if (c->json) {
+        /* --json promises one object on stdout, failures included (a caller
+         * that words its own, export, passed msg) */
+        json_w w;
+        json_init(&w, json_out());
+        json_obj(&w);
+        json_kstr(&w, "error", err[0] ? err : edgert_status_name(st));
+        json_kstr(&w, "status", edgert_status_name(st));
+        json_end_obj(&w);
+        json_finish(&w);
+    }
     if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND)
         return EXIT_BADFILE;
     return EXIT_FAIL;

@@ -33,7 +33,8 @@
 
 static const char common_help[] =
     "Common options:\n"
-    "  --json              print one JSON object on stdout instead of text\n"
+    "  --json              print one JSON object on stdout instead of text (when\n"
+    "                      opening fails: {\"error\": ..., \"status\": ...})\n"
     "  --sysroot DIR       probe files under DIR instead of / (tests, containers)\n"
     "  --device FILE       plan for the device described by a profile YAML instead\n"
     "                      of probing this one: nothing is loaded or self-tested\n"

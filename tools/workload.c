@@ -81,8 +81,10 @@ int wl_load(const char *path, workload *w)
 {
     memset(w, 0, sizeof *w);
     struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-        tfprintf(stderr, "edgert: %s: cannot read the workload file\n", path);
+    int failed = stat(path, &st) != 0;
+    if (failed || !S_ISREG(st.st_mode)) {
+        tfprintf(stderr, "edgert: %s: cannot read the workload file (%s)\n", path,
+                 failed ? strerror(errno) : "not a regular file");
         return -1;
     }
     if ((unsigned long long)st.st_size > EDGERT_MAX_YAML_BYTES) {
