@@ -16,6 +16,7 @@
  *      "plugin_xxh3": "<hex>", "decode_tokens_per_s": 3.2, "prefill_gflops": 20.1,
  *      "top1_agreement": 1, "kl_mean": 1.2e-05, "sqnr_min_db": 19.8,
  *      "decode_tokens_per_s_min": 3.1, "decode_tokens_per_s_max": 3.3,
+ *      "top1_tokens": 64,
  *      "threads": 2, "correct": 1, "workload": "spark-1.7b",
  *      "measured_at": "2026-11-29T10:00:00Z",
  *      "series": "2026-11-29T10:00:00.123456789Z/4711",
@@ -33,6 +34,9 @@
  * compares: core/selector.c) were added later in version 1: a file without
  * them reads as figures without a range, and a reader that predates them
  * ignores them.
+ *
+ * `top1_tokens` (likewise) is the token count of top1_agreement, which tells
+ * a difference of top-1 from sampling noise (core/selector.c).
  *
  * `series` (added later in version 1, likewise) names the store call that
  * wrote an entry: one `edgert calibrate` run, whose interleaved rounds put
@@ -204,6 +208,9 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             c->pub.measured.prefill_gflops = num(&y, e, "prefill_gflops");
             c->pub.measured.top1_agreement = num(&y, e, "top1_agreement");
             c->pub.measured.kl_mean = num(&y, e, "kl_mean");
+            double tokens = num(&y, e, "top1_tokens");
+            c->pub.measured_top1_tokens =
+                tokens >= 1.0 && tokens <= 1e9 && tokens == floor(tokens) ? (unsigned)tokens : 0u;
             c->pub.measured.where = ctx->evidence_path;
             c->calibrated = 1;
             const char *series = str(&y, e, "series");
@@ -255,7 +262,8 @@ static void copy_entry(FILE *f, er_yaml *y, yaml_node_t *e)
                                        "workload", "measured_at", "series", "edgert_version"};
     static const char *const nums[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement",
                                        "kl_mean", "sqnr_min_db", "threads", "correct",
-                                       "decode_tokens_per_s_min", "decode_tokens_per_s_max"};
+                                       "decode_tokens_per_s_min", "decode_tokens_per_s_max",
+                                       "top1_tokens"};
     fputs("    {", f);
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         fprintf(f, "%s\"%s\": ", i ? ", " : "", strs[i]);
@@ -453,6 +461,12 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint
     jnum(f, lo);
     fputs(", \"decode_tokens_per_s_max\": ", f);
     jnum(f, hi);
+    /* appended later in version 1 too: only when the caller's struct has it */
+    unsigned tokens = struct_size >= offsetof(edgert_evidence, top1_tokens) + sizeof(unsigned)
+                          ? e->top1_tokens
+                          : 0u;
+    fputs(", \"top1_tokens\": ", f);
+    jnum(f, tokens ? (double)tokens : NAN);
     fputs("}", f);
 }
 

@@ -318,6 +318,13 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
         if (f)
             return f;
     } else {
+        if (s->group) {
+            /* groups in the order of the fidelity key (first pass); inside
+             * one, top-1 cannot be told apart: mean KL decides */
+            if (s->group[ia] != s->group[ib])
+                return s->group[ia] < s->group[ib] ? -1 : 1;
+            DESC(-kl_of(a), -kl_of(b));
+        }
         /* Equally faithful: the backend written for more of this device
          * first, a fact rather than a measurement, so the choice does not
          * flip between calibrations when two backends of the same
@@ -401,9 +408,60 @@ static void decode_groups(const struct edgert_ctx *ctx, const decode_src *src,
     }
 }
 
+/* Whether c's top-1 agreement was measured here over a known number of
+ * tokens: then its sampling noise is known. */
+static int top1_counted(const er_cand *c)
+{
+    return !isnan(c->pub.measured.top1_agreement) && c->pub.measured_top1_tokens > 0;
+}
+
+/* Two top-1 agreements, counted over n_a and n_b tokens, that differ by no
+ * more than two standard errors of their difference under one common
+ * agreement rate p (their mean): sqrt(p (1 - p) (1/n_a + 1/n_b)). Counted
+ * as independent, which errs toward "cannot be told apart": both backends
+ * see the same tokens, and what they get right together cancels. At the
+ * default 64 tokens and p = 0.77 the bound is 0.15, so avx512-w4a16's 0.797
+ * and the W4A8 backends' 0.734 on spark-1.7b (4 tokens of 64 apart) are
+ * one group and mean KL (0.099 against 0.130) decides, as it did where one
+ * token of 64 had put W4A8 first on a 4096-wide head. */
+static int top1_indistinct(const er_cand *a, const er_cand *b)
+{
+    double pa = a->pub.measured.top1_agreement, pb = b->pub.measured.top1_agreement;
+    double p = 0.5 * (pa + pb);
+    double se = sqrt(p * (1.0 - p) *
+                     (1.0 / a->pub.measured_top1_tokens + 1.0 / b->pub.measured_top1_tokens));
+    return fabs(pa - pb) <= 2.0 * se;
+}
+
+/*
+ * Fidelity groups (priority fidelity), fixed before the final sort as the
+ * decode groups are (the test is not transitive): walking `order` (sorted
+ * by the fidelity key alone), a candidate joins the current group when it
+ * is in the same tier, it and every member have a counted top-1, and
+ * top1_indistinct holds against every member; else it starts the next.
+ */
+static void fidelity_groups(const struct edgert_ctx *ctx, const size_t *order, size_t n,
+                            int *group)
+{
+    int g = -1;
+    size_t first = 0; /* the current group's first rank */
+    for (size_t r = 0; r < n; r++) {
+        const er_cand *c = ctx->cands[order[r]];
+        int join = r > 0 && top1_counted(c) && tier(ctx, c) == tier(ctx, ctx->cands[order[first]]);
+        for (size_t q = first; join && q < r; q++)
+            join = top1_counted(ctx->cands[order[q]]) &&
+                   top1_indistinct(c, ctx->cands[order[q]]);
+        if (!join) {
+            g++;
+            first = r;
+        }
+        group[order[r]] = g;
+    }
+}
+
 /* s->order, rank and group for s->priority, over the eligible candidates:
- * for speed, sorted by the speed key, grouped, then sorted again with the
- * groups. */
+ * sorted by the priority's key, grouped (decode groups for speed, fidelity
+ * groups for fidelity), then sorted again with the groups. */
 static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
 {
     for (size_t i = 0; i < ctx->ncands; i++) {
@@ -416,11 +474,12 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
         s->src[t] = decode_source(ctx, t);
     struct sort_ctx sc = {ctx, s->priority, s->src, NULL};
     sort_indices(&sc, s->order, s->count);
-    if (s->priority == EDGERT_PRIORITY_SPEED) {
+    if (s->priority == EDGERT_PRIORITY_SPEED)
         decode_groups(ctx, s->src, s->order, s->count, s->group);
-        sc.group = s->group;
-        sort_indices(&sc, s->order, s->count);
-    }
+    else
+        fidelity_groups(ctx, s->order, s->count, s->group);
+    sc.group = s->group;
+    sort_indices(&sc, s->order, s->count);
     for (size_t r = 0; r < s->count; r++)
         s->rank[s->order[r]] = (int)r;
 }
@@ -586,6 +645,13 @@ size_t edgert_selection_index(const edgert_selection *s, size_t r)
 int edgert_selection_decode_group(const edgert_selection *s, size_t r)
 {
     if (!s || r >= s->count || s->priority != EDGERT_PRIORITY_SPEED)
+        return -1;
+    return s->group[s->order[r]];
+}
+
+int edgert_selection_fidelity_group(const edgert_selection *s, size_t r)
+{
+    if (!s || r >= s->count || s->priority != EDGERT_PRIORITY_FIDELITY)
         return -1;
     return s->group[s->order[r]];
 }

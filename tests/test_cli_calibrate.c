@@ -121,6 +121,15 @@ static void test_calibrate_then_select(void **state)
     assert_non_null(strstr(out, "decode [rounds "));
     assert_non_null(strstr(out, "decided by measured figures"));
     free(out);
+    /* fidelity: calibrate counted top-1 over --tokens 8, so every measured
+     * candidate has its token count and a fidelity group */
+    snprintf(args, sizeof args,
+             "select --json --priority fidelity --disable avx512-w4a16 --evidence %s/ev.json", dir);
+    assert_int_equal(run(args, &out), 0);
+    assert_non_null(strstr(out, "\"measured_top1_tokens\":8,"));
+    assert_non_null(strstr(out, "\"fidelity_group\":0,"));
+    assert_null(strstr(out, "\"decode_group\":0,")); /* speed's */
+    free(out);
     /* --no-evidence: declared again */
     snprintf(args, sizeof args,
              "select --json --no-evidence --disable avx512-w4a16 --evidence %s/ev.json", dir);

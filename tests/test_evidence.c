@@ -97,7 +97,8 @@ static int from_evidence(const edgert_candidate *c, const fx *f)
 
 static edgert_evidence ev(const char *name, double tps, double top1, double kl, int correct)
 {
-    edgert_evidence e = {sizeof e, name, tps, NAN, top1, kl, 20.0, 1, "test", correct, NAN, NAN};
+    edgert_evidence e = {sizeof e, name, tps, NAN, top1, kl, 20.0, 1, "test", correct, NAN, NAN,
+                         0u};
     return e;
 }
 
@@ -614,6 +615,57 @@ static void test_first_contact_groups(void **state)
     edgert_close(ctx);
 }
 
+/* Rank for fidelity after storing good (top-1 0.75, KL 0.10) and fast
+ * (top-1 0.78, KL 0.20) counted over tg and tf tokens (0: not known):
+ * names in rank order into out, and whether the two share a fidelity group. */
+static int fidelity_pick(fx *f, unsigned tg, unsigned tf, char *out, size_t len)
+{
+    edgert_evidence e[2] = {ev("test-good", 10.0, 0.75, 0.10, 1),
+                            ev("test-fast", 10.0, 0.78, 0.20, 1)};
+    e[0].top1_tokens = tg;
+    e[1].top1_tokens = tf;
+    store(f, e, 2);
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    assert_int_equal(edgert_candidate_find(ctx, "test-fast")->measured_top1_tokens, tf);
+    edgert_selection *sel = NULL;
+    char err[512];
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    snprintf(out, len, "%s %s", edgert_candidate_at(ctx, edgert_selection_index(sel, 0))->name,
+             edgert_candidate_at(ctx, edgert_selection_index(sel, 1))->name);
+    int same = edgert_selection_fidelity_group(sel, 0) == edgert_selection_fidelity_group(sel, 1);
+    assert_true(edgert_selection_fidelity_group(sel, 0) >= 0);
+    assert_int_equal(edgert_selection_fidelity_group(sel, 2), -1); /* past the end */
+    assert_int_equal(edgert_selection_decode_group(sel, 0), -1);
+    edgert_selection_free(sel);
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    assert_int_equal(edgert_selection_fidelity_group(sel, 0), -1);
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+    return same;
+}
+
+/* Top-1 agreements apart by less than their sampling noise cannot be told
+ * apart: mean KL decides between them. Apart by more, or without token
+ * counts (a caller's figures, a manifest's), top-1 decides as before. */
+static void test_fidelity_groups(void **state)
+{
+    fx *f = *state;
+    char out[256];
+    /* 64 tokens each: 0.03 apart, two standard errors 0.15 */
+    assert_true(fidelity_pick(f, 64, 64, out, sizeof out));
+    assert_string_equal(out, "test-good test-fast");
+    /* 100000 tokens each: two standard errors 0.004 */
+    assert_false(fidelity_pick(f, 100000, 100000, out, sizeof out));
+    assert_string_equal(out, "test-fast test-good");
+    /* no token counts, or one missing: exact, as before */
+    assert_false(fidelity_pick(f, 0, 0, out, sizeof out));
+    assert_string_equal(out, "test-fast test-good");
+    assert_false(fidelity_pick(f, 64, 0, out, sizeof out));
+    assert_string_equal(out, "test-fast test-good");
+}
+
 /* What is not a range is never used as one: a caller built against the
  * version-1 header, zeros from an initializer, a range that does not
  * bracket its median or goes below 0 (refused when stored), and the same
@@ -670,7 +722,7 @@ static void test_decode_ranges_refused(void **state)
     assert_string_equal(out, "test-good test-fast test-three");
     char cmd[8192];
     snprintf(cmd, sizeof cmd,
-             "sed -i 's/\"decode_tokens_per_s_max\": 103}/\"decode_tokens_per_s_max\": 100.7}/' "
+             "sed -i 's/\"decode_tokens_per_s_max\": 103,/\"decode_tokens_per_s_max\": 100.7,/' "
              "'%s' && grep -q 100.7 '%s'", f->ev, f->ev);
     assert_int_equal(system(cmd), 0);
     ctx = open_fx(f, 0, NULL);
@@ -1028,6 +1080,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_decode_ranges_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_decode_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_contact_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fidelity_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_device, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_file, setup, teardown),

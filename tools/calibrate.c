@@ -96,7 +96,7 @@ static int verify_one(edgert_ctx *ctx, const cli *c, const workload *w, const ch
         .struct_size = sizeof *e, .backend = name, .decode_tokens_per_s = sorted[CAL_ROUNDS / 2u],
         .prefill_gflops = gflops, .top1_agreement = v->top1_agreement, .kl_mean = v->kl_mean,
         .sqnr_min_db = v->sqnr_min_db, .threads = br->threads, .workload = w->name,
-        .correct = v->correct,
+        .correct = v->correct, .top1_tokens = v->tokens,
     };
     if (!v->correct)
         tfprintf(stderr,

@@ -340,6 +340,7 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     /* what the selection compared for it (ranked only): edgert.h */
     const size_t r = rank >= 0 ? (size_t)rank : (size_t)-1;
     const int decode_group = sel && rank >= 0 ? edgert_selection_decode_group(sel, r) : -1;
+    const int fidelity_group = sel && rank >= 0 ? edgert_selection_fidelity_group(sel, r) : -1;
     json_obj(w);
     json_kstr(w, "name", c->name);
     json_kstr(w, "version", c->version);
@@ -384,6 +385,12 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
         json_int(w, decode_group);
     else
         json_null(w);
+    json_key(w, "fidelity_group"); /* priority fidelity: edgert_selection_fidelity_group */
+    if (fidelity_group >= 0)
+        json_int(w, fidelity_group);
+    else
+        json_null(w);
+    json_knum(w, "measured_top1_tokens", c->measured_top1_tokens ? c->measured_top1_tokens : NAN);
     json_kstr(w, "decode_source", sel && rank >= 0 ? edgert_selection_decode_source(sel, r) : NULL);
     json_knum(w, "decode_rate", sel && rank >= 0 ? edgert_selection_decode_rate(sel, r) : NAN);
     json_kstr(w, "rationale", c->rationale);

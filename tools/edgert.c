@@ -117,8 +117,8 @@ static void usage_cmd(FILE *f, const char *cmd)
                "accelerator of the device class, then CPU backends, then the reference\n"
                "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by one\n"
                "calibrate run, else by first contact for the whole tier; else declared), then\n"
-               "fidelity, name; 'fidelity' by top-1 and KL (measured, else declared), then\n"
-               "activation bits, weight bits, speed, name.\n\n"
+               "fidelity, name; 'fidelity' by top-1 (measured ones within sampling noise of\n"
+               "each other: one group) and KL, measured else declared; bits, speed, name.\n\n"
                "  --priority P        speed (default) or fidelity\n"
                "  --backend NAME      use this backend; an error if it is not eligible\n"
                "  --explain           show the device, the folders searched, every manifest\n"
@@ -663,20 +663,45 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
     }
 }
 
+/* The ranks [*first, *last] of rank r's group by `group_of` (decode or
+ * fidelity groups); 0 when it has no group or is alone in it. */
+static int group_span(const edgert_selection *sel, size_t r,
+                      int (*group_of)(const edgert_selection *, size_t), size_t *first,
+                      size_t *last)
+{
+    int g = group_of(sel, r);
+    size_t n = edgert_selection_count(sel);
+    *first = *last = r;
+    if (g < 0)
+        return 0;
+    while (*first > 0 && group_of(sel, *first - 1) == g)
+        (*first)--;
+    while (*last + 1 < n && group_of(sel, *last + 1) == g)
+        (*last)++;
+    return *first != *last;
+}
+
+/* Under rank r's line (priority fidelity): its fidelity group, when it has
+ * other members (top-1 within sampling noise, so mean KL decided). */
+static void explain_fidelity_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
+{
+    size_t first, last;
+    if (!group_span(sel, r, edgert_selection_fidelity_group, &first, &last))
+        return;
+    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+    tprintf("     %-16s top-1 %.3f over %u tokens, KL %.3g: as faithful as ranks %zu-%zu by "
+            "top-1 (within two standard errors of each other); KL decided\n", "",
+            k->measured.top1_agreement, k->measured_top1_tokens, k->measured.kl_mean, first + 1,
+            last + 1);
+}
+
 /* Under rank r's line: its decode group, when it has other members (their
  * medians lie within each other's rounds, so prefill decided between them). */
 static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
 {
-    int g = edgert_selection_decode_group(sel, r);
-    size_t n = edgert_selection_count(sel), first = r, last = r;
-    if (g < 0)
-        return;
-    while (first > 0 && edgert_selection_decode_group(sel, first - 1) == g)
-        first--;
-    while (last + 1 < n && edgert_selection_decode_group(sel, last + 1) == g)
-        last++;
-    if (first == last)
-        return; /* alone in its group */
+    size_t first, last;
+    if (!group_span(sel, r, edgert_selection_decode_group, &first, &last))
+        return; /* no group, or alone in it */
     const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
     /* the figures of the source rank r was compared by (edgert.h):
      * calibrate's rounds, or first contact's calls */
@@ -752,7 +777,9 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                   "(calibrate) or calls (first contact) count as one group and prefill decides "
                   "inside it; then fidelity; then name"
                 : "device-class accelerator, CPU backends, reference last; then top-1 agreement "
-                  "and KL measured here else declared; then activation bits, weight bits; then "
+                  "and KL measured here else declared, where measured top-1 agreements within "
+                  "two standard errors count as one group and KL decides inside it; then "
+                  "activation bits, weight bits; then "
                   "speed; then name");
     explain_decode_source(ctx, sel);
     if (edgert_selection_count(sel) == 0)
@@ -768,6 +795,7 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                 : strcmp(k->processor, "cpu") != 0 ? "accelerator of this device class"
                                                    : "CPU backend");
         explain_decode_group(ctx, sel, r);
+        explain_fidelity_group(ctx, sel, r);
     }
     tprintf("\n");
 }

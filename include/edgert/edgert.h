@@ -51,6 +51,12 @@
  *                           descending, mean KL ascending (same rule), then
  *                           activation bits, weight bits, then the backend
  *                           written for more of this device (3.), speed.
+ *                           Top-1 agreements measured here over known token
+ *                           counts that differ by no more than two standard
+ *                           errors cannot be told apart (at 64 tokens and
+ *                           p = 0.77 that is 0.15): they form one "fidelity
+ *                           group", as decode groups do, inside which mean KL
+ *                           decides (edgert_selection_fidelity_group).
  *   3. at equal evidence, the backend written for more of this device: more
  *      of the CPU flags it requires or uses when present are this device's
  *      (amx-w4a8 before avx512-w4a8, whose decode is the same), then name.
@@ -229,6 +235,9 @@ typedef struct edgert_candidate {
      *  when there is none: what decides inside a decode group of a tier
      *  compared by first contact. */
     double first_contact_prefill_gflops;
+    /** The tokens `measured.top1_agreement` was counted over (calibrate's
+     *  evidence), 0 when not known. */
+    unsigned measured_top1_tokens;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
@@ -340,6 +349,12 @@ EDGERT_API void edgert_selection_free(edgert_selection *sel);
  *  measured here, each within the other's decode rounds, so prefill decided between
  *  them (selection order above). -1 past the end or for fidelity. */
 EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t r);
+/** Priority fidelity: the fidelity group of rank r (0-based): equal numbers
+ *  have top-1 agreements measured here (with their token counts) that differ
+ *  by no more than sampling noise, two standard errors of the difference,
+ *  sqrt(p (1 - p) (1/n_a + 1/n_b)) with p their mean, so mean KL decided
+ *  between them (selection order above). -1 past the end or for speed. */
+EDGERT_API int edgert_selection_fidelity_group(const edgert_selection *sel, size_t r);
 /** Where the measured decode rates compared with rank r (0-based) came
  *  from: one source for every candidate of its tier (tiers are never
  *  compared with each other):
@@ -676,6 +691,11 @@ typedef struct edgert_evidence {
      *  initializer that leaves them out are no range); read only when
      *  struct_size covers them. */
     double decode_tokens_per_s_min, decode_tokens_per_s_max;
+    /** The tokens top1_agreement was counted over (0: not known, then it is
+     *  compared as an exact value): what tells a difference of top-1 from
+     *  sampling noise (edgert_selection_fidelity_group). Read only when
+     *  struct_size covers it. */
+    unsigned top1_tokens;
 } edgert_evidence;
 
 /** Size of edgert_evidence in its first version. An array passed to
