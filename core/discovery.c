@@ -285,8 +285,10 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
         qsort(names, n, sizeof *names, cmp_names);
     for (size_t i = 0; i < n; i++) {
         if (stat(names[i], &st) == 0 &&
-            er_refuse_writable(&ctx->diags, "manifest", names[i], &st))
+            er_refuse_writable(&ctx->diags, "manifest", names[i], &st)) {
+            ctx->nskipped++;
             continue;
+        }
         if (take_manifest(ctx, names[i], 0) != 0)
             rc = -1;
     }

@@ -42,7 +42,7 @@
  * wrote an entry: one `edgert calibrate` run, whose interleaved rounds put
  * every backend in the same memory-bandwidth windows. Entries of different
  * series were measured in different windows (on the 2-core Xeon the read
- * ceiling moved between 29 and 39 GB/s from one session to the next), so
+ * ceiling was 29-34 GB/s in one session, 32-40 in others), so
  * the selector compares a tier by calibrate's figures only when they are
  * one series. An old entry without it counts as the series of its
  * measured_at, which one store call writes alike into all its entries.

@@ -6,6 +6,7 @@
 #ifndef EDGERT_CORE_INTERNAL_H
 #define EDGERT_CORE_INTERNAL_H
 
+#include <float.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -90,7 +91,7 @@ void er_cache_evict(const void *p, size_t n);
  *  rule for what is stored, read and compared as a range. */
 static inline int er_is_range(double lo, double v, double hi)
 {
-    return lo >= 0.0 && lo <= v && v <= hi;
+    return lo >= 0.0 && lo <= v && v <= hi && hi <= DBL_MAX; /* not infinite */
 }
 
 /* ---- YAML documents with positions (yamldoc.c) -------------------------- */

@@ -326,14 +326,15 @@ static void quick_measure(er_cand *c, sb_result *r)
         goto out;
     /* decode: weights per second, whatever the packed bytes per weight;
      * the slowest and fastest call give the figure's range, which the
-     * selector compares as it does calibrate's rounds. Up to 16 calls: with
-     * the median of 8 and no range, five fresh first contacts on the Xeon
-     * with AMX (read ceiling 29-33 GB/s) chose three different backends
-     * for speed, one median 15% below its own runs' (a slow stretch of
-     * calls); with 16 and the ranges, six chose amx-w4a8 five times (in
-     * one decode group with avx512-w4a16 each time, its prefill deciding)
-     * at no cost a user could see (1.83 s for all five backends either
-     * way). */
+     * selector compares as it does calibrate's rounds. Up to 16 calls, on
+     * the Xeon with AMX (read ceiling 29-33 GB/s): with the median of 8
+     * and no range, four fresh first contacts chose three different
+     * backends for speed; with the range of 8 calls, five chose amx-w4a8
+     * three times and avx512-w4a16 twice (one of amx-w4a8's medians 15%
+     * below its others: a slow stretch of calls); with 16 calls and their
+     * range, six chose amx-w4a8 five times (in one decode group with
+     * avx512-w4a16 each time, its prefill deciding), at no cost a user
+     * could see (1.83 s for all five backends either way). */
     sb_times s = time_rows(c, &t, 1u, n_small, 3);
     double rows = n_small;
     if (s.med > 0.0 && s.med * n / n_small <= ER_MEASURE_SLOW_CALL) {

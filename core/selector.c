@@ -33,7 +33,8 @@ struct edgert_selection {
     size_t count;        /* ranked (eligible) candidates */
     size_t *order;       /* candidate indices, best first */
     int *rank;           /* per candidate index; -1 when not ranked */
-    int *group;          /* per candidate index: decode group (speed), else -1 */
+    int *group;          /* per candidate index: decode group (speed) or fidelity group
+                            (fidelity); -1 when not ranked */
     size_t ncands;
     int selected;        /* candidate index or -1 */
     const char *evidence;
@@ -82,8 +83,9 @@ static int tier(const struct edgert_ctx *ctx, const er_cand *c)
  * selection says so. Calibrated figures of one tier that come from more
  * than one evidence series (separate calibrate runs: core/evidence.c) are
  * not one measurement either, and are treated the same way: a backend
- * calibrated today in a 29 GB/s window would rank below one calibrated
- * last week at 38 GB/s.
+ * calibrated in a 29 GB/s window would rank below one calibrated in
+ * another session's 38 GB/s one (the Xeon's read ceiling was 29-34 GB/s in
+ * one session, 32-40 in others).
  */
 static int has_calibrated_decode(const er_cand *c)
 {
@@ -290,7 +292,7 @@ struct sort_ctx {
     const struct edgert_ctx *ctx;
     edgert_priority prio;
     const decode_src *src; /* per tier */
-    const int *group; /* speed: decode group per candidate index, or NULL */
+    const int *group; /* decode (speed) or fidelity group per candidate index, or NULL */
 };
 
 static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
@@ -390,7 +392,12 @@ static void decode_groups(const struct edgert_ctx *ctx, const decode_src *src,
         const er_cand *c = ctx->cands[order[r]];
         double lo, hi, v = decode_measured(c, src[tier(ctx, c)]);
         int ranged = measured_range(c, src[tier(ctx, c)], &lo, &hi);
-        if (open && ranged && tier(ctx, c) == tier(ctx, lead) && v >= lo_max && v <= hi_min &&
+        /* one kind of figure per group: in a mixed tier a calibrated rate
+         * (rounds; prefill at M = 512) never groups with a quick one (calls;
+         * prefill at M = 64) */
+        decode_src s = src[tier(ctx, c)];
+        if (open && ranged && tier(ctx, c) == tier(ctx, lead) &&
+            by_first_contact(c, s) == by_first_contact(lead, s) && v >= lo_max && v <= hi_min &&
             med_min >= lo && med_max <= hi) {
             lo_max = fmax(lo_max, lo);
             hi_min = fmin(hi_min, hi);
@@ -417,7 +424,10 @@ static int top1_counted(const er_cand *c)
 
 /* Two top-1 agreements, counted over n_a and n_b tokens, that differ by no
  * more than two standard errors of their difference under one common
- * agreement rate p (their mean): sqrt(p (1 - p) (1/n_a + 1/n_b)). Counted
+ * agreement rate p (pooled: both counts of agreed tokens over all tokens):
+ * sqrt(p (1 - p) (1/n_a + 1/n_b)). This finds no difference; it does not
+ * show them equal: at 64 tokens, gaps up to ~10 tokens are ties, so mean KL
+ * nearly always decides there. Counted
  * as independent, which errs toward "cannot be told apart": both backends
  * see the same tokens, and what they get right together cancels. At the
  * default 64 tokens and p = 0.77 the bound is 0.15, so avx512-w4a16's 0.797
@@ -427,9 +437,9 @@ static int top1_counted(const er_cand *c)
 static int top1_indistinct(const er_cand *a, const er_cand *b)
 {
     double pa = a->pub.measured.top1_agreement, pb = b->pub.measured.top1_agreement;
-    double p = 0.5 * (pa + pb);
-    double se = sqrt(p * (1.0 - p) *
-                     (1.0 / a->pub.measured_top1_tokens + 1.0 / b->pub.measured_top1_tokens));
+    double na = a->pub.measured_top1_tokens, nb = b->pub.measured_top1_tokens;
+    double p = (pa * na + pb * nb) / (na + nb); /* pooled: the agreed tokens over all */
+    double se = sqrt(p * (1.0 - p) * (1.0 / na + 1.0 / nb));
     return fabs(pa - pb) <= 2.0 * se;
 }
 

@@ -375,10 +375,12 @@ static void set_fc(const char *backend, const char *key, const char *value)
     assert_true(edited > 0);
 }
 
-/* The quick decode figure alone (its range, if any, no longer holds it) */
+/* The quick decode figure alone, without a range */
 static void set_quick(const char *backend, const char *value)
 {
     set_fc(backend, "decode_tokens_per_s", value);
+    set_fc(backend, "decode_tokens_per_s_min", "nan");
+    set_fc(backend, "decode_tokens_per_s_max", "nan");
 }
 
 /* The quick figures whole: decode median, its calls' range, prefill. */
@@ -548,6 +550,13 @@ static void test_one_decode_source(void **state)
     speed_pick(f, out, sizeof out, src, g);
     assert_string_equal(out, "test-good test-fast test-ref");
     assert_string_equal(src[0], "mixed");
+    /* there a calibrated rate (rounds) and a quick one (calls) never share
+     * a decode group, however close: fast's median in good's rounds and
+     * good's in fast's calls */
+    set_quick_all("test-fast", "1000", "950", "1050", "5000");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(src[0], "mixed");
+    assert_int_not_equal(g[0], g[1]);
 
     /* no evidence at all: declared (fast declares 90, good 50) */
     ctx = open_fx(f, 1, NULL);

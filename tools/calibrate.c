@@ -127,6 +127,7 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             json_kint(&j, "decode_rounds", CAL_ROUNDS);
             json_knum(&j, "prefill_gflops", ev[i].prefill_gflops);
             json_knum(&j, "top1_agreement", ev[i].top1_agreement);
+            json_knum(&j, "top1_tokens", ev[i].top1_tokens ? ev[i].top1_tokens : NAN);
             json_knum(&j, "kl_mean", ev[i].kl_mean);
             json_knum(&j, "sqnr_min_db", ev[i].sqnr_min_db);
             json_kbool(&j, "correct", ev[i].correct == 1);

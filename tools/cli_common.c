@@ -522,7 +522,7 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
     if (msg && msg_len)
         snprintf(msg, msg_len, "%s", err[0] ? err : edgert_status_name(st));
     else if (c->json) {
-        /* --json promises one object on stdout, failures included (a caller
+        /* --json: one object on stdout when edgert_open fails too (a caller
          * that words its own, export, passed msg) */
         json_w w;
         json_init(&w, json_out());

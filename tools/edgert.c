@@ -616,6 +616,15 @@ static void series_text(edgert_ctx *ctx, const edgert_selection *sel, size_t r, 
     text_append(buf, len, "; ", text);
 }
 
+/* Whether k's measured decode rate is calibrate's (measured.where is the
+ * evidence file, core/evidence.c), not first contact's. */
+static int calibrated_decode(edgert_ctx *ctx, const edgert_candidate *k)
+{
+    const char *ev = edgert_evidence_path(ctx);
+    return k->measured.where && ev && strcmp(k->measured.where, ev) == 0 &&
+           !isnan(k->measured.decode_tokens_per_s);
+}
+
 /* What the ranking's measured decode rates are, where that needs saying:
  * quick figures standing in for calibrate's in a tier (naming the backends
  * without a calibrated rate for their current build: measured.where is the
@@ -623,7 +632,6 @@ static void series_text(edgert_ctx *ctx, const edgert_selection *sel, size_t r, 
  * calibrate runs they came from), or sources that could not be made one. */
 static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
 {
-    const char *ev = edgert_evidence_path(ctx);
     for (int mixed = 0; mixed < 2; mixed++) {
         char names[512] = "", runs[512] = "";
         size_t ranks = 0, named = 0;
@@ -632,8 +640,7 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
                 continue;
             ranks++;
             const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-            int calibrated = k->measured.where && ev && strcmp(k->measured.where, ev) == 0 &&
-                             !isnan(k->measured.decode_tokens_per_s);
+            int calibrated = calibrated_decode(ctx, k);
             if (!calibrated && !isnan(k->first_contact_decode_tokens_per_s)) {
                 text_append(names, sizeof names, ", ", k->name);
                 named++;
@@ -689,10 +696,12 @@ static void explain_fidelity_group(edgert_ctx *ctx, const edgert_selection *sel,
     if (!group_span(sel, r, edgert_selection_fidelity_group, &first, &last))
         return;
     const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-    tprintf("     %-16s top-1 %.3f over %u tokens, KL %.3g: as faithful as ranks %zu-%zu by "
-            "top-1 (within two standard errors of each other); KL decided\n", "",
-            k->measured.top1_agreement, k->measured_top1_tokens, k->measured.kl_mean, first + 1,
-            last + 1);
+    char kl[32];
+    figure_text(kl, sizeof kl, "KL ", k->measured.kl_mean, k->declared.kl_mean, 3, "",
+                "KL unknown");
+    tprintf("     %-16s top-1 %.3f over %u tokens, %s: as faithful as ranks %zu-%zu by top-1 "
+            "(within two standard errors of each other); KL decided\n", "",
+            k->measured.top1_agreement, k->measured_top1_tokens, kl, first + 1, last + 1);
 }
 
 /* Under rank r's line: its decode group, when it has other members (their
@@ -704,11 +713,11 @@ static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, s
         return; /* no group, or alone in it */
     const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
     /* the figures of the source rank r was compared by (edgert.h):
-     * calibrate's rounds, or first contact's calls */
+     * calibrate's rounds, or first contact's calls (core/selector.c,
+     * by_first_contact) */
     const char *src = edgert_selection_decode_source(sel, r);
     int quick = strcmp(src, "first-contact") == 0 ||
-                (strcmp(src, "mixed") == 0 &&
-                 edgert_selection_decode_rate(sel, r) == k->first_contact_decode_tokens_per_s);
+                (strcmp(src, "mixed") == 0 && !calibrated_decode(ctx, k));
     char pre[64];
     figure_text(pre, sizeof pre, "prefill ",
                 quick ? k->first_contact_prefill_gflops : k->measured.prefill_gflops,

@@ -346,14 +346,17 @@ EDGERT_API size_t edgert_selection_count(const edgert_selection *sel);
 EDGERT_API size_t edgert_selection_index(const edgert_selection *sel, size_t r);
 EDGERT_API void edgert_selection_free(edgert_selection *sel);
 /** Priority speed: the decode group of rank r (0-based): equal numbers were
- *  measured here, each within the other's decode rounds, so prefill decided between
+ *  measured here by one kind of figure, each within the other's range
+ *  (calibrate's rounds, or first contact's calls), so prefill decided between
  *  them (selection order above). -1 past the end or for fidelity. */
 EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t r);
 /** Priority fidelity: the fidelity group of rank r (0-based): equal numbers
  *  have top-1 agreements measured here (with their token counts) that differ
- *  by no more than sampling noise, two standard errors of the difference,
- *  sqrt(p (1 - p) (1/n_a + 1/n_b)) with p their mean, so mean KL decided
- *  between them (selection order above). -1 past the end or for speed. */
+ *  pairwise by no more than sampling noise, two standard errors of the
+ *  difference, sqrt(p (1 - p) (1/n_a + 1/n_b)) with p pooled, so mean KL
+ *  decided between them; a group is consecutive ranks, so a candidate
+ *  without a counted top-1 between two closes the first (selection order
+ *  above). -1 past the end or for speed. */
 EDGERT_API int edgert_selection_fidelity_group(const edgert_selection *sel, size_t r);
 /** Where the measured decode rates compared with rank r (0-based) came
  *  from: one source for every candidate of its tier (tiers are never
@@ -365,7 +368,9 @@ EDGERT_API int edgert_selection_fidelity_group(const edgert_selection *sel, size
  *  "first-contact" some have only first contact's quick measurement (a
  *                  plugin rebuilt or added since the last calibrate, or
  *                  none calibrated yet), or their calibrated rates come
- *                  from separate runs, so every candidate of the tier was
+ *                  from separate runs (then the quick figures may too:
+ *                  each was measured when its plugin file was first met,
+ *                  and is cached), so every candidate of the tier was
  *                  compared by its quick measurement
  *                  (first_contact_decode_tokens_per_s), never one kind of
  *                  figure against the other;
