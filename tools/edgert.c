@@ -98,6 +98,27 @@ static void usage_main(FILE *f)
             common_help, env_help);
 }
 
+/* select's --help: how the ranking works, in the words of edgert.h */
+static const char select_help[] =
+    "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
+    "[options]\n\n"
+    "Pick the backend for a priority. Gates first (arch, device class, CPU flags,\n"
+    "OS state, library file, checksum, ABI, self-test, disable list); then the\n"
+    "accelerator of the device class, then CPU backends, then the reference\n"
+    "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by one\n"
+    "calibrate run, else by first contact for the whole tier; else declared);\n"
+    "measured rates within each other's rounds (calibrate) or calls (first\n"
+    "contact) form one decode group, inside which prefill decides; then fidelity,\n"
+    "name. 'fidelity' ranks by top-1 (measured ones within two standard errors of\n"
+    "each other form one group, inside which KL decides) and KL, measured else\n"
+    "declared; then activation bits, weight bits, speed, name.\n\n"
+    "  --priority P        speed (default) or fidelity\n"
+    "  --backend NAME      use this backend; an error if it is not eligible\n"
+    "  --explain           show the device, the folders searched, every manifest\n"
+    "                      with its verdict and figures, and the ranking\n"
+    "  --no-evidence       ignore measured evidence; rank by declared figures\n"
+    "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n\n";
+
 static void usage_cmd(FILE *f, const char *cmd)
 {
     if (strcmp(cmd, "probe") == 0)
@@ -109,22 +130,7 @@ static void usage_cmd(FILE *f, const char *cmd)
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
                    "gates it failed.\n\n");
     else if (strcmp(cmd, "select") == 0)
-        fprintf(
-            f, "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
-               "[options]\n\n"
-               "Pick the backend for a priority. Gates first (arch, device class, CPU flags,\n"
-               "OS state, library file, checksum, ABI, self-test, disable list); then the\n"
-               "accelerator of the device class, then CPU backends, then the reference\n"
-               "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by one\n"
-               "calibrate run, else by first contact for the whole tier; else declared), then\n"
-               "fidelity, name; 'fidelity' by top-1 (measured ones within sampling noise of\n"
-               "each other: one group) and KL, measured else declared; bits, speed, name.\n\n"
-               "  --priority P        speed (default) or fidelity\n"
-               "  --backend NAME      use this backend; an error if it is not eligible\n"
-               "  --explain           show the device, the folders searched, every manifest\n"
-               "                      with its verdict and figures, and the ranking\n"
-               "  --no-evidence       ignore measured evidence; rank by declared figures\n"
-               "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n\n");
+        fputs(select_help, f);
     else if (strcmp(cmd, "bench") == 0)
         fprintf(f,
                 "usage: edgert bench [--backend NAME] [--workload FILE] [--phase P] [options]\n\n"
