@@ -425,15 +425,15 @@ static int top1_counted(const er_cand *c)
 /* Two top-1 agreements, counted over n_a and n_b tokens, that differ by no
  * more than two standard errors of their difference under one common
  * agreement rate p (pooled: both counts of agreed tokens over all tokens):
- * sqrt(p (1 - p) (1/n_a + 1/n_b)). This finds no difference; it does not
- * show them equal: at 64 tokens, gaps up to ~10 tokens are ties, so mean KL
- * nearly always decides there. Counted
- * as independent, which errs toward "cannot be told apart": both backends
- * see the same tokens, and what they get right together cancels. At the
- * default 64 tokens and p = 0.77 the bound is 0.15, so avx512-w4a16's 0.797
- * and the W4A8 backends' 0.734 on spark-1.7b (4 tokens of 64 apart) are
- * one group and mean KL (0.099 against 0.130) decides, as it did where one
- * token of 64 had put W4A8 first on a 4096-wide head. */
+ * sqrt(p (1 - p) (1/n_a + 1/n_b)). The two are counted as independent,
+ * which errs toward "cannot be told apart": both backends see the same
+ * tokens, and what they get right together cancels. At the default 64
+ * tokens and p = 0.77 the bound is 0.15, so avx512-w4a16's 0.797 and the
+ * W4A8 backends' 0.734 on spark-1.7b (4 tokens of 64 apart) are one group
+ * and mean KL (0.099 against 0.130) decides, as it does where one token of
+ * 64 had put W4A8 first on a 4096-wide head. The test finds no difference;
+ * it does not show the two equal: at 64 tokens gaps up to ~10 tokens are
+ * ties, so mean KL nearly always decides there. */
 static int top1_indistinct(const er_cand *a, const er_cand *b)
 {
     double pa = a->pub.measured.top1_agreement, pb = b->pub.measured.top1_agreement;
