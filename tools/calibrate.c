@@ -27,22 +27,33 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* One bench of `name` as bc says (calibrate's options with the phase set),
+ * announced as `what`. EXIT_OK, or EXIT_FAIL after saying why. */
+static int bench_pass(edgert_ctx *ctx, const cli *bc, const workload *w, const char *name,
+                      const char *what, bench_result *br)
+{
+    char err[1024] = "";
+    if (!bc->quiet && !bc->json)
+        tfprintf(stderr, "calibrate: %s: bench (%s)...\n", name, what);
+    if (bench_backend(ctx, bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
+        tfprintf(stderr, "edgert calibrate: %s: bench (%s) failed: %s; no evidence stored for "
+                 "it\n", name, what, err);
+        return EXIT_FAIL;
+    }
+    return EXIT_OK;
+}
+
 /* One decode bench of `name` into *tps. EXIT_OK, or EXIT_FAIL after saying why. */
 static int bench_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
                      unsigned round, bench_result *br, double *tps)
 {
-    char err[1024] = "";
     cli bc = *c;
     bc.phase = PHASE_DECODE;
     bc.options = NULL;
-    if (!c->quiet && !c->json)
-        tfprintf(stderr, "calibrate: %s: bench (decode), round %u of %u...\n", name, round + 1u,
-                 CAL_ROUNDS);
-    if (bench_backend(ctx, &bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
-        tfprintf(stderr, "edgert calibrate: %s: bench failed: %s; no evidence stored for it\n",
-                 name, err);
+    char what[64];
+    snprintf(what, sizeof what, "decode, round %u of %u", round + 1u, CAL_ROUNDS);
+    if (bench_pass(ctx, &bc, w, name, what, br) != EXIT_OK)
         return EXIT_FAIL;
-    }
     *tps = br->tokens_per_s;
     return EXIT_OK;
 }
@@ -58,19 +69,15 @@ static int bench_one(edgert_ctx *ctx, const cli *c, const workload *w, const cha
 static int prefill_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
                        bench_result *br, double *gflops)
 {
-    char err[1024] = "";
     cli bc = *c;
     bc.phase = PHASE_PREFILL;
     bc.options = NULL;
     bc.m = CAL_PREFILL_M; /* what edgert_figures.prefill_gflops means */
     bc.repeat = 0;        /* --repeat counts decode steps */
-    if (!c->quiet && !c->json)
-        tfprintf(stderr, "calibrate: %s: bench (prefill, M = %u)...\n", name, CAL_PREFILL_M);
-    if (bench_backend(ctx, &bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
-        tfprintf(stderr, "edgert calibrate: %s: prefill bench failed: %s; no evidence stored "
-                 "for it\n", name, err);
+    char what[32];
+    snprintf(what, sizeof what, "prefill, M = %u", CAL_PREFILL_M);
+    if (bench_pass(ctx, &bc, w, name, what, br) != EXIT_OK)
         return EXIT_FAIL;
-    }
     *gflops = br->have_prefill ? br->prefill_gflops : NAN;
     return EXIT_OK;
 }
