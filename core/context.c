@@ -157,6 +157,11 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
                                   "sizeof(edgert_options))", o->struct_size);
         return EDGERT_E_USAGE;
     }
+    if (o->manifest_path_count > 0 && !o->manifest_paths) {
+        edgert_errf(err, err_len, "edgert_open: options.manifest_path_count is %zu but "
+                    "manifest_paths is NULL", o->manifest_path_count);
+        return EDGERT_E_USAGE;
+    }
     edgert_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         edgert_errf(err, err_len, "out of memory");

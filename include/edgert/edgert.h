@@ -703,9 +703,12 @@ typedef struct edgert_evidence {
     unsigned top1_tokens;
 } edgert_evidence;
 
-/** Size of edgert_evidence in its first version. An array passed to
- *  edgert_evidence_store is walked with its elements' own struct_size as the
- *  stride, so a caller built against an older header still works. */
+/** Size of edgert_evidence in its first version: the least struct_size
+ *  accepted. Set struct_size to sizeof(edgert_evidence), not to this: an
+ *  array passed to edgert_evidence_store is walked with its elements' own
+ *  struct_size as the stride (so a caller built against an older header
+ *  still works), and this size is not a stride (version 1's sizeof has tail
+ *  padding), so more than one item with it is refused. */
 #define EDGERT_EVIDENCE_V1_SIZE (offsetof(edgert_evidence, correct) + sizeof(int))
 
 /**
