@@ -6,6 +6,8 @@
  * through here, with the plugin's message turned into the caller's error
  * (er_set_plugin_err).
  */
+#define _GNU_SOURCE /* asprintf */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,64 @@ struct edgert_packed {
     void *handle;
     size_t bytes;
 };
+
+/* The length of the key of the option word at w (up to '=', a blank or the
+ * end). */
+static size_t option_key_len(const char *w)
+{
+    return strcspn(w, "= \t\n");
+}
+
+/* Whether the blank-separated words of `list` set `key` (of length n); the
+ * whole word that does goes to *word, its length to *wlen. */
+static int option_set(const char *list, const char *key, size_t n, const char **word,
+                      size_t *wlen)
+{
+    for (const char *w = list + strspn(list, " \t\n"); *w; w += strspn(w, " \t\n")) {
+        size_t len = strcspn(w, " \t\n");
+        if (option_key_len(w) == n && strncmp(w, key, n) == 0) {
+            *word = w;
+            *wlen = len;
+            return 1;
+        }
+        w += len;
+    }
+    return 0;
+}
+
+/* The options an instance is created with: the manifest's plugin_options,
+ * which are what the backend's name means (avx512-w4a8 is the amx-w4a8
+ * library on path=vnni), then the caller's words. A caller word setting a
+ * key the manifest sets otherwise is refused: it would run another backend
+ * under this one's name. *out is malloc'd (NULL when both are NULL). */
+static edgert_status merge_options(const char *name, const char *fixed, const char *extra,
+                                   char **out, char *err, size_t err_len)
+{
+    *out = NULL;
+    if (!fixed && !extra)
+        return EDGERT_OK;
+    if (fixed && extra) {
+        for (const char *w = extra + strspn(extra, " \t\n"); *w; w += strspn(w, " \t\n")) {
+            size_t len = strcspn(w, " \t\n"), flen = 0;
+            const char *f = NULL;
+            if (option_set(fixed, w, option_key_len(w), &f, &flen) &&
+                (flen != len || strncmp(f, w, len) != 0)) {
+                edgert_errf(err, err_len, "backend '%s': option '%.*s' contradicts its "
+                            "manifest's plugin_options '%s', which its name stands for",
+                            name, (int)len, w, fixed);
+                return EDGERT_E_USAGE;
+            }
+            w += len;
+        }
+    }
+    if (asprintf(out, "%s%s%s", fixed ? fixed : "", fixed && extra ? " " : "",
+                 extra ? extra : "") < 0) {
+        *out = NULL;
+        edgert_errf(err, err_len, "out of memory");
+        return EDGERT_E_NOMEM;
+    }
+    return EDGERT_OK;
+}
 
 edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
                                   edgert_backend **out, char *err, size_t err_len)
@@ -60,8 +120,14 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
     b->ctx = ctx;
     b->cand = c;
     char perr[512] = "";
-    const char *opts = options ? options : c->m.plugin_options;
-    edgert_status st = c->plugin->init(&c->host, opts, &b->state, perr, sizeof perr);
+    char *opts = NULL;
+    edgert_status st = merge_options(name, c->m.plugin_options, options, &opts, err, err_len);
+    if (st != EDGERT_OK) {
+        free(b);
+        return st;
+    }
+    st = c->plugin->init(&c->host, opts, &b->state, perr, sizeof perr);
+    free(opts);
     perr[sizeof perr - 1] = '\0'; /* whatever the plugin wrote */
     if (st == EDGERT_OK && options) {
         /* A new path was forced: it must pass the self-test too. */
@@ -245,15 +311,32 @@ void edgert_packed_free(edgert_packed *p)
     free(p);
 }
 
+/* Whether m rows `ld` floats apart span more bytes than a pointer offset
+ * holds (the byte offset of the last row would wrap). */
+static int rows_overflow(size_t m, size_t ld)
+{
+    return m > 1u && ld > (size_t)PTRDIFF_MAX / sizeof(float) / (m - 1u);
+}
+
 /* The checks edgert_gemm and every op of edgert_step make before the plugin
  * sees anything; `who` starts the message. */
 static edgert_status gemm_check(const edgert_backend *b, const edgert_packed *p,
                                 const edgert_gemm_args *a, const char *who, char *err,
                                 size_t err_len)
 {
-    if (!b || !p || !a || a->struct_size < EDGERT_GEMM_ARGS_V1_SIZE || !a->x || !a->y ||
-        a->m == 0) {
-        edgert_errf(err, err_len, "%s: bad arguments", who);
+    const char *bad = !b                                             ? "the backend is NULL"
+                      : !p                                           ? "the weights are NULL"
+                      : !a                                           ? "args is NULL"
+                      : a->struct_size < EDGERT_GEMM_ARGS_V1_SIZE    ? "args.struct_size is "
+                                                                       "below version 1's"
+                      : !a->x                                        ? "args.x is NULL"
+                      : !a->y                                        ? "args.y is NULL"
+                      : a->m == 0                                    ? "args.m is 0"
+                      : rows_overflow(a->m, a->ldx) ? "(m - 1) * ldx floats overflow memory"
+                      : rows_overflow(a->m, a->ldy) ? "(m - 1) * ldy floats overflow memory"
+                                                    : NULL;
+    if (bad) {
+        edgert_errf(err, err_len, "%s: bad arguments: %s", who, bad);
         return EDGERT_E_USAGE;
     }
     if (p->b != b) {

@@ -669,6 +669,37 @@ static void expect_pack_refused(edgert_backend *b, const edgert_qweights *w, edg
             fail_msg("pack %s: the refusal does not say '%s': %s", w->name, needles[i], err);
 }
 
+/* The shipped avx512-w4a8 is this library with plugin_options path=vnni:
+ * options from edgert_backend_open come after those and cannot contradict
+ * them (an integrator's walkthrough ran path=amx under its name). */
+static void test_manifest_options_fixed(void **state)
+{
+    fx *f = *state;
+    PATH_OR_SKIP(f, P_VNNI);
+    char err[512] = "";
+    edgert_backend *b = NULL;
+    const char *name = "avx512-w4a8";
+    if (!edgert_candidate_find(f->ctx, name) || !edgert_candidate_find(f->ctx, name)->eligible)
+        fail_msg("the shipped %s is not eligible on a CPU with its flags", name);
+    static const char *const more[] = {NULL, "", "prefetch=near", "path=vnni prefetch=far"};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++) {
+        if (edgert_backend_open(f->ctx, name, more[i], &b, err, sizeof err) != EDGERT_OK)
+            fail_msg("%s with '%s': %s", name, more[i] ? more[i] : "(null)", err);
+        if (!strstr(edgert_backend_describe(b), paths[P_VNNI].name))
+            fail_msg("%s with '%s' runs '%s', not path vnni", name, more[i] ? more[i] : "(null)",
+                     edgert_backend_describe(b));
+        edgert_backend_close(b);
+    }
+    static const char *const against[] = {"path=amx", "prefetch=near path=auto", "path="};
+    for (size_t i = 0; i < sizeof against / sizeof against[0]; i++) {
+        b = (edgert_backend *)(uintptr_t)1;
+        edgert_status st = edgert_backend_open(f->ctx, name, against[i], &b, err, sizeof err);
+        if (st != EDGERT_E_USAGE || b != NULL || !strstr(err, name) || !strstr(err, "path=vnni"))
+            fail_msg("%s with '%s': %s (expected EDGERT_E_USAGE naming the manifest's "
+                     "path=vnni): %s", name, against[i], edgert_status_name(st), err);
+    }
+}
+
 /* Length: a table-like list of independent refusals (asymmetric weights,
  * scale range, group size, k, options), each with the words its error must
  * say; one function so a refusal is never left out of the list. */
@@ -1157,6 +1188,7 @@ int main(void)
 #endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_manifest_options_fixed),
         cmocka_unit_test(test_missing_flags),
         PATH_TEST(test_decode_max_m, vnni),
         PATH_TEST(test_decode_max_m, amx),

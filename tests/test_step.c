@@ -11,7 +11,8 @@
  *   the later ops never run (their outputs keep a sentinel).
  * - Every op is checked before the first runs: a bad op anywhere (m = 0, a
  *   NULL x, weights of another instance, a struct_size below version 1 or
- *   unlike op 0's) is EDGERT_E_USAGE naming it, with every output untouched.
+ *   unlike op 0's, strides whose last row's byte offset wraps) is
+ *   EDGERT_E_USAGE naming it and the field, with every output untouched.
  * - count 0 does nothing, with or without an array.
  * The read-ahead of the next weights runs inside these steps (the shapes
  * split over the 2-thread pool); .ci/tsan runs this program under
@@ -231,25 +232,29 @@ static void test_bad_ops(void **state)
     net_open(&n, ctx, ref);
     net_open(&other, ctx, ref); /* another instance of the same backend */
     char err[1024];
-    for (int bad = 0; bad < 6; bad++) {
+    for (int bad = 0; bad < 8; bad++) {
         edgert_gemm_args a[NOPS];
         edgert_step_op ops[NOPS];
         start(&n, 1);
         args_of(&n, a);
         ops_of(&n, a, ops);
-        const char *want = "op 3";
+        const char *want = "op 3", *field = "";
         switch (bad) {
-        case 0: a[3].m = 0; break;
-        case 1: a[3].x = NULL; break;
+        case 0: a[3].m = 0; field = "m is 0"; break;
+        case 1: a[3].x = NULL; field = "x is NULL"; break;
         case 2: ops[3].weights = other.w[3]; break;
         case 3: ops[3].struct_size = 8; break;
         case 4: ops[0].struct_size = 8; want = "op 0"; break;
-        default: ops[3].args = NULL; break;
+        case 5: /* row 1 at 2^62 floats: the byte offset wraps (an integrator's walkthrough) */
+            a[3].m = 2; a[3].ldx = (size_t)1 << 62; field = "ldx"; break;
+        case 6: a[3].m = 3; a[3].ldy = SIZE_MAX / 2u; field = "ldy"; break;
+        default: ops[3].args = NULL; field = "args is NULL"; break;
         }
         err[0] = '\0';
         assert_int_equal(edgert_step(n.be, ops, NOPS, err, sizeof err), EDGERT_E_USAGE);
-        if (!strstr(err, want))
-            fail_msg("bad op %d: the error does not name %s: %s", bad, want, err);
+        if (!strstr(err, want) || !strstr(err, field))
+            fail_msg("bad op %d: the error does not name %s and '%s': %s", bad, want, field,
+                     err);
         assert_int_equal(n.ncalls, 0);
         for (size_t o = 0; o < NOPS; o++)
             assert_true(isnan(n.y[o][0])); /* nothing ran */

@@ -42,7 +42,7 @@ void pack_help(FILE *f)
             "                      packed form can be mapped, among those that take IN)\n"
             "  -o, --out FILE      the packed file\n"
             "  --force             repack even if OUT is up to date or has other keys\n"
-            "  --options STR       plugin options for its init (e.g. path=fma)\n"
+            "  --options STR       plugin options, after the manifest's (e.g. path=fma)\n"
             "  --priority P        speed|fidelity, for auto (default speed)\n\n"
             "Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the backend\n"
             "is not eligible, 4 IN or OUT is malformed.\n\n");

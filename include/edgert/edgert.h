@@ -387,8 +387,14 @@ EDGERT_API double edgert_selection_decode_rate(const edgert_selection *sel, size
 
 /* --- running a backend -------------------------------------------------- */
 
-/** Create a fresh instance of a loaded, eligible, in-process backend
- *  (`options` is passed to the plugin's init, e.g. "path=fma"). */
+/** Create a fresh instance of a loaded, eligible, in-process backend.
+ *  `options` (NULL: none) go to the plugin's init after the manifest's
+ *  plugin_options, blank-separated, e.g. "prefetch=near"; an option whose
+ *  key the manifest's plugin_options set to another value is refused
+ *  (EDGERT_E_USAGE): those are what the backend's name stands for
+ *  (avx512-w4a8 is amx-w4a8's library on path=vnni), so open the backend
+ *  whose manifest has the path you want. Forced options pass the self-test
+ *  before the instance is given out. */
 EDGERT_API edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
                                              edgert_backend **out, char *err, size_t err_len);
 EDGERT_API void edgert_backend_close(edgert_backend *b);

@@ -425,11 +425,17 @@ edgert_status pk_check_gemm_args(const char *plugin, const char *tensor, uint32_
                     args->ldy);
         return EDGERT_E_USAGE;
     }
-    if (pk_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
-        pk_mul((size_t)args->m - 1u, args->ldy, &span) != 0) {
+    /* the last element of x and of y, in bytes, within a pointer offset */
+    size_t xb, yb;
+    if (pk_mul((size_t)args->m - 1u, args->ldx, &span) != 0 || pk_add(span, k, &span) != 0 ||
+        pk_mul(span, sizeof(float), &xb) != 0 || xb > (size_t)PTRDIFF_MAX ||
+        pk_mul((size_t)args->m - 1u, args->ldy, &span) != 0 || pk_add(span, n, &span) != 0 ||
+        pk_mul(span, sizeof(float), &yb) != 0 || yb > (size_t)PTRDIFF_MAX) {
         edgert_errf(err, err_len,
-                    "%s: gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride overflows size_t",
-                    plugin, tensor, (unsigned)args->m, (unsigned)n, (unsigned)k);
+                    "%s: gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride + width floats "
+                    "overflow memory (ldx %zu, ldy %zu)",
+                    plugin, tensor, (unsigned)args->m, (unsigned)n, (unsigned)k, args->ldx,
+                    args->ldy);
         return EDGERT_E_USAGE;
     }
     return EDGERT_OK;
