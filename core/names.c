@@ -110,6 +110,8 @@ const char *edgert_cpu_flag_name(edgert_cpu_flag f)
 
 int edgert_arch_parse(const char *s, edgert_arch *out)
 {
+    if (!out)
+        return -1;
     int i = lookup(arch_names, COUNT(arch_names), s);
     if (i <= 0) { /* "unknown" is not a valid input */
         if (s && (strcmp(s, "aarch64") == 0)) {
@@ -124,6 +126,8 @@ int edgert_arch_parse(const char *s, edgert_arch *out)
 
 int edgert_device_class_parse(const char *s, edgert_device_class *out)
 {
+    if (!out)
+        return -1;
     int i = lookup(class_names, COUNT(class_names), s);
     if (i <= 0)
         return -1;
@@ -133,6 +137,8 @@ int edgert_device_class_parse(const char *s, edgert_device_class *out)
 
 int edgert_priority_parse(const char *s, edgert_priority *out)
 {
+    if (!out)
+        return -1;
     int i = lookup(priority_names, COUNT(priority_names), s);
     if (i < 0)
         return -1;
@@ -142,7 +148,7 @@ int edgert_priority_parse(const char *s, edgert_priority *out)
 
 int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out)
 {
-    for (size_t i = 0; s && i < COUNT(flag_table); i++) {
+    for (size_t i = 0; s && out && i < COUNT(flag_table); i++) {
         if (strcmp(flag_table[i].name, s) == 0) {
             *out = (edgert_cpu_flag)i;
             return 0;
