@@ -84,6 +84,12 @@ static void test_exit_codes(void **state)
     assert_int_equal(run("probe --sysroot /nonexistent-sysroot", NULL), 4);
     assert_int_equal(run("select --device " DEVICES "/bad/cores-string.yaml", NULL), 4);
     assert_int_equal(run("select --device /nonexistent/profile.yaml", NULL), 4);
+    /* an evidence file named to be read: a typo would rank without it */
+    assert_int_equal(run_redirected("", "select --evidence /nonexistent/ev.json",
+                                    "2>&1 >/dev/null", &err), 4);
+    assert_non_null(strstr(err, "--evidence /nonexistent/ev.json: No such file"));
+    free(err);
+    assert_int_equal(run("select --evidence ''", NULL), 4);
     assert_int_equal(
         run("select --manifests " EDGERT_TEST_FIXTURES "/manifests/bad/empty.yaml", NULL), 4);
     /* nothing eligible / forced backend not eligible or unknown: 3 */

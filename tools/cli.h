@@ -89,6 +89,9 @@ void text_append(char *buf, size_t len, const char *sep, const char *item);
 void reasons_text(const edgert_candidate *c, char *buf, size_t len);
 const char *layout_text(const edgert_candidate *c, char *buf, size_t len);
 void warn_diags(const cli *c, const edgert_ctx *ctx);
+/* --json: {"error": err, "status": name of st} on stdout, for a command that
+ * fails before it has a result. */
+void json_error_object(const char *err, edgert_status st);
 
 /** Bounded formatting into an error buffer. */
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -484,8 +485,44 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
     return open_ctx_msg(c, ctx, NULL, 0);
 }
 
+/* --json: the one object on stdout when a command fails before it has a
+ * result (the man page's {"error", "status"}). */
+void json_error_object(const char *err, edgert_status st)
+{
+    json_w w;
+    json_init(&w, json_out());
+    json_obj(&w);
+    json_kstr(&w, "error", err);
+    json_kstr(&w, "status", edgert_status_name(st));
+    json_end_obj(&w);
+    json_finish(&w);
+}
+
+/* An evidence file named to be read must be there (calibrate creates the
+ * one it writes): a misspelt path would rank without evidence, silently. */
+static int check_evidence_arg(const cli *c, char *msg, size_t msg_len)
+{
+    struct stat st;
+    if (!c->evidence || strcmp(c->cmd, "calibrate") == 0)
+        return EXIT_OK;
+    if (c->evidence[0] && stat(c->evidence, &st) == 0)
+        return EXIT_OK;
+    char err[1024];
+    snprintf(err, sizeof err, "--evidence %s: %s", c->evidence[0] ? c->evidence : "\"\"",
+             c->evidence[0] ? strerror(errno) : "empty path");
+    tfprintf(stderr, "edgert %s: %s\n", c->cmd, err);
+    if (msg && msg_len)
+        snprintf(msg, msg_len, "%s", err);
+    else if (c->json)
+        json_error_object(err, EDGERT_E_NOT_FOUND);
+    return EXIT_BADFILE;
+}
+
 int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
 {
+    int rc = check_evidence_arg(c, msg, msg_len);
+    if (rc != EXIT_OK)
+        return rc;
     edgert_options o = {.struct_size = sizeof o};
     o.sysroot = c->sysroot;
     o.device_profile = c->device;
@@ -521,17 +558,8 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
     tfprintf_lines(stderr, "edgert: %s\n", err[0] ? err : edgert_status_name(st));
     if (msg && msg_len)
         snprintf(msg, msg_len, "%s", err[0] ? err : edgert_status_name(st));
-    else if (c->json) {
-        /* --json: one object on stdout when edgert_open fails too (a caller
-         * that words its own, export, passed msg) */
-        json_w w;
-        json_init(&w, json_out());
-        json_obj(&w);
-        json_kstr(&w, "error", err[0] ? err : edgert_status_name(st));
-        json_kstr(&w, "status", edgert_status_name(st));
-        json_end_obj(&w);
-        json_finish(&w);
-    }
+    else if (c->json) /* a caller that words its own (export) passed msg */
+        json_error_object(err[0] ? err : edgert_status_name(st), st);
     if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND)
         return EXIT_BADFILE;
     return EXIT_FAIL;
@@ -548,8 +576,7 @@ void warn_diags(const cli *c, const edgert_ctx *ctx)
         any |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
     if (!any || c->explain)
         return;
-    tfprintf(stderr, "edgert: warnings (a manifest named with one is skipped, the others are "
-                     "used):\n");
+    tfprintf(stderr, "edgert: warnings:\n");
     print_diags(ctx, stderr, EDGERT_LOG_WARN);
 }
 
