@@ -70,6 +70,8 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
                     "EDGERT_LOG=%s is not error, warn, info or debug: warn is used", env_level);
     ctx->disabled = split_commas(er_getenv(o->ignore_env, "EDGERT_DISABLE"), o->disable);
+    ctx->sandbox_timeout_ms =
+        er_sandbox_timeout_ms(er_getenv(o->ignore_env, "EDGERT_SANDBOX_TIMEOUT"), &ctx->diags);
 }
 
 /* The device the selection is for: a profile (plan mode) or the probe (live). */

@@ -88,6 +88,7 @@ struct edgert_ctx {
     er_pool *pool;
     er_arena *arena;            /**< packed weights (arena.c); NULL: host.c's allocation */
     int ignore_env, strict, no_evidence;
+    long long sandbox_timeout_ms; /* first contact's limit (er_sandbox_timeout_ms) */
     int no_env_selection;       /**< EDGERT_PRIORITY / EDGERT_BACKEND not applied */
     int defer_load;             /**< edgert_open loads nothing; loading happens on demand */
     struct {                    /**< options.weights: what the layout gate needs of them */
@@ -149,6 +150,9 @@ const char *er_stage_name(int s);
  * the candidate's reason set. cached_only: use a cached verdict if there is
  * one, never run the child (then 0 also means "not known yet"). */
 int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only);
+/* The child's time limit from EDGERT_SANDBOX_TIMEOUT's value v (seconds; NULL:
+ * the default), with a warning into d when v is not a number in (0, 3600]. */
+long long er_sandbox_timeout_ms(const char *v, er_diags *d);
 /* host.c: the table a plugin gets, and the core's log. */
 void er_host_fill(er_cand *c, uint32_t abi);
 void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)

@@ -14,8 +14,13 @@
  * The verdict is cached, one small file per (device, plugin file, what the
  * manifest gives the child), in $XDG_CACHE_HOME/edgert/first-contact/
  * (default ~/.cache/...): until the file, the device or that part of the
- * manifest changes, the child is not run again. Only a plugin whose verdict
- * passed is loaded in-process (load.c).
+ * manifest changes, the child is not run again. Two verdicts say more of
+ * the moment than of the plugin and are not kept as they are: a child
+ * killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP: the OOM killer, a
+ * user) is not cached, and a timeout counts only while the limit is not
+ * raised (EDGERT_SANDBOX_TIMEOUT). A cached failure names its file, whose
+ * deletion makes edgert meet the plugin again (a licence installed since,
+ * say). Only a plugin whose verdict passed is loaded in-process (load.c).
  *
  * The quick measurement gives the ranking a figure measured on this device
  * instead of a claim: a few decode-shaped GEMV calls over 48 MiB of packed
@@ -72,6 +77,8 @@ typedef struct sb_result {
     double decode_tok_s;   /* quick measurement, NaN when not measured */
     double prefill_gflops;
     double decode_min, decode_max; /* the slowest and fastest call's rate */
+    long long timeout_ms;  /* the limit a PLUGIN_TIMEOUT was given (parent side) */
+    int passing;           /* 1: a verdict of the moment (killed from outside), not kept */
 } sb_result;
 
 /* ---- the cache ------------------------------------------------------------------ */
@@ -138,6 +145,24 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
     }
 }
 
+long long er_sandbox_timeout_ms(const char *v, er_diags *d)
+{
+    char *end = NULL;
+    double s = v ? strtod(v, &end) : 0.0;
+    if (v && end && end != v && *end == '\0' && s > 0.0 && s <= 3600.0)
+        return (long long)(s * 1000.0);
+    if (v)
+        er_diag_add(d, EDGERT_LOG_WARN, NULL, 0, 0, "EDGERT_SANDBOX_TIMEOUT=%s is not a number "
+                    "of seconds in (0, 3600]: %d s is used", v, ER_SANDBOX_TIMEOUT_MS / 1000);
+    return ER_SANDBOX_TIMEOUT_MS;
+}
+
+/* The child's time limit, as this handle read it. */
+static long long timeout_ms(const struct edgert_ctx *ctx)
+{
+    return ctx->sandbox_timeout_ms > 0 ? ctx->sandbox_timeout_ms : ER_SANDBOX_TIMEOUT_MS;
+}
+
 /* Format 3: decode measured from memory (the packed bytes evicted before
  * each call), with the range of its calls. An older verdict (format 1's
  * figure may be the L3's, format 2 has no range) is not read, so first
@@ -152,8 +177,9 @@ static int cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
         return -1;
     }
     char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan", lo[32] = "nan",
-         hi[32] = "nan";
+         hi[32] = "nan", limit[32] = "0";
     take_line(text, "ok", ok, sizeof ok);
+    take_line(text, "timeout_ms", limit, sizeof limit);
     take_line(text, "gate", gate, sizeof gate);
     take_line(text, "reason", r->reason, sizeof r->reason);
     take_line(text, "detail", r->detail, sizeof r->detail);
@@ -168,8 +194,12 @@ static int cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     r->prefill_gflops = strtod(pre, NULL);
     r->decode_min = strtod(lo, NULL);
     r->decode_max = strtod(hi, NULL);
+    r->timeout_ms = strtoll(limit, NULL, 10);
     if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
         return -1; /* not a verdict this edgert wrote */
+    /* a timeout under a shorter limit than now says nothing: meet it again */
+    if (!r->ok && r->gate == ER_GATE_PLUGIN_TIMEOUT && r->timeout_ms < timeout_ms(ctx))
+        return -1;
     return 0;
 }
 
@@ -190,9 +220,10 @@ static void cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_resul
         /* newlines cannot be in the values: each is one line */
         fprintf(f, "edgert-first-contact 3\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
                    "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
-                   "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\n",
+                   "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\n"
+                   "timeout_ms %lld\n",
                 c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
-                r->prefill_gflops, r->decode_min, r->decode_max);
+                r->prefill_gflops, r->decode_min, r->decode_max, r->timeout_ms);
         if (fclose(f) == 0 && rename(tmp, path) == 0) {
             free(tmp);
             tmp = NULL;
@@ -444,17 +475,6 @@ static long long now_ms(void)
 
 /* Read the child's records until its verdict, EOF or the deadline. Returns
  * 1 with *r filled, 0 at EOF, -1 at the timeout; *last is the last stage. */
-/* The child's time limit: EDGERT_SANDBOX_TIMEOUT (seconds), else the default. */
-static long long timeout_ms(const struct edgert_ctx *ctx)
-{
-    const char *v = er_getenv(ctx->ignore_env, "EDGERT_SANDBOX_TIMEOUT");
-    char *end = NULL;
-    double s = v ? strtod(v, &end) : 0.0;
-    if (v && end && *end == '\0' && s > 0.0 && s <= 3600.0)
-        return (long long)(s * 1000.0);
-    return ER_SANDBOX_TIMEOUT_MS;
-}
-
 static int read_child(int in, long long limit_ms, sb_result *r, int *last)
 {
     long long deadline = now_ms() + limit_ms;
@@ -531,10 +551,15 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     r->ok = 0;
     if (got < 0) {
         r->gate = ER_GATE_PLUGIN_TIMEOUT;
+        r->timeout_ms = limit;
         snprintf(r->reason, sizeof r->reason, "PLUGIN_TIMEOUT");
-        snprintf(r->detail, sizeof r->detail, "no answer within %.1f s, at stage: %s",
-                 (double)limit / 1000.0, er_stage_name(last));
+        snprintf(r->detail, sizeof r->detail, "no answer within %g s "
+                 "(EDGERT_SANDBOX_TIMEOUT), at stage: %s", (double)limit / 1000.0,
+                 er_stage_name(last));
     } else if (WIFSIGNALED(status)) {
+        int sig = WTERMSIG(status);
+        /* the OOM killer, a user's kill: not the plugin's doing */
+        r->passing = sig == SIGKILL || sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
         r->gate = ER_GATE_PLUGIN_CRASHED;
         snprintf(r->reason, sizeof r->reason, "PLUGIN_CRASHED(%s)",
                  signal_name(WTERMSIG(status)));
@@ -561,11 +586,16 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
         run_child(ctx, c, &r);
         if (r.ok < 0)
             return 0; /* no sandbox on this system: nothing to conclude */
-        cache_write(ctx, c, &r);
+        if (!r.passing)
+            cache_write(ctx, c, &r);
     }
     if (!r.ok) {
         er_cand_reason(c, (er_gate_id)r.gate, "%s", r.reason);
-        er_cand_detail(c, "first contact%s: %s", cached ? " (cached verdict)" : "", r.detail);
+        char *file = cached ? cache_file(ctx, c, 0) : NULL;
+        er_cand_detail(c, "first contact%s%s%s: %s", file ? " (cached verdict; to meet the "
+                       "plugin again, delete " : "", file ? file : "", file ? ")" : "",
+                       r.detail);
+        free(file);
         return -1;
     }
     /* Figures of THIS host: none for a planned device (plan mode's export

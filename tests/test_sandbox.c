@@ -10,7 +10,9 @@
  *   harms nothing after it is unloaded) while this process and the other
  *   backends go on.
  * - The verdicts are cached per (device, plugin file): a second handle gets
- *   them without running the child, and with defer_load runs no plugin code.
+ *   them without running the child, and with defer_load runs no plugin code;
+ *   a timeout is met again under a longer limit, and a cached failure names
+ *   the file to delete to meet its plugin again.
  * - `edgert probe`, `list`, `select`, `verify` and `calibrate` complete with
  *   the right exit codes in a folder of such plugins.
  * - The checksum race: another process swaps the library file in a loop
@@ -128,6 +130,21 @@ static void test_misbehaving_plugins(void **state)
     expect_verdicts(ctx, 1);
     assert_true(edgert_candidate_find(ctx, "test-good")->eligible);
     assert_false(edgert_candidate_find(ctx, "test-good")->loaded); /* defer_load */
+    edgert_close(ctx);
+
+    /* A longer limit meets the hanging plugins again (a timeout under a
+     * shorter one says nothing); the other failures stay cached, each naming
+     * the file whose deletion would meet its plugin again. */
+    setenv("EDGERT_SANDBOX_TIMEOUT", "3.5", 1);
+    ctx = open_folder(dir, 0);
+    expect_verdicts(ctx, 0);
+    for (size_t i = 0; i < NBAD; i++) {
+        const edgert_candidate *c = edgert_candidate_find(ctx, bad[i].name);
+        int timeout = strcmp(bad[i].reason, "PLUGIN_TIMEOUT") == 0;
+        if (timeout ? strstr(c->detail, "cached") || !strstr(c->detail, "within 3.5 s")
+                    : !strstr(c->detail, "delete ") || !strstr(c->detail, "first-contact/"))
+            fail_msg("%s: %s", bad[i].name, c->detail);
+    }
     edgert_close(ctx);
     tu_rmrf(dir);
 }
