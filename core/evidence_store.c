@@ -400,7 +400,12 @@ static edgert_status check_store(edgert_ctx *ctx, const char **path, const edger
     if (!*path)
         *path = ctx->evidence_path;
     if (!*path) {
-        edgert_errf(err, err_len, "no evidence file: set XDG_CACHE_HOME or HOME, or give a path");
+        edgert_errf(err, err_len, ctx->ignore_env
+                                      ? "no evidence file: the handle ignores the environment "
+                                        "(ignore_env), so give a path (here or as "
+                                        "edgert_options.evidence_file)"
+                                      : "no evidence file: set XDG_CACHE_HOME or HOME, or give "
+                                        "a path");
         return EDGERT_E_USAGE;
     }
     return EDGERT_OK;

@@ -77,6 +77,12 @@
  *                             kernel without rebuilding it; the backend must
  *                             still be eligible)
  *   EDGERT_LOG                error|warn|info|debug: default log level
+ *   EDGERT_SANDBOX_TIMEOUT    seconds a plugin's first contact may take
+ *                             (default 60, at most 3600)
+ * XDG_CACHE_HOME and HOME name the folder of first contact's cached
+ * verdicts (read even with ignore_env) and, unless ignore_env is set or
+ * edgert_options.evidence_file names it, of the evidence file;
+ * XDG_DATA_HOME names the per-user backends folder.
  */
 #ifndef EDGERT_EDGERT_H
 #define EDGERT_EDGERT_H
