@@ -86,7 +86,8 @@ typedef struct sb_result {
 /* XXH3-64 of what the child's verdict takes from the manifest besides the
  * library: the backend's name and the name the descriptor must have
  * (plugin_name; both word the verdict's detail), the options init gets, the
- * ABI range offered and whether GEMM is required. A manifest whose name,
+ * ABI range offered, whether GEMM is required and the group size the quick
+ * measurement packs. A manifest whose name,
  * plugin_name or options were fixed is checked again, instead of keeping
  * the old NAME_MISMATCH or INIT_FAILED, and two manifests that share one
  * library (plugin_name) get a verdict and a quick measurement each. */
@@ -94,10 +95,11 @@ static uint64_t manifest_key(const er_manifest *m)
 {
     char *facts = NULL;
     int n = asprintf(&facts,
-                     "name=%s\nplugin_name=%s\nabi=%u..%u\nruns_in_process=%d\noptions=%c%s",
+                     "name=%s\nplugin_name=%s\nabi=%u..%u\nruns_in_process=%d\noptions=%c%s\n"
+                     "group=%d",
                      m->name, m->plugin_name ? m->plugin_name : "", (unsigned)m->abi_min,
                      (unsigned)m->abi_max, m->runs_in_process, m->plugin_options ? '=' : '-',
-                     m->plugin_options ? m->plugin_options : "");
+                     m->plugin_options ? m->plugin_options : "", m->group_size);
     uint64_t h = n >= 0 ? (uint64_t)XXH3_64bits(facts, (size_t)n) : 0;
     free(n >= 0 ? facts : NULL);
     return h;
@@ -246,10 +248,10 @@ static double now_s(void)
 
 /* Canonical weights of n x k with random codes (the values do not matter for
  * speed, only that they are not all alike), symmetric (every layout takes
- * that), group 128. */
-static int fill_weights(edgert_qtensor *t, uint32_t n, uint32_t k)
+ * that), in groups of `group` (which divides k). */
+static int fill_weights(edgert_qtensor *t, uint32_t n, uint32_t k, uint32_t group)
 {
-    size_t codes = (size_t)n * (k / 2u), ng = (size_t)n * (k / 128u);
+    size_t codes = (size_t)n * (k / 2u), ng = (size_t)n * (k / group);
     t->codes = malloc(codes);
     t->scales = malloc(ng * sizeof(float));
     t->zeros = NULL;
@@ -263,7 +265,7 @@ static int fill_weights(edgert_qtensor *t, uint32_t n, uint32_t k)
     for (size_t i = 0; i < ng; i++)
         t->scales[i] = 0.01f;
     t->view = (edgert_qweights){.struct_size = sizeof(edgert_qweights), .n = n, .k = k,
-                                .group = 128u, .codes = t->codes, .scales = t->scales,
+                                .group = group, .codes = t->codes, .scales = t->scales,
                                 .zeros = NULL, .name = "first-contact measurement"};
     return 0;
 }
@@ -335,9 +337,11 @@ static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n,
 }
 
 /*
- * Decode tokens/s and prefill GFLOP/s of the loaded instance. A layout that
- * refuses the shape (it should not: K = 4096 is whole groups of 128) leaves
- * NaN: the verdict still passes, with no measurement.
+ * Decode tokens/s and prefill GFLOP/s of the loaded instance, in the
+ * manifest's group size where it divides K = 4096 (a layout of groups of 32
+ * may refuse 128), else 128. A layout that refuses the shape anyway leaves
+ * NaN: the verdict still passes, with no measurement, and the backend is
+ * ranked by its declared figures (below the measured ones).
  *
  * Each figure is first timed on a small shape. A kernel for which the full
  * shape would take over ER_MEASURE_SLOW_CALL per call keeps the small
@@ -352,8 +356,11 @@ static void quick_measure(er_cand *c, sb_result *r)
 {
     const uint32_t k = 4096u, n = ER_MEASURE_BYTES / (k / 2u); /* ~48 MiB of codes */
     const uint32_t n_small = 512u, n_prefill = 2048u, n_prefill_small = 32u;
+    const uint32_t group = c->m.group_size > 0 && k % (uint32_t)c->m.group_size == 0
+                               ? (uint32_t)c->m.group_size
+                               : 128u;
     edgert_qtensor t = {0};
-    if (!(c->plugin->caps & EDGERT_CAP_GEMM) || fill_weights(&t, n, k) != 0)
+    if (!(c->plugin->caps & EDGERT_CAP_GEMM) || fill_weights(&t, n, k, group) != 0)
         goto out;
     /* decode: weights per second, whatever the packed bytes per weight;
      * the slowest and fastest call give the figure's range, which the
