@@ -124,5 +124,22 @@ function(_edgert_plugin_manifest target manifests dir no_install)
   endif()
   if(NOT no_install)
     install(FILES ${stamped} DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
+    if(cli)
+      # Stamped again where installed, after the library: `cmake --install
+      # --strip` changes its bytes, and a manifest stamped for the unstripped
+      # build would refuse it (CHECKSUM_MISMATCH).
+      set(dest ${EDGERT_INSTALL_BACKEND_DIR})
+      if(NOT IS_ABSOLUTE ${dest})
+        set(dest "\${CMAKE_INSTALL_PREFIX}/${dest}")
+      endif()
+      foreach(m ${stamped})
+        get_filename_component(name ${m} NAME)
+        install(CODE "execute_process(COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} \"${cli}\"
+          checksum --stamp \"\$ENV{DESTDIR}${dest}/${name}\" RESULT_VARIABLE rc)
+        if(NOT rc EQUAL 0)
+          message(WARNING \"could not stamp the installed ${name} (exit \${rc})\")
+        endif()")
+      endforeach()
+    endif()
   endif()
 endfunction()

@@ -342,8 +342,18 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     if (reserved)
         c->lib_fd = -1; /* names a mapped library now: never closed (see os_load) */
     if (!c->dl) {
-        er_cand_reason(c, ER_GATE_DLOPEN_FAILED, "DLOPEN_FAILED(%s)", err);
-        er_cand_detail(c, "dlopen refused %s", m->library_path);
+        /* dlerror names the file as /proc/self/fd/N: an fd number that
+         * varies from run to run, so it is cut from the stable reason */
+        const char *why = err;
+        if (strncmp(why, "/proc/self/fd/", 14) == 0 && strstr(why, ": "))
+            why = strstr(why, ": ") + 2;
+        er_cand_reason(c, ER_GATE_DLOPEN_FAILED, "DLOPEN_FAILED(%s)", why);
+        er_cand_detail(c, "dlopen refused %s: %s%s", m->library_path, why,
+                       strstr(why, "cannot open shared object file")
+                           ? " (a library it needs was not found; edgert loads the file it "
+                             "checked as /proc/self/fd/N, so a RUNPATH of $ORIGIN does not "
+                             "name its folder: docs/writing-a-backend.md)"
+                           : "");
         goto fail;
     }
     void *sym = os_symbol(c->dl, EDGERT_PLUGIN_ENTRY_SYMBOL);

@@ -107,6 +107,14 @@ static void test_reason_codes(void **state)
     expect_rejected("test-nogemm", "tp_nogemm", NULL, "MISSING_CAPABILITY(gemm)");
     expect_rejected("test-undefined", "tp_undefined", NULL, "DLOPEN_FAILED(");
     expect_rejected("test-missing", "no_such_plugin", NULL, "LIBRARY_MISSING");
+    /* the reason is stable (no fd number); the detail names the file */
+    struct one o;
+    one_open(&o, "test-undefined", "tp_undefined", NULL);
+    const char *r = o.c->reason_count ? o.c->reasons[o.c->reason_count - 1] : "";
+    if (strstr(r, "/proc/self/fd") || !strstr(r, "undefined symbol") ||
+        !strstr(o.c->detail, "tp_undefined"))
+        fail_msg("DLOPEN_FAILED: reason '%s', detail '%s'", r, o.c->detail);
+    one_close(&o);
 }
 
 static void test_not_a_library(void **state)
