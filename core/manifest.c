@@ -383,11 +383,12 @@ static void read_library(mreader *r, yaml_node_t *root, er_manifest *m)
 
 /*
  * A list of CPU flag names under `key` of `map` into a bit mask. Each flag
- * must be known and belong to `arch` (when arch is known); with `one_arch`
- * (required flags under arch: any) all must belong to the same architecture.
+ * must be known (`lenient`: an unknown one is a warning and ignored) and
+ * belong to `arch` (when arch is known); with `one_arch` (required flags
+ * under arch: any) all must belong to the same architecture.
  */
 static void read_flags(mreader *r, yaml_node_t *map, const char *key, edgert_arch arch,
-                       int one_arch, uint64_t *out)
+                       int one_arch, int lenient, uint64_t *out)
 {
     char **names = NULL;
     size_t count = 0;
@@ -406,7 +407,13 @@ static void read_flags(mreader *r, yaml_node_t *map, const char *key, edgert_arc
             for (int k = 0; k < EDGERT_CPU_FLAG_COUNT && used < sizeof known; k++)
                 used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "",
                                          edgert_cpu_flag_name((edgert_cpu_flag)k));
-            fail_field(r, item, what, "unknown CPU flag '%s'; known flags: %s", names[i], known);
+            if (lenient) /* only a preference: a flag this edgert cannot probe is no gate */
+                er_diag_add(r->d, EDGERT_LOG_WARN, r->y.path, er_yaml_line(item),
+                            er_yaml_col(item), "field '%s': CPU flag '%s' is not one edgert "
+                            "probes; ignored (known flags: %s)", what, names[i], known);
+            else /* a requirement that cannot be checked fails closed */
+                fail_field(r, item, what, "unknown CPU flag '%s' (edgert cannot check it, so "
+                           "cannot require it); known flags: %s", names[i], known);
             continue;
         }
         edgert_arch fa = flag_arch(f);
@@ -478,11 +485,11 @@ static void read_target(mreader *r, yaml_node_t *root, er_manifest *m)
     if (seen(r, er_yaml_map(&r->y, root, "requires", 0, &req, r->d)) == 0) {
         r->y.section = "requires";
         seen(r, er_yaml_check_keys(&r->y, req, er_manifest_requires_keys, r->d));
-        read_flags(r, req, "cpu_flags", flags_arch, flags_arch == EDGERT_ARCH_UNKNOWN,
+        read_flags(r, req, "cpu_flags", flags_arch, flags_arch == EDGERT_ARCH_UNKNOWN, 0,
                    &m->requires_flags);
         r->y.section = NULL;
     }
-    read_flags(r, root, "uses_when_present", flags_arch, 0, &m->uses_flags);
+    read_flags(r, root, "uses_when_present", flags_arch, 0, 1, &m->uses_flags);
 
     int rc = text(r, root, "processor", 0, &m->processor);
     if (rc == 0 && strcmp(m->processor, "cpu") != 0 && strcmp(m->processor, "gpu") != 0 &&

@@ -534,10 +534,19 @@ int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known, e
             }
         if (found || !er_diag_room(d, y->path))
             continue; /* no suggestion computed for a message that is not listed */
+        /* A key a newer schema added is a warning; one within two edits of
+         * a known key is a typo, and an error: ignoring a misspelt
+         * `requires` would load a backend without its gate. */
         const char *meant = near_miss(k, known);
-        er_diag_add(d, EDGERT_LOG_WARN, y->path, er_yaml_line(kn), er_yaml_col(kn),
-                    "unknown key '" FIELD_FMT "' ignored%s%s%s", FIELD_ARGS(y, k),
-                    meant ? " (did you mean '" : "", meant ? meant : "", meant ? "'?)" : "");
+        if (meant) {
+            er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(kn), er_yaml_col(kn),
+                        "unknown key '" FIELD_FMT "' (did you mean '%s'?)", FIELD_ARGS(y, k),
+                        meant);
+            rc = -1;
+        } else {
+            er_diag_add(d, EDGERT_LOG_WARN, y->path, er_yaml_line(kn), er_yaml_col(kn),
+                        "unknown key '" FIELD_FMT "' ignored", FIELD_ARGS(y, k));
+        }
     }
     free(dup);
     return rc;

@@ -662,8 +662,66 @@ static void test_bad_without_diags(void **state)
     er_manifest_free(&m);
 }
 
-/* A misspelt key is a warning that names the key it probably meant (the
- * "missing required field" error alone would not say why). */
+/* Write `text` as dir/name; the malloc'd path. */
+static char *write_in(const char *dir, const char *name, const char *text)
+{
+    char *p = join(dir, name);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return p;
+}
+
+/* A misspelt gate is an error, never a manifest without its gate; a flag
+ * edgert does not probe fails closed in requires and is only a warning in
+ * uses_when_present (a preference). */
+static void test_typos_fail_closed(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir_local();
+    const char *head = "manifest_version: 1\nname: t\nversion: \"1\"\nvendor: t\n"
+                       "library: libt.so\nabi: {min: 1, max: 1}\narch: x86_64\n"
+                       "device_classes: [x86_cpu]\nprocessor: cpu\n"
+                       "layout: {format: f, weight_bits: 4, symmetric: true, "
+                       "activation_dtype: fp32, bits_per_weight: 4.5}\n"
+                       "runs_in_process: true\nverified: false\nrationale: \"t\"\n";
+    struct {
+        const char *tail;
+        edgert_status st;
+        edgert_log_level level;
+        const char *says;
+    } cases[] = {
+        {"require:\n  cpu_flags: [avx512f]\n", EDGERT_E_PARSE, EDGERT_LOG_ERROR,
+         "unknown key 'require' (did you mean 'requires'?)"},
+        {"requires:\n  cpu_flags: [avx512f, bmi2]\n", EDGERT_E_PARSE, EDGERT_LOG_ERROR,
+         "unknown CPU flag 'bmi2' (edgert cannot check it"},
+        {"uses_when_present: [avx512f, bmi2]\n", EDGERT_OK, EDGERT_LOG_WARN,
+         "CPU flag 'bmi2' is not one edgert probes; ignored"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[2048];
+        snprintf(text, sizeof text, "%s%s", head, cases[i].tail);
+        char *p = write_in(dir, "t.yaml", text);
+        er_diags d = {0};
+        er_manifest m;
+        assert_int_equal(er_manifest_load(p, &m, &d), cases[i].st);
+        if (!find_diag(&d, cases[i].level, cases[i].says))
+            fail_msg("case %zu: no diagnostic '%s'", i, cases[i].says);
+        if (cases[i].st == EDGERT_OK) {
+            assert_true(m.uses_flags & (1ull << EDGERT_CPU_AVX512F));
+            er_manifest_free(&m);
+        }
+        er_diags_free(&d);
+        unlink(p);
+        free(p);
+    }
+    rmdir(dir);
+    free(dir);
+}
+
+/* A misspelt key names the key it probably meant (the "missing required
+ * field" error alone would not say why). */
 static void test_typo_suggests_key(void **state)
 {
     (void)state;
@@ -681,7 +739,8 @@ static void test_typo_suggests_key(void **state)
     er_diags d = {0};
     er_manifest m;
     assert_int_equal(er_manifest_load(p, &m, &d), EDGERT_E_PARSE);
-    const edgert_diag *w = find_diag(&d, EDGERT_LOG_WARN, "activaton_dtype");
+    /* a typo is an error (a misspelt `requires` must not drop the gate) */
+    const edgert_diag *w = find_diag(&d, EDGERT_LOG_ERROR, "activaton_dtype");
     assert_non_null(w);
     assert_non_null(strstr(w->message, "did you mean 'activation_dtype'?"));
     assert_int_equal(w->line, 8);
@@ -886,6 +945,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_schema_documented),
         cmocka_unit_test(test_typo_suggests_key),
+        cmocka_unit_test(test_typos_fail_closed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
