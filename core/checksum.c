@@ -137,8 +137,11 @@ static int stamp_edit(const char *path, const char *text, size_t len, const char
         while (at < len && text[at] != '\n')
             at++;
         at += at < len; /* after the newline; at the end of a file without one, there */
-        snprintf(line, sizeof line, "%schecksum: \"%s\"\n", at == len && len &&
-                 text[len - 1] != '\n' ? "\n" : "", sum);
+        /* the file's own line ending (a CRLF file stays CRLF) */
+        const char *nl = memchr(text, '\n', len);
+        const char *eol = nl && nl > text && nl[-1] == '\r' ? "\r\n" : "\n";
+        snprintf(line, sizeof line, "%schecksum: \"%s\"%s",
+                 at == len && len && text[len - 1] != '\n' ? eol : "", sum, eol);
         *out = splice(text, len, at, 0, line, out_len);
     } else {
         edgert_errf(err, err_len, "%s: %s", path,
@@ -220,9 +223,12 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
         st = EDGERT_E_USAGE;
         goto out;
     }
-    st = edgert_checksum_file(m.library_path, sum, sizeof sum, err, err_len);
-    if (st != EDGERT_OK)
+    char cerr[1024] = "";
+    st = edgert_checksum_file(m.library_path, sum, sizeof sum, cerr, sizeof cerr);
+    if (st != EDGERT_OK) { /* name the manifest too: its `library` is what is missing */
+        edgert_errf(err, err_len, "%s: its library %s", manifest, cerr);
         goto out;
+    }
     st = EDGERT_E_IO;
     text = er_read_file(NULL, manifest, EDGERT_MAX_YAML_BYTES, &len);
     if (!text) {

@@ -32,14 +32,19 @@ static void checksum_help(FILE *f)
             "  --stamp    the arguments are manifests to stamp\n"
             "  --json     one JSON object on stdout\n"
             "  -h, --help this text\n\n"
-            "Exit codes: 0 ok, 1 a file could not be read or written, 2 usage error,\n"
-            "4 a manifest is bad.\n");
+            "Exit codes: 0 ok, 1 a file could not be written (stamping: or a manifest's\n"
+            "library read), 2 usage error, 4 a file named cannot be read or a manifest\n"
+            "is bad.\n");
 }
 
-/* The exit code of one failure, the worst of all kept: bad file > I/O. */
-static int worse(int rc, edgert_status st)
+/* The exit code of one failure, the worst of all kept: bad file > I/O. A
+ * file named to be checksummed that cannot be read is a bad input file (4,
+ * as for every command); stamping's I/O failure may be a write (1). */
+static int worse(int rc, edgert_status st, int stamp)
 {
-    int code = st == EDGERT_E_PARSE ? EXIT_BADFILE : st == EDGERT_E_USAGE ? EXIT_USAGE : EXIT_FAIL;
+    int code = st == EDGERT_E_PARSE || (st == EDGERT_E_IO && !stamp) ? EXIT_BADFILE
+               : st == EDGERT_E_USAGE                               ? EXIT_USAGE
+                                                                    : EXIT_FAIL;
     return rc == EXIT_OK || code == EXIT_BADFILE ? code : rc;
 }
 
@@ -83,7 +88,7 @@ int cmd_checksum(int argc, char **argv)
         edgert_status st = stamp ? edgert_manifest_stamp(argv[i], sum, sizeof sum, err, sizeof err)
                                  : edgert_checksum_file(argv[i], sum, sizeof sum, err, sizeof err);
         if (st != EDGERT_OK)
-            rc = worse(rc, st);
+            rc = worse(rc, st, stamp);
         if (json) {
             json_obj(&w);
             json_kstr(&w, "path", argv[i]);
