@@ -532,17 +532,24 @@ int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known, e
                 found = 1;
                 break;
             }
-        if (found || !er_diag_room(d, y->path))
-            continue; /* no suggestion computed for a message that is not listed */
+        if (found)
+            continue;
         /* A key a newer schema added is a warning; one within two edits of
-         * a known key is a typo, and an error: ignoring a misspelt
-         * `requires` would load a backend without its gate. */
+         * a known key that the mapping lacks is a typo, and an error:
+         * ignoring a misspelt `requires` would load a backend without its
+         * gate. Checked even when no more messages are listed, so that 64
+         * harmless unknown keys cannot hide it. */
         const char *meant = near_miss(k, known);
+        if (meant && er_yaml_get(y, map, meant))
+            meant = NULL; /* the known key is there too: a new key beside it */
+        if (meant)
+            rc = -1;
+        if (!er_diag_room(d, y->path))
+            continue;
         if (meant) {
             er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(kn), er_yaml_col(kn),
                         "unknown key '" FIELD_FMT "' (did you mean '%s'?)", FIELD_ARGS(y, k),
                         meant);
-            rc = -1;
         } else {
             er_diag_add(d, EDGERT_LOG_WARN, y->path, er_yaml_line(kn), er_yaml_col(kn),
                         "unknown key '" FIELD_FMT "' ignored", FIELD_ARGS(y, k));

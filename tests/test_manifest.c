@@ -390,7 +390,7 @@ static void test_all_fields(void **state)
     assert_int_equal(m.verified, 1);
     assert_string_equal(m.rationale, "Exercises every field.");
     assert_string_equal(m.notes, "Free text for the operator.");
-    assert_string_equal(m.plugin_options, "path=fma,threads=2");
+    assert_string_equal(m.plugin_options, "path=fma threads=2");
     assert_string_equal(m.plugin_name, "all-fields.base");
     assert_true(m.declared.decode_tokens_per_s == 12.5);
     assert_true(m.declared.prefill_gflops == 500.0);
@@ -783,6 +783,19 @@ static void test_schema_documented(void **state)
         snprintf(want, sizeof want, "%s: ", *k);
         assert_non_null(strstr(doc, "`{min: N, max: M}`"));
         assert_non_null(strstr(doc, want));
+    }
+    /* the flags edgert probes, in requires.cpu_flags' row: the whole list,
+     * each name as a word */
+    const char *row = strstr(doc, "| `requires.cpu_flags` |");
+    assert_non_null(row);
+    const char *row_end = strchr(row, '\n');
+    for (int i = 0; i < EDGERT_CPU_FLAG_COUNT; i++) {
+        const char *name = edgert_cpu_flag_name((edgert_cpu_flag)i);
+        int found = 0;
+        for (const char *p = row; !found && (p = strstr(p, name)) && p < row_end; p++)
+            found = strchr("` ", p[-1]) && strchr("` ", p[strlen(name)]);
+        if (!found)
+            fail_msg("docs/manifest.md's requires.cpu_flags row does not list '%s'", name);
     }
 }
 
