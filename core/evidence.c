@@ -142,10 +142,12 @@ yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int q
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        /* a folder or a device is the caller's mistake, never moved aside */
+        /* a folder or a device is the caller's mistake, never moved aside
+         * (a store says so in its error; reading warns) */
         *unreadable = -1;
-        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
-                    "not a regular file, so not an evidence file; ignored");
+        if (!quiet_missing)
+            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
+                        "not a regular file, so not an evidence file; ignored");
         return NULL;
     }
     *unreadable = 1;

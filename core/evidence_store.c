@@ -102,8 +102,8 @@ static const char *figure_out_of_range(const edgert_evidence *e)
         return "top1_agreement must be in [0, 1] (or NaN)";
     if (!ev_nonneg_ok(e->kl_mean))
         return "kl_mean must be >= 0 (or NaN)";
-    if (isinf(e->sqnr_min_db))
-        return "sqnr_min_db must be finite (or NaN)";
+    if (isinf(e->sqnr_min_db) && e->sqnr_min_db < 0.0) /* +inf: exact output (written null) */
+        return "sqnr_min_db must not be -inf";
     if (e->correct < -1 || e->correct > 1)
         return "correct must be 1, 0 or -1";
     return NULL;

@@ -6,7 +6,7 @@
  *   where it is, with its files (it used to be moved aside as "corrupt");
  *   reading one is a warning, never a rename;
  * - figures outside their meaning (a negative rate, top-1 above 1, a
- *   negative KL, an infinite SQNR, `correct` other than 1/0/-1) are refused
+ *   negative KL, an SQNR of -inf, `correct` other than 1/0/-1) are refused
  *   on store, naming the item and the field, and nothing is written;
  * - two items for one backend in one call are refused;
  * - struct_size EDGERT_EVIDENCE_V1_SIZE is not a stride: fine for one item,
@@ -149,7 +149,7 @@ static void test_figures_out_of_range(void **state)
         assert_int_equal(access(f->ev, F_OK), -1); /* nothing written */
     }
     edgert_evidence inf_sqnr = ev(10.0, 0.9, 0.01, 1), neg_prefill = ev(10.0, 0.9, 0.01, 1);
-    inf_sqnr.sqnr_min_db = INFINITY;
+    inf_sqnr.sqnr_min_db = -INFINITY; /* +inf is exact output, as verify measures it */
     neg_prefill.prefill_gflops = -5.0;
     assert_int_equal(edgert_evidence_store(ctx, NULL, &inf_sqnr, 1, err, sizeof err),
                      EDGERT_E_USAGE);
@@ -161,6 +161,9 @@ static void test_figures_out_of_range(void **state)
     assert_int_equal(edgert_evidence_store(ctx, NULL, &fine, 1, err, sizeof err), EDGERT_OK);
     edgert_evidence nan = ev(NAN, NAN, NAN, -1);
     assert_int_equal(edgert_evidence_store(ctx, NULL, &nan, 1, err, sizeof err), EDGERT_OK);
+    edgert_evidence exact = ev(10.0, 1.0, 0.0, 1);
+    exact.sqnr_min_db = INFINITY;
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &exact, 1, err, sizeof err), EDGERT_OK);
     edgert_close(ctx);
 }
 

@@ -10,8 +10,11 @@
  * With CHECKPOINT (a GPTQ or dense safetensors file, e.g. from `edgert
  * quantize`), the weights are its first linear layer instead: opened and
  * validated by edgert_checkpoint_open, packed for the selected backend by
- * edgert_checkpoint_layer_packed (a file from `edgert pack` is mapped, not
- * repacked), checked against the layer's own dense (or dequantized) values.
+ * edgert_checkpoint_layer_packed, checked against the layer's own dense (or
+ * dequantized) values. A file from `edgert pack` holds one backend's packed
+ * bytes only, which edgert_checkpoint_layer_packed maps without repacking;
+ * this check needs values a reference can be computed from, so it refuses
+ * such a file (an application would map it and run its GEMMs).
  *
  * Build against an installed edgert:
  *   cc integrate.c $(pkg-config --cflags --libs edgert) -lm -o integrate
@@ -167,6 +170,18 @@ int main(int argc, char **argv)
     o.weights = argc > 2 ? argv[2] : NULL;
     if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
         goto fail;
+    /* what opening found wrong (a skipped manifest, a misspelt EDGERT_DISABLE
+     * name) is kept, not logged: show the warnings */
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+        const edgert_diag *d = edgert_diag_at(ctx, i);
+        if (d->level > EDGERT_LOG_WARN)
+            continue;
+        if (d->file && d->line)
+            fprintf(stderr, "integrate: %s:%u:%u: %s\n", d->file, d->line, d->column, d->message);
+        else
+            fprintf(stderr, "integrate: %s%s%s\n", d->file ? d->file : "", d->file ? ": " : "",
+                    d->message);
+    }
     edgert_status st = edgert_select(ctx, prio, NULL, &sel, err, sizeof err);
     if (st != EDGERT_OK) {
         rc = st == EDGERT_E_NOT_ELIGIBLE ? 3 : 1;

@@ -269,7 +269,11 @@ typedef struct edgert_options {
     int no_evidence;                /**< 1: ignore measured evidence */
     const char *evidence_file;      /**< evidence file to read; NULL = the per-user cache */
     unsigned threads;               /**< thread pool size; 0 = all logical cores */
-    edgert_log_fn log;              /**< NULL: messages at or above log_level go to stderr */
+    edgert_log_fn log;              /**< NULL: messages at or above log_level go to stderr.
+                                         What opening found wrong (a skipped manifest, an
+                                         unknown key, a bad setting or evidence file) is
+                                         kept as diagnostics, not logged: read them with
+                                         edgert_diag_count / edgert_diag_at */
     void *log_user;
     int log_level;                  /**< an edgert_log_level, or 0 for the default:
                                          EDGERT_LOG, else EDGERT_LOG_WARN */
@@ -303,12 +307,21 @@ typedef struct edgert_options {
  *  (then EDGERT_E_PARSE); a bad device profile is EDGERT_E_PARSE. */
 EDGERT_API edgert_status edgert_open(const edgert_options *options, edgert_ctx **out, char *err,
                                      size_t err_len);
+/** Close a handle (NULL is fine) and unload its plugins. Free what was made
+ *  from it first, in this order: packed weights (edgert_packed_free), then
+ *  backends (edgert_backend_close), and selections (edgert_selection_free);
+ *  using any of them after edgert_close is undefined, as is freeing one
+ *  twice. */
 EDGERT_API void edgert_close(edgert_ctx *ctx);
 
 EDGERT_API const edgert_device *edgert_device_facts(const edgert_ctx *ctx);
 EDGERT_API size_t edgert_candidate_count(const edgert_ctx *ctx);
 EDGERT_API const edgert_candidate *edgert_candidate_at(const edgert_ctx *ctx, size_t i);
 EDGERT_API const edgert_candidate *edgert_candidate_find(const edgert_ctx *ctx, const char *name);
+/** What opening found wrong or worth saying, each with its file, line and
+ *  column where there is one: skipped manifests, unknown keys, settings
+ *  ignored, unreadable evidence. They are not logged; an application shows
+ *  them (examples/integrate prints the warnings). */
 EDGERT_API size_t edgert_diag_count(const edgert_ctx *ctx);
 EDGERT_API const edgert_diag *edgert_diag_at(const edgert_ctx *ctx, size_t i);
 /** Folders searched for manifests, in order, with where each came from. */
@@ -412,8 +425,9 @@ EDGERT_API edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w
 /** Bytes the packed weights occupy (for a handle from edgert_packed_map: the
  *  `size` mapped). 0 for NULL. */
 EDGERT_API size_t edgert_packed_bytes(const edgert_packed *p);
-/** Free packed weights (from edgert_pack or edgert_packed_map; NULL is fine).
- *  Call it before edgert_backend_close of the backend that made them. */
+/** Free packed weights (from edgert_pack or edgert_packed_map; NULL is fine;
+ *  once, like free()). Call it before edgert_backend_close of the backend
+ *  that made them. */
 EDGERT_API void edgert_packed_free(edgert_packed *p);
 
 /*
@@ -745,7 +759,16 @@ EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
  * leaves a corrupt file. An existing file that cannot be read is moved aside
  * (<path>.corrupt-<UTC time>, never over another file) with a warning naming
  * both paths, and a new file is started; a failed verify is never dropped
- * silently (figures without a verdict keep it).
+ * silently (figures without a verdict keep it). Missing folders of `path`
+ * are created (mode 0700).
+ * Nothing is written, and EDGERT_E_USAGE says which item and field, when an
+ * item's figures are outside their meaning: a rate (decode_tokens_per_s,
+ * prefill_gflops) <= 0 or infinite, top1_agreement outside [0, 1], kl_mean
+ * < 0, sqnr_min_db -inf (+inf: exact output), `correct` other than 1, 0 or
+ * -1 (NaN is always "not measured"); when two items name one backend; when
+ * struct_size is below version 1's, or is no stride (not a multiple of the
+ * struct's alignment) for more than one item. A `path` that is not a
+ * regular file (a folder) is EDGERT_E_IO, and left as it is.
  * Live mode only (plan-mode handles describe another device).
  */
 EDGERT_API edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path,
