@@ -6,7 +6,6 @@
  * through here, with the plugin's message turned into the caller's error
  * (er_set_plugin_err).
  */
-#define _GNU_SOURCE /* asprintf */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,29 +59,40 @@ static edgert_status merge_options(const char *name, const char *fixed, const ch
                                    char **out, char *err, size_t err_len)
 {
     *out = NULL;
-    if (!fixed && !extra)
+    if (!fixed || !extra) { /* one side or none: as it is */
+        const char *one = fixed ? fixed : extra;
+        if (one && !(*out = er_strdup(one)))
+            goto nomem;
         return EDGERT_OK;
-    if (fixed && extra) {
-        for (const char *w = extra + strspn(extra, " \t\n"); *w; w += strspn(w, " \t\n")) {
-            size_t len = strcspn(w, " \t\n"), flen = 0;
-            const char *f = NULL;
-            if (option_set(fixed, w, option_key_len(w), &f, &flen) &&
-                (flen != len || strncmp(f, w, len) != 0)) {
-                edgert_errf(err, err_len, "backend '%s': option '%.*s' contradicts its "
-                            "manifest's plugin_options '%s', which its name stands for",
-                            name, (int)len, w, fixed);
-                return EDGERT_E_USAGE;
-            }
-            w += len;
+    }
+    /* fixed's words, then each of extra's that fixed lacks: a plugin may
+     * refuse a key given twice, even with one value */
+    size_t cap = strlen(fixed) + strlen(extra) + 2, used = 0;
+    char *o = malloc(cap);
+    if (!o)
+        goto nomem;
+    used = (size_t)snprintf(o, cap, "%s", fixed);
+    for (const char *w = extra + strspn(extra, " \t\n"); *w; w += strspn(w, " \t\n")) {
+        size_t len = strcspn(w, " \t\n"), flen = 0;
+        const char *f = NULL;
+        if (!option_set(fixed, w, option_key_len(w), &f, &flen)) {
+            used += (size_t)snprintf(o + used, cap - used, "%s%.*s",
+                                     used && fixed[strspn(fixed, " \t\n")] ? " " : "",
+                                     (int)len, w);
+        } else if (flen != len || strncmp(f, w, len) != 0) {
+            edgert_errf(err, err_len, "backend '%s': option '%.*s' contradicts its "
+                        "manifest's plugin_options '%s', which its name stands for",
+                        name, (int)len, w, fixed);
+            free(o);
+            return EDGERT_E_USAGE;
         }
+        w += len;
     }
-    if (asprintf(out, "%s%s%s", fixed ? fixed : "", fixed && extra ? " " : "",
-                 extra ? extra : "") < 0) {
-        *out = NULL;
-        edgert_errf(err, err_len, "out of memory");
-        return EDGERT_E_NOMEM;
-    }
+    *out = o;
     return EDGERT_OK;
+nomem:
+    edgert_errf(err, err_len, "out of memory");
+    return EDGERT_E_NOMEM;
 }
 
 edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char *options,
@@ -312,7 +322,9 @@ void edgert_packed_free(edgert_packed *p)
 }
 
 /* Whether m rows `ld` floats apart span more bytes than a pointer offset
- * holds (the byte offset of the last row would wrap). */
+ * holds (the byte offset of the last row's start would wrap). The width
+ * (k, n) is the plugin's to add: only it knows the weights' shape
+ * (pk_check_gemm_args). */
 static int rows_overflow(size_t m, size_t ld)
 {
     return m > 1u && ld > (size_t)PTRDIFF_MAX / sizeof(float) / (m - 1u);
