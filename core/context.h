@@ -151,7 +151,8 @@ const char *er_stage_name(int s);
  * one, never run the child (then 0 also means "not known yet"). */
 int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only);
 /* The child's time limit from EDGERT_SANDBOX_TIMEOUT's value v (seconds; NULL:
- * the default), with a warning into d when v is not a number in (0, 3600]. */
+ * the default), with a warning into d when v is not a number in
+ * [0.001, 3600]. */
 long long er_sandbox_timeout_ms(const char *v, er_diags *d);
 /* host.c: the table a plugin gets, and the core's log. */
 void er_host_fill(er_cand *c, uint32_t abi);

@@ -151,11 +151,11 @@ long long er_sandbox_timeout_ms(const char *v, er_diags *d)
 {
     char *end = NULL;
     double s = v ? strtod(v, &end) : 0.0;
-    if (v && end && end != v && *end == '\0' && s > 0.0 && s <= 3600.0)
+    if (v && end && end != v && *end == '\0' && s >= 0.001 && s <= 3600.0)
         return (long long)(s * 1000.0);
     if (v)
         er_diag_add(d, EDGERT_LOG_WARN, NULL, 0, 0, "EDGERT_SANDBOX_TIMEOUT=%s is not a number "
-                    "of seconds in (0, 3600]: %d s is used", v, ER_SANDBOX_TIMEOUT_MS / 1000);
+                    "of seconds in [0.001, 3600]: %d s is used", v, ER_SANDBOX_TIMEOUT_MS / 1000);
     return ER_SANDBOX_TIMEOUT_MS;
 }
 
@@ -599,9 +599,11 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
     if (!r.ok) {
         er_cand_reason(c, (er_gate_id)r.gate, "%s", r.reason);
         char *file = cached ? cache_file(ctx, c, 0) : NULL;
-        er_cand_detail(c, "first contact%s%s%s: %s", file ? " (cached verdict; to meet the "
-                       "plugin again, delete " : "", file ? file : "", file ? ")" : "",
-                       r.detail);
+        er_cand_detail(c, "first contact%s%s%s: %s",
+                       !cached ? ""
+                       : file  ? " (cached verdict; to meet the plugin again, delete "
+                               : " (cached verdict",
+                       file ? file : "", cached ? ")" : "", r.detail);
         free(file);
         return -1;
     }

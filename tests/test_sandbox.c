@@ -11,8 +11,9 @@
  *   backends go on.
  * - The verdicts are cached per (device, plugin file): a second handle gets
  *   them without running the child, and with defer_load runs no plugin code;
- *   a timeout is met again under a longer limit, and a cached failure names
- *   the file to delete to meet its plugin again.
+ *   a timeout is met again under a longer limit, a child killed from outside
+ *   (SIGKILL) is not cached at all, and a cached failure names the file to
+ *   delete to meet its plugin again.
  * - `edgert probe`, `list`, `select`, `verify` and `calibrate` complete with
  *   the right exit codes in a folder of such plugins.
  * - The checksum race: another process swaps the library file in a loop
@@ -146,6 +147,30 @@ static void test_misbehaving_plugins(void **state)
             fail_msg("%s: %s", bad[i].name, c->detail);
     }
     edgert_close(ctx);
+    tu_rmrf(dir);
+}
+
+/* A child killed from outside (SIGKILL: the OOM killer, a user) says more of
+ * that moment than of the plugin: its verdict is not cached, so each handle
+ * meets the plugin again. */
+static void test_killed_child_not_cached(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_sigkill_init");
+    free(tu_manifest(dir, "k.yaml", "test-sigkill-init", lib, NULL, NULL));
+    free(lib);
+    for (int round = 0; round < 2; round++) {
+        edgert_ctx *ctx = open_folder(dir, 0);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-sigkill-init");
+        assert_non_null(c);
+        assert_false(c->eligible);
+        if (c->reason_count == 0 ||
+            strcmp(c->reasons[c->reason_count - 1], "PLUGIN_CRASHED(SIGKILL)") != 0 ||
+            strstr(c->detail, "cached"))
+            fail_msg("round %d: %s — %s", round,
+                     c->reason_count ? c->reasons[c->reason_count - 1] : "-", c->detail);
+        edgert_close(ctx);
+    }
     tu_rmrf(dir);
 }
 
@@ -325,6 +350,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_misbehaving_plugins, short_timeout, clear_env),
         cmocka_unit_test_setup_teardown(test_commands_complete, short_timeout, clear_env),
+        cmocka_unit_test(test_killed_child_not_cached),
         cmocka_unit_test(test_quick_measurement),
         cmocka_unit_test_teardown(test_checksum_race, clear_env),
     };
