@@ -90,6 +90,22 @@ static void test_exit_codes(void **state)
     assert_non_null(strstr(err, "--evidence /nonexistent/ev.json: No such file"));
     free(err);
     assert_int_equal(run("select --evidence ''", NULL), 4);
+    assert_int_equal(run("select --no-evidence --evidence /nonexistent/ev.json", NULL), 0);
+    /* a setting that cannot be used is said */
+    assert_int_equal(run_redirected("EDGERT_SANDBOX_TIMEOUT=abc", "list", "2>&1 >/dev/null",
+                                    &err), 0);
+    assert_non_null(strstr(err, "EDGERT_SANDBOX_TIMEOUT=abc is not a number of seconds"));
+    free(err);
+    /* the name parsers refuse a NULL out instead of writing through it */
+    edgert_priority prio;
+    edgert_arch arch;
+    assert_int_equal(edgert_priority_parse("speed", &prio), 0);
+    assert_int_equal(edgert_priority_parse("speed", NULL), -1);
+    assert_int_equal(edgert_arch_parse("aarch64", &arch), 0);
+    assert_int_equal(arch, EDGERT_ARCH_ARM64);
+    assert_int_equal(edgert_arch_parse("x86_64", NULL), -1);
+    assert_int_equal(edgert_device_class_parse("x86_cpu", NULL), -1);
+    assert_int_equal(edgert_cpu_flag_parse("avx2", NULL), -1);
     assert_int_equal(
         run("select --manifests " EDGERT_TEST_FIXTURES "/manifests/bad/empty.yaml", NULL), 4);
     /* nothing eligible / forced backend not eligible or unknown: 3 */
@@ -395,6 +411,31 @@ static void test_json_with_bad_manifest(void **state)
     tu_rmrf(jdir);
     free(out);
     tu_rmrf(dir);
+
+    /* a command failing on its own, and a usage error once --json was read:
+     * one object each, with the error line (an integrator's walkthrough got
+     * nothing on stdout from these) */
+    static const struct {
+        const char *args, *says, *status;
+        int rc;
+    } fails[] = {
+        {"bench --json --backend no-such-backend", "no-such-backend", "failed", 3},
+        {"verify --json --backend no-such-backend", "no-such-backend", "failed", 3},
+        {"select --json --frob", "--frob", "E_USAGE", 2},
+        {"quantize /nonexistent/in.safetensors /tmp/o --sym --json", "cannot read", "E_IO", 4},
+    };
+    for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
+        assert_int_equal(run(fails[i].args, &out), fails[i].rc);
+        if (!strchr(out, '{') || strchr(out, '\n') != strrchr(out, '\n'))
+            fail_msg("'%s': not one JSON object on one line: '%s'", fails[i].args, out);
+        root = parse(out, &y, &jdir);
+        if (!strstr(sval(&y, root, "error"), fails[i].says) ||
+            strcmp(sval(&y, root, "status"), fails[i].status) != 0)
+            fail_msg("'%s': %s", fails[i].args, out);
+        er_yaml_free(&y);
+        tu_rmrf(jdir);
+        free(out);
+    }
 }
 
 /* A manifest that reuses another backend's library: list --json gives its

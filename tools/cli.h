@@ -92,6 +92,10 @@ void warn_diags(const cli *c, const edgert_ctx *ctx);
 /* --json: {"error": err, "status": name of st} on stdout, for a command that
  * fails before it has a result. */
 void json_error_object(const char *err, edgert_status st);
+/* --json: when a command ends with exit code rc != 0 and wrote no document,
+ * the error object from its last error line on stderr (status: E_USAGE for
+ * exit code 2, else "failed"). Returns rc. */
+int json_failed(int rc);
 
 /** Bounded formatting into an error buffer. */
 

@@ -170,9 +170,22 @@ static const char *convert(FILE *f, const char *pct, va_list *ap, int keep_lines
     return q + nlm + 1;
 }
 
+/* The last message written to stderr: what --json reports when a command
+ * fails before its document (json_failed). */
+static char last_error[1024];
+
 static void vtext(FILE *f, int keep_lines, const char *fmt, va_list ap)
 {
     va_list aq;
+    /* an error line: not a log line (cli_log: "edgert: info: ..."), a
+     * warning or an indented line of a list */
+    if (f == stderr && strncmp(fmt, "edgert: %s: %s", 14) != 0 && fmt[0] != ' ' &&
+        !strstr(fmt, "warning")) {
+        va_copy(aq, ap);
+        vsnprintf(last_error, sizeof last_error, fmt, aq);
+        va_end(aq);
+        last_error[strcspn(last_error, "\n")] = '\0';
+    }
     va_copy(aq, ap);
     for (const char *p = fmt; *p;) {
         const char *pct = strchr(p, '%');
@@ -232,9 +245,28 @@ int json_keep_stdout(void)
     return 0;
 }
 
+static int json_used; /* something was written as the JSON document */
+
 FILE *json_out(void)
 {
+    json_used = 1;
     return json_stream ? json_stream : stdout;
+}
+
+int json_failed(int rc)
+{
+    if (rc == EXIT_OK || json_used)
+        return rc;
+    json_w w;
+    json_init(&w, json_out());
+    json_obj(&w);
+    json_kstr(&w, "error", last_error[0] ? last_error : "failed");
+    /* only a usage error's status is certain from the exit code (3 is also
+     * an unknown backend, 4 also a missing file) */
+    json_kstr(&w, "status", rc == EXIT_USAGE ? edgert_status_name(EDGERT_E_USAGE) : "failed");
+    json_end_obj(&w);
+    json_finish(&w);
+    return rc;
 }
 
 /* ---- shared printing ------------------------------------------------------------ */
@@ -503,7 +535,7 @@ void json_error_object(const char *err, edgert_status st)
 static int check_evidence_arg(const cli *c, char *msg, size_t msg_len)
 {
     struct stat st;
-    if (!c->evidence || strcmp(c->cmd, "calibrate") == 0)
+    if (!c->evidence || c->no_evidence || strcmp(c->cmd, "calibrate") == 0)
         return EXIT_OK;
     if (c->evidence[0] && stat(c->evidence, &st) == 0)
         return EXIT_OK;

@@ -922,13 +922,14 @@ int main(int argc, char **argv)
             continue;
         cli c = {.cmd = cmd};
         if (parse_args(&c, argc - 1, argv + 1) != 0)
-            return EXIT_USAGE;
+            return c.json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
         if (c.json && json_keep_stdout() != 0)
             tfprintf(stderr,
                      "edgert: warning: cannot set stdout aside for the JSON document "
                      "(%s); anything a plugin prints will be mixed into it\n",
                      strerror(errno));
-        return cmds[i].run(&c);
+        int rc = cmds[i].run(&c);
+        return c.json ? json_failed(rc) : rc;
     }
     tfprintf(stderr,
              "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "

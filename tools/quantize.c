@@ -129,19 +129,24 @@ int cmd_quantize(int argc, char **argv)
     if (npos != 2 || scheme < 0) {
         tfprintf(stderr, "edgert quantize: %s (see 'edgert quantize --help')\n",
                  npos != 2 ? "name IN and OUT" : "choose --sym or --asym");
-        return EXIT_USAGE;
+        return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
     }
     o.symmetric = scheme;
     if (json && json_keep_stdout() != 0)
         tfprintf(stderr, "edgert: warning: cannot set stdout aside for the JSON document\n");
     char err[4096] = "";
     if (access(pos[0], R_OK) != 0) { /* a file named explicitly: missing is exit 4 */
-        tfprintf(stderr, "edgert quantize: %s: cannot read: %s\n", pos[0], strerror(errno));
+        snprintf(err, sizeof err, "%s: cannot read: %s", pos[0], strerror(errno));
+        tfprintf(stderr, "edgert quantize: %s\n", err);
+        if (json)
+            json_error_object(err, EDGERT_E_IO);
         return EXIT_BADFILE;
     }
     edgert_status st = edgert_checkpoint_quantize(pos[0], pos[1], &o, err, sizeof err);
     if (st) {
         tfprintf_lines(stderr, "edgert quantize: %s\n", err);
+        if (json)
+            json_error_object(err, st);
         return exit_code(st);
     }
     report(pos[1], json, &o);
