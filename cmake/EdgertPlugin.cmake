@@ -75,10 +75,12 @@ function(edgert_add_plugin target)
   if(P_NO_LIB_PREFIX)
     set(P_PREFIX "")
   endif()
+  # "$<1:...>": a multi-config generator (Ninja Multi-Config) would put the
+  # library in a per-config subfolder, away from the manifest that names it
   set_target_properties(${target} PROPERTIES
     PREFIX "${P_PREFIX}"
     C_VISIBILITY_PRESET hidden
-    LIBRARY_OUTPUT_DIRECTORY ${P_OUTPUT_DIRECTORY})
+    LIBRARY_OUTPUT_DIRECTORY "$<1:${P_OUTPUT_DIRECTORY}>")
   if(NOT P_NO_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
   endif()
@@ -137,7 +139,7 @@ function(_edgert_plugin_manifest target manifests dir no_install)
         install(CODE "execute_process(COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} \"${cli}\"
           checksum --stamp \"\$ENV{DESTDIR}${dest}/${name}\" RESULT_VARIABLE rc)
         if(NOT rc EQUAL 0)
-          message(WARNING \"could not stamp the installed ${name} (exit \${rc})\")
+          message(FATAL_ERROR \"could not stamp the installed ${name} (exit \${rc})\")
         endif()")
       endforeach()
     endif()
