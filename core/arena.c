@@ -87,6 +87,7 @@ typedef struct er_arena_region {
 struct er_arena {
     pthread_mutex_t lock;
     er_arena_region *regions; /* newest first */
+    size_t live_bytes;        /* the sizes of the blocks not freed yet */
 };
 
 static __thread er_arena *er_tl_packing;
@@ -233,8 +234,20 @@ void *er_arena_alloc(er_arena *a, size_t size, size_t align)
         align = 64u; /* blocks never share a cache line */
     pthread_mutex_lock(&a->lock);
     void *p = arena_alloc_locked(a, size, align);
+    if (p)
+        a->live_bytes += size;
     pthread_mutex_unlock(&a->lock);
     return p;
+}
+
+size_t er_arena_live_bytes(er_arena *a)
+{
+    if (!a)
+        return 0;
+    pthread_mutex_lock(&a->lock);
+    size_t n = a->live_bytes;
+    pthread_mutex_unlock(&a->lock);
+    return n;
 }
 
 /* Give [start, stop) back: merged with the holes beside it, or with the
@@ -288,6 +301,7 @@ int er_arena_free(er_arena *a, void *p)
             h->magic = 0; /* a second free of the same block finds no block */
         ASAN_POISON_MEMORY_REGION(h, sizeof *h);
         if (block) {
+            a->live_bytes -= b.size;
             ASAN_POISON_MEMORY_REGION(p, b.size);
             if (--r->live == 0) {
                 *link = r->next;

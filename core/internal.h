@@ -265,6 +265,8 @@ void er_arena_destroy(er_arena *a);
 void *er_arena_alloc(er_arena *a, size_t size, size_t align);
 /** 1 if p is a block of `a` (now freed), 0 if it is not (nothing done). */
 int er_arena_free(er_arena *a, void *p);
+/** The bytes of `a`'s blocks not freed yet (their sizes as asked). */
+size_t er_arena_live_bytes(er_arena *a);
 /** Evict every block of `a` from the caches (er_cache_evict): the next
  *  read of packed weights streams from memory (first contact's timing). */
 void er_arena_evict(er_arena *a);

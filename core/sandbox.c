@@ -78,6 +78,7 @@ typedef struct sb_result {
     double prefill_gflops;
     double decode_min, decode_max; /* the slowest and fastest call's rate */
     long long timeout_ms;  /* the limit a PLUGIN_TIMEOUT was given (parent side) */
+    int packed_outside;    /* pack did not allocate through host->alloc: no decode figure */
     int passing;           /* 1: a verdict of the moment (killed from outside), not kept */
 } sb_result;
 
@@ -179,8 +180,9 @@ static int cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
         return -1;
     }
     char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan", lo[32] = "nan",
-         hi[32] = "nan", limit[32] = "0";
+         hi[32] = "nan", limit[32] = "0", outside[8] = "0";
     take_line(text, "ok", ok, sizeof ok);
+    take_line(text, "packed_outside", outside, sizeof outside);
     take_line(text, "timeout_ms", limit, sizeof limit);
     take_line(text, "gate", gate, sizeof gate);
     take_line(text, "reason", r->reason, sizeof r->reason);
@@ -197,6 +199,7 @@ static int cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     r->decode_min = strtod(lo, NULL);
     r->decode_max = strtod(hi, NULL);
     r->timeout_ms = strtoll(limit, NULL, 10);
+    r->packed_outside = strcmp(outside, "1") == 0;
     if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
         return -1; /* not a verdict this edgert wrote */
     /* a timeout under a shorter limit than now says nothing: meet it again */
@@ -223,9 +226,10 @@ static void cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_resul
         fprintf(f, "edgert-first-contact 3\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
                    "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
                    "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\n"
-                   "timeout_ms %lld\n",
+                   "timeout_ms %lld\npacked_outside %d\n",
                 c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
-                r->prefill_gflops, r->decode_min, r->decode_max, r->timeout_ms);
+                r->prefill_gflops, r->decode_min, r->decode_max, r->timeout_ms,
+                r->packed_outside);
         if (fclose(f) == 0 && rename(tmp, path) == 0) {
             free(tmp);
             tmp = NULL;
@@ -317,8 +321,13 @@ out:
 }
 
 /* Packs the first n rows of t (n <= t's rows) and times `reps` calls of
- * m rows (see time_gemm). NaNs when the plugin refuses. */
-static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, int reps)
+ * m rows (see time_gemm). NaNs when the plugin refuses, and for decode
+ * (m = 1) when pack put under half of its packed bytes in the arena, which
+ * is the only memory eviction reaches (*outside set): a plugin that
+ * allocates them with malloc would be timed from the last-level cache (a
+ * vendor's walkthrough: 47 tok/s against 28-31 for the same kernel). */
+static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, int reps,
+                          int *outside)
 {
     void *packed = NULL;
     size_t bytes = 0;
@@ -326,12 +335,17 @@ static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n,
     edgert_qweights w = t->view;
     w.n = n;
     /* into the arena, as edgert_pack does: the blocks time_gemm evicts */
+    size_t before = er_arena_live_bytes(c->ctx->arena);
     er_arena *prev = er_arena_packing(c->ctx->arena);
     edgert_status st = c->plugin->pack(c->state, &w, &packed, &bytes, err, sizeof err);
     er_arena_packing(prev);
     if (st != EDGERT_OK)
         return (sb_times){NAN, NAN, NAN};
-    sb_times s = time_gemm(c, packed, m, n, w.k, reps, m == 1u); /* decode streams from memory */
+    sb_times s = {NAN, NAN, NAN};
+    if (m == 1u && c->ctx->arena && er_arena_live_bytes(c->ctx->arena) - before < bytes / 2u)
+        *outside = 1;
+    else /* decode streams from memory */
+        s = time_gemm(c, packed, m, n, w.k, reps, m == 1u);
     c->plugin->packed_free(c->state, packed);
     return s;
 }
@@ -373,10 +387,10 @@ static void quick_measure(er_cand *c, sb_result *r)
      * range, six chose amx-w4a8 five times (in one decode group with
      * avx512-w4a16 each time, its prefill deciding), at no cost a user
      * could see (1.83 s for all five backends either way). */
-    sb_times s = time_rows(c, &t, 1u, n_small, 3);
+    sb_times s = time_rows(c, &t, 1u, n_small, 3, &r->packed_outside);
     double rows = n_small;
     if (s.med > 0.0 && s.med * n / n_small <= ER_MEASURE_SLOW_CALL) {
-        s = time_rows(c, &t, 1u, n, 16);
+        s = time_rows(c, &t, 1u, n, 16, &r->packed_outside);
         rows = n;
     }
     if (s.med > 0.0) {
@@ -384,10 +398,10 @@ static void quick_measure(er_cand *c, sb_result *r)
         r->decode_min = rows * k / s.max / ER_SPARK_WEIGHTS;
         r->decode_max = rows * k / s.min / ER_SPARK_WEIGHTS;
     }
-    s = time_rows(c, &t, 64u, n_prefill_small, 3);
+    s = time_rows(c, &t, 64u, n_prefill_small, 3, &r->packed_outside);
     rows = n_prefill_small;
     if (s.med > 0.0 && s.med * n_prefill / n_prefill_small <= ER_MEASURE_SLOW_CALL) {
-        s = time_rows(c, &t, 64u, n_prefill, 3);
+        s = time_rows(c, &t, 64u, n_prefill, 3, &r->packed_outside);
         rows = n_prefill;
     }
     if (s.med > 0.0)
@@ -607,6 +621,12 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
         free(file);
         return -1;
     }
+    if (r.packed_outside)
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, c->m.library_path, 0, 0,
+                    "%s: its packed weights did not land in the packing arena (allocated "
+                    "elsewhere than host->alloc, which a plugin must use for them, or aligned "
+                    "above 4 KiB), so first contact cannot evict them before timing: no quick "
+                    "decode figure", c->m.name);
     /* Figures of THIS host: none for a planned device (plan mode's export
      * meets its plugin here too). The quick decode rate is kept on its own,
      * whatever else was measured: the selector compares every backend of a

@@ -174,6 +174,32 @@ static void test_killed_child_not_cached(void **state)
     tu_rmrf(dir);
 }
 
+/* Packed weights allocated outside host->alloc cannot be evicted before
+ * first contact times them: no quick decode figure (it would be read from
+ * the cache) and a warning naming the backend; the verdict still passes. */
+static void test_packed_outside_arena(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_malloc_pack");
+    free(tu_manifest(dir, "m.yaml", "test-malloc-pack", lib, NULL, NULL));
+    free(lib);
+    for (int round = 0; round < 2; round++) { /* met, then from the cache */
+        edgert_ctx *ctx = open_folder(dir, round);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-malloc-pack");
+        assert_true(c->eligible);
+        assert_true(isnan(c->first_contact_decode_tokens_per_s));
+        int warned = 0;
+        for (size_t d = 0; d < edgert_diag_count(ctx); d++)
+            warned |= strstr(edgert_diag_at(ctx, d)->message,
+                             "test-malloc-pack: its packed weights did not land in the "
+                             "packing arena") != NULL;
+        if (!warned)
+            fail_msg("round %d: no warning about the packed weights", round);
+        edgert_close(ctx);
+    }
+    tu_rmrf(dir);
+}
+
 static void test_commands_complete(void **state)
 {
     (void)state;
@@ -351,6 +377,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_misbehaving_plugins, short_timeout, clear_env),
         cmocka_unit_test_setup_teardown(test_commands_complete, short_timeout, clear_env),
         cmocka_unit_test(test_killed_child_not_cached),
+        cmocka_unit_test(test_packed_outside_arena),
         cmocka_unit_test(test_quick_measurement),
         cmocka_unit_test_teardown(test_checksum_race, clear_env),
     };

@@ -24,6 +24,8 @@
  *                      contract on purpose: packed_data answers a misaligned
  *                      pointer, packed_map succeeds without a handle (the
  *                      core must refuse both, EDGERT_E_PLUGIN)
+ *   TP_PACK_MALLOC     pack allocates the packed values with aligned_alloc,
+ *                      not host->alloc (first contact must notice)
  * (The ABI-2 fields are set in the ABI-1 descriptor too: the core must not
  * read them from a descriptor that answered ABI 1.)
  * (the misbehaving plugins of issue 13: crash, abort, loop, exit, overfill the
@@ -126,7 +128,11 @@ static edgert_status tp_pack(void *state, const edgert_qweights *w, void **packe
     p->n = w->n;
     p->k = w->k;
     p->groups = groups;
+#ifdef TP_PACK_MALLOC
+    p->w = aligned_alloc(64, ((size_t)w->n * w->k * sizeof(float) + 63) & ~(size_t)63);
+#else
     p->w = s->host->alloc(s->host->host_ctx, (size_t)w->n * w->k * sizeof(float), 64);
+#endif
     if (!p->w) {
         s->host->free(s->host->host_ctx, p);
         edgert_errf(err, err_len, "out of memory");
@@ -157,7 +163,11 @@ static void tp_packed_free(void *state, void *packed)
     tp_packed *p = packed;
     if (!p)
         return;
+#ifdef TP_PACK_MALLOC
+    free(p->w);
+#else
     s->host->free(s->host->host_ctx, p->w);
+#endif
     s->host->free(s->host->host_ctx, p);
 }
 
