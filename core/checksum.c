@@ -59,9 +59,13 @@ edgert_status edgert_checksum_file(const char *path, char *out, size_t out_len, 
                     (unsigned)EDGERT_CHECKSUM_LEN);
         return EDGERT_E_USAGE;
     }
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (stat(path, &sb) != 0) {
         edgert_errf(err, err_len, "%s: %s", path,
-                    errno == ENOENT ? "no such file" : "not a readable regular file");
+                    errno == ENOENT ? "no such file" : strerror(errno));
+        return EDGERT_E_IO;
+    }
+    if (!S_ISREG(sb.st_mode)) { /* errno says nothing here (was "no such file" for a folder) */
+        edgert_errf(err, err_len, "%s: not a regular file", path);
         return EDGERT_E_IO;
     }
     if (er_file_xxh3(path, &h) != 0) {
@@ -206,8 +210,9 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
     char sum[EDGERT_CHECKSUM_LEN], *text = NULL, *edited = NULL, *tmp = NULL;
     size_t len = 0, elen = 0;
     edgert_status st = EDGERT_E_PARSE;
-    if (!manifest) {
-        edgert_errf(err, err_len, "edgert_manifest_stamp: no manifest given");
+    if (!manifest || (checksum_out && out_len < EDGERT_CHECKSUM_LEN)) {
+        edgert_errf(err, err_len, "edgert_manifest_stamp: %s", !manifest ? "no manifest given"
+                    : "checksum_out needs EDGERT_CHECKSUM_LEN bytes (or NULL)");
         return EDGERT_E_USAGE;
     }
     if (er_manifest_load(manifest, &m, &d) != EDGERT_OK) {

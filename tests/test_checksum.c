@@ -64,6 +64,9 @@ static void test_checksum_file(void **state)
     assert_int_equal(edgert_checksum_file("/nonexistent.so", sum, sizeof sum, err, sizeof err),
                      EDGERT_E_IO);
     assert_non_null(strstr(err, "no such file"));
+    /* a folder is said to be one (it was "no such file", from a stale errno) */
+    assert_int_equal(edgert_checksum_file(dir, sum, sizeof sum, err, sizeof err), EDGERT_E_IO);
+    assert_non_null(strstr(err, "not a regular file"));
     free(a);
     tu_rmrf(dir);
 }
@@ -112,6 +115,12 @@ static void test_stamp_missing_library(void **state)
     assert_int_equal(edgert_manifest_stamp(m, sum, sizeof sum, err, sizeof err), EDGERT_E_IO);
     if (!strstr(err, m) || !strstr(err, "libx.so") || !strstr(err, "no such file"))
         fail_msg("the error does not name the manifest and its library: %s", err);
+    assert_string_equal(slurp(m), before);
+    /* a checksum_out too short for the value is refused, not cut */
+    free(tu_write(dir, "libx.so", "a library"));
+    char small[8];
+    assert_int_equal(edgert_manifest_stamp(m, small, sizeof small, err, sizeof err),
+                     EDGERT_E_USAGE);
     assert_string_equal(slurp(m), before);
     free(m);
     tu_rmrf(dir);

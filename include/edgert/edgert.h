@@ -791,8 +791,9 @@ EDGERT_API edgert_status edgert_checksum_file(const char *path, char *out, size_
  * the rest of the file (comments, order) is kept. The manifest is validated
  * before and after; the new file replaces the old one atomically, and a
  * failure leaves it untouched. The checksum written goes to checksum_out
- * (may be NULL). EDGERT_E_PARSE for a bad manifest, EDGERT_E_USAGE for one
- * without a library, EDGERT_E_IO when a file cannot be read or written.
+ * (NULL, or EDGERT_CHECKSUM_LEN bytes at least). EDGERT_E_PARSE for a bad
+ * manifest, EDGERT_E_USAGE for one without a library (or a short
+ * checksum_out), EDGERT_E_IO when a file cannot be read or written.
  */
 EDGERT_API edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out,
                                                size_t out_len, char *err, size_t err_len);
