@@ -726,16 +726,13 @@ static void test_typo_suggests_key(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir_local();
-    char *p = join(dir, "typo.yaml");
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs("manifest_version: 1\nname: typo\nversion: \"1\"\nvendor: t\narch: any\n"
-          "device_classes: [cuda_discrete]\nprocessor: gpu\n"
-          "layout: {format: f, weight_bits: 4, symmetric: true, activaton_dtype: fp32,\n"
-          "         bits_per_weight: 4.5}\nruns_in_process: false\nverified: false\n"
-          "rationale: \"t\"\n",
-          f);
-    fclose(f);
+    char *p = write_in(dir, "typo.yaml",
+                       "manifest_version: 1\nname: typo\nversion: \"1\"\nvendor: t\n"
+                       "arch: any\ndevice_classes: [cuda_discrete]\nprocessor: gpu\n"
+                       "layout: {format: f, weight_bits: 4, symmetric: true, "
+                       "activaton_dtype: fp32,\n"
+                       "         bits_per_weight: 4.5}\nruns_in_process: false\n"
+                       "verified: false\nrationale: \"t\"\n");
     er_diags d = {0};
     er_manifest m;
     assert_int_equal(er_manifest_load(p, &m, &d), EDGERT_E_PARSE);
