@@ -441,11 +441,11 @@ edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out, 
     edgert_checkpoint *c = calloc(1, sizeof *c);
     if (!c)
         return er_fail(EDGERT_E_NOMEM, err, err_len, "%s: out of memory", path);
-    if (st_open(&c->sf, path, err, err_len)) {
+    edgert_status st = st_open(&c->sf, path, err, err_len);
+    if (st) {
         free(c);
-        return access(path, R_OK) == 0 ? EDGERT_E_PARSE : EDGERT_E_IO;
+        return st;
     }
-    edgert_status st;
     gptq_cfg g = {-1, -1, -1, -1, 0};
     if (st_meta_get(&c->sf, "edgert_packed_format")) {
         c->kind = ER_CK_PACKED;

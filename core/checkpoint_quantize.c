@@ -308,8 +308,9 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
     uint32_t group = options->group ? options->group : 128u;
     int sym = options->symmetric;
     st_file sf;
-    if (st_open(&sf, in, err, err_len))
-        return access(in, R_OK) == 0 ? EDGERT_E_PARSE : EDGERT_E_IO;
+    st = st_open(&sf, in, err, err_len);
+    if (st)
+        return st;
     qz_plan p = {0};
     st_writer w;
     st_writer_init(&w, out);

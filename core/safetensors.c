@@ -652,15 +652,16 @@ static int check_length(st_file *sf, uint64_t *h, char *err, size_t len)
     return 0;
 }
 
-int st_open(st_file *sf, const char *path, char *err, size_t len)
+edgert_status st_open(st_file *sf, const char *path, char *err, size_t len)
 {
     memset(sf, 0, sizeof *sf);
     sf->path = strdup(path ? path : "");
     if (!sf->path) {
         edgert_errf(err, len, "%s: out of memory", path);
-        return -1;
+        return EDGERT_E_NOMEM;
     }
     struct stat st;
+    edgert_status rc = EDGERT_E_IO; /* until the file is mapped */
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         edgert_errf(err, len, "%s: cannot open: %s", path,
@@ -678,6 +679,7 @@ int st_open(st_file *sf, const char *path, char *err, size_t len)
     }
     close(fd);
     fd = -1;
+    rc = EDGERT_E_PARSE; /* from here on, the bytes are at fault */
     uint64_t h;
     if (check_length(sf, &h, err, len))
         goto fail;
@@ -685,12 +687,12 @@ int st_open(st_file *sf, const char *path, char *err, size_t len)
     jcur c = {(const char *)sf->map + 8, (const char *)sf->map + 8 + h, path, err, len, 0};
     if (parse_header(sf, &c) || validate(sf, err, len) || meta_unique(sf, err, len))
         goto fail;
-    return 0;
+    return EDGERT_OK;
 fail:
     if (fd >= 0)
         close(fd);
     st_close(sf);
-    return -1;
+    return rc;
 }
 
 void st_close(st_file *sf)

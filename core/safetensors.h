@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "edgert/plugin.h" /* edgert_status */
+
 typedef enum {
     ST_F32, ST_F16, ST_BF16, ST_F64, ST_I8, ST_U8, ST_I16, ST_U16, ST_I32, ST_U32,
     ST_I64, ST_U64, ST_BOOL, ST_I4, ST_U4, ST_F8_E4M3, ST_F8_E5M2, ST_UNKNOWN
@@ -70,8 +72,10 @@ typedef struct st_file {
     size_t nmeta;
 } st_file;
 
-/** Open, map and validate (see above). 0, or -1 with the reason in err. */
-int st_open(st_file *sf, const char *path, char *err, size_t len);
+/** Open, map and validate (see above). EDGERT_OK, or with the reason in err:
+ * EDGERT_E_IO (cannot open or map it, or not a regular file), EDGERT_E_PARSE
+ * (its bytes are not a valid safetensors file), EDGERT_E_NOMEM. */
+edgert_status st_open(st_file *sf, const char *path, char *err, size_t len);
 void st_close(st_file *sf);
 const st_tensor *st_find(const st_file *sf, const char *name);
 /** A "__metadata__" value, or NULL. */

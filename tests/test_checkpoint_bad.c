@@ -34,6 +34,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
 #include "internal.h"
@@ -247,6 +248,7 @@ typedef struct ck_case {
     const char *tensor;       /* every message names it; NULL: no tensor is at fault */
     const char *want[3];      /* and says these */
     int quantize, pack;       /* exit codes of the commands; 0: not run */
+    int folder;               /* the path is a folder (header and data NULL) */
 } ck_case;
 
 #define C(nm, hdr, dat) .name = nm, .header = hdr, .data = dat
@@ -313,6 +315,9 @@ static ck_case cases[] = {
      .quantize = 4, .pack = 4},
     {C("missing_file", NULL, NULL), .open_st = EDGERT_E_IO,
      .want = {"No such file"}, .quantize = 4, .pack = 4},
+    /* readable, yet no file: an I/O error, not a parse error (was E_PARSE) */
+    {C("a_folder", NULL, NULL), .folder = 1, .open_st = EDGERT_E_IO,
+     .want = {"not a regular file"}, .quantize = 4, .pack = 4},
 
     /* GPTQ tensors (core/checkpoint.c) */
     {C("qweight_f32",
@@ -443,6 +448,8 @@ static char *write_case(const char *dir, const ck_case *k)
     assert_true(asprintf(&path, "%s/%s.safetensors", dir, k->name) > 0);
     if (k->cfg)
         free(tu_write(dir, "quantize_config.json", "%s\n", k->cfg));
+    if (k->folder)
+        assert_int_equal(mkdir(path, 0755), 0);
     if (!k->header && !k->data)
         return path;
     size_t n = k->data ? k->data(data) : 0;

@@ -536,6 +536,62 @@ static void expect_fail(const char *args, int want_rc, const char *needle, const
         fail_msg("export %s failed but left %s behind", args, out_dir);
 }
 
+/* The failures of the command itself, each one JSON object, then a success;
+ * wf and cf are good weights and calibration in tmp. */
+static void command_failures(const char *tmp, const char *out, const char *wf, const char *cf)
+{
+    char args[8000];
+    char nofolder[4300], filep[4300];
+    snprintf(nofolder, sizeof nofolder, "%s/missing/x", tmp);
+    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s", PHONE,
+             nofolder, wf, cf);
+    expect_fail(args, 1, "work folder", NULL);
+    snprintf(filep, sizeof filep, "%s/x", wf); /* the parent is a regular file */
+    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s", PHONE,
+             filep, wf, cf);
+    expect_fail(args, 1, "work folder", NULL);
+    if (geteuid() != 0) { /* root writes into a 0555 folder anyway */
+        char ro[4300];
+        snprintf(ro, sizeof ro, "%s/ro", tmp);
+        assert_int_equal(mkdir(ro, 0555), 0);
+        snprintf(args, sizeof args, "--device %s --out %s/x --weights %s --calibration %s",
+                 PHONE, ro, wf, cf);
+        expect_fail(args, 1, "work folder", NULL);
+        chmod(ro, 0755);
+    } else {
+        print_message("unwritable folder: not checked (running as root, who writes anyway)\n");
+    }
+    snprintf(args, sizeof args, "--device %s --out %s --weights %s/none --calibration %s", PHONE,
+             out, tmp, cf); /* a failing input */
+    expect_fail(args, 4, "none", out);
+    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s", PHONE, out,
+             wf, tmp); /* a folder where a file belongs: exit 4 too, not 1 */
+    expect_fail(args, 4, "--calibration", out);
+    expect_fail(args, 4, "not a regular file", out);
+    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s --scheme "
+             "w8a8", PHONE, out, wf, cf); /* the plugin refuses */
+    expect_fail(args, 1, "w8a8", out);
+    snprintf(args, sizeof args, "--out %s", out); /* no export backend for this host */
+    expect_fail(args, 3, "export backend", out);
+    snprintf(args, sizeof args, "--device %s --out %s --weights %s", PHONE, out, wf); /* usage */
+    expect_fail(args, 2, "--calibration", out);
+    /* a malformed option fails in the option parser, before --json is known:
+     * exit 2 and the option named on stderr */
+    char cmd[9000], text[4096] = "";
+    snprintf(cmd, sizeof cmd, "%s export --device %s --out %s --weights %s --calibration %s "
+             "--rows 0 2>&1", CLI, PHONE, out, wf, cf);
+    FILE *pp = popen(cmd, "r");
+    assert_non_null(pp);
+    text[fread(text, 1, sizeof text - 1, pp)] = '\0';
+    int st = pclose(pp);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(text, "--rows"))
+        fail_msg("--rows 0: exit %d, '%s'", WIFEXITED(st) ? WEXITSTATUS(st) : -1, text);
+    /* and success is one object too */
+    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s", PHONE, out,
+             wf, cf);
+    assert_int_equal(export_json(args, 1, NULL, 0), 0);
+}
+
 static void test_bad_calibration(void **state)
 {
     (void)state;
@@ -589,52 +645,7 @@ static void test_bad_calibration(void **state)
              w8f, cf);
     expect_fail(args, 4, "F32, F16 or BF16", out);
 
-    /* the failures of the command itself, each one JSON object */
-    char nofolder[4300], filep[4300];
-    snprintf(nofolder, sizeof nofolder, "%s/missing/x", tmp);
-    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s", PHONE,
-             nofolder, wf, cf);
-    expect_fail(args, 1, "work folder", NULL);
-    snprintf(filep, sizeof filep, "%s/x", wf); /* the parent is a regular file */
-    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s", PHONE,
-             filep, wf, cf);
-    expect_fail(args, 1, "work folder", NULL);
-    if (geteuid() != 0) { /* root writes into a 0555 folder anyway */
-        char ro[4300];
-        snprintf(ro, sizeof ro, "%s/ro", tmp);
-        assert_int_equal(mkdir(ro, 0555), 0);
-        snprintf(args, sizeof args, "--device %s --out %s/x --weights %s --calibration %s",
-                 PHONE, ro, wf, cf);
-        expect_fail(args, 1, "work folder", NULL);
-        chmod(ro, 0755);
-    } else {
-        print_message("unwritable folder: not checked (running as root, who writes anyway)\n");
-    }
-    snprintf(args, sizeof args, "--device %s --out %s --weights %s/none --calibration %s", PHONE,
-             out, tmp, cf); /* a failing input */
-    expect_fail(args, 4, "none", out);
-    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s --scheme "
-             "w8a8", PHONE, out, wf, cf); /* the plugin refuses */
-    expect_fail(args, 1, "w8a8", out);
-    snprintf(args, sizeof args, "--out %s", out); /* no export backend for this host */
-    expect_fail(args, 3, "export backend", out);
-    snprintf(args, sizeof args, "--device %s --out %s --weights %s", PHONE, out, wf); /* usage */
-    expect_fail(args, 2, "--calibration", out);
-    /* a malformed option fails in the option parser, before --json is known:
-     * exit 2 and the option named on stderr */
-    char cmd[9000], text[4096] = "";
-    snprintf(cmd, sizeof cmd, "%s export --device %s --out %s --weights %s --calibration %s "
-             "--rows 0 2>&1", CLI, PHONE, out, wf, cf);
-    FILE *pp = popen(cmd, "r");
-    assert_non_null(pp);
-    text[fread(text, 1, sizeof text - 1, pp)] = '\0';
-    int st = pclose(pp);
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(text, "--rows"))
-        fail_msg("--rows 0: exit %d, '%s'", WIFEXITED(st) ? WEXITSTATUS(st) : -1, text);
-    /* and success is one object too */
-    snprintf(args, sizeof args, "--device %s --out %s --weights %s --calibration %s", PHONE, out,
-             wf, cf);
-    assert_int_equal(export_json(args, 1, NULL, 0), 0);
+    command_failures(tmp, out, wf, cf);
     free(wf), free(cf), free(wn), free(w8f);
     tu_rmrf(tmp);
 }

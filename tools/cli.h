@@ -96,6 +96,11 @@ void json_error_object(const char *err, edgert_status st);
  * the error object from its last error line on stderr (status: E_USAGE for
  * exit code 2, else "failed"). Returns rc. */
 int json_failed(int rc);
+/* An input file named explicitly (exit 4 when it cannot be taken): 0 when
+ * `path` is a regular file this process can read; else -1 with
+ * "[opt ]path: cannot read: why" in msg (why: strerror, or "not a regular
+ * file"). Prints nothing. */
+int input_file_check(const char *opt, const char *path, char *msg, size_t msg_len);
 
 /** Bounded formatting into an error buffer. */
 

@@ -530,6 +530,23 @@ void json_error_object(const char *err, edgert_status st)
     json_finish(&w);
 }
 
+int input_file_check(const char *opt, const char *path, char *msg, size_t msg_len)
+{
+    struct stat st;
+    const char *why = NULL;
+    if (!path || !*path)
+        why = "empty path";
+    else if (stat(path, &st) != 0 || access(path, R_OK) != 0)
+        why = strerror(errno);
+    else if (!S_ISREG(st.st_mode))
+        why = "not a regular file";
+    if (!why)
+        return 0;
+    snprintf(msg, msg_len, "%s%s%s: cannot read: %s", opt ? opt : "", opt ? " " : "",
+             path && *path ? path : "\"\"", why);
+    return -1;
+}
+
 /* An evidence file named to be read must be there (calibrate creates the
  * one it writes): a misspelt path would rank without evidence, silently. */
 static int check_evidence_arg(const cli *c, char *msg, size_t msg_len)

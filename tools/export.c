@@ -498,6 +498,14 @@ int cmd_export(const cli *c)
     int rc = check_args(c, &e);
     if (rc != EXIT_OK)
         goto out;
+    /* files named explicitly: one that cannot be read is exit 4, before any work */
+    char bad[sizeof e.msg];
+    if (c->weights && (input_file_check("--weights", c->weights, bad, sizeof bad) ||
+                       input_file_check("--calibration", c->calibration, bad, sizeof bad))) {
+        xfail(&e, "%s", bad);
+        rc = EXIT_BADFILE;
+        goto out;
+    }
     if (!parent || !base || !*base || strcmp(base, "/") == 0 || strcmp(base, ".") == 0 ||
         strcmp(base, "..") == 0) {
         xfail(&e, "--out '%s' must name a folder", c->out);

@@ -135,8 +135,7 @@ int cmd_quantize(int argc, char **argv)
     if (json && json_keep_stdout() != 0)
         tfprintf(stderr, "edgert: warning: cannot set stdout aside for the JSON document\n");
     char err[4096] = "";
-    if (access(pos[0], R_OK) != 0) { /* a file named explicitly: missing is exit 4 */
-        snprintf(err, sizeof err, "%s: cannot read: %s", pos[0], strerror(errno));
+    if (input_file_check(NULL, pos[0], err, sizeof err) != 0) { /* named explicitly: exit 4 */
         tfprintf(stderr, "edgert quantize: %s\n", err);
         if (json)
             json_error_object(err, EDGERT_E_IO);

@@ -595,8 +595,9 @@ typedef struct edgert_layer {
 } edgert_layer;
 
 /** Open and validate `path`. On failure *out is NULL and err explains:
- *  EDGERT_E_IO (cannot read), EDGERT_E_PARSE (malformed, with file and
- *  tensor), EDGERT_E_UNSUPPORTED (valid but refused, e.g. act-order). */
+ *  EDGERT_E_IO (cannot be read, or not a regular file), EDGERT_E_PARSE
+ *  (malformed, with file and tensor), EDGERT_E_UNSUPPORTED (valid but
+ *  refused, e.g. act-order). */
 EDGERT_API edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out,
                                                 char *err, size_t err_len);
 EDGERT_API void edgert_checkpoint_close(edgert_checkpoint *c);
@@ -694,7 +695,8 @@ typedef struct edgert_quantize_options {
  * EDGERT_E_USAGE for bad options or an input that is already quantized, has
  * a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32), a
  * tensor of a dtype edgert does not know (it could not be copied) or a
- * scale beyond fp16's range, EDGERT_E_IO for a write failure.
+ * scale beyond fp16's range, EDGERT_E_IO for an input that cannot be read
+ * (or is not a regular file) and for a write failure.
  */
 EDGERT_API edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
                                                     const edgert_quantize_options *options,

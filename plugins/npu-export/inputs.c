@@ -165,13 +165,14 @@ static edgert_status match_calibration(ne_run *r, char *err, size_t len)
 
 edgert_status ne_open_inputs(ne_run *r, char *err, size_t len)
 {
-    if (st_open(&r->wf, r->q->weights, err, len))
-        return EDGERT_E_PARSE;
-    edgert_status rc = refuse_4bit(r, err, len);
+    edgert_status rc = st_open(&r->wf, r->q->weights, err, len);
     if (rc != EDGERT_OK)
         return rc;
-    if (st_open(&r->cf, r->q->calibration, err, len))
-        return EDGERT_E_PARSE;
+    rc = refuse_4bit(r, err, len);
+    if (rc != EDGERT_OK)
+        return rc;
+    if ((rc = st_open(&r->cf, r->q->calibration, err, len)) != EDGERT_OK)
+        return rc;
     if ((rc = collect_weights(r, err, len)) != EDGERT_OK)
         return rc;
     return match_calibration(r, err, len);
