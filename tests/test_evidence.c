@@ -20,6 +20,7 @@
 #include "edgert/edgert.h"
 #include "internal.h"
 #include "test_util.h"
+#include "test_cli_util.h"
 
 typedef struct fx {
     char *dir;      /* manifests + plugin copies */
@@ -277,6 +278,19 @@ static void rank3(fx *f, const double (*r)[3], char *out, size_t len, int *g)
     edgert_close(ctx);
 }
 
+/* `select --explain` over the fixture's folder and evidence says `line`
+ * (tools/edgert.c: why a backend is not in the group above it). */
+static void explain_says(const fx *f, const char *line)
+{
+    char args[4096], *text = NULL;
+    snprintf(args, sizeof args, "select --explain --manifests '%s' --evidence '%s'", f->dir,
+             f->ev);
+    assert_int_equal(run(args, &text), 0);
+    if (!strstr(text, line))
+        fail_msg("select --explain does not say '%s':\n%s", line, text);
+    free(text);
+}
+
 /* Decode rates each within the other's rounds cannot be told apart:
  * prefill decides inside such a group, and the groups hold whatever order
  * the figures come in. */
@@ -303,6 +317,13 @@ static void test_decode_groups(void **state)
     rank3(f, (const double[3][3]){{101, 100.8, 103}, {100, 99, 100.5}, {80, 79, 81}}, out, 256, g);
     assert_string_equal(out, "test-fast test-good test-three");
     assert_int_not_equal(g[0], g[1]);
+    explain_says(f, "decode rounds: not one group with rank 1: its median 100.00 lies outside "
+                    "test-fast's rounds [100.80..103.00]");
+    /* by a hair: the figures get the decimals that tell them apart */
+    rank3(f, (const double[3][3]){{32.9, 31.844, 33.39}, {31.837, 31.49, 32.9}, {10, 9, 11}}, out,
+          256, g);
+    assert_string_equal(out, "test-fast test-good test-three");
+    explain_says(f, "its median 31.837 lies outside test-fast's rounds [31.844..33.390]");
 
     /* one busy round stretched good's range down over three's: the ranges
      * overlap, but good's median is far above three's rounds, so three's
@@ -319,6 +340,8 @@ static void test_decode_groups(void **state)
     assert_string_equal(out, "test-good test-fast test-three");
     assert_int_equal(g[0], g[1]);
     assert_int_not_equal(g[1], g[2]);
+    explain_says(f, "decode rounds: not one group with ranks 1-2: its median 99.40 lies "
+                    "outside test-good's rounds [99.50..101.50]");
 
     /* a merge keeps the ranges of the entries it does not replace */
     edgert_evidence one = evs("test-three", 99.4, 97.0, 101.2);

@@ -710,30 +710,102 @@ static void explain_fidelity_group(edgert_ctx *ctx, const edgert_selection *sel,
             k->measured.top1_agreement, k->measured_top1_tokens, kl, first + 1, last + 1);
 }
 
+/* Rank r's measured decode median, and the range it was grouped by, from
+ * the source it was compared by (edgert.h): calibrate's rounds, or first
+ * contact's calls (*quick; core/selector.c, by_first_contact). 1 when it
+ * has all three. */
+static int decode_figures(edgert_ctx *ctx, const edgert_selection *sel, size_t r, double *lo,
+                          double *hi, double *med, int *quick)
+{
+    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+    const char *src = edgert_selection_decode_source(sel, r);
+    *quick = strcmp(src, "first-contact") == 0 ||
+             (strcmp(src, "mixed") == 0 && !calibrated_decode(ctx, k));
+    *lo = *quick ? k->first_contact_decode_min : k->measured_decode_min;
+    *hi = *quick ? k->first_contact_decode_max : k->measured_decode_max;
+    *med = edgert_selection_decode_rate(sel, r);
+    return !isnan(*med) && *lo > 0.0 && *lo <= *hi;
+}
+
+/* Decimals (2 to 6) that print a and b as different numbers, so a median
+ * just outside a range never reads as its bound. */
+static int decimals_apart(double a, double b)
+{
+    int d = 2;
+    for (double f = 100.0; d < 6 && round(a * f) == round(b * f); f *= 10.0)
+        d++;
+    return d;
+}
+
+/* Under rank r's line, when it starts a decode group right after a group of
+ * the same tier and kind of figure: which median fell outside which range
+ * (the selector's test, core/selector.c decode_groups), so a backend that
+ * measured close to the one above it is not left unexplained. */
+static void explain_decode_split(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
+{
+    size_t first, last;
+    double lo, hi, med, plo, phi, pmed;
+    int quick, pquick;
+    if (r == 0 || edgert_selection_decode_group(sel, r) < 0 ||
+        edgert_selection_decode_group(sel, r) == edgert_selection_decode_group(sel, r - 1) ||
+        !decode_figures(ctx, sel, r, &lo, &hi, &med, &quick))
+        return;
+    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+    group_span(sel, r - 1, edgert_selection_decode_group, &first, &last);
+    for (size_t m = first; m <= last; m++) {
+        const edgert_candidate *o = edgert_candidate_at(ctx, edgert_selection_index(sel, m));
+        if (o->reference != k->reference || strcmp(o->processor, k->processor) != 0 ||
+            strcmp(edgert_selection_decode_source(sel, m),
+                   edgert_selection_decode_source(sel, r)) != 0 ||
+            !decode_figures(ctx, sel, m, &plo, &phi, &pmed, &pquick) || pquick != quick)
+            return; /* another tier or kind of figure: nothing to compare */
+        const char *what = quick ? "calls" : "rounds";
+        char why[256];
+        int d;
+        if (med < plo || med > phi) {
+            d = decimals_apart(med, med < plo ? plo : phi);
+            snprintf(why, sizeof why, "its median %.*f lies outside %s's %s [%.*f..%.*f]", d, med,
+                     o->name, what, d, plo, d, phi);
+        } else if (pmed < lo || pmed > hi) {
+            d = decimals_apart(pmed, pmed < lo ? lo : hi);
+            snprintf(why, sizeof why, "%s's median %.*f lies outside these %s [%.*f..%.*f]",
+                     o->name, d, pmed, what, d, lo, d, hi);
+        } else {
+            continue;
+        }
+        char ranks[64];
+        if (first == last)
+            snprintf(ranks, sizeof ranks, "rank %zu", first + 1);
+        else
+            snprintf(ranks, sizeof ranks, "ranks %zu-%zu", first + 1, last + 1);
+        tprintf("     %-16s decode %s: not one group with %s: %s\n", "", what, ranks, why);
+        return;
+    }
+}
+
 /* Under rank r's line: its decode group, when it has other members (their
  * medians lie within each other's rounds, so prefill decided between them). */
 static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
 {
     size_t first, last;
-    if (!group_span(sel, r, edgert_selection_decode_group, &first, &last))
+    double lo, hi, med;
+    int quick;
+    if (!group_span(sel, r, edgert_selection_decode_group, &first, &last) ||
+        !decode_figures(ctx, sel, r, &lo, &hi, &med, &quick)) {
+        explain_decode_split(ctx, sel, r);
         return; /* no group, or alone in it */
+    }
     const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-    /* the figures of the source rank r was compared by (edgert.h):
-     * calibrate's rounds, or first contact's calls (core/selector.c,
-     * by_first_contact) */
-    const char *src = edgert_selection_decode_source(sel, r);
-    int quick = strcmp(src, "first-contact") == 0 ||
-                (strcmp(src, "mixed") == 0 && !calibrated_decode(ctx, k));
     char pre[64];
     figure_text(pre, sizeof pre, "prefill ",
                 quick ? k->first_contact_prefill_gflops : k->measured.prefill_gflops,
                 k->declared.prefill_gflops, 0, " G(FL)OP/s", "prefill unknown");
     const char *what = quick ? "first contact's calls" : "rounds";
     tprintf("     %-16s decode %s [%.2f..%.2f]: as fast as ranks %zu-%zu (medians within "
-            "each other's %s); %s\n", "", quick ? "calls" : "rounds",
-            quick ? k->first_contact_decode_min : k->measured_decode_min,
-            quick ? k->first_contact_decode_max : k->measured_decode_max, first + 1, last + 1,
-            what, pre);
+            "each other's %s); %s\n", "", quick ? "calls" : "rounds", lo, hi, first + 1,
+            last + 1, what, pre);
+    if (r == first)
+        explain_decode_split(ctx, sel, r);
 }
 
 static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
