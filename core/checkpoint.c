@@ -558,6 +558,16 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
     return st;
 }
 
+/* The group size layer i comes in as canonical int4: a dense layer is
+ * quantized in groups of CK_DENSE_GROUP (or one group, when K is smaller). */
+static uint32_t layer_group(const edgert_checkpoint *c, size_t i)
+{
+    const edgert_layer *l = &c->pub[i];
+    if (!c->src[i].dense)
+        return l->group;
+    return l->k < CK_DENSE_GROUP ? l->k : CK_DENSE_GROUP;
+}
+
 edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, edgert_qtensor *out,
                                               char *err, size_t err_len)
 {
@@ -580,7 +590,7 @@ edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int de
                        "backend; map it with edgert_checkpoint_layer_packed", c->sf.path,
                        l->name);
     int sym = s->dense ? dense_sym : l->symmetric;
-    uint32_t group = s->dense ? (l->k < CK_DENSE_GROUP ? l->k : CK_DENSE_GROUP) : l->group;
+    uint32_t group = layer_group(c, i);
     if (er_qtensor_alloc(l->n, l->k, group, sym, out))
         return er_fail(EDGERT_E_NOMEM, err, err_len, "%s: layer '%s' [n=%u k=%u]: out of memory",
                        c->sf.path, l->name, l->n, l->k);
@@ -627,6 +637,38 @@ edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i, uint
     return EDGERT_OK;
 }
 
+/* The layout gate's facts of the groups (context.h): every group size with
+ * its first layer, and the first layer with a partial group. */
+static edgert_status summarize_groups(struct edgert_ctx *ctx, const edgert_checkpoint *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        uint32_t g = layer_group(c, i), k = c->pub[i].k;
+        const char *name = c->pub[i].name;
+        if (g != 0 && k % g != 0 && !ctx->weights.first_partial) {
+            if (!(ctx->weights.first_partial = er_strdup(name)))
+                return EDGERT_E_NOMEM;
+            ctx->weights.partial_k = k;
+            ctx->weights.partial_group = g;
+        }
+        size_t j = 0;
+        while (j < ctx->weights.ngroups && ctx->weights.groups[j] != g)
+            j++;
+        if (j < ctx->weights.ngroups)
+            continue;
+        uint32_t *gs = realloc(ctx->weights.groups, (j + 1) * sizeof *gs);
+        if (gs)
+            ctx->weights.groups = gs;
+        char **gl = realloc(ctx->weights.group_layer, (j + 1) * sizeof *gl);
+        if (gl)
+            ctx->weights.group_layer = gl;
+        if (!gs || !gl || !(gl[j] = er_strdup(name)))
+            return EDGERT_E_NOMEM;
+        gs[j] = g;
+        ctx->weights.ngroups++;
+    }
+    return EDGERT_OK;
+}
+
 edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char *err,
                                  size_t err_len)
 {
@@ -645,8 +687,9 @@ edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char 
             ctx->weights.asymmetric = 1;
             ctx->weights.first_asym = er_strdup(c->pub[i].name);
         }
+    st = c->kind == ER_CK_PACKED ? EDGERT_OK : summarize_groups(ctx, c);
     edgert_checkpoint_close(c);
-    if (!ctx->weights.path)
+    if (st || !ctx->weights.path)
         return er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
     return EDGERT_OK;
 }

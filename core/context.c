@@ -220,6 +220,11 @@ void edgert_close(edgert_ctx *ctx)
     free(ctx->weights.path);
     free(ctx->weights.packed_for);
     free(ctx->weights.first_asym);
+    for (size_t i = 0; i < ctx->weights.ngroups; i++)
+        free(ctx->weights.group_layer[i]);
+    free(ctx->weights.groups);
+    free(ctx->weights.group_layer);
+    free(ctx->weights.first_partial);
     free(ctx);
 }
 

@@ -98,6 +98,15 @@ struct edgert_ctx {
                                      asymmetric on the fly) */
         char *packed_for;       /**< packed file: its backend */
         char *first_asym;       /**< the first asymmetric layer's name */
+        /** every group size a layer has (a dense layer: the one it is
+         *  quantized with, er_checkpoint_layer_weights), with the first
+         *  layer that has it; and the first layer whose K is not a
+         *  multiple of its group (NULL: none) */
+        uint32_t *groups;
+        char **group_layer;
+        size_t ngroups;
+        char *first_partial;
+        uint32_t partial_k, partial_group;
     } weights;
     int stage_fd;               /**< in the sandbox's child: where stages are reported */
     char **disabled;            /**< NULL-terminated names */

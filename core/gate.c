@@ -40,14 +40,49 @@ static int is_disabled(struct edgert_ctx *ctx, const char *name)
     return 0;
 }
 
+int er_layout_packs_group(const er_manifest *m, uint32_t g)
+{
+    if (m->group_sizes_any)
+        return 1;
+    for (unsigned i = 0; i < m->n_group_sizes; i++)
+        if (m->group_sizes[i] == g)
+            return 1;
+    return m->n_group_sizes == 0 && g == (uint32_t)m->group_size;
+}
+
+/* The first group size of the weights that layout m does not pack, or -1. */
+static long unpacked_group(const struct edgert_ctx *ctx, const er_manifest *m)
+{
+    for (size_t i = 0; i < ctx->weights.ngroups; i++)
+        if (!er_layout_packs_group(m, ctx->weights.groups[i]))
+            return (long)i;
+    return -1;
+}
+
+/* "32, 64, 128": the group sizes layout m packs. */
+static void group_sizes_text(const er_manifest *m, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    unsigned n = m->n_group_sizes ? m->n_group_sizes : 1u;
+    for (unsigned i = 0; i < n && at < len; i++) {
+        int w = snprintf(buf + at, len - at, "%s%u", i ? ", " : "",
+                         m->n_group_sizes ? m->group_sizes[i] : (unsigned)m->group_size);
+        at += w > 0 ? (size_t)w : 0u;
+    }
+}
+
 /* The caller's weights (edgert_options.weights) against the manifest's
  * layout: what the manifest states for certain, so a mismatch is known
- * before any plugin code runs. A group size the backend's pack cannot take
- * is left to pack's own refusal (a manifest's group_size is the layout's
- * natural group, not a promise to refuse others: ref-w4a16 takes any). */
+ * before any plugin code runs. Group sizes and partial groups are checked
+ * against layout.group_sizes and layout.partial_groups, which fail closed:
+ * a layout that does not say it packs groups of 64 is taken not to, rather
+ * than selected for a checkpoint its pack then refuses. */
 static void er_gate_weights(struct edgert_ctx *ctx, er_cand *c)
 {
     const er_manifest *m = &c->m;
+    const int grouped = m->weight_bits == 4 && m->group_size > 0 && !ctx->weights.packed_for;
+    long g = grouped ? unpacked_group(ctx, m) : -1;
     if (!ctx->weights.path)
         return;
     if (ctx->weights.packed_for && strcmp(ctx->weights.packed_for, m->name) != 0) {
@@ -65,6 +100,20 @@ static void er_gate_weights(struct edgert_ctx *ctx, er_cand *c)
         er_cand_detail(c, "%s: layer %s has asymmetric zero points; %s takes symmetric int4 "
                        "only (quantize with 'edgert quantize --sym')", ctx->weights.path,
                        ctx->weights.first_asym ? ctx->weights.first_asym : "?", m->name);
+    } else if (g >= 0) {
+        char sizes[128];
+        group_sizes_text(m, sizes, sizeof sizes);
+        er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(groups of %u)",
+                       ctx->weights.groups[g]);
+        er_cand_detail(c, "%s: layer %s comes in groups of %u; %s packs groups of %s "
+                       "(layout.group_sizes)", ctx->weights.path, ctx->weights.group_layer[g],
+                       ctx->weights.groups[g], m->name, sizes);
+    } else if (grouped && ctx->weights.first_partial && !m->partial_groups) {
+        er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(partial groups)");
+        er_cand_detail(c, "%s: layer %s has k=%u, not a multiple of its group of %u; %s packs "
+                       "whole groups only (layout.partial_groups)", ctx->weights.path,
+                       ctx->weights.first_partial, ctx->weights.partial_k,
+                       ctx->weights.partial_group, m->name);
     }
 }
 

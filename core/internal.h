@@ -171,6 +171,7 @@ edgert_status er_device_profile_load(const char *path, edgert_device *out, er_di
 /* ---- manifests (manifest.c) -------------------------------------------- */
 
 #define ER_MANIFEST_MAJOR 1
+#define ER_MANIFEST_MAX_GROUP_SIZES 16 /* layout.group_sizes: at most this many */
 
 typedef struct er_manifest {
     char *path;            /**< the manifest file as found */
@@ -188,6 +189,13 @@ typedef struct er_manifest {
     char *processor;       /**< "cpu" (default), "gpu", "npu" */
     char *layout_format, *activation_dtype, *fallback_dtype;
     int weight_bits, group_size, symmetric, activation_bits;
+    /** layout.group_sizes: the group sizes of the checkpoints this layout
+     *  packs (edgert_options.weights' gate); none listed and not `any`:
+     *  group_size alone. layout.partial_groups: K need not be a multiple of
+     *  the group. Both fail closed: absent means refused. */
+    uint32_t group_sizes[ER_MANIFEST_MAX_GROUP_SIZES];
+    unsigned n_group_sizes;
+    int group_sizes_any, partial_groups;
     double bits_per_weight;
     int runs_in_process, verified, reference;
     char *plugin_options;  /**< optional default init options */
@@ -275,6 +283,12 @@ void er_arena_evict(er_arena *a);
 er_arena *er_arena_packing(er_arena *a);
 /** This thread's mark (er_arena_packing). */
 er_arena *er_arena_current(void);
+
+/* ---- layout (gate.c) --------------------------------------------------------- */
+/** Whether layout m packs weights in groups of g: layout.group_sizes, or
+ *  group_size alone when it lists none (fails closed). K not a multiple of
+ *  g needs layout.partial_groups besides. */
+int er_layout_packs_group(const er_manifest *m, uint32_t g);
 
 /* ---- checksum (gate.c; evidence.c keys measurements by it too) ------------ */
 /** XXH3-64 of a file; 0 on success, -1 if unreadable. */

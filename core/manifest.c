@@ -14,6 +14,10 @@
  * major version fail the whole manifest (EDGERT_E_PARSE). Every problem of the
  * file is reported, each as a diagnostic naming file, line and column, so the
  * author fixes them in one pass. Unknown keys are warnings.
+ *
+ * Length: every key of the schema read in one file, top to bottom, with the
+ * typed readers they share; split, a key's rule would live apart from the
+ * reader that reports its position.
  */
 #include <errno.h>
 #include <math.h>
@@ -49,7 +53,7 @@ const char *const er_manifest_abi_keys[] = {"min", "max", NULL};
 const char *const er_manifest_requires_keys[] = {"cpu_flags", NULL};
 const char *const er_manifest_layout_keys[] = {
     "format", "weight_bits", "group_size", "symmetric", "activation_dtype", "activation_bits",
-    "bits_per_weight", "fallback_dtype", NULL,
+    "bits_per_weight", "fallback_dtype", "group_sizes", "partial_groups", NULL,
 };
 const char *const er_manifest_declared_keys[] = {
     "decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean", "measured_on", NULL,
@@ -520,6 +524,50 @@ static int read_dtype(mreader *r, yaml_node_t *layout, const char *key, int requ
     return 0;
 }
 
+/* layout.group_sizes: `any`, or a list of whole numbers that holds
+ * group_size (a layout packs its own group); absent, group_size alone. */
+static void read_group_sizes(mreader *r, yaml_node_t *layout, er_manifest *m)
+{
+    yaml_node_t *n = er_yaml_get(&r->y, layout, "group_sizes");
+    if (!n)
+        return;
+    if (n->type == YAML_SCALAR_NODE) {
+        if (strcmp(scalar_text(n), "any") == 0)
+            m->group_sizes_any = 1;
+        else
+            fail_field(r, n, "group_sizes", "expected 'any' or a list of group sizes, got '%s'",
+                       scalar_text(n));
+        return;
+    }
+    char **v = NULL;
+    size_t count = 0;
+    if (seen(r, er_yaml_strlist(&r->y, layout, "group_sizes", 1, &v, &count, r->d)) != 0)
+        return;
+    if (count == 0 || count > ER_MANIFEST_MAX_GROUP_SIZES)
+        fail_field(r, n, "group_sizes", "%s; list from 1 to %d group sizes, or write 'any'",
+                   count ? "too many" : "the list is empty", ER_MANIFEST_MAX_GROUP_SIZES);
+    for (size_t i = 0; i < count && count <= ER_MANIFEST_MAX_GROUP_SIZES; i++) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long g = strtoul(v[i], &end, 10);
+        if (v[i][0] < '1' || v[i][0] > '9' || *end || errno || g > 65536) {
+            char what[48];
+            snprintf(what, sizeof what, "group_sizes[%zu]", i);
+            fail_field(r, er_yaml_node(&r->y, n->data.sequence.items.start[i]), what,
+                       "expected a whole number from 1 to 65536, got '%s'", v[i]);
+            continue;
+        }
+        m->group_sizes[m->n_group_sizes++] = (uint32_t)g;
+    }
+    er_strlist_free(v);
+    int has_own = m->group_size <= 0;
+    for (unsigned i = 0; i < m->n_group_sizes; i++)
+        has_own |= m->group_sizes[i] == (uint32_t)m->group_size;
+    if (!has_own && count > 0 && m->n_group_sizes == count)
+        fail_field(r, n, "group_sizes", "does not hold group_size %d, the layout's own group",
+                   m->group_size);
+}
+
 static void read_layout(mreader *r, yaml_node_t *root, er_manifest *m)
 {
     yaml_node_t *layout = NULL;
@@ -535,6 +583,8 @@ static void read_layout(mreader *r, yaml_node_t *root, er_manifest *m)
     if (integer(r, layout, "group_size", 0, 0, 65536, &v) == 0)
         m->group_size = (int)v;
     boolean(r, layout, "symmetric", 1, &m->symmetric);
+    read_group_sizes(r, layout, m);
+    boolean(r, layout, "partial_groups", 0, &m->partial_groups);
 
     int dtype_width = 0;
     int dtype_rc = read_dtype(r, layout, "activation_dtype", 1, &m->activation_dtype, &dtype_width);

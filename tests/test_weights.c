@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "internal.h"
+#include "context.h"
 #include "generate.h"
 #include "test_util.h"
 
@@ -271,6 +272,60 @@ static void test_fill_weights(void **state)
     free(b);
 }
 
+/* What each shipped 4-bit backend's manifest says its pack takes
+ * (layout.group_sizes, layout.partial_groups: the layout gate of
+ * edgert_options.weights selects by them) is what its pack does, both ways:
+ * a claim it cannot keep would select a backend that then fails, a claim
+ * too narrow would turn away weights it runs. Groups of 32 to 256, whole
+ * and with the last one cut short. */
+static void test_layout_claims_hold(void **state)
+{
+    (void)state;
+    static const uint32_t groups[] = {32, 64, 128, 256};
+    char err[1024] = "";
+    edgert_ctx *ctx = tu_open(EDGERT_TEST_BACKEND_DIR, 1, err, sizeof err);
+    if (!ctx)
+        fail_msg("edgert_open: %s", err);
+    size_t checked = 0;
+    for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, i);
+        edgert_backend *b = NULL;
+        if (!c->eligible || !c->library_path || c->layout.weight_bits != 4 ||
+            c->layout.group_size <= 0 ||
+            edgert_backend_open(ctx, c->name, NULL, &b, err, sizeof err) != EDGERT_OK)
+            continue;
+        const er_manifest *m = &er_backend_cand(b)->m;
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+            for (int partial = 0; partial < 2; partial++) {
+                uint32_t k = 2u * groups[g] + (partial ? groups[g] / 2u : 0u), n = 16u;
+                int claim = er_layout_packs_group(m, groups[g]) &&
+                            (!partial || m->partial_groups);
+                float *w = malloc((size_t)n * k * sizeof *w);
+                assert_non_null(w);
+                for (size_t e = 0; e < (size_t)n * k; e++)
+                    w[e] = (float)sin(0.7 * (double)e) * 0.05f;
+                edgert_qtensor q;
+                edgert_packed *p = NULL;
+                err[0] = '\0';
+                assert_int_equal(edgert_quantize_rtn(w, n, k, groups[g], m->symmetric == 1, &q),
+                                 EDGERT_OK);
+                edgert_status st = edgert_pack(b, &q.view, &p, err, sizeof err);
+                if (claim != (st == EDGERT_OK) || (!claim && st != EDGERT_E_UNSUPPORTED))
+                    fail_msg("%s: groups of %u, k=%u: the manifest says %s, pack says %s (%s)",
+                             c->name, groups[g], k, claim ? "packs" : "refuses",
+                             edgert_status_name(st), err);
+                edgert_packed_free(p);
+                edgert_qtensor_free(&q);
+                free(w);
+                checked++;
+            }
+        printf("  %s: group sizes and partial groups as its manifest says\n", c->name);
+        edgert_backend_close(b);
+    }
+    assert_true(checked > 0); /* ref-w4a16 runs everywhere */
+    edgert_close(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -279,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_rtn_constant_groups),
         cmocka_unit_test(test_rtn_argument_errors),
         cmocka_unit_test(test_fill_weights),
+        cmocka_unit_test(test_layout_claims_hold),
     };
     return tu_run_group("weights", tests, NULL, NULL);
 }
