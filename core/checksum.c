@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,18 @@
 
 int er_file_xxh3(const char *path, uint64_t *out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* a regular file only, opened without blocking: a FIFO would block the
+     * open and then the reads forever */
+    struct stat sb;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
         return -1;
+    FILE *f = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
     int rc = -1;
     XXH3_state_t *st = XXH3_createState();
     if (!st || XXH3_64bits_reset(st) != XXH_OK)
@@ -79,7 +89,7 @@ edgert_status edgert_checksum_file(const char *path, char *out, size_t out_len, 
 /* ---- stamping ------------------------------------------------------------------ */
 
 /* The edited text: `text` with [at, at + cut) replaced by `put`. */
-static char *splice(const char *text, size_t len, size_t at, size_t cut, const char *put,
+static char *splice_text(const char *text, size_t len, size_t at, size_t cut, const char *put,
                     size_t *out_len)
 {
     size_t n = strlen(put);
@@ -135,7 +145,7 @@ static int stamp_edit(const char *path, const char *text, size_t len, const char
     if (old && old->type == YAML_SCALAR_NODE) {
         snprintf(line, sizeof line, "\"%s\"", sum);
         size_t from = byte_at(text, len, old->start_mark), to = byte_at(text, len, old->end_mark);
-        *out = splice(text, len, from, to - from, line, out_len);
+        *out = splice_text(text, len, from, to - from, line, out_len);
     } else if (!old && lib) {
         size_t at = byte_at(text, len, lib->end_mark);
         while (at < len && text[at] != '\n')
@@ -146,7 +156,7 @@ static int stamp_edit(const char *path, const char *text, size_t len, const char
         const char *eol = nl && nl > text && nl[-1] == '\r' ? "\r\n" : "\n";
         snprintf(line, sizeof line, "%schecksum: \"%s\"%s",
                  at == len && len && text[len - 1] != '\n' ? eol : "", sum, eol);
-        *out = splice(text, len, at, 0, line, out_len);
+        *out = splice_text(text, len, at, 0, line, out_len);
     } else {
         edgert_errf(err, err_len, "%s: %s", path,
                     old ? "the checksum field is not a plain value" : "no library to check");

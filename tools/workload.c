@@ -7,10 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <yaml.h>
 
 #include "cli.h"
 #include "edgert/edgert.h"
+#include "yamldoc.h"
 
 void wl_builtin(workload *w)
 {
@@ -35,136 +35,103 @@ uint64_t wl_weights(const workload *w)
     return s;
 }
 
-static yaml_node_t *get(yaml_document_t *d, yaml_node_t *map, const char *key)
+/* The keys of a workload file and of each of its shapes. */
+static const char *const wl_keys[] = {"name", "shapes", NULL};
+static const char *const wl_shape_keys[] = {"name", "k", "n", "count", "head", NULL};
+
+/* A required non-empty string; 0, or -1 after a diagnostic. */
+static int wl_name(er_yaml *y, yaml_node_t *map, char *out, size_t len, er_diags *d)
 {
-    if (!map || map->type != YAML_MAPPING_NODE)
-        return NULL;
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
-        yaml_node_t *k = yaml_document_get_node(d, p->key);
-        if (k && k->type == YAML_SCALAR_NODE && strcmp((char *)k->data.scalar.value, key) == 0)
-            return yaml_document_get_node(d, p->value);
+    char *v = NULL;
+    if (er_yaml_str(y, map, "name", 1, &v, d) != 0)
+        return -1;
+    int rc = 0;
+    if (!*v) {
+        yaml_node_t *n = er_yaml_get(y, map, "name");
+        er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(n), er_yaml_col(n),
+                    "field 'name': must not be empty");
+        rc = -1;
     }
-    return NULL;
+    snprintf(out, len, "%s", v);
+    free(v);
+    return rc;
 }
 
-static int bad(const char *path, const yaml_node_t *n, const char *what)
+/* One shape of the list; 0, or -1 after a diagnostic. */
+static int wl_shape_read(er_yaml *y, yaml_node_t *s, wl_shape *sh, er_diags *d)
 {
-    tfprintf(stderr, "edgert: %s:%zu:%zu: %s\n", path, n ? n->start_mark.line + 1 : 1,
-             n ? n->start_mark.column + 1 : 1, what);
-    return -1;
+    long long k = 0, n = 0, count = 0;
+    int head = 0;
+    if (er_yaml_check_keys(y, s, wl_shape_keys, d) != 0)
+        return -1; /* also when the item is not a mapping */
+    int bad = wl_name(y, s, sh->name, sizeof sh->name, d);
+    bad |= er_yaml_int(y, s, "k", 1, 1, 1 << 20, &k, d) != 0;
+    bad |= er_yaml_int(y, s, "n", 1, 1, 1 << 24, &n, d) != 0;
+    bad |= er_yaml_int(y, s, "count", 1, 1, 100000, &count, d) != 0;
+    bad |= er_yaml_bool(y, s, "head", 0, &head, d) < 0;
+    sh->k = (uint32_t)k;
+    sh->n = (uint32_t)n;
+    sh->count = (uint32_t)count;
+    sh->head = head;
+    return bad ? -1 : 0;
 }
 
-static int get_u32(const char *path, yaml_document_t *d, yaml_node_t *map, const char *key,
-                   uint32_t lo, uint32_t hi, uint32_t *out)
+/* Every error and warning of the file on stderr, at file:line:col. */
+static void wl_report(const er_diags *d)
 {
-    yaml_node_t *v = get(d, map, key);
-    char msg[160];
-    if (!v) {
-        snprintf(msg, sizeof msg, "shape is missing '%s'", key);
-        return bad(path, map, msg);
-    }
-    const char *s = v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : "";
-    char *end;
-    errno = 0;
-    unsigned long x = strtoul(s, &end, 10);
-    if (!*s || *end || errno || s[0] == '-' || x < lo || x > hi) {
-        snprintf(msg, sizeof msg, "'%s' must be a whole number from %u to %u, got '%.40s'", key,
-                 lo, hi, s);
-        return bad(path, v, msg);
-    }
-    *out = (uint32_t)x;
-    return 0;
+    char lines[8192];
+    er_diag_lines(d, 0, EDGERT_LOG_WARN, lines, sizeof lines);
+    if (lines[0])
+        tfprintf_lines(stderr, "edgert: %s\n", lines);
 }
 
+/* Read through the core's YAML layer (core/yamldoc.h), as manifests and
+ * device profiles are: the same size and nesting limits, duplicate keys
+ * refused, unknown keys warned of (one a typo away from a key the shape
+ * lacks refused), every problem of the file at its line and column. */
 int wl_load(const char *path, workload *w)
 {
     memset(w, 0, sizeof *w);
-    struct stat st;
-    int failed = stat(path, &st) != 0;
-    if (failed || !S_ISREG(st.st_mode)) {
-        tfprintf(stderr, "edgert: %s: cannot read the workload file (%s)\n", path,
-                 failed ? strerror(errno) : "not a regular file");
+    er_yaml y;
+    er_diags d = {0};
+    int bad = 0;
+    if (er_yaml_load(&y, path, &d) != EDGERT_OK) {
+        wl_report(&d);
+        er_diags_free(&d);
         return -1;
     }
-    if ((unsigned long long)st.st_size > EDGERT_MAX_YAML_BYTES) {
-        tfprintf(stderr, "edgert: %s: larger than %u bytes; not parsed\n", path,
-                 (unsigned)EDGERT_MAX_YAML_BYTES);
-        return -1;
+    yaml_node_t *root = er_yaml_root(&y), *shapes = NULL;
+    if (er_yaml_check_keys(&y, root, wl_keys, &d) != 0) {
+        bad = 1; /* not a mapping, or a duplicate key */
+    } else {
+        bad = wl_name(&y, root, w->name, sizeof w->name, &d) != 0;
+        shapes = er_yaml_get(&y, root, "shapes");
+        if (!shapes || shapes->type != YAML_SEQUENCE_NODE ||
+            shapes->data.sequence.items.top == shapes->data.sequence.items.start) {
+            yaml_node_t *at = shapes ? shapes : root;
+            er_diag_add(&d, EDGERT_LOG_ERROR, path, er_yaml_line(at), er_yaml_col(at),
+                        "field 'shapes': must be a non-empty list of {name, k, n, count}");
+            bad = 1;
+            shapes = NULL;
+        }
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        tfprintf(stderr, "edgert: %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    yaml_parser_t p;
-    yaml_document_t d;
-    int rc = -1, doc = 0;
-    yaml_parser_initialize(&p);
-    yaml_parser_set_input_file(&p, f);
-    if (!yaml_parser_load(&p, &d)) {
-        tfprintf(stderr, "edgert: %s:%zu:%zu: YAML syntax: %s\n", path, p.problem_mark.line + 1,
-                 p.problem_mark.column + 1, p.problem ? p.problem : "malformed");
-        goto out;
-    }
-    doc = 1;
-    yaml_node_t *root = yaml_document_get_root_node(&d);
-    if (!root || root->type != YAML_MAPPING_NODE) {
-        bad(path, root, "a workload is a mapping with 'name' and 'shapes'");
-        goto out;
-    }
-    yaml_node_t *name = get(&d, root, "name");
-    if (!name || name->type != YAML_SCALAR_NODE || !name->data.scalar.length) {
-        bad(path, name ? name : root, "'name' must be a non-empty string");
-        goto out;
-    }
-    snprintf(w->name, sizeof w->name, "%s", (char *)name->data.scalar.value);
-    yaml_node_t *shapes = get(&d, root, "shapes");
-    if (!shapes || shapes->type != YAML_SEQUENCE_NODE ||
-        shapes->data.sequence.items.top == shapes->data.sequence.items.start) {
-        bad(path, shapes ? shapes : root, "'shapes' must be a non-empty list");
-        goto out;
-    }
-    for (yaml_node_item_t *it = shapes->data.sequence.items.start;
-         it < shapes->data.sequence.items.top; it++) {
-        yaml_node_t *s = yaml_document_get_node(&d, *it);
+    for (yaml_node_item_t *it = shapes ? shapes->data.sequence.items.start : NULL;
+         shapes && it < shapes->data.sequence.items.top; it++) {
+        yaml_node_t *s = er_yaml_node(&y, *it);
         if (w->nshapes == WL_MAX_SHAPES) {
-            bad(path, s, "too many shapes (at most 64)");
-            goto out;
+            er_diag_add(&d, EDGERT_LOG_ERROR, path, er_yaml_line(s), er_yaml_col(s),
+                        "too many shapes (at most %d)", WL_MAX_SHAPES);
+            bad = 1;
+            break;
         }
-        if (!s || s->type != YAML_MAPPING_NODE) {
-            bad(path, s, "each shape is a mapping {name, k, n, count}");
-            goto out;
-        }
-        wl_shape *sh = &w->shapes[w->nshapes];
-        yaml_node_t *sn = get(&d, s, "name");
-        if (!sn || sn->type != YAML_SCALAR_NODE || !sn->data.scalar.length) {
-            bad(path, sn ? sn : s, "shape 'name' must be a non-empty string");
-            goto out;
-        }
-        snprintf(sh->name, sizeof sh->name, "%s", (char *)sn->data.scalar.value);
-        if (get_u32(path, &d, s, "k", 1, 1u << 20, &sh->k) ||
-            get_u32(path, &d, s, "n", 1, 1u << 24, &sh->n) ||
-            get_u32(path, &d, s, "count", 1, 100000, &sh->count))
-            goto out;
-        yaml_node_t *h = get(&d, s, "head");
-        if (h) {
-            const char *v = h->type == YAML_SCALAR_NODE ? (const char *)h->data.scalar.value : "";
-            if (strcmp(v, "true") && strcmp(v, "false")) {
-                bad(path, h, "'head' must be true or false");
-                goto out;
-            }
-            sh->head = strcmp(v, "true") == 0;
-        }
-        w->nshapes++;
+        bad |= wl_shape_read(&y, s, &w->shapes[w->nshapes++], &d) != 0;
     }
-    rc = 0;
-out:
-    if (doc)
-        yaml_document_delete(&d);
-    yaml_parser_delete(&p);
-    fclose(f);
-    return rc;
+    wl_report(&d);
+    er_yaml_free(&y);
+    er_diags_free(&d);
+    if (bad)
+        memset(w, 0, sizeof *w);
+    return bad ? -1 : 0;
 }
 
 /* The role of a layer: its name after the last ".<number>." (the layer
