@@ -44,6 +44,8 @@ typedef struct cli {
     unsigned rows; /**< --rows N: the exported graph's rows per call, 0 = the backend's */
     /* pack */
     const char *input; /**< the one positional argument: the checkpoint */
+    int backend_from_env;      /**< `backend` is EDGERT_BACKEND's, not --backend's */
+    char disable_list[4096];   /**< every --disable, joined with commas */
 } cli;
 
 /* ---- text from outside the program (cli_common.c) ----

@@ -53,7 +53,8 @@ static const char env_help[] =
     "  EDGERT_ADD_MANIFEST_PATH  colon-separated absolute folders searched first\n"
     "  EDGERT_DISABLE            comma-separated backend names never to use\n"
     "  EDGERT_PRIORITY           speed|fidelity, the default of --priority\n"
-    "  EDGERT_BACKEND            the default of --backend\n"
+    "  EDGERT_BACKEND            the default of --backend (not for verify, which checks\n"
+    "                            every eligible backend unless --backend names one)\n"
     "  EDGERT_LOG                error|warn|info|debug (default warn)\n"
     "  EDGERT_SANDBOX_TIMEOUT    seconds a plugin's first contact may take (default 60)\n"
     "  XDG_CACHE_HOME            evidence lives in $XDG_CACHE_HOME/edgert/evidence.json\n"
@@ -94,7 +95,8 @@ static void usage_main(FILE *f)
             "  quantize   quantize a dense safetensors checkpoint to 4-bit GPTQ\n"
             "  pack       pack a checkpoint for one backend into a file later runs map\n"
             "\n"
-            "Run 'edgert COMMAND --help' for a command's options.\n\n%s\n%s",
+            "Run 'edgert COMMAND --help' (or 'edgert help COMMAND') for a command's\n"
+            "options; 'edgert --version' prints the version and the plugin ABI range.\n\n%s\n%s",
             common_help, env_help);
 }
 
@@ -117,7 +119,9 @@ static const char select_help[] =
     "  --explain           show the device, the folders searched, every manifest\n"
     "                      with its verdict and figures, and the ranking\n"
     "  --no-evidence       ignore measured evidence; rank by declared figures\n"
-    "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n\n";
+    "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n"
+    "  --weights FILE      only backends whose layout takes this checkpoint (GPTQ,\n"
+    "                      dense or packed): LAYOUT_MISMATCH(<why>) for the others\n\n";
 
 static void usage_cmd(FILE *f, const char *cmd)
 {
@@ -128,7 +132,9 @@ static void usage_cmd(FILE *f, const char *cmd)
     else if (strcmp(cmd, "list") == 0)
         fprintf(f, "usage: edgert list [options]\n\nList every backend manifest found, in search "
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
-                   "gates it failed.\n\n");
+                   "gates it failed.\n\n"
+                   "  --evidence FILE     read evidence from FILE (as written by calibrate --out)"
+                   "\n\n");
     else if (strcmp(cmd, "select") == 0)
         fputs(select_help, f);
     else if (strcmp(cmd, "bench") == 0)
@@ -168,7 +174,9 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --calls             time decode as one edgert_gemm per GEMM instead of one\n"
                 "                      edgert_step per decode step (which reads the next\n"
                 "                      weights' head while a GEMM's last chunks finish)\n"
-                "  --seed N            weight generator seed (default 1)\n\n");
+                "  --seed N            weight generator seed (default 1)\n"
+                "  --evidence FILE     evidence to pick the backend by (as 'edgert select')\n"
+                "  --no-evidence       pick the backend by declared figures only\n\n");
     else if (strcmp(cmd, "verify") == 0)
         fprintf(f,
                 "usage: edgert verify [--backend NAME] [--quick] [--tokens T] [options]\n\n"
@@ -200,11 +208,15 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "keyed by this device's fingerprint (XXH3 of the probe's facts) and each\n"
                 "plugin file's XXH3, so a changed plugin or another device never reuses\n"
                 "them. 'edgert select' then ranks by them. The file is replaced atomically.\n\n"
-                "  --out FILE          write here instead of the per-user cache\n"
+                "  -o, --out FILE      write here instead of the per-user cache\n"
                 "  --repeat N          decode steps per backend and round (default 5; 3\n"
                 "                      interleaved rounds, the median stored)\n"
                 "  --quick             the quick verify set (see 'edgert verify --help')\n"
-                "  --workload FILE     shapes (default: built-in spark-1.7b)\n\n");
+                "  --workload FILE     shapes (default: built-in spark-1.7b). The decode\n"
+                "                      rates stored are then this workload's: select ranks\n"
+                "                      by them as by any others\n"
+                "  --tokens T          tokens for verify's top-1/KL (default 64)\n"
+                "  --seed N            generator seed (default 1)\n\n");
     fprintf(f, "%s\n%s", common_help, env_help);
 }
 
@@ -271,6 +283,30 @@ static int parse_uint(const char *opt, const char *v, unsigned long long lo, uns
     return 0;
 }
 
+/* --disable, once more: its names after the earlier ones. */
+static int append_disable(cli *c, const char *list)
+{
+    size_t at = strlen(c->disable_list);
+    int n = snprintf(c->disable_list + at, sizeof c->disable_list - at, "%s%s", at ? "," : "",
+                     list);
+    if (n < 0 || (size_t)n >= sizeof c->disable_list - at) {
+        tfprintf(stderr, "edgert: the --disable lists are longer than %zu bytes\n",
+                 sizeof c->disable_list - 1);
+        return -1;
+    }
+    c->disable = c->disable_list;
+    return 0;
+}
+
+/* Options whose empty value is a mistake, not a choice: an empty --priority
+ * fell back to the default (over EDGERT_PRIORITY), an empty --manifests
+ * replaced every default folder with none. --options, --disable and
+ * --sysroot ('' is /) may be empty. */
+static int empty_refused(int o)
+{
+    return o != OPT_OPTIONS && o != OPT_DISABLE && o != OPT_SYSROOT;
+}
+
 /* Length: the option table and one switch case per option, every option of
  * every command parsed in one place (getopt_long); splitting the switch would
  * scatter the options without making any case simpler. */
@@ -322,18 +358,23 @@ static int parse_args(cli *c, int argc, char **argv)
             break;
         if (o == 'o') /* -o FILE is --out FILE */
             o = OPT_OUT;
+        /* by its name: argv[optind - 1] is its value when it takes one */
+        const char *name = o == OPT_OUT ? "out" : "?";
+        for (const struct option *p = opts; p->name; p++)
+            if (p->val == o)
+                name = p->name;
         if (o >= OPT_JSON && !allowed(c->cmd, o)) {
-            /* by its name: argv[optind - 1] is its value when it takes one */
-            const char *name = "?";
-            for (const struct option *p = opts; p->name; p++)
-                if (p->val == o)
-                    name = p->name;
             tfprintf(stderr,
                      "edgert %s: option '--%s' does not apply to '%s' (see 'edgert %s --help')\n",
                      c->cmd, name, c->cmd, c->cmd);
             return -1;
         }
         unsigned long long v = 0;
+        if (optarg && !*optarg && empty_refused(o)) {
+            tfprintf(stderr, "edgert %s: option '--%s' needs a value, not an empty one\n",
+                     c->cmd, name);
+            return -1;
+        }
         switch (o) {
         case 'h':
             usage_cmd(stdout, c->cmd);
@@ -350,7 +391,10 @@ static int parse_args(cli *c, int argc, char **argv)
             }
             c->paths[c->npaths++] = optarg;
             break;
-        case OPT_DISABLE: c->disable = optarg; break;
+        case OPT_DISABLE: /* repeatable: the lists add up */
+            if (append_disable(c, optarg) != 0)
+                return -1;
+            break;
         case OPT_STRICT: c->strict = 1; break;
         case OPT_THREADS:
             if (parse_uint("--threads", optarg, 1, 1024, &v))
@@ -435,10 +479,14 @@ static int parse_args(cli *c, int argc, char **argv)
                  c->priority_s, c->priority_s == env_p ? " (from EDGERT_PRIORITY)" : "");
         return -1;
     }
+    /* verify checks every eligible backend unless --backend names one: a
+     * default meant for select must not narrow it */
     if (!c->backend && allowed(c->cmd, OPT_BACKEND) && strcmp(c->cmd, "verify") != 0) {
         const char *b = secure_getenv("EDGERT_BACKEND");
-        if (b && *b)
+        if (b && *b) {
             c->backend = b;
+            c->backend_from_env = 1;
+        }
     }
     return 0;
 }
@@ -970,6 +1018,10 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    if (strcmp(cmd, "help") == 0 && argc > 2 && argv[2][0] != '-') { /* help COMMAND */
+        char help[] = "--help", *again[] = {argv[0], argv[2], help, NULL};
+        return main(3, again);
+    }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage_main(stdout);
         return EXIT_OK;
@@ -1001,6 +1053,9 @@ int main(int argc, char **argv)
                      "(%s); anything a plugin prints will be mixed into it\n",
                      strerror(errno));
         int rc = cmds[i].run(&c);
+        if (rc == EXIT_NONE && c.backend_from_env)
+            tfprintf(stderr, "edgert: (the backend '%s' was named by EDGERT_BACKEND, the default "
+                     "of --backend)\n", c.backend);
         return c.json ? json_failed(rc) : rc;
     }
     tfprintf(stderr,

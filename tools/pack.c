@@ -34,7 +34,7 @@ void pack_help(FILE *f)
             "usage: edgert pack IN --backend NAME|auto -o OUT [--force] [options]\n\n"
             "Pack a checkpoint (GPTQ or dense safetensors; see 'edgert quantize') for one\n"
             "backend into OUT, a file later runs map and run with no repacking\n"
-            "(edgert bench/verify --weights OUT). OUT holds keys: format, backend, packed\n"
+            "(edgert bench --weights OUT). OUT holds keys: format, backend, packed\n"
             "layout, the plugin file's XXH3 and every layer's source XXH3. If OUT exists\n"
             "with the same keys it is mapped, not repacked; with other keys it is refused\n"
             "with the key that differs. One layer is in memory at a time.\n\n"
@@ -83,7 +83,7 @@ static int pick_backend(const cli *c, edgert_ctx *ctx, const char **name)
                                                       sizeof err) == EDGERT_OK &&
             edgert_backend_packed_layout(b))
             *name = k->name;
-        else if (b)
+        else if (b && !c->quiet)
             tfprintf(stderr, "edgert pack: auto: %s cannot map a packed form (plugin ABI 1); "
                      "next\n", k->name);
         edgert_backend_close(b);
@@ -170,6 +170,12 @@ int cmd_pack(const cli *c)
     warn_diags(c, ctx);
     const char *name = NULL;
     edgert_backend *b = NULL;
+    if (edgert_device_facts(ctx)->planned) { /* as bench, verify and calibrate say it */
+        tfprintf(stderr, "edgert pack: --device plans for another machine; pack runs a backend's "
+                 "pack on this one\n");
+        rc = EXIT_USAGE;
+        goto out;
+    }
     if ((rc = pick_backend(c, ctx, &name)) != EXIT_OK)
         goto out;
     st = edgert_backend_open(ctx, name, c->options, &b, err, sizeof err);
