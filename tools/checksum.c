@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -50,28 +51,37 @@ static int worse(int rc, edgert_status st, int stamp)
 
 int cmd_checksum(int argc, char **argv)
 {
-    int stamp = 0, json = 0, nfiles = 0;
+    int stamp = 0, json = json_asked(argc, argv), nfiles = 0, opts_done = 0;
+    /* argv[0] is "checksum": files[] takes at most argc - 1 names */
+    const char **files = calloc((size_t)argc, sizeof *files);
+    if (!files) {
+        tfprintf(stderr, "edgert checksum: out of memory\n");
+        return json ? json_failed(EXIT_FAIL) : EXIT_FAIL;
+    }
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+        const char *a = argv[i];
+        if (opts_done || a[0] != '-' || !a[1]) {
+            files[nfiles++] = a;
+        } else if (strcmp(a, "--") == 0) {
+            opts_done = 1; /* what follows are files, even when they start with '-' */
+        } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             checksum_help(stdout);
+            free(files);
             return EXIT_OK;
-        } else if (strcmp(argv[i], "--stamp") == 0) {
+        } else if (strcmp(a, "--stamp") == 0) {
             stamp = 1;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
+        } else if (strcmp(a, "--json") != 0) {
             tfprintf(stderr,
-                     "edgert checksum: unknown option '%s' (see 'edgert checksum --help')\n",
-                     argv[i]);
-            return EXIT_USAGE;
-        } else {
-            nfiles++;
+                     "edgert checksum: unknown option '%s' (see 'edgert checksum --help')\n", a);
+            free(files);
+            return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
         }
     }
     if (nfiles == 0) {
         tfprintf(stderr, "edgert checksum: name at least one %s (see 'edgert checksum --help')\n",
                  stamp ? "manifest" : "file");
-        return EXIT_USAGE;
+        free(files);
+        return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
     }
     json_w w;
     if (json) {
@@ -81,21 +91,19 @@ int cmd_checksum(int argc, char **argv)
         json_arr(&w);
     }
     int rc = EXIT_OK;
-    for (int i = 1; i < argc; i++) {
-        if (argv[i][0] == '-' && argv[i][1] != '\0')
-            continue;
+    for (int i = 0; i < nfiles; i++) {
         char sum[EDGERT_CHECKSUM_LEN] = "", err[4096] = "";
-        edgert_status st = stamp ? edgert_manifest_stamp(argv[i], sum, sizeof sum, err, sizeof err)
-                                 : edgert_checksum_file(argv[i], sum, sizeof sum, err, sizeof err);
+        edgert_status st = stamp ? edgert_manifest_stamp(files[i], sum, sizeof sum, err, sizeof err)
+                                 : edgert_checksum_file(files[i], sum, sizeof sum, err, sizeof err);
         if (st != EDGERT_OK)
             rc = worse(rc, st, stamp);
         if (json) {
             json_obj(&w);
-            json_kstr(&w, "path", argv[i]);
+            json_kstr(&w, "path", files[i]);
             json_kstr(&w, st == EDGERT_OK ? "checksum" : "error", st == EDGERT_OK ? sum : err);
             json_end_obj(&w);
         } else if (st == EDGERT_OK) {
-            tprintf(stamp ? "%s  stamped into %s\n" : "%s  %s\n", sum, argv[i]);
+            tprintf(stamp ? "%s  stamped into %s\n" : "%s  %s\n", sum, files[i]);
         } else {
             tfprintf_lines(stderr, "edgert checksum: %s\n", err);
         }
@@ -105,5 +113,6 @@ int cmd_checksum(int argc, char **argv)
         json_end_obj(&w);
         json_finish(&w);
     }
+    free(files);
     return rc;
 }

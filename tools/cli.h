@@ -98,6 +98,10 @@ void json_error_object(const char *err, edgert_status st);
  * the error object from its last error line on stderr (status: E_USAGE for
  * exit code 2, else "failed"). Returns rc. */
 int json_failed(int rc);
+/* Whether argv (a command with its own argument loop: checksum, quantize)
+ * has --json before any "--", so that a usage error met before the loop
+ * reaches it still gets the JSON error object. */
+int json_asked(int argc, char **argv);
 /* An input file named explicitly (exit 4 when it cannot be taken): 0 when
  * `path` is a regular file this process can read; else -1 with
  * "[opt ]path: cannot read: why" in msg (why: strerror, or "not a regular

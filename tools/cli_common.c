@@ -530,6 +530,14 @@ void json_error_object(const char *err, edgert_status st)
     json_finish(&w);
 }
 
+int json_asked(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--json") == 0)
+            return 1;
+    return 0;
+}
+
 int input_file_check(const char *opt, const char *path, char *msg, size_t msg_len)
 {
     struct stat st;

@@ -505,9 +505,11 @@ static int cmd_probe(const cli *c)
         json_init(&w, json_out());
         json_obj(&w);
         json_device(&w, d);
+        json_diags(&w, ctx); /* a profile's unknown key, a bad EDGERT_LOG: as list says them */
         json_end_obj(&w);
         json_finish(&w);
     } else {
+        warn_diags(c, ctx);
         print_device(d);
     }
     edgert_close(ctx);
@@ -537,10 +539,16 @@ static int cmd_list(const cli *c)
         json_finish(&w);
     } else {
         warn_diags(c, ctx);
-        if (n == 0)
-            tprintf("no usable backend manifest (searched %zu folders; a manifest found "
-                    "but skipped is among the warnings; see 'edgert select --explain')\n",
-                    edgert_search_path_count(ctx));
+        if (n == 0) {
+            size_t np = edgert_search_path_count(ctx);
+            tprintf("no usable backend manifest (a manifest found but skipped is among the "
+                    "warnings); searched %zu folder%s%s\n", np, np == 1 ? "" : "s",
+                    np ? ":" : "");
+            for (size_t i = 0; i < np; i++) {
+                const char *origin = NULL, *dir = edgert_search_path_at(ctx, i, &origin);
+                tprintf("  %s  [%s]\n", dir, origin);
+            }
+        }
         for (size_t i = 0; i < n; i++) {
             const edgert_candidate *k = edgert_candidate_at(ctx, i);
             char reasons[512], lay[256];

@@ -94,36 +94,37 @@ static void report(const char *out, int json, edgert_quantize_options *o)
 int cmd_quantize(int argc, char **argv)
 {
     const char *pos[2] = {NULL, NULL};
-    int npos = 0, json = 0, scheme = -1;
+    int npos = 0, json = json_asked(argc, argv), scheme = -1, opts_done = 0;
     edgert_quantize_options o = {.struct_size = sizeof o, .group = 128};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        if (opts_done || a[0] != '-' || !a[1]) {
+            if (npos == 2) {
+                tfprintf(stderr, "edgert quantize: unexpected argument '%s'\n", a);
+                return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
+            }
+            pos[npos++] = a;
+        } else if (!strcmp(a, "--")) {
+            opts_done = 1; /* what follows is IN and OUT, even when it starts with '-' */
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             quantize_help(stdout);
             return EXIT_OK;
         } else if (!strcmp(a, "--sym") || !strcmp(a, "--asym")) {
             if (scheme >= 0 && scheme != !strcmp(a, "--sym")) {
                 tfprintf(stderr, "edgert quantize: --sym and --asym exclude each other\n");
-                return EXIT_USAGE;
+                return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
             }
             scheme = !strcmp(a, "--sym");
         } else if (!strcmp(a, "--group") || !strcmp(a, "--threads")) {
             unsigned v;
             if (parse_u32(a, i + 1 < argc ? argv[++i] : NULL, 1, !strcmp(a, "--group") ? 1u << 20
                                                                                       : 1024, &v))
-                return EXIT_USAGE;
+                return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
             *(!strcmp(a, "--group") ? &o.group : &o.threads) = v;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (a[0] == '-' && a[1]) {
+        } else if (strcmp(a, "--json") != 0) {
             tfprintf(stderr, "edgert quantize: unknown option '%s' (see 'edgert quantize "
                      "--help')\n", a);
-            return EXIT_USAGE;
-        } else if (npos < 2) {
-            pos[npos++] = a;
-        } else {
-            tfprintf(stderr, "edgert quantize: unexpected argument '%s'\n", a);
-            return EXIT_USAGE;
+            return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
         }
     }
     if (npos != 2 || scheme < 0) {

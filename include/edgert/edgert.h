@@ -105,8 +105,9 @@ extern "C" {
 #endif
 
 
-/** Largest manifest or device-profile file edgert parses; larger files are
- *  refused before parsing. */
+/** Largest device-profile (or other YAML) file edgert parses; larger files
+ *  are refused before parsing. Manifests have a smaller limit, 64 KiB: they
+ *  are parsed by every command from every folder (manifest.md). */
 #define EDGERT_MAX_YAML_BYTES (1024u * 1024u)
 
 typedef struct edgert_ctx edgert_ctx;
