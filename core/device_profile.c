@@ -56,7 +56,7 @@
 
 #define FLAG(f) (1ull << (unsigned)(f))
 
-static const char *const profile_keys[] = {
+const char *const er_profile_keys[] = { /* docs/device-profile.md documents each */
     "profile_version", "name",     "arch",   "device_class",        "cpu_flags",
     "os_disabled_flags", "logical_cores", "memory_total_mb", "memory_available_mb",
     "bf16",            "accelerator", "notes", NULL,
@@ -346,11 +346,11 @@ edgert_status er_device_profile_load(const char *path, edgert_device *out, er_di
     st = EDGERT_E_PARSE;
     yaml_node_t *root = er_yaml_root(&y);
     if (!root || root->type != YAML_MAPPING_NODE) {
-        er_yaml_check_keys(&y, root, profile_keys, d); /* reports "expected a mapping" */
+        er_yaml_check_keys(&y, root, er_profile_keys, d); /* reports "expected a mapping" */
         goto out;
     }
     /* Every field is read even after a bad one, to report all problems at once. */
-    int bad = er_yaml_check_keys(&y, root, profile_keys, d) != 0;
+    int bad = er_yaml_check_keys(&y, root, er_profile_keys, d) != 0;
     if (check_version(&y, root, d) != 0)
         goto out;
     bad |= read_identity(&y, root, &dev, d) != 0;

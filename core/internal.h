@@ -82,6 +82,9 @@ void er_probe_device_class(const char *sysroot, edgert_arch arch, edgert_device 
 /** Load a device profile (plan mode). EDGERT_E_PARSE with a file:line:col
  *  diagnostic on any problem. */
 edgert_status er_device_profile_load(const char *path, edgert_device *out, er_diags *d);
+/** Every key of a device profile (NULL-terminated); docs/device-profile.md
+ *  documents each, and tests/test_probe_profile.c checks that it does. */
+extern const char *const er_profile_keys[];
 
 /* ---- manifests (manifest.c) -------------------------------------------- */
 

@@ -81,8 +81,11 @@ char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *le
     struct stat st;
     if (fd < 0)
         goto out;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int stat_rc = fstat(fd, &st);
+    if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
+        int e = stat_rc != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
         close(fd);
+        errno = e;
         goto out;
     }
     f = fdopen(fd, "rb");
@@ -100,6 +103,7 @@ char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *le
             if (cap > max) { /* already holds max + 1 bytes: too large */
                 free(buf);
                 buf = NULL;
+                errno = EFBIG;
                 goto out;
             }
             size_t ncap = cap * 2 > max + 1 ? max + 1 : cap * 2;
@@ -118,17 +122,21 @@ char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *le
             break;
     }
     if (ferror(f) || len > max) {
+        int e = len > max ? EFBIG : errno;
         free(buf);
         buf = NULL;
+        errno = e;
         goto out;
     }
     buf[len] = '\0';
     if (len_out)
         *len_out = len;
-out:
+out:;
+    int saved = errno; /* why buf is NULL, for the caller's message */
     if (f)
         fclose(f);
     free(full);
+    errno = saved;
     return buf;
 }
 

@@ -126,11 +126,17 @@ edgert_status er_yaml_load_max(er_yaml *y, const char *path, size_t max_bytes, e
         return EDGERT_E_PARSE;
     }
     size_t len = 0;
+    errno = 0;
     text = er_read_file(NULL, path, max_bytes, &len);
-    if (!text) {
-        er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "cannot read (or larger than %u bytes)",
-                    (unsigned)max_bytes);
-        return EDGERT_E_IO;
+    if (!text) { /* it changed since the stat, or cannot be opened: say which */
+        if (errno == EFBIG)
+            er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0,
+                        "grew past the %u-byte limit while read; not parsed",
+                        (unsigned)max_bytes);
+        else
+            er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "cannot read: %s",
+                        errno ? strerror(errno) : "out of memory");
+        return errno == EFBIG ? EDGERT_E_PARSE : EDGERT_E_IO;
     }
     const char *nul = memchr(text, '\0', len);
     if (nul) {

@@ -375,6 +375,25 @@ static void test_profile_gpu_bf16(void **state)
     rm_tree(root);
 }
 
+/* Every key the loader reads appears in docs/device-profile.md as `key`, the
+ * one description of the format an installed user has. */
+static void test_profile_keys_documented(void **state)
+{
+    (void)state;
+    FILE *f = fopen(EDGERT_TEST_FIXTURES "/../../docs/device-profile.md", "r");
+    assert_non_null(f);
+    static char doc[1 << 16];
+    size_t len = fread(doc, 1, sizeof doc - 1, f);
+    fclose(f);
+    doc[len] = '\0';
+    char want[64];
+    for (const char *const *k = er_profile_keys; *k; k++) {
+        snprintf(want, sizeof want, "| `%s` |", *k);
+        if (!strstr(doc, want))
+            fail_msg("docs/device-profile.md has no row for `%s`", *k);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -385,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_profile_unreadable),
         cmocka_unit_test(test_profile_defaults),
         cmocka_unit_test(test_profile_gpu_bf16),
+        cmocka_unit_test(test_profile_keys_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "bench.h"
 #include "cli.h"
@@ -180,6 +181,15 @@ int cmd_calibrate(const cli *c)
         tfprintf(stderr,
                  "edgert calibrate: no evidence file: set XDG_CACHE_HOME or HOME, or use --out\n");
         edgert_close(ctx);
+        wl_free(&w);
+        return EXIT_USAGE;
+    }
+    struct stat sb; /* before the measurements, not after them (the store refuses it too) */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        tfprintf(stderr, "edgert calibrate: %s is not a regular file (a folder?): give the path "
+                 "of an evidence file%s\n", path, c->out ? "" : " with --out");
+        edgert_close(ctx);
+        wl_free(&w);
         return EXIT_USAGE;
     }
     size_t n = edgert_candidate_count(ctx), count = 0, nb = 0;

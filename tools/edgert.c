@@ -12,8 +12,9 @@
  *
  * Output: short human text on stdout, or one JSON object with --json.
  * Diagnostics go to stderr. Exit codes: 0 ok, 1 other failure, 2 usage error,
- * 3 nothing eligible (or a forced backend is not), 4 bad manifest or device
- * profile that was named explicitly.
+ * 3 nothing eligible (or a forced backend is not), 4 a file named explicitly
+ * (manifest, device profile, workload, checkpoint or other input) is missing
+ * or malformed.
  *
  * Length: the main help, each command's help, the one option table and the
  * dispatch: the CLI's whole surface in one file, so one concept keeps one
@@ -67,8 +68,9 @@ static const char env_help[] =
     "backends.d; <datadir>/edgert/backends. 'edgert select --explain' lists them with\n"
     "their origin. The current directory is never searched.\n"
     "Exit codes: 0 ok, 1 failure (including a backend failing verify), 2 usage\n"
-    "error, 3 nothing eligible (or the forced backend is not), 4 bad manifest,\n"
-    "device profile or workload named explicitly.\n";
+    "error, 3 nothing eligible (or the forced backend is not), 4 a file named\n"
+    "explicitly (manifest, device profile, workload, checkpoint or other input) is\n"
+    "missing or malformed.\n";
 
 static void usage_main(FILE *f)
 {
@@ -110,10 +112,13 @@ static const char select_help[] =
     "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by one\n"
     "calibrate run, else by first contact for the whole tier; else declared);\n"
     "measured rates within each other's rounds (calibrate) or calls (first\n"
-    "contact) form one decode group, inside which prefill decides; then fidelity,\n"
-    "name. 'fidelity' ranks by top-1 (measured ones within two standard errors of\n"
-    "each other form one group, inside which KL decides) and KL, measured else\n"
-    "declared; then activation bits, weight bits, speed, name.\n\n"
+    "contact) form one decode group, inside which prefill decides; then the\n"
+    "cheaper arithmetic (activation bits, bits per weight), fidelity, the backend\n"
+    "written for more of this device (more of its CPU flags), name. 'fidelity'\n"
+    "ranks by top-1 (measured ones within two standard errors of each other form\n"
+    "one group, inside which KL decides) and KL, measured else declared; then\n"
+    "activation bits, weight bits, the backend written for more of this device,\n"
+    "speed, name.\n\n"
     "  --priority P        speed (default) or fidelity\n"
     "  --backend NAME      use this backend; an error if it is not eligible\n"
     "  --explain           show the device, the folders searched, every manifest\n"
