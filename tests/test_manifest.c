@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "test_util.h"
 
 #define FIXTURES EDGERT_TEST_FIXTURES "/manifests"
 #define GOOD FIXTURES "/good"
@@ -761,12 +762,7 @@ static void test_typo_suggests_key(void **state)
 static void test_schema_documented(void **state)
 {
     (void)state;
-    FILE *f = fopen(EDGERT_TEST_FIXTURES "/../../docs/manifest.md", "r");
-    assert_non_null(f);
-    static char doc[1 << 16];
-    size_t len = fread(doc, 1, sizeof doc - 1, f);
-    fclose(f);
-    doc[len] = '\0';
+    char *doc = tu_doc("manifest.md");
     static const struct {
         const char *section;
         const char *const *keys;
@@ -800,6 +796,7 @@ static void test_schema_documented(void **state)
         if (!found)
             fail_msg("docs/manifest.md's requires.cpu_flags row does not list '%s'", name);
     }
+    free(doc);
 }
 
 /* ---- files and paths ------------------------------------------------------ */

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "test_probe_util.h"
+#include "test_util.h"
 
 #include <dirent.h>
 
@@ -380,18 +381,13 @@ static void test_profile_gpu_bf16(void **state)
 static void test_profile_keys_documented(void **state)
 {
     (void)state;
-    FILE *f = fopen(EDGERT_TEST_FIXTURES "/../../docs/device-profile.md", "r");
-    assert_non_null(f);
-    static char doc[1 << 16];
-    size_t len = fread(doc, 1, sizeof doc - 1, f);
-    fclose(f);
-    doc[len] = '\0';
-    char want[64];
+    char *doc = tu_doc("device-profile.md"), want[64];
     for (const char *const *k = er_profile_keys; *k; k++) {
         snprintf(want, sizeof want, "| `%s` |", *k);
         if (!strstr(doc, want))
             fail_msg("docs/device-profile.md has no row for `%s`", *k);
     }
+    free(doc);
 }
 
 int main(void)

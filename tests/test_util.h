@@ -103,6 +103,25 @@ __attribute__((unused)) static char *tu_manifest(const char *dir, const char *fi
     return tu_manifest_abi(dir, file, name, library, 1u, layout, extra);
 }
 
+/* A page of the source tree's docs/ folder, whole, in a malloc'd string
+ * (the tests that pin every key of a format to its documentation). */
+__attribute__((unused)) static char *tu_doc(const char *page)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/../../docs/%s", EDGERT_TEST_FIXTURES, page);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 16, len = 0, got;
+    char *doc = malloc(cap);
+    assert_non_null(doc);
+    while ((got = fread(doc + len, 1, cap - len - 1, f)) > 0)
+        if ((len += got) + 1 == cap)
+            assert_non_null(doc = realloc(doc, cap *= 2));
+    fclose(f);
+    doc[len] = '\0';
+    return doc;
+}
+
 __attribute__((unused)) static char *tu_plugin(const char *base)
 {
     char *p = NULL;
