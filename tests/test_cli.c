@@ -100,14 +100,16 @@ static void test_exit_codes(void **state)
     assert_int_equal(run("select --frob", NULL), 2);
     assert_int_equal(run("select --priority fast", NULL), 2);
     assert_int_equal(run("select --threads 0", NULL), 2);
-    /* the two commands with their own argument loops: a usage error with
-     * --json anywhere before "--" is the one JSON object too */
+    /* the two commands with their own argument loops (a usage error with
+     * --json anywhere before "--"), and export's own result object: a usage
+     * error's status is E_USAGE, as everywhere */
     static const char *const usage_json[] = {"checksum --json", "checksum --json --bogus x",
                                              "quantize --json --bogus a b --asym",
-                                             "quantize a b --asym --group 0 --json"};
+                                             "quantize a b --asym --group 0 --json",
+                                             "export --json --tokens 5000 --out x"};
     for (size_t i = 0; i < sizeof usage_json / sizeof usage_json[0]; i++) {
         char *o = NULL;
-        if (run(usage_json[i], &o) != 2 || !strstr(o, "\"status\":\"E_USAGE\"}"))
+        if (run(usage_json[i], &o) != 2 || !strstr(o, "\"status\":\"E_USAGE\""))
             fail_msg("edgert %s: want exit 2 and the JSON error object, got '%s'", usage_json[i],
                      o);
         free(o);

@@ -424,7 +424,7 @@ static void json_failure(const cli *c, xerr *e, const char *backend, const char 
     json_init(&w, json_out());
     json_obj(&w);
     json_kbool(&w, "ok", 0);
-    json_kstr(&w, "status", status);
+    json_kstr(&w, "status", rc == EXIT_USAGE ? "E_USAGE" : status); /* as every command's */
     json_kint(&w, "exit_code", rc);
     json_kstr(&w, "backend", backend && *backend ? backend : NULL);
     json_kstr(&w, "out", c->out);
