@@ -90,6 +90,7 @@ void er_cand_free(er_cand *c)
     free(c->detail);
     free(c->path_chosen);
     free(c->series);
+    free(c->workload);
     er_manifest_free(&c->m);
     free(c);
 }

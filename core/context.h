@@ -64,6 +64,7 @@ typedef struct er_cand {
     int sandbox_passed;         /**< first contact (sandbox.c) passed, now or cached */
     int calibrated;             /**< pub.measured holds calibrate's figures (evidence.c) */
     char *series;               /**< their evidence series (pub.measured_series), or NULL */
+    char *workload;             /**< their workload (pub.measured_workload), or NULL */
 } er_cand;
 
 /* The stages of loading a plugin, in order (load.c); the sandbox's child

@@ -157,7 +157,7 @@ yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int q
         er_diag_last_error(&local, 0, msg, sizeof msg);
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
                     "evidence file is corrupt and is ignored (%s); the next 'edgert calibrate' "
-                    "moves it aside and starts a new one", msg);
+                    "that writes it moves it aside and starts a new one", msg);
         er_diags_free(&local);
         return NULL;
     }
@@ -169,7 +169,8 @@ yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int q
         version != ER_EVIDENCE_VERSION) {
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, er_yaml_line(root), er_yaml_col(root),
                     "not an edgert evidence file of version %d; ignored (the next 'edgert "
-                    "calibrate' moves it aside and starts a new one)", ER_EVIDENCE_VERSION);
+                    "calibrate' that writes it moves it aside and starts a new one)",
+                    ER_EVIDENCE_VERSION);
         er_yaml_free(y);
         return NULL;
     }
@@ -264,6 +265,10 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             free(c->series);
             c->series = series && series[0] ? er_strdup(series) : NULL;
             c->pub.measured_series = c->series;
+            const char *wl = ev_str(&y, e, "workload");
+            free(c->workload);
+            c->workload = wl && wl[0] ? er_strdup(wl) : NULL;
+            c->pub.measured_workload = c->workload;
             double lo = ev_num(&y, e, "decode_tokens_per_s_min"),
                    hi = ev_num(&y, e, "decode_tokens_per_s_max"),
                    v = c->pub.measured.decode_tokens_per_s;

@@ -124,6 +124,19 @@ static const char *selected(edgert_ctx *ctx, edgert_priority p, const char **evi
     return n;
 }
 
+/* `select --explain` over the fixture's folder and evidence says `line`
+ * (tools/edgert.c: why a backend is not in the group above it). */
+static void explain_says(const fx *f, const char *line)
+{
+    char args[4096], *text = NULL;
+    snprintf(args, sizeof args, "select --explain --manifests '%s' --evidence '%s'", f->dir,
+             f->ev);
+    assert_int_equal(run(args, &text), 0);
+    if (!strstr(text, line))
+        fail_msg("select --explain does not say '%s':\n%s", line, text);
+    free(text);
+}
+
 static void test_store_and_rank(void **state)
 {
     fx *f = *state;
@@ -146,14 +159,18 @@ static void test_store_and_rank(void **state)
     const edgert_candidate *g = edgert_candidate_find(ctx, "test-good");
     assert_true(fabs(g->measured.decode_tokens_per_s - 120.0) < 1e-9);
     assert_string_equal(g->measured.where, f->ev);
+    assert_string_equal(g->measured_workload, "test"); /* ev()'s: its tok/s are that one's */
     assert_string_equal(selected(ctx, EDGERT_PRIORITY_SPEED, &evd), "test-good");
     assert_string_equal(evd, "measured");
     assert_string_equal(selected(ctx, EDGERT_PRIORITY_FIDELITY, &evd), "test-good");
     edgert_close(ctx);
 
+    explain_says(f, "; workload test)");
+
     /* --no-evidence ignores it */
     ctx = open_fx(f, 1, NULL);
     assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured.decode_tokens_per_s));
+    assert_null(edgert_candidate_find(ctx, "test-good")->measured_workload);
     assert_string_equal(selected(ctx, EDGERT_PRIORITY_SPEED, NULL), "test-fast");
     edgert_close(ctx);
 
@@ -278,18 +295,6 @@ static void rank3(fx *f, const double (*r)[3], char *out, size_t len, int *g)
     edgert_close(ctx);
 }
 
-/* `select --explain` over the fixture's folder and evidence says `line`
- * (tools/edgert.c: why a backend is not in the group above it). */
-static void explain_says(const fx *f, const char *line)
-{
-    char args[4096], *text = NULL;
-    snprintf(args, sizeof args, "select --explain --manifests '%s' --evidence '%s'", f->dir,
-             f->ev);
-    assert_int_equal(run(args, &text), 0);
-    if (!strstr(text, line))
-        fail_msg("select --explain does not say '%s':\n%s", line, text);
-    free(text);
-}
 
 /* Decode rates each within the other's rounds cannot be told apart:
  * prefill decides inside such a group, and the groups hold whatever order

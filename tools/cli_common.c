@@ -409,6 +409,7 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     json_knum(w, "measured_decode_min", c->measured_decode_min);
     json_knum(w, "measured_decode_max", c->measured_decode_max);
     json_kstr(w, "measured_series", c->measured_series); /* null: not calibrate's */
+    json_kstr(w, "measured_workload", c->measured_workload);
     json_knum(w, "first_contact_decode_tokens_per_s", c->first_contact_decode_tokens_per_s);
     json_knum(w, "first_contact_decode_min", c->first_contact_decode_min);
     json_knum(w, "first_contact_decode_max", c->first_contact_decode_max);

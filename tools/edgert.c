@@ -611,7 +611,10 @@ static void explain_candidate(const edgert_candidate *k, int r)
             tprintf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
         if (!isnan(k->measured.top1_agreement))
             tprintf(", top-1 %.3f, KL %.3g", k->measured.top1_agreement, k->measured.kl_mean);
-        tprintf(" (%s)\n", k->measured.where ? k->measured.where : "evidence");
+        tprintf(" (%s", k->measured.where ? k->measured.where : "evidence");
+        if (k->measured_workload) /* its tok/s are that workload's (calibrate --workload) */
+            tprintf("; workload %s", k->measured_workload);
+        tprintf(")\n");
     }
     double fc = k->first_contact_decode_tokens_per_s;
     if (!isnan(fc) && !(fc == k->measured.decode_tokens_per_s)) {

@@ -245,6 +245,12 @@ typedef struct edgert_candidate {
     /** The tokens `measured.top1_agreement` was counted over (calibrate's
      *  evidence), 0 when not known. */
     unsigned measured_top1_tokens;
+    /** The workload calibrate measured `measured` on ("spark-1.7b" unless
+     *  `edgert calibrate --workload` named another), NULL when `measured`
+     *  is not calibrate's or the evidence does not say. Its decode rate is
+     *  that workload's tokens/s, not comparable with a manifest's declared
+     *  spark-1.7b figure. */
+    const char *measured_workload;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
