@@ -30,14 +30,14 @@ int er_file_xxh3(const char *path, uint64_t *out)
 {
     /* a regular file only, opened without blocking: a FIFO would block the
      * open and then the reads forever */
-    struct stat sb;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    int fd = er_open_regular(path);
     if (fd < 0)
         return -1;
-    FILE *f = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) ? fdopen(fd, "rb") : NULL;
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
+        int e = errno;
         close(fd);
-        errno = EINVAL;
+        errno = e;
         return -1;
     }
     int rc = -1;
@@ -247,7 +247,7 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
     st = EDGERT_E_IO;
     text = er_read_file(NULL, manifest, EDGERT_MAX_YAML_BYTES, &len);
     if (!text) {
-        edgert_errf(err, err_len, "%s: cannot read", manifest);
+        edgert_errf(err, err_len, "%s: cannot read: %s", manifest, strerror(errno));
         goto out;
     }
     if (stamp_edit(manifest, text, len, sum, &edited, &elen, err, err_len) != 0) {

@@ -47,7 +47,12 @@ int er_layout_packs_group(const er_manifest *m, uint32_t g)
     for (unsigned i = 0; i < m->n_group_sizes; i++)
         if (m->group_sizes[i] == g)
             return 1;
-    return m->n_group_sizes == 0 && g == (uint32_t)m->group_size;
+    return m->n_group_sizes == 0 && g == er_layout_group(m);
+}
+
+uint32_t er_layout_group(const er_manifest *m)
+{
+    return m->group_size > 0 ? (uint32_t)m->group_size : 128u;
 }
 
 /* The first group size of the weights that layout m does not pack, or -1. */
@@ -67,7 +72,7 @@ static void group_sizes_text(const er_manifest *m, char *buf, size_t len)
     unsigned n = m->n_group_sizes ? m->n_group_sizes : 1u;
     for (unsigned i = 0; i < n && at < len; i++) {
         int w = snprintf(buf + at, len - at, "%s%u", i ? ", " : "",
-                         m->n_group_sizes ? m->group_sizes[i] : (unsigned)m->group_size);
+                         m->n_group_sizes ? m->group_sizes[i] : er_layout_group(m));
         at += w > 0 ? (size_t)w : 0u;
     }
 }
@@ -81,7 +86,9 @@ static void group_sizes_text(const er_manifest *m, char *buf, size_t len)
 static void er_gate_weights(struct edgert_ctx *ctx, er_cand *c)
 {
     const er_manifest *m = &c->m;
-    const int grouped = m->weight_bits == 4 && m->group_size > 0 && !ctx->weights.packed_for;
+    /* every 4-bit layout packs groups: group_size 0 means 128, as verify and
+     * bench generate its weights (manifest.md), never "any" */
+    const int grouped = m->weight_bits == 4 && !ctx->weights.packed_for;
     long g = grouped ? unpacked_group(ctx, m) : -1;
     if (!ctx->weights.path)
         return;

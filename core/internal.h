@@ -207,6 +207,9 @@ er_arena *er_arena_current(void);
  *  group_size alone when it lists none (fails closed). K not a multiple of
  *  g needs layout.partial_groups besides. */
 int er_layout_packs_group(const er_manifest *m, uint32_t g);
+/** The layout's own group: group_size, or 128 when the manifest gives none
+ *  (as edgert verify and bench generate its weights). */
+uint32_t er_layout_group(const er_manifest *m);
 
 /* ---- checksum (gate.c; evidence.c keys measurements by it too) ------------ */
 /** XXH3-64 of a file; 0 on success, -1 if unreadable. */

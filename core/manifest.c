@@ -531,6 +531,10 @@ static void read_group_sizes(mreader *r, yaml_node_t *layout, er_manifest *m)
     yaml_node_t *n = er_yaml_get(&r->y, layout, "group_sizes");
     if (!n)
         return;
+    if (m->group_size <= 0) { /* no own group to extend */
+        fail_field(r, n, "group_sizes", "needs 'group_size', the layout's own group, beside it");
+        return;
+    }
     if (n->type == YAML_SCALAR_NODE) {
         if (strcmp(scalar_text(n), "any") == 0)
             m->group_sizes_any = 1;
@@ -560,7 +564,7 @@ static void read_group_sizes(mreader *r, yaml_node_t *layout, er_manifest *m)
         m->group_sizes[m->n_group_sizes++] = (uint32_t)g;
     }
     er_strlist_free(v);
-    int has_own = m->group_size <= 0;
+    int has_own = 0;
     for (unsigned i = 0; i < m->n_group_sizes; i++)
         has_own |= m->group_sizes[i] == (uint32_t)m->group_size;
     if (!has_own && count > 0 && m->n_group_sizes == count)

@@ -662,8 +662,10 @@ edgert_status st_open(st_file *sf, const char *path, char *err, size_t len)
     }
     struct stat st;
     edgert_status rc = EDGERT_E_IO; /* until the file is mapped */
-    /* O_NONBLOCK: a FIFO named as a checkpoint must not block the open
-     * (it is refused below, as not a regular file); no effect on files */
+    /* O_NONBLOCK: a FIFO named as a checkpoint must not block the open (it
+     * is refused below, as not a regular file). Not er_open_regular: this
+     * file is also compiled into npu-export, which links nothing of the
+     * core's. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         edgert_errf(err, len, "%s: cannot open: %s", path,

@@ -68,6 +68,26 @@ char *er_rooted_path(const char *sysroot, const char *path)
     return er_path_join(sysroot, path);
 }
 
+int er_open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        return -2;
+    }
+    return fd;
+}
+
 char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out)
 {
     char *full = er_rooted_path(sysroot, path);
@@ -77,17 +97,9 @@ char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *le
         goto out;
     /* Only regular files: a FIFO or device in a hostile sysroot would block
      * fopen/fread forever. Files in /proc and /sys are regular files. */
-    int fd = open(full, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    struct stat st;
+    int fd = er_open_regular(full);
     if (fd < 0)
         goto out;
-    int stat_rc = fstat(fd, &st);
-    if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
-        int e = stat_rc != 0 ? errno : S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-        close(fd);
-        errno = e;
-        goto out;
-    }
     f = fdopen(fd, "rb");
     if (!f) {
         close(fd);

@@ -129,14 +129,15 @@ edgert_status er_yaml_load_max(er_yaml *y, const char *path, size_t max_bytes, e
     errno = 0;
     text = er_read_file(NULL, path, max_bytes, &len);
     if (!text) { /* it changed since the stat, or cannot be opened: say which */
-        if (errno == EFBIG)
+        int e = errno; /* before er_diag_add, which may change it */
+        if (e == EFBIG)
             er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0,
                         "grew past the %u-byte limit while read; not parsed",
                         (unsigned)max_bytes);
         else
             er_diag_add(d, EDGERT_LOG_ERROR, path, 0, 0, "cannot read: %s",
-                        errno ? strerror(errno) : "out of memory");
-        return errno == EFBIG ? EDGERT_E_PARSE : EDGERT_E_IO;
+                        e ? strerror(e) : "out of memory");
+        return e == EFBIG ? EDGERT_E_PARSE : EDGERT_E_IO;
     }
     const char *nul = memchr(text, '\0', len);
     if (nul) {

@@ -102,4 +102,10 @@ int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known,
                        er_diags *d);
 void er_strlist_free(char **list);
 
+/** open(2) for reading a regular file, never blocking on a FIFO or a
+ *  device (util.c): the descriptor; -1 with errno when it cannot be opened;
+ *  -2 when it is not a regular file (errno EISDIR for a folder, else
+ *  EINVAL), so the caller can say "not a regular file". */
+int er_open_regular(const char *path);
+
 #endif

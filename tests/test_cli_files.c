@@ -3,7 +3,8 @@
  * that are not what they should be: a FIFO or a device where a file
  * belongs (refused, never read: reading a FIFO blocks), and workload files
  * with the faults the YAML layer catches in manifests (duplicate keys,
- * runaway nesting, misspelt keys), each at its line and column.
+ * runaway nesting, misspelt keys), each at its line and column; options
+ * an operator gets wrong.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -95,11 +96,62 @@ static void test_workload_file_checked(void **state)
     tu_rmrf(dir);
 }
 
+/* What an operator gets wrong on the command line, said and not silently
+ * taken: a repeated --disable adds up, an empty value is refused, a backend
+ * named by EDGERT_BACKEND is said to be, a plan refused where the command
+ * runs here, a folder as calibrate's output refused before any measuring,
+ * the folders searched named when no manifest is found. */
+static void test_options_said(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), args[4400], *out = NULL;
+    static const struct {
+        const char *env, *args;
+        int rc;
+        const char *says;
+    } cases[] = {
+        {"", "select --priority ''", 2, "option '--priority' needs a value"},
+        {"", "list --manifests ''", 2, "option '--manifests' needs a value"},
+        {"", "help select", 0, "usage: edgert select"},
+        {"EDGERT_BACKEND=no-such-backend", "select", 3, "named by EDGERT_BACKEND"},
+        {"EDGERT_MANIFEST_PATH=/nonexistent-edgert-folder", "list", 0,
+         "  /nonexistent-edgert-folder  [EDGERT_MANIFEST_PATH]"},
+        {"", "calibrate --quick --out %s", 2, "is not a regular file (a folder?)"},
+        {"", "pack %s/w.safetensors --backend auto -o %s/p.packed --device " EDGERT_TEST_FIXTURES
+             "/devices/x86-avx512.yaml", 2, "--device plans for another machine"},
+    };
+    static const float w[4 * 64];
+    char *wf = tu_safetensors(dir, "w.safetensors",
+                              "{\"l.0.mlp.up_proj.weight\":{\"dtype\":\"F32\",\"shape\":[4,64],"
+                              "\"data_offsets\":[0,1024]}}", w, sizeof w);
+    assert_non_null(wf);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(args, sizeof args, cases[i].args, dir, dir);
+        int rc = run_redirected(cases[i].env, args, "2>&1", &out);
+        if (rc != cases[i].rc || !strstr(out, cases[i].says))
+            fail_msg("%s edgert %s: exit %d (want %d), must say '%s':\n%s", cases[i].env, args,
+                     rc, cases[i].rc, cases[i].says, out);
+        free(out);
+    }
+    /* --disable twice: both lists apply */
+    assert_int_equal(run_all("list --disable avx512-w4a16 --disable ref-w4a16", &out), 0);
+    size_t disabled = 0;
+    for (const char *p = out; (p = strstr(p, "DISABLED_BY_USER")); p++)
+        disabled++;
+    if (disabled != 2)
+        fail_msg("list --disable a --disable b: %zu backends disabled, want 2:\n%s", disabled,
+                 out);
+    free(out);
+    free(wf);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_not_a_file),
         cmocka_unit_test(test_workload_file_checked),
+        cmocka_unit_test(test_options_said),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

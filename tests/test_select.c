@@ -165,6 +165,53 @@ static void test_reasons_in_plan(void **state)
     edgert_close(ctx);
 }
 
+/* The layout gate of edgert_options.weights on group sizes and partial
+ * groups (each manifest's layout.group_sizes and layout.partial_groups;
+ * absent: its own group, whole), planned for a profile so that it holds
+ * whatever this machine runs. A dense layer of K = 64 is quantized as one
+ * group of 64, one of K = 200 in groups of 128 with a short last one:
+ * ref-w4a16 packs both, every other shipped 4-bit layout neither. */
+static void test_layout_gate_groups(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t k;
+        const char *reason;
+    } cases[] = {{64, "LAYOUT_MISMATCH(groups of 64)"}, {200, "LAYOUT_MISMATCH(partial groups)"}};
+    static float w[16 * 200];
+    char *dir = tu_tmpdir();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t n = 16, k = cases[i].k;
+        for (size_t e = 0; e < (size_t)n * k; e++)
+            w[e] = 0.05f * sinf(0.3f * (float)e);
+        char header[256], err[1024] = "";
+        snprintf(header, sizeof header,
+                 "{\"model.layers.0.mlp.up_proj.weight\":{\"dtype\":\"F32\",\"shape\":[%u,%u],"
+                 "\"data_offsets\":[0,%zu]}}", n, k, (size_t)n * k * sizeof(float));
+        char *path = tu_safetensors(dir, "w.safetensors", header, w, (size_t)n * k * sizeof(float));
+        assert_non_null(path);
+        edgert_ctx *ctx = tu_open_for(EDGERT_TEST_BACKEND_DIR, 1,
+                                      EDGERT_TEST_FIXTURES "/devices/x86-avx512.yaml", path, err,
+                                      sizeof err);
+        if (!ctx)
+            fail_msg("edgert_open: %s", err);
+        size_t refused = 0;
+        for (size_t j = 0; j < edgert_candidate_count(ctx); j++) {
+            const edgert_candidate *c = edgert_candidate_at(ctx, j);
+            if (c->layout.weight_bits != 4)
+                continue;
+            int want = strcmp(c->name, "ref-w4a16") != 0;
+            if (has_reason(c, cases[i].reason) != want)
+                fail_msg("k=%u: %s %s %s", k, c->name, want ? "lacks" : "has", cases[i].reason);
+            refused += (size_t)want;
+        }
+        assert_true(refused >= 3); /* avx512-w4a16, avx512-w4a8, amx-w4a8, neon-w4a16, ... */
+        edgert_close(ctx);
+        free(path);
+    }
+    tu_rmrf(dir);
+}
+
 static void test_user_controls(void **state)
 {
     (void)state;
@@ -398,6 +445,7 @@ int main(void)
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_avx2_device_gets_avx2_backend),
         cmocka_unit_test(test_reasons_in_plan),
+        cmocka_unit_test(test_layout_gate_groups),
         cmocka_unit_test(test_user_controls),
         cmocka_unit_test(test_operator_override),
         cmocka_unit_test(test_gpu_dtype_fallback),

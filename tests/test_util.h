@@ -132,10 +132,12 @@ __attribute__((unused)) static char *tu_plugin(const char *base)
 
 /* A handle on the manifests of `dir` only (EDGERT_TEST_BACKEND_DIR: the
  * build's backends), the environment ignored, no evidence file, `threads`
- * threads, only errors logged. NULL with err filled on failure: no cmocka
+ * threads, only errors logged; tu_open_for also plans for a device profile
+ * and selects for weights (either NULL: none). NULL with err filled on failure: no cmocka
  * assert, so worker threads may call it too. */
-__attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned threads, char *err,
-                                                   size_t err_len)
+__attribute__((unused)) static edgert_ctx *tu_open_for(const char *dir, unsigned threads,
+                                                       const char *profile, const char *weights,
+                                                       char *err, size_t err_len)
 {
     const char *paths[1] = {dir};
     edgert_options o = {.struct_size = sizeof o};
@@ -145,8 +147,16 @@ __attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned thr
     o.no_evidence = 1;
     o.threads = threads;
     o.log_level = EDGERT_LOG_ERROR;
+    o.device_profile = profile;
+    o.weights = weights;
     edgert_ctx *ctx = NULL;
     return edgert_open(&o, &ctx, err, err_len) == EDGERT_OK ? ctx : NULL;
+}
+
+__attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned threads, char *err,
+                                                   size_t err_len)
+{
+    return tu_open_for(dir, threads, NULL, NULL, err, err_len);
 }
 
 /* Groups of `group` columns in a row of k (the last one may be partial). */

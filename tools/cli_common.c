@@ -598,11 +598,13 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
     /* The CLI resolves EDGERT_PRIORITY / EDGERT_BACKEND itself (parse_args),
      * so that its own --priority and --backend win over them. */
     o.no_env_selection = 1;
-    /* select --weights FILE and pack's IN: the layout gate (bench and verify
-     * read the file themselves, as their workload) */
-    o.weights = strcmp(c->cmd, "select") == 0 ? c->weights
-                : strcmp(c->cmd, "pack") == 0   ? c->input
-                                                : NULL;
+    /* --weights FILE and pack's IN: the layout gate, so that no backend is
+     * picked (or verified) whose pack then refuses the file; bench and
+     * verify also read it themselves, as their workload. Not export's
+     * --weights: dense inputs for the NPU export, read by its plugin. */
+    o.weights = strcmp(c->cmd, "pack") == 0     ? c->input
+                : strcmp(c->cmd, "export") == 0 ? NULL
+                                                : c->weights;
     /* probe and list run no plugin code at all; select loads only what it
      * ranks (only the forced backend with --backend); export loads its
      * backend on demand. bench, verify and calibrate work on loaded ones. */
@@ -650,8 +652,17 @@ int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,
     if (c->weights) {
         if (wl_from_checkpoint(c->weights, w) != 0)
             return EXIT_BADFILE;
+        if (strcmp(cmd, "verify") == 0 && strcmp(edgert_checkpoint_kind(w->ck), "packed") == 0) {
+            /* before any backend is loaded: a packed file has no dense
+             * values for the reference */
+            tfprintf(stderr, "edgert verify: %s holds one backend's packed bytes, which no dense "
+                     "reference can be made of; verify the checkpoint it was packed from\n",
+                     c->weights);
+            wl_free(w);
+            return EXIT_BADFILE;
+        }
     } else if (c->workload) {
-        if (wl_load(c->workload, w) != 0)
+        if (wl_load(c->workload, w, c->quiet) != 0)
             return EXIT_BADFILE;
     } else {
         wl_builtin(w);

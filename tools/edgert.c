@@ -1062,8 +1062,9 @@ int main(int argc, char **argv)
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;
         cli c = {.cmd = cmd};
-        if (parse_args(&c, argc - 1, argv + 1) != 0)
-            return c.json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
+        if (parse_args(&c, argc - 1, argv + 1) != 0) /* --json after the bad option too */
+            return c.json || json_asked(argc - 1, argv + 1) ? json_failed(EXIT_USAGE)
+                                                            : EXIT_USAGE;
         if (c.json && json_keep_stdout() != 0)
             tfprintf(stderr,
                      "edgert: warning: cannot set stdout aside for the JSON document "

@@ -344,17 +344,6 @@ int cmd_verify(const cli *c)
     int rc = open_measuring(c, "verify", "verify runs the backends on this one", &wl, &ctx);
     if (rc)
         return rc;
-    const edgert_layer *l0 = wl.ck && edgert_checkpoint_layer_count(wl.ck)
-                                 ? edgert_checkpoint_layer_at(wl.ck, 0)
-                                 : NULL;
-    if (l0 && strcmp(l0->format, "packed") == 0) { /* before any backend runs */
-        tfprintf(stderr, "edgert verify: %s holds one backend's packed bytes, which no dense "
-                 "reference can be made of; verify the checkpoint it was packed from\n",
-                 c->weights);
-        wl_free(&wl);
-        edgert_close(ctx);
-        return EXIT_BADFILE;
-    }
 
     /* at most every candidate and the reference: ncand + 1 >= 1 entries */
     size_t ncand = edgert_candidate_count(ctx), nb = 0;

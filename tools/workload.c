@@ -62,9 +62,10 @@ static int wl_shape_read(er_yaml *y, yaml_node_t *s, wl_shape *sh, er_diags *d)
 {
     long long k = 0, n = 0, count = 0;
     int head = 0;
-    if (er_yaml_check_keys(y, s, wl_shape_keys, d) != 0)
-        return -1; /* also when the item is not a mapping */
-    int bad = wl_name(y, s, sh->name, sizeof sh->name, d);
+    int bad = er_yaml_check_keys(y, s, wl_shape_keys, d) != 0;
+    if (!s || s->type != YAML_MAPPING_NODE)
+        return -1; /* check_keys said so; a duplicate or misspelt key does not stop the rest */
+    bad |= wl_name(y, s, sh->name, sizeof sh->name, d);
     bad |= er_yaml_int(y, s, "k", 1, 1, 1 << 20, &k, d) != 0;
     bad |= er_yaml_int(y, s, "n", 1, 1, 1 << 24, &n, d) != 0;
     bad |= er_yaml_int(y, s, "count", 1, 1, 100000, &count, d) != 0;
@@ -76,11 +77,12 @@ static int wl_shape_read(er_yaml *y, yaml_node_t *s, wl_shape *sh, er_diags *d)
     return bad ? -1 : 0;
 }
 
-/* Every error and warning of the file on stderr, at file:line:col. */
-static void wl_report(const er_diags *d)
+/* Every error of the file on stderr, at file:line:col, and its warnings
+ * unless quiet. */
+static void wl_report(const er_diags *d, int quiet)
 {
     char lines[8192];
-    er_diag_lines(d, 0, EDGERT_LOG_WARN, lines, sizeof lines);
+    er_diag_lines(d, 0, quiet ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, lines, sizeof lines);
     if (lines[0])
         tfprintf_lines(stderr, "edgert: %s\n", lines);
 }
@@ -89,22 +91,21 @@ static void wl_report(const er_diags *d)
  * device profiles are: the same size and nesting limits, duplicate keys
  * refused, unknown keys warned of (one a typo away from a key the shape
  * lacks refused), every problem of the file at its line and column. */
-int wl_load(const char *path, workload *w)
+int wl_load(const char *path, workload *w, int quiet)
 {
     memset(w, 0, sizeof *w);
     er_yaml y;
     er_diags d = {0};
     int bad = 0;
     if (er_yaml_load(&y, path, &d) != EDGERT_OK) {
-        wl_report(&d);
+        wl_report(&d, quiet);
         er_diags_free(&d);
         return -1;
     }
     yaml_node_t *root = er_yaml_root(&y), *shapes = NULL;
-    if (er_yaml_check_keys(&y, root, wl_keys, &d) != 0) {
-        bad = 1; /* not a mapping, or a duplicate key */
-    } else {
-        bad = wl_name(&y, root, w->name, sizeof w->name, &d) != 0;
+    bad = er_yaml_check_keys(&y, root, wl_keys, &d) != 0; /* reports every problem of its keys */
+    if (root->type == YAML_MAPPING_NODE) {
+        bad |= wl_name(&y, root, w->name, sizeof w->name, &d) != 0;
         shapes = er_yaml_get(&y, root, "shapes");
         if (!shapes || shapes->type != YAML_SEQUENCE_NODE ||
             shapes->data.sequence.items.top == shapes->data.sequence.items.start) {
@@ -126,7 +127,7 @@ int wl_load(const char *path, workload *w)
         }
         bad |= wl_shape_read(&y, s, &w->shapes[w->nshapes++], &d) != 0;
     }
-    wl_report(&d);
+    wl_report(&d, quiet);
     er_yaml_free(&y);
     er_diags_free(&d);
     if (bad)

@@ -30,13 +30,14 @@ typedef struct workload {
 
 /** The built-in spark-1.7b: 28 layers of qkv, o, gate_up, down + lm_head. */
 void wl_builtin(workload *w);
-/** Load a workload file; on error prints "file:line:col: message" lines to
- *  stderr and returns -1. Format:
+/** Load a workload file through the core's YAML layer: every error as a
+ *  "file:line:col: message" line on stderr (warnings too, unless quiet) and
+ *  -1 when there is one. Format:
  *    name: my-model
  *    shapes:
  *      - {name: qkv, k: 2048, n: 3072, count: 28}
  *      - {name: lm_head, k: 2048, n: 131072, count: 1, head: true}   */
-int wl_load(const char *path, workload *w);
+int wl_load(const char *path, workload *w, int quiet);
 /** The shapes of a checkpoint's linear layers (--weights FILE): layers of
  *  the same role ("self_attn.q_proj": the name after its layer number) and
  *  shape form one shape; a name with "lm_head" is the head. Prints the

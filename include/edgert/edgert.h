@@ -302,7 +302,12 @@ typedef struct edgert_options {
                                          LAYOUT_MISMATCH(<why>) (asymmetric zero points
                                          for a symmetric backend, int4 weights for a
                                          non-int4 one, a file packed for another
-                                         backend). A file that cannot be opened is
+                                         backend, groups of a size the layout does
+                                         not pack, a K that is not a multiple of
+                                         the group where it holds whole groups
+                                         only: the manifest's layout.group_sizes
+                                         and layout.partial_groups). A file that
+                                         cannot be opened is
                                          edgert_open's error. */
 } edgert_options;
 
