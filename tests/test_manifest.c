@@ -554,6 +554,8 @@ static const bad_case bad_cases[] = {
      "field 'layout.group_sizes[1]': expected a whole number from 1 to 65536, got '0'"},
     {"group-sizes-without-own.yaml", 12, 16,
      "field 'layout.group_sizes': does not hold group_size 128, the layout's own group"},
+    {"group-sizes-no-group-size.yaml", 11, 16,
+     "field 'layout.group_sizes': needs 'group_size', the layout's own group, beside it"},
     {"activation-bits-mismatch.yaml", 13, 20,
      "field 'layout.activation_bits': 8 disagrees with activation_dtype bf16"},
     {"activation-dtype-unknown.yaml", 12, 21,
