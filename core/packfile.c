@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -167,8 +168,9 @@ edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint 
         return er_fail(EDGERT_E_NOT_FOUND, err, err_len, "%s: no such file", path);
     edgert_checkpoint *p = NULL;
     edgert_status st = edgert_checkpoint_open(path, &p, err, err_len);
-    if (st)
-        return st == EDGERT_E_UNSUPPORTED ? st : EDGERT_E_PARSE;
+    if (st) /* not a packed file this edgert reads (an act-order GPTQ file is E_UNSUPPORTED
+               too): E_PARSE, which `edgert pack` never replaces */
+        return EDGERT_E_PARSE;
     if (p->kind != ER_CK_PACKED)
         st = er_fail(EDGERT_E_PARSE, err, err_len, "%s: a %s checkpoint, not a packed file", path,
                      edgert_checkpoint_kind(p));
@@ -239,6 +241,11 @@ edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src, 
     if (src->kind == ER_CK_PACKED)
         return er_fail(EDGERT_E_USAGE, err, err_len, "%s is already packed; pack its source",
                        src->sf.path);
+    struct stat a, o; /* writing over the source would destroy it while it is read */
+    if (stat(src->sf.path, &a) == 0 && stat(path, &o) == 0 && a.st_dev == o.st_dev &&
+        a.st_ino == o.st_ino)
+        return er_fail(EDGERT_E_USAGE, err, err_len, "%s is the checkpoint being packed; name "
+                       "another file to pack it into", path);
     const char *layout = edgert_backend_packed_layout(b);
     if (!layout)
         return er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "backend '%s' cannot map a packed form "

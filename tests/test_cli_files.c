@@ -133,6 +133,16 @@ static void test_options_said(void **state)
                      rc, cases[i].rc, cases[i].says, out);
         free(out);
     }
+    /* pack never replaces a file it did not write, --force or not: not its
+     * own input (that destroyed the checkpoint), not another checkpoint */
+    struct stat before, after;
+    assert_int_equal(stat(wf, &before), 0);
+    snprintf(args, sizeof args, "pack %s --backend ref-w4a16 -o %s --force", wf, wf);
+    if (run_all(args, &out) != 1 || !strstr(out, "not a file 'edgert pack' wrote"))
+        fail_msg("edgert %s: want exit 1, refused:\n%s", args, out);
+    free(out);
+    assert_int_equal(stat(wf, &after), 0);
+    assert_true(after.st_size == before.st_size && after.st_mtime == before.st_mtime);
     /* --disable twice: both lists apply */
     assert_int_equal(run_all("list --disable avx512-w4a16 --disable ref-w4a16", &out), 0);
     size_t disabled = 0;

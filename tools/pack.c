@@ -41,7 +41,8 @@ void pack_help(FILE *f)
             "  --backend NAME|auto the backend (auto: the best-ranked for --priority whose\n"
             "                      packed form can be mapped, among those that take IN)\n"
             "  -o, --out FILE      the packed file\n"
-            "  --force             repack even if OUT is up to date or has other keys\n"
+            "  --force             repack even if OUT is up to date or has other keys (a\n"
+            "                      file that 'edgert pack' did not write is never replaced)\n"
             "  --options STR       plugin options, after the manifest's (e.g. path=fma)\n"
             "  --priority P        speed|fidelity, for auto (default speed)\n\n"
             "Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the backend\n"
@@ -188,6 +189,12 @@ int cmd_pack(const cli *c)
         st = map_all(b, c->out, &layers, &bytes, err, sizeof err);
         if (!st)
             report(c, name, "up to date (mapped, not repacked)", layers, bytes, now_s() - t0);
+    } else if (!st && chk != EDGERT_E_NOT_FOUND && chk != EDGERT_E_UNSUPPORTED) {
+        /* not an edgert packed file (a checkpoint, the input itself, a
+         * folder, a FIFO): never replaced, --force or not */
+        tfprintf_lines(stderr, "edgert pack: refusing to replace %s: %s\n(it is not a file "
+                       "'edgert pack' wrote; name another -o)\n", c->out, err);
+        rc = EXIT_FAIL;
     } else if (!st && chk != EDGERT_E_NOT_FOUND && !c->force) {
         tfprintf_lines(stderr, "edgert pack: refusing to replace %s: %s\n(--force repacks it)\n",
                        c->out, err);
