@@ -599,6 +599,22 @@ static void test_weights_commands(void **state)
     assert_int_equal(rc, 3);
     free(out);
     free(p);
+    /* verify on a dense file, for a backend with a symmetric layout: its
+     * layers quantized symmetric, as pack does (they were handed the
+     * asymmetric form, which such a backend refuses: 'ERROR', exit 1) */
+    edgert_ctx *ctx = open_ctx_here();
+    for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, i);
+        if (!c->eligible || !c->runs_in_process || c->layout.symmetric != 1)
+            continue;
+        rc = run_fmt(&out, "verify --weights %s --backend %s --quick --tokens 8", f->whole,
+                     c->name);
+        if (rc != 0)
+            fail_msg("verify --weights (dense) --backend %s: exit %d\n%s", c->name, rc, out);
+        printf("  verify --weights (dense) --backend %s: passed\n", c->name);
+        free(out);
+    }
+    edgert_close(ctx);
 }
 
 /* A copy of `src` whose first layer's g_idx has inputs 0 and 200 swapped

@@ -179,7 +179,20 @@ static edgert_status pack_quantized(const vrun *v, const fid_shape *s, uint32_t 
     edgert_packed *pr = NULL;
     char perr[1024] = "";
     edgert_status rc;
-    if (s->ck) { /* the file's own quantized layer, its first n rows */
+    if (s->ck && v->symmetric && edgert_checkpoint_layer_at(s->ck, s->layer)->symmetric < 0) {
+        /* a dense layer for a symmetric layout: quantized as pack does for
+         * it (edgert_checkpoint_layer_packed: symmetric, groups of 128 or
+         * one group when k is smaller); layer_weights would give the
+         * asymmetric form, which such a backend refuses */
+        float *w = malloc((size_t)n * k * sizeof *w);
+        rc = w ? edgert_checkpoint_layer_dense(s->ck, s->layer, 0, n, w, err, err_len)
+               : EDGERT_E_NOMEM;
+        rc = rc ? rc : edgert_quantize_rtn(w, n, k, k < 128u ? k : 128u, 1, &qt);
+        free(w);
+        if (rc != EDGERT_OK)
+            return rc;
+        qt.view.name = s->name;
+    } else if (s->ck) { /* the file's own quantized layer, its first n rows */
         rc = edgert_checkpoint_layer_weights(s->ck, s->layer, &qt, err, err_len);
         if (rc != EDGERT_OK)
             return rc;
