@@ -52,15 +52,43 @@ typedef struct gptq_cfg {
 
 /* ---- names -------------------------------------------------------------------------- */
 
-int er_ck_is_embedding(const char *name)
-{
-    return strstr(name, "embed") != NULL || strstr(name, "wte") != NULL;
-}
-
 static int ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
     return a > b && strcmp(s + a - b, suf) == 0;
+}
+
+/* The names model families give their output head: a linear layer even when
+ * its name says "embed" (GPT-NeoX's embed_out). */
+static int is_head_name(const char *name)
+{
+    return ends_with(name, "lm_head.weight") || ends_with(name, "embed_out.weight") ||
+           !strcmp(name, "lm_head.weight") || !strcmp(name, "embed_out.weight") ||
+           !strcmp(name, "output.weight");
+}
+
+int er_ck_is_embedding(const char *name)
+{
+    return (strstr(name, "embed") != NULL || strstr(name, "wte") != NULL ||
+            strstr(name, "wpe") != NULL) && !is_head_name(name);
+}
+
+int er_ck_is_token_embedding(const char *name)
+{
+    static const char *const token[] = {"embed_tokens.weight", "wte.weight",
+                                        "word_embeddings.weight", "embed_in.weight"};
+    for (size_t i = 0; i < sizeof token / sizeof token[0]; i++)
+        if (ends_with(name, token[i]) || strcmp(name, token[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int er_ck_has_head(const st_file *sf)
+{
+    for (size_t i = 0; i < sf->n; i++)
+        if (is_head_name(sf->t[i].name))
+            return 1;
+    return 0;
 }
 
 int er_ck_is_dense_linear(const st_tensor *t)

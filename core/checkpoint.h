@@ -32,6 +32,13 @@ struct edgert_checkpoint {
 
 /** 1 when a dense tensor name marks an embedding (looked up, not multiplied). */
 int er_ck_is_embedding(const char *name);
+/** The token embedding, by the names HF families give it (embed_tokens,
+ *  wte, word_embeddings, embed_in): a tied output head is this matrix.
+ *  Position embeddings (embed_positions, wpe) are not. */
+int er_ck_is_token_embedding(const char *name);
+/** Whether the file has an output head of its own (lm_head, GPT-NeoX's
+ *  embed_out, output): then no head is tied to the embedding. */
+int er_ck_has_head(const st_file *sf);
 /** 1 when t is a 2-D float "P.weight" that is a linear layer's. */
 int er_ck_is_dense_linear(const st_tensor *t);
 /** Append a layer named name[0..plen) with tensors *s; E_NOMEM. */

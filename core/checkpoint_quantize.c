@@ -8,8 +8,10 @@
  * zero convention that AutoGPTQ, GPTQModel and vLLM read (stored z - 1); the
  * asymmetric quantizer keeps z >= 1 (weights.c), so v1 can always store it.
  * Every other tensor (embeddings, norms, biases) is copied byte for byte. A
- * missing "lm_head.weight" beside an embedding means a tied head: it is
- * untied, quantized from the embedding as layer "lm_head" (a bf16 head costs
+ * token embedding (embed_tokens, wte, word_embeddings, embed_in; never a
+ * position embedding) with no head of its own (lm_head, embed_out, output)
+ * means a tied head: it is untied, quantized from the embedding as layer
+ * "lm_head" (a bf16 head costs
  * more per decode step than the whole 4-bit saving, design.md §1).
  *
  * Scales are stored as fp16 (what GPTQ consumers read): the codes are chosen
@@ -100,7 +102,8 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
                            "edgert knows, so it cannot be copied to the output", sf->path,
                            t->name, t->dtype_name);
         if (!er_ck_is_dense_linear(t)) {
-            if (!embed && t->ndim == 2 && st_is_float(t->dtype) && er_ck_is_embedding(t->name))
+            if (!embed && t->ndim == 2 && st_is_float(t->dtype) &&
+                er_ck_is_token_embedding(t->name))
                 embed = t;
             p->copy[p->nc++] = t;
             continue;
@@ -115,7 +118,7 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
         if (!l->name)
             return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     }
-    if (embed && !st_find(sf, "lm_head.weight") && embed->shape[1] % 8 == 0 &&
+    if (embed && !er_ck_has_head(sf) && embed->shape[1] % 8 == 0 &&
         embed->shape[0] <= UINT32_MAX && embed->shape[1] <= UINT32_MAX) {
         qz_layer *l = &p->l[p->nl++]; /* a tied head, untied */
         l->src = embed, l->n = (uint32_t)embed->shape[0], l->k = (uint32_t)embed->shape[1];

@@ -156,12 +156,76 @@ static void test_options_said(void **state)
     tu_rmrf(dir);
 }
 
+/* A dense file of n tensors named names[i], each F32 [rows[i]][128]. */
+static char *dense_of(const char *dir, const char *file, const char *const *names,
+                      const unsigned *rows, size_t n)
+{
+    char header[2048] = "{";
+    size_t off = 0, at = 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t bytes = (size_t)rows[i] * 128u * sizeof(float);
+        at += (size_t)snprintf(header + at, sizeof header - at,
+                               "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[%u,128],"
+                               "\"data_offsets\":[%zu,%zu]}", i ? "," : "", names[i], rows[i],
+                               off, off + bytes);
+        off += bytes;
+    }
+    snprintf(header + at, sizeof header - at, "}");
+    float *w = malloc(off);
+    assert_non_null(w);
+    for (size_t i = 0; i < off / sizeof(float); i++)
+        w[i] = 0.01f * (float)((i * 7919u) % 97u) - 0.48f;
+    char *path = tu_safetensors(dir, file, header, w, off);
+    free(w);
+    assert_non_null(path);
+    return path;
+}
+
+/* quantize unties a head from the token embedding, never from another
+ * embedding (OPT's embed_positions came first, and became a 130-row head),
+ * and takes GPT-NeoX's embed_out as the head it is (it was skipped as an
+ * embedding, and embed_in tied in its place). */
+static void test_quantize_head(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), args[4400], err[1024] = "", *out = NULL;
+    static const struct {
+        const char *names[3];
+        unsigned rows[3];
+        const char *head;
+        uint32_t head_n;
+    } cases[] = {
+        {{"model.decoder.embed_positions.weight", "model.decoder.embed_tokens.weight",
+          "model.decoder.layers.0.fc1.weight"}, {130, 500, 256}, "lm_head", 500},
+        {{"gpt_neox.embed_in.weight", "gpt_neox.layers.0.mlp.dense_h_to_4h.weight",
+          "embed_out.weight"}, {500, 256, 500}, "embed_out", 500},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *in = dense_of(dir, "in.safetensors", cases[i].names, cases[i].rows, 3);
+        snprintf(args, sizeof args, "quantize %s %s/q.safetensors --asym", in, dir);
+        assert_int_equal(run_all(args, &out), 0);
+        free(out);
+        snprintf(args, sizeof args, "%s/q.safetensors", dir);
+        edgert_checkpoint *ck = NULL;
+        assert_int_equal(edgert_checkpoint_open(args, &ck, err, sizeof err), EDGERT_OK);
+        assert_int_equal(edgert_checkpoint_layer_count(ck), 2); /* the layer and the head */
+        const edgert_layer *h = edgert_checkpoint_layer_at(ck, 1);
+        if (strcmp(h->name, cases[i].head) || h->n != cases[i].head_n)
+            fail_msg("case %zu: the head is %s [%u rows], want %s [%u]", i, h->name, h->n,
+                     cases[i].head, cases[i].head_n);
+        edgert_checkpoint_close(ck);
+        free(in);
+    }
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_manifest_not_a_file),
         cmocka_unit_test(test_workload_file_checked),
         cmocka_unit_test(test_options_said),
+        cmocka_unit_test(test_quantize_head),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
