@@ -52,52 +52,6 @@ typedef struct gptq_cfg {
 
 /* ---- names -------------------------------------------------------------------------- */
 
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a > b && strcmp(s + a - b, suf) == 0;
-}
-
-/* The names model families give their output head: a linear layer even when
- * its name says "embed" (GPT-NeoX's embed_out). */
-static int is_head_name(const char *name)
-{
-    return ends_with(name, "lm_head.weight") || ends_with(name, "embed_out.weight") ||
-           !strcmp(name, "lm_head.weight") || !strcmp(name, "embed_out.weight") ||
-           !strcmp(name, "output.weight");
-}
-
-int er_ck_is_embedding(const char *name)
-{
-    return (strstr(name, "embed") != NULL || strstr(name, "wte") != NULL ||
-            strstr(name, "wpe") != NULL) && !is_head_name(name);
-}
-
-int er_ck_is_token_embedding(const char *name)
-{
-    static const char *const token[] = {"embed_tokens.weight", "wte.weight",
-                                        "word_embeddings.weight", "embed_in.weight"};
-    for (size_t i = 0; i < sizeof token / sizeof token[0]; i++)
-        if (ends_with(name, token[i]) || strcmp(name, token[i]) == 0)
-            return 1;
-    return 0;
-}
-
-int er_ck_has_head(const st_file *sf)
-{
-    for (size_t i = 0; i < sf->n; i++)
-        if (is_head_name(sf->t[i].name))
-            return 1;
-    return 0;
-}
-
-int er_ck_is_dense_linear(const st_tensor *t)
-{
-    return t->ndim == 2 && st_is_float(t->dtype) && ends_with(t->name, ".weight") &&
-           !er_ck_is_embedding(t->name) && t->shape[0] > 0 && t->shape[1] > 0 &&
-           t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX;
-}
-
 /* "<prefix><suffix>" looked up. */
 static const st_tensor *find2(const st_file *sf, const char *prefix, size_t plen,
                               const char *suffix)
@@ -424,7 +378,7 @@ static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *
     edgert_status st = EDGERT_OK;
     for (size_t i = 0; i < c->sf.n && !st; i++) {
         const st_tensor *t = &c->sf.t[i];
-        if (!ends_with(t->name, ".qweight"))
+        if (!er_ck_ends_with(t->name, ".qweight"))
             continue;
         size_t plen = strlen(t->name) - strlen(".qweight");
         er_ck_layer s = {.qweight = t, .v2 = g->v2 == 1};
@@ -481,7 +435,7 @@ edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out, 
     } else {
         int gptq = 0;
         for (size_t i = 0; i < c->sf.n; i++)
-            gptq |= ends_with(c->sf.t[i].name, ".qweight");
+            gptq |= er_ck_ends_with(c->sf.t[i].name, ".qweight");
         c->kind = gptq ? ER_CK_GPTQ : ER_CK_DENSE;
         st = gptq ? gptq_config(c, &g, err, err_len) : EDGERT_OK;
         st = st ? st : list_layers(c, &g, err, err_len);

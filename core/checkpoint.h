@@ -30,6 +30,8 @@ struct edgert_checkpoint {
     char config_source[600];
 };
 
+/** 1 when s ends with suf and is longer than it (checkpoint_names.c). */
+int er_ck_ends_with(const char *s, const char *suf);
 /** 1 when a dense tensor name marks an embedding (looked up, not multiplied). */
 int er_ck_is_embedding(const char *name);
 /** The token embedding, by the names HF families give it (embed_tokens,
