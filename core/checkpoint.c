@@ -660,8 +660,15 @@ edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char 
         return st;
     ctx->weights.path = er_strdup(path);
     ctx->weights.int4 = c->kind != ER_CK_DENSE;
-    if (c->kind == ER_CK_PACKED)
+    if (c->kind == ER_CK_PACKED) {
         ctx->weights.packed_for = er_strdup(st_meta_get(&c->sf, "backend"));
+        const char *hx = st_meta_get(&c->sf, "plugin_xxh3"); /* the file gate compares it */
+        char *end = NULL;
+        if (hx && strlen(hx) == 16) {
+            ctx->weights.packed_xxh3 = strtoull(hx, &end, 16);
+            ctx->weights.has_packed_xxh3 = end && *end == '\0';
+        }
+    }
     /* a dense file is quantized for the backend it is packed for
      * (er_checkpoint_layer_weights): symmetric or not, as that one takes */
     for (size_t i = 0; c->kind != ER_CK_DENSE && i < c->n && !ctx->weights.asymmetric; i++)

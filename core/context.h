@@ -98,6 +98,8 @@ struct edgert_ctx {
         int asymmetric;         /**< a layer with zero points other than 8 (dense: quantized
                                      asymmetric on the fly) */
         char *packed_for;       /**< packed file: its backend */
+        uint64_t packed_xxh3;   /**< packed file: its plugin file's XXH3 */
+        int has_packed_xxh3;
         char *first_asym;       /**< the first asymmetric layer's name */
         /** every group size a layer has (a dense layer: the one it is
          *  quantized with, er_checkpoint_layer_weights), with the first

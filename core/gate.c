@@ -357,6 +357,15 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     if (c->lib_fd >= 0)
         close(c->lib_fd);
     c->lib_fd = fd;
+    if (ctx->weights.has_packed_xxh3 && ctx->weights.packed_for &&
+        strcmp(ctx->weights.packed_for, m->name) == 0 &&
+        ctx->weights.packed_xxh3 != c->lib_hash) { /* a stale cache: its bytes may not map */
+        er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(packed by another build)");
+        er_cand_detail(c, "%s was packed by a %s plugin file with xxh3-64:%016llx; this one has "
+                       "xxh3-64:%016llx (pack it again)", ctx->weights.path, m->name,
+                       (unsigned long long)ctx->weights.packed_xxh3,
+                       (unsigned long long)c->lib_hash);
+    }
     if (!m->has_checksum)
         return;
     if (c->lib_hash == m->checksum) {

@@ -156,6 +156,43 @@ static void test_options_said(void **state)
     tu_rmrf(dir);
 }
 
+/* A packed file whose plugin file was rebuilt since: select --weights turns
+ * its backend away (it checked the backend's name only, and bench then
+ * failed on the stale bytes), saying to pack again. */
+static void test_stale_packed_file(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), args[4400], *out = NULL;
+    static const float w[4 * 128];
+    char *wf = tu_safetensors(dir, "w.safetensors",
+                              "{\"l.0.mlp.up_proj.weight\":{\"dtype\":\"F32\",\"shape\":[4,128],"
+                              "\"data_offsets\":[0,2048]}}", w, sizeof w);
+    snprintf(args, sizeof args, "pack %s --backend ref-w4a16 -o %s/p.packed", wf, dir);
+    assert_int_equal(run_all(args, &out), 0);
+    free(out);
+    snprintf(args, sizeof args, "%s/p.packed", dir);
+    FILE *f = fopen(args, "r+b");
+    assert_non_null(f);
+    static char head[65536];
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    head[n] = '\0';
+    char *h = n > 8 ? strstr(head + 8, "\"plugin_xxh3\":\"") : NULL; /* past the length */
+    assert_non_null(h);
+    h += strlen("\"plugin_xxh3\":\"");
+    memcpy(h, h[0] == '0' ? "1111111111111111" : "0000000000000000", 16); /* another build */
+    assert_int_equal(fseek(f, 0, SEEK_SET), 0);
+    assert_int_equal(fwrite(head, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+    snprintf(args, sizeof args, "select --explain --backend ref-w4a16 --weights %s/p.packed", dir);
+    int rc = run_all(args, &out);
+    if (rc != 3 || !strstr(out, "LAYOUT_MISMATCH(packed by another build)") ||
+        !strstr(out, "pack it again"))
+        fail_msg("edgert %s: exit %d (want 3, packed by another build):\n%s", args, rc, out);
+    free(out);
+    free(wf);
+    tu_rmrf(dir);
+}
+
 /* A dense file of n tensors named names[i], each F32 [rows[i]][128]. */
 static char *dense_of(const char *dir, const char *file, const char *const *names,
                       const unsigned *rows, size_t n)
@@ -226,6 +263,7 @@ int main(void)
         cmocka_unit_test(test_workload_file_checked),
         cmocka_unit_test(test_options_said),
         cmocka_unit_test(test_quantize_head),
+        cmocka_unit_test(test_stale_packed_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
