@@ -303,6 +303,11 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
             sym &= z == 8;
         }
     l->symmetric = sym;
+    if (!s->g_idx && g->desc_act == 1) /* act-order said, but no order to check it by */
+        return er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: layer '%s': the GPTQ settings (%s) "
+                       "say desc_act: true (act-order), but there is no '%s.g_idx' to run it "
+                       "by; edgert refuses act-order checkpoints: re-quantize with desc_act "
+                       "false", f, name, c->config_source, name);
     if (!s->g_idx)
         return EDGERT_OK;
     const unsigned char *gb = st_data(&c->sf, s->g_idx);

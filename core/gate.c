@@ -97,25 +97,39 @@ static void er_gate_weights(struct edgert_ctx *ctx, er_cand *c)
                        ctx->weights.packed_for);
         er_cand_detail(c, "%s holds weights packed for backend %s only", ctx->weights.path,
                        ctx->weights.packed_for);
-    } else if (ctx->weights.int4 && m->weight_bits != 4) {
+        return;
+    }
+    if (ctx->weights.int4 && m->weight_bits != 4) {
         er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(int4 weights)");
         er_cand_detail(c, "%s holds 4-bit weights; %s takes %s (%d-bit)", ctx->weights.path,
                        m->name, m->layout_format ? m->layout_format : "?",
                        m->weight_bits);
-    } else if (ctx->weights.asymmetric && m->symmetric && m->weight_bits == 4) {
+        return;
+    }
+    /* Every other mismatch is its own reason, so that a user who fixes one
+     * is not turned away by the next (an asymmetric file in groups of 64
+     * needs --sym and groups of 128 for amx-w4a8: both are said). */
+    char sizes[128];
+    group_sizes_text(m, sizes, sizeof sizes);
+    if (ctx->weights.asymmetric && m->symmetric && m->weight_bits == 4) {
         er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(asymmetric zero points)");
+        char hint[32] = ""; /* the groups it also needs, when those differ too */
+        if (g >= 0)
+            snprintf(hint, sizeof hint, " --group %u", er_layout_group(m));
         er_cand_detail(c, "%s: layer %s has asymmetric zero points; %s takes symmetric int4 "
-                       "only (quantize with 'edgert quantize --sym')", ctx->weights.path,
-                       ctx->weights.first_asym ? ctx->weights.first_asym : "?", m->name);
-    } else if (g >= 0) {
-        char sizes[128];
-        group_sizes_text(m, sizes, sizeof sizes);
+                       "only (quantize with 'edgert quantize --sym%s')", ctx->weights.path,
+                       ctx->weights.first_asym ? ctx->weights.first_asym : "?", m->name, hint);
+    }
+    if (g >= 0) {
         er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(groups of %u)",
                        ctx->weights.groups[g]);
-        er_cand_detail(c, "%s: layer %s comes in groups of %u; %s packs groups of %s "
-                       "(layout.group_sizes)", ctx->weights.path, ctx->weights.group_layer[g],
+        er_cand_detail(c, "%s: layer %s %s %u; %s packs groups of %s (layout.group_sizes)",
+                       ctx->weights.path, ctx->weights.group_layer[g],
+                       ctx->weights.int4 ? "comes in groups of"
+                                         : "is dense with K below 128, quantized as one group of",
                        ctx->weights.groups[g], m->name, sizes);
-    } else if (grouped && ctx->weights.first_partial && !m->partial_groups) {
+    }
+    if (grouped && ctx->weights.first_partial && !m->partial_groups) {
         er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(partial groups)");
         er_cand_detail(c, "%s: layer %s has k=%u, not a multiple of its group of %u; %s packs "
                        "whole groups only (layout.partial_groups)", ctx->weights.path,

@@ -371,9 +371,14 @@ static ck_case cases[] = {
      .want = {"[7] = -1: not a group"}, .pack = 4},
     {C("g_idx_not_a_permutation", GPTQ, b_gidx_count), .open_st = PARSE, .tensor = "P.g_idx",
      .want = {"not a permutation of the groups", "group 0 has 129 inputs, not 128"}, .pack = 4},
-    /* valid, but refused: E_UNSUPPORTED, which `edgert pack` exits 1 for (tools/pack.c) */
+    /* valid, but refused: E_UNSUPPORTED; `edgert pack` exits 4, IN cannot be taken */
     {C("g_idx_act_order", GPTQ, b_gidx_act), .open_st = UNSUP, .tensor = "P.g_idx",
      .want = {"act-order", "desc_act false"}, .pack = 4},
+    /* act-order said, with no g_idx to run it by (it ran as if in order) */
+    {C("desc_act_without_g_idx",
+       "{'__metadata__':{'checkpoint_format':'gptq','bits':'4','group_size':'128','sym':'false',"
+       "'desc_act':'true'}," QW "," QZ "," SC "}", b_gptq), .open_st = UNSUP, .tensor = "P",
+     .want = {"desc_act: true (act-order)", "no 'P.g_idx'"}, .pack = 4},
     {C("scale_nan", GPTQ, b_scale_nan), .open_st = PARSE, .tensor = "P.scales",
      .want = {"[1][3] is NaN"}, .pack = 4},
     {C("scale_inf", GPTQ, b_scale_inf), .open_st = PARSE, .tensor = "P.scales",
