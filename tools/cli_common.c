@@ -620,7 +620,10 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
         snprintf(msg, msg_len, "%s", err[0] ? err : edgert_status_name(st));
     else if (c->json) /* a caller that words its own (export) passed msg */
         json_error_object(err[0] ? err : edgert_status_name(st), st);
-    if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND)
+    /* E_UNSUPPORTED: --weights a checkpoint edgert refuses (act-order), as
+     * bench, verify and pack exit for it */
+    if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND ||
+        st == EDGERT_E_UNSUPPORTED)
         return EXIT_BADFILE;
     return EXIT_FAIL;
 }

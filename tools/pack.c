@@ -159,7 +159,7 @@ int cmd_pack(const cli *c)
     edgert_checkpoint *src = NULL;
     edgert_status st = edgert_checkpoint_open(c->input, &src, err, sizeof err);
     if (st) { /* IN could not be taken: missing, malformed or refused */
-        tfprintf_lines(stderr, "edgert pack: %s\n", err);
+        tfprintf(stderr, "edgert pack: %s\n", err);
         return EXIT_BADFILE;
     }
     edgert_ctx *ctx = NULL;
@@ -192,12 +192,12 @@ int cmd_pack(const cli *c)
     } else if (!st && chk != EDGERT_E_NOT_FOUND && chk != EDGERT_E_UNSUPPORTED) {
         /* not an edgert packed file (a checkpoint, the input itself, a
          * folder, a FIFO): never replaced, --force or not */
-        tfprintf_lines(stderr, "edgert pack: refusing to replace %s: %s\n(it is not a file "
-                       "'edgert pack' wrote; name another -o)\n", c->out, err);
+        tfprintf(stderr, "edgert pack: refusing to replace %s: %s\n(it is not a file "
+                 "'edgert pack' wrote; name another -o)\n", c->out, err);
         rc = EXIT_FAIL;
     } else if (!st && chk != EDGERT_E_NOT_FOUND && !c->force) {
-        tfprintf_lines(stderr, "edgert pack: refusing to replace %s: %s\n(--force repacks it)\n",
-                       c->out, err);
+        tfprintf(stderr, "edgert pack: refusing to replace %s: %s\n(--force repacks it)\n",
+                 c->out, err);
         rc = EXIT_FAIL;
     } else if (!st) {
         st = edgert_checkpoint_pack(b, src, c->out, err, sizeof err);
@@ -206,7 +206,7 @@ int cmd_pack(const cli *c)
             report(c, name, "packed", layers, bytes, now_s() - t0);
     }
     if (st) {
-        tfprintf_lines(stderr, "edgert pack: %s\n", err);
+        tfprintf(stderr, "edgert pack: %s\n", err);
         rc = exit_of(st);
     }
 out:

@@ -87,7 +87,7 @@ static void report(const char *out, int json, edgert_quantize_options *o)
                 "beside it)\n", out, n, o->symmetric ? "symmetric" : "asymmetric", o->group);
     }
     if (st)
-        tfprintf_lines(stderr, "edgert quantize: warning: reading it back failed: %s\n", err);
+        tfprintf(stderr, "edgert quantize: warning: reading it back failed: %s\n", err);
     edgert_checkpoint_close(ck);
 }
 
@@ -144,7 +144,7 @@ int cmd_quantize(int argc, char **argv)
     }
     edgert_status st = edgert_checkpoint_quantize(pos[0], pos[1], &o, err, sizeof err);
     if (st) {
-        tfprintf_lines(stderr, "edgert quantize: %s\n", err);
+        tfprintf(stderr, "edgert quantize: %s\n", err);
         if (json)
             json_error_object(err, st);
         return exit_code(st);

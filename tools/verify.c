@@ -159,7 +159,7 @@ static void why_not(const edgert_candidate *k, char *buf, size_t len)
                  k->detail ? k->detail : "");
 }
 
-static void print_result(const verify_result *r, const char *error)
+static void print_result(const verify_result *r, const char *error, const char *c_weights)
 {
     tprintf("%s%s%s%s: %s\n", r->name, r->path[0] ? " (" : "", r->path, r->path[0] ? ")" : "",
             error        ? "ERROR"
@@ -184,6 +184,9 @@ static void print_result(const verify_result *r, const char *error)
     tprintf(" min %.2f\n", r->sqnr_min_db);
     tprintf("  head         k=%u n=%u, %u tokens: top-1 agreement %.4f, mean KL %.4g nats\n",
             r->head_k, r->head_n, r->tokens, r->top1_agreement, r->kl_mean);
+    if (c_weights && r->head_source && strcmp(r->head_source, "generated") == 0)
+        tprintf("               (a generated head: %s has no output head of its own, its head "
+                "being tied to the embedding)\n", c_weights);
     if (!isnan(r->top1_vs_reference))
         tprintf("               top-1 agreement with %s on the same quantized weights: %.4f\n",
                 VERIFY_REF, r->top1_vs_reference);
@@ -245,6 +248,7 @@ static void json_result(json_w *j, const verify_result *r, const char *error)
     json_kint(j, "n", r->head_n);
     json_kint(j, "k", r->head_k);
     json_kint(j, "tokens", r->tokens);
+    json_kstr(j, "source", r->head_source);
     json_knum(j, "weight_std", r->head_weight_std);
     json_knum(j, "dense_logit_std", r->head_logit_std);
     json_knum(j, "dense_top1_prob", r->head_dense_top1_prob);
@@ -325,7 +329,7 @@ static void report(edgert_ctx *ctx, const cli *c, const workload *wl, const veri
             wl->name, c->quick ? " (quick)" : "", (unsigned long long)c->seed,
             edgert_thread_count(ctx), VERIFY_REF);
     for (size_t i = 0; i < nb; i++) {
-        print_result(&res[i], errors[i]);
+        print_result(&res[i], errors[i], c->weights);
         tprintf("\n");
     }
     print_side_by_side(res, errors, nb);

@@ -36,6 +36,9 @@ typedef struct verify_result {
     double head_logit_std;     /**< mean over tokens of the dense logits' std over the vocabulary */
     double head_dense_top1_prob; /**< mean top-1 probability of the dense softmax */
     double head_dense_entropy; /**< mean entropy of the dense softmax, nats */
+    const char *head_source;   /**< "file": the --weights file's own head; "generated": a
+                                    head-shaped projection of generated weights (no
+                                    --weights, or a file with no head of its own) */
     double top1_vs_reference;  /**< head: argmax agrees with ref-w4a16 on the same
                                     quantized weights (NaN for the reference itself) */
     char worst_case[256];      /**< the output with the worst err/tolerance */

@@ -385,6 +385,7 @@ edgert_status verify_fidelity(vrun *v, const workload *wl, char *err, size_t err
     size_t table = count;
     if (!have_head) /* a head-shaped projection outside the SQNR table */
         list[count++] = (fid_shape){"head", c->quick ? QUICK_HEAD_N : HEAD_N, HEAD_K, 1, NULL, 0};
+    v->r->head_source = have_head ? "file" : "generated"; /* said beside the figures */
     uint32_t tokens = c->tokens ? c->tokens : 64;
     v->r->nshapes = 0;
     v->r->sqnr_min_db = NAN;
