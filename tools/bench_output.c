@@ -66,16 +66,21 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "bandwidth_gbs", r->ceiling_gbs);
         json_knum(&j, "bandwidth_plain_gbs", r->bw.plain_gbs);
         json_knum(&j, "bandwidth_prefetch_gbs", r->bw.prefetch_gbs);
+        json_knum(&j, "bandwidth_streams_gbs", r->bw.streams_gbs);
         json_key(&j, "bandwidth");
         json_obj(&j);
         json_knum(&j, "plain_min", r->bw.plain_min);
         json_knum(&j, "plain_max", r->bw.plain_max);
         json_knum(&j, "prefetch_min", r->bw.prefetch_min);
         json_knum(&j, "prefetch_max", r->bw.prefetch_max);
+        json_kint(&j, "streams", r->bw.streams);
+        json_knum(&j, "streams_min", r->bw.streams_min);
+        json_knum(&j, "streams_max", r->bw.streams_max);
         json_kint(&j, "bytes", (long long)r->bw.bytes);
         json_kint(&j, "passes", r->bw.passes);
         json_knum(&j, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
         json_knum(&j, "call_sized_prefetch_gbs", r->bw.calls_prefetch_gbs);
+        json_knum(&j, "call_sized_streams_gbs", r->bw.calls_streams_gbs);
         json_kint(&j, "calls_per_step", (long long)r->bw.calls);
         json_end_obj(&j);
         json_knum(&j, "bandwidth_call_sized_gbs", r->calls_ceiling_gbs);
@@ -151,14 +156,17 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
             r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
             r->settled_rss_mb, r->pack_transient_mb);
     if (r->have_decode) {
-        tprintf("ceiling: read %.1f GB/s plain [%.1f..%.1f], %.1f GB/s prefetched [%.1f..%.1f] "
-                "(median of %u passes over %.0f MiB)\n",
-                r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs,
-                r->bw.prefetch_min, r->bw.prefetch_max, r->bw.passes, r->bw.bytes / 1048576.0);
-        tprintf(
-            "         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s plain, "
-            "%.1f prefetched\n",
-            r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs);
+        tprintf("ceiling: %.1f GB/s, the best of: read %.1f GB/s plain [%.1f..%.1f], %.1f "
+                "prefetched [%.1f..%.1f], %.1f in %u streams per thread [%.1f..%.1f] (median of "
+                "%u passes over %.0f MiB)\n",
+                r->ceiling_gbs, r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max,
+                r->bw.prefetch_gbs, r->bw.prefetch_min, r->bw.prefetch_max, r->bw.streams_gbs,
+                r->bw.streams, r->bw.streams_min, r->bw.streams_max, r->bw.passes,
+                r->bw.bytes / 1048576.0);
+        tprintf("         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s "
+                "plain, %.1f prefetched, %.1f in %u streams\n",
+                r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs,
+                r->bw.calls_streams_gbs, BW_STREAMS_FEW);
         tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps (%s) = %.2f tok/s (GEMM "
                 "only); %.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
                 r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
