@@ -715,7 +715,7 @@ static void test_refusals(void **state)
         "path=warp-drive", "threads=3", "path=", "path=vnni extra", "decode_max_m=0",
         "decode_max_m=513", "decode_max_m=abc", "decode_max_m=-1", "decode_max_m=",
         "decode_max_m=+4", "decode_max_m=4x", "decode_max_m=99999999999999999999",
-        "prefetch=sideways", "prefetch=",
+        "prefetch=sideways", "prefetch=", "streams=3", "streams=", "streams=44", "streams=0",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
@@ -729,7 +729,7 @@ static void test_refusals(void **state)
     }
     static const char *good[] = {"decode_max_m=1", "decode_max_m=512", "path=vnni decode_max_m=64",
                                  "  path=auto\tdecode_max_m=07 ", "", "prefetch=far",
-                                 "path=vnni prefetch=near"};
+                                 "path=vnni prefetch=near", "prefetch=none streams=2"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         if (edgert_backend_open(f->ctx, A8, good[i], &b, err, sizeof err) != EDGERT_OK)
             fail_msg("options '%s' refused: %s", good[i], err);
@@ -743,6 +743,24 @@ static void test_refusals(void **state)
     for (uint32_t m = 1; m <= 5; m++)
         same_bits(f, b, v, m, 1001, 2048, 970u + m);
     edgert_backend_close(b);
+    /* nor do the streams the m = 1 GEMV reads side by side, with a part of
+     * the panels left over (1001 columns: 63 panels) or fewer panels than
+     * streams (37 columns: 3) */
+    static const char *const streams[] = {"streams=2 prefetch=none", "streams=4 prefetch=far",
+                                          "prefetch=near streams=4"};
+    static const char *const said[] = {"none, 2 streams per thread",
+                                       "L2 8 KiB ahead, 4 streams per thread",
+                                       "L1 512 B ahead, 4 streams per thread"};
+    for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
+        b = open_path_opts(f, P_VNNI, streams[i], NULL, 0);
+        if (!strstr(edgert_backend_describe(b), said[i]))
+            fail_msg("'%s' describes itself as '%s'", streams[i], edgert_backend_describe(b));
+        for (uint32_t m = 1; m <= 2; m++) {
+            same_bits(f, b, v, m, 1001, 2048, 980u + m);
+            same_bits(f, b, v, m, 37, 384, 990u + m);
+        }
+        edgert_backend_close(b);
+    }
     edgert_backend_close(v);
     b = open_path_opts(f, P_VNNI, NULL, NULL, 0);
 

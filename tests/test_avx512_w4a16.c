@@ -431,46 +431,85 @@ static void test_strides_and_zero_x(void **state)
     free(w);
 }
 
-/* The decode prefetch option (aw_kern.h) changes no result: decode with
- * prefetch=near gives prefetch=far's bits, on every decode m. */
-static void test_prefetch_same_bits(void **state)
+/* The decode options (aw_kern.h, aw_kern_int16.c) change no result: every
+ * prefetch mode and stream count gives prefetch=far streams=1's bits, on
+ * every decode m, for N that leaves a part of the panels over (1000 columns:
+ * 63 panels, the last short) and N below one panel per stream (37). */
+static void test_decode_options_same_bits(void **state)
 {
     fx *f = *state;
     AW_OR_SKIP(f);
-    enum { N = 1000, K = 2048, M = 4 };
+    enum { NMAX = 1000, K = 2048, M = 4, V = 7 };
+    static const uint32_t ns[] = {NMAX, 37};
     char err[512] = "";
-    float *w = malloc(sizeof(float) * N * K), *x = malloc(sizeof(float) * M * K);
-    float *y[2] = {malloc(sizeof(float) * M * N), malloc(sizeof(float) * M * N)};
-    assert_true(w && x && y[0] && y[1]);
+    float *w = malloc(sizeof(float) * NMAX * K), *x = malloc(sizeof(float) * M * K);
+    float *y[V];
+    for (int v = 0; v < V; v++)
+        assert_non_null(y[v] = malloc(sizeof(float) * M * NMAX));
+    assert_true(w && x);
     uint64_t seed = 5;
-    for (size_t i = 0; i < (size_t)N * K; i++)
+    for (size_t i = 0; i < (size_t)NMAX * K; i++)
         w[i] = 0.05f * rng_unit(&seed);
     for (size_t i = 0; i < (size_t)M * K; i++)
         x[i] = rng_unit(&seed);
-    edgert_qtensor t;
-    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
-    static const char *opts[2] = {"prefetch=far", "path=auto prefetch=near"};
-    for (unsigned m = 1; m <= M; m++) {
-        for (int v = 0; v < 2; v++) {
-            edgert_backend *b = NULL;
-            edgert_packed *pk = NULL;
-            if (edgert_backend_open(f->ctx, AW, opts[v], &b, err, sizeof err) != EDGERT_OK)
-                fail_msg("%s: %s", opts[v], err);
-            assert_non_null(strstr(edgert_backend_describe(b), v ? "L1 512 B" : "L2 8 KiB ahead"));
-            assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
-            edgert_gemm_args a = {sizeof a, m, x, K, y[v], N};
-            assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_OK);
-            edgert_packed_free(pk);
-            edgert_backend_close(b);
+    static const struct {
+        const char *opts, *said;
+    } var[V] = {
+        {"prefetch=far streams=1", "prefetch: L2 8 KiB ahead"},
+        {"path=auto prefetch=near streams=1", "L2 8 KiB and L1 512 B ahead"},
+        {"prefetch=none streams=1", "prefetch: none"},
+        {"prefetch=none streams=2", "none, 2 streams per thread"},
+        {"streams=4 prefetch=none", "none, 4 streams per thread"},
+        {"prefetch=far streams=4", "L2 8 KiB ahead, 4 streams per thread"},
+        {"path=int16 prefetch=near streams=2", "L1 512 B ahead, 2 streams per thread"},
+    };
+    /* more than one stream is the int16 GEMV's (avx512_vnni) */
+    const int vnni =
+        EDGERT_HAS_FLAG(edgert_device_facts(f->ctx)->cpu_flags, EDGERT_CPU_AVX512_VNNI);
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const uint32_t N = ns[ni];
+        edgert_qtensor t;
+        assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
+        for (unsigned m = 1; m <= M; m++) {
+            for (int v = 0; v < V; v++) {
+                edgert_backend *b = NULL;
+                edgert_packed *pk = NULL;
+                if (!vnni && strstr(var[v].opts, "streams=1") == NULL)
+                    continue;
+                if (edgert_backend_open(f->ctx, AW, var[v].opts, &b, err, sizeof err) !=
+                    EDGERT_OK)
+                    fail_msg("%s: %s", var[v].opts, err);
+                if (strstr(edgert_backend_describe(b), var[v].said) == NULL)
+                    fail_msg("%s: describe says '%s'", var[v].opts, edgert_backend_describe(b));
+                assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
+                edgert_gemm_args a = {sizeof a, m, x, K, y[v], N};
+                assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_OK);
+                edgert_packed_free(pk);
+                edgert_backend_close(b);
+                if (v > 0 && memcmp(y[0], y[v], sizeof(float) * m * N) != 0)
+                    fail_msg("N=%u m=%u: '%s' changed the results", N, m, var[v].opts);
+            }
         }
-        if (memcmp(y[0], y[1], sizeof(float) * m * N) != 0)
-            fail_msg("m=%u: prefetch=near changed the results", m);
+        edgert_qtensor_free(&t);
     }
-    edgert_qtensor_free(&t);
+    /* streams belong to the int16 decode: the other paths refuse them */
+    edgert_backend *b = NULL;
+    if (EDGERT_HAS_FLAG(edgert_device_facts(f->ctx)->cpu_flags, EDGERT_CPU_AVX512_BF16)) {
+        assert_int_equal(edgert_backend_open(f->ctx, AW, "path=bf16 streams=2", &b, err,
+                                             sizeof err),
+                         EDGERT_E_USAGE);
+        assert_non_null(strstr(err, "applies to the int16 decode"));
+    }
+    assert_int_equal(edgert_backend_open(f->ctx, AW, "path=fma streams=4", &b, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_null(b);
+    assert_int_equal(edgert_backend_open(f->ctx, AW, "path=fma streams=1", &b, err, sizeof err),
+                     EDGERT_OK);
+    edgert_backend_close(b);
     free(w);
     free(x);
-    free(y[0]);
-    free(y[1]);
+    for (int v = 0; v < V; v++)
+        free(y[v]);
 }
 
 static void test_refusals(void **state)
@@ -483,6 +522,7 @@ static void test_refusals(void **state)
     /* unknown options: EDGERT_E_USAGE with the plugin's message */
     static const char *bad[] = {"path=warp-drive", "threads=3", "path=int16 extra", "path=",
                                 "prefetch=sideways", "prefetch=near prefetch=far",
+                                "streams=3", "streams=", "streams=44", "streams=2 streams=2",
                                 "path=fma path=bf16"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
@@ -695,7 +735,7 @@ int main(void)
 #endif
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_prefetch_same_bits),
+        cmocka_unit_test(test_decode_options_same_bits),
         cmocka_unit_test(test_missing_flags),
         cmocka_unit_test(test_packed_bits),
         PATH_TEST(test_strides_and_zero_x, fma),

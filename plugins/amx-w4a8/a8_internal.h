@@ -197,8 +197,14 @@ typedef struct a8_job {
     int32_t *asum8;
     float *sx;
     uint8_t *tile_scratch;
-    int pf_near; /* decode: a prefetcht0 512 bytes ahead as well (a8_kern.h) */
+    int pf_near; /* decode: A8_PF_FAR, A8_PF_NEAR_TOO or A8_PF_NONE (a8_kern.h) */
+    unsigned streams; /* decode, m = 1: panels read side by side (1, 2 or 4) */
 } a8_job;
+
+/* Decode's software prefetch, the option prefetch=far|near|none (a8_kern.h) */
+#define A8_PF_FAR 0
+#define A8_PF_NEAR_TOO 1
+#define A8_PF_NONE 2
 
 /* Defined in the kernel files; only called after init checked the flags. */
 void a8_prep(void *job, size_t begin, size_t end, unsigned worker);

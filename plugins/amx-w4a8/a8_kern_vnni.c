@@ -171,20 +171,100 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
 }
 #undef A8_DECODE_OCTET
 
+/* m = 1 over S panels side by side, each from its own part of the call's
+ * range (decode_panel's arithmetic, bit for bit): S streams of codes in
+ * flight per core, one set of activation broadcasts for all S. */
+A8_INLINE void decode_streams(const a8_job *j, const size_t *pp, const unsigned S,
+                              const int near)
+{
+    const a8_packed *w = j->w;
+    const __m512i nib = _mm512_set1_epi8(0x0F), nib_hi = _mm512_set1_epi8((char)0xF0);
+    __m512 yacc[4];
+    A8_UNROLL
+    for (unsigned s = 0; s < S; s++)
+        yacc[s] = _mm512_setzero_ps();
+    for (uint32_t g = 0; g < w->groups; g++) {
+        const int8_t *xg = j->act + (size_t)g * j->act_group_bytes;
+        const uint8_t *blk[4];
+        __m512i acc[4][4];
+        A8_UNROLL
+        for (unsigned s = 0; s < S; s++) {
+            blk[s] = a8_codes(w, pp[s], g);
+            acc[s][0] = acc[s][1] = acc[s][2] = acc[s][3] = _mm512_setzero_si512();
+        }
+        _Pragma("GCC unroll 1")
+        for (unsigned t = 0; t < A8_OCTETS; t += 2u) {
+            const __m512i x0 = a8_bcast4(xg + 8u * t), x1 = a8_bcast4(xg + 8u * t + 4u);
+            const __m512i x2 = a8_bcast4(xg + 8u * t + 8u), x3 = a8_bcast4(xg + 8u * t + 12u);
+            A8_UNROLL
+            for (unsigned s = 0; s < S; s++) {
+                a8_prefetch(blk[s] + 64u * t, near);
+                a8_prefetch(blk[s] + 64u * t + 64u, near);
+                __m512i v0 = _mm512_load_si512((const void *)(blk[s] + 64u * t));
+                __m512i v1 = _mm512_load_si512((const void *)(blk[s] + 64u * t + 64u));
+                A8_DPBUSD(acc[s][0], _mm512_and_si512(v0, nib), x0);
+                A8_DPBUSD(acc[s][1], _mm512_and_si512(v0, nib_hi), x1);
+                A8_DPBUSD(acc[s][2], _mm512_and_si512(v1, nib), x2);
+                A8_DPBUSD(acc[s][3], _mm512_and_si512(v1, nib_hi), x3);
+            }
+        }
+        A8_UNROLL
+        for (unsigned s = 0; s < S; s++) {
+            if (g & 1u || g + 1u == w->groups) /* the pair's scale line follows its codes */
+                a8_prefetch(blk[s] + A8_CODE_BYTES, near);
+            const __m512 sw = a8_scales(w, pp[s], g);
+            __m512i d = _mm512_srai_epi32(
+                _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(acc[s][0], acc[s][2]), 4),
+                                 _mm512_add_epi32(acc[s][1], acc[s][3])),
+                4);
+            d = _mm512_sub_epi32(d, _mm512_set1_epi32(j->asum8[g]));
+            yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sw, yacc[s]);
+        }
+    }
+    A8_UNROLL
+    for (unsigned s = 0; s < S; s++)
+        _mm512_mask_storeu_ps(j->y + pp[s] * A8_PANEL, a8_panel_mask(w, pp[s]),
+                              _mm512_mul_ps(yacc[s], _mm512_set1_ps(j->sx[0])));
+}
+
+/* Panels [begin, end) at m = 1 as S streams: part s is [begin + s q, begin
+ * + (s + 1) q), q = (end - begin) / S, read side by side; the rest one by
+ * one. */
+A8_INLINE void decode_range(const a8_job *j, size_t begin, size_t end, const unsigned S,
+                            const int near)
+{
+    size_t q = (end - begin) / S, pp[4];
+    for (size_t i = 0; i < q; i++) {
+        A8_UNROLL
+        for (unsigned s = 0; s < S; s++)
+            pp[s] = begin + s * q + i;
+        decode_streams(j, pp, S, near);
+    }
+    for (size_t p = begin + S * q; p < end; p++)
+        decode_panel(j, p, 0, 1, near);
+}
+
 void a8_vnni_decode(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a8_job *j = arg;
     (void)worker;
-    const int near = j->pf_near; /* two instantiations: no test per line */
+    const int near = j->pf_near; /* A8_BY_PF: one instantiation per mode */
+    if (j->m == 1 && j->streams == 2) {
+        A8_BY_PF(near, decode_range, j, begin, end, 2);
+        return;
+    }
+    if (j->m == 1 && j->streams == 4) {
+        A8_BY_PF(near, decode_range, j, begin, end, 4);
+        return;
+    }
     for (size_t p = begin; p < end; p++) {
         size_t r0 = 0;
         for (; r0 + A8_DECODE_RB <= j->m; r0 += A8_DECODE_RB)
-            near ? decode_panel(j, p, r0, A8_DECODE_RB, 1)
-                 : decode_panel(j, p, r0, A8_DECODE_RB, 0);
+            A8_BY_PF(near, decode_panel, j, p, r0, A8_DECODE_RB);
         switch (j->m - r0) {
-        case 1: near ? decode_panel(j, p, r0, 1, 1) : decode_panel(j, p, r0, 1, 0); break;
-        case 2: near ? decode_panel(j, p, r0, 2, 1) : decode_panel(j, p, r0, 2, 0); break;
-        case 3: near ? decode_panel(j, p, r0, 3, 1) : decode_panel(j, p, r0, 3, 0); break;
+        case 1: A8_BY_PF(near, decode_panel, j, p, r0, 1); break;
+        case 2: A8_BY_PF(near, decode_panel, j, p, r0, 2); break;
+        case 3: A8_BY_PF(near, decode_panel, j, p, r0, 3); break;
         default: break;
         }
     }

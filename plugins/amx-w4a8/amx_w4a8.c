@@ -19,9 +19,10 @@
  *   path=auto  (default, also for NULL or "") amx where the tiles are usable
  *              and granted, else vnni.
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
- * Options (blank-separated): "path=<auto|amx|vnni>", "prefetch=<far|near>"
- * (decode's software prefetch, a8_kern.h; default near on Intel, far
- * elsewhere), "decode_max_m=<1..512>"
+ * Options (blank-separated): "path=<auto|amx|vnni>",
+ * "prefetch=<far|near|none>" (decode's software prefetch, a8_kern.h) and
+ * "streams=<1|2|4>" (the panels the m = 1 GEMV reads side by side), both
+ * defaulting per vendor (a8_decode_defaults), "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
@@ -32,7 +33,6 @@
  * No global mutable state: the descriptor, tables and strings are const; an
  * instance is an a8_state allocated through host->alloc. No exit/abort.
  */
-#include <cpuid.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -53,8 +53,9 @@ typedef struct a8_state {
     a8_path path;
     uint32_t decode_max_m;
     edgert_range_fn prefill;
-    int pf_near;             /* decode: prefetcht0 near as well (a8_kern.h) */
-    char describe[384];      /* the path's description and the prefetch */
+    int pf_near;             /* decode: A8_PF_FAR, A8_PF_NEAR_TOO or A8_PF_NONE */
+    unsigned streams;        /* decode, m = 1: panels read side by side */
+    char describe[448];      /* the path's description, the prefetch and streams */
 } a8_state;
 
 typedef struct a8_flag {
@@ -102,11 +103,13 @@ static const char *a8_missing_amx_flag(uint64_t flags)
 
 /* Parse the blank-separated options. 0 on success. */
 static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
-                            uint32_t *decode_max_m, int *pf_near, char *err, size_t err_len)
+                            uint32_t *decode_max_m, int *pf_near, unsigned *streams, char *err,
+                            size_t err_len)
 {
     *auto_path = 1;
     *decode_max_m = 0; /* 0: the path's default */
-    *pf_near = -1;     /* -1: this CPU's default (a8_pf_near_default) */
+    *pf_near = -1;     /* -1: this CPU's default (a8_decode_defaults) */
+    *streams = 0u;     /* 0: this CPU's default */
     const char *s = options != NULL ? options : "";
     for (;;) {
         s += strspn(s, " \t");
@@ -131,9 +134,13 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
                 return -1;
             }
         } else if (len == 12u && strncmp(s, "prefetch=far", 12u) == 0) {
-            *pf_near = 0;
+            *pf_near = A8_PF_FAR;
         } else if (len == 13u && strncmp(s, "prefetch=near", 13u) == 0) {
-            *pf_near = 1;
+            *pf_near = A8_PF_NEAR_TOO;
+        } else if (len == 13u && strncmp(s, "prefetch=none", 13u) == 0) {
+            *pf_near = A8_PF_NONE;
+        } else if (len == 9u && strncmp(s, "streams=", 8u) == 0 && strchr("124", s[8]) != NULL) {
+            *streams = (unsigned)(s[8] - '0');
         } else if (len > 13u && strncmp(s, "decode_max_m=", 13u) == 0) {
             char num[16] = {0};
             const size_t vl = len - 13u;
@@ -155,7 +162,7 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
         } else {
             edgert_errf(err, err_len,
                         A8_NAME ": init: unknown option '%.*s' (accepted: path=auto|amx|vnni, "
-                                "decode_max_m=N, prefetch=far|near)",
+                                "decode_max_m=N, prefetch=far|near|none, streams=1|2|4)",
                         (int)len, s);
             return -1;
         }
@@ -163,15 +170,20 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
     }
 }
 
-/* The decode prefetch by default (a8_kern.h): near as well on Intel, where
- * it was measured to pay, far only elsewhere (measured on Zen 5). The vendor
- * is a tuning fact here, not a capability: every choice computes the same. */
-static int a8_pf_near_default(void)
+/* Decode defaults per vendor (a8_kern.h; a tuning fact, not a capability:
+ * every choice computes the same bits): prefetch near as well on Intel, far
+ * only elsewhere; one stream everywhere. Unlike avx512-w4a16's int16 GEMV
+ * (aw_decode_defaults), this one gained nothing from more streams on AMD
+ * EPYC (Zen 5): spark-1.7b decode step, 2 threads, 5 interleaved rounds,
+ * against streams=1 prefetch=far: streams=2 prefetch=none 1.068x its time,
+ * streams=4 prefetch=none 1.079x (median), slower in every round. Not yet
+ * measured on Intel: `edgert bench --options streams=4` there. */
+static void a8_decode_defaults(int *pf_near, unsigned *streams)
 {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d))
-        return 0;
-    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
+    if (*pf_near < 0)
+        *pf_near = pk_cpu_is_intel() ? A8_PF_NEAR_TOO : A8_PF_FAR;
+    if (*streams == 0u)
+        *streams = 1u;
 }
 
 static edgert_status a8_init(const edgert_host *host, const char *options, void **state,
@@ -184,7 +196,9 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     a8_path path = A8_PATH_VNNI;
     uint32_t decode_max_m = 0;
     int pf_near = -1;
-    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, &pf_near, err, err_len) != 0)
+    unsigned streams = 0u;
+    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, &pf_near, &streams, err,
+                         err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -234,10 +248,17 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
                        : path == A8_PATH_AMX ? A8_DECODE_MAX_M
                                              : A8_VNNI_DECODE_MAX_M;
     st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
-    st->pf_near = pf_near >= 0 ? pf_near : a8_pf_near_default();
-    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
-             a8_describe_text[path],
-             st->pf_near ? "L2 4 KiB and L1 512 B ahead" : "L2 8 KiB ahead");
+    a8_decode_defaults(&pf_near, &streams);
+    st->pf_near = pf_near;
+    st->streams = streams;
+    static const char *const pf_said[] = {
+        [A8_PF_FAR] = "L2 8 KiB ahead",
+        [A8_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
+        [A8_PF_NONE] = "none",
+    };
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s%.0u%s",
+             a8_describe_text[path], pf_said[st->pf_near], streams == 1u ? "" : ", ",
+             streams == 1u ? 0u : streams, streams == 1u ? "" : " streams per thread");
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
               a8_path_names[path], auto_path ? " (auto)" : " (forced)");
@@ -531,6 +552,7 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         .sx = (float *)(void *)(scratch + act_bytes) + (size_t)args->m * w->groups,
         .tile_scratch = tiles ? scratch + tile_off : NULL,
         .pf_near = st->pf_near,
+        .streams = st->streams,
     };
 
     /* prep is O(m k): on the caller for small m */

@@ -26,8 +26,10 @@
  *               else the fastest decode this CPU has: int16 if avx512_vnni,
  *               else bf16 if avx512_bf16, else fma.
  * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto),
- * and "prefetch=<far|near>" for decode's software prefetch (aw_kern.h; far
- * is the default), blank-separated.
+ * "prefetch=<far|near|none>" for decode's software prefetch (aw_kern.h) and
+ * "streams=<1|2|4>", the panels int16's m = 1 decode reads side by side
+ * (aw_kern_int16.c; paths int16 and amx only), blank-separated, each once.
+ * Both default per CPU vendor, as measured (aw_decode_defaults).
  * Any other text is refused with EDGERT_E_USAGE; a path whose CPU flag the
  * host lacks is refused with EDGERT_E_UNSUPPORTED naming the flag.
  *
@@ -60,8 +62,9 @@ typedef struct aw_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
     aw_path path;
     aw_kernels kern;
-    int pf_near;             /* decode: prefetcht0 near as well (aw_kern.h) */
-    char describe[384];      /* the path's description and the prefetch */
+    int pf_near;             /* decode: AW_PF_FAR, AW_PF_NEAR_TOO or AW_PF_NONE */
+    unsigned streams;        /* int16 decode, m = 1: panels read side by side */
+    char describe[448];      /* the path's description, the prefetch and streams */
 } aw_state;
 
 typedef struct aw_flag_need {
@@ -163,29 +166,56 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
 
 /* Parse "[path=<name>] [prefetch=far|near]" (blank-separated, each at most
  * once). 0 on success. */
+/* Decode defaults per vendor (a tuning fact: every choice computes the same
+ * bits). AMD EPYC (Zen 5), spark-1.7b decode step, 2 threads, 5 interleaved
+ * rounds per series: 4 streams without software prefetch took 0.77 of one
+ * stream's time with a prefetcht1 8 KiB ahead (median; 58 against 45 GB/s),
+ * 2 streams 0.87-0.88 with or without prefetch, 4 streams with it about
+ * 1.0: beside four streams the prefetches only compete for fill buffers.
+ * Intel (Xeon with AMX): one stream and the far prefetch, as measured
+ * there (aw_kern.h) before streams existed; streams not yet measured on
+ * Intel, so not its default. */
+static void aw_decode_defaults(int *pf_near, unsigned *streams)
+{
+    const int intel = pk_cpu_is_intel();
+    if (*pf_near < 0)
+        *pf_near = intel ? AW_PF_FAR : AW_PF_NONE;
+    if (*streams == 0u)
+        *streams = intel ? 1u : 4u;
+}
+
 static int aw_parse_options(const char *options, int *auto_path, aw_path *path, int *pf_near,
-                            char *err, size_t err_len)
+                            unsigned *streams, char *err, size_t err_len)
 {
     *auto_path = 1;
-    *pf_near = 0;
-    int seen_path = 0, seen_pf = 0;
+    *pf_near = -1; /* -1 and 0: not given, aw_decode_defaults decides */
+    *streams = 0u;
+    int seen_path = 0, seen_pf = 0, seen_streams = 0;
     for (const char *s = options; s != NULL && *s != '\0';) {
         s += strspn(s, " \t");
         size_t len = strcspn(s, " \t");
         if (len == 0)
             break;
-        const int pf = len == 12 && strncmp(s, "prefetch=far", 12) == 0    ? 0
-                       : len == 13 && strncmp(s, "prefetch=near", 13) == 0 ? 1
+        const int pf = len == 12 && strncmp(s, "prefetch=far", 12) == 0    ? AW_PF_FAR
+                       : len == 13 && strncmp(s, "prefetch=near", 13) == 0 ? AW_PF_NEAR_TOO
+                       : len == 13 && strncmp(s, "prefetch=none", 13) == 0 ? AW_PF_NONE
                                                                           : -1;
+        const unsigned st = len == 9 && strncmp(s, "streams=", 8) == 0 && s[8] != '\0' &&
+                                    strchr("124", s[8]) != NULL
+                                ? (unsigned)(s[8] - '0')
+                                : 0u;
         if (len >= 5 && strncmp(s, "path=", 5) == 0 && !seen_path++) {
             if (aw_parse_path(s + 5, len - 5, auto_path, path, err, err_len) != 0)
                 return -1;
         } else if (pf >= 0 && !seen_pf++) {
             *pf_near = pf;
+        } else if (st != 0u && !seen_streams++) {
+            *streams = st;
         } else {
             edgert_errf(err, err_len,
                         AW_NAME ": init: unexpected option '%.*s' in '%s' (accepted, each once: "
-                                "path=auto|amx|int16|bf16|fma prefetch=far|near)",
+                                "path=auto|amx|int16|bf16|fma prefetch=far|near|none "
+                                "streams=1|2|4)",
                         (int)len, s, options);
             return -1;
         }
@@ -203,8 +233,9 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
 
     int auto_path = 1;
     aw_path path = AW_PATH_FMA;
-    int pf_near = 0;
-    if (aw_parse_options(options, &auto_path, &path, &pf_near, err, err_len) != 0)
+    int pf_near = -1;
+    unsigned streams = 0u;
+    if (aw_parse_options(options, &auto_path, &path, &pf_near, &streams, err, err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -247,6 +278,19 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
             return EDGERT_E_UNSUPPORTED;
     }
 
+    /* streams: the int16 GEMV's (paths int16 and amx); the others read one */
+    const int int16_decode = path == AW_PATH_INT16 || path == AW_PATH_AMX;
+    if (!int16_decode && streams > 1u) {
+        edgert_errf(err, err_len,
+                    AW_NAME ": init: streams=%u applies to the int16 decode (paths int16 and "
+                            "amx); path=%s reads one stream",
+                    streams, aw_paths[path].name);
+        return EDGERT_E_USAGE;
+    }
+    aw_decode_defaults(&pf_near, &streams);
+    if (!int16_decode)
+        streams = 1u;
+
     aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
     if (st == NULL) {
         edgert_errf(err, err_len, AW_NAME ": init: cannot allocate %zu bytes of instance state",
@@ -257,9 +301,15 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     st->path = path;
     st->kern = aw_paths[path].kern;
     st->pf_near = pf_near;
-    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
-             aw_paths[path].describe,
-             st->pf_near ? "L2 8 KiB and L1 512 B ahead" : "L2 8 KiB ahead");
+    st->streams = streams;
+    static const char *const pf_said[] = {
+        [AW_PF_FAR] = "L2 8 KiB ahead",
+        [AW_PF_NEAR_TOO] = "L2 8 KiB and L1 512 B ahead",
+        [AW_PF_NONE] = "none",
+    };
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s%.0u%s",
+             aw_paths[path].describe, pf_said[st->pf_near], streams == 1u ? "" : ", ",
+             streams == 1u ? 0u : streams, streams == 1u ? "" : " streams per thread");
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, AW_NAME ": instance ready, path %s%s",
               aw_paths[path].name, auto_path ? " (auto)" : " (forced)");
@@ -515,6 +565,7 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         .gsum = (float *)(void *)(scratch + act_bytes),
         .gscale = (float *)(void *)(scratch + act_bytes) + mg,
         .pf_near = st->pf_near,
+        .streams = st->streams,
         .tile_scratch = tiles ? scratch + tile_off : NULL,
     };
 

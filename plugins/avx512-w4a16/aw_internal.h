@@ -94,6 +94,10 @@
  * above it the prefill kernels expand each (panel, group) once into L1 and
  * reuse it for every row. */
 #define AW_DECODE_MAX_M 4u
+/* Decode's software prefetch, the option prefetch=far|near|none (aw_kern.h) */
+#define AW_PF_FAR 0
+#define AW_PF_NEAR_TOO 1
+#define AW_PF_NONE 2
 
 /* Panels per prefill register tile and per parallel_for item in prefill
  * (fma, bf16, int16 paths). */
@@ -179,7 +183,8 @@ typedef struct aw_job {
                              * prefills (fma's uses no activation scratch) */
     float *gsum;
     float *gscale;
-    int pf_near; /* decode: a prefetcht0 512 bytes ahead as well (aw_kern.h) */
+    int pf_near; /* decode: AW_PF_FAR, AW_PF_NEAR_TOO or AW_PF_NONE (aw_kern.h) */
+    unsigned streams; /* decode, m = 1: panels read side by side (1, 2 or 4) */
     uint8_t *tile_scratch; /* path amx's prefill: AW_AMX_SCRATCH bytes per worker */
 } aw_job;
 

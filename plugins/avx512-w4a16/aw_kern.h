@@ -19,9 +19,11 @@
 #define AW_UNROLL _Pragma("GCC unroll 32")
 
 /* Software prefetch while streaming codes (decode): a prefetcht1 8 KiB
- * ahead of every 64-byte line ("far", the default), and with the option
- * prefetch=near a prefetcht0 512 bytes ahead too. Measured, the whole
- * spark-1.7b decode step on 2 threads, variants interleaved:
+ * ahead of every 64-byte line (prefetch=far, Intel's default), with
+ * prefetch=near a prefetcht0 512 bytes ahead too, with prefetch=none
+ * nothing (the default elsewhere, beside 4 streams per thread: see
+ * aw_decode_defaults). Measured, the whole spark-1.7b decode step on 2
+ * threads, one stream, variants interleaved:
  *   - Zen 5 (quiet): T1 +8 KiB 48.3 GB/s, T0 +1 KiB 47.4, none 43.4,
  *     T0 +2 KiB 42.6, T1 +4 KiB with T0 +1 KiB only 35.0;
  *   - Xeon with AMX (ceiling 38-39 GB/s), 5 rounds: far 26.36 ms per step
@@ -30,7 +32,8 @@
  *     29.6-30.1 ms in the same windows, where near then won, so the
  *     difference is code generation as much as memory: measure both
  *     (`edgert bench --options prefetch=near`) before changing the default.
- * Each decode kernel is instantiated for both, so no line tests the option.
+ * Each decode kernel is instantiated for each mode (AW_BY_PF), so no line
+ * tests the option.
  * Prefetching past the end of the allocation is harmless (prefetches never
  * fault). */
 #define AW_PF_DIST 8192
@@ -38,8 +41,10 @@
 
 AW_INLINE void aw_prefetch(const uint8_t *p, int near)
 {
+    if (near == AW_PF_NONE)
+        return;
     _mm_prefetch((const char *)(p + AW_PF_DIST), _MM_HINT_T1);
-    if (near)
+    if (near == AW_PF_NEAR_TOO)
         _mm_prefetch((const char *)(p + AW_PF_NEAR), _MM_HINT_T0);
 }
 
@@ -49,6 +54,13 @@ AW_INLINE __mmask16 aw_panel_mask(const aw_packed *w, size_t p)
     size_t left = (size_t)w->n - p * AW_PANEL;
     return left >= AW_PANEL ? (__mmask16)0xFFFFu : (__mmask16)((1u << left) - 1u);
 }
+
+/* F(args..., mode) with the job's prefetch mode as a constant: one
+ * instantiation per mode, no test per line. */
+#define AW_BY_PF(mode, F, ...)                                                                 \
+    ((mode) == AW_PF_NONE       ? F(__VA_ARGS__, AW_PF_NONE)                                   \
+     : (mode) == AW_PF_NEAR_TOO ? F(__VA_ARGS__, AW_PF_NEAR_TOO)                               \
+                                : F(__VA_ARGS__, AW_PF_FAR))
 
 /* Scale and s * z of one block's meta dwords (see aw_internal.h). */
 AW_INLINE void aw_meta(const uint8_t *meta, __m512 *s, __m512 *sz)

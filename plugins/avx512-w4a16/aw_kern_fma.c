@@ -189,20 +189,20 @@ void aw_fma_gemm(void *arg, size_t begin, size_t end, unsigned worker)
     const aw_packed *w = j->w;
     (void)worker;
     if (j->m <= AW_DECODE_MAX_M) {
-        const int near = j->pf_near; /* two instantiations: no test per line */
+        const int near = j->pf_near; /* AW_BY_PF: one instantiation per mode */
         for (size_t p = begin; p < end; p++) {
             switch (j->m) {
             case 1:
-                near ? fma_decode_panel(j, p, 0, 1, 1) : fma_decode_panel(j, p, 0, 1, 0);
+                AW_BY_PF(near, fma_decode_panel, j, p, 0, 1);
                 break;
             case 2:
-                near ? fma_decode_panel(j, p, 0, 2, 1) : fma_decode_panel(j, p, 0, 2, 0);
+                AW_BY_PF(near, fma_decode_panel, j, p, 0, 2);
                 break;
             case 3:
-                near ? fma_decode_panel(j, p, 0, 3, 1) : fma_decode_panel(j, p, 0, 3, 0);
+                AW_BY_PF(near, fma_decode_panel, j, p, 0, 3);
                 break;
             default:
-                near ? fma_decode_panel(j, p, 0, 4, 1) : fma_decode_panel(j, p, 0, 4, 0);
+                AW_BY_PF(near, fma_decode_panel, j, p, 0, 4);
                 break;
             }
         }

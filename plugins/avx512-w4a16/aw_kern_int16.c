@@ -27,6 +27,12 @@
  * would feed) 57.4-58.2 -> 57.8-58.8 GB/s in 4; spark-1.7b from DRAM (36-38
  * GB/s, memory-bound) unchanged, 25.62 -> 25.53 ms per step median of 5.
  *
+ * Decode at m = 1 may read 2 or 4 panels side by side, each from its own
+ * part of the chunk (option streams=, int16_decode_streams): on AMD EPYC
+ * (Zen 5) 4 streams without software prefetch took 0.77-0.79 of one
+ * stream's time from DRAM (three series of 5 interleaved rounds), the
+ * default there (aw_decode_defaults).
+ *
  * Prefill (m > AW_DECODE_MAX_M), vpdpwssd on the same 15-bit integers kept
  * whole as int16: codes expanded once per (panel, group) to int16 pairs
  * (v >> 4s) & 0x000F000F = words (k_2s, k_2s+1). On this machine (Zen 5)
@@ -203,6 +209,83 @@ AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R, c
         _mm512_mask_storeu_ps(j->y + r * j->ldy + p * AW_PANEL, mask, yacc[r]);
 }
 
+/* m = 1 over S panels side by side, each from its own part of the call's
+ * range (int16_decode_panel's arithmetic, bit for bit): S streams of codes
+ * in flight per core, one set of activation broadcasts for all S. Chains
+ * were not what bound one stream: 8 accumulators over one stream (two
+ * octets a turn) ran as fast as 4, 0.999 of its time (Zen 5, 5 rounds). */
+AW_INLINE void int16_decode_streams(const aw_job *j, const size_t *pp, const unsigned S,
+                                    const int near)
+{
+    const aw_packed *w = j->w;
+    const uint8_t *blk[4];
+    const __m512i nib = _mm512_set1_epi8(0x0F), nib_hi = _mm512_set1_epi8((char)0xF0);
+    __m512 yacc[4];
+    AW_UNROLL
+    for (unsigned s = 0; s < S; s++) {
+        blk[s] = aw_data(w) + pp[s] * w->panel_bytes;
+        yacc[s] = _mm512_setzero_ps();
+    }
+    for (uint32_t g = 0; g < w->groups; g++) {
+        __m512i hA[4], hB[4], lA[4], lB[4];
+        const int8_t *xa = (const int8_t *)j->act + (size_t)g * j->act_group_bytes;
+        AW_UNROLL
+        for (unsigned s = 0; s < S; s++)
+            hA[s] = hB[s] = lA[s] = lB[s] = _mm512_setzero_si512();
+        _Pragma("GCC unroll 1")
+        for (unsigned t = 0; t < AW_OCTETS; t++) {
+            const __m512i x0 = i16_bcast(xa + 8u * t), x1 = i16_bcast(xa + 8u * t + 4u);
+            const __m512i x2 = i16_bcast(xa + 128u + 8u * t);
+            const __m512i x3 = i16_bcast(xa + 128u + 8u * t + 4u);
+            AW_UNROLL
+            for (unsigned s = 0; s < S; s++) {
+                aw_prefetch(blk[s] + 64u * t, near);
+                __m512i v = _mm512_load_si512((const void *)(blk[s] + 64u * t));
+                __m512i a = _mm512_and_si512(v, nib);
+                __m512i b = _mm512_and_si512(v, nib_hi);
+                I16_DPBUSD(hA[s], a, x0);
+                I16_DPBUSD(hB[s], b, x1);
+                I16_DPBUSD(lA[s], a, x2);
+                I16_DPBUSD(lB[s], b, x3);
+            }
+        }
+        const __m512 f = _mm512_set1_ps(j->gscale[g]), gs = _mm512_set1_ps(j->gsum[g]);
+        AW_UNROLL
+        for (unsigned s = 0; s < S; s++) {
+            aw_prefetch(blk[s] + AW_CODE_BYTES, near);
+            __m512 sc, sz;
+            aw_meta(blk[s] + AW_CODE_BYTES, &sc, &sz);
+            __m512i h16 = _mm512_add_epi32(_mm512_slli_epi32(hA[s], 4), hB[s]);
+            __m512i l16 = _mm512_add_epi32(_mm512_slli_epi32(lA[s], 4), lB[s]);
+            __m512i acc =
+                _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(h16, 7), l16), 4);
+            yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sc, f), yacc[s]);
+            yacc[s] = _mm512_fnmadd_ps(sz, gs, yacc[s]);
+            blk[s] += AW_BLOCK_BYTES;
+        }
+    }
+    AW_UNROLL
+    for (unsigned s = 0; s < S; s++)
+        _mm512_mask_storeu_ps(j->y + pp[s] * AW_PANEL, aw_panel_mask(w, pp[s]), yacc[s]);
+}
+
+/* Panels [begin, end) at m = 1 as S streams: part s is [begin + s q, begin
+ * + (s + 1) q), q = (end - begin) / S, read side by side; the rest one by
+ * one. */
+AW_INLINE void int16_decode_range(const aw_job *j, size_t begin, size_t end, const unsigned S,
+                                  const int near)
+{
+    size_t q = (end - begin) / S, pp[4];
+    for (size_t i = 0; i < q; i++) {
+        AW_UNROLL
+        for (unsigned s = 0; s < S; s++)
+            pp[s] = begin + s * q + i;
+        int16_decode_streams(j, pp, S, near);
+    }
+    for (size_t p = begin + S * q; p < end; p++)
+        int16_decode_panel(j, p, 1, near);
+}
+
 /* ---- prefill ------------------------------------------------------------------------ */
 
 #define INT16_RB 8u /* 8 rows x 3 panels = 24 int32 accumulators */
@@ -333,13 +416,21 @@ void aw_int16_gemm(void *arg, size_t begin, size_t end, unsigned worker)
     const aw_packed *w = j->w;
     (void)worker;
     if (j->m <= AW_DECODE_MAX_M) {
-        const int near = j->pf_near; /* two instantiations: no test per line */
+        const int near = j->pf_near; /* AW_BY_PF: one instantiation per mode */
+        if (j->m == 1 && j->streams == 2) {
+            AW_BY_PF(near, int16_decode_range, j, begin, end, 2);
+            return;
+        }
+        if (j->m == 1 && j->streams == 4) {
+            AW_BY_PF(near, int16_decode_range, j, begin, end, 4);
+            return;
+        }
         for (size_t p = begin; p < end; p++) {
             switch (j->m) {
-            case 1: near ? int16_decode_panel(j, p, 1, 1) : int16_decode_panel(j, p, 1, 0); break;
-            case 2: near ? int16_decode_panel(j, p, 2, 1) : int16_decode_panel(j, p, 2, 0); break;
-            case 3: near ? int16_decode_panel(j, p, 3, 1) : int16_decode_panel(j, p, 3, 0); break;
-            default: near ? int16_decode_panel(j, p, 4, 1) : int16_decode_panel(j, p, 4, 0); break;
+            case 1: AW_BY_PF(near, int16_decode_panel, j, p, 1); break;
+            case 2: AW_BY_PF(near, int16_decode_panel, j, p, 2); break;
+            case 3: AW_BY_PF(near, int16_decode_panel, j, p, 3); break;
+            default: AW_BY_PF(near, int16_decode_panel, j, p, 4); break;
             }
         }
         return;

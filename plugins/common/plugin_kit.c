@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -45,6 +46,18 @@ int pk_amx_permission(const char *plugin, char *err, size_t err_len)
 #else
     edgert_errf(err, err_len, "%s: init: path=amx: AMX exists only on x86-64", plugin);
     return -1;
+#endif
+}
+
+int pk_cpu_is_intel(void)
+{
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return 0;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
+#else
+    return 0;
 #endif
 }
 

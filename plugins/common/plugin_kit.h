@@ -90,6 +90,14 @@ void pk_packed_free(void *state, void *packed);
  */
 int pk_amx_permission(const char *plugin, char *err, size_t err_len);
 
+/*
+ * 1 on an Intel CPU (CPUID vendor "GenuineIntel"), else 0 (and on every
+ * other architecture). A tuning fact, not a capability: the x86 plugins'
+ * decode defaults (software prefetch, streams per thread) were measured
+ * per vendor, and every choice computes the same bits.
+ */
+int pk_cpu_is_intel(void);
+
 /* ---- pack ----------------------------------------------------------------------- */
 
 /* What a layout requires of canonical weights beyond the canonical form. */
