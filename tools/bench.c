@@ -10,8 +10,8 @@
  *             the backend is, per pack call, the peak above the RSS before
  *             the call minus the packed bytes it returned.
  *   ceilings  streaming-read bandwidth over a buffer far larger than the LLC
- *             (plain, software-prefetched, and 4 or 8 interleaved streams per
- *             thread; the best one is the ceiling),
+ *             (plain, two software prefetches, and 4 or 8 interleaved
+ *             streams per thread; the best one is the ceiling),
  *             compute peaks of every instruction family the CPU has.
  *   decode    whole steps, M = 1: every layer's projections, each with its
  *             own packed weights, then the head, so the weights stream from
@@ -298,7 +298,7 @@ static size_t step_order(const workload *w, step_call *out)
 }
 
 /* 2. The read ceiling, on the same threads, over 1 GiB (far beyond any LLC):
- * the best of a plain, a prefetched and an interleaved-streams read, also
+ * the best of a plain, two prefetched and an interleaved-streams read, also
  * read in calls of the step's GEMM sizes, in the order it runs them. */
 static edgert_status decode_ceiling(bench_run *b, const step_call *order, size_t ncalls,
                                     char *err, size_t err_len)
@@ -455,8 +455,7 @@ out:
 /* 3b. The step's bytes with no arithmetic: every op's packed weights read
  * through the handle's pool (edgert_parallel_for: the pool the plugin's
  * GEMMs run on), call by call in the step's order, with the ceiling's
- * best loop (interleaved streams when they won, else the prefetched one)
- * and the 64 KiB grain of the x86 decode kernels;
+ * best loop (bw_result.best_streams, best_prefetch) and the 64 KiB grain of the x86 decode kernels;
  * timed as many steps as the decode, right after it. Decode's fraction of
  * this separates what the kernel's own instruction stream costs (the
  * fraction well below 1) from what the step's structure costs (a fork and
@@ -469,7 +468,8 @@ out:
 typedef struct sr_job {
     const uint8_t *base;
     uint64_t flags;
-    unsigned streams; /* the ceiling's best loop: interleaved streams or one */
+    unsigned streams; /* the ceiling's best loop */
+    int prefetch;
     uint64_t sink[64]; /* one slot per worker: read after the run, so kept */
 } sr_job;
 
@@ -477,7 +477,8 @@ static void sr_range(void *arg, size_t begin, size_t end, unsigned worker)
 {
     sr_job *j = arg;
     j->sink[worker % 64u] ^=
-        peak_read(j->base + begin * SR_UNIT, (end - begin) * SR_UNIT, j->streams, j->flags);
+        peak_read(j->base + begin * SR_UNIT, (end - begin) * SR_UNIT, j->streams,
+                  j->prefetch, j->flags);
 }
 
 static void decode_step_read(bench_run *b, const step_call *order, size_t ncalls)
@@ -501,7 +502,8 @@ static void decode_step_read(bench_run *b, const step_call *order, size_t ncalls
         bytes += units[i] * SR_UNIT;
     }
     j->flags = edgert_device_facts(b->ctx)->cpu_flags;
-    j->streams = r->bw.streams_gbs > fmax(r->bw.plain_gbs, r->bw.prefetch_gbs) ? r->bw.streams : 1u;
+    j->streams = r->bw.best_streams;
+    j->prefetch = r->bw.best_prefetch;
     for (unsigned rep = 0; rep <= reps; rep++) { /* rep 0 warms up, untimed */
         double t0 = measure_now_s();
         for (size_t i = 0; i < ncalls; i++) {

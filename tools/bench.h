@@ -18,10 +18,10 @@ typedef struct bench_shape {
 
 typedef struct bench_result {
     char backend[64];
-    char path[256];        /* the instance's describe() */
+    char path[448];        /* the instance's describe() */
     unsigned threads;
     bw_result bw;
-    double ceiling_gbs;    /* max(plain, prefetch) */
+    double ceiling_gbs;    /* the best of the reads (bw_ceiling) */
     double calls_ceiling_gbs; /* the same, read in calls of the step's GEMM sizes */
     peak_result peaks;
     int have_decode, have_prefill;

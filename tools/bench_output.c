@@ -66,6 +66,7 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "bandwidth_gbs", r->ceiling_gbs);
         json_knum(&j, "bandwidth_plain_gbs", r->bw.plain_gbs);
         json_knum(&j, "bandwidth_prefetch_gbs", r->bw.prefetch_gbs);
+        json_knum(&j, "bandwidth_prefetch_far_gbs", r->bw.far_gbs);
         json_knum(&j, "bandwidth_streams_gbs", r->bw.streams_gbs);
         json_key(&j, "bandwidth");
         json_obj(&j);
@@ -73,6 +74,8 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "plain_max", r->bw.plain_max);
         json_knum(&j, "prefetch_min", r->bw.prefetch_min);
         json_knum(&j, "prefetch_max", r->bw.prefetch_max);
+        json_knum(&j, "prefetch_far_min", r->bw.far_min);
+        json_knum(&j, "prefetch_far_max", r->bw.far_max);
         json_kint(&j, "streams", r->bw.streams);
         json_knum(&j, "streams_min", r->bw.streams_min);
         json_knum(&j, "streams_max", r->bw.streams_max);
@@ -80,7 +83,9 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_kint(&j, "passes", r->bw.passes);
         json_knum(&j, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
         json_knum(&j, "call_sized_prefetch_gbs", r->bw.calls_prefetch_gbs);
+        json_knum(&j, "call_sized_prefetch_far_gbs", r->bw.calls_far_gbs);
         json_knum(&j, "call_sized_streams_gbs", r->bw.calls_streams_gbs);
+        json_kint(&j, "call_sized_streams", BW_STREAMS_FEW);
         json_kint(&j, "calls_per_step", (long long)r->bw.calls);
         json_end_obj(&j);
         json_knum(&j, "bandwidth_call_sized_gbs", r->calls_ceiling_gbs);
@@ -108,6 +113,7 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_kspread(&j, "step_read", "gbs", r->step_read_gbs, r->step_read_min,
                      r->step_read_max);
         json_knum(&j, "fraction_of_step_read", r->fraction_of_step_read);
+        json_kstr(&j, "step_read_loop", bw_loop_name(&r->bw));
         json_key(&j, "window");
         json_obj(&j);
         json_knum(&j, "ceiling_before_gbs", r->ceiling_gbs);
@@ -156,16 +162,17 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
             r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
             r->settled_rss_mb, r->pack_transient_mb);
     if (r->have_decode) {
-        tprintf("ceiling: %.1f GB/s, the best of: read %.1f GB/s plain [%.1f..%.1f], %.1f "
-                "prefetched [%.1f..%.1f], %.1f in %u streams per thread [%.1f..%.1f] (median of "
-                "%u passes over %.0f MiB)\n",
-                r->ceiling_gbs, r->bw.plain_gbs, r->bw.plain_min, r->bw.plain_max,
-                r->bw.prefetch_gbs, r->bw.prefetch_min, r->bw.prefetch_max, r->bw.streams_gbs,
-                r->bw.streams, r->bw.streams_min, r->bw.streams_max, r->bw.passes,
-                r->bw.bytes / 1048576.0);
+        tprintf("ceiling: %.1f GB/s, the best of these reads (median of %u passes over %.0f MiB):\n"
+                "         %.1f GB/s plain [%.1f..%.1f], %.1f prefetched 4 KiB + 1 KiB ahead "
+                "[%.1f..%.1f], %.1f prefetched 8 KiB ahead [%.1f..%.1f], %.1f in %u streams per "
+                "thread [%.1f..%.1f]\n",
+                r->ceiling_gbs, r->bw.passes, r->bw.bytes / 1048576.0, r->bw.plain_gbs,
+                r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs, r->bw.prefetch_min,
+                r->bw.prefetch_max, r->bw.far_gbs, r->bw.far_min, r->bw.far_max,
+                r->bw.streams_gbs, r->bw.streams, r->bw.streams_min, r->bw.streams_max);
         tprintf("         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s "
-                "plain, %.1f prefetched, %.1f in %u streams\n",
-                r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs,
+                "plain, %.1f and %.1f prefetched, %.1f in %u streams\n",
+                r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs, r->bw.calls_far_gbs,
                 r->bw.calls_streams_gbs, BW_STREAMS_FEW);
         tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps (%s) = %.2f tok/s (GEMM "
                 "only); %.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
@@ -178,9 +185,9 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
         if (!isnan(r->step_read_gbs))
             tprintf("         = %.3f of the step read: %.1f GB/s [%.1f..%.1f] reading this "
                     "step's own packed bytes through the same pool, call by call, with no "
-                    "arithmetic\n",
+                    "arithmetic (%s)\n",
                     r->fraction_of_step_read, r->step_read_gbs, r->step_read_min,
-                    r->step_read_max);
+                    r->step_read_max, bw_loop_name(&r->bw));
         tprintf("window:  ceiling %.1f GB/s before the steps, %.1f after: %.3f / %.3f of each%s\n",
                 r->ceiling_gbs, r->ceiling_after_gbs, r->fraction_of_bandwidth, r->fraction_after,
                 r->window_unstable ? "" : " (stable)");

@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "peaks.h"
+#include "peaks_team.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -46,18 +47,6 @@ const char *const peak_names[PEAK_COUNT] = {"fp32_fma_gflops", "bf16_dot_gflops"
                                             "amx_bf16_gflops", "int16_vnni_gops"};
 
 /* ---- a tiny fork/join over pthreads: equal shares started together (see the top) */
-
-typedef struct team team;
-typedef void (*team_fn)(team *t, unsigned id);
-struct team {
-    unsigned n; /* members, the caller included */
-    pthread_mutex_t gate; /* held while the team forms: members wait for the barriers */
-    pthread_barrier_t start, stop;
-    team_fn fn;
-    void *arg;
-    int quit;
-    pthread_t *th;
-};
 
 typedef struct {
     team *t;
@@ -86,7 +75,7 @@ static void *member_main(void *p)
  * start (a failed pthread_create or malloc leaves a smaller team, never one
  * waiting for a thread that does not exist); the members wait at the gate
  * until they are. 0, or -1 with nothing left running. */
-static int team_start(team *t, unsigned n)
+int team_start(team *t, unsigned n)
 {
     memset(t, 0, sizeof *t);
     t->th = calloc(n, sizeof *t->th);
@@ -126,7 +115,7 @@ static int team_start(team *t, unsigned n)
 }
 
 /* Run fn on every member (the caller is member 0); returns the wall time. */
-static double team_run(team *t, team_fn fn, void *arg)
+double team_run(team *t, team_fn fn, void *arg)
 {
     t->fn = fn;
     t->arg = arg;
@@ -137,7 +126,7 @@ static double team_run(team *t, team_fn fn, void *arg)
     return measure_now_s() - t0;
 }
 
-static void team_stop(team *t)
+void team_stop(team *t)
 {
     t->quit = 1;
     pthread_barrier_wait(&t->start);
@@ -147,243 +136,6 @@ static void team_stop(team *t)
     pthread_barrier_destroy(&t->stop);
     pthread_mutex_destroy(&t->gate);
     free(t->th);
-}
-
-/* ---- read bandwidth -------------------------------------------------------------- */
-
-typedef struct {
-    const uint8_t *buf;
-    size_t bytes;
-    int prefetch;
-    int wide;
-    unsigned streams;    /* > 1: each thread's range read as this many interleaved streams */
-    const size_t *calls; /* non-NULL: read in calls of these sizes */
-    size_t ncalls;
-    size_t calls_read;   /* bytes one pass of calls reads, all threads */
-    volatile uint64_t sink[64];
-} bw_job;
-
-/* Prefetch distances: prefetcht1 ~4 KiB and prefetcht0 ~1 KiB ahead, the
- * pair that served streaming GEMVs best on this machine kind. */
-#define PF_FAR 4096
-#define PF_NEAR 1024
-
-/* Reads [p, p + streams * part) as `streams` parts of `part` bytes (a
- * multiple of 256) side by side: 256 bytes of each part in turn. */
-static uint64_t read_portable(const uint8_t *p, size_t part, unsigned streams, int prefetch)
-{
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t off = 0; off < part; off += 256)
-        for (unsigned k = 0; k < streams; k++)
-            for (const uint8_t *q = p + k * part + off, *e = q + 256; q < e; q += 64) {
-                if (prefetch) {
-                    __builtin_prefetch(q + PF_FAR, 0, 2);
-                    __builtin_prefetch(q + PF_NEAR, 0, 3);
-                }
-                const uint64_t *v = (const uint64_t *)q;
-                a ^= v[0] ^ v[4];
-                b ^= v[1] ^ v[5];
-                c ^= v[2] ^ v[6];
-                d ^= v[3] ^ v[7];
-            }
-    return a ^ b ^ c ^ d;
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx512f"))) static uint64_t read_avx512(const uint8_t *p, size_t part,
-                                                               unsigned streams, int prefetch)
-{
-    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
-    for (size_t off = 0; off < part; off += 256)
-        for (unsigned k = 0; k < streams; k++) {
-            const uint8_t *q = p + k * part + off;
-            if (prefetch) {
-                for (int i = 0; i < 256; i += 64) {
-                    _mm_prefetch((const char *)q + PF_FAR + i, _MM_HINT_T1);
-                    _mm_prefetch((const char *)q + PF_NEAR + i, _MM_HINT_T0);
-                }
-            }
-            a = _mm512_xor_si512(a, _mm512_load_si512(q));
-            b = _mm512_xor_si512(b, _mm512_load_si512(q + 64));
-            c = _mm512_xor_si512(c, _mm512_load_si512(q + 128));
-            d = _mm512_xor_si512(d, _mm512_load_si512(q + 192));
-        }
-    a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
-    /* folded with xor: _mm512_reduce_add_epi64 is a signed add, which
-     * overflows (UBSan) on arbitrary bytes such as packed weights */
-    uint64_t lane[8], v = 0;
-    _mm512_storeu_si512((void *)lane, a);
-    for (int i = 0; i < 8; i++)
-        v ^= lane[i];
-    return v;
-}
-#endif
-
-/* [p, end) cut into `streams` equal parts (whole 256-byte blocks) read side
- * by side, then the rest as one stream; a tail past 256 bytes is not read.
- * On the AMD EPYC (Zen 5) kind one stream per core left bandwidth unread:
- * the ceiling read 50 GB/s while the decode kernels streamed 63-69 in the
- * same window; 4 or 8 interleaved streams per thread read 1.2-1.4x one
- * stream there (medians of 15 paired rounds; which wins varies). */
-static uint64_t read_range(int wide, const uint8_t *p, const uint8_t *end, unsigned streams,
-                           int prefetch)
-{
-    size_t len = (size_t)(end - p) & ~(size_t)255;
-    size_t part = streams > 1 ? (len / streams) & ~(size_t)255 : 0;
-    if (part == 0) {
-        streams = 1;
-        part = len;
-    }
-    const uint8_t *rest = p + streams * part;
-    size_t rest_len = len - streams * part;
-#if defined(__x86_64__)
-    if (wide)
-        return read_avx512(p, part, streams, prefetch) ^ read_avx512(rest, rest_len, 1, prefetch);
-#endif
-    (void)wide;
-    return read_portable(p, part, streams, prefetch) ^ read_portable(rest, rest_len, 1, prefetch);
-}
-
-static uint64_t bw_read(const bw_job *j, const uint8_t *p, const uint8_t *end)
-{
-    return read_range(j->wide, p, end, j->streams ? j->streams : 1u, j->prefetch);
-}
-
-uint64_t peak_read(const void *p, size_t bytes, unsigned streams, uint64_t cpu_flags)
-{
-    const uint8_t *b = p;
-#if defined(__x86_64__)
-    int wide = EDGERT_HAS_FLAG(cpu_flags, EDGERT_CPU_AVX512F) != 0;
-#else
-    int wide = 0;
-    (void)cpu_flags;
-#endif
-    /* one stream: the prefetched loop; more: plain loads, as measured */
-    return read_range(wide, b, b + bytes, streams ? streams : 1u, streams <= 1u);
-}
-
-static void bw_member(team *t, unsigned id)
-{
-    bw_job *j = t->arg;
-    size_t chunk = (j->bytes / t->n) & ~(size_t)4095;
-    const uint8_t *p = j->buf + (size_t)id * chunk, *end = p + chunk;
-    uint64_t s = 0;
-    if (j->calls == NULL) {
-        s = bw_read(j, p, end);
-    } else {
-        /* Call i: bytes [off, off + size) of the buffer, size cut to a
-         * multiple of 256 per thread; this thread reads its share. */
-        size_t off = 0;
-        for (size_t i = 0; i < j->ncalls; i++) {
-            size_t share = j->calls[i] / t->n & ~(size_t)255, size = share * t->n;
-            if (size == 0 || size > j->bytes)
-                continue;
-            if (off + size > j->bytes)
-                off = 0;
-            const uint8_t *q = j->buf + off + (size_t)id * share;
-            s ^= bw_read(j, q, q + share);
-            off += size;
-        }
-    }
-    j->sink[id % 64] = s;
-}
-
-/* The reads timed each pass, alternated so drift on a shared machine hits
- * all alike: {streams per thread, prefetch, in calls}. */
-static const struct { unsigned streams; int prefetch, calls; } bw_kinds[] = {
-    {1, 0, 0}, {1, 1, 0}, {BW_STREAMS_FEW, 0, 0}, {BW_STREAMS_MANY, 0, 0},
-    {1, 0, 1}, {1, 1, 1}, {BW_STREAMS_FEW, 0, 1},
-};
-#define BW_KINDS (sizeof bw_kinds / sizeof bw_kinds[0])
-
-static void bw_stat(double *v, unsigned passes, double *med, double *lo, double *hi)
-{
-    *med = measure_median(v, passes); /* sorts: [0] is the min, [passes-1] the max */
-    *lo = v[0];
-    *hi = v[passes - 1];
-}
-
-int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu_flags,
-                   const size_t *call_bytes, size_t ncalls, bw_result *out)
-{
-    memset(out, 0, sizeof *out);
-    if (threads == 0 || passes == 0)
-        return -1;
-    bytes &= ~(size_t)((4096u * threads) - 1);
-    /* Huge pages, as the host gives large packed-weight buffers (core/loader.c):
-     * the ceiling is the best read this machine can do. */
-    size_t alloc = (bytes + PF_FAR + 4096 + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-    uint8_t *buf = aligned_alloc(2u << 20, alloc);
-#ifdef MADV_HUGEPAGE
-    if (buf)
-        (void)madvise(buf, alloc, MADV_HUGEPAGE);
-#endif
-    double *v = calloc((size_t)passes * BW_KINDS, sizeof *v);
-    team t;
-    int rc = -1;
-    if (!buf || !v || team_start(&t, threads) != 0)
-        goto out;
-    memset(buf, 1, alloc); /* fault every page in before timing */
-    bw_job j = {.buf = buf, .bytes = bytes};
-#if defined(__x86_64__)
-    j.wide = EDGERT_HAS_FLAG(cpu_flags, EDGERT_CPU_AVX512F) != 0;
-#else
-    (void)cpu_flags;
-#endif
-    size_t read = (bytes / threads & ~(size_t)4095) * threads;
-    team_run(&t, bw_member, &j); /* warm-up: TLB, frequency */
-    size_t calls_read = 0;
-    for (size_t i = 0; call_bytes != NULL && i < ncalls; i++) {
-        size_t size = (call_bytes[i] / threads & ~(size_t)255) * threads;
-        if (size <= bytes)
-            calls_read += size;
-    }
-    for (unsigned i = 0; i < passes; i++)
-        for (size_t k = 0; k < BW_KINDS; k++) {
-            if (bw_kinds[k].calls && calls_read == 0)
-                continue;
-            j.calls = bw_kinds[k].calls ? call_bytes : NULL;
-            j.ncalls = bw_kinds[k].calls ? ncalls : 0;
-            j.prefetch = bw_kinds[k].prefetch;
-            j.streams = bw_kinds[k].streams;
-            size_t n = bw_kinds[k].calls ? calls_read : read;
-            v[k * passes + i] = (double)n / team_run(&t, bw_member, &j) / 1e9;
-        }
-    team_stop(&t);
-    bw_stat(v, passes, &out->plain_gbs, &out->plain_min, &out->plain_max);
-    bw_stat(v + passes, passes, &out->prefetch_gbs, &out->prefetch_min, &out->prefetch_max);
-    double few, few_lo, few_hi, many, many_lo, many_hi;
-    bw_stat(v + 2 * passes, passes, &few, &few_lo, &few_hi);
-    bw_stat(v + 3 * passes, passes, &many, &many_lo, &many_hi);
-    int use_many = many > few;
-    out->streams = use_many ? BW_STREAMS_MANY : BW_STREAMS_FEW;
-    out->streams_gbs = use_many ? many : few;
-    out->streams_min = use_many ? many_lo : few_lo;
-    out->streams_max = use_many ? many_hi : few_hi;
-    out->bytes = read;
-    out->passes = passes;
-    if (calls_read != 0) {
-        double lo, hi; /* not reported for calls */
-        bw_stat(v + 4 * passes, passes, &out->calls_plain_gbs, &lo, &hi);
-        bw_stat(v + 5 * passes, passes, &out->calls_prefetch_gbs, &lo, &hi);
-        bw_stat(v + 6 * passes, passes, &out->calls_streams_gbs, &lo, &hi);
-        out->calls = ncalls;
-    }
-    rc = 0;
-out:
-    free(buf);
-    free(v);
-    return rc;
-}
-
-double bw_ceiling(const bw_result *r)
-{
-    return fmax(fmax(r->plain_gbs, r->prefetch_gbs), r->streams_gbs);
-}
-
-double bw_calls_ceiling(const bw_result *r)
-{
-    return fmax(fmax(r->calls_plain_gbs, r->calls_prefetch_gbs), r->calls_streams_gbs);
 }
 
 /* ---- compute peaks ----------------------------------------------------------------- */

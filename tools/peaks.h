@@ -14,16 +14,26 @@ typedef struct bw_result {
     double plain_min, plain_max, prefetch_min, prefetch_max;
     size_t bytes;                            /* buffer size */
     unsigned passes;
-    /* The same two reads cut into calls of the sizes given (0 when none):
+    /* The plain and prefetched reads cut into calls of the sizes given (0
+     * when none; the streams and far reads in calls are below):
      * each thread reads its share of one call, then jumps to the next. */
     double calls_plain_gbs, calls_prefetch_gbs; /* medians over passes */
     size_t calls;                               /* calls per pass */
     /* Each thread's range read as `streams` parts side by side (plain
      * loads): the better of BW_STREAMS_FEW and BW_STREAMS_MANY; in calls
-     * with BW_STREAMS_FEW. */
+     * with BW_STREAMS_FEW. prefetch_* above are BW_PF_PAIR's. */
     unsigned streams;
     double streams_gbs, streams_min, streams_max, calls_streams_gbs;
+    /* One stream with one prefetcht1 8 KiB ahead per line (BW_PF_FAR). */
+    double far_gbs, far_min, far_max, calls_far_gbs;
+    /* The kind with the best median: streams (1 or more) and prefetch. */
+    unsigned best_streams;
+    int best_prefetch;
 } bw_result;
+
+#define BW_PF_NONE 0
+#define BW_PF_PAIR 1 /* prefetcht1 4 KiB and prefetcht0 1 KiB ahead */
+#define BW_PF_FAR 2  /* prefetcht1 8 KiB ahead */
 
 #define BW_STREAMS_FEW 4u
 #define BW_STREAMS_MANY 8u
@@ -32,11 +42,15 @@ typedef struct bw_result {
 double bw_ceiling(const bw_result *r);
 /** The best of its reads cut into calls (0 without calls). */
 double bw_calls_ceiling(const bw_result *r);
+/** The loop best_streams and best_prefetch name, in words ("plain", "4
+ *  streams", "prefetched 8 KiB ahead", ...). */
+const char *bw_loop_name(const bw_result *r);
 
 /** Streaming-read bandwidth over `bytes` (far larger than the LLC) on
- *  `threads` threads: a plain read, one with software prefetch ahead of
- *  the loads, and each thread's range as interleaved streams (the best of
- *  4 and 8; see peaks.c). `cpu_flags` picks the widest loads the CPU has. With
+ *  `threads` threads: a plain read, two with software prefetch ahead of
+ *  the loads (BW_PF_PAIR, BW_PF_FAR), and each thread's range as
+ *  interleaved streams (the best of 4 and 8; see peaks_bw.c). `cpu_flags`
+ *  picks the widest loads the CPU has. With
  *  `call_bytes` (ncalls > 0) also the same reads in back-to-back calls of
  *  those sizes, one after the other through the buffer (wrapping): the
  *  streaming limit for work cut into calls the way a decode step is. 0 or -1. */
@@ -44,12 +58,13 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
                    const size_t *call_bytes, size_t ncalls, bw_result *out);
 
 /** Read bytes [p, p + bytes) once with one of the ceiling's loops (the
- *  widest this CPU's flags allow): `streams` <= 1 the software-prefetched
- *  one, more the interleaved streams. Whole 256-byte blocks only:
+ *  widest this CPU's flags allow): `streams` parts side by side, `prefetch`
+ *  a BW_PF_ value (bw_result.best_* name the best). Whole 256-byte blocks only:
  *  the tail of `bytes` past a multiple of 256 is not read. `p` must be
  *  64-byte aligned. Returns a value that depends on every byte read (keep it
  *  alive so the loads stay). */
-uint64_t peak_read(const void *p, size_t bytes, unsigned streams, uint64_t cpu_flags);
+uint64_t peak_read(const void *p, size_t bytes, unsigned streams, int prefetch,
+                   uint64_t cpu_flags);
 
 enum {
     PEAK_FP32_FMA = 0, /* GFLOP/s: AVX-512 / AVX2+FMA / NEON fused multiply-add */
