@@ -69,6 +69,7 @@
 
 #include "edgert/plugin.h"
 #include "edgert/version.h"
+#include "plugin_kit.h"
 
 /* The test-only build on the AMX tile model is a plugin of its own. */
 #ifdef EDGERT_AMX_EMULATE
@@ -197,14 +198,11 @@ typedef struct a8_job {
     int32_t *asum8;
     float *sx;
     uint8_t *tile_scratch;
-    int pf_near; /* decode: A8_PF_FAR, A8_PF_NEAR_TOO or A8_PF_NONE (a8_kern.h) */
+    int pf_near; /* decode's prefetch reading one stream (PK_PF_*, a8_kern.h) */
+    int pf_streams;   /* and reading `streams` panels side by side */
     unsigned streams; /* decode, m = 1: panels read side by side (1, 2 or 4) */
 } a8_job;
 
-/* Decode's software prefetch, the option prefetch=far|near|none (a8_kern.h) */
-#define A8_PF_FAR 0
-#define A8_PF_NEAR_TOO 1
-#define A8_PF_NONE 2
 
 /* Defined in the kernel files; only called after init checked the flags. */
 void a8_prep(void *job, size_t begin, size_t end, unsigned worker);

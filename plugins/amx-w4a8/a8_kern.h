@@ -17,7 +17,7 @@
 
 /* Software prefetch while streaming codes (decode), one of three per
  * instance (prefetch=far|near|none; none issues nothing), each decode
- * kernel instantiated for each (A8_BY_PF):
+ * kernel instantiated for each (PK_BY_PF):
  *   far   a prefetcht1 8 KiB ahead of every 64-byte line, the distance and
  *         hint measured best for the same kind of stream on Zen 5
  *         (plugins/avx512-w4a16/aw_kern.h);
@@ -35,9 +35,9 @@
 
 A8_INLINE void a8_prefetch(const uint8_t *p, int near)
 {
-    if (near == A8_PF_NONE)
+    if (near == PK_PF_NONE)
         return;
-    if (near == A8_PF_NEAR_TOO) {
+    if (near == PK_PF_NEAR_TOO) {
         _mm_prefetch((const char *)(p + A8_PF_NEAR_DIST), _MM_HINT_T1);
         _mm_prefetch((const char *)(p + A8_PF_NEAR), _MM_HINT_T0);
     } else {
@@ -57,13 +57,6 @@ A8_INLINE __m512i a8_bcast4(const int8_t *p)
     memcpy(&d, p, sizeof d);
     return _mm512_set1_epi32(d);
 }
-
-/* F(args..., mode) with the job's prefetch mode as a constant: one
- * instantiation per mode, no test per line. */
-#define A8_BY_PF(mode, F, ...)                                                                 \
-    ((mode) == A8_PF_NONE       ? F(__VA_ARGS__, A8_PF_NONE)                                   \
-     : (mode) == A8_PF_NEAR_TOO ? F(__VA_ARGS__, A8_PF_NEAR_TOO)                               \
-                                : F(__VA_ARGS__, A8_PF_FAR))
 
 A8_INLINE const uint8_t *a8_codes(const a8_packed *w, size_t p, uint32_t g)
 {

@@ -248,23 +248,23 @@ void a8_vnni_decode(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a8_job *j = arg;
     (void)worker;
-    const int near = j->pf_near; /* A8_BY_PF: one instantiation per mode */
+    const int near = j->pf_near; /* PK_BY_PF: one instantiation per mode */
     if (j->m == 1 && j->streams == 2) {
-        A8_BY_PF(near, decode_range, j, begin, end, 2);
+        PK_BY_PF(j->pf_streams, decode_range, j, begin, end, 2);
         return;
     }
     if (j->m == 1 && j->streams == 4) {
-        A8_BY_PF(near, decode_range, j, begin, end, 4);
+        PK_BY_PF(j->pf_streams, decode_range, j, begin, end, 4);
         return;
     }
     for (size_t p = begin; p < end; p++) {
         size_t r0 = 0;
         for (; r0 + A8_DECODE_RB <= j->m; r0 += A8_DECODE_RB)
-            A8_BY_PF(near, decode_panel, j, p, r0, A8_DECODE_RB);
+            PK_BY_PF(near, decode_panel, j, p, r0, A8_DECODE_RB);
         switch (j->m - r0) {
-        case 1: A8_BY_PF(near, decode_panel, j, p, r0, 1); break;
-        case 2: A8_BY_PF(near, decode_panel, j, p, r0, 2); break;
-        case 3: A8_BY_PF(near, decode_panel, j, p, r0, 3); break;
+        case 1: PK_BY_PF(near, decode_panel, j, p, r0, 1); break;
+        case 2: PK_BY_PF(near, decode_panel, j, p, r0, 2); break;
+        case 3: PK_BY_PF(near, decode_panel, j, p, r0, 3); break;
         default: break;
         }
     }

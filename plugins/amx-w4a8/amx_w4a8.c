@@ -53,7 +53,8 @@ typedef struct a8_state {
     a8_path path;
     uint32_t decode_max_m;
     edgert_range_fn prefill;
-    int pf_near;             /* decode: A8_PF_FAR, A8_PF_NEAR_TOO or A8_PF_NONE */
+    int pf_near;             /* decode's prefetch (PK_PF_*) reading one stream */
+    int pf_streams;          /* and reading `streams` at m = 1 */
     unsigned streams;        /* decode, m = 1: panels read side by side */
     char describe[448];      /* the path's description, the prefetch and streams */
 } a8_state;
@@ -101,22 +102,25 @@ static const char *a8_missing_amx_flag(uint64_t flags)
     return NULL;
 }
 
-/* Parse the blank-separated options. 0 on success. */
+/* Parse the blank-separated options (a later one wins, as here always;
+ * avx512-w4a16 takes each once). 0 on success. */
 static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
-                            uint32_t *decode_max_m, int *pf_near, unsigned *streams, char *err,
-                            size_t err_len)
+                            uint32_t *decode_max_m, pk_tuning *t, char *err, size_t err_len)
 {
     *auto_path = 1;
     *decode_max_m = 0; /* 0: the path's default */
-    *pf_near = -1;     /* -1: this CPU's default (a8_decode_defaults) */
-    *streams = 0u;     /* 0: this CPU's default */
+    *t = (pk_tuning){-1, 0u}; /* not given: a8_decode_defaults */
     const char *s = options != NULL ? options : "";
     for (;;) {
         s += strspn(s, " \t");
         if (*s == '\0')
             return 0;
         const size_t len = strcspn(s, " \t");
-        if (len > 5u && strncmp(s, "path=", 5u) == 0) {
+        pk_tuning later = {-1, 0u};
+        if (pk_tuning_option(s, len, &later) == 1) {
+            t->prefetch = later.prefetch >= 0 ? later.prefetch : t->prefetch;
+            t->streams = later.streams != 0u ? later.streams : t->streams;
+        } else if (len > 5u && strncmp(s, "path=", 5u) == 0) {
             const char *v = s + 5;
             const size_t vl = len - 5u;
             if (vl == 4u && strncmp(v, "auto", 4u) == 0) {
@@ -133,14 +137,6 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
                             (int)vl, v);
                 return -1;
             }
-        } else if (len == 12u && strncmp(s, "prefetch=far", 12u) == 0) {
-            *pf_near = A8_PF_FAR;
-        } else if (len == 13u && strncmp(s, "prefetch=near", 13u) == 0) {
-            *pf_near = A8_PF_NEAR_TOO;
-        } else if (len == 13u && strncmp(s, "prefetch=none", 13u) == 0) {
-            *pf_near = A8_PF_NONE;
-        } else if (len == 9u && strncmp(s, "streams=", 8u) == 0 && strchr("124", s[8]) != NULL) {
-            *streams = (unsigned)(s[8] - '0');
         } else if (len > 13u && strncmp(s, "decode_max_m=", 13u) == 0) {
             char num[16] = {0};
             const size_t vl = len - 13u;
@@ -178,12 +174,12 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
  * against streams=1 prefetch=far: streams=2 prefetch=none 1.068x its time,
  * streams=4 prefetch=none 1.079x (median), slower in every round. Not yet
  * measured on Intel: `edgert bench --options streams=4` there. */
-static void a8_decode_defaults(int *pf_near, unsigned *streams)
+static void a8_decode_defaults(const pk_tuning *t, int *pf_near, int *pf_streams,
+                               unsigned *streams)
 {
-    if (*pf_near < 0)
-        *pf_near = pk_cpu_is_intel() ? A8_PF_NEAR_TOO : A8_PF_FAR;
-    if (*streams == 0u)
-        *streams = 1u;
+    *pf_near = t->prefetch >= 0 ? t->prefetch : pk_cpu_is_intel() ? PK_PF_NEAR_TOO : PK_PF_FAR;
+    *pf_streams = t->prefetch >= 0 ? t->prefetch : PK_PF_NONE; /* as measured */
+    *streams = t->streams != 0u ? t->streams : 1u;
 }
 
 static edgert_status a8_init(const edgert_host *host, const char *options, void **state,
@@ -195,10 +191,8 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     int auto_path = 1;
     a8_path path = A8_PATH_VNNI;
     uint32_t decode_max_m = 0;
-    int pf_near = -1;
-    unsigned streams = 0u;
-    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, &pf_near, &streams, err,
-                         err_len) != 0)
+    pk_tuning tuning;
+    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, &tuning, err, err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -248,17 +242,21 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
                        : path == A8_PATH_AMX ? A8_DECODE_MAX_M
                                              : A8_VNNI_DECODE_MAX_M;
     st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
-    a8_decode_defaults(&pf_near, &streams);
+    int pf_near, pf_streams;
+    unsigned streams;
+    a8_decode_defaults(&tuning, &pf_near, &pf_streams, &streams);
     st->pf_near = pf_near;
+    st->pf_streams = pf_streams;
     st->streams = streams;
     static const char *const pf_said[] = {
-        [A8_PF_FAR] = "L2 8 KiB ahead",
-        [A8_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
-        [A8_PF_NONE] = "none",
+        [PK_PF_FAR] = "L2 8 KiB ahead",
+        [PK_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
+        [PK_PF_NONE] = "none",
     };
-    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s%.0u%s",
-             a8_describe_text[path], pf_said[st->pf_near], streams == 1u ? "" : ", ",
-             streams == 1u ? 0u : streams, streams == 1u ? "" : " streams per thread");
+    char more[96];
+    pk_tuning_describe(more, sizeof more, streams, pf_said[pf_streams]);
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s",
+             a8_describe_text[path], pf_said[pf_near], more);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
               a8_path_names[path], auto_path ? " (auto)" : " (forced)");
@@ -552,6 +550,7 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         .sx = (float *)(void *)(scratch + act_bytes) + (size_t)args->m * w->groups,
         .tile_scratch = tiles ? scratch + tile_off : NULL,
         .pf_near = st->pf_near,
+        .pf_streams = st->pf_streams,
         .streams = st->streams,
     };
 
@@ -613,13 +612,14 @@ static double a8_self_test_bound(const void *state, uint32_t m, const pk_sums *s
     return ldexp(s->sum_xw, -11) + ldexp(s->sum_xw, -16) + 1e-30;
 }
 
-/* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), a
- * partial item of 3 (vnni) or 4 (amx) panels, token blocks with tails;
+/* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), 4
+ * panels at m = 1 (2 or 4 streams, the last panel short), a partial item
+ * of 3 (vnni) or 4 (amx) panels, token blocks with tails;
  * m = 40, n = 87 (6 panels) give path amx two token blocks, the second
  * partial, and an item of 2 panels after a full one of 4 */
 static const pk_case a8_cases[] = {
-    {1u, 37u, 256u, A8_GROUP, 1}, {3u, 20u, 128u, A8_GROUP, 1}, {7u, 37u, 256u, A8_GROUP, 1},
-    {10u, 50u, 128u, A8_GROUP, 1}, {40u, 87u, 256u, A8_GROUP, 1},
+    {1u, 37u, 256u, A8_GROUP, 1},  {1u, 61u, 256u, A8_GROUP, 1}, {3u, 20u, 128u, A8_GROUP, 1},
+    {7u, 37u, 256u, A8_GROUP, 1},  {10u, 50u, 128u, A8_GROUP, 1}, {40u, 87u, 256u, A8_GROUP, 1},
 };
 
 static edgert_status a8_self_test(void *state, char *err, size_t err_len)

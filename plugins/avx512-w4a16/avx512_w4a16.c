@@ -62,7 +62,8 @@ typedef struct aw_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
     aw_path path;
     aw_kernels kern;
-    int pf_near;             /* decode: AW_PF_FAR, AW_PF_NEAR_TOO or AW_PF_NONE */
+    int pf_near;             /* decode's prefetch (PK_PF_*) reading one stream */
+    int pf_streams;          /* and reading `streams` at m = 1 */
     unsigned streams;        /* int16 decode, m = 1: panels read side by side */
     char describe[448];      /* the path's description, the prefetch and streams */
 } aw_state;
@@ -164,54 +165,42 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
     return -1;
 }
 
-/* Parse "[path=<name>] [prefetch=far|near]" (blank-separated, each at most
- * once). 0 on success. */
-/* Decode defaults per vendor (a tuning fact: every choice computes the same
- * bits). AMD EPYC (Zen 5), spark-1.7b decode step, 2 threads, 5 interleaved
- * rounds per series: 4 streams without software prefetch took 0.77 of one
- * stream's time with a prefetcht1 8 KiB ahead (median; 58 against 45 GB/s),
- * 2 streams 0.87-0.88 with or without prefetch, 4 streams with it about
- * 1.0: beside four streams the prefetches only compete for fill buffers.
- * Intel (Xeon with AMX): one stream and the far prefetch, as measured
- * there (aw_kern.h) before streams existed; streams not yet measured on
- * Intel, so not its default. */
-static void aw_decode_defaults(int *pf_near, unsigned *streams)
+/* Decode defaults (a tuning fact: every choice computes the same bits).
+ * One stream reads with the far prefetch everywhere (aw_kern.h). At m = 1
+ * the int16 GEMV reads 4 streams without software prefetch except on
+ * Intel; measured on AMD EPYC (Zen 5), spark-1.7b decode step, 2 threads,
+ * series of 5 interleaved rounds: 4 streams without prefetch took
+ * 0.77-0.79 of one far-prefetched stream's time (median; 58 against 45
+ * GB/s), 2 streams 0.87-0.88 with or without prefetch, 4 streams with it
+ * about 1.0 (beside four streams the prefetches only compete for fill
+ * buffers). Intel (Xeon with AMX) keeps one stream, as measured there
+ * before streams existed: streams are not yet measured on Intel. */
+static void aw_decode_defaults(const pk_tuning *t, int *pf_near, int *pf_streams,
+                               unsigned *streams)
 {
-    const int intel = pk_cpu_is_intel();
-    if (*pf_near < 0)
-        *pf_near = intel ? AW_PF_FAR : AW_PF_NONE;
-    if (*streams == 0u)
-        *streams = intel ? 1u : 4u;
+    *pf_near = t->prefetch >= 0 ? t->prefetch : PK_PF_FAR;
+    *pf_streams = t->prefetch >= 0 ? t->prefetch : PK_PF_NONE;
+    *streams = t->streams != 0u ? t->streams : pk_cpu_is_intel() ? 1u : 4u;
 }
 
-static int aw_parse_options(const char *options, int *auto_path, aw_path *path, int *pf_near,
-                            unsigned *streams, char *err, size_t err_len)
+/* Parse "[path=<name>] [prefetch=far|near|none] [streams=1|2|4]"
+ * (blank-separated, each at most once). 0 on success. */
+static int aw_parse_options(const char *options, int *auto_path, aw_path *path, pk_tuning *t,
+                            char *err, size_t err_len)
 {
     *auto_path = 1;
-    *pf_near = -1; /* -1 and 0: not given, aw_decode_defaults decides */
-    *streams = 0u;
-    int seen_path = 0, seen_pf = 0, seen_streams = 0;
+    *t = (pk_tuning){-1, 0u};
+    int seen_path = 0;
     for (const char *s = options; s != NULL && *s != '\0';) {
         s += strspn(s, " \t");
         size_t len = strcspn(s, " \t");
         if (len == 0)
             break;
-        const int pf = len == 12 && strncmp(s, "prefetch=far", 12) == 0    ? AW_PF_FAR
-                       : len == 13 && strncmp(s, "prefetch=near", 13) == 0 ? AW_PF_NEAR_TOO
-                       : len == 13 && strncmp(s, "prefetch=none", 13) == 0 ? AW_PF_NONE
-                                                                          : -1;
-        const unsigned st = len == 9 && strncmp(s, "streams=", 8) == 0 && s[8] != '\0' &&
-                                    strchr("124", s[8]) != NULL
-                                ? (unsigned)(s[8] - '0')
-                                : 0u;
+        const int tuning = pk_tuning_option(s, len, t);
         if (len >= 5 && strncmp(s, "path=", 5) == 0 && !seen_path++) {
             if (aw_parse_path(s + 5, len - 5, auto_path, path, err, err_len) != 0)
                 return -1;
-        } else if (pf >= 0 && !seen_pf++) {
-            *pf_near = pf;
-        } else if (st != 0u && !seen_streams++) {
-            *streams = st;
-        } else {
+        } else if (tuning != 1) {
             edgert_errf(err, err_len,
                         AW_NAME ": init: unexpected option '%.*s' in '%s' (accepted, each once: "
                                 "path=auto|amx|int16|bf16|fma prefetch=far|near|none "
@@ -233,9 +222,8 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
 
     int auto_path = 1;
     aw_path path = AW_PATH_FMA;
-    int pf_near = -1;
-    unsigned streams = 0u;
-    if (aw_parse_options(options, &auto_path, &path, &pf_near, &streams, err, err_len) != 0)
+    pk_tuning tuning;
+    if (aw_parse_options(options, &auto_path, &path, &tuning, err, err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -278,16 +266,25 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
             return EDGERT_E_UNSUPPORTED;
     }
 
-    /* streams: the int16 GEMV's (paths int16 and amx); the others read one */
+    /* streams: the int16 GEMV's (paths int16 and amx); the others read one.
+     * Asked of a forced path without it: refused; under auto, which may
+     * land on such a path on another CPU: one stream, said at debug level. */
     const int int16_decode = path == AW_PATH_INT16 || path == AW_PATH_AMX;
-    if (!int16_decode && streams > 1u) {
-        edgert_errf(err, err_len,
-                    AW_NAME ": init: streams=%u applies to the int16 decode (paths int16 and "
-                            "amx); path=%s reads one stream",
-                    streams, aw_paths[path].name);
-        return EDGERT_E_USAGE;
+    if (!int16_decode && tuning.streams > 1u) {
+        if (!auto_path) {
+            edgert_errf(err, err_len,
+                        AW_NAME ": init: streams=%u applies to the int16 decode (paths int16 "
+                                "and amx); path=%s reads one stream",
+                        tuning.streams, aw_paths[path].name);
+            return EDGERT_E_USAGE;
+        }
+        host->log(host->host_ctx, EDGERT_LOG_DEBUG,
+                  AW_NAME ": streams=%u: path auto chose %s, which reads one stream",
+                  tuning.streams, aw_paths[path].name);
     }
-    aw_decode_defaults(&pf_near, &streams);
+    int pf_near, pf_streams;
+    unsigned streams;
+    aw_decode_defaults(&tuning, &pf_near, &pf_streams, &streams);
     if (!int16_decode)
         streams = 1u;
 
@@ -301,15 +298,17 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     st->path = path;
     st->kern = aw_paths[path].kern;
     st->pf_near = pf_near;
+    st->pf_streams = pf_streams;
     st->streams = streams;
     static const char *const pf_said[] = {
-        [AW_PF_FAR] = "L2 8 KiB ahead",
-        [AW_PF_NEAR_TOO] = "L2 8 KiB and L1 512 B ahead",
-        [AW_PF_NONE] = "none",
+        [PK_PF_FAR] = "L2 8 KiB ahead",
+        [PK_PF_NEAR_TOO] = "L2 8 KiB and L1 512 B ahead",
+        [PK_PF_NONE] = "none",
     };
-    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s%.0u%s",
-             aw_paths[path].describe, pf_said[st->pf_near], streams == 1u ? "" : ", ",
-             streams == 1u ? 0u : streams, streams == 1u ? "" : " streams per thread");
+    char more[96];
+    pk_tuning_describe(more, sizeof more, streams, pf_said[pf_streams]);
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s",
+             aw_paths[path].describe, pf_said[pf_near], more);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, AW_NAME ": instance ready, path %s%s",
               aw_paths[path].name, auto_path ? " (auto)" : " (forced)");
@@ -565,6 +564,7 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         .gsum = (float *)(void *)(scratch + act_bytes),
         .gscale = (float *)(void *)(scratch + act_bytes) + mg,
         .pf_near = st->pf_near,
+        .pf_streams = st->pf_streams,
         .streams = st->streams,
         .tile_scratch = tiles ? scratch + tile_off : NULL,
     };
@@ -608,13 +608,14 @@ static double aw_bound(aw_path path, uint32_t m, double sum_xw, double sum_act, 
     return act + ldexp(sum_xs15, -14) + ldexp(sum_xw, -19) + 1e-30;
 }
 
-/* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), a
- * partial block of 3 panels, row tiles with tails; m = 40 and n = 87 (6
+/* decode (m <= 4) and prefill (m > 4) kernels, panel tails (n % 16), 4
+ * panels at m = 1 (2 or 4 streams, the last panel short), a partial block
+ * of 3 panels, row tiles with tails; m = 40 and n = 87 (6
  * panels) give path amx two row blocks, the second partial, and an item of
  * 2 panels after a full one of 4 */
 static const pk_case aw_cases[] = {
-    {1u, 37u, 256u, AW_GROUP, 0}, {3u, 20u, 128u, AW_GROUP, 1}, {7u, 37u, 256u, AW_GROUP, 0},
-    {10u, 50u, 128u, AW_GROUP, 0}, {40u, 87u, 256u, AW_GROUP, 0},
+    {1u, 37u, 256u, AW_GROUP, 0},  {1u, 61u, 256u, AW_GROUP, 0}, {3u, 20u, 128u, AW_GROUP, 1},
+    {7u, 37u, 256u, AW_GROUP, 0},  {10u, 50u, 128u, AW_GROUP, 0}, {40u, 87u, 256u, AW_GROUP, 0},
 };
 
 static double aw_self_test_bound(const void *state, uint32_t m, const pk_sums *s)

@@ -68,6 +68,7 @@
 
 #include "edgert/plugin.h"
 #include "edgert/version.h"
+#include "plugin_kit.h"
 
 /* The test-only build on emulated AMX tiles (tests/plugins/amxemu) is a
  * plugin of its own, with its own name. */
@@ -94,10 +95,6 @@
  * above it the prefill kernels expand each (panel, group) once into L1 and
  * reuse it for every row. */
 #define AW_DECODE_MAX_M 4u
-/* Decode's software prefetch, the option prefetch=far|near|none (aw_kern.h) */
-#define AW_PF_FAR 0
-#define AW_PF_NEAR_TOO 1
-#define AW_PF_NONE 2
 
 /* Panels per prefill register tile and per parallel_for item in prefill
  * (fma, bf16, int16 paths). */
@@ -183,7 +180,8 @@ typedef struct aw_job {
                              * prefills (fma's uses no activation scratch) */
     float *gsum;
     float *gscale;
-    int pf_near; /* decode: AW_PF_FAR, AW_PF_NEAR_TOO or AW_PF_NONE (aw_kern.h) */
+    int pf_near; /* decode's prefetch reading one stream (PK_PF_*, aw_kern.h) */
+    int pf_streams;   /* decode's prefetch reading `streams` panels side by side */
     unsigned streams; /* decode, m = 1: panels read side by side (1, 2 or 4) */
     uint8_t *tile_scratch; /* path amx's prefill: AW_AMX_SCRATCH bytes per worker */
 } aw_job;

@@ -28,11 +28,11 @@
  *     T0 +2 KiB 42.6, T1 +4 KiB with T0 +1 KiB only 35.0;
  *   - Xeon with AMX (ceiling 38-39 GB/s), 5 rounds: far 26.36 ms per step
  *     median, near 27.17; an earlier build of these kernels (the far
- *     instructions alone, before the two instantiations below) ran at
+ *     instructions alone, before one instantiation per mode) ran at
  *     29.6-30.1 ms in the same windows, where near then won, so the
  *     difference is code generation as much as memory: measure both
  *     (`edgert bench --options prefetch=near`) before changing the default.
- * Each decode kernel is instantiated for each mode (AW_BY_PF), so no line
+ * Each decode kernel is instantiated for each mode (PK_BY_PF), so no line
  * tests the option.
  * Prefetching past the end of the allocation is harmless (prefetches never
  * fault). */
@@ -41,10 +41,10 @@
 
 AW_INLINE void aw_prefetch(const uint8_t *p, int near)
 {
-    if (near == AW_PF_NONE)
+    if (near == PK_PF_NONE)
         return;
     _mm_prefetch((const char *)(p + AW_PF_DIST), _MM_HINT_T1);
-    if (near == AW_PF_NEAR_TOO)
+    if (near == PK_PF_NEAR_TOO)
         _mm_prefetch((const char *)(p + AW_PF_NEAR), _MM_HINT_T0);
 }
 
@@ -54,13 +54,6 @@ AW_INLINE __mmask16 aw_panel_mask(const aw_packed *w, size_t p)
     size_t left = (size_t)w->n - p * AW_PANEL;
     return left >= AW_PANEL ? (__mmask16)0xFFFFu : (__mmask16)((1u << left) - 1u);
 }
-
-/* F(args..., mode) with the job's prefetch mode as a constant: one
- * instantiation per mode, no test per line. */
-#define AW_BY_PF(mode, F, ...)                                                                 \
-    ((mode) == AW_PF_NONE       ? F(__VA_ARGS__, AW_PF_NONE)                                   \
-     : (mode) == AW_PF_NEAR_TOO ? F(__VA_ARGS__, AW_PF_NEAR_TOO)                               \
-                                : F(__VA_ARGS__, AW_PF_FAR))
 
 /* Scale and s * z of one block's meta dwords (see aw_internal.h). */
 AW_INLINE void aw_meta(const uint8_t *meta, __m512 *s, __m512 *sz)

@@ -206,13 +206,13 @@ void aw_bf16_gemm(void *arg, size_t begin, size_t end, unsigned worker)
     const aw_packed *w = j->w;
     (void)worker;
     if (j->m <= AW_DECODE_MAX_M) {
-        const int near = j->pf_near; /* AW_BY_PF: one instantiation per mode */
+        const int near = j->pf_near; /* PK_BY_PF: one instantiation per mode */
         for (size_t p = begin; p < end; p++) {
             switch (j->m) {
-            case 1: AW_BY_PF(near, bf16_decode_panel, j, p, 1); break;
-            case 2: AW_BY_PF(near, bf16_decode_panel, j, p, 2); break;
-            case 3: AW_BY_PF(near, bf16_decode_panel, j, p, 3); break;
-            default: AW_BY_PF(near, bf16_decode_panel, j, p, 4); break;
+            case 1: PK_BY_PF(near, bf16_decode_panel, j, p, 1); break;
+            case 2: PK_BY_PF(near, bf16_decode_panel, j, p, 2); break;
+            case 3: PK_BY_PF(near, bf16_decode_panel, j, p, 3); break;
+            default: PK_BY_PF(near, bf16_decode_panel, j, p, 4); break;
             }
         }
         return;

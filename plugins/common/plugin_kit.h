@@ -98,6 +98,38 @@ int pk_amx_permission(const char *plugin, char *err, size_t err_len);
  */
 int pk_cpu_is_intel(void);
 
+/* ---- decode tuning ------------------------------------------------------------------ */
+
+/* Software prefetch of a streaming GEMV, the option prefetch=far|near|none
+ * (each plugin says what far and near are in its kernel header). */
+#define PK_PF_FAR 0
+#define PK_PF_NEAR_TOO 1 /* far and a near one too */
+#define PK_PF_NONE 2
+
+/* F(args..., mode) with a run-time prefetch mode passed as a constant: one
+ * instantiation of F per mode, so no line of the loop tests the option. */
+#define PK_BY_PF(mode, F, ...)                                                                 \
+    ((mode) == PK_PF_NONE       ? F(__VA_ARGS__, PK_PF_NONE)                                   \
+     : (mode) == PK_PF_NEAR_TOO ? F(__VA_ARGS__, PK_PF_NEAR_TOO)                               \
+                                : F(__VA_ARGS__, PK_PF_FAR))
+
+/* The decode tuning options of the x86 plugins: prefetch=far|near|none and
+ * streams=1|2|4, the panels an m = 1 GEMV reads side by side, each from
+ * its own part of the chunk. Every setting computes the same bits. */
+typedef struct pk_tuning {
+    int prefetch;     /* PK_PF_*, or -1: not given */
+    unsigned streams; /* 1, 2 or 4, or 0: not given */
+} pk_tuning;
+
+/* The options token [s, s + len): 1 if it is a tuning option, stored in
+ * *t; -1 if it is one given before (each once), 0 if it is none of them.
+ * Start from {-1, 0}. */
+int pk_tuning_option(const char *s, size_t len, pk_tuning *t);
+
+/* Streams as the describe strings say them: "" for one stream, else
+ * ", N streams per thread at m = 1 (prefetch: <pf_streams>)". */
+void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char *pf_streams);
+
 /* ---- pack ----------------------------------------------------------------------- */
 
 /* What a layout requires of canonical weights beyond the canonical form. */
