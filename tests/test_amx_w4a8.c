@@ -747,10 +747,12 @@ static void test_refusals(void **state)
      * the panels left over (1001 columns: 63 panels) or fewer panels than
      * streams (37 columns: 3) */
     static const char *const streams[] = {"streams=2 prefetch=none", "streams=4 prefetch=far",
-                                          "prefetch=near streams=4"};
-    static const char *const said[] = {"none, 2 streams per thread",
-                                       "L2 8 KiB ahead, 4 streams per thread",
-                                       "L1 512 B ahead, 4 streams per thread"};
+                                          "prefetch=near streams=4", "streams=4"};
+    static const char *const said[] = {
+        "prefetch: none, 2 streams per thread at m = 1 (prefetch: none)",
+        "4 streams per thread at m = 1 (prefetch: L2 8 KiB ahead)",
+        "4 streams per thread at m = 1 (prefetch: L2 4 KiB and L1 512 B ahead)",
+        "4 streams per thread at m = 1 (prefetch: none)"};
     for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
         b = open_path_opts(f, P_VNNI, streams[i], NULL, 0);
         if (!strstr(edgert_backend_describe(b), said[i]))

@@ -458,10 +458,11 @@ static void test_decode_options_same_bits(void **state)
         {"prefetch=far streams=1", "prefetch: L2 8 KiB ahead"},
         {"path=auto prefetch=near streams=1", "L2 8 KiB and L1 512 B ahead"},
         {"prefetch=none streams=1", "prefetch: none"},
-        {"prefetch=none streams=2", "none, 2 streams per thread"},
-        {"streams=4 prefetch=none", "none, 4 streams per thread"},
-        {"prefetch=far streams=4", "L2 8 KiB ahead, 4 streams per thread"},
-        {"path=int16 prefetch=near streams=2", "L1 512 B ahead, 2 streams per thread"},
+        {"prefetch=none streams=2", "none, 2 streams per thread at m = 1 (prefetch: none)"},
+        {"streams=4", "L2 8 KiB ahead, 4 streams per thread at m = 1 (prefetch: none)"},
+        {"prefetch=far streams=4", "4 streams per thread at m = 1 (prefetch: L2 8 KiB ahead)"},
+        {"path=int16 prefetch=near streams=2",
+         "2 streams per thread at m = 1 (prefetch: L2 8 KiB and L1 512 B ahead)"},
     };
     /* more than one stream is the int16 GEMV's (avx512_vnni) */
     const int vnni =
@@ -640,6 +641,17 @@ static void test_missing_flags(void **state)
     assert_int_equal(p->init(&host, NULL, &inst, err, sizeof err), EDGERT_OK);
     assert_non_null(strstr(p->describe(inst), "fma"));
     assert_int_equal(p->self_test(inst, err, sizeof err), EDGERT_OK);
+    p->fini(inst);
+    inst = NULL;
+    /* streams are the int16 GEMV's: a forced fma refuses them, auto reads
+     * one stream where it lands on fma (the same options work everywhere) */
+    assert_int_equal(p->init(&host, "path=fma streams=4", &inst, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "applies to the int16 decode"));
+    assert_int_equal(p->init(&host, "streams=4", &inst, err, sizeof err), EDGERT_OK);
+    assert_non_null(strstr(p->describe(inst), "fma"));
+    assert_null(strstr(p->describe(inst), "streams"));
+    assert_non_null(strstr(p->describe(inst), "prefetch: L2 8 KiB ahead"));
     p->fini(inst);
     inst = NULL;
 

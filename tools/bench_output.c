@@ -52,6 +52,40 @@ static void json_kspread(json_w *j, const char *key, const char *name, double v,
     json_end_obj(j);
 }
 
+/* The ceiling's reads: each median, the spread of the whole-buffer ones,
+ * the reads in calls. */
+static void json_bandwidth(json_w *jw, const bench_result *r)
+{
+    json_knum(jw, "bandwidth_gbs", r->ceiling_gbs);
+    json_knum(jw, "bandwidth_plain_gbs", r->bw.plain_gbs);
+    json_knum(jw, "bandwidth_prefetch_gbs", r->bw.prefetch_gbs);
+    json_knum(jw, "bandwidth_prefetch_far_gbs", r->bw.far_gbs);
+    json_knum(jw, "bandwidth_streams_gbs", r->bw.streams_gbs);
+    json_key(jw, "bandwidth");
+    json_obj(jw);
+    json_knum(jw, "plain_min", r->bw.plain_min);
+    json_knum(jw, "plain_max", r->bw.plain_max);
+    json_knum(jw, "prefetch_min", r->bw.prefetch_min);
+    json_knum(jw, "prefetch_max", r->bw.prefetch_max);
+    json_knum(jw, "prefetch_far_min", r->bw.far_min);
+    json_knum(jw, "prefetch_far_max", r->bw.far_max);
+    json_kint(jw, "streams", r->bw.streams);
+    json_knum(jw, "streams_min", r->bw.streams_min);
+    json_knum(jw, "streams_max", r->bw.streams_max);
+    json_kint(jw, "bytes", (long long)r->bw.bytes);
+    json_kint(jw, "passes", r->bw.passes);
+    json_knum(jw, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
+    json_knum(jw, "call_sized_prefetch_gbs", r->bw.calls_prefetch_gbs);
+    json_knum(jw, "call_sized_prefetch_far_gbs", r->bw.calls_far_gbs);
+    json_knum(jw, "call_sized_streams_gbs", r->bw.calls_streams_gbs);
+    if (r->bw.calls != 0)
+        json_kint(jw, "call_sized_streams", BW_STREAMS_FEW);
+    else
+        json_kstr(jw, "call_sized_streams", NULL);
+    json_kint(jw, "calls_per_step", (long long)r->bw.calls);
+    json_end_obj(jw);
+}
+
 void bench_print_json(const bench_result *r, const workload *w, const cli *c)
 {
     json_w j;
@@ -63,31 +97,7 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
     json_kstr(&j, "workload", w->name);
     json_kint(&j, "seed", (long long)c->seed);
     if (r->have_decode) {
-        json_knum(&j, "bandwidth_gbs", r->ceiling_gbs);
-        json_knum(&j, "bandwidth_plain_gbs", r->bw.plain_gbs);
-        json_knum(&j, "bandwidth_prefetch_gbs", r->bw.prefetch_gbs);
-        json_knum(&j, "bandwidth_prefetch_far_gbs", r->bw.far_gbs);
-        json_knum(&j, "bandwidth_streams_gbs", r->bw.streams_gbs);
-        json_key(&j, "bandwidth");
-        json_obj(&j);
-        json_knum(&j, "plain_min", r->bw.plain_min);
-        json_knum(&j, "plain_max", r->bw.plain_max);
-        json_knum(&j, "prefetch_min", r->bw.prefetch_min);
-        json_knum(&j, "prefetch_max", r->bw.prefetch_max);
-        json_knum(&j, "prefetch_far_min", r->bw.far_min);
-        json_knum(&j, "prefetch_far_max", r->bw.far_max);
-        json_kint(&j, "streams", r->bw.streams);
-        json_knum(&j, "streams_min", r->bw.streams_min);
-        json_knum(&j, "streams_max", r->bw.streams_max);
-        json_kint(&j, "bytes", (long long)r->bw.bytes);
-        json_kint(&j, "passes", r->bw.passes);
-        json_knum(&j, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
-        json_knum(&j, "call_sized_prefetch_gbs", r->bw.calls_prefetch_gbs);
-        json_knum(&j, "call_sized_prefetch_far_gbs", r->bw.calls_far_gbs);
-        json_knum(&j, "call_sized_streams_gbs", r->bw.calls_streams_gbs);
-        json_kint(&j, "call_sized_streams", BW_STREAMS_FEW);
-        json_kint(&j, "calls_per_step", (long long)r->bw.calls);
-        json_end_obj(&j);
+        json_bandwidth(&j, r);
         json_knum(&j, "bandwidth_call_sized_gbs", r->calls_ceiling_gbs);
         json_knum(&j, "bandwidth_after_gbs", r->ceiling_after_gbs);
     }
@@ -113,7 +123,7 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_kspread(&j, "step_read", "gbs", r->step_read_gbs, r->step_read_min,
                      r->step_read_max);
         json_knum(&j, "fraction_of_step_read", r->fraction_of_step_read);
-        json_kstr(&j, "step_read_loop", bw_loop_name(&r->bw));
+        json_kstr(&j, "step_read_loop", isnan(r->step_read_gbs) ? NULL : bw_loop_name(&r->bw));
         json_key(&j, "window");
         json_obj(&j);
         json_knum(&j, "ceiling_before_gbs", r->ceiling_gbs);

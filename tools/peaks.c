@@ -29,7 +29,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "edgert/edgert.h"
 #include "measure.h"

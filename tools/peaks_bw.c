@@ -171,13 +171,15 @@ static void bw_member(team *t, unsigned id)
 
 /* The reads timed each pass, alternated so drift on a shared machine hits
  * all alike: {streams per thread, prefetch, in calls}. */
-enum { K_PLAIN, K_PAIR, K_FAR, K_FEW, K_MANY, K_CALLS }; /* then the first four in calls */
+/* rows K_CALLS + k repeat rows k = K_PLAIN..K_FEW, read in calls */
+enum { K_PLAIN, K_PAIR, K_FAR, K_FEW, K_MANY, K_CALLS };
 static const struct { unsigned streams; int prefetch; } bw_kinds[] = {
     {1, BW_PF_NONE}, {1, BW_PF_PAIR}, {1, BW_PF_FAR}, {BW_STREAMS_FEW, BW_PF_NONE},
     {BW_STREAMS_MANY, BW_PF_NONE},
     {1, BW_PF_NONE}, {1, BW_PF_PAIR}, {1, BW_PF_FAR}, {BW_STREAMS_FEW, BW_PF_NONE},
 };
 #define BW_KINDS (sizeof bw_kinds / sizeof bw_kinds[0])
+_Static_assert(BW_KINDS == K_CALLS + K_FEW + 1, "bw_kinds: K_CALLS rows repeat K_PLAIN..K_FEW");
 
 static void bw_stat(double *v, unsigned passes, double *med, double *lo, double *hi)
 {
@@ -195,7 +197,7 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
     bytes &= ~(size_t)((4096u * threads) - 1);
     /* Huge pages, as the host gives large packed-weight buffers (core/loader.c):
      * the ceiling is the best read this machine can do. */
-    size_t alloc = (bytes + PF_FAR + 4096 + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
+    size_t alloc = (bytes + PF_FAR_ONLY + 4096 + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
     uint8_t *buf = aligned_alloc(2u << 20, alloc);
 #ifdef MADV_HUGEPAGE
     if (buf)
@@ -239,7 +241,8 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
             j.ncalls = calls ? ncalls : 0;
             j.prefetch = bw_kinds[k].prefetch;
             j.streams = bw_kinds[k].streams;
-            v[k * passes + i] = (double)(calls ? calls_read : read) / team_run(&t, bw_member, &j) / 1e9;
+            double secs = team_run(&t, bw_member, &j);
+            v[k * passes + i] = (double)(calls ? calls_read : read) / secs / 1e9;
         }
     team_stop(&t);
     double lo, hi;

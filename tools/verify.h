@@ -30,7 +30,7 @@ typedef struct verify_result {
     /* added by verify.c (grow at the end only) */
     int refused_cases;         /**< K % group != 0 cases the backend refused cleanly (passes) */
     char tolerance[256];       /**< the tolerance model, one line */
-    char path[256];            /**< the instance's describe() */
+    char path[448];            /**< the instance's describe() */
     double seconds;            /**< wall time of this backend's verify */
     double head_weight_std;    /**< std of the head's dense weights */
     double head_logit_std;     /**< mean over tokens of the dense logits' std over the vocabulary */

@@ -228,8 +228,9 @@ A8_INLINE void decode_streams(const a8_job *j, const size_t *pp, const unsigned 
 }
 
 /* Panels [begin, end) at m = 1 as S streams: part s is [begin + s q, begin
- * + (s + 1) q), q = (end - begin) / S, read side by side; the rest one by
- * one. */
+ * + (s + 1) q), q = (end - begin) / S, read side by side; the rest (under S
+ * panels of a chunk of 64 KiB or more) one by one, with the streams'
+ * prefetch mode, as a chunk of fewer than S panels (small matrices only). */
 A8_INLINE void decode_range(const a8_job *j, size_t begin, size_t end, const unsigned S,
                             const int near)
 {

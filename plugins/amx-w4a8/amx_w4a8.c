@@ -21,8 +21,9 @@
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>",
  * "prefetch=<far|near|none>" (decode's software prefetch, a8_kern.h) and
- * "streams=<1|2|4>" (the panels the m = 1 GEMV reads side by side), both
- * defaulting per vendor (a8_decode_defaults), "decode_max_m=<1..512>"
+ * "streams=<1|2|4>" (the panels the m = 1 GEMV reads side by side; default
+ * 1, prefetch near on Intel and far elsewhere for one stream, none beside
+ * several: a8_decode_defaults), "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with

@@ -28,8 +28,10 @@
  * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto),
  * "prefetch=<far|near|none>" for decode's software prefetch (aw_kern.h) and
  * "streams=<1|2|4>", the panels int16's m = 1 decode reads side by side
- * (aw_kern_int16.c; paths int16 and amx only), blank-separated, each once.
- * Both default per CPU vendor, as measured (aw_decode_defaults).
+ * (aw_kern_int16.c; paths int16 and amx: refused with a forced bf16 or
+ * fma, read as 1 where auto lands on them), blank-separated, each once.
+ * Defaults (aw_decode_defaults): 4 streams except on Intel, the far
+ * prefetch for one stream, none beside several.
  * Any other text is refused with EDGERT_E_USAGE; a path whose CPU flag the
  * host lacks is refused with EDGERT_E_UNSUPPORTED naming the flag.
  *

@@ -19,9 +19,9 @@
 #define AW_UNROLL _Pragma("GCC unroll 32")
 
 /* Software prefetch while streaming codes (decode): a prefetcht1 8 KiB
- * ahead of every 64-byte line (prefetch=far, Intel's default), with
- * prefetch=near a prefetcht0 512 bytes ahead too, with prefetch=none
- * nothing (the default elsewhere, beside 4 streams per thread: see
+ * ahead of every 64-byte line (prefetch=far, the default reading one
+ * stream), with prefetch=near a prefetcht0 512 bytes ahead too, with
+ * prefetch=none nothing (the default beside 2 or 4 streams per thread: see
  * aw_decode_defaults). Measured, the whole spark-1.7b decode step on 2
  * threads, one stream, variants interleaved:
  *   - Zen 5 (quiet): T1 +8 KiB 48.3 GB/s, T0 +1 KiB 47.4, none 43.4,

@@ -270,8 +270,9 @@ AW_INLINE void int16_decode_streams(const aw_job *j, const size_t *pp, const uns
 }
 
 /* Panels [begin, end) at m = 1 as S streams: part s is [begin + s q, begin
- * + (s + 1) q), q = (end - begin) / S, read side by side; the rest one by
- * one. */
+ * + (s + 1) q), q = (end - begin) / S, read side by side; the rest (under S
+ * panels of a chunk of 64 KiB or more) one by one, with the streams'
+ * prefetch mode, as a chunk of fewer than S panels (small matrices only). */
 AW_INLINE void int16_decode_range(const aw_job *j, size_t begin, size_t end, const unsigned S,
                                   const int near)
 {

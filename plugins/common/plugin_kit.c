@@ -64,19 +64,18 @@ int pk_cpu_is_intel(void)
 int pk_tuning_option(const char *s, size_t len, pk_tuning *t)
 {
     static const char *const pf[] = {"prefetch=far", "prefetch=near", "prefetch=none"};
-    for (int i = PK_PF_FAR; i <= PK_PF_NONE; i++) /* in PK_PF_ order */
+    _Static_assert(PK_PF_FAR == 0 && PK_PF_NEAR_TOO == 1 && PK_PF_NONE == 2, "pf[] order");
+    for (int i = 0; i < (int)(sizeof pf / sizeof pf[0]); i++)
         if (len == strlen(pf[i]) && strncmp(s, pf[i], len) == 0) {
             if (t->prefetch >= 0)
                 return -1;
-            t->prefetch = i;
-            return 1;
+            return t->prefetch = i, 1;
         }
     if (len == 9u && strncmp(s, "streams=", 8u) == 0 &&
         (s[8] == '1' || s[8] == '2' || s[8] == '4')) {
         if (t->streams != 0u)
             return -1;
-        t->streams = (unsigned)(s[8] - '0');
-        return 1;
+        return t->streams = (unsigned)(s[8] - '0'), 1;
     }
     return 0;
 }
@@ -86,8 +85,8 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
     if (streams > 1u)
         snprintf(out, out_len, ", %u streams per thread at m = 1 (prefetch: %s)", streams,
                  pf_streams);
-    else if (out_len != 0u)
-        out[0] = '\0';
+    else
+        snprintf(out, out_len, "%s", "");
 }
 
 edgert_status pk_check_init(const char *plugin, const edgert_host *host, void **state, char *err,
