@@ -206,7 +206,12 @@ static edgert_status pack_all(bench_run *b, char *err, size_t err_len)
     /* One canonical tensor per shape, packed into `count` separate buffers:
      * every layer streams its own bytes from DRAM as in a real decode step,
      * while generating 1.7 billion weights would cost ~30 s for values the
-     * timing does not depend on. */
+     * timing does not depend on. Each layer scales the scales by 1 + 2^-10,
+     * so no two layers' packed pages are alike, which a host that merges
+     * identical pages (KSM: peaks_bw.c) could back with one copy. A
+     * precaution: within one run it changed nothing on the AMD EPYC kind
+     * (5 interleaved rounds, step time ratio 1.006 avx512-w4a8, 1.030
+     * avx512-w4a16). */
     for (size_t s = 0; s < w->nshapes && w->ck; s++) /* --weights: the file's own layers */
         for (uint32_t l = 0; l < w->shapes[s].count; l++) {
             window_reset(&smp);
@@ -238,7 +243,10 @@ static edgert_status pack_all(bench_run *b, char *err, size_t err_len)
         }
         r->generate_seconds += measure_now_s() - t0;
         q.view.name = sh->name;
+        const size_t nscales = (size_t)sh->n * ((sh->k + group - 1u) / group);
         for (uint32_t l = 0; l < sh->count; l++) {
+            for (size_t i = 0; l > 0 && i < nscales; i++)
+                q.scales[i] *= 1.0f + 0x1p-10f;
             window_reset(&smp);
             long before = rss_anon_kb();
             double t1 = measure_now_s();

@@ -209,8 +209,9 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
     if (!buf || !v || team_start(&t, threads) != 0)
         goto out;
     /* Fault every page in before timing, with bytes no two pages share: a
-     * host that merges identical pages (KSM) turned a constant-filled 256
-     * MiB buffer into cache hits here (reads of over 1000 GB/s seen). */
+     * host that merges identical pages (KSM) turned constant-filled 256 MiB
+     * buffers into cache hits after some seconds on the AMD EPYC machine
+     * kind (reads of over 1000 GB/s in a microbench). */
     uint64_t x = 0x9E3779B97F4A7C15u;
     for (size_t i = 0; i + 8 <= alloc; i += 8) {
         x ^= x << 13;
