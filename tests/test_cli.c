@@ -36,7 +36,8 @@ static void help_lists_what_parses(void)
         "--priority speed", "--backend x", "--explain", "--no-evidence", "--workload x",
         "--phase decode", "--m 1", "--repeat 1", "--seed 1", "--tokens 8", "--quick",
         "--out x", "-o x", "--options x", "--evidence x", "--weights x", "--calibration x",
-        "--scheme x", "--ranges x", "--force", "--golden", "--rows 1", "--calls",
+        "--scheme x", "--ranges x", "--force", "--golden", "--rows 1", "--calls", "--versus x",
+        "--versus-options x",
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         for (size_t j = 0; j < sizeof opts / sizeof opts[0]; j++) {
@@ -533,138 +534,6 @@ static void test_probe_json(void **state)
     free(out);
 }
 
-static double num(er_yaml *y, yaml_node_t *map, const char *key)
-{
-    const char *v = sval(y, map, key);
-    assert_non_null(v);
-    return strtod(v, NULL);
-}
-
-/* bench's compute peaks run AMX tile loops wherever the probe reports AMX.
- * Linux kills a process that runs a tile instruction before it asked for
- * tile data (SIGILL), and the AMX backends ask in their init, so bench must
- * ask for itself when none of them is loaded: here only ref-w4a16 is. On an
- * AMX machine the AMX peaks are then measured; elsewhere they are absent. */
-static void test_bench_peaks_without_amx_backend(void **state)
-{
-    (void)state;
-    char *out, *probe;
-    assert_int_equal(run("probe --json", &probe), 0);
-    const int amx = strstr(probe, "\"amx_int8\"") != NULL &&
-                    strstr(strstr(probe, "cpu_flags_os_disabled"), "\"amx_int8\"") == NULL;
-    free(probe);
-    assert_int_equal(run("bench --manifests " EDGERT_TEST_BACKEND_DIR "/ref-w4a16.yaml "
-                         "--backend ref-w4a16 --json --repeat 1 --m 8 --phase prefill "
-                         "--workload " EDGERT_TEST_FIXTURES "/workloads/tiny.yaml", &out), 0);
-    er_yaml y;
-    char *dir;
-    yaml_node_t *root = parse(out, &y, &dir);
-    yaml_node_t *peaks = er_yaml_get(&y, root, "compute_peaks");
-    assert_non_null(peaks);
-    if (amx) {
-        assert_true(num(&y, peaks, "amx_int8_gops") > 0);
-        print_message("AMX: real tiles (bench's AMX peaks measured with no AMX backend loaded)\n");
-    } else {
-        assert_null(er_yaml_get(&y, peaks, "amx_int8_gops"));
-        print_message("AMX: not on this CPU, so no AMX peaks (bench ran with no AMX backend)\n");
-    }
-    er_yaml_free(&y);
-    tu_rmrf(dir);
-    free(out);
-}
-
-/* edgert bench on a small workload: the JSON contract of issue 3 and figures
- * that are computed, not assumed. */
-static void test_bench_json(void **state)
-{
-    (void)state;
-    char *out;
-    assert_int_equal(run("bench --backend ref-w4a16 --json --repeat 2 --m 8 --threads 2 --workload "
-                         EDGERT_TEST_FIXTURES "/workloads/tiny.yaml", &out), 0);
-    er_yaml y;
-    char *dir;
-    yaml_node_t *root = parse(out, &y, &dir);
-    assert_string_equal(sval(&y, root, "backend"), "ref-w4a16");
-    assert_string_equal(sval(&y, root, "workload"), "tiny");
-    assert_int_equal((int)num(&y, root, "threads"), 2);
-    double bw = num(&y, root, "bandwidth_gbs"), plain = num(&y, root, "bandwidth_plain_gbs"),
-           pf = num(&y, root, "bandwidth_prefetch_gbs"),
-           far = num(&y, root, "bandwidth_prefetch_far_gbs"),
-           st = num(&y, root, "bandwidth_streams_gbs");
-    assert_true(plain > 0 && pf > 0 && far > 0 && st > 0);
-    /* the ceiling is the best of the four reads */
-    assert_true(bw == fmax(fmax(plain, pf), fmax(far, st)));
-    assert_non_null(er_yaml_get(&y, root, "compute_peaks"));
-    yaml_node_t *dec = er_yaml_get(&y, root, "decode");
-    yaml_node_t *ms = er_yaml_get(&y, dec, "ms_per_step");
-    double med = num(&y, ms, "median"), mn = num(&y, ms, "min"), mx = num(&y, ms, "max");
-    assert_true(mn > 0 && mn <= med && med <= mx);
-    double wb = num(&y, dec, "weight_bytes"), exp_wb = num(&y, dec, "expected_weight_bytes");
-    assert_true(fabs(wb - exp_wb) <= 0.02 * exp_wb);
-    double gbs = num(&y, dec, "weight_gbs"), frac = num(&y, dec, "fraction_of_bandwidth");
-    assert_true(fabs(gbs - wb / (med / 1e3) / 1e9) <= 1e-3 * gbs);
-    assert_true(fabs(frac - gbs / bw) <= 1e-3 * frac);
-    assert_true(fabs(num(&y, dec, "tokens_per_s") - 1e3 / med) <= 1e-3 * (1e3 / med));
-    /* the same reads in calls of the step's GEMM sizes: one call per matrix */
-    yaml_node_t *bwo = er_yaml_get(&y, root, "bandwidth");
-    double cbw = num(&y, root, "bandwidth_call_sized_gbs");
-    double cplain = num(&y, bwo, "call_sized_plain_gbs"),
-           cpf = num(&y, bwo, "call_sized_prefetch_gbs"),
-           cfar = num(&y, bwo, "call_sized_prefetch_far_gbs"),
-           cst = num(&y, bwo, "call_sized_streams_gbs");
-    assert_true(cplain > 0 && cpf > 0 && cfar > 0 && cst > 0);
-    assert_true(cbw == fmax(fmax(cplain, cpf), fmax(cfar, cst)));
-    assert_int_equal((int)num(&y, bwo, "call_sized_streams"), 4);
-    /* the interleaved read names its streams per thread: 4 or 8 */
-    int streams = (int)num(&y, bwo, "streams");
-    assert_true(streams == 4 || streams == 8);
-    assert_true(num(&y, bwo, "streams_min") <= st && st <= num(&y, bwo, "streams_max"));
-    assert_int_equal((int)num(&y, bwo, "calls_per_step"), 2 + 2 + 1);
-    assert_true(fabs(num(&y, dec, "fraction_of_call_sized_bandwidth") - gbs / cbw) <=
-                1e-3 * gbs / cbw);
-    /* the step read: ref-w4a16 exposes its packed bytes, so it is measured */
-    yaml_node_t *sr = er_yaml_get(&y, dec, "step_read");
-    assert_non_null(sr);
-    double srg = num(&y, sr, "gbs");
-    assert_true(num(&y, sr, "min") > 0 && num(&y, sr, "min") <= srg && srg <= num(&y, sr, "max"));
-    assert_true(fabs(num(&y, dec, "fraction_of_step_read") - gbs / srg) <= 1e-3 * gbs / srg);
-    /* ... with the loop that read best in calls, named */
-    static const char *const loops[] = {"plain", "prefetched 4 KiB + 1 KiB ahead",
-                                        "prefetched 8 KiB ahead", "4 streams"};
-    const char *loop = sval(&y, dec, "step_read_loop");
-    size_t li = 0;
-    while (li < sizeof loops / sizeof loops[0] && strcmp(loop, loops[li]) != 0)
-        li++;
-    if (li == sizeof loops / sizeof loops[0])
-        fail_msg("step_read_loop '%s' is none of bench's call-sized reads", loop);
-    /* the window: the ceiling before and after the steps, the fraction of
-     * each, flagged unstable exactly when they differ by more than 15% */
-    yaml_node_t *win = er_yaml_get(&y, dec, "window");
-    assert_non_null(win);
-    double before = num(&y, win, "ceiling_before_gbs"), after = num(&y, win, "ceiling_after_gbs");
-    assert_true(before == bw && after > 0 && after == num(&y, root, "bandwidth_after_gbs"));
-    assert_true(fabs(num(&y, win, "fraction_after") - gbs / after) <= 1e-3 * gbs / after);
-    double ratio = (before > after ? before : after) / (before > after ? after : before);
-    assert_string_equal(sval(&y, win, "unstable"), ratio > 1.15 ? "true" : "false");
-    yaml_node_t *pre = er_yaml_get(&y, root, "prefill");
-    assert_int_equal((int)num(&y, pre, "m"), 8);
-    assert_true(num(&y, pre, "gflops") > 0);
-    assert_true(num(&y, pre, "fraction_of_compute_peak") > 0);
-    yaml_node_t *pack = er_yaml_get(&y, root, "pack");
-    assert_true(num(&y, pack, "peak_rss_mb") >= num(&y, pack, "settled_rss_mb") - 1e-6);
-    yaml_node_t *shapes = er_yaml_get(&y, root, "shapes");
-    assert_int_equal(shapes->data.sequence.items.top - shapes->data.sequence.items.start, 3);
-    er_yaml_free(&y);
-    tu_rmrf(dir);
-    free(out);
-    /* bad workload file: exit 4; plan mode: usage error */
-    assert_int_equal(run("bench --workload " EDGERT_TEST_FIXTURES "/workloads/bad-k.yaml", NULL),
-                     4);
-    assert_int_equal(run("bench --device " DEVICES "/x86-avx2.yaml", NULL), 2);
-    assert_int_equal(run("bench --backend " OTHER_ARCH_BACKEND, NULL), 3);
-    assert_int_equal(run("bench --phase sideways", NULL), 2);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -678,8 +547,6 @@ int main(void)
         cmocka_unit_test(test_json_with_bad_manifest),
         cmocka_unit_test(test_list_plugin_name),
         cmocka_unit_test(test_probe_json),
-        cmocka_unit_test(test_bench_json),
-        cmocka_unit_test(test_bench_peaks_without_amx_backend),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

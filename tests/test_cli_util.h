@@ -77,4 +77,12 @@ __attribute__((unused)) static const char *sval(er_yaml *y, yaml_node_t *map, co
     return n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
+/* A key's value as a number; the key must be there. */
+__attribute__((unused)) static double num(er_yaml *y, yaml_node_t *map, const char *key)
+{
+    const char *v = sval(y, map, key);
+    assert_non_null(v);
+    return strtod(v, NULL);
+}
+
 #endif

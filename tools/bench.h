@@ -16,6 +16,19 @@ typedef struct bench_shape {
     size_t packed_bytes;   /* all `count` matrices */
 } bench_shape;
 
+/* --versus: the other backend's decode steps, timed in pairs with this
+ * run's (bench_decode.c). */
+typedef struct bench_versus {
+    char backend[64];
+    char path[448];
+    unsigned pairs;  /* pairs of steps timed */
+    unsigned faster; /* pairs in which the other backend's step was the shorter */
+    double ms_median, ms_min, ms_max, weight_gbs;
+    double fraction_of_bandwidth, fraction_after; /* of this run's two ceilings */
+    uint64_t weight_bytes;
+    double ratio_median, ratio_min, ratio_max; /* its step time over this one's, per pair */
+} bench_versus;
+
 typedef struct bench_result {
     char backend[64];
     char path[448];        /* the instance's describe() */
@@ -26,6 +39,7 @@ typedef struct bench_result {
     peak_result peaks;
     int have_decode, have_prefill;
     int decode_calls;      /* 1: timed as edgert_gemm calls (--calls), 0: as edgert_step */
+    unsigned steps;        /* timed decode steps */
     double step_ms_median, step_ms_min, step_ms_max;
     double tokens_per_s, weight_gbs, fraction_of_bandwidth;
     double fraction_of_calls_ceiling;
@@ -46,6 +60,8 @@ typedef struct bench_result {
     double pack_seconds, generate_seconds, peak_rss_mb, settled_rss_mb, baseline_rss_mb,
         pack_transient_mb;
     bench_shape shapes[WL_MAX_SHAPES];
+    int have_versus;
+    bench_versus vs;
 } bench_result;
 
 /** The PEAK_* family a kernel's prefill relies on: the first instruction
@@ -57,6 +73,9 @@ int bench_compute_family(const char *path, int activation_bits, const peak_resul
 /** Ceilings before and after the decode further apart than this (the larger
  *  over the smaller, minus 1) flag the run as unstable. */
 #define BENCH_UNSTABLE 0.15
+
+/** --versus: pairs of decode steps when --repeat does not say. */
+#define BENCH_VERSUS_PAIRS 15u
 
 /** Print a result: one JSON object on stdout, or the text report
  *  (bench_output.c). */

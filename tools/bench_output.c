@@ -86,6 +86,31 @@ static void json_bandwidth(json_w *jw, const bench_result *r)
     json_end_obj(jw);
 }
 
+/* "versus": the other backend's steps, paired with this one's; null
+ * without --versus. */
+static void json_versus(json_w *j, const bench_result *r, const cli *c)
+{
+    const bench_versus *v = &r->vs;
+    json_key(j, "versus");
+    if (!r->have_versus) {
+        json_null(j);
+        return;
+    }
+    json_obj(j);
+    json_kstr(j, "backend", v->backend);
+    json_kstr(j, "path", v->path);
+    json_kstr(j, "options", c->versus_options);
+    json_kint(j, "pairs", v->pairs);
+    json_kspread(j, "ms_per_step", "median", v->ms_median, v->ms_min, v->ms_max);
+    json_kint(j, "weight_bytes", (long long)v->weight_bytes);
+    json_knum(j, "weight_gbs", v->weight_gbs);
+    json_knum(j, "fraction_before", v->fraction_of_bandwidth);
+    json_knum(j, "fraction_after", v->fraction_after);
+    json_kspread(j, "step_ratio", "median", v->ratio_median, v->ratio_min, v->ratio_max);
+    json_kint(j, "shorter_in_pairs", v->faster);
+    json_end_obj(j);
+}
+
 void bench_print_json(const bench_result *r, const workload *w, const cli *c)
 {
     json_w j;
@@ -133,11 +158,12 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_kbool(&j, "unstable", r->window_unstable);
         json_knum(&j, "unstable_above", BENCH_UNSTABLE);
         json_end_obj(&j);
-        json_kint(&j, "steps", c->repeat ? c->repeat : 5);
+        json_kint(&j, "steps", r->steps);
         json_end_obj(&j);
     } else {
         json_null(&j);
     }
+    json_versus(&j, r, c);
     json_key(&j, "prefill");
     if (r->have_prefill) {
         json_obj(&j);
@@ -186,7 +212,7 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                 r->bw.calls_streams_gbs, BW_STREAMS_FEW);
         tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps (%s) = %.2f tok/s (GEMM "
                 "only); %.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
-                r->step_ms_median, r->step_ms_min, r->step_ms_max, c->repeat ? c->repeat : 5,
+                r->step_ms_median, r->step_ms_min, r->step_ms_max, r->steps,
                 r->decode_calls ? "edgert_gemm calls" : "edgert_step",
                 r->tokens_per_s, r->weight_bytes / 1e6,
                 8.0 * r->weight_bytes / (double)wl_weights(w), r->weight_gbs,
@@ -208,6 +234,17 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                                  fmin(r->ceiling_gbs, r->ceiling_after_gbs) -
                              1.0),
                     100.0 * BENCH_UNSTABLE);
+    }
+    if (r->have_versus) {
+        const bench_versus *v = &r->vs;
+        tprintf("versus:  %s (%s), its steps and these in %u pairs, each pair's order "
+                "alternating:\n         %.2f ms/step median [%.2f..%.2f], %.1f MB/step at %.2f GB/s"
+                " = %.3f / %.3f of the ceilings\n",
+                v->backend, v->path, v->pairs, v->ms_median, v->ms_min, v->ms_max,
+                v->weight_bytes / 1e6, v->weight_gbs, v->fraction_of_bandwidth, v->fraction_after);
+        tprintf("         its step time over %s's, pair by pair: %.3f median [%.3f..%.3f]; its "
+                "step the shorter in %u of %u pairs\n",
+                r->backend, v->ratio_median, v->ratio_min, v->ratio_max, v->faster, v->pairs);
     }
     if (r->have_prefill) {
         tprintf("peaks:  ");

@@ -29,6 +29,8 @@ typedef struct cli {
     /* bench / verify / calibrate */
     const char *workload;     /**< --workload FILE.yaml, NULL = spark-1.7b */
     const char *options;      /**< --options STR, passed to the plugin's init */
+    const char *versus;       /**< bench --versus NAME: decode steps paired with this one's */
+    const char *versus_options; /**< bench --versus-options STR: options for --versus */
     const char *out;          /**< --out FILE (calibrate) */
     const char *evidence;     /**< --evidence FILE: read evidence from here */
     bench_phase phase;

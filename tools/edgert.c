@@ -181,6 +181,12 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --calls             time decode as one edgert_gemm per GEMM instead of one\n"
                 "                      edgert_step per decode step (which reads the next\n"
                 "                      weights' head while a GEMM's last chunks finish)\n"
+                "  --versus NAME       decode only: NAME's steps too, alternating with\n"
+                "                      --backend's in pairs (AB, BA, ...), and the ratio of\n"
+                "                      their step times pair by pair: both in one window of a\n"
+                "                      shared machine's bandwidth. --repeat: pairs (default 15)\n"
+                "  --versus-options STR  plugin options for --versus (to compare options,\n"
+                "                      name the same backend as --backend)\n"
                 "  --seed N            weight generator seed (default 1)\n"
                 "  --evidence FILE     evidence to pick the backend by (as 'edgert select')\n"
                 "  --no-evidence       pick the backend by declared figures only\n\n");
@@ -234,7 +240,7 @@ enum {
     OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
     OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
     OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
-    OPT_CALLS
+    OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS
 };
 
 /* Which command takes which command-specific option. */
@@ -264,6 +270,8 @@ static int allowed(const char *cmd, int o)
         {OPT_GOLDEN, " export "},
         {OPT_ROWS, " export "},
         {OPT_CALLS, " bench "},
+        {OPT_VERSUS, " bench "},
+        {OPT_VERSUS_OPTIONS, " bench "},
         {OPT_OPTIONS, " bench verify pack "},
         {OPT_EVIDENCE, " select list bench "},
     };
@@ -311,7 +319,7 @@ static int append_disable(cli *c, const char *list)
  * --sysroot ('' is /) may be empty. */
 static int empty_refused(int o)
 {
-    return o != OPT_OPTIONS && o != OPT_DISABLE && o != OPT_SYSROOT;
+    return o != OPT_OPTIONS && o != OPT_VERSUS_OPTIONS && o != OPT_DISABLE && o != OPT_SYSROOT;
 }
 
 /* Length: the option table and one switch case per option, every option of
@@ -352,6 +360,8 @@ static int parse_args(cli *c, int argc, char **argv)
         {"golden", no_argument, 0, OPT_GOLDEN},
         {"rows", required_argument, 0, OPT_ROWS},
         {"calls", no_argument, 0, OPT_CALLS},
+        {"versus", required_argument, 0, OPT_VERSUS},
+        {"versus-options", required_argument, 0, OPT_VERSUS_OPTIONS},
         {0, 0, 0, 0},
     };
     c->m = 512;
@@ -424,6 +434,8 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_FORCE: c->force = 1; break;
         case OPT_GOLDEN: c->golden = 1; break;
         case OPT_CALLS: c->calls = 1; break;
+        case OPT_VERSUS: c->versus = optarg; break;
+        case OPT_VERSUS_OPTIONS: c->versus_options = optarg; break;
         case OPT_PHASE:
             if (strcmp(optarg, "decode") == 0)
                 c->phase = PHASE_DECODE;
