@@ -181,14 +181,24 @@ static void test_bench_versus(void **state)
     assert_true(rmin >= bmin / amax * (1 - 1e-4) && rmax <= bmax / amin * (1 + 1e-4));
     double shorter = num(&y, vs, "shorter_in_pairs");
     assert_true(shorter >= 0 && shorter <= 3);
-    assert_true((rmin < 1.0) == (shorter > 0)); /* a pair's ratio below 1 is a shorter step */
+    /* a pair's ratio below 1 is a shorter step (the JSON rounds to 6 digits) */
+    assert_true(shorter > 0 ? rmin < 1.0 + 1e-5 : rmin >= 1.0 - 1e-5);
     /* against --backend's window */
     double bw = num(&y, root, "bandwidth_gbs"), gbs = num(&y, vs, "weight_gbs");
     assert_true(fabs(gbs - num(&y, vs, "weight_bytes") / (bmed / 1e3) / 1e9) <= 1e-3 * gbs);
     assert_true(fabs(num(&y, vs, "fraction_before") - gbs / bw) <= 1e-3 * gbs / bw);
+    double after = num(&y, root, "bandwidth_after_gbs");
+    assert_true(fabs(num(&y, vs, "fraction_after") - gbs / after) <= 1e-3 * gbs / after);
     er_yaml_free(&y);
     assert_non_null(strstr(out, "\"prefill\":null")); /* --phase both: decode, with --versus */
     tu_rmrf(dir);
+    free(out);
+
+    /* the text report names the other backend, its options, the default 16 pairs */
+    assert_int_equal(run("bench --backend ref-w4a16 --versus ref-w4a16 --versus-options '' "
+                         "--workload " TINY, &out), 0);
+    assert_non_null(strstr(out, "versus:  ref-w4a16 (portable C"));
+    assert_non_null(strstr(out, "with --versus-options \"\", its steps and these in 16 pairs"));
     free(out);
 
     /* without --versus the key is there, null */
@@ -200,6 +210,12 @@ static void test_bench_versus(void **state)
     assert_int_equal(run("bench --versus ref-w4a16 --phase prefill --workload " TINY, NULL), 2);
     assert_int_equal(run("bench --versus-options path=fma --workload " TINY, NULL), 2);
     assert_int_equal(run("select --versus ref-w4a16", NULL), 2);
+    /* the options reach --versus's backend (ref-w4a16 takes none), and the
+     * error says so */
+    assert_int_equal(run_all("bench --backend ref-w4a16 --versus ref-w4a16 --versus-options x=1 "
+                             "--workload " TINY, &out), 2);
+    assert_non_null(strstr(out, "edgert bench: --versus: "));
+    free(out);
     assert_int_equal(run("bench --backend ref-w4a16 --versus no-such-backend --workload " TINY,
                          NULL), 3);
     assert_int_equal(run("bench --backend ref-w4a16 --versus " OTHER_ARCH_BACKEND

@@ -22,6 +22,8 @@
  *             prompt computes logits for its last token only), weighted by
  *             its count: tokens/s, GFLOP/s (2·M·N·K), fraction of the compute
  *             peak of the family the kernel relies on.
+ *   versus    (--versus B) B's decode steps timed in pairs with these
+ *             (tools/bench_decode.c, which times the decode phase).
  * Progress goes to stderr only when it is a terminal; stdout has the result.
  */
 #define _GNU_SOURCE
@@ -217,8 +219,8 @@ static edgert_status pack_all(bench_run *b, char *err, size_t err_len)
         const wl_shape *sh = &w->shapes[s];
         double t0 = measure_now_s();
         edgert_qtensor q;
-        st = gen_qtensor(b->ctx, sh->n, sh->k, group, sym, matrix_seed(b->c->seed, s, 0), 0.02f,
-                         &q);
+        st = gen_qtensor(b->ctx, sh->n, sh->k, group, sym,
+                         matrix_seed(b->c->seed + b->salt, s, 0), 0.02f, &q);
         if (st != EDGERT_OK) {
             edgert_errf(err, err_len, "cannot generate %s [%u x %u]", sh->name, sh->n, sh->k);
             goto out;
@@ -265,7 +267,6 @@ out:
     }
     return st;
 }
-
 
 /* 4. Prefill: each shape once with m rows (a head with 1), median of the
  * repeats, weighted by its count; against the compute peak of the family
@@ -315,8 +316,7 @@ static edgert_status prefill(bench_run *b, unsigned m, const float *x, float *y,
     return EDGERT_OK;
 }
 
-/* Open backend `name` with `options` into b (its ctx, c, w and r set) and
- * pack the workload's weights for it. */
+/* Open backend `name` with `options` into b (its ctx, c, w and r set). */
 static edgert_status run_open(bench_run *b, const char *name, const char *options, char *err,
                               size_t err_len)
 {
@@ -327,12 +327,17 @@ static edgert_status run_open(bench_run *b, const char *name, const char *option
     r->step_read_gbs = r->step_read_min = r->step_read_max = r->fraction_of_step_read = NAN;
     b->cand = edgert_candidate_find(b->ctx, name);
     edgert_status st = edgert_backend_open(b->ctx, name, options, &b->be, err, err_len);
-    if (st != EDGERT_OK)
-        return st;
-    snprintf(r->path, sizeof r->path, "%s", edgert_backend_describe(b->be));
-    st = pack_all(b, err, err_len);
     if (st == EDGERT_OK)
-        r->expected_weight_bytes =
+        snprintf(r->path, sizeof r->path, "%s", edgert_backend_describe(b->be));
+    return st;
+}
+
+/* Pack the workload's weights for b's backend. */
+static edgert_status run_pack(bench_run *b, char *err, size_t err_len)
+{
+    edgert_status st = pack_all(b, err, err_len);
+    if (st == EDGERT_OK)
+        b->r->expected_weight_bytes =
             (uint64_t)((double)wl_weights(b->w) * b->cand->layout.bits_per_weight / 8.0 + 0.5);
     return st;
 }
@@ -358,12 +363,28 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     float *x = NULL, *y = NULL;
     memset(r, 0, sizeof *r);
     edgert_status st = run_open(&b, backend, c->options, err, err_len);
-    if (st == EDGERT_OK && c->versus) { /* both packed at once: the steps alternate */
+    /* --versus: both open before either packs (a backend that cannot run
+     * here is said at once), both packed at once (the steps alternate); its
+     * generated weights from another seed, so no page of one run's is a
+     * page of the other's (a host that merges identical pages could back
+     * them with one copy: pack_all) */
+    if (st == EDGERT_OK && c->versus) {
         vs.r = calloc(1, sizeof *vs.r);
-        st = vs.r ? run_open(&vs, c->versus, c->versus_options, err, err_len) : EDGERT_E_NOMEM;
-        if (st == EDGERT_E_NOMEM && !vs.r)
+        vs.salt = 1u;
+        if (!vs.r) {
             edgert_errf(err, err_len, "out of memory");
+            st = EDGERT_E_NOMEM;
+        } else {
+            char verr[768] = "";
+            st = run_open(&vs, c->versus, c->versus_options, verr, sizeof verr);
+            if (st != EDGERT_OK)
+                edgert_errf(err, err_len, "--versus: %s", verr);
+        }
     }
+    if (st == EDGERT_OK)
+        st = run_pack(&b, err, err_len);
+    if (st == EDGERT_OK && vs.r)
+        st = run_pack(&vs, err, err_len);
     if (st != EDGERT_OK)
         goto out;
 

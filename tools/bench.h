@@ -75,7 +75,7 @@ int bench_compute_family(const char *path, int activation_bits, const peak_resul
 #define BENCH_UNSTABLE 0.15
 
 /** --versus: pairs of decode steps when --repeat does not say. */
-#define BENCH_VERSUS_PAIRS 15u
+#define BENCH_VERSUS_PAIRS 16u
 
 /** Print a result: one JSON object on stdout, or the text report
  *  (bench_output.c). */
@@ -83,8 +83,8 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c);
 void bench_print_text(const bench_result *r, const workload *w, const cli *c);
 
 /** bench_backend's flags: BENCH_STEPS_ONLY times the decode steps without
- *  measuring the read ceiling around them (ceiling_gbs and the fractions
- *  stay 0): `edgert calibrate` stores tokens/s only, and the two 1 GiB
+ *  measuring the read ceiling around them (ceiling_gbs stays 0, the
+ *  fractions NaN): `edgert calibrate` stores tokens/s only, and the two 1 GiB
  *  ceilings cost more than a small workload's steps (most of a quick
  *  calibrate under ASan or qemu). */
 #define BENCH_STEPS_ONLY 1u

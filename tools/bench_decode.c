@@ -220,7 +220,8 @@ static void plan_finish(step_plan *p, unsigned reps)
 /* 3. Whole decode steps, M = 1: rep 0 warms up, then `reps` timed steps;
  * the median step and each shape's median share of it. With vs, each rep
  * is a pair: one step of each run, the first in turn (b then vs, vs then
- * b, ...), so whatever the machine's bandwidth does meets both alike; the
+ * b, ...; an even number of pairs by default, so each run goes first as
+ * often), so whatever the machine's bandwidth does meets both alike; the
  * pair's ratio is vs's step time over b's, in b->r->vs. */
 static edgert_status decode_steps(bench_run *b, bench_run *vs, const step_call *order,
                                   size_t ncalls, const float *x, float *y, char *err,
@@ -238,7 +239,8 @@ static edgert_status decode_steps(bench_run *b, bench_run *vs, const step_call *
         goto out;
     }
     for (unsigned rep = 0; rep <= reps && st == EDGERT_OK; rep++) {
-        step_plan *first = vs && (rep & 1u) ? &pb : &pa;
+        /* warm-up and pair 1: b first; then vs first every other pair */
+        step_plan *first = vs && rep > 0u && rep % 2u == 0u ? &pb : &pa;
         step_plan *second = !vs ? NULL : first == &pa ? &pb : &pa;
         st = plan_step(first, order, ncalls, rep, err, err_len);
         if (st == EDGERT_OK && second)
@@ -299,7 +301,7 @@ static void sr_range(void *arg, size_t begin, size_t end, unsigned worker)
 static void decode_step_read(bench_run *b, const step_call *order, size_t ncalls)
 {
     bench_result *r = b->r;
-    const unsigned reps = b->c->repeat ? b->c->repeat : 5;
+    const unsigned reps = b->r->steps; /* as many as the decode timed */
     r->step_read_gbs = r->step_read_min = r->step_read_max = r->fraction_of_step_read = NAN;
     const void **data = calloc(ncalls ? ncalls : 1, sizeof *data);
     size_t *units = calloc(ncalls ? ncalls : 1, sizeof *units);

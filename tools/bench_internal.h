@@ -18,6 +18,7 @@ typedef struct bench_run {
     edgert_backend *be;
     edgert_packed **packed[WL_MAX_SHAPES];
     bench_result *r;
+    unsigned salt; /* generated weights: 0, or another seed (--versus: no two runs alike) */
 } bench_run;
 
 /** Progress on stderr, when it is a terminal (bench.c). */

@@ -184,7 +184,7 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --versus NAME       decode only: NAME's steps too, alternating with\n"
                 "                      --backend's in pairs (AB, BA, ...), and the ratio of\n"
                 "                      their step times pair by pair: both in one window of a\n"
-                "                      shared machine's bandwidth. --repeat: pairs (default 15)\n"
+                "                      shared machine's bandwidth. --repeat: pairs (default 16)\n"
                 "  --versus-options STR  plugin options for --versus (to compare options,\n"
                 "                      name the same backend as --backend)\n"
                 "  --seed N            weight generator seed (default 1)\n"
