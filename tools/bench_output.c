@@ -191,11 +191,20 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
     json_finish(&j);
 }
 
+/* ` with --FLAG "OPTS"` in buf, or "" when no options were given. */
+static const char *given_options(char *buf, size_t len, const char *flag, const char *opts)
+{
+    if (!opts)
+        return "";
+    snprintf(buf, len, " with --%s \"%s\"", flag, opts);
+    return buf;
+}
+
 void bench_print_text(const bench_result *r, const workload *w, const cli *c)
 {
-    tprintf("bench: %s (%s)%s%s%s on %s, %u threads\n", r->backend, r->path,
-            c->options ? " with --options \"" : "", c->options ? c->options : "",
-            c->options ? "\"" : "", w->name, r->threads);
+    char opts[512];
+    tprintf("bench: %s (%s)%s on %s, %u threads\n", r->backend, r->path,
+            given_options(opts, sizeof opts, "options", c->options), w->name, r->threads);
     tprintf("pack:    %.2f s (+%.2f s generating), RssAnon %.1f MB before, peak %.1f MB, settled "
             "%.1f MB; transient above packed %.1f MB\n",
             r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
@@ -240,12 +249,12 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
     }
     if (r->have_versus) {
         const bench_versus *v = &r->vs;
-        tprintf("versus:  %s (%s)%s%s%s, its steps and these in %u pairs, each pair's order "
+        tprintf("versus:  %s (%s)%s, its steps and these in %u pairs, each pair's order "
                 "alternating:\n         %.2f ms/step median [%.2f..%.2f], %.1f MB/step at %.2f GB/s"
                 " = %.3f / %.3f of the ceilings\n",
-                v->backend, v->path, c->versus_options ? " with --versus-options \"" : "",
-                c->versus_options ? c->versus_options : "", c->versus_options ? "\"" : "",
-                v->pairs, v->ms_median, v->ms_min, v->ms_max,
+                v->backend, v->path,
+                given_options(opts, sizeof opts, "versus-options", c->versus_options), v->pairs,
+                v->ms_median, v->ms_min, v->ms_max,
                 v->weight_bytes / 1e6, v->weight_gbs, v->fraction_of_bandwidth, v->fraction_after);
         tprintf("         its step time over %s's, pair by pair: %.3f median [%.3f..%.3f]; its "
                 "step the shorter in %u of %u pairs\n",
