@@ -370,13 +370,13 @@ edgert_status er_ck_add_layer(edgert_checkpoint *c, const char *name, size_t ple
     return EDGERT_OK;
 }
 
-static const char *dense_format(st_dtype d)
+const char *er_ck_dense_format(st_dtype d)
 {
     return d == ST_F32 ? "dense-f32" : d == ST_F16 ? "dense-f16" : "dense-bf16";
 }
 
 /* GPTQ layers (every P.qweight), then dense linear layers that are not a
- * GPTQ layer's. */
+ * GPTQ layer's, then a tied head. */
 static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *err, size_t len)
 {
     size_t cap = 0;
@@ -409,9 +409,10 @@ static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *
             edgert_layer *l = &c->pub[c->n - 1];
             l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
             l->symmetric = -1;
-            l->format = dense_format(t->dtype);
+            l->format = er_ck_dense_format(t->dtype);
         }
     }
+    st = st ? st : er_ck_tied_head(c, &cap);
     if (st == EDGERT_E_NOMEM)
         er_fail(st, err, len, "%s: out of memory listing the layers", c->sf.path);
     return st;

@@ -41,6 +41,14 @@ int er_ck_is_token_embedding(const char *name);
 /** Whether the file has an output head of its own (lm_head, GPT-NeoX's
  *  embed_out, output): then no head is tied to the embedding. */
 int er_ck_has_head(const st_file *sf);
+/** 1 when a layer's prefix names an output head (lm_head, embed_out,
+ *  output), whatever its tensors (dense P.weight or GPTQ P.qweight). */
+int er_ck_is_head_layer(const char *prefix);
+/** "dense-f32", "dense-f16" or "dense-bf16": a dense layer's format. */
+const char *er_ck_dense_format(st_dtype d);
+/** After the file's own layers: a head tied to the token embedding, listed
+ *  as the dense layer "lm_head" when no layer is an output head. */
+edgert_status er_ck_tied_head(edgert_checkpoint *c, size_t *cap);
 /** 1 when t is a 2-D float "P.weight" that is a linear layer's. */
 int er_ck_is_dense_linear(const st_tensor *t);
 /** Append a layer named name[0..plen) with tensors *s; E_NOMEM. */

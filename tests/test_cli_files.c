@@ -221,7 +221,8 @@ static char *dense_of(const char *dir, const char *file, const char *const *name
 /* quantize unties a head from the token embedding, never from another
  * embedding (OPT's embed_positions came first, and became a 130-row head),
  * and takes GPT-NeoX's embed_out as the head it is (it was skipped as an
- * embedding, and embed_in tied in its place). */
+ * embedding, and embed_in tied in its place); the dense file's own layer
+ * list names the same layers. */
 static void test_quantize_head(void **state)
 {
     (void)state;
@@ -250,6 +251,18 @@ static void test_quantize_head(void **state)
         if (strcmp(h->name, cases[i].head) || h->n != cases[i].head_n)
             fail_msg("case %zu: the head is %s [%u rows], want %s [%u]", i, h->name, h->n,
                      cases[i].head, cases[i].head_n);
+        /* the dense file read as it is lists the same layers, tied head too */
+        edgert_checkpoint *dk = NULL;
+        assert_int_equal(edgert_checkpoint_open(in, &dk, err, sizeof err), EDGERT_OK);
+        assert_int_equal(edgert_checkpoint_layer_count(dk), 2);
+        for (size_t l = 0; l < 2; l++) {
+            const edgert_layer *a = edgert_checkpoint_layer_at(ck, l),
+                               *b = edgert_checkpoint_layer_at(dk, l);
+            if (strcmp(a->name, b->name) || a->n != b->n || a->k != b->k)
+                fail_msg("case %zu, layer %zu: quantized %s [%u x %u], dense %s [%u x %u]", i,
+                         l, a->name, a->n, a->k, b->name, b->n, b->k);
+        }
+        edgert_checkpoint_close(dk);
         edgert_checkpoint_close(ck);
         free(in);
     }

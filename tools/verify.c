@@ -185,8 +185,8 @@ static void print_result(const verify_result *r, const char *error, const char *
     tprintf("  head         k=%u n=%u, %u tokens: top-1 agreement %.4f, mean KL %.4g nats\n",
             r->head_k, r->head_n, r->tokens, r->top1_agreement, r->kl_mean);
     if (c_weights && r->head_source && strcmp(r->head_source, "generated") == 0)
-        tprintf("               (a generated head: %s has no output head of its own, its head "
-                "being tied to the embedding)\n", c_weights);
+        tprintf("               (a generated head: %s has neither an output head nor a "
+                "token embedding for one to be tied to)\n", c_weights);
     if (!isnan(r->top1_vs_reference))
         tprintf("               top-1 agreement with %s on the same quantized weights: %.4f\n",
                 VERIFY_REF, r->top1_vs_reference);

@@ -592,7 +592,11 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
  * P.scales (P.g_idx optional); in a dense file (and for the dense tensors of
  * a GPTQ file, e.g. an unquantized head) every 2-D float tensor "P.weight"
  * whose name does not mark an embedding ("embed", "wte", "word_embeddings"):
- * embeddings are looked up, not multiplied.
+ * embeddings are looked up, not multiplied. A head tied to the token
+ * embedding (no layer is an output head: "lm_head", "embed_out", "output")
+ * is listed last as a dense layer "lm_head" whose weights are the token
+ * embedding's ("embed_tokens", "wte", "word_embeddings", "embed_in"), as
+ * edgert_checkpoint_quantize unties it.
  */
 typedef struct edgert_checkpoint edgert_checkpoint;
 
