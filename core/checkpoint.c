@@ -675,10 +675,12 @@ edgert_status er_weights_summary(struct edgert_ctx *ctx, const char *path, char 
             ctx->weights.has_packed_xxh3 = end && *end == '\0';
         }
     }
-    /* a dense file is quantized for the backend it is packed for
-     * (er_checkpoint_layer_weights): symmetric or not, as that one takes */
+    /* a dense file, and a dense layer of a GPTQ file (symmetric -1: a head
+     * left unquantized, or tied to the embedding), is quantized for the
+     * backend it is packed for (er_checkpoint_layer_weights): symmetric or
+     * not, as that one takes; only a GPTQ layer's zero points are given */
     for (size_t i = 0; c->kind != ER_CK_DENSE && i < c->n && !ctx->weights.asymmetric; i++)
-        if (c->pub[i].symmetric != 1) {
+        if (c->pub[i].symmetric == 0) {
             ctx->weights.asymmetric = 1;
             ctx->weights.first_asym = er_strdup(c->pub[i].name);
         }

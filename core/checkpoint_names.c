@@ -17,13 +17,30 @@ int er_ck_ends_with(const char *s, const char *suf)
     return a > b && strcmp(s + a - b, suf) == 0;
 }
 
+int er_ck_is_head_layer(const char *prefix)
+{
+    return er_ck_ends_with(prefix, "lm_head") || er_ck_ends_with(prefix, "embed_out") ||
+           !strcmp(prefix, "lm_head") || !strcmp(prefix, "embed_out") ||
+           !strcmp(prefix, "output");
+}
+
+/* A tensor "P<suffix>" of an output head P (er_ck_is_head_layer). */
+static int is_head_tensor(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), s = strlen(suffix);
+    char prefix[512];
+    if (n <= s || n - s >= sizeof prefix || strcmp(name + n - s, suffix) != 0)
+        return 0;
+    memcpy(prefix, name, n - s);
+    prefix[n - s] = '\0';
+    return er_ck_is_head_layer(prefix);
+}
+
 /* The names model families give their output head: a linear layer even when
  * its name says "embed" (GPT-NeoX's embed_out). */
 static int is_head_name(const char *name)
 {
-    return er_ck_ends_with(name, "lm_head.weight") ||
-           er_ck_ends_with(name, "embed_out.weight") || !strcmp(name, "lm_head.weight") ||
-           !strcmp(name, "embed_out.weight") || !strcmp(name, "output.weight");
+    return is_head_tensor(name, ".weight");
 }
 
 int er_ck_is_embedding(const char *name)
@@ -45,16 +62,23 @@ int er_ck_is_token_embedding(const char *name)
 int er_ck_has_head(const st_file *sf)
 {
     for (size_t i = 0; i < sf->n; i++)
-        if (is_head_name(sf->t[i].name))
+        if (is_head_name(sf->t[i].name) || is_head_tensor(sf->t[i].name, ".qweight"))
             return 1;
     return 0;
 }
 
-int er_ck_is_head_layer(const char *prefix)
+const st_tensor *er_ck_tied_embedding(const st_file *sf)
 {
-    return er_ck_ends_with(prefix, "lm_head") || er_ck_ends_with(prefix, "embed_out") ||
-           !strcmp(prefix, "lm_head") || !strcmp(prefix, "embed_out") ||
-           !strcmp(prefix, "output");
+    if (er_ck_has_head(sf))
+        return NULL;
+    for (size_t i = 0; i < sf->n; i++) {
+        const st_tensor *t = &sf->t[i];
+        if (t->ndim == 2 && st_is_float(t->dtype) && er_ck_is_token_embedding(t->name) &&
+            t->shape[0] > 0 && t->shape[1] > 0 && t->shape[0] <= UINT32_MAX &&
+            t->shape[1] <= UINT32_MAX)
+            return t;
+    }
+    return NULL;
 }
 
 int er_ck_is_dense_linear(const st_tensor *t)
@@ -64,31 +88,22 @@ int er_ck_is_dense_linear(const st_tensor *t)
            t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX;
 }
 
-/* A head tied to the token embedding: when no layer is an output head, the
- * file's first token embedding (er_ck_is_token_embedding) is also the head, so it
- * is listed last as a dense layer "lm_head", the name `edgert quantize`
- * unties it as. Without it, bench and pack of such a file left out a decode
- * step's largest GEMM, and verify generated a head. */
+/* A head tied to the token embedding (er_ck_tied_embedding), in a file with
+ * linear layers of its own: listed last as a dense layer "lm_head", the
+ * name `edgert quantize` unties it as. Without it, bench and pack of such a
+ * file left out a decode step's largest GEMM, and verify generated a head. */
 edgert_status er_ck_tied_head(edgert_checkpoint *c, size_t *cap)
 {
-    for (size_t i = 0; i < c->n; i++)
-        if (er_ck_is_head_layer(c->names[i]))
-            return EDGERT_OK;
-    for (size_t i = 0; i < c->sf.n; i++) {
-        const st_tensor *t = &c->sf.t[i];
-        if (t->ndim != 2 || !st_is_float(t->dtype) || !er_ck_is_token_embedding(t->name) ||
-            t->shape[0] == 0 || t->shape[1] == 0 || t->shape[0] > UINT32_MAX ||
-            t->shape[1] > UINT32_MAX)
-            continue;
-        er_ck_layer s = {.dense = t};
-        edgert_status st = er_ck_add_layer(c, "lm_head", strlen("lm_head"), &s, cap);
-        if (!st) {
-            edgert_layer *l = &c->pub[c->n - 1];
-            l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
-            l->symmetric = -1;
-            l->format = er_ck_dense_format(t->dtype);
-        }
-        return st;
+    const st_tensor *t = c->n > 0 ? er_ck_tied_embedding(&c->sf) : NULL;
+    if (!t)
+        return EDGERT_OK;
+    er_ck_layer s = {.dense = t};
+    edgert_status st = er_ck_add_layer(c, "lm_head", strlen("lm_head"), &s, cap);
+    if (!st) {
+        edgert_layer *l = &c->pub[c->n - 1];
+        l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
+        l->symmetric = -1;
+        l->format = er_ck_dense_format(t->dtype);
     }
-    return EDGERT_OK;
+    return st;
 }

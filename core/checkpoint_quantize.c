@@ -90,7 +90,6 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
     p->copy = calloc(sf->n + 1, sizeof *p->copy);
     if (!p->l || !p->copy)
         return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
-    const st_tensor *embed = NULL;
     for (size_t i = 0; i < sf->n; i++) {
         const st_tensor *t = &sf->t[i];
         if (strstr(t->name, ".qweight"))
@@ -102,9 +101,6 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
                            "edgert knows, so it cannot be copied to the output", sf->path,
                            t->name, t->dtype_name);
         if (!er_ck_is_dense_linear(t)) {
-            if (!embed && t->ndim == 2 && st_is_float(t->dtype) &&
-                er_ck_is_token_embedding(t->name))
-                embed = t;
             p->copy[p->nc++] = t;
             continue;
         }
@@ -118,17 +114,21 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
         if (!l->name)
             return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     }
-    if (embed && !er_ck_has_head(sf) && embed->shape[1] % 8 == 0 &&
-        embed->shape[0] <= UINT32_MAX && embed->shape[1] <= UINT32_MAX) {
+    if (p->nl == 0)
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: no linear layer to quantize (2-D float "
+                       "P.weight other than an embedding)", sf->path);
+    const st_tensor *embed = er_ck_tied_embedding(sf); /* the reader's rule: the same layers */
+    if (embed && embed->shape[1] % 8)
+        return er_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s' (the head tied to it): K = "
+                       "%llu is not a multiple of 8, which GPTQ's qweight (8 codes per int32) "
+                       "needs", sf->path, embed->name, (unsigned long long)embed->shape[1]);
+    if (embed) {
         qz_layer *l = &p->l[p->nl++]; /* a tied head, untied */
         l->src = embed, l->n = (uint32_t)embed->shape[0], l->k = (uint32_t)embed->shape[1];
         l->name = strdup("lm_head");
         if (!l->name)
             return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", sf->path);
     }
-    if (p->nl == 0)
-        return er_fail(EDGERT_E_PARSE, err, len, "%s: no linear layer to quantize (2-D float "
-                       "P.weight other than an embedding)", sf->path);
     (void)group;
     return EDGERT_OK;
 }

@@ -44,6 +44,7 @@
 #include "safetensors.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "test_st_util.h"
 
 /* The dense checkpoint: odd N, K a multiple of the group and not, three
  * dtypes, a tied head (no lm_head.weight), a 1-D tensor copied as it is. */
@@ -625,38 +626,23 @@ static void test_weights_commands(void **state)
     edgert_close(ctx);
 }
 
-/* A copy of `src` whose first layer's g_idx has inputs 0 and 200 swapped
- * between groups 0 and 1: still a permutation of the groups, out of order. */
+/* The first layer's g_idx with inputs 0 and 200 swapped between groups 0
+ * and 1: still a permutation of the groups, out of order. */
+static void swap_g_idx(const st_tensor *t, unsigned char *d)
+{
+    if (strcmp(t->name, "model.layers.0.self_attn.q_proj.g_idx") == 0) {
+        uint32_t one = 1, zero = 0;
+        memcpy(d, &one, 4);
+        memcpy(d + 4 * 200, &zero, 4);
+    }
+}
+
+/* A copy of `src` with act order (swap_g_idx). */
 static char *act_order_copy(const char *dir, const char *src)
 {
-    char *path = NULL, err[1024] = "";
+    char *path = NULL;
     assert_true(asprintf(&path, "%s/act-order.safetensors", dir) > 0);
-    st_file sf;
-    st_writer w;
-    assert_int_equal(st_open(&sf, src, err, sizeof err), 0);
-    st_writer_init(&w, path);
-    for (size_t i = 0; i < sf.nmeta; i++)
-        assert_int_equal(st_writer_meta(&w, sf.meta[i].key, sf.meta[i].value, err, sizeof err),
-                         0);
-    for (size_t i = 0; i < sf.n; i++)
-        assert_int_equal(st_writer_tensor(&w, sf.t[i].name, sf.t[i].dtype, sf.t[i].ndim,
-                                          sf.t[i].shape, err, sizeof err), 0);
-    assert_int_equal(st_writer_begin(&w, 8, err, sizeof err), 0);
-    for (size_t i = 0; i < sf.n; i++) {
-        size_t n = (size_t)(sf.t[i].end - sf.t[i].begin);
-        unsigned char *d = malloc(n);
-        memcpy(d, st_data(&sf, &sf.t[i]), n);
-        if (strcmp(sf.t[i].name, "model.layers.0.self_attn.q_proj.g_idx") == 0) {
-            uint32_t one = 1, zero = 0;
-            memcpy(d, &one, 4);
-            memcpy(d + 4 * 200, &zero, 4);
-        }
-        assert_int_equal(st_writer_write(&w, d, n, err, sizeof err), 0);
-        free(d);
-    }
-    assert_int_equal(st_writer_commit(&w, err, sizeof err), 0);
-    st_writer_free(&w);
-    st_close(&sf);
+    tu_st_copy(src, path, NULL, swap_g_idx);
     return path;
 }
 

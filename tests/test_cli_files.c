@@ -15,8 +15,10 @@
 #include <sys/wait.h>
 
 #include "internal.h"
+#include "safetensors.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "test_st_util.h"
 
 /* A FIFO or a device named with --manifests is a bad file (exit 4, not 3 for
  * "nothing eligible"), said so, and never opened: reading a FIFO blocks. */
@@ -264,8 +266,80 @@ static void test_quantize_head(void **state)
         }
         edgert_checkpoint_close(dk);
         edgert_checkpoint_close(ck);
+        /* bench takes the same layer for the head (prefill: M = 1) */
+        snprintf(args, sizeof args, "bench --weights %s --backend ref-w4a16 --phase prefill "
+                 "--m 4 --json", in);
+        assert_int_equal(run_all(args, &out), 0);
+        er_yaml y;
+        char *jdir = NULL;
+        yaml_node_t *sh = er_yaml_get(&y, parse(out, &y, &jdir), "shapes");
+        int heads = 0;
+        for (yaml_node_item_t *it = sh->data.sequence.items.start;
+             it < sh->data.sequence.items.top; it++) {
+            yaml_node_t *n = er_yaml_node(&y, *it);
+            int head = strcmp(sval(&y, n, "head"), "true") == 0;
+            heads += head;
+            if (head != (strcmp(sval(&y, n, "name"), cases[i].head) == 0))
+                fail_msg("case %zu: bench's shape %s has head %d", i, sval(&y, n, "name"), head);
+        }
+        assert_int_equal(heads, 1);
+        er_yaml_free(&y);
+        tu_rmrf(jdir);
+        free(out);
         free(in);
     }
+    tu_rmrf(dir);
+}
+
+static int not_the_head(const st_tensor *t)
+{
+    return strncmp(t->name, "lm_head.", 8) != 0;
+}
+
+/* A symmetric GPTQ file whose head is tied to the embedding: the head is a
+ * dense layer, quantized for the backend it is packed for, so a symmetric
+ * layout takes the file (the gate once read the dense head as asymmetric). */
+static void test_tied_head_of_a_gptq_file(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), args[4400], err[1024] = "", *out = NULL;
+    const char *names[] = {"model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight"};
+    const unsigned rows[] = {300, 256};
+    char *in = dense_of(dir, "in.safetensors", names, rows, 2);
+    snprintf(args, sizeof args, "quantize %s %s/q.safetensors --sym", in, dir);
+    assert_int_equal(run_all(args, &out), 0);
+    free(out);
+    /* a third-party GPTQ file whose head is tied: quantize's without lm_head */
+    char *tied = NULL, q[4200];
+    snprintf(q, sizeof q, "%s/q.safetensors", dir);
+    assert_true(asprintf(&tied, "%s/tied-gptq.safetensors", dir) > 0);
+    tu_st_copy(q, tied, not_the_head, NULL);
+    edgert_checkpoint *ck = NULL;
+    assert_int_equal(edgert_checkpoint_open(tied, &ck, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_checkpoint_layer_count(ck), 2);
+    const edgert_layer *h = edgert_checkpoint_layer_at(ck, 1);
+    assert_string_equal(h->name, "lm_head");
+    assert_true(h->n == 300 && h->k == 128 && h->symmetric == -1);
+    edgert_checkpoint_close(ck);
+    const char *paths[1] = {EDGERT_TEST_BACKEND_DIR};
+    edgert_options o = {.struct_size = sizeof o, .manifest_paths = paths,
+                        .manifest_path_count = 1, .weights = tied, .defer_load = 1};
+    edgert_ctx *ctx = NULL;
+    assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
+    int symmetric = 0;
+    for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, i);
+        if (c->layout.symmetric != 1 || c->layout.weight_bits != 4)
+            continue;
+        symmetric++;
+        for (size_t r = 0; r < c->reason_count; r++)
+            if (strncmp(c->reasons[r], "LAYOUT_MISMATCH", 15) == 0)
+                fail_msg("%s: %s", c->name, c->reasons[r]);
+    }
+    assert_true(symmetric > 0); /* amx-w4a8's two manifests, on any arch */
+    edgert_close(ctx);
+    free(tied);
+    free(in);
     tu_rmrf(dir);
 }
 
@@ -276,6 +350,7 @@ int main(void)
         cmocka_unit_test(test_workload_file_checked),
         cmocka_unit_test(test_options_said),
         cmocka_unit_test(test_quantize_head),
+        cmocka_unit_test(test_tied_head_of_a_gptq_file),
         cmocka_unit_test(test_stale_packed_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -206,7 +206,7 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --tokens T          tokens for top-1/KL (default 64)\n"
                 "  --quick             smaller head (N = 16384) and fewer shapes\n"
                 "  --weights FILE      fidelity on a checkpoint's own layers (GPTQ or dense):\n"
-                "                      its dense values (GPTQ: dequantized) as the reference\n"
+                "                      its dense values (GPTQ layers: dequantized) as reference\n"
                 "  --workload FILE     shapes for the SQNR table (see 'edgert bench --help')\n"
                 "  --seed N            generator seed (default 1)\n\n");
     else if (strcmp(cmd, "export") == 0)

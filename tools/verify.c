@@ -73,7 +73,7 @@ edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, c
              !w->ck ? "dense fp32 of the unquantized weights"
              : strcmp(edgert_checkpoint_kind(w->ck), "dense") == 0
                  ? "the file's dense weights, in fp32"
-                 : "the file's GPTQ weights dequantized to fp32");
+                 : "the file's GPTQ weights dequantized to fp32 (dense layers: their own)");
     if (!ctx || !c || !w || !backend) {
         edgert_errf(err, err_len, "verify_backend: bad arguments");
         return EDGERT_E_USAGE;

@@ -135,6 +135,17 @@ int wl_load(const char *path, workload *w, int quiet)
     return bad ? -1 : 0;
 }
 
+/* An output head's layer, by the names the core reads a checkpoint by
+ * (er_ck_is_head_layer in core/checkpoint_names.c, which the library does
+ * not export): lm_head (a head tied to the embedding is listed so too),
+ * GPT-NeoX's embed_out, output. */
+static int is_head_layer(const char *name)
+{
+    size_t n = strlen(name);
+    return (n >= 7 && strcmp(name + n - 7, "lm_head") == 0) ||
+           (n >= 9 && strcmp(name + n - 9, "embed_out") == 0) || strcmp(name, "output") == 0;
+}
+
 /* The role of a layer: its name after the last ".<number>." (the layer
  * index), or the whole name. */
 static const char *role_of(const char *name)
@@ -185,7 +196,7 @@ int wl_from_checkpoint(const char *path, workload *w)
             wl_shape *sh = &w->shapes[w->nshapes++];
             snprintf(sh->name, sizeof sh->name, "%s", role);
             sh->n = l->n, sh->k = l->k;
-            sh->head = strstr(l->name, "lm_head") != NULL;
+            sh->head = is_head_layer(l->name);
         }
         w->shapes[s].count++;
         shape_of[i] = (uint32_t)s;

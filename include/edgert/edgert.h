@@ -596,13 +596,15 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
  * embedding (no layer is an output head: "lm_head", "embed_out", "output")
  * is listed last as a dense layer "lm_head" whose weights are the token
  * embedding's ("embed_tokens", "wte", "word_embeddings", "embed_in"), as
- * edgert_checkpoint_quantize unties it.
+ * edgert_checkpoint_quantize unties it; in a GPTQ file it is a dense layer
+ * too, quantized (round to nearest, group 128) when it is packed.
  */
 typedef struct edgert_checkpoint edgert_checkpoint;
 
 /** One linear layer of a checkpoint. Read-only; owned by the checkpoint. */
 typedef struct edgert_layer {
-    const char *name;      /**< the tensors' prefix, e.g. "model.layers.0.mlp.down_proj" */
+    const char *name;      /**< the tensors' prefix, e.g. "model.layers.0.mlp.down_proj";
+                                "lm_head" for a tied head (the embedding's tensor) */
     uint32_t n, k;         /**< W[n][k]: output channels, inputs */
     uint32_t group;        /**< group size along K; 0 for a dense layer */
     int symmetric;         /**< 1: every zero point is 8; 0: asymmetric; -1: dense */
@@ -701,8 +703,9 @@ typedef struct edgert_quantize_options {
  * above) becomes P.qweight/P.qzeros/P.scales/P.g_idx in GPTQ's v1 layout
  * (zero points stored minus one; the asymmetric quantizer never needs a
  * zero point of 0, which v1 cannot store), every other tensor is copied as
- * it is. A head tied to the embedding (no "lm_head.weight") is untied: the
- * embedding stays dense and "lm_head" is quantized from it. The settings go
+ * it is. A head tied to the embedding (no output head: lm_head, embed_out or
+ * output) is untied: the embedding stays dense and "lm_head" is quantized
+ * from it (the layer edgert_checkpoint_open lists for the input file too). The settings go
  * into the file's metadata and into quantize_config.json beside `out`.
  * One layer is in memory at a time. `out` appears only complete (written to a
  * temporary file and renamed); on failure nothing is left behind.
