@@ -17,23 +17,28 @@ int er_ck_ends_with(const char *s, const char *suf)
     return a > b && strcmp(s + a - b, suf) == 0;
 }
 
-int er_ck_is_head_layer(const char *prefix)
+/* p[0..n) names an output head's layer: lm_head, embed_out, output */
+static int head_prefix(const char *p, size_t n)
 {
-    return er_ck_ends_with(prefix, "lm_head") || er_ck_ends_with(prefix, "embed_out") ||
-           !strcmp(prefix, "lm_head") || !strcmp(prefix, "embed_out") ||
-           !strcmp(prefix, "output");
+    static const char *const end[] = {"lm_head", "embed_out"};
+    for (size_t i = 0; i < sizeof end / sizeof end[0]; i++) {
+        size_t b = strlen(end[i]);
+        if (n >= b && memcmp(p + n - b, end[i], b) == 0)
+            return 1;
+    }
+    return n == 6 && memcmp(p, "output", 6) == 0;
 }
 
-/* A tensor "P<suffix>" of an output head P (er_ck_is_head_layer). */
+int er_ck_is_head_layer(const char *prefix)
+{
+    return head_prefix(prefix, strlen(prefix));
+}
+
+/* A tensor "P<suffix>" of an output head P. */
 static int is_head_tensor(const char *name, const char *suffix)
 {
     size_t n = strlen(name), s = strlen(suffix);
-    char prefix[512];
-    if (n <= s || n - s >= sizeof prefix || strcmp(name + n - s, suffix) != 0)
-        return 0;
-    memcpy(prefix, name, n - s);
-    prefix[n - s] = '\0';
-    return er_ck_is_head_layer(prefix);
+    return n > s && strcmp(name + n - s, suffix) == 0 && head_prefix(name, n - s);
 }
 
 /* The names model families give their output head: a linear layer even when
