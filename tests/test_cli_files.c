@@ -288,6 +288,31 @@ static void test_quantize_head(void **state)
         free(out);
         free(in);
     }
+    /* a tied head with K = 132: the reader lists it; quantize refuses it by
+     * name (GPTQ packs 8 codes per int32), as any such layer, and writes
+     * nothing, where it once left the head tied without a word */
+    char hdr[512];
+    const size_t bytes = (50u * 132u + 16u * 128u) * sizeof(float);
+    snprintf(hdr, sizeof hdr, "{\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":"
+             "[50,132],\"data_offsets\":[0,%zu]},\"model.layers.0.mlp.up_proj.weight\":{"
+             "\"dtype\":\"F32\",\"shape\":[16,128],\"data_offsets\":[%zu,%zu]}}",
+             50u * 132u * sizeof(float), 50u * 132u * sizeof(float), bytes);
+    float *w = calloc(1, bytes);
+    char *odd = tu_safetensors(dir, "odd.safetensors", hdr, w, bytes);
+    free(w);
+    edgert_checkpoint *ok = NULL;
+    assert_int_equal(edgert_checkpoint_open(odd, &ok, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_checkpoint_layer_count(ok), 2);
+    assert_string_equal(edgert_checkpoint_layer_at(ok, 1)->name, "lm_head");
+    edgert_checkpoint_close(ok);
+    snprintf(args, sizeof args, "quantize %s %s/odd-q.safetensors --asym", odd, dir);
+    assert_int_equal(run_all(args, &out), 2);
+    if (!strstr(out, "model.embed_tokens.weight' (the head tied to it): K = 132"))
+        fail_msg("quantize of a tied head with K = 132:\n%s", out);
+    free(out);
+    snprintf(args, sizeof args, "%s/odd-q.safetensors", dir);
+    assert_int_equal(access(args, F_OK), -1);
+    free(odd);
     tu_rmrf(dir);
 }
 
