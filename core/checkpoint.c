@@ -370,13 +370,26 @@ edgert_status er_ck_add_layer(edgert_checkpoint *c, const char *name, size_t ple
     return EDGERT_OK;
 }
 
-const char *er_ck_dense_format(st_dtype d)
+/* A dense layer named name[0..plen), its weights tensor t (2-D float). */
+static edgert_status add_dense(edgert_checkpoint *c, const char *name, size_t plen,
+                               const st_tensor *t, size_t *cap)
 {
-    return d == ST_F32 ? "dense-f32" : d == ST_F16 ? "dense-f16" : "dense-bf16";
+    er_ck_layer s = {.dense = t};
+    edgert_status st = er_ck_add_layer(c, name, plen, &s, cap);
+    if (!st) {
+        edgert_layer *l = &c->pub[c->n - 1];
+        l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
+        l->symmetric = -1;
+        l->format = t->dtype == ST_F32 ? "dense-f32"
+                    : t->dtype == ST_F16 ? "dense-f16" : "dense-bf16";
+    }
+    return st;
 }
 
 /* GPTQ layers (every P.qweight), then dense linear layers that are not a
- * GPTQ layer's, then a tied head. */
+ * GPTQ layer's, then (with layers of its own) a head tied to the token
+ * embedding, er_ck_tied_embedding, as the dense layer "lm_head", quantize's
+ * name for it: else bench and pack would leave out a step's largest GEMM. */
 static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *err, size_t len)
 {
     size_t cap = 0;
@@ -403,16 +416,10 @@ static edgert_status list_layers(edgert_checkpoint *c, const gptq_cfg *g, char *
         size_t plen = strlen(t->name) - strlen(".weight");
         if (!er_ck_is_dense_linear(t) || find2(&c->sf, t->name, plen, ".qweight"))
             continue;
-        er_ck_layer s = {.dense = t};
-        st = er_ck_add_layer(c, t->name, plen, &s, &cap);
-        if (!st) {
-            edgert_layer *l = &c->pub[c->n - 1];
-            l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
-            l->symmetric = -1;
-            l->format = er_ck_dense_format(t->dtype);
-        }
+        st = add_dense(c, t->name, plen, t, &cap);
     }
-    st = st ? st : er_ck_tied_head(c, &cap);
+    const st_tensor *tied = !st && c->n > 0 ? er_ck_tied_embedding(&c->sf) : NULL;
+    st = tied ? add_dense(c, "lm_head", strlen("lm_head"), tied, &cap) : st;
     if (st == EDGERT_E_NOMEM)
         er_fail(st, err, len, "%s: out of memory listing the layers", c->sf.path);
     return st;

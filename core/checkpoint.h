@@ -44,16 +44,8 @@ int er_ck_is_token_embedding(const char *name);
 int er_ck_has_head(const st_file *sf);
 /** The tensor a tied head is: with no head of its own (er_ck_has_head), the
  *  file's first 2-D float token embedding with 0 < N, K <= UINT32_MAX; else
- *  NULL. The one rule of the reader (er_ck_tied_head) and of quantize. */
+ *  NULL. The one rule of the reader (list_layers) and of quantize. */
 const st_tensor *er_ck_tied_embedding(const st_file *sf);
-/** 1 when a layer's prefix names an output head (lm_head, embed_out,
- *  output), whatever its tensors (dense P.weight or GPTQ P.qweight). */
-int er_ck_is_head_layer(const char *prefix);
-/** "dense-f32", "dense-f16" or "dense-bf16": a dense layer's format. */
-const char *er_ck_dense_format(st_dtype d);
-/** After the file's own layers (at least one): the head tied to the token
- *  embedding (er_ck_tied_embedding), listed as the dense layer "lm_head". */
-edgert_status er_ck_tied_head(edgert_checkpoint *c, size_t *cap);
 /** 1 when t is a 2-D float "P.weight" that is a linear layer's. */
 int er_ck_is_dense_linear(const st_tensor *t);
 /** Append a layer named name[0..plen) with tensors *s; E_NOMEM. */

@@ -4,7 +4,7 @@
  * multiplied), which the token embedding a tied head is, and whether the
  * file has an output head of its own. Names as the model families of the
  * Hugging Face hub write them; checkpoint.c reads by them (and lists a tied
- * head as a layer), and checkpoint_quantize.c unties a head by them.
+ * head as a layer), and checkpoint_quantize.c unties the same head.
  */
 #include <stdint.h>
 #include <string.h>
@@ -27,11 +27,6 @@ static int head_prefix(const char *p, size_t n)
             return 1;
     }
     return n == 6 && memcmp(p, "output", 6) == 0;
-}
-
-int er_ck_is_head_layer(const char *prefix)
-{
-    return head_prefix(prefix, strlen(prefix));
 }
 
 /* A tensor "P<suffix>" of an output head P. */
@@ -91,24 +86,4 @@ int er_ck_is_dense_linear(const st_tensor *t)
     return t->ndim == 2 && st_is_float(t->dtype) && er_ck_ends_with(t->name, ".weight") &&
            !er_ck_is_embedding(t->name) && t->shape[0] > 0 && t->shape[1] > 0 &&
            t->shape[0] <= UINT32_MAX && t->shape[1] <= UINT32_MAX;
-}
-
-/* A head tied to the token embedding (er_ck_tied_embedding), in a file with
- * linear layers of its own: listed last as a dense layer "lm_head", the
- * name `edgert quantize` unties it as. Without it, bench and pack of such a
- * file left out a decode step's largest GEMM, and verify generated a head. */
-edgert_status er_ck_tied_head(edgert_checkpoint *c, size_t *cap)
-{
-    const st_tensor *t = c->n > 0 ? er_ck_tied_embedding(&c->sf) : NULL;
-    if (!t)
-        return EDGERT_OK;
-    er_ck_layer s = {.dense = t};
-    edgert_status st = er_ck_add_layer(c, "lm_head", strlen("lm_head"), &s, cap);
-    if (!st) {
-        edgert_layer *l = &c->pub[c->n - 1];
-        l->n = (uint32_t)t->shape[0], l->k = (uint32_t)t->shape[1];
-        l->symmetric = -1;
-        l->format = er_ck_dense_format(t->dtype);
-    }
-    return st;
 }

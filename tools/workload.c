@@ -136,8 +136,8 @@ int wl_load(const char *path, workload *w, int quiet)
 }
 
 /* An output head's layer, by the names the core reads a checkpoint by
- * (er_ck_is_head_layer in core/checkpoint_names.c, which the library does
- * not export): lm_head (a head tied to the embedding is listed so too),
+ * (head_prefix in core/checkpoint_names.c, which the library does not
+ * export): lm_head (a head tied to the embedding is listed so too),
  * GPT-NeoX's embed_out, output. */
 static int is_head_layer(const char *name)
 {
