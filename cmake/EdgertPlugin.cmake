@@ -49,7 +49,8 @@ function(edgert_add_plugin target)
   # the headers only: a plugin links nothing of the core
   target_link_libraries(${target} PRIVATE edgert::headers)
   if(NOT P_NO_KIT AND EDGERT_PLUGIN_KIT_DIR)
-    target_sources(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR}/plugin_kit.c)
+    target_sources(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR}/plugin_kit.c
+      ${EDGERT_PLUGIN_KIT_DIR}/decode_tuning.c)
     target_include_directories(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR})
   endif()
   if(P_LIBS)

@@ -434,12 +434,14 @@ static void test_strides_and_zero_x(void **state)
 /* The decode options (aw_kern.h, aw_kern_int16.c) change no result: every
  * prefetch mode and stream count gives prefetch=far streams=1's bits, on
  * every decode m, for N that leaves a part of the panels over (1000 columns:
- * 63 panels, the last short) and N below one panel per stream (37). */
+ * 63 panels, the last short) and N below one panel per stream (37).
+ * prefetch=auto runs a weight's first m = 1 calls in its two modes in turn
+ * (plugins/common/decode_tuning.c): four calls each, every one checked. */
 static void test_decode_options_same_bits(void **state)
 {
     fx *f = *state;
     AW_OR_SKIP(f);
-    enum { NMAX = 1000, K = 2048, M = 4, V = 7 };
+    enum { NMAX = 1000, K = 2048, M = 4, V = 9 };
     static const uint32_t ns[] = {NMAX, 37};
     char err[512] = "";
     float *w = malloc(sizeof(float) * NMAX * K), *x = malloc(sizeof(float) * M * K);
@@ -463,6 +465,10 @@ static void test_decode_options_same_bits(void **state)
         {"prefetch=far streams=4", "4 streams per thread at m = 1 (prefetch: L2 8 KiB ahead)"},
         {"path=int16 prefetch=near streams=2",
          "2 streams per thread at m = 1 (prefetch: L2 8 KiB and L1 512 B ahead)"},
+        {"prefetch=auto streams=1",
+         "prefetch: auto (L2 8 KiB ahead or none, whichever the last calls ran faster)"},
+        {"streams=4 prefetch=auto", "L2 8 KiB ahead, 4 streams per thread at m = 1 (prefetch: "
+                                    "auto (L2 8 KiB ahead or none, whichever the last"},
     };
     /* more than one stream is the int16 GEMV's (avx512_vnni) */
     const int vnni =
@@ -483,12 +489,17 @@ static void test_decode_options_same_bits(void **state)
                 if (strstr(edgert_backend_describe(b), var[v].said) == NULL)
                     fail_msg("%s: describe says '%s'", var[v].opts, edgert_backend_describe(b));
                 assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_OK);
-                edgert_gemm_args a = {sizeof a, m, x, K, y[v], N};
-                assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_OK);
+                const int calls = strstr(var[v].opts, "auto") != NULL ? 4 : 1;
+                for (int c = 0; c < calls; c++) {
+                    edgert_gemm_args a = {sizeof a, m, x, K, y[v], N};
+                    memset(y[v], 0xFF, sizeof(float) * m * N);
+                    assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_OK);
+                    if (v > 0 && memcmp(y[0], y[v], sizeof(float) * m * N) != 0)
+                        fail_msg("N=%u m=%u: '%s' changed the results (call %d)", N, m,
+                                 var[v].opts, c);
+                }
                 edgert_packed_free(pk);
                 edgert_backend_close(b);
-                if (v > 0 && memcmp(y[0], y[v], sizeof(float) * m * N) != 0)
-                    fail_msg("N=%u m=%u: '%s' changed the results", N, m, var[v].opts);
             }
         }
         edgert_qtensor_free(&t);

@@ -4,7 +4,8 @@
  * them on one shared instance and packed weights, which the plugin contract
  * allows for gemm), on two handles at once, and two handles opened, used and
  * closed by two threads at the same time. For ref-w4a16, and avx512-w4a16
- * where it is eligible.
+ * where it is eligible (also with prefetch=auto, whose records the calls
+ * share).
  *
  * What it guards: the thread pool's concurrent callers (a call made while
  * another thread's call is in flight runs serially on its caller), the host
@@ -46,6 +47,7 @@ typedef struct work {
 typedef struct job {
     edgert_ctx *ctx;
     const char *backend;
+    const char *options; /* the instances' options, or NULL */
     const work *w;
     edgert_backend *shared;      /* a shared instance ... */
     const edgert_packed *packed; /* ... and its packed weights, or NULL */
@@ -92,14 +94,15 @@ static int run_shapes(edgert_backend *b, const edgert_packed *p, const work *w, 
 /* Open an instance, pack, gemm every shape, close: with `record` the results
  * become w's expected ones, else they are checked against them. 0 when all
  * went well. */
-static int pack_and_run(edgert_ctx *ctx, const char *backend, work *w, int record)
+static int pack_and_run(edgert_ctx *ctx, const char *backend, const char *options, work *w,
+                        int record)
 {
     char err[512];
     edgert_backend *b = NULL;
     edgert_packed *p = NULL;
     float *y = malloc(sizeof(float) * cms[1] * CN);
     int rc = -1;
-    if (!y || edgert_backend_open(ctx, backend, NULL, &b, err, sizeof err) != EDGERT_OK ||
+    if (!y || edgert_backend_open(ctx, backend, options, &b, err, sizeof err) != EDGERT_OK ||
         edgert_pack(b, &w->q.view, &p, err, sizeof err) != EDGERT_OK) {
         fprintf(stderr, "%s: %s\n", backend, err);
         goto out;
@@ -128,7 +131,7 @@ static void *worker(void *arg)
     float *y = malloc(sizeof(float) * cms[1] * CN);
     pthread_barrier_wait(j->start);
     for (int it = 0; it < ITERS && y; it++) {
-        if (pack_and_run(j->ctx, j->backend, (work *)j->w, 0) != 0)
+        if (pack_and_run(j->ctx, j->backend, j->options, (work *)j->w, 0) != 0)
             atomic_fetch_add(j->failures, 1);
         if (j->shared && run_shapes(j->shared, j->packed, j->w, y) != 0)
             atomic_fetch_add(j->failures, 1);
@@ -163,15 +166,16 @@ static void free_work(work *w)
 
 /* NTHREADS threads, thread i on handles[i % nhandles]; with `shared`, every
  * thread also runs gemm on one instance and packed weights per handle. */
-static void run_threads(edgert_ctx **handles, int nhandles, const char *backend, work *w,
-                        int shared)
+static void run_threads(edgert_ctx **handles, int nhandles, const char *backend,
+                        const char *options, work *w, int shared)
 {
     char err[512];
     edgert_backend *sb[2] = {NULL, NULL};
     edgert_packed *sp[2] = {NULL, NULL};
     for (int h = 0; shared && h < nhandles; h++) {
-        assert_int_equal(edgert_backend_open(handles[h], backend, NULL, &sb[h], err, sizeof err),
-                         EDGERT_OK);
+        assert_int_equal(
+            edgert_backend_open(handles[h], backend, options, &sb[h], err, sizeof err),
+            EDGERT_OK);
         assert_int_equal(edgert_pack(sb[h], &w->q.view, &sp[h], err, sizeof err), EDGERT_OK);
     }
     pthread_barrier_t start;
@@ -182,7 +186,7 @@ static void run_threads(edgert_ctx **handles, int nhandles, const char *backend,
     job jobs[NTHREADS];
     for (int i = 0; i < NTHREADS; i++) {
         int h = i % nhandles;
-        jobs[i] = (job){handles[h], backend, w, sb[h], sp[h], &start, &failures};
+        jobs[i] = (job){handles[h], backend, options, w, sb[h], sp[h], &start, &failures};
         assert_int_equal(pthread_create(&t[i], NULL, worker, &jobs[i]), 0);
     }
     for (int i = 0; i < NTHREADS; i++)
@@ -202,7 +206,7 @@ static int usable(edgert_ctx *ctx, const char *backend)
     return c && c->eligible && c->loaded;
 }
 
-static void one_handle(const char *backend)
+static void one_handle(const char *backend, const char *options)
 {
     edgert_ctx *ctx = open_handle();
     assert_non_null(ctx);
@@ -212,10 +216,10 @@ static void one_handle(const char *backend)
     }
     work w = {0};
     make_work(&w);
-    assert_int_equal(pack_and_run(ctx, backend, &w, 1), 0);
+    assert_int_equal(pack_and_run(ctx, backend, options, &w, 1), 0);
     edgert_ctx *handles[1] = {ctx};
-    run_threads(handles, 1, backend, &w, 0); /* an instance per thread */
-    run_threads(handles, 1, backend, &w, 1); /* and one shared by all */
+    run_threads(handles, 1, backend, options, &w, 0); /* an instance per thread */
+    run_threads(handles, 1, backend, options, &w, 1); /* and one shared by all */
     free_work(&w);
     edgert_close(ctx);
 }
@@ -232,9 +236,9 @@ static void two_handles(const char *backend)
     }
     work w = {0};
     make_work(&w);
-    assert_int_equal(pack_and_run(a, backend, &w, 1), 0);
+    assert_int_equal(pack_and_run(a, backend, NULL, &w, 1), 0);
     edgert_ctx *handles[2] = {a, b};
-    run_threads(handles, 2, backend, &w, 1);
+    run_threads(handles, 2, backend, NULL, &w, 1);
     free_work(&w);
     edgert_close(b);
     edgert_close(a);
@@ -258,7 +262,7 @@ static void *handle_life(void *arg)
         edgert_selection *sel = NULL;
         if (!ctx || edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, NULL, &sel, NULL, 0) !=
                         EDGERT_OK ||
-            pack_and_run(ctx, j->backend, (work *)j->w, 0) != 0)
+            pack_and_run(ctx, j->backend, NULL, (work *)j->w, 0) != 0)
             atomic_fetch_add(j->failures, 1);
         edgert_selection_free(sel);
         edgert_close(ctx);
@@ -276,7 +280,7 @@ static void handles_opened_at_once(const char *backend)
     }
     work w = {0};
     make_work(&w);
-    assert_int_equal(pack_and_run(ctx, backend, &w, 1), 0);
+    assert_int_equal(pack_and_run(ctx, backend, NULL, &w, 1), 0);
     edgert_close(ctx);
     pthread_barrier_t start;
     assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
@@ -296,7 +300,7 @@ static void handles_opened_at_once(const char *backend)
 static void test_ref_one_handle(void **state)
 {
     (void)state;
-    one_handle("ref-w4a16");
+    one_handle("ref-w4a16", NULL);
 }
 
 static void test_ref_two_handles(void **state)
@@ -314,7 +318,16 @@ static void test_ref_handles_opened_at_once(void **state)
 static void test_avx512_one_handle(void **state)
 {
     (void)state;
-    one_handle("avx512-w4a16");
+    one_handle("avx512-w4a16", NULL);
+}
+
+/* prefetch=auto (plugins/common/decode_tuning.c): its per-weight records and
+ * per-instance choice, under gemm calls from every thread on one shared
+ * instance and packed weights */
+static void test_avx512_one_handle_prefetch_auto(void **state)
+{
+    (void)state;
+    one_handle("avx512-w4a16", "prefetch=auto");
 }
 
 static void test_avx512_two_handles(void **state)
@@ -336,6 +349,7 @@ int main(void)
         cmocka_unit_test(test_ref_two_handles),
         cmocka_unit_test(test_ref_handles_opened_at_once),
         cmocka_unit_test(test_avx512_one_handle),
+        cmocka_unit_test(test_avx512_one_handle_prefetch_auto),
         cmocka_unit_test(test_avx512_two_handles),
         cmocka_unit_test(test_avx512_handles_opened_at_once),
     };

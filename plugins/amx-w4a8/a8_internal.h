@@ -148,6 +148,7 @@ typedef struct a8_packed {
     const void *blob;     /* the packed bytes: pk_blob_header, then the panels */
     size_t blob_bytes;
     char name[40];        /* for error messages; truncated */
+    pk_pf_seen pf_seen;   /* its m = 1 calls, for prefetch=auto (plugin_kit.h) */
 } a8_packed;
 
 /* Bytes of one panel of `groups` groups. */

@@ -20,10 +20,10 @@
  *              and granted, else vnni.
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>",
- * "prefetch=<far|near|none>" (decode's software prefetch, a8_kern.h) and
- * "streams=<1|2|4>" (the panels the m = 1 GEMV reads side by side; default
- * 1, prefetch near on Intel and far elsewhere for one stream, none beside
- * several: a8_decode_defaults), "decode_max_m=<1..512>"
+ * "prefetch=<far|near|none|auto>" (decode's software prefetch, a8_kern.h;
+ * auto: plugin_kit.h) and "streams=<1|2|4>" (the panels the m = 1 GEMV
+ * reads side by side; default 1, prefetch near on Intel and auto
+ * elsewhere: a8_decode_defaults), "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
@@ -57,6 +57,7 @@ typedef struct a8_state {
     int pf_near;             /* decode's prefetch (PK_PF_*) reading one stream */
     int pf_streams;          /* and reading `streams` at m = 1 */
     unsigned streams;        /* decode, m = 1: panels read side by side */
+    pk_pf_auto pf_auto;      /* where one of them is PK_PF_AUTO (plugin_kit.h) */
     char describe[448];      /* the path's description, the prefetch and streams */
 } a8_state;
 
@@ -159,7 +160,7 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
         } else {
             edgert_errf(err, err_len,
                         A8_NAME ": init: unknown option '%.*s' (accepted: path=auto|amx|vnni, "
-                                "decode_max_m=N, prefetch=far|near|none, streams=1|2|4)",
+                                "decode_max_m=N, prefetch=far|near|none|auto, streams=1|2|4)",
                         (int)len, s);
             return -1;
         }
@@ -168,19 +169,25 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
 }
 
 /* Decode defaults per vendor (a8_kern.h; a tuning fact, not a capability:
- * every choice computes the same bits): prefetch near as well on Intel, far
- * only elsewhere; one stream everywhere. Unlike avx512-w4a16's int16 GEMV
- * (aw_decode_defaults), this one gained nothing from more streams on AMD
- * EPYC (Zen 5): spark-1.7b decode step, 2 threads, 5 interleaved rounds,
- * against streams=1 prefetch=far: streams=2 prefetch=none 1.068x its time,
- * streams=4 prefetch=none 1.079x (median), slower in every round. Not yet
- * measured on Intel: `edgert bench --options streams=4` there. */
-static void a8_decode_defaults(const pk_tuning *t, int *pf_near, int *pf_streams,
-                               unsigned *streams)
+ * every choice computes the same bits). One stream everywhere: unlike
+ * avx512-w4a16's int16 GEMV (aw_decode_defaults), this one gained nothing
+ * from more streams on AMD EPYC (Zen 5): spark-1.7b decode step, 2 threads,
+ * 5 interleaved rounds, against streams=1 prefetch=far: streams=2
+ * prefetch=none 1.068x its time, streams=4 prefetch=none 1.079x (median),
+ * slower in every round; again 1.05-1.35x in six paired runs (16 pairs
+ * each) with the host busy. Its prefetch: on Intel near as well, as
+ * measured there; elsewhere auto, far or none by the calls' times, because
+ * on Zen 5 none was faster with the host's memory busy and far with the
+ * weights served fast (plugins/common/decode_tuning.c has the figures).
+ * Neither is yet measured on Intel: `edgert bench --options streams=4`,
+ * `--options prefetch=auto` there. */
+static void a8_decode_defaults(const pk_tuning *t, a8_state *st)
 {
-    *pf_near = t->prefetch >= 0 ? t->prefetch : pk_cpu_is_intel() ? PK_PF_NEAR_TOO : PK_PF_FAR;
-    *pf_streams = t->prefetch >= 0 ? t->prefetch : PK_PF_NONE; /* as measured */
-    *streams = t->streams != 0u ? t->streams : 1u;
+    const int intel = pk_cpu_is_intel();
+    const int with = intel ? PK_PF_NEAR_TOO : PK_PF_FAR; /* the prefetching mode */
+    st->streams = t->streams != 0u ? t->streams : 1u;
+    pk_pf_settle(t->prefetch >= 0 ? t->prefetch : intel ? -1 : PK_PF_AUTO, with, with,
+                 PK_PF_NONE, st->streams, &st->pf_near, &st->pf_streams, &st->pf_auto);
 }
 
 static edgert_status a8_init(const edgert_host *host, const char *options, void **state,
@@ -243,21 +250,18 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
                        : path == A8_PATH_AMX ? A8_DECODE_MAX_M
                                              : A8_VNNI_DECODE_MAX_M;
     st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
-    int pf_near, pf_streams;
-    unsigned streams;
-    a8_decode_defaults(&tuning, &pf_near, &pf_streams, &streams);
-    st->pf_near = pf_near;
-    st->pf_streams = pf_streams;
-    st->streams = streams;
+    a8_decode_defaults(&tuning, st);
     static const char *const pf_said[] = {
         [PK_PF_FAR] = "L2 8 KiB ahead",
         [PK_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
         [PK_PF_NONE] = "none",
     };
-    char more[96];
-    pk_tuning_describe(more, sizeof more, streams, pf_said[pf_streams]);
+    char near[128], beside[128], more[192];
+    pk_pf_said(near, sizeof near, pf_said, st->pf_near, st->pf_auto.mode[0]);
+    pk_pf_said(beside, sizeof beside, pf_said, st->pf_streams, st->pf_auto.mode[0]);
+    pk_tuning_describe(more, sizeof more, st->streams, beside);
     snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s",
-             a8_describe_text[path], pf_said[pf_near], more);
+             a8_describe_text[path], near, more);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
               a8_path_names[path], auto_path ? " (auto)" : " (forced)");
@@ -562,10 +566,19 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         host->parallel_for(host->host_ctx, args->m, 4u, a8_prep, &job);
 
     if (decode) {
+        /* prefetch=auto: this call's mode, timed at m = 1 (the handle's
+         * record is its own mutable part, never const: pack and map made it) */
+        pk_pf_seen *seen = (pk_pf_seen *)&w->pf_seen;
+        unsigned slot = 0;
+        const int timed =
+            pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near, &job.pf_streams, &slot);
+        const uint64_t t0 = timed ? pk_now_ns() : 0u;
         /* about 64 KiB of codes per chunk at least: the hand-off costs
          * microseconds, streaming 64 KiB about as much */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
         host->parallel_for(host->host_ctx, w->panels, grain, a8_vnni_decode, &job);
+        if (timed)
+            pk_pf_auto_done(host, A8_NAME, &st->pf_auto, seen, slot, t0);
     } else {
         const size_t pb = st->path == A8_PATH_AMX ? A8_AMX_PB : A8_PREFILL_PB;
         host->parallel_for(host->host_ctx, (w->panels + pb - 1u) / pb, 1u, st->prefill, &job);

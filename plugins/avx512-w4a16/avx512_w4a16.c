@@ -26,8 +26,8 @@
  *               else the fastest decode this CPU has: int16 if avx512_vnni,
  *               else bf16 if avx512_bf16, else fma.
  * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto),
- * "prefetch=<far|near|none>" for decode's software prefetch (aw_kern.h) and
- * "streams=<1|2|4>", the panels int16's m = 1 decode reads side by side
+ * "prefetch=<far|near|none|auto>" for decode's software prefetch (aw_kern.h;
+ * auto: plugin_kit.h) and "streams=<1|2|4>", the panels int16's m = 1 decode reads side by side
  * (aw_kern_int16.c; paths int16 and amx: refused with a forced bf16 or
  * fma, read as 1 where auto lands on them), blank-separated, each once.
  * Defaults (aw_decode_defaults): 4 streams except on Intel, the far
@@ -67,6 +67,7 @@ typedef struct aw_state {
     int pf_near;             /* decode's prefetch (PK_PF_*) reading one stream */
     int pf_streams;          /* and reading `streams` at m = 1 */
     unsigned streams;        /* int16 decode, m = 1: panels read side by side */
+    pk_pf_auto pf_auto;      /* where one of them is PK_PF_AUTO (plugin_kit.h) */
     char describe[448];      /* the path's description, the prefetch and streams */
 } aw_state;
 
@@ -176,16 +177,21 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
  * GB/s), 2 streams 0.87-0.88 with or without prefetch, 4 streams with it
  * about 1.0 (beside four streams the prefetches only compete for fill
  * buffers). Intel (Xeon with AMX) keeps one stream, as measured there
- * before streams existed: streams are not yet measured on Intel. */
-static void aw_decode_defaults(const pk_tuning *t, int *pf_near, int *pf_streams,
-                               unsigned *streams)
+ * before streams existed: streams are not yet measured on Intel.
+ * prefetch=auto (plugin_kit.h) is not the default beside four streams: on
+ * Zen 5 with the host's memory busy, paired runs (16 pairs each) put none
+ * at 0.981-1.059 of auto's step time (median 0.988: auto's calls in the
+ * other mode cost about 1%) and far at 0.990-1.083 (1.029); only with the
+ * weights resident in L3 did far beat none (0.82-0.91), which no DRAM
+ * window has shown yet. */
+static void aw_decode_defaults(const pk_tuning *t, unsigned streams, aw_state *st)
 {
-    *pf_near = t->prefetch >= 0 ? t->prefetch : PK_PF_FAR;
-    *pf_streams = t->prefetch >= 0 ? t->prefetch : PK_PF_NONE;
-    *streams = t->streams != 0u ? t->streams : pk_cpu_is_intel() ? 1u : 4u;
+    st->streams = streams;
+    pk_pf_settle(t->prefetch, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, streams, &st->pf_near,
+                 &st->pf_streams, &st->pf_auto);
 }
 
-/* Parse "[path=<name>] [prefetch=far|near|none] [streams=1|2|4]"
+/* Parse "[path=<name>] [prefetch=far|near|none|auto] [streams=1|2|4]"
  * (blank-separated, each at most once). 0 on success. */
 static int aw_parse_options(const char *options, int *auto_path, aw_path *path, pk_tuning *t,
                             char *err, size_t err_len)
@@ -205,7 +211,7 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
         } else if (tuning != 1) {
             edgert_errf(err, err_len,
                         AW_NAME ": init: unexpected option '%.*s' in '%s' (accepted, each once: "
-                                "path=auto|amx|int16|bf16|fma prefetch=far|near|none "
+                                "path=auto|amx|int16|bf16|fma prefetch=far|near|none|auto "
                                 "streams=1|2|4)",
                         (int)len, s, options);
             return -1;
@@ -284,11 +290,10 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
                   AW_NAME ": streams=%u: path auto chose %s, which reads one stream",
                   tuning.streams, aw_paths[path].name);
     }
-    int pf_near, pf_streams;
-    unsigned streams;
-    aw_decode_defaults(&tuning, &pf_near, &pf_streams, &streams);
-    if (!int16_decode)
-        streams = 1u;
+    const unsigned streams = !int16_decode         ? 1u
+                             : tuning.streams != 0u ? tuning.streams
+                             : pk_cpu_is_intel()    ? 1u
+                                                    : 4u;
 
     aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
     if (st == NULL) {
@@ -299,18 +304,18 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     st->host = host;
     st->path = path;
     st->kern = aw_paths[path].kern;
-    st->pf_near = pf_near;
-    st->pf_streams = pf_streams;
-    st->streams = streams;
+    aw_decode_defaults(&tuning, streams, st);
     static const char *const pf_said[] = {
         [PK_PF_FAR] = "L2 8 KiB ahead",
         [PK_PF_NEAR_TOO] = "L2 8 KiB and L1 512 B ahead",
         [PK_PF_NONE] = "none",
     };
-    char more[96];
-    pk_tuning_describe(more, sizeof more, streams, pf_said[pf_streams]);
+    char near[128], beside[128], more[192];
+    pk_pf_said(near, sizeof near, pf_said, st->pf_near, st->pf_auto.mode[0]);
+    pk_pf_said(beside, sizeof beside, pf_said, st->pf_streams, st->pf_auto.mode[0]);
+    pk_tuning_describe(more, sizeof more, st->streams, beside);
     snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s",
-             aw_paths[path].describe, pf_said[pf_near], more);
+             aw_paths[path].describe, near, more);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, AW_NAME ": instance ready, path %s%s",
               aw_paths[path].name, auto_path ? " (auto)" : " (forced)");
@@ -581,7 +586,16 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         /* about 64 KiB of codes per chunk at least: the hand-off costs
          * microseconds, streaming 64 KiB about as much */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
+        /* prefetch=auto: this call's mode, timed at m = 1 (the handle's
+         * record is its own mutable part, never const: pack and map made it) */
+        pk_pf_seen *seen = (pk_pf_seen *)&w->pf_seen;
+        unsigned slot = 0;
+        const int timed =
+            pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near, &job.pf_streams, &slot);
+        const uint64_t t0 = timed ? pk_now_ns() : 0u;
         host->parallel_for(host->host_ctx, w->panels, grain, gemm, &job);
+        if (timed)
+            pk_pf_auto_done(host, AW_NAME, &st->pf_auto, seen, slot, t0);
     } else {
         size_t items = (w->panels + st->kern.prefill_pb - 1u) / st->kern.prefill_pb;
         host->parallel_for(host->host_ctx, items, 1u, gemm, &job);

@@ -61,34 +61,6 @@ int pk_cpu_is_intel(void)
 #endif
 }
 
-int pk_tuning_option(const char *s, size_t len, pk_tuning *t)
-{
-    static const char *const pf[] = {"prefetch=far", "prefetch=near", "prefetch=none"};
-    _Static_assert(PK_PF_FAR == 0 && PK_PF_NEAR_TOO == 1 && PK_PF_NONE == 2, "pf[] order");
-    for (int i = 0; i < (int)(sizeof pf / sizeof pf[0]); i++)
-        if (len == strlen(pf[i]) && strncmp(s, pf[i], len) == 0) {
-            if (t->prefetch >= 0)
-                return -1;
-            return t->prefetch = i, 1;
-        }
-    if (len == 9u && strncmp(s, "streams=", 8u) == 0 &&
-        (s[8] == '1' || s[8] == '2' || s[8] == '4')) {
-        if (t->streams != 0u)
-            return -1;
-        return t->streams = (unsigned)(s[8] - '0'), 1;
-    }
-    return 0;
-}
-
-void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char *pf_streams)
-{
-    if (streams > 1u)
-        snprintf(out, out_len, ", %u streams per thread at m = 1 (prefetch: %s)", streams,
-                 pf_streams);
-    else
-        snprintf(out, out_len, "%s", "");
-}
-
 edgert_status pk_check_init(const char *plugin, const edgert_host *host, void **state, char *err,
                             size_t err_len)
 {

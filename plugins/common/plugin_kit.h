@@ -1,9 +1,10 @@
 /*
  * plugins/common/plugin_kit.h — the support kit every in-tree plugin builds
  * in: size arithmetic, the checks every init, pack and gemm makes of its
- * arguments, and the self-test runner. Shared as source (plugin_kit.c is
- * compiled into each plugin by edgert_add_plugin, cmake/EdgertPlugin.cmake),
- * so each .so stays self-contained and links nothing of the core. Not part of
+ * arguments, the self-test runner and the decode tuning options. Shared as
+ * source (plugin_kit.c and decode_tuning.c are compiled into each plugin by
+ * edgert_add_plugin, cmake/EdgertPlugin.cmake), so each .so stays
+ * self-contained and links nothing of the core. Not part of
  * the vendor contract: a vendor needs only include/edgert/plugin.h (whose
  * edgert_errf is the error formatter used here too).
  *
@@ -13,6 +14,7 @@
 #ifndef EDGERT_PLUGIN_KIT_H
 #define EDGERT_PLUGIN_KIT_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -100,7 +102,7 @@ int pk_cpu_is_intel(void);
 
 /* ---- decode tuning ------------------------------------------------------------------ */
 
-/* Software prefetch of a streaming GEMV, the option prefetch=far|near|none
+/* Software prefetch of a streaming GEMV, the option prefetch=far|near|none|auto
  * (each plugin says what far and near are in its kernel header). */
 #define PK_PF_FAR 0
 #define PK_PF_NEAR_TOO 1 /* far and a near one too */
@@ -113,7 +115,7 @@ int pk_cpu_is_intel(void);
      : (mode) == PK_PF_NEAR_TOO ? F(__VA_ARGS__, PK_PF_NEAR_TOO)                               \
                                 : F(__VA_ARGS__, PK_PF_FAR))
 
-/* The decode tuning options of the x86 plugins: prefetch=far|near|none and
+/* The decode tuning options of the x86 plugins: prefetch=far|near|none|auto and
  * streams=1|2|4, the panels an m = 1 GEMV reads side by side, each from
  * its own part of the chunk. Every setting computes the same bits. */
 typedef struct pk_tuning {
@@ -129,6 +131,85 @@ int pk_tuning_option(const char *s, size_t len, pk_tuning *t);
 /* Streams as the describe strings say them: "" for one stream, else
  * ", N streams per thread at m = 1 (prefetch: <pf_streams>)". */
 void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char *pf_streams);
+
+/* ---- prefetch=auto ------------------------------------------------------------------ */
+
+/*
+ * Which software prefetch serves a streaming GEMV best depends on the moment
+ * as much as on the CPU. On AMD EPYC (Zen 5), 2 threads, paired bench runs
+ * (decode_tuning.c has the figures): with the host's memory busy, no
+ * prefetch made avx512-w4a8's decode step 5-14% shorter than the far one;
+ * with the weights served faster (resident in L3, as fast as a quiet
+ * window's DRAM), the far prefetch made the same steps up to 25% shorter.
+ * prefetch=auto measures instead of guessing: per packed weight, at m = 1,
+ * a call runs in the mode in use and, every PK_PF_AUTO_EVERY-th call of that
+ * weight, in the other one; each call's time against the same weight's
+ * previous call in the other mode (one decode step earlier: the same bytes,
+ * nearly the same moment) is one pair, and when the running mean of the
+ * last ~32 pairs says the other mode is more than PK_PF_AUTO_MARGIN faster,
+ * it becomes the mode in use. Every mode computes the same bits: only the
+ * time depends on the choice.
+ */
+#define PK_PF_AUTO 3             /* the option prefetch=auto (pk_tuning.prefetch) */
+#define PK_PF_AUTO_EVERY 16u     /* a weight's calls per call in the other mode */
+#define PK_PF_AUTO_WARM 16u      /* pairs before the first switch (modes alternate) */
+#define PK_PF_AUTO_WINDOW 32u    /* pairs in the running mean */
+#define PK_PF_AUTO_MARGIN 0.02   /* log of the time ratio that makes a switch */
+
+/* Per packed weight, zeroed when the handle is made (pack, packed_map):
+ * its m = 1 calls as prefetch=auto saw them. Atomics, so that gemm calls
+ * on one weight from several threads are well defined. */
+typedef struct pk_pf_seen {
+    _Atomic uint64_t last;  /* the last call: ns << 1 | the slot it ran in; 0: none */
+    _Atomic uint32_t calls; /* m = 1 calls so far */
+    _Atomic uint32_t phase; /* where its calls in the other mode fall */
+} pk_pf_seen;
+
+/* Per instance: the two modes and the evidence between them. */
+typedef struct pk_pf_auto {
+    _Atomic int lock;       /* a spin lock over the fields below it */
+    int mode[2];            /* PK_PF_*: [0] with prefetch, [1] without */
+    _Atomic unsigned best;  /* the slot in use */
+    _Atomic unsigned pairs; /* pairs measured (saturates) */
+    double diff;            /* running mean of log(t other / t best) */
+    _Atomic uint32_t weights; /* weights seen: their phases */
+} pk_pf_auto;
+
+void pk_pf_auto_init(pk_pf_auto *a, int with, int without);
+/* The mode for weight w's next m = 1 call; *slot to pass to record. */
+int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *slot);
+/* That call's time; 1 when it made the other mode the one in use (then
+ * *ratio, if not NULL, is the time ratio in use / other that decided). */
+int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned slot, uint64_t ns, double *ratio);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t pk_now_ns(void);
+
+/*
+ * gemm's side. An instance keeps PK_PF_AUTO in the job field that decides
+ * m = 1 (its one-stream or its streams' prefetch); resolve puts a mode in
+ * every field that says PK_PF_AUTO (at m > 1 the mode in use) and returns
+ * 1 when the call is to be timed: then gemm takes t0 = pk_now_ns() before
+ * its decode and calls done after it, which records the time and logs a
+ * switch at debug level. Both modes of the kernel compute the same bits.
+ */
+/*
+ * init's side: the option's mode `pf` (PK_PF_*, PK_PF_AUTO, or -1 when not
+ * given: near_default for one stream, streams_default beside several) into
+ * the instance's two fields. With PK_PF_AUTO the field that decides m = 1
+ * (pf_streams beside several streams, else pf_near) keeps it, the other gets
+ * `with`; *a weighs `with` (the plugin's prefetching mode on this CPU)
+ * against none.
+ */
+void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsigned streams,
+                  int *pf_near, int *pf_streams, pk_pf_auto *a);
+/* A mode in words for describe: said[mode] (said: the plugin's words for
+ * PK_PF_FAR, PK_PF_NEAR_TOO, PK_PF_NONE), or for PK_PF_AUTO
+ * "auto (<said[with]> or none, whichever the last calls ran faster)". */
+void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, int with);
+int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, int *pf_streams,
+                       unsigned *slot);
+void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
+                     unsigned slot, uint64_t t0);
 
 /* ---- pack ----------------------------------------------------------------------- */
 

@@ -1,0 +1,207 @@
+/*
+ * plugins/common/decode_tuning.c — the x86 plugins' decode tuning options
+ * (plugin_kit.h): prefetch=far|near|none|auto and streams=1|2|4, and
+ * prefetch=auto itself, which of two software-prefetch modes the m = 1 GEMV
+ * runs in, chosen by the calls' measured times. Part of the kit, compiled
+ * into each in-tree plugin; no libm (a plugin need not link it).
+ *
+ * What it answers, measured on AMD EPYC (Zen 5 class), 2 threads, edgert
+ * bench --versus (each run 16 alternating pairs of decode steps; the step
+ * time of B over A's, pair by pair, median of the run):
+ *   - avx512-w4a8 (one stream), prefetch=none over far, spark-1.7b from DRAM
+ *     with the host busy (read ceiling 28-50 GB/s): 0.860, 0.901, 0.911,
+ *     0.927, 0.950, 0.952 (six runs, none shorter in 11-15 of 16 pairs);
+ *   - the same with a 14.7 MB workload resident in L3 (60-90 GB/s): 0.993,
+ *     1.269, 1.061, 0.916, 1.046, 1.354, 1.245, 1.051;
+ *   - avx512-w4a16 (4 streams), prefetch=far over none: from DRAM 1.008,
+ *     1.062, 1.026, 0.921; resident in L3 0.936, 0.755, 0.950, 0.814.
+ * So the better mode follows how fast memory serves the stream, which moves
+ * with the neighbours on a shared host within seconds; no fixed default
+ * wins both.
+ *
+ * The measure is paired per weight: a weight's call in the other mode is
+ * timed against its previous call (one decode step earlier: the same bytes,
+ * the same shape, nearly the same moment), and the call after it against
+ * that one again, so a drift of the moment cancels over the pair of pairs
+ * and one shape's speed never counts for another's. Per call the noise of
+ * this host is large (one pair's ratio ranged 0.6-1.5 in the runs above),
+ * so a switch waits for the running mean of ~32 pairs (about 2.5 steps of
+ * spark-1.7b) to favour the other mode by PK_PF_AUTO_MARGIN; the other mode
+ * costs 1 call in PK_PF_AUTO_EVERY (16): under 1% of the step when it is
+ * 10% slower.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "plugin_kit.h"
+
+int pk_tuning_option(const char *s, size_t len, pk_tuning *t)
+{
+    static const char *const pf[] = {"prefetch=far", "prefetch=near", "prefetch=none",
+                                     "prefetch=auto"};
+    _Static_assert(PK_PF_FAR == 0 && PK_PF_NEAR_TOO == 1 && PK_PF_NONE == 2 && PK_PF_AUTO == 3,
+                   "pf[] order");
+    for (int i = 0; i < (int)(sizeof pf / sizeof pf[0]); i++)
+        if (len == strlen(pf[i]) && strncmp(s, pf[i], len) == 0) {
+            if (t->prefetch >= 0)
+                return -1;
+            return t->prefetch = i, 1;
+        }
+    if (len == 9u && strncmp(s, "streams=", 8u) == 0 &&
+        (s[8] == '1' || s[8] == '2' || s[8] == '4')) {
+        if (t->streams != 0u)
+            return -1;
+        return t->streams = (unsigned)(s[8] - '0'), 1;
+    }
+    return 0;
+}
+
+void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char *pf_streams)
+{
+    if (streams > 1u)
+        snprintf(out, out_len, ", %u streams per thread at m = 1 (prefetch: %s)", streams,
+                 pf_streams);
+    else
+        snprintf(out, out_len, "%s", "");
+}
+
+static void pf_lock(pk_pf_auto *a)
+{
+    while (atomic_exchange_explicit(&a->lock, 1, memory_order_acquire) != 0)
+        ;
+}
+
+static void pf_unlock(pk_pf_auto *a)
+{
+    atomic_store_explicit(&a->lock, 0, memory_order_release);
+}
+
+void pk_pf_auto_init(pk_pf_auto *a, int with, int without)
+{
+    atomic_init(&a->lock, 0);
+    a->mode[0] = with;
+    a->mode[1] = without;
+    atomic_init(&a->best, 0u);
+    atomic_init(&a->pairs, 0u);
+    a->diff = 0.0;
+    atomic_init(&a->weights, 0u);
+}
+
+int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *slot)
+{
+    const uint32_t c = atomic_fetch_add_explicit(&w->calls, 1u, memory_order_relaxed);
+    uint32_t phase;
+    if (c == 0u) { /* spread the weights' calls in the other mode over the step */
+        phase = atomic_fetch_add_explicit(&a->weights, 1u, memory_order_relaxed) %
+                PK_PF_AUTO_EVERY;
+        atomic_store_explicit(&w->phase, phase, memory_order_relaxed);
+    } else {
+        phase = atomic_load_explicit(&w->phase, memory_order_relaxed);
+    }
+    const unsigned best = atomic_load_explicit(&a->best, memory_order_relaxed);
+    /* until the evidence is in, each weight alternates: every call but its
+     * first makes a pair */
+    const int other = atomic_load_explicit(&a->pairs, memory_order_relaxed) < PK_PF_AUTO_WARM
+                          ? (c & 1u) != 0u
+                          : (c + phase) % PK_PF_AUTO_EVERY == PK_PF_AUTO_EVERY - 1u;
+    *slot = other ? best ^ 1u : best;
+    return a->mode[*slot];
+}
+
+/* log r for r in about [0.7, 1.4], within 1% of it there: 2 (r - 1) / (r + 1)
+ * (the first term of 2 atanh((r - 1) / (r + 1))); clamped to +-0.3 so that
+ * one call stalled by the host (a preemption, a page fault) weighs no more
+ * than a 35% difference */
+static double pf_log_ratio(double r)
+{
+    double q = 2.0 * (r - 1.0) / (r + 1.0);
+    return q > 0.3 ? 0.3 : q < -0.3 ? -0.3 : q;
+}
+
+int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned slot, uint64_t ns, double *ratio)
+{
+    if (ns == 0u)
+        ns = 1u;
+    if (ns > UINT64_MAX >> 1)
+        ns = UINT64_MAX >> 1;
+    const uint64_t prev =
+        atomic_exchange_explicit(&w->last, ns << 1 | (slot & 1u), memory_order_relaxed);
+    if (prev == 0u || (unsigned)(prev & 1u) == (slot & 1u))
+        return 0; /* no previous call, or one in the same mode: no pair */
+    double q = pf_log_ratio((double)ns / (double)(prev >> 1)); /* log(t slot / t other slot) */
+    int switched = 0;
+    pf_lock(a);
+    const unsigned best = atomic_load_explicit(&a->best, memory_order_relaxed);
+    if (slot == best)
+        q = -q; /* as log(t other / t best) */
+    unsigned n = atomic_load_explicit(&a->pairs, memory_order_relaxed);
+    if (n < UINT32_MAX)
+        atomic_store_explicit(&a->pairs, ++n, memory_order_relaxed);
+    a->diff += (q - a->diff) / (double)(n < PK_PF_AUTO_WINDOW ? n : PK_PF_AUTO_WINDOW);
+    if (n >= PK_PF_AUTO_WARM && a->diff < -PK_PF_AUTO_MARGIN) {
+        if (ratio != NULL) /* t best / t other from the mean log: e^-diff, to 1% */
+            *ratio = (2.0 - a->diff) / (2.0 + a->diff);
+        atomic_store_explicit(&a->best, best ^ 1u, memory_order_relaxed);
+        a->diff = -a->diff;
+        switched = 1;
+    }
+    pf_unlock(a);
+    return switched;
+}
+
+uint64_t pk_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, int *pf_streams,
+                       unsigned *slot)
+{
+    if (*pf_near != PK_PF_AUTO && *pf_streams != PK_PF_AUTO)
+        return 0;
+    const int timed = m == 1u;
+    const int mode = timed ? pk_pf_auto_pick(a, w, slot)
+                           : a->mode[atomic_load_explicit(&a->best, memory_order_relaxed)];
+    if (*pf_near == PK_PF_AUTO)
+        *pf_near = mode;
+    if (*pf_streams == PK_PF_AUTO)
+        *pf_streams = mode;
+    return timed;
+}
+
+void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
+                     unsigned slot, uint64_t t0)
+{
+    static const char *const said[] = {[PK_PF_FAR] = "far", [PK_PF_NEAR_TOO] = "near",
+                                       [PK_PF_NONE] = "none"};
+    double r = 1.0;
+    if (pk_pf_auto_record(a, w, slot, pk_now_ns() - t0, &r)) {
+        const unsigned best = atomic_load_explicit(&a->best, memory_order_relaxed);
+        host->log(host->host_ctx, EDGERT_LOG_DEBUG,
+                  "%s: prefetch=auto: decode now runs with prefetch=%s (%s took %.3fx its time "
+                  "over the last pairs)",
+                  plugin, said[a->mode[best]], said[a->mode[best ^ 1u]], r);
+    }
+}
+
+void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsigned streams,
+                  int *pf_near, int *pf_streams, pk_pf_auto *a)
+{
+    *pf_near = pf >= 0 ? pf : near_default;
+    *pf_streams = pf >= 0 ? pf : streams_default;
+    if (pf == PK_PF_AUTO) /* the field that decides m = 1 stays auto */
+        *(streams > 1u ? pf_near : pf_streams) = with;
+    pk_pf_auto_init(a, with, PK_PF_NONE);
+}
+
+void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, int with)
+{
+    if (mode == PK_PF_AUTO)
+        snprintf(out, out_len, "auto (%s or none, whichever the last calls ran faster)",
+                 said[with]);
+    else
+        snprintf(out, out_len, "%s", said[mode]);
+}
