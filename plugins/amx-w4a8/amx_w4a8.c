@@ -174,11 +174,12 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
  * from more streams on AMD EPYC (Zen 5): spark-1.7b decode step, 2 threads,
  * 5 interleaved rounds, against streams=1 prefetch=far: streams=2
  * prefetch=none 1.068x its time, streams=4 prefetch=none 1.079x (median),
- * slower in every round; again 1.05-1.35x in six paired runs (16 pairs
- * each) with the host busy. Its prefetch: on Intel near as well, as
- * measured there; elsewhere auto, far or none by the calls' times, because
- * on Zen 5 none was faster with the host's memory busy and far with the
- * weights served fast (plugins/common/decode_tuning.c has the figures).
+ * slower in every round; on a Zen 4 EPYC 1.05-1.35x in six paired runs
+ * (16 pairs each) with the host busy. Its prefetch: on Intel near as well,
+ * as measured there; elsewhere auto, far or none by the calls' times,
+ * because on AMD EPYCs (Zen 4 and Zen 5) none was faster with the host's
+ * memory busy and far with the weights served fast
+ * (plugins/common/decode_tuning.c has the figures).
  * Neither is yet measured on Intel: `edgert bench --options streams=4`,
  * `--options prefetch=auto` there. */
 static void a8_decode_defaults(const pk_tuning *t, a8_state *st)

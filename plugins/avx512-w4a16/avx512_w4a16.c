@@ -179,7 +179,7 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
  * buffers). Intel (Xeon with AMX) keeps one stream, as measured there
  * before streams existed: streams are not yet measured on Intel.
  * prefetch=auto (plugin_kit.h) is not the default beside four streams: on
- * Zen 5 with the host's memory busy, paired runs (16 pairs each) put none
+ * an AMD EPYC Zen 4 with the host's memory busy, paired runs (16 pairs each) put none
  * at 0.981-1.059 of auto's step time (median 0.988: auto's calls in the
  * other mode cost about 1%) and far at 0.990-1.083 (1.029); only with the
  * weights resident in L3 did far beat none (0.82-0.91), which no DRAM

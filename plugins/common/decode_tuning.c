@@ -5,8 +5,8 @@
  * runs in, chosen by the calls' measured times. Part of the kit, compiled
  * into each in-tree plugin; no libm (a plugin need not link it).
  *
- * What it answers, measured on AMD EPYC (Zen 5 class), 2 threads, edgert
- * bench --versus (each run 16 alternating pairs of decode steps; the step
+ * What it answers, measured on AMD EPYC (Zen 4: family 25, model 17), 2
+ * threads, edgert bench --versus (each run 16 alternating pairs of decode steps; the step
  * time of B over A's, pair by pair, median of the run):
  *   - avx512-w4a8 (one stream), prefetch=none over far, spark-1.7b from DRAM
  *     with the host busy (read ceiling 28-50 GB/s): 0.860, 0.901, 0.911,

@@ -136,7 +136,7 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
 
 /*
  * Which software prefetch serves a streaming GEMV best depends on the moment
- * as much as on the CPU. On AMD EPYC (Zen 5), 2 threads, paired bench runs
+ * as much as on the CPU. On AMD EPYC (Zen 4), 2 threads, paired bench runs
  * (decode_tuning.c has the figures): with the host's memory busy, no
  * prefetch made avx512-w4a8's decode step 5-14% shorter than the far one;
  * with the weights served faster (resident in L3, as fast as a quiet
