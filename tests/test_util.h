@@ -133,11 +133,13 @@ __attribute__((unused)) static char *tu_plugin(const char *base)
 /* A handle on the manifests of `dir` only (EDGERT_TEST_BACKEND_DIR: the
  * build's backends), the environment ignored, no evidence file, `threads`
  * threads, only errors logged; tu_open_for also plans for a device profile
- * and selects for weights (either NULL: none). NULL with err filled on failure: no cmocka
- * assert, so worker threads may call it too. */
-__attribute__((unused)) static edgert_ctx *tu_open_for(const char *dir, unsigned threads,
-                                                       const char *profile, const char *weights,
-                                                       char *err, size_t err_len)
+ * and selects for weights (either NULL: none), tu_open_full also logs to
+ * `log` (NULL: stderr) at `log_level`. NULL with err filled on failure: no
+ * cmocka assert, so worker threads may call them too. */
+__attribute__((unused)) static edgert_ctx *tu_open_full(const char *dir, unsigned threads,
+                                                        const char *profile, const char *weights,
+                                                        edgert_log_fn log, void *log_user,
+                                                        int log_level, char *err, size_t err_len)
 {
     const char *paths[1] = {dir};
     edgert_options o = {.struct_size = sizeof o};
@@ -146,11 +148,21 @@ __attribute__((unused)) static edgert_ctx *tu_open_for(const char *dir, unsigned
     o.ignore_env = 1;
     o.no_evidence = 1;
     o.threads = threads;
-    o.log_level = EDGERT_LOG_ERROR;
+    o.log = log;
+    o.log_user = log_user;
+    o.log_level = log_level;
     o.device_profile = profile;
     o.weights = weights;
     edgert_ctx *ctx = NULL;
     return edgert_open(&o, &ctx, err, err_len) == EDGERT_OK ? ctx : NULL;
+}
+
+__attribute__((unused)) static edgert_ctx *tu_open_for(const char *dir, unsigned threads,
+                                                       const char *profile, const char *weights,
+                                                       char *err, size_t err_len)
+{
+    return tu_open_full(dir, threads, profile, weights, NULL, NULL, EDGERT_LOG_ERROR, err,
+                        err_len);
 }
 
 __attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned threads, char *err,

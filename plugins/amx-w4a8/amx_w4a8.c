@@ -22,8 +22,9 @@
  * Options (blank-separated): "path=<auto|amx|vnni>",
  * "prefetch=<far|near|none|auto>" (decode's software prefetch, a8_kern.h;
  * auto: plugin_kit.h) and "streams=<1|2|4>" (the panels the m = 1 GEMV
- * reads side by side; default 1, prefetch near on Intel and auto
- * elsewhere: a8_decode_defaults), "decode_max_m=<1..512>"
+ * reads side by side; default 1. The default prefetch, a8_decode_defaults:
+ * on Intel near for one stream and none beside several, elsewhere auto
+ * for either, where m > 1 runs with prefetch), "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
@@ -570,16 +571,16 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         /* prefetch=auto: this call's mode, timed at m = 1 (the handle's
          * record is its own mutable part, never const: pack and map made it) */
         pk_pf_seen *seen = (pk_pf_seen *)&w->pf_seen;
-        unsigned slot = 0;
-        const int timed =
-            pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near, &job.pf_streams, &slot);
+        unsigned ticket = 0;
+        const int timed = pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near,
+                                             &job.pf_streams, &ticket);
         const uint64_t t0 = timed ? pk_now_ns() : 0u;
         /* about 64 KiB of codes per chunk at least: the hand-off costs
          * microseconds, streaming 64 KiB about as much */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
         host->parallel_for(host->host_ctx, w->panels, grain, a8_vnni_decode, &job);
         if (timed)
-            pk_pf_auto_done(host, A8_NAME, &st->pf_auto, seen, slot, t0);
+            pk_pf_auto_done(host, A8_NAME, &st->pf_auto, seen, ticket, t0);
     } else {
         const size_t pb = st->path == A8_PATH_AMX ? A8_AMX_PB : A8_PREFILL_PB;
         host->parallel_for(host->host_ctx, (w->panels + pb - 1u) / pb, 1u, st->prefill, &job);

@@ -181,9 +181,9 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
  * prefetch=auto (plugin_kit.h) is not the default beside four streams: on
  * an AMD EPYC Zen 4 with the host's memory busy, paired runs (16 pairs each) put none
  * at 0.981-1.059 of auto's step time (median 0.988: auto's calls in the
- * other mode cost about 1%) and far at 0.990-1.083 (1.029); only with the
- * weights resident in L3 did far beat none (0.82-0.91), which no DRAM
- * window has shown yet. */
+ * other mode cost about 1%) and far at 0.990-1.083 (1.029); far beat none
+ * in one DRAM run of four (0.921), and clearly only with the weights
+ * resident in L3 (0.76-0.95). */
 static void aw_decode_defaults(const pk_tuning *t, unsigned streams, aw_state *st)
 {
     st->streams = streams;
@@ -589,13 +589,13 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         /* prefetch=auto: this call's mode, timed at m = 1 (the handle's
          * record is its own mutable part, never const: pack and map made it) */
         pk_pf_seen *seen = (pk_pf_seen *)&w->pf_seen;
-        unsigned slot = 0;
-        const int timed =
-            pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near, &job.pf_streams, &slot);
+        unsigned ticket = 0;
+        const int timed = pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near,
+                                             &job.pf_streams, &ticket);
         const uint64_t t0 = timed ? pk_now_ns() : 0u;
         host->parallel_for(host->host_ctx, w->panels, grain, gemm, &job);
         if (timed)
-            pk_pf_auto_done(host, AW_NAME, &st->pf_auto, seen, slot, t0);
+            pk_pf_auto_done(host, AW_NAME, &st->pf_auto, seen, ticket, t0);
     } else {
         size_t items = (w->panels + st->kern.prefill_pb - 1u) / st->kern.prefill_pb;
         host->parallel_for(host->host_ctx, items, 1u, gemm, &job);

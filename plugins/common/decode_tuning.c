@@ -6,29 +6,40 @@
  * into each in-tree plugin; no libm (a plugin need not link it).
  *
  * What it answers, measured on AMD EPYC (Zen 4: family 25, model 17), 2
- * threads, edgert bench --versus (each run 16 alternating pairs of decode steps; the step
- * time of B over A's, pair by pair, median of the run):
+ * threads, edgert bench --versus (each run 16 alternating pairs of decode
+ * steps; the step time of B over A's, pair by pair, median of the run):
  *   - avx512-w4a8 (one stream), prefetch=none over far, spark-1.7b from DRAM
  *     with the host busy (read ceiling 28-50 GB/s): 0.860, 0.901, 0.911,
  *     0.927, 0.950, 0.952 (six runs, none shorter in 11-15 of 16 pairs);
  *   - the same with a 14.7 MB workload resident in L3 (60-90 GB/s): 0.993,
  *     1.269, 1.061, 0.916, 1.046, 1.354, 1.245, 1.051;
  *   - avx512-w4a16 (4 streams), prefetch=far over none: from DRAM 1.008,
- *     1.062, 1.026, 0.921; resident in L3 0.936, 0.755, 0.950, 0.814.
+ *     1.062, 1.026, 0.921; resident in L3 0.936, 0.755, 0.950, 0.814 (the
+ *     14.7 MB workload, 6 calls a step) and 0.863, 0.906, 0.910, 0.822
+ *     (19 MB in 3 calls).
  * So the better mode follows how fast memory serves the stream, which moves
  * with the neighbours on a shared host within seconds; no fixed default
  * wins both.
  *
- * The measure is paired per weight: a weight's call in the other mode is
- * timed against its previous call (one decode step earlier: the same bytes,
- * the same shape, nearly the same moment), and the call after it against
- * that one again, so a drift of the moment cancels over the pair of pairs
- * and one shape's speed never counts for another's. Per call the noise of
+ * The measure is paired per weight (plugin_kit.h): a weight's call in the
+ * other mode is timed against its previous call (one decode step earlier:
+ * the same bytes, the same shape, nearly the same moment), and the call
+ * after it against that one again, so a drift of the moment cancels over
+ * the two orders, and one shape's speed never counts for another's. Hence
+ * the rules: no choice before both orders have pairs (warming up, every
+ * weight alternates, so a pair of each order comes from each weight in
+ * turn); a weight's first call, cold, is not counted; a pair that spans a
+ * switch is dropped (after one, every weight's next call would pair with
+ * its last in the old mode, all in one order: a single step-to-step
+ * comparison that a host slowing by 3% would decide). Per call the noise of
  * this host is large (one pair's ratio ranged 0.6-1.5 in the runs above),
- * so a switch waits for the running mean of ~32 pairs (about 2.5 steps of
- * spark-1.7b) to favour the other mode by PK_PF_AUTO_MARGIN; the other mode
- * costs 1 call in PK_PF_AUTO_EVERY (16): under 1% of the step when it is
- * 10% slower.
+ * so a switch waits for the running mean of ~64 pairs (about 4.5 steps of
+ * spark-1.7b, which makes 14 pairs a step) to favour the other mode by
+ * PK_PF_AUTO_MARGIN: with +-20% noise per call the mean's spread is about
+ * 0.16 / sqrt(127) = 0.014 (exponential window of 64), so two modes 3%
+ * apart cross the margin rarely (test_decode_tuning: 0-4 switches in 300
+ * simulated steps; with a 32-pair window 8-18). The other mode costs 1 call
+ * in PK_PF_AUTO_EVERY (16): under 1% of the step when it is 10% slower.
  */
 #include <stdio.h>
 #include <string.h>
@@ -82,13 +93,21 @@ void pk_pf_auto_init(pk_pf_auto *a, int with, int without)
     atomic_init(&a->lock, 0);
     a->mode[0] = with;
     a->mode[1] = without;
-    atomic_init(&a->best, 0u);
-    atomic_init(&a->pairs, 0u);
+    atomic_init(&a->gen, 0u);
+    atomic_init(&a->warm, 0);
+    a->pairs[0] = a->pairs[1] = 0u;
     a->diff = 0.0;
     atomic_init(&a->weights, 0u);
 }
 
-int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *slot)
+/* A ticket (8 bits, kept with the call's time in pk_pf_seen.last):
+ * bit 0 the slot the call ran in, bit 1 a weight's first call (cold: not
+ * counted), bits 2-7 the choice it was picked under (gen mod 64; bit 2 is
+ * the slot then in use). */
+#define PF_FIRST 2u
+#define PF_GEN(t) (((t) >> 2) & 0x3Fu)
+
+int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *ticket)
 {
     const uint32_t c = atomic_fetch_add_explicit(&w->calls, 1u, memory_order_relaxed);
     uint32_t phase;
@@ -99,14 +118,15 @@ int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *slot)
     } else {
         phase = atomic_load_explicit(&w->phase, memory_order_relaxed);
     }
-    const unsigned best = atomic_load_explicit(&a->best, memory_order_relaxed);
-    /* until the evidence is in, each weight alternates: every call but its
-     * first makes a pair */
-    const int other = atomic_load_explicit(&a->pairs, memory_order_relaxed) < PK_PF_AUTO_WARM
+    const unsigned gen = atomic_load_explicit(&a->gen, memory_order_relaxed);
+    /* warming up, each weight alternates: its calls from the third on
+     * make pairs, each way round in turn */
+    const int other = !atomic_load_explicit(&a->warm, memory_order_relaxed)
                           ? (c & 1u) != 0u
                           : (c + phase) % PK_PF_AUTO_EVERY == PK_PF_AUTO_EVERY - 1u;
-    *slot = other ? best ^ 1u : best;
-    return a->mode[*slot];
+    const unsigned slot = (gen & 1u) ^ (other ? 1u : 0u);
+    *ticket = (gen & 0x3Fu) << 2 | (c == 0u ? PF_FIRST : 0u) | slot;
+    return a->mode[slot];
 }
 
 /* log r for r in about [0.7, 1.4], within 1% of it there: 2 (r - 1) / (r + 1)
@@ -119,35 +139,44 @@ static double pf_log_ratio(double r)
     return q > 0.3 ? 0.3 : q < -0.3 ? -0.3 : q;
 }
 
-int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned slot, uint64_t ns, double *ratio)
+int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns, double *ratio)
 {
-    if (ns == 0u)
-        ns = 1u;
-    if (ns > UINT64_MAX >> 1)
-        ns = UINT64_MAX >> 1;
-    const uint64_t prev =
-        atomic_exchange_explicit(&w->last, ns << 1 | (slot & 1u), memory_order_relaxed);
-    if (prev == 0u || (unsigned)(prev & 1u) == (slot & 1u))
-        return 0; /* no previous call, or one in the same mode: no pair */
-    double q = pf_log_ratio((double)ns / (double)(prev >> 1)); /* log(t slot / t other slot) */
-    int switched = 0;
+    if (ticket & PF_FIRST)
+        return 0;
+    ns = ns == 0u ? 1u : ns > UINT64_MAX >> 8 ? UINT64_MAX >> 8 : ns;
+    ticket &= 0xFFu;
+    const uint64_t prev = atomic_exchange_explicit(&w->last, ns << 8 | ticket,
+                                                   memory_order_relaxed);
+    const unsigned pt = (unsigned)(prev & 0xFFu);
+    if (prev == 0u || (pt & 1u) == (ticket & 1u) || PF_GEN(pt) != PF_GEN(ticket))
+        return 0; /* no previous call, one in the same mode, or under another choice */
+    /* log(t slot / t other slot), as log(t other / t in use) */
+    const double q0 = pf_log_ratio((double)ns / (double)(prev >> 8));
+    const unsigned order = pk_pf_ticket_slot(ticket) == pk_pf_ticket_in_use(ticket);
+    const double q = order ? -q0 : q0;
+    int res = 0;
     pf_lock(a);
-    const unsigned best = atomic_load_explicit(&a->best, memory_order_relaxed);
-    if (slot == best)
-        q = -q; /* as log(t other / t best) */
-    unsigned n = atomic_load_explicit(&a->pairs, memory_order_relaxed);
-    if (n < UINT32_MAX)
-        atomic_store_explicit(&a->pairs, ++n, memory_order_relaxed);
-    a->diff += (q - a->diff) / (double)(n < PK_PF_AUTO_WINDOW ? n : PK_PF_AUTO_WINDOW);
-    if (n >= PK_PF_AUTO_WARM && a->diff < -PK_PF_AUTO_MARGIN) {
-        if (ratio != NULL) /* t best / t other from the mean log: e^-diff, to 1% */
-            *ratio = (2.0 - a->diff) / (2.0 + a->diff);
-        atomic_store_explicit(&a->best, best ^ 1u, memory_order_relaxed);
-        a->diff = -a->diff;
-        switched = 1;
+    const unsigned gen = atomic_load_explicit(&a->gen, memory_order_relaxed);
+    if ((gen & 0x3Fu) == PF_GEN(ticket)) { /* still the choice the pair was made under */
+        if (a->pairs[order] < PK_PF_AUTO_WINDOW * 1024u)
+            a->pairs[order]++;
+        const unsigned n = a->pairs[0] + a->pairs[1];
+        a->diff += (q - a->diff) / (double)(n < PK_PF_AUTO_WINDOW ? n : PK_PF_AUTO_WINDOW);
+        int warm = atomic_load_explicit(&a->warm, memory_order_relaxed);
+        if (!warm && a->pairs[0] >= PK_PF_AUTO_WARM && a->pairs[1] >= PK_PF_AUTO_WARM) {
+            atomic_store_explicit(&a->warm, warm = 1, memory_order_relaxed);
+            res |= PK_PF_AUTO_WARMED;
+        }
+        if (warm && a->diff < -PK_PF_AUTO_MARGIN) {
+            atomic_store_explicit(&a->gen, gen + 1u, memory_order_relaxed);
+            a->diff = -a->diff;
+            res |= PK_PF_AUTO_SWITCHED;
+        }
+        if (res != 0 && ratio != NULL) /* e^diff, to 1% */
+            *ratio = (2.0 + a->diff) / (2.0 - a->diff);
     }
     pf_unlock(a);
-    return switched;
+    return res;
 }
 
 uint64_t pk_now_ns(void)
@@ -158,13 +187,12 @@ uint64_t pk_now_ns(void)
 }
 
 int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, int *pf_streams,
-                       unsigned *slot)
+                       unsigned *ticket)
 {
     if (*pf_near != PK_PF_AUTO && *pf_streams != PK_PF_AUTO)
         return 0;
     const int timed = m == 1u;
-    const int mode = timed ? pk_pf_auto_pick(a, w, slot)
-                           : a->mode[atomic_load_explicit(&a->best, memory_order_relaxed)];
+    const int mode = timed ? pk_pf_auto_pick(a, w, ticket) : a->mode[0];
     if (*pf_near == PK_PF_AUTO)
         *pf_near = mode;
     if (*pf_streams == PK_PF_AUTO)
@@ -173,18 +201,21 @@ int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, i
 }
 
 void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
-                     unsigned slot, uint64_t t0)
+                     unsigned ticket, uint64_t t0)
 {
     static const char *const said[] = {[PK_PF_FAR] = "far", [PK_PF_NEAR_TOO] = "near",
                                        [PK_PF_NONE] = "none"};
     double r = 1.0;
-    if (pk_pf_auto_record(a, w, slot, pk_now_ns() - t0, &r)) {
-        const unsigned best = atomic_load_explicit(&a->best, memory_order_relaxed);
-        host->log(host->host_ctx, EDGERT_LOG_DEBUG,
-                  "%s: prefetch=auto: decode now runs with prefetch=%s (%s took %.3fx its time "
-                  "over the last pairs)",
-                  plugin, said[a->mode[best]], said[a->mode[best ^ 1u]], r);
-    }
+    const int res = pk_pf_auto_record(a, w, ticket, pk_now_ns() - t0, &r);
+    if (res == 0)
+        return;
+    const unsigned was = pk_pf_ticket_in_use(ticket);
+    const unsigned now = (res & PK_PF_AUTO_SWITCHED) ? was ^ 1u : was;
+    host->log(host->host_ctx, EDGERT_LOG_DEBUG,
+              "%s: prefetch=auto: %s: decode runs with prefetch=%s (prefetch=%s took %.3fx as "
+              "long over the last pairs of calls)",
+              plugin, (res & PK_PF_AUTO_WARMED) ? "both modes measured" : "switched",
+              said[a->mode[now]], said[a->mode[now ^ 1u]], r);
 }
 
 void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsigned streams,

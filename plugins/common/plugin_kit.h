@@ -136,62 +136,77 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
 
 /*
  * Which software prefetch serves a streaming GEMV best depends on the moment
- * as much as on the CPU. On AMD EPYC (Zen 4), 2 threads, paired bench runs
- * (decode_tuning.c has the figures): with the host's memory busy, no
+ * as much as on the CPU. On an AMD EPYC (Zen 4), 2 threads, paired bench
+ * runs (decode_tuning.c has the figures): with the host's memory busy, no
  * prefetch made avx512-w4a8's decode step 5-14% shorter than the far one;
- * with the weights served faster (resident in L3, as fast as a quiet
- * window's DRAM), the far prefetch made the same steps up to 25% shorter.
- * prefetch=auto measures instead of guessing: per packed weight, at m = 1,
- * a call runs in the mode in use and, every PK_PF_AUTO_EVERY-th call of that
- * weight, in the other one; each call's time against the same weight's
- * previous call in the other mode (one decode step earlier: the same bytes,
- * nearly the same moment) is one pair, and when the running mean of the
- * last ~32 pairs says the other mode is more than PK_PF_AUTO_MARGIN faster,
- * it becomes the mode in use. Every mode computes the same bits: only the
- * time depends on the choice.
+ * with the weights served faster (resident in L3), the far prefetch made
+ * the same steps up to 25% shorter. prefetch=auto measures instead of
+ * guessing, at m = 1 (larger m keeps the prefetching mode):
+ *   - warm-up: each packed weight's calls alternate between the two modes
+ *     (its first call, cold, is not counted) until both orders of pair
+ *     below have PK_PF_AUTO_WARM pairs;
+ *   - then a weight's calls run in the mode in use, and every
+ *     PK_PF_AUTO_EVERY-th in the other one;
+ *   - a pair is a weight's call against its previous call in the other
+ *     mode (one decode step earlier: the same bytes and shape, nearly the
+ *     same moment), within one choice (pairs that span a switch are
+ *     dropped): each call in the other mode makes two, one each way round,
+ *     so a drift of the host cancels;
+ *   - when the running mean of log(t other / t in use) over the last
+ *     PK_PF_AUTO_WINDOW pairs falls below -PK_PF_AUTO_MARGIN, the other
+ *     mode becomes the one in use.
+ * Every mode computes the same bits: only the time depends on the choice.
  */
 #define PK_PF_AUTO 3             /* the option prefetch=auto (pk_tuning.prefetch) */
 #define PK_PF_AUTO_EVERY 16u     /* a weight's calls per call in the other mode */
-#define PK_PF_AUTO_WARM 16u      /* pairs before the first switch (modes alternate) */
-#define PK_PF_AUTO_WINDOW 32u    /* pairs in the running mean */
+#define PK_PF_AUTO_WARM 16u      /* pairs each way round before the first choice */
+#define PK_PF_AUTO_WINDOW 64u    /* pairs in the running mean */
 #define PK_PF_AUTO_MARGIN 0.02   /* log of the time ratio that makes a switch */
 
 /* Per packed weight, zeroed when the handle is made (pack, packed_map):
  * its m = 1 calls as prefetch=auto saw them. Atomics, so that gemm calls
  * on one weight from several threads are well defined. */
 typedef struct pk_pf_seen {
-    _Atomic uint64_t last;  /* the last call: ns << 1 | the slot it ran in; 0: none */
+    _Atomic uint64_t last;  /* its last counted call: ns << 8 | ticket; 0: none */
     _Atomic uint32_t calls; /* m = 1 calls so far */
     _Atomic uint32_t phase; /* where its calls in the other mode fall */
 } pk_pf_seen;
 
 /* Per instance: the two modes and the evidence between them. */
 typedef struct pk_pf_auto {
-    _Atomic int lock;       /* a spin lock over the fields below it */
-    int mode[2];            /* PK_PF_*: [0] with prefetch, [1] without */
-    _Atomic unsigned best;  /* the slot in use */
-    _Atomic unsigned pairs; /* pairs measured (saturates) */
-    double diff;            /* running mean of log(t other / t best) */
+    _Atomic int lock;       /* a spin lock over pairs[] and diff */
+    int mode[2];            /* PK_PF_*: [0] with prefetch (the first in use), [1] none */
+    _Atomic unsigned gen;   /* choices made so far: the slot in use is gen & 1 */
+    _Atomic int warm;       /* 1 once both orders have PK_PF_AUTO_WARM pairs */
+    unsigned pairs[2];      /* pairs: [0] other after in-use, [1] in-use after other */
+    double diff;            /* running mean of log(t other / t in use) */
     _Atomic uint32_t weights; /* weights seen: their phases */
 } pk_pf_auto;
 
+/* record's result: bits */
+#define PK_PF_AUTO_SWITCHED 1 /* this call's pair made the other mode the one in use */
+#define PK_PF_AUTO_WARMED 2   /* and/or ended the warm-up (the first choice) */
+
 void pk_pf_auto_init(pk_pf_auto *a, int with, int without);
-/* The mode for weight w's next m = 1 call; *slot to pass to record. */
-int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *slot);
-/* That call's time; 1 when it made the other mode the one in use (then
- * *ratio, if not NULL, is the time ratio in use / other that decided). */
-int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned slot, uint64_t ns, double *ratio);
+/* The mode for weight w's next m = 1 call, and its *ticket for record. */
+int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *ticket);
+/* That call's time in ns. PK_PF_AUTO_* bits; with either, *ratio (if not
+ * NULL) is the time of the mode no longer in use over the one in use,
+ * from the running mean. */
+int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns, double *ratio);
+/* The slot of a ticket (0: with prefetch, 1: none) and the one in use
+ * when it was picked. */
+static inline unsigned pk_pf_ticket_slot(unsigned ticket)
+{
+    return ticket & 1u;
+}
+static inline unsigned pk_pf_ticket_in_use(unsigned ticket)
+{
+    return (ticket >> 2) & 1u;
+}
 /* CLOCK_MONOTONIC in ns. */
 uint64_t pk_now_ns(void);
 
-/*
- * gemm's side. An instance keeps PK_PF_AUTO in the job field that decides
- * m = 1 (its one-stream or its streams' prefetch); resolve puts a mode in
- * every field that says PK_PF_AUTO (at m > 1 the mode in use) and returns
- * 1 when the call is to be timed: then gemm takes t0 = pk_now_ns() before
- * its decode and calls done after it, which records the time and logs a
- * switch at debug level. Both modes of the kernel compute the same bits.
- */
 /*
  * init's side: the option's mode `pf` (PK_PF_*, PK_PF_AUTO, or -1 when not
  * given: near_default for one stream, streams_default beside several) into
@@ -202,14 +217,24 @@ uint64_t pk_now_ns(void);
  */
 void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsigned streams,
                   int *pf_near, int *pf_streams, pk_pf_auto *a);
+
 /* A mode in words for describe: said[mode] (said: the plugin's words for
  * PK_PF_FAR, PK_PF_NEAR_TOO, PK_PF_NONE), or for PK_PF_AUTO
  * "auto (<said[with]> or none, whichever the last calls ran faster)". */
 void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, int with);
+
+/*
+ * gemm's side, around its decode: resolve puts a mode in every job field
+ * that says PK_PF_AUTO (at m > 1 `with`, the prefetching mode) and returns
+ * 1 when the call is to be timed (m = 1, a field said auto); then gemm
+ * takes t0 = pk_now_ns() before its decode and calls done after it, which
+ * records the time and logs the first choice and every switch at debug
+ * level ("<plugin>: prefetch=auto: ...").
+ */
 int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, int *pf_streams,
-                       unsigned *slot);
+                       unsigned *ticket);
 void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
-                     unsigned slot, uint64_t t0);
+                     unsigned ticket, uint64_t t0);
 
 /* ---- pack ----------------------------------------------------------------------- */
 
