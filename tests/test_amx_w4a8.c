@@ -588,8 +588,6 @@ static void test_paths_against_ref(void **state)
 
 /* ---- 2. every prefill gives the GEMV's bits ----------------------------------------- */
 
-/* y of path pi and of path vnni on the same weights and x, padding and all,
- * memcmp'ed. */
 /* The CPU vendor the plugins' decode defaults follow (plugin_kit.h,
  * pk_cpu_is_intel): CPUID's vendor string. */
 static int cpu_is_intel(void)
@@ -603,6 +601,8 @@ static int cpu_is_intel(void)
 #endif
 }
 
+/* y of path pi and of path vnni on the same weights and x, padding and all,
+ * memcmp'ed. */
 static void same_bits(fx *f, edgert_backend *b, edgert_backend *v, uint32_t m, uint32_t n,
                       uint32_t k, uint64_t seed)
 {

@@ -179,11 +179,11 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
  * buffers). Intel (Xeon with AMX) keeps one stream, as measured there
  * before streams existed: streams are not yet measured on Intel.
  * prefetch=auto (plugin_kit.h) is not the default beside four streams: on
- * an AMD EPYC Zen 4 with the host's memory busy, paired runs (16 pairs each) put none
- * at 0.981-1.059 of auto's step time (median 0.988: auto's calls in the
- * other mode cost about 1%) and far at 0.990-1.083 (1.029); far beat none
- * in one DRAM run of four (0.921), and clearly only with the weights
- * resident in L3 (0.76-0.95). */
+ * an AMD EPYC Zen 4 with the host's memory busy, paired runs (16 pairs
+ * each, auto's first version) put none at 0.981-1.059 of auto's step time
+ * (median 0.988: auto's calls in the other mode cost about 1%) and far at
+ * 0.990-1.083 (1.029); far beat none in one DRAM run of four (0.921), and
+ * clearly only with the weights resident in L3 (0.76-0.95). */
 static void aw_decode_defaults(const pk_tuning *t, unsigned streams, aw_state *st)
 {
     st->streams = streams;

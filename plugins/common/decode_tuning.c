@@ -24,22 +24,23 @@
  * The measure is paired per weight (plugin_kit.h): a weight's call in the
  * other mode is timed against its previous call (one decode step earlier:
  * the same bytes, the same shape, nearly the same moment), and the call
- * after it against that one again, so a drift of the moment cancels over
- * the two orders, and one shape's speed never counts for another's. Hence
- * the rules: no choice before both orders have pairs (warming up, every
- * weight alternates, so a pair of each order comes from each weight in
- * turn); a weight's first call, cold, is not counted; a pair that spans a
- * switch is dropped (after one, every weight's next call would pair with
- * its last in the old mode, all in one order: a single step-to-step
- * comparison that a host slowing by 3% would decide). Per call the noise of
+ * after it against that one again; one shape's speed never counts for
+ * another's. A host whose speed drifts from step to step adds the drift to
+ * one order of pair and takes it from the other, so each order keeps its
+ * own running mean and their average decides: the drift cancels however
+ * many pairs of each order there are (test_drift_is_no_evidence; one mean
+ * of both, weighted by whichever order came last, followed a 6% drift).
+ * Also: no choice before both orders have PK_PF_AUTO_WARM pairs (warming
+ * up, every weight alternates); a weight's first call, cold, is not
+ * counted; a pair that spans a switch is dropped. Per call the noise of
  * this host is large (one pair's ratio ranged 0.6-1.5 in the runs above),
- * so a switch waits for the running mean of ~64 pairs (about 4.5 steps of
- * spark-1.7b, which makes 14 pairs a step) to favour the other mode by
- * PK_PF_AUTO_MARGIN: with +-20% noise per call the mean's spread is about
- * 0.16 / sqrt(127) = 0.014 (exponential window of 64), so two modes 3%
- * apart cross the margin rarely (test_decode_tuning: 0-4 switches in 300
- * simulated steps; with a 32-pair window 8-18). The other mode costs 1 call
- * in PK_PF_AUTO_EVERY (16): under 1% of the step when it is 10% slower.
+ * so each order's mean is exponential over ~32 pairs (~64 in all, about
+ * 4.5 steps of spark-1.7b, which makes 14 pairs a step): with +-20% noise
+ * per call the average's spread is about 0.16 / sqrt(127) = 0.014, and two
+ * modes 3% apart cross PK_PF_AUTO_MARGIN rarely (test_decode_tuning: at
+ * most 8 switches in 300 simulated steps; with half the window 8-18). The
+ * other mode costs 1 call in PK_PF_AUTO_EVERY (16): under 1% of the step
+ * when it is 10% slower.
  */
 #include <stdio.h>
 #include <string.h>
@@ -96,7 +97,7 @@ void pk_pf_auto_init(pk_pf_auto *a, int with, int without)
     atomic_init(&a->gen, 0u);
     atomic_init(&a->warm, 0);
     a->pairs[0] = a->pairs[1] = 0u;
-    a->diff = 0.0;
+    a->diff[0] = a->diff[1] = 0.0;
     atomic_init(&a->weights, 0u);
 }
 
@@ -158,22 +159,33 @@ int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns
     pf_lock(a);
     const unsigned gen = atomic_load_explicit(&a->gen, memory_order_relaxed);
     if ((gen & 0x3Fu) == PF_GEN(ticket)) { /* still the choice the pair was made under */
-        if (a->pairs[order] < PK_PF_AUTO_WINDOW * 1024u)
-            a->pairs[order]++;
-        const unsigned n = a->pairs[0] + a->pairs[1];
-        a->diff += (q - a->diff) / (double)(n < PK_PF_AUTO_WINDOW ? n : PK_PF_AUTO_WINDOW);
+        /* a running mean per order: a drift of the host from one step to
+         * the next enters the two with opposite signs, and their average,
+         * which decides, cancels it however many pairs each has */
+        const unsigned n = a->pairs[order] < UINT32_MAX ? ++a->pairs[order] : UINT32_MAX;
+        const unsigned win = PK_PF_AUTO_WINDOW / 2u;
+        a->diff[order] += (q - a->diff[order]) / (double)(n < win ? n : win);
         int warm = atomic_load_explicit(&a->warm, memory_order_relaxed);
         if (!warm && a->pairs[0] >= PK_PF_AUTO_WARM && a->pairs[1] >= PK_PF_AUTO_WARM) {
             atomic_store_explicit(&a->warm, warm = 1, memory_order_relaxed);
             res |= PK_PF_AUTO_WARMED;
         }
-        if (warm && a->diff < -PK_PF_AUTO_MARGIN) {
+        double d = 0.5 * (a->diff[0] + a->diff[1]);
+        if (warm && d < -PK_PF_AUTO_MARGIN) {
+            /* the other mode is now the one in use: an order's pairs are
+             * the other order's as seen from it, their logs negated */
             atomic_store_explicit(&a->gen, gen + 1u, memory_order_relaxed);
-            a->diff = -a->diff;
+            const double d0 = a->diff[0];
+            const unsigned n0 = a->pairs[0];
+            a->diff[0] = -a->diff[1];
+            a->diff[1] = -d0;
+            a->pairs[0] = a->pairs[1];
+            a->pairs[1] = n0;
+            d = -d;
             res |= PK_PF_AUTO_SWITCHED;
         }
-        if (res != 0 && ratio != NULL) /* e^diff, to 1% */
-            *ratio = (2.0 + a->diff) / (2.0 - a->diff);
+        if (res != 0 && ratio != NULL) /* e^d, to 1%: not in use over in use */
+            *ratio = (2.0 + d) / (2.0 - d);
     }
     pf_unlock(a);
     return res;

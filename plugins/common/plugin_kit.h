@@ -152,15 +152,17 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
  *     same moment), within one choice (pairs that span a switch are
  *     dropped): each call in the other mode makes two, one each way round,
  *     so a drift of the host cancels;
- *   - when the running mean of log(t other / t in use) over the last
- *     PK_PF_AUTO_WINDOW pairs falls below -PK_PF_AUTO_MARGIN, the other
- *     mode becomes the one in use.
+ *   - log(t other / t in use) goes into a running mean per order
+ *     (exponential, of weight 2 / PK_PF_AUTO_WINDOW: about
+ *     PK_PF_AUTO_WINDOW pairs in all), and when the average of the two
+ *     falls below -PK_PF_AUTO_MARGIN, the other mode becomes the one in
+ *     use.
  * Every mode computes the same bits: only the time depends on the choice.
  */
 #define PK_PF_AUTO 3             /* the option prefetch=auto (pk_tuning.prefetch) */
 #define PK_PF_AUTO_EVERY 16u     /* a weight's calls per call in the other mode */
 #define PK_PF_AUTO_WARM 16u      /* pairs each way round before the first choice */
-#define PK_PF_AUTO_WINDOW 64u    /* pairs in the running mean */
+#define PK_PF_AUTO_WINDOW 64u    /* pairs in the two running means */
 #define PK_PF_AUTO_MARGIN 0.02   /* log of the time ratio that makes a switch */
 
 /* Per packed weight, zeroed when the handle is made (pack, packed_map):
@@ -179,7 +181,7 @@ typedef struct pk_pf_auto {
     _Atomic unsigned gen;   /* choices made so far: the slot in use is gen & 1 */
     _Atomic int warm;       /* 1 once both orders have PK_PF_AUTO_WARM pairs */
     unsigned pairs[2];      /* pairs: [0] other after in-use, [1] in-use after other */
-    double diff;            /* running mean of log(t other / t in use) */
+    double diff[2];         /* per order, running mean of log(t other / t in use) */
     _Atomic uint32_t weights; /* weights seen: their phases */
 } pk_pf_auto;
 
@@ -191,8 +193,9 @@ void pk_pf_auto_init(pk_pf_auto *a, int with, int without);
 /* The mode for weight w's next m = 1 call, and its *ticket for record. */
 int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *ticket);
 /* That call's time in ns. PK_PF_AUTO_* bits; with either, *ratio (if not
- * NULL) is the time of the mode no longer in use over the one in use,
- * from the running mean. */
+ * NULL) is the time of the mode not in use (after a switch: no longer in
+ * use) over the one in use, from the running means; below 1 only at the
+ * first choice, when the two are within the margin. */
 int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns, double *ratio);
 /* The slot of a ticket (0: with prefetch, 1: none) and the one in use
  * when it was picked. */
