@@ -258,12 +258,11 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
         [PK_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
         [PK_PF_NONE] = "none",
     };
-    char near[128], beside[128], more[192];
-    pk_pf_said(near, sizeof near, pf_said, st->pf_near, st->pf_auto.mode[0]);
-    pk_pf_said(beside, sizeof beside, pf_said, st->pf_streams, st->pf_auto.mode[0]);
-    pk_tuning_describe(more, sizeof more, st->streams, beside);
-    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s",
-             a8_describe_text[path], near, more);
+    char pf[320];
+    pk_decode_describe(pf, sizeof pf, pf_said, st->pf_near, st->pf_streams, st->streams,
+                       &st->pf_auto);
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
+             a8_describe_text[path], pf);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
               a8_path_names[path], auto_path ? " (auto)" : " (forced)");
@@ -568,19 +567,13 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         host->parallel_for(host->host_ctx, args->m, 4u, a8_prep, &job);
 
     if (decode) {
-        /* prefetch=auto: this call's mode, timed at m = 1 (the handle's
-         * record is its own mutable part, never const: pack and map made it) */
-        pk_pf_seen *seen = (pk_pf_seen *)&w->pf_seen;
-        unsigned ticket = 0;
-        const int timed = pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near,
-                                             &job.pf_streams, &ticket);
-        const uint64_t t0 = timed ? pk_now_ns() : 0u;
         /* about 64 KiB of codes per chunk at least: the hand-off costs
-         * microseconds, streaming 64 KiB about as much */
+         * microseconds, streaming 64 KiB about as much. prefetch=auto's
+         * record is the handle's own mutable part (pack and map made the
+         * handle: never const memory). */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
-        host->parallel_for(host->host_ctx, w->panels, grain, a8_vnni_decode, &job);
-        if (timed)
-            pk_pf_auto_done(host, A8_NAME, &st->pf_auto, seen, ticket, t0);
+        pk_decode_run(host, A8_NAME, &st->pf_auto, (pk_pf_seen *)&w->pf_seen, args->m,
+                      &job.pf_near, &job.pf_streams, w->panels, grain, a8_vnni_decode, &job);
     } else {
         const size_t pb = st->path == A8_PATH_AMX ? A8_AMX_PB : A8_PREFILL_PB;
         host->parallel_for(host->host_ctx, (w->panels + pb - 1u) / pb, 1u, st->prefill, &job);

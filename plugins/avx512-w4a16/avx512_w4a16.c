@@ -27,9 +27,10 @@
  *               else bf16 if avx512_bf16, else fma.
  * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto),
  * "prefetch=<far|near|none|auto>" for decode's software prefetch (aw_kern.h;
- * auto: plugin_kit.h) and "streams=<1|2|4>", the panels int16's m = 1 decode reads side by side
- * (aw_kern_int16.c; paths int16 and amx: refused with a forced bf16 or
- * fma, read as 1 where auto lands on them), blank-separated, each once.
+ * auto: plugin_kit.h) and "streams=<1|2|4>", the panels int16's m = 1
+ * decode reads side by side (aw_kern_int16.c; paths int16 and amx: refused
+ * with a forced bf16 or fma, read as 1 where auto lands on them),
+ * blank-separated, each once.
  * Defaults (aw_decode_defaults): 4 streams except on Intel, the far
  * prefetch for one stream, none beside several.
  * Any other text is refused with EDGERT_E_USAGE; a path whose CPU flag the
@@ -184,10 +185,13 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
  * (median 0.988: auto's calls in the other mode cost about 1%) and far at
  * 0.990-1.083 (1.029); far beat none in one DRAM run of four (0.921), and
  * clearly only with the weights resident in L3 (0.76-0.95). */
-static void aw_decode_defaults(const pk_tuning *t, unsigned streams, aw_state *st)
+static void aw_decode_defaults(const pk_tuning *t, int int16_decode, aw_state *st)
 {
-    st->streams = streams;
-    pk_pf_settle(t->prefetch, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, streams, &st->pf_near,
+    st->streams = !int16_decode       ? 1u
+                  : t->streams != 0u  ? t->streams
+                  : pk_cpu_is_intel() ? 1u
+                                      : 4u;
+    pk_pf_settle(t->prefetch, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, st->streams, &st->pf_near,
                  &st->pf_streams, &st->pf_auto);
 }
 
@@ -290,10 +294,6 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
                   AW_NAME ": streams=%u: path auto chose %s, which reads one stream",
                   tuning.streams, aw_paths[path].name);
     }
-    const unsigned streams = !int16_decode         ? 1u
-                             : tuning.streams != 0u ? tuning.streams
-                             : pk_cpu_is_intel()    ? 1u
-                                                    : 4u;
 
     aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
     if (st == NULL) {
@@ -304,18 +304,17 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     st->host = host;
     st->path = path;
     st->kern = aw_paths[path].kern;
-    aw_decode_defaults(&tuning, streams, st);
+    aw_decode_defaults(&tuning, int16_decode, st);
     static const char *const pf_said[] = {
         [PK_PF_FAR] = "L2 8 KiB ahead",
         [PK_PF_NEAR_TOO] = "L2 8 KiB and L1 512 B ahead",
         [PK_PF_NONE] = "none",
     };
-    char near[128], beside[128], more[192];
-    pk_pf_said(near, sizeof near, pf_said, st->pf_near, st->pf_auto.mode[0]);
-    pk_pf_said(beside, sizeof beside, pf_said, st->pf_streams, st->pf_auto.mode[0]);
-    pk_tuning_describe(more, sizeof more, st->streams, beside);
-    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s%s",
-             aw_paths[path].describe, near, more);
+    char pf[320];
+    pk_decode_describe(pf, sizeof pf, pf_said, st->pf_near, st->pf_streams, st->streams,
+                       &st->pf_auto);
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
+             aw_paths[path].describe, pf);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, AW_NAME ": instance ready, path %s%s",
               aw_paths[path].name, auto_path ? " (auto)" : " (forced)");
@@ -584,18 +583,12 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
 
     if (decode) {
         /* about 64 KiB of codes per chunk at least: the hand-off costs
-         * microseconds, streaming 64 KiB about as much */
+         * microseconds, streaming 64 KiB about as much. prefetch=auto's
+         * record is the handle's own mutable part (pack and map made the
+         * handle: never const memory). */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
-        /* prefetch=auto: this call's mode, timed at m = 1 (the handle's
-         * record is its own mutable part, never const: pack and map made it) */
-        pk_pf_seen *seen = (pk_pf_seen *)&w->pf_seen;
-        unsigned ticket = 0;
-        const int timed = pk_pf_auto_resolve(&st->pf_auto, seen, args->m, &job.pf_near,
-                                             &job.pf_streams, &ticket);
-        const uint64_t t0 = timed ? pk_now_ns() : 0u;
-        host->parallel_for(host->host_ctx, w->panels, grain, gemm, &job);
-        if (timed)
-            pk_pf_auto_done(host, AW_NAME, &st->pf_auto, seen, ticket, t0);
+        pk_decode_run(host, AW_NAME, &st->pf_auto, (pk_pf_seen *)&w->pf_seen, args->m,
+                      &job.pf_near, &job.pf_streams, w->panels, grain, gemm, &job);
     } else {
         size_t items = (w->panels + st->kern.prefill_pb - 1u) / st->kern.prefill_pb;
         host->parallel_for(host->host_ctx, items, 1u, gemm, &job);

@@ -230,6 +230,18 @@ void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a,
               said[a->mode[now]], said[a->mode[now ^ 1u]], r);
 }
 
+void pk_decode_run(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
+                   uint32_t m, int *pf_near, int *pf_streams, size_t n, size_t grain,
+                   edgert_range_fn fn, void *job)
+{
+    unsigned ticket = 0;
+    const int timed = pk_pf_auto_resolve(a, w, m, pf_near, pf_streams, &ticket);
+    const uint64_t t0 = timed ? pk_now_ns() : 0u;
+    host->parallel_for(host->host_ctx, n, grain, fn, job);
+    if (timed)
+        pk_pf_auto_done(host, plugin, a, w, ticket, t0);
+}
+
 void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsigned streams,
                   int *pf_near, int *pf_streams, pk_pf_auto *a)
 {
@@ -247,4 +259,14 @@ void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, 
                  said[with]);
     else
         snprintf(out, out_len, "%s", said[mode]);
+}
+
+void pk_decode_describe(char *out, size_t out_len, const char *const said[3], int pf_near,
+                        int pf_streams, unsigned streams, const pk_pf_auto *a)
+{
+    char near[128], beside[128], more[192];
+    pk_pf_said(near, sizeof near, said, pf_near, a->mode[0]);
+    pk_pf_said(beside, sizeof beside, said, pf_streams, a->mode[0]);
+    pk_tuning_describe(more, sizeof more, streams, beside);
+    snprintf(out, out_len, "%s%s", near, more);
 }

@@ -239,6 +239,17 @@ int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, i
 void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
                      unsigned ticket, uint64_t t0);
 
+/* Both sides as the x86 plugins use them. decode_run: a decode call's
+ * parallel_for(n, grain, fn, job) with the job's prefetch fields resolved
+ * and, when auto decides, timed and recorded against the packed handle's
+ * record `w`. decode_describe: "<one stream's prefetch>[, N streams per
+ * thread at m = 1 (prefetch: <theirs>)]" in the plugin's words `said`. */
+void pk_decode_run(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
+                   uint32_t m, int *pf_near, int *pf_streams, size_t n, size_t grain,
+                   edgert_range_fn fn, void *job);
+void pk_decode_describe(char *out, size_t out_len, const char *const said[3], int pf_near,
+                        int pf_streams, unsigned streams, const pk_pf_auto *a);
+
 /* ---- pack ----------------------------------------------------------------------- */
 
 /* What a layout requires of canonical weights beyond the canonical form. */
