@@ -2,7 +2,7 @@
  * core/probe_host.c — the host facts of the probe: logical cores, memory and
  * the CPU or board name, all from files under the sysroot.
  *
- * Pure parsers (er_parse_cpu_list, er_parse_meminfo) decode the text; the
+ * Pure parsers (er_parse_cpu_list, er_parse_meminfo, er_parse_cpu_id) decode the text; the
  * readers around them only fetch it (probe_read.c) and say in a diagnostic
  * which file was missing or garbled. A fact that cannot be known stays at
  * 0 / "".
@@ -194,6 +194,80 @@ static int name_from_cpuinfo(const char *sysroot, edgert_device *dev, er_diags *
     return ok;
 }
 
+/* One cpuinfo field for the id: digits only (base 10), or 0x and hex digits
+ * (base 16), or letters and digits (base 0: a vendor id), at most 16
+ * characters. Returns 1 and the value's text in `v`. */
+static int cpu_id_field(const char *text, const char *key, int base, char v[24])
+{
+    char raw[64];
+    if (!er_probe_line_value(text, key, raw, sizeof raw))
+        return 0;
+    size_t n = strlen(raw), i = 0;
+    if (n == 0 || n > 16)
+        return 0;
+    if (base == 16) {
+        if (n < 3 || raw[0] != '0' || (raw[1] != 'x' && raw[1] != 'X'))
+            return 0;
+        i = 2;
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)raw[i];
+        int digit = c >= '0' && c <= '9';
+        int hex = digit || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        int alnum = digit || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+        if (!(base == 10 ? digit : base == 16 ? hex : alnum))
+            return 0;
+    }
+    memcpy(v, raw, n + 1);
+    return 1;
+}
+
+int er_parse_cpu_id(const char *text, edgert_arch arch, char *out, size_t cap)
+{
+    static const struct {
+        const char *key, *label;
+        int base;
+    } x86[] = {{"vendor_id", "", 0},
+               {"cpu family", "family ", 10},
+               {"model", "model ", 10},
+               {"stepping", "stepping ", 10}},
+      arm[] = {{"CPU implementer", "implementer ", 16},
+               {"CPU part", "part ", 16},
+               {"CPU variant", "variant ", 16},
+               {"CPU revision", "revision ", 10}};
+    if (!out || cap == 0)
+        return 0;
+    out[0] = '\0';
+    if (!text || (arch != EDGERT_ARCH_X86_64 && arch != EDGERT_ARCH_ARM64))
+        return 0;
+    const int is_x86 = arch == EDGERT_ARCH_X86_64;
+    size_t used = 0;
+    for (size_t f = 0; f < 4; f++) {
+        const char *key = is_x86 ? x86[f].key : arm[f].key;
+        char v[24];
+        if (!cpu_id_field(text, key, is_x86 ? x86[f].base : arm[f].base, v))
+            continue;
+        int w = snprintf(out + used, cap - used, "%s%s%s", used ? " " : "",
+                         is_x86 ? x86[f].label : arm[f].label, v);
+        if (w < 0 || (size_t)w >= cap - used) {
+            out[used] = '\0'; /* no room: keep the whole fields before it */
+            break;
+        }
+        used += (size_t)w;
+    }
+    return used > 0;
+}
+
+static void cpu_id_from_cpuinfo(const char *sysroot, edgert_arch arch, edgert_device *dev,
+                                er_diags *d)
+{
+    char *text = er_probe_read(sysroot, "/proc/cpuinfo", NULL, d);
+    if (!er_parse_cpu_id(text, arch, dev->cpu_id, sizeof dev->cpu_id))
+        er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
+                    "probe: no CPU family and model (cpuinfo); CPU id unknown");
+    free(text);
+}
+
 void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *dev, er_diags *d)
 {
     if (!dev)
@@ -212,4 +286,5 @@ void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *d
         er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
                     "probe: no CPU model name (cpuinfo) or device-tree model; name unknown");
     }
+    cpu_id_from_cpuinfo(sysroot, arch, dev, d);
 }

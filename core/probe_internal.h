@@ -117,6 +117,14 @@ int er_parse_cpu_list(const char *text, unsigned *count);
 int er_parse_meminfo(const char *text, uint64_t *total_bytes,
                      uint64_t *available_bytes);
 
+/** The CPU's identity from /proc/cpuinfo text, for edgert_device.cpu_id:
+ *  x86_64 "<vendor_id> family F model M stepping S" (decimal, as the kernel
+ *  prints them), arm64 "implementer 0xII part 0xPPP variant 0xV revision R".
+ *  Each field is the first line with its key; a missing or malformed one is
+ *  left out (a number must be all digits, a vendor letters and digits), and
+ *  nothing known gives "". Returns 1 when anything was found. */
+int er_parse_cpu_id(const char *text, edgert_arch arch, char *out, size_t cap);
+
 /* ---- bf16 (probe_class.c) ---------------------------------------------- */
 
 /** bf16 rule for an NVIDIA GPU, from its product name (the driver's
@@ -143,10 +151,10 @@ void er_bf16_from_cpu_flags(edgert_device *dev, edgert_arch arch);
 void er_probe_cpu_flags(edgert_device *dev, er_diags *d);
 
 /** The file-based host facts of er_probe for a given CPU arch: logical cores,
- *  memory, and the name (cpuinfo "model name" and/or device-tree model,
- *  preferred order by arch). Leaves unknown facts at 0/"" and notes why in
- *  `d`. Does not touch flags, class or bf16. Reads files under a sysroot
- *  only (probe_host.c). */
+ *  memory, the name (cpuinfo "model name" and/or device-tree model,
+ *  preferred order by arch) and the CPU id (er_parse_cpu_id). Leaves
+ *  unknown facts at 0/"" and notes why in `d`. Does not touch flags, class
+ *  or bf16. Reads files under a sysroot only (probe_host.c). */
 void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *dev,
                          er_diags *d);
 

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <sys/syscall.h>
 #endif
 
@@ -145,6 +146,30 @@ static void test_live_probe(void **state)
     assert_true(EDGERT_HAS_FLAG(dev.cpu_flags, EDGERT_CPU_ASIMD));
     if (dev.device_class == EDGERT_CLASS_ARM64_CPU)
         assert_int_equal(dev.bf16, !!EDGERT_HAS_FLAG(dev.cpu_flags, EDGERT_CPU_BF16));
+#endif
+#if defined(__x86_64__)
+    /* The CPU id against CPUID itself: Linux prints the family with the
+     * extended family added when the base is 0xF, and the model with the
+     * extended model above it from family 6 on. */
+    {
+        unsigned a, b, c, dx;
+        char vendor[13], want[96];
+        __cpuid(0, a, b, c, dx);
+        memcpy(vendor, &b, 4);
+        memcpy(vendor + 4, &dx, 4);
+        memcpy(vendor + 8, &c, 4);
+        vendor[12] = '\0';
+        __cpuid(1, a, b, c, dx);
+        unsigned family = (a >> 8) & 0xFu, model = (a >> 4) & 0xFu, stepping = a & 0xFu;
+        if (family == 0xFu)
+            family += (a >> 20) & 0xFFu;
+        if (family >= 6u)
+            model += ((a >> 16) & 0xFu) << 4;
+        snprintf(want, sizeof want, "%s family %u model %u stepping %u", vendor, family, model,
+                 stepping);
+        print_message("  live cpu id: %s\n", dev.cpu_id);
+        assert_string_equal(dev.cpu_id, want);
+    }
 #endif
     uint64_t listed;
     if (cpuinfo_flags(&listed) != 0) {

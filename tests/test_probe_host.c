@@ -92,6 +92,56 @@ static void test_parse_meminfo(void **state)
     assert_int_equal(t, 5120);
 }
 
+/* The CPU id (er_parse_cpu_id): the first line of each key, a malformed
+ * field left out, the result bounded by whole fields. */
+static void test_parse_cpu_id(void **state)
+{
+    (void)state;
+    static const struct {
+        edgert_arch arch;
+        const char *text, *id;
+    } cases[] = {
+        {EDGERT_ARCH_X86_64,
+         "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+         "model name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\ncpu family\t: 25\n",
+         "AuthenticAMD family 26 model 2 stepping 1"},
+        /* "model name" before "model" is not the model */
+        {EDGERT_ARCH_X86_64, "model name : X 9000\nmodel : 143\n", "model 143"},
+        /* malformed fields are left out, the others kept */
+        {EDGERT_ARCH_X86_64,
+         "vendor_id : Genuine Intel\ncpu family : 6x\nmodel : -1\nstepping : 8\n", "stepping 8"},
+        {EDGERT_ARCH_X86_64, "cpu family : 12345678901234567\nmodel : 0x8f\n", ""},
+        {EDGERT_ARCH_X86_64, "cpu family :\nmodel : \n", ""},
+        {EDGERT_ARCH_X86_64, "", ""},
+        {EDGERT_ARCH_ARM64,
+         "processor\t: 0\nCPU implementer\t: 0x41\nCPU architecture: 8\nCPU variant\t: 0x4\n"
+         "CPU part\t: 0xd0b\nCPU revision\t: 1\n",
+         "implementer 0x41 part 0xd0b variant 0x4 revision 1"},
+        /* arm64 ids are hex with 0x; x86 keys mean nothing there */
+        {EDGERT_ARCH_ARM64, "CPU implementer : 65\nCPU part : 0xzz\ncpu family : 6\n", ""},
+        {EDGERT_ARCH_UNKNOWN, "cpu family : 6\n", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char id[96];
+        memset(id, 'Q', sizeof id);
+        int got = er_parse_cpu_id(cases[i].text, cases[i].arch, id, sizeof id);
+        if (strcmp(id, cases[i].id) != 0 || got != (cases[i].id[0] != '\0'))
+            fail_msg("case %zu: '%s' (returned %d), expected '%s'", i, id, got, cases[i].id);
+    }
+    /* too little room: whole fields only, always terminated */
+    char small[24];
+    assert_int_equal(er_parse_cpu_id("vendor_id : AuthenticAMD\ncpu family : 26\nmodel : 2\n",
+                                     EDGERT_ARCH_X86_64, small, sizeof small),
+                     1);
+    assert_string_equal(small, "AuthenticAMD family 26");
+    char one[1] = {'Q'};
+    assert_int_equal(er_parse_cpu_id("model : 2\n", EDGERT_ARCH_X86_64, one, 1), 0);
+    assert_int_equal(one[0], '\0');
+    assert_int_equal(er_parse_cpu_id(NULL, EDGERT_ARCH_X86_64, small, sizeof small), 0);
+    assert_string_equal(small, "");
+    assert_int_equal(er_parse_cpu_id("model : 2\n", EDGERT_ARCH_X86_64, NULL, 8), 0);
+}
+
 /* ----------------------------------------------------------------------- */
 /* host facts (cores, memory, name)                                        */
 /* ----------------------------------------------------------------------- */
@@ -105,20 +155,22 @@ static void test_host_facts_fixtures(void **state)
         const char *name;
         unsigned cores;
         uint64_t total_kb, avail_kb;
+        const char *cpu_id;
     } cases[] = {
         {"x86-server", EDGERT_ARCH_X86_64, "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", 2,
-         8139472, 7421864},
-        {"rpi5", EDGERT_ARCH_ARM64, "Raspberry Pi 5 Model B Rev 1.0", 4, 8245200, 7800000},
+         8139472, 7421864, "GenuineIntel family 6 model 143"},
+        {"rpi5", EDGERT_ARCH_ARM64, "Raspberry Pi 5 Model B Rev 1.0", 4, 8245200, 7800000,
+         "implementer 0x41 part 0xd0b"},
         /* x86 order: cpuinfo first, device tree second (rpi5 has no model name) */
-        {"rpi5", EDGERT_ARCH_X86_64, "Raspberry Pi 5 Model B Rev 1.0", 4, 8245200, 7800000},
+        {"rpi5", EDGERT_ARCH_X86_64, "Raspberry Pi 5 Model B Rev 1.0", 4, 8245200, 7800000, ""},
         {"jetson-orin", EDGERT_ARCH_ARM64, "NVIDIA Jetson AGX Orin Developer Kit", 12, 30536276,
-         27000000},
-        {"jetson-nano", EDGERT_ARCH_ARM64, "NVIDIA Jetson Nano Developer Kit", 4, 0, 0},
-        {"android-hexagon", EDGERT_ARCH_ARM64, "", 8, 11534336, 5120000},
+         27000000, ""},
+        {"jetson-nano", EDGERT_ARCH_ARM64, "NVIDIA Jetson Nano Developer Kit", 4, 0, 0, ""},
+        {"android-hexagon", EDGERT_ARCH_ARM64, "", 8, 11534336, 5120000, ""},
         {"nvidia-workstation", EDGERT_ARCH_X86_64, "13th Gen Intel(R) Core(TM) i9-13900K", 32,
-         65536000, 60000000},
-        {"empty", EDGERT_ARCH_X86_64, "", 0, 0, 0},
-        {"empty", EDGERT_ARCH_ARM64, "", 0, 0, 0},
+         65536000, 60000000, ""},
+        {"empty", EDGERT_ARCH_X86_64, "", 0, 0, 0, ""},
+        {"empty", EDGERT_ARCH_ARM64, "", 0, 0, 0, ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char root[512];
@@ -127,12 +179,13 @@ static void test_host_facts_fixtures(void **state)
         memset(&dev, 0, sizeof dev);
         er_diags d = {0};
         er_probe_host_facts(root, cases[i].arch, &dev, &d);
-        if (strcmp(dev.name, cases[i].name) != 0 || dev.logical_cores != cases[i].cores ||
+        if (strcmp(dev.name, cases[i].name) != 0 || strcmp(dev.cpu_id, cases[i].cpu_id) != 0 ||
+            dev.logical_cores != cases[i].cores ||
             dev.mem_total_bytes != cases[i].total_kb * 1024 ||
             dev.mem_available_bytes != cases[i].avail_kb * 1024) {
             dump_diags(cases[i].sysroot, &d);
-            fail_msg("%s (%s): name '%s' cores %u mem %llu/%llu", cases[i].sysroot,
-                     edgert_arch_name(cases[i].arch), dev.name, dev.logical_cores,
+            fail_msg("%s (%s): name '%s' cpu id '%s' cores %u mem %llu/%llu", cases[i].sysroot,
+                     edgert_arch_name(cases[i].arch), dev.name, dev.cpu_id, dev.logical_cores,
                      (unsigned long long)dev.mem_total_bytes,
                      (unsigned long long)dev.mem_available_bytes);
         }
@@ -144,6 +197,8 @@ static void test_host_facts_fixtures(void **state)
             assert_non_null(find_diag(&d, EDGERT_LOG_INFO, "memory size unknown"));
         if (!cases[i].name[0])
             assert_non_null(find_diag(&d, EDGERT_LOG_INFO, "name unknown"));
+        if (!cases[i].cpu_id[0])
+            assert_non_null(find_diag(&d, EDGERT_LOG_INFO, "CPU id unknown"));
         er_diags_free(&d);
     }
 }
@@ -224,6 +279,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_cpu_list),
         cmocka_unit_test(test_parse_meminfo),
+        cmocka_unit_test(test_parse_cpu_id),
         cmocka_unit_test(test_host_facts_fixtures),
         cmocka_unit_test(test_host_facts_hostile),
         cmocka_unit_test(test_host_facts_unusable_files),

@@ -303,6 +303,7 @@ void json_device(json_w *w, const edgert_device *d)
     json_kstr(w, "mode", d->planned ? "plan" : "live");
     json_kstr(w, "source", d->source);
     json_kstr(w, "name", d->name);
+    json_kstr(w, "cpu_id", d->cpu_id);
     json_kstr(w, "arch", edgert_arch_name(d->arch));
     json_kstr(w, "class", edgert_device_class_name(d->device_class));
     json_kstr(w, "class_evidence", d->class_evidence);
@@ -325,6 +326,8 @@ void print_device(const edgert_device *d)
     tprintf("device: %s (%s)\n", d->name[0] ? d->name : "unnamed",
             d->planned ? "plan from a device profile" : "live probe");
     tprintf("  source        %s\n", d->source);
+    if (d->cpu_id[0])
+        tprintf("  cpu           %s\n", d->cpu_id);
     tprintf("  arch          %s\n", edgert_arch_name(d->arch));
     tprintf("  class         %s", edgert_device_class_name(d->device_class));
     if (d->class_evidence[0])

@@ -133,8 +133,8 @@ static void usage_cmd(FILE *f, const char *cmd)
 {
     if (strcmp(cmd, "probe") == 0)
         fprintf(f, "usage: edgert probe [options]\n\nShow the device facts the selection uses: "
-                   "arch, device class (and the files\nthat decided it), CPU flags usable in this "
-                   "process, flags the OS disabled,\ncores, memory, bf16 support.\n\n");
+                   "CPU name and id (family, model),\narch, class (and the files that decided it), "
+                   "CPU flags usable here, flags the\nOS disabled, cores, memory, bf16.\n\n");
     else if (strcmp(cmd, "list") == 0)
         fprintf(f, "usage: edgert list [options]\n\nList every backend manifest found, in search "
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
