@@ -588,19 +588,6 @@ static void test_paths_against_ref(void **state)
 
 /* ---- 2. every prefill gives the GEMV's bits ----------------------------------------- */
 
-/* The CPU vendor the plugins' decode defaults follow (plugin_kit.h,
- * pk_cpu_is_intel): CPUID's vendor string. */
-static int cpu_is_intel(void)
-{
-#if defined(__x86_64__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0u), "c"(0u));
-    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
-#else
-    return 0;
-#endif
-}
-
 /* y of path pi and of path vnni on the same weights and x, padding and all,
  * memcmp'ed. */
 static void same_bits(fx *f, edgert_backend *b, edgert_backend *v, uint32_t m, uint32_t n,
@@ -735,6 +722,7 @@ static void test_refusals(void **state)
         "decode_max_m=513", "decode_max_m=abc", "decode_max_m=-1", "decode_max_m=",
         "decode_max_m=+4", "decode_max_m=4x", "decode_max_m=99999999999999999999",
         "prefetch=sideways", "prefetch=", "streams=3", "streams=", "streams=44", "streams=0",
+        "prefetch=auto streams=auto", "streams=auto prefetch=far prefetch=auto",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
@@ -767,10 +755,11 @@ static void test_refusals(void **state)
      * streams (37 columns: 3) */
     /* the defaults (a8_decode_defaults) last: on Intel near for one stream
      * and none beside several, elsewhere auto (against far) for both */
-    const int intel = cpu_is_intel();
+    const int intel = tu_cpu_is_intel();
     static const char *const streams[] = {"streams=2 prefetch=none", "streams=4 prefetch=far",
                                           "prefetch=near streams=4", "streams=4 prefetch=auto",
-                                          "prefetch=auto", "streams=4", ""};
+                                          "prefetch=auto", "streams=4", "streams=auto",
+                                          "prefetch=none streams=auto", ""};
     const char *const said[] = {
         "prefetch: none, 2 streams per thread at m = 1 (prefetch: none)",
         "4 streams per thread at m = 1 (prefetch: L2 8 KiB ahead)",
@@ -779,6 +768,11 @@ static void test_refusals(void **state)
         "decode prefetch: auto (L2 ",
         intel ? "4 streams per thread at m = 1 (prefetch: none)"
               : "4 streams per thread at m = 1 (prefetch: auto (L2 8 KiB ahead or none",
+        intel ? "decode prefetch: L2 4 KiB and L1 512 B ahead, or 4 streams per thread at m = 1 "
+                "(prefetch: none), whichever the last calls ran faster (streams=auto)"
+              : "decode prefetch: L2 8 KiB ahead, or 4 streams per thread at m = 1 (prefetch: "
+                "none), whichever the last calls ran faster (streams=auto)",
+        "decode prefetch: none, or 4 streams per thread at m = 1 (prefetch: none), whichever",
         intel ? "decode prefetch: L2 4 KiB and L1 512 B ahead"
               : "decode prefetch: auto (L2 8 KiB ahead or none, whichever the last calls ran "
                 "faster)"};

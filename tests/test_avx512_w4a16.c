@@ -435,13 +435,14 @@ static void test_strides_and_zero_x(void **state)
  * prefetch mode and stream count gives prefetch=far streams=1's bits, on
  * every decode m, for N that leaves a part of the panels over (1000 columns:
  * 63 panels, the last short) and N below one panel per stream (37).
- * prefetch=auto runs a weight's first m = 1 calls in its two modes in turn
- * (plugins/common/decode_tuning.c): four calls each, every one checked. */
+ * prefetch=auto and streams=auto run a weight's first m = 1 calls in their
+ * two modes in turn (plugins/common/decode_tuning.c): four calls each,
+ * every one checked. */
 static void test_decode_options_same_bits(void **state)
 {
     fx *f = *state;
     AW_OR_SKIP(f);
-    enum { NMAX = 1000, K = 2048, M = 4, V = 9 };
+    enum { NMAX = 1000, K = 2048, M = 4, V = 11 };
     static const uint32_t ns[] = {NMAX, 37};
     char err[512] = "";
     float *w = malloc(sizeof(float) * NMAX * K), *x = malloc(sizeof(float) * M * K);
@@ -469,6 +470,10 @@ static void test_decode_options_same_bits(void **state)
          "prefetch: auto (L2 8 KiB ahead or none, whichever the last calls ran faster)"},
         {"streams=4 prefetch=auto", "L2 8 KiB ahead, 4 streams per thread at m = 1 (prefetch: "
                                     "auto (L2 8 KiB ahead or none, whichever the last"},
+        {"streams=auto", "L2 8 KiB ahead, or 4 streams per thread at m = 1 (prefetch: none), "
+                         "whichever the last calls ran faster (streams=auto)"},
+        {"prefetch=near streams=auto", "L2 8 KiB and L1 512 B ahead, or 4 streams per thread at "
+                                       "m = 1 (prefetch: L2 8 KiB and L1 512 B ahead)"},
     };
     /* more than one stream is the int16 GEMV's (avx512_vnni) */
     const int vnni =
@@ -515,6 +520,19 @@ static void test_decode_options_same_bits(void **state)
     assert_int_equal(edgert_backend_open(f->ctx, AW, "path=fma streams=4", &b, err, sizeof err),
                      EDGERT_E_USAGE);
     assert_null(b);
+    assert_int_equal(edgert_backend_open(f->ctx, AW, "path=fma streams=auto", &b, err, sizeof err),
+                     EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "streams=auto applies to the int16 decode"));
+    assert_null(b);
+    /* the default: the int16 decode weighs one stream against 4 except on
+     * Intel, which reads one (aw_decode_defaults) */
+    if (vnni) {
+        assert_int_equal(edgert_backend_open(f->ctx, AW, "", &b, err, sizeof err), EDGERT_OK);
+        const int weighs = strstr(edgert_backend_describe(b), "(streams=auto)") != NULL;
+        print_message("  default decode: %s\n", edgert_backend_describe(b));
+        assert_int_equal(weighs, !tu_cpu_is_intel());
+        edgert_backend_close(b);
+    }
     assert_int_equal(edgert_backend_open(f->ctx, AW, "path=fma streams=1", &b, err, sizeof err),
                      EDGERT_OK);
     edgert_backend_close(b);
@@ -535,6 +553,7 @@ static void test_refusals(void **state)
     static const char *bad[] = {"path=warp-drive", "threads=3", "path=int16 extra", "path=",
                                 "prefetch=sideways", "prefetch=near prefetch=far",
                                 "streams=3", "streams=", "streams=44", "streams=2 streams=2",
+                                "streams=auto streams=4", "prefetch=auto streams=auto",
                                 "path=fma path=bf16"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';

@@ -105,6 +105,18 @@ static void test_options(void **state)
     assert_int_equal(pk_tuning_option("streams=4", 9, &u), 1);
     assert_int_equal(u.prefetch, PK_PF_AUTO);
     assert_int_equal(u.streams, 4u);
+    assert_null(pk_tuning_conflict(&u));
+    pk_tuning v = {-1, 0u};
+    assert_int_equal(pk_tuning_option("streams=auto", 12, &v), 1);
+    assert_int_equal(v.streams, PK_STREAMS_AUTO);
+    assert_int_equal(pk_tuning_option("streams=4", 9, &v), -1); /* each once */
+    assert_int_equal(pk_tuning_option("streams=autos", 13, &v), 0);
+    assert_int_equal(pk_tuning_option("streams=aut", 11, &v), 0);
+    assert_null(pk_tuning_conflict(&v));
+    assert_int_equal(pk_tuning_option("prefetch=none", 13, &v), 1);
+    assert_null(pk_tuning_conflict(&v));
+    v.prefetch = PK_PF_AUTO;
+    assert_non_null(strstr(pk_tuning_conflict(&v), "cannot go together"));
 
     static const char *const said[] = {"far words", "near words", "none words"};
     char out[128];
@@ -121,14 +133,14 @@ static void test_settle_and_resolve(void **state)
     pk_pf_auto a;
     pk_pf_seen w;
     int near, beside;
-    unsigned ticket = 7;
+    unsigned ticket = 7, st = 4u;
 
     pk_pf_settle(-1, PK_PF_FAR, PK_PF_NEAR_TOO, PK_PF_NONE, 4u, &near, &beside, &a);
     assert_int_equal(near, PK_PF_NEAR_TOO); /* not given: the plugin's defaults */
     assert_int_equal(beside, PK_PF_NONE);
     memset(&w, 0, sizeof w);
     int n2 = near, b2 = beside;
-    assert_int_equal(pk_pf_auto_resolve(&a, &w, 1u, &n2, &b2, &ticket), 0);
+    assert_int_equal(pk_pf_auto_resolve(&a, &w, 1u, &n2, &b2, &st, &ticket), 0);
     assert_int_equal(n2, PK_PF_NEAR_TOO);
     assert_int_equal(b2, PK_PF_NONE);
     assert_int_equal(ticket, 7u);
@@ -143,18 +155,18 @@ static void test_settle_and_resolve(void **state)
     assert_int_equal(near, PK_PF_FAR);
     assert_int_equal(beside, PK_PF_AUTO);
     n2 = near, b2 = beside;
-    assert_int_equal(pk_pf_auto_resolve(&a, &w, 1u, &n2, &b2, &ticket), 1);
+    assert_int_equal(pk_pf_auto_resolve(&a, &w, 1u, &n2, &b2, &st, &ticket), 1);
     assert_int_equal(pk_pf_ticket_slot(ticket), 0u); /* a weight's first call: the mode in use */
     assert_int_equal(b2, PK_PF_FAR);
     assert_int_equal(n2, PK_PF_FAR);
     n2 = near, b2 = beside;
-    assert_int_equal(pk_pf_auto_resolve(&a, &w, 1u, &n2, &b2, &ticket), 1);
+    assert_int_equal(pk_pf_auto_resolve(&a, &w, 1u, &n2, &b2, &st, &ticket), 1);
     assert_int_equal(pk_pf_ticket_slot(ticket), 1u); /* its second, warming up: the other */
     assert_int_equal(pk_pf_ticket_in_use(ticket), 0u);
     assert_int_equal(b2, PK_PF_NONE);
     n2 = near, b2 = beside;
     atomic_store(&a.gen, 1u); /* none in use: m > 1 still runs with prefetch, untimed */
-    assert_int_equal(pk_pf_auto_resolve(&a, &w, 5u, &n2, &b2, &ticket), 0);
+    assert_int_equal(pk_pf_auto_resolve(&a, &w, 5u, &n2, &b2, &st, &ticket), 0);
     assert_int_equal(b2, PK_PF_FAR);
     assert_int_equal(atomic_load(&w.calls), 2u);
 
@@ -164,6 +176,37 @@ static void test_settle_and_resolve(void **state)
     assert_int_equal(beside, PK_PF_NEAR_TOO);
     assert_int_equal(a.mode[0], PK_PF_NEAR_TOO);
     assert_int_equal(a.mode[1], PK_PF_NONE);
+    assert_int_equal(st, 4u); /* prefetch=auto never touches the stream count */
+
+    /* streams=auto: the prefetch fields stay fixed, each m = 1 call gets
+     * its stream count from the slot, larger m is left alone and untimed */
+    unsigned streams = 0u;
+    pk_streams_settle(-1, PK_PF_FAR, PK_PF_NEAR_TOO, PK_PF_NONE, &near, &beside, &streams, &a);
+    assert_int_equal(near, PK_PF_NEAR_TOO);
+    assert_int_equal(beside, PK_PF_NONE);
+    assert_int_equal(streams, PK_STREAMS_MANY);
+    memset(&w, 0, sizeof w);
+    unsigned seen[2] = {0u, 0u};
+    for (int call = 0; call < 4; call++) {
+        n2 = near, b2 = beside, st = streams;
+        assert_int_equal(pk_pf_auto_resolve(&a, &w, 1u, &n2, &b2, &st, &ticket), 1);
+        assert_int_equal(st, pk_pf_ticket_slot(ticket) == 0u ? 1u : PK_STREAMS_MANY);
+        assert_int_equal(n2, PK_PF_NEAR_TOO);
+        assert_int_equal(b2, PK_PF_NONE);
+        seen[pk_pf_ticket_slot(ticket)]++;
+    }
+    assert_int_equal(seen[0], 2u); /* warming up: they alternate */
+    assert_int_equal(seen[1], 2u);
+    st = streams;
+    assert_int_equal(pk_pf_auto_resolve(&a, &w, 3u, &n2, &b2, &st, &ticket), 0);
+    assert_int_equal(st, PK_STREAMS_MANY);
+    assert_int_equal(atomic_load(&w.calls), 4u);
+    pk_streams_settle(PK_PF_NONE, PK_PF_FAR, PK_PF_FAR, PK_PF_FAR, &near, &beside, &streams, &a);
+    assert_int_equal(near, PK_PF_NONE); /* given: both fields */
+    assert_int_equal(beside, PK_PF_NONE);
+    /* prefetch=auto on top of it is refused at parsing */
+    pk_pf_settle(PK_PF_AUTO, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, 1u, &near, &beside, &a);
+    assert_int_equal(a.streams[0], 0u); /* and settling one clears the other's slots */
 }
 
 /* A pair is a weight's call against its previous counted call in the
@@ -412,11 +455,11 @@ static void log_to(void *user, edgert_log_level level, const char *message)
     pthread_mutex_unlock(&lb->mu);
 }
 
-/* `backend` with prefetch=auto measures: after 40 m = 1 calls on one weight
- * (its first not counted, then 19 pairs each way round) its debug log says
- * both modes were measured; with prefetch=far it never does. This is what
- * shows the plugin times its calls at all: both modes give the same bits,
- * so no result could. */
+/* `backend` with prefetch=auto (and with streams=auto) measures: after 40
+ * m = 1 calls on one weight (its first not counted, then 19 pairs each way
+ * round) its debug log says both modes were measured; with both fixed it
+ * never does. This is what shows the plugin times its calls at all: both
+ * modes give the same bits, so no result could. Both together are refused. */
 static void plugin_measures(const char *backend)
 {
     static logbuf lb = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
@@ -438,8 +481,16 @@ static void plugin_measures(const char *backend)
         x[i] = 0.5f - 0.003f * (float)i;
     edgert_qtensor q;
     assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 1, &q), EDGERT_OK);
-    static const char *const opts[2] = {"prefetch=far", "prefetch=auto"};
-    for (int v = 0; v < 2; v++) {
+    static const char *const opts[3] = {"prefetch=far streams=1", "prefetch=auto",
+                                        "streams=auto"};
+    static const char *const says[3] = {NULL, "prefetch=auto: both modes measured",
+                                        "streams=auto: both modes measured"};
+    edgert_backend *both = NULL;
+    assert_int_equal(edgert_backend_open(ctx, backend, "prefetch=auto streams=auto", &both, err,
+                                         sizeof err),
+                     EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "cannot go together"));
+    for (int v = 0; v < 3; v++) {
         edgert_backend *b = NULL;
         edgert_packed *pk = NULL;
         if (edgert_backend_open(ctx, backend, opts[v], &b, err, sizeof err) != EDGERT_OK ||
@@ -454,11 +505,13 @@ static void plugin_measures(const char *backend)
             assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_OK);
         }
         pthread_mutex_lock(&lb.mu);
-        const int said = strstr(lb.text, "prefetch=auto: both modes measured") != NULL;
+        const int said = strstr(lb.text, "both modes measured") != NULL;
+        const int right = says[v] == NULL || strstr(lb.text, says[v]) != NULL;
         pthread_mutex_unlock(&lb.mu);
-        if (said != v)
-            fail_msg("%s with %s after %d calls: the log %s 'both modes measured':\n%s", backend,
-                     opts[v], CALLS, said ? "says" : "does not say", lb.text);
+        if (said != (says[v] != NULL) || !right)
+            fail_msg("%s with %s after %d calls: expected %s%s%s in the log:\n%s", backend,
+                     opts[v], CALLS, says[v] ? "'" : "no 'both modes measured'",
+                     says[v] ? says[v] : "", says[v] ? "'" : "", lb.text);
         edgert_packed_free(pk);
         edgert_backend_close(b);
     }

@@ -172,6 +172,19 @@ __attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned thr
 }
 
 /* Groups of `group` columns in a row of k (the last one may be partial). */
+/* The CPU vendor the x86 plugins' decode defaults follow (plugin_kit.h,
+ * pk_cpu_is_intel): CPUID's vendor string is "GenuineIntel". */
+__attribute__((unused)) static int tu_cpu_is_intel(void)
+{
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(0u), "c"(0u));
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu;
+#else
+    return 0;
+#endif
+}
+
 __attribute__((unused)) static size_t tu_groups_of(uint32_t k, uint32_t group)
 {
     return (k + (size_t)group - 1u) / group;

@@ -21,7 +21,7 @@
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>",
  * "prefetch=<far|near|none|auto>" (decode's software prefetch, a8_kern.h;
- * auto: plugin_kit.h) and "streams=<1|2|4>" (the panels the m = 1 GEMV
+ * auto: plugin_kit.h) and "streams=<1|2|4|auto>" (the panels the m = 1 GEMV
  * reads side by side; default 1. The default prefetch, a8_decode_defaults:
  * on Intel near for one stream and none beside several, elsewhere auto
  * for either, where m > 1 runs with prefetch), "decode_max_m=<1..512>"
@@ -116,8 +116,12 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
     const char *s = options != NULL ? options : "";
     for (;;) {
         s += strspn(s, " \t");
-        if (*s == '\0')
-            return 0;
+        if (*s == '\0') {
+            const char *conflict = pk_tuning_conflict(t);
+            if (conflict != NULL)
+                edgert_errf(err, err_len, A8_NAME ": init: %s", conflict);
+            return conflict != NULL ? -1 : 0;
+        }
         const size_t len = strcspn(s, " \t");
         pk_tuning later = {-1, 0u};
         if (pk_tuning_option(s, len, &later) == 1) {
@@ -161,7 +165,7 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
         } else {
             edgert_errf(err, err_len,
                         A8_NAME ": init: unknown option '%.*s' (accepted: path=auto|amx|vnni, "
-                                "decode_max_m=N, prefetch=far|near|none|auto, streams=1|2|4)",
+                                "decode_max_m=N, prefetch=far|near|none|auto, streams=1|2|4|auto)",
                         (int)len, s);
             return -1;
         }
@@ -187,6 +191,11 @@ static void a8_decode_defaults(const pk_tuning *t, a8_state *st)
 {
     const int intel = pk_cpu_is_intel();
     const int with = intel ? PK_PF_NEAR_TOO : PK_PF_FAR; /* the prefetching mode */
+    if (t->streams == PK_STREAMS_AUTO) { /* asked for: one against PK_STREAMS_MANY */
+        pk_streams_settle(t->prefetch, with, with, PK_PF_NONE, &st->pf_near, &st->pf_streams,
+                          &st->streams, &st->pf_auto);
+        return;
+    }
     st->streams = t->streams != 0u ? t->streams : 1u;
     pk_pf_settle(t->prefetch >= 0 ? t->prefetch : intel ? -1 : PK_PF_AUTO, with, with,
                  PK_PF_NONE, st->streams, &st->pf_near, &st->pf_streams, &st->pf_auto);
@@ -573,7 +582,8 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
          * handle: never const memory). */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
         pk_decode_run(host, A8_NAME, &st->pf_auto, (pk_pf_seen *)&w->pf_seen, args->m,
-                      &job.pf_near, &job.pf_streams, w->panels, grain, a8_vnni_decode, &job);
+                      &job.pf_near, &job.pf_streams, &job.streams, w->panels, grain,
+                      a8_vnni_decode, &job);
     } else {
         const size_t pb = st->path == A8_PATH_AMX ? A8_AMX_PB : A8_PREFILL_PB;
         host->parallel_for(host->host_ctx, (w->panels + pb - 1u) / pb, 1u, st->prefill, &job);

@@ -27,12 +27,12 @@
  *               else bf16 if avx512_bf16, else fma.
  * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto),
  * "prefetch=<far|near|none|auto>" for decode's software prefetch (aw_kern.h;
- * auto: plugin_kit.h) and "streams=<1|2|4>", the panels int16's m = 1
+ * auto: plugin_kit.h) and "streams=<1|2|4|auto>", the panels int16's m = 1
  * decode reads side by side (aw_kern_int16.c; paths int16 and amx: refused
- * with a forced bf16 or fma, read as 1 where auto lands on them),
- * blank-separated, each once.
- * Defaults (aw_decode_defaults): 4 streams except on Intel, the far
- * prefetch for one stream, none beside several.
+ * with a forced bf16 or fma, read as 1 where auto lands on them; auto: one
+ * or 4 by the calls' times, plugin_kit.h), blank-separated, each once.
+ * Defaults (aw_decode_defaults): streams=auto except on Intel (one
+ * stream), the far prefetch for one stream, none beside several.
  * Any other text is refused with EDGERT_E_USAGE; a path whose CPU flag the
  * host lacks is refused with EDGERT_E_UNSUPPORTED naming the flag.
  *
@@ -171,14 +171,18 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
 
 /* Decode defaults (a tuning fact: every choice computes the same bits).
  * One stream reads with the far prefetch everywhere (aw_kern.h). At m = 1
- * the int16 GEMV reads 4 streams without software prefetch except on
- * Intel; measured on AMD EPYC (Zen 5), spark-1.7b decode step, 2 threads,
- * series of 5 interleaved rounds: 4 streams without prefetch took
- * 0.77-0.79 of one far-prefetched stream's time (median; 58 against 45
- * GB/s), 2 streams 0.87-0.88 with or without prefetch, 4 streams with it
- * about 1.0 (beside four streams the prefetches only compete for fill
- * buffers). Intel (Xeon with AMX) keeps one stream, as measured there
- * before streams existed: streams are not yet measured on Intel.
+ * the int16 GEMV weighs one stream against 4 without software prefetch
+ * (streams=auto) except on Intel, because which wins depends on the host:
+ * on one AMD EPYC (Zen 5), spark-1.7b decode step, 2 threads, series of 5
+ * interleaved rounds, 4 streams without prefetch took 0.77-0.79 of one
+ * far-prefetched stream's time (median; 58 against 45 GB/s), 2 streams
+ * 0.87-0.88 with or without prefetch, 4 streams with it about 1.0 (beside
+ * four streams the prefetches only compete for fill buffers); on another
+ * (family 26, model 2), paired runs of 8 pairs (bench --versus), one
+ * stream took 0.922-0.992 of 4 streams' time in 24 runs of 24, median
+ * 0.972, and 0.92-0.95 in the runs whose steps read at 66 GB/s or more.
+ * Intel (Xeon with AMX) keeps one stream, as measured there before
+ * streams existed: streams are not yet measured on Intel.
  * prefetch=auto (plugin_kit.h) is not the default beside four streams: on
  * an AMD EPYC Zen 4 with the host's memory busy, paired runs (16 pairs
  * each, auto's first version) put none at 0.981-1.059 of auto's step time
@@ -187,10 +191,19 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
  * clearly only with the weights resident in L3 (0.76-0.95). */
 static void aw_decode_defaults(const pk_tuning *t, int int16_decode, aw_state *st)
 {
-    st->streams = !int16_decode       ? 1u
-                  : t->streams != 0u  ? t->streams
-                  : pk_cpu_is_intel() ? 1u
-                                      : 4u;
+    /* prefetch=auto alone keeps the 4 streams it was measured beside */
+    const int auto_streams =
+        int16_decode && (t->streams == PK_STREAMS_AUTO ||
+                         (t->streams == 0u && t->prefetch != PK_PF_AUTO && !pk_cpu_is_intel()));
+    if (auto_streams) {
+        pk_streams_settle(t->prefetch, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, &st->pf_near,
+                          &st->pf_streams, &st->streams, &st->pf_auto);
+        return;
+    }
+    st->streams = !int16_decode || t->streams == PK_STREAMS_AUTO ? 1u
+                  : t->streams != 0u                              ? t->streams
+                  : pk_cpu_is_intel()                             ? 1u
+                                                                  : 4u;
     pk_pf_settle(t->prefetch, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, st->streams, &st->pf_near,
                  &st->pf_streams, &st->pf_auto);
 }
@@ -216,11 +229,16 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
             edgert_errf(err, err_len,
                         AW_NAME ": init: unexpected option '%.*s' in '%s' (accepted, each once: "
                                 "path=auto|amx|int16|bf16|fma prefetch=far|near|none|auto "
-                                "streams=1|2|4)",
+                                "streams=1|2|4|auto)",
                         (int)len, s, options);
             return -1;
         }
         s += len;
+    }
+    const char *conflict = pk_tuning_conflict(t);
+    if (conflict != NULL) {
+        edgert_errf(err, err_len, AW_NAME ": init: %s", conflict);
+        return -1;
     }
     return 0;
 }
@@ -283,16 +301,19 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
      * land on such a path on another CPU: one stream, said at debug level. */
     const int int16_decode = path == AW_PATH_INT16 || path == AW_PATH_AMX;
     if (!int16_decode && tuning.streams > 1u) {
+        const char *said = tuning.streams == PK_STREAMS_AUTO ? "auto"
+                           : tuning.streams == 2u           ? "2"
+                                                            : "4";
         if (!auto_path) {
             edgert_errf(err, err_len,
-                        AW_NAME ": init: streams=%u applies to the int16 decode (paths int16 "
+                        AW_NAME ": init: streams=%s applies to the int16 decode (paths int16 "
                                 "and amx); path=%s reads one stream",
-                        tuning.streams, aw_paths[path].name);
+                        said, aw_paths[path].name);
             return EDGERT_E_USAGE;
         }
         host->log(host->host_ctx, EDGERT_LOG_DEBUG,
-                  AW_NAME ": streams=%u: path auto chose %s, which reads one stream",
-                  tuning.streams, aw_paths[path].name);
+                  AW_NAME ": streams=%s: path auto chose %s, which reads one stream", said,
+                  aw_paths[path].name);
     }
 
     aw_state *st = host->alloc(host->host_ctx, sizeof *st, AW_ALIGN);
@@ -588,7 +609,8 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
          * handle: never const memory). */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
         pk_decode_run(host, AW_NAME, &st->pf_auto, (pk_pf_seen *)&w->pf_seen, args->m,
-                      &job.pf_near, &job.pf_streams, w->panels, grain, gemm, &job);
+                      &job.pf_near, &job.pf_streams, &job.streams, w->panels, grain, gemm,
+                      &job);
     } else {
         size_t items = (w->panels + st->kern.prefill_pb - 1u) / st->kern.prefill_pb;
         host->parallel_for(host->host_ctx, items, 1u, gemm, &job);

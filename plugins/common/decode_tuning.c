@@ -66,7 +66,20 @@ int pk_tuning_option(const char *s, size_t len, pk_tuning *t)
             return -1;
         return t->streams = (unsigned)(s[8] - '0'), 1;
     }
+    if (len == 12u && strncmp(s, "streams=auto", 12u) == 0) {
+        if (t->streams != 0u)
+            return -1;
+        return t->streams = PK_STREAMS_AUTO, 1;
+    }
     return 0;
+}
+
+const char *pk_tuning_conflict(const pk_tuning *t)
+{
+    return t->prefetch == PK_PF_AUTO && t->streams == PK_STREAMS_AUTO
+               ? "prefetch=auto and streams=auto cannot go together: each measures against "
+                 "the other's fixed choice (give one of them)"
+               : NULL;
 }
 
 void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char *pf_streams)
@@ -94,6 +107,7 @@ void pk_pf_auto_init(pk_pf_auto *a, int with, int without)
     atomic_init(&a->lock, 0);
     a->mode[0] = with;
     a->mode[1] = without;
+    a->streams[0] = a->streams[1] = 0u;
     atomic_init(&a->gen, 0u);
     atomic_init(&a->warm, 0);
     a->pairs[0] = a->pairs[1] = 0u;
@@ -199,8 +213,15 @@ uint64_t pk_now_ns(void)
 }
 
 int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, int *pf_streams,
-                       unsigned *ticket)
+                       unsigned *streams, unsigned *ticket)
 {
+    if (a->streams[0] != 0u) { /* streams=auto: the prefetch fields are fixed */
+        if (m != 1u)
+            return 0;
+        (void)pk_pf_auto_pick(a, w, ticket);
+        *streams = a->streams[pk_pf_ticket_slot(*ticket)];
+        return 1;
+    }
     if (*pf_near != PK_PF_AUTO && *pf_streams != PK_PF_AUTO)
         return 0;
     const int timed = m == 1u;
@@ -223,6 +244,14 @@ void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a,
         return;
     const unsigned was = pk_pf_ticket_in_use(ticket);
     const unsigned now = (res & PK_PF_AUTO_SWITCHED) ? was ^ 1u : was;
+    if (a->streams[0] != 0u) {
+        host->log(host->host_ctx, EDGERT_LOG_DEBUG,
+                  "%s: streams=auto: %s: decode reads streams=%u (streams=%u took %.3fx as long "
+                  "over the last pairs of calls)",
+                  plugin, (res & PK_PF_AUTO_WARMED) ? "both modes measured" : "switched",
+                  a->streams[now], a->streams[now ^ 1u], r);
+        return;
+    }
     host->log(host->host_ctx, EDGERT_LOG_DEBUG,
               "%s: prefetch=auto: %s: decode runs with prefetch=%s (prefetch=%s took %.3fx as "
               "long over the last pairs of calls)",
@@ -231,11 +260,11 @@ void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a,
 }
 
 void pk_decode_run(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
-                   uint32_t m, int *pf_near, int *pf_streams, size_t n, size_t grain,
-                   edgert_range_fn fn, void *job)
+                   uint32_t m, int *pf_near, int *pf_streams, unsigned *streams, size_t n,
+                   size_t grain, edgert_range_fn fn, void *job)
 {
     unsigned ticket = 0;
-    const int timed = pk_pf_auto_resolve(a, w, m, pf_near, pf_streams, &ticket);
+    const int timed = pk_pf_auto_resolve(a, w, m, pf_near, pf_streams, streams, &ticket);
     const uint64_t t0 = timed ? pk_now_ns() : 0u;
     host->parallel_for(host->host_ctx, n, grain, fn, job);
     if (timed)
@@ -250,6 +279,17 @@ void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsig
     if (pf == PK_PF_AUTO) /* the field that decides m = 1 stays auto */
         *(streams > 1u ? pf_near : pf_streams) = with;
     pk_pf_auto_init(a, with, PK_PF_NONE);
+}
+
+void pk_streams_settle(int pf, int with, int near_default, int streams_default, int *pf_near,
+                       int *pf_streams, unsigned *streams, pk_pf_auto *a)
+{
+    *pf_near = pf >= 0 ? pf : near_default;
+    *pf_streams = pf >= 0 ? pf : streams_default;
+    *streams = PK_STREAMS_MANY;
+    pk_pf_auto_init(a, with, PK_PF_NONE);
+    a->streams[0] = 1u;
+    a->streams[1] = PK_STREAMS_MANY;
 }
 
 void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, int with)
@@ -267,6 +307,13 @@ void pk_decode_describe(char *out, size_t out_len, const char *const said[3], in
     char near[128], beside[128], more[192];
     pk_pf_said(near, sizeof near, said, pf_near, a->mode[0]);
     pk_pf_said(beside, sizeof beside, said, pf_streams, a->mode[0]);
+    if (a->streams[0] != 0u) {
+        snprintf(out, out_len,
+                 "%s, or %u streams per thread at m = 1 (prefetch: %s), whichever the last "
+                 "calls ran faster (streams=auto)",
+                 near, a->streams[1], beside);
+        return;
+    }
     pk_tuning_describe(more, sizeof more, streams, beside);
     snprintf(out, out_len, "%s%s", near, more);
 }

@@ -116,17 +116,26 @@ int pk_cpu_is_intel(void);
                                 : F(__VA_ARGS__, PK_PF_FAR))
 
 /* The decode tuning options of the x86 plugins: prefetch=far|near|none|auto and
- * streams=1|2|4, the panels an m = 1 GEMV reads side by side, each from
+ * streams=1|2|4|auto, the panels an m = 1 GEMV reads side by side, each from
  * its own part of the chunk. Every setting computes the same bits. */
 typedef struct pk_tuning {
     int prefetch;     /* PK_PF_*, or -1: not given */
-    unsigned streams; /* 1, 2 or 4, or 0: not given */
+    unsigned streams; /* 1, 2 or 4, PK_STREAMS_AUTO, or 0: not given */
 } pk_tuning;
+
+/* streams=auto (pk_tuning.streams): one stream against PK_STREAMS_MANY,
+ * chosen by the calls' times as prefetch=auto chooses (below). */
+#define PK_STREAMS_AUTO 0xFFu
+#define PK_STREAMS_MANY 4u
 
 /* The options token [s, s + len): 1 if it is a tuning option, stored in
  * *t; -1 if it is one given before (each once), 0 if it is none of them.
  * Start from {-1, 0}. */
 int pk_tuning_option(const char *s, size_t len, pk_tuning *t);
+
+/* NULL, or why the options in *t cannot go together (prefetch=auto with
+ * streams=auto: each measures against the other's fixed choice). */
+const char *pk_tuning_conflict(const pk_tuning *t);
 
 /* Streams as the describe strings say them: "" for one stream, else
  * ", N streams per thread at m = 1 (prefetch: <pf_streams>)". */
@@ -174,10 +183,14 @@ typedef struct pk_pf_seen {
     _Atomic uint32_t phase; /* where its calls in the other mode fall */
 } pk_pf_seen;
 
-/* Per instance: the two modes and the evidence between them. */
+/* Per instance: the two modes and the evidence between them. With
+ * streams=auto the two modes are stream counts, streams[0] = 1 (the first
+ * in use) and streams[1] = PK_STREAMS_MANY, each with its own fixed
+ * prefetch; mode[] then only names the prefetches. */
 typedef struct pk_pf_auto {
     _Atomic int lock;       /* a spin lock over pairs[] and diff */
     int mode[2];            /* PK_PF_*: [0] with prefetch (the first in use), [1] none */
+    unsigned streams[2];    /* streams=auto: {1, PK_STREAMS_MANY}; else {0, 0} */
     _Atomic unsigned gen;   /* choices made so far: the slot in use is gen & 1 */
     _Atomic int warm;       /* 1 once both orders have PK_PF_AUTO_WARM pairs */
     unsigned pairs[2];      /* pairs: [0] other after in-use, [1] in-use after other */
@@ -221,6 +234,17 @@ uint64_t pk_now_ns(void);
 void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsigned streams,
                   int *pf_near, int *pf_streams, pk_pf_auto *a);
 
+/*
+ * init's side of streams=auto: one stream (prefetch *pf_near) weighed
+ * against PK_STREAMS_MANY (prefetch *pf_streams), *streams = PK_STREAMS_MANY
+ * (what the instance can read; each call gets its own count from
+ * pk_decode_run). `pf` is the option's prefetch (-1 when not given:
+ * near_default for one stream, streams_default beside several; never
+ * PK_PF_AUTO: pk_tuning_conflict).
+ */
+void pk_streams_settle(int pf, int with, int near_default, int streams_default, int *pf_near,
+                       int *pf_streams, unsigned *streams, pk_pf_auto *a);
+
 /* A mode in words for describe: said[mode] (said: the plugin's words for
  * PK_PF_FAR, PK_PF_NEAR_TOO, PK_PF_NONE), or for PK_PF_AUTO
  * "auto (<said[with]> or none, whichever the last calls ran faster)". */
@@ -228,25 +252,30 @@ void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, 
 
 /*
  * gemm's side, around its decode: resolve puts a mode in every job field
- * that says PK_PF_AUTO (at m > 1 `with`, the prefetching mode) and returns
- * 1 when the call is to be timed (m = 1, a field said auto); then gemm
+ * that says PK_PF_AUTO (at m > 1 `with`, the prefetching mode), or with
+ * streams=auto the call's stream count in *streams (m = 1 only; larger m
+ * reads one), and returns 1 when the call is to be timed (m = 1, and a
+ * field said auto or streams=auto); then gemm
  * takes t0 = pk_now_ns() before its decode and calls done after it, which
  * records the time and logs the first choice and every switch at debug
  * level ("<plugin>: prefetch=auto: ...").
  */
 int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, int *pf_streams,
-                       unsigned *ticket);
+                       unsigned *streams, unsigned *ticket);
 void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
                      unsigned ticket, uint64_t t0);
 
 /* Both sides as the x86 plugins use them. decode_run: a decode call's
- * parallel_for(n, grain, fn, job) with the job's prefetch fields resolved
- * and, when auto decides, timed and recorded against the packed handle's
- * record `w`. decode_describe: "<one stream's prefetch>[, N streams per
- * thread at m = 1 (prefetch: <theirs>)]" in the plugin's words `said`. */
+ * parallel_for(n, grain, fn, job) with the job's prefetch fields and stream
+ * count resolved and, when auto decides, timed and recorded against the
+ * packed handle's record `w`. decode_describe: "<one stream's prefetch>[,
+ * N streams per thread at m = 1 (prefetch: <theirs>)]" in the plugin's
+ * words `said`; with streams=auto "<one stream's prefetch>, or N streams per
+ * thread at m = 1 (prefetch: <theirs>), whichever the last calls ran
+ * faster (streams=auto)". */
 void pk_decode_run(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
-                   uint32_t m, int *pf_near, int *pf_streams, size_t n, size_t grain,
-                   edgert_range_fn fn, void *job);
+                   uint32_t m, int *pf_near, int *pf_streams, unsigned *streams, size_t n,
+                   size_t grain, edgert_range_fn fn, void *job);
 void pk_decode_describe(char *out, size_t out_len, const char *const said[3], int pf_near,
                         int pf_streams, unsigned streams, const pk_pf_auto *a);
 
