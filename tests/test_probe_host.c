@@ -223,6 +223,8 @@ static void test_host_facts_hostile(void **state)
         assert_non_null(w);
         assert_non_null(strstr(w->file, "hostile/proc/meminfo"));
         assert_int_equal(count_level(&d, EDGERT_LOG_ERROR), 0);
+        /* The hostile cpuinfo has no id fields: none is made up. */
+        assert_string_equal(dev.cpu_id, "");
         /* Names are bounded, terminated and free of control characters. */
         size_t len = strnlen(dev.name, sizeof dev.name);
         assert_true(len < sizeof dev.name);

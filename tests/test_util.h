@@ -171,7 +171,6 @@ __attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned thr
     return tu_open_for(dir, threads, NULL, NULL, err, err_len);
 }
 
-/* Groups of `group` columns in a row of k (the last one may be partial). */
 /* The CPU vendor the x86 plugins' decode defaults follow (plugin_kit.h,
  * pk_cpu_is_intel): CPUID's vendor string is "GenuineIntel". */
 __attribute__((unused)) static int tu_cpu_is_intel(void)
@@ -185,6 +184,7 @@ __attribute__((unused)) static int tu_cpu_is_intel(void)
 #endif
 }
 
+/* Groups of `group` columns in a row of k (the last one may be partial). */
 __attribute__((unused)) static size_t tu_groups_of(uint32_t k, uint32_t group)
 {
     return (k + (size_t)group - 1u) / group;

@@ -153,8 +153,9 @@ typedef struct edgert_device {
     char accelerator[160];      /**< GPU model / NPU node that set the class, or "" */
     char class_evidence[256];   /**< which file(s) decided the class */
     /* -- appended; edgert_device is only read through the library's pointer -- */
-    char cpu_id[96];            /**< the CPU as the kernel identifies it (/proc/cpuinfo),
-                                     beside the marketing name: x86_64 "<vendor_id>
+    char cpu_id[96];            /**< the CPU as the kernel identifies it (/proc/cpuinfo,
+                                     the first CPU listed), beside the marketing name:
+                                     x86_64 "<vendor_id>
                                      family F model M stepping S" (decimal: family 26 is
                                      AMD Zen 5, 25 Zen 3 and Zen 4), arm64 "implementer
                                      0x41 part 0xd0b variant 0x4 revision 1"; "" when

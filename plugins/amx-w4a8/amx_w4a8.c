@@ -24,7 +24,9 @@
  * auto: plugin_kit.h) and "streams=<1|2|4|auto>" (the panels the m = 1 GEMV
  * reads side by side; default 1. The default prefetch, a8_decode_defaults:
  * on Intel near for one stream and none beside several, elsewhere auto
- * for either, where m > 1 runs with prefetch), "decode_max_m=<1..512>"
+ * for either, where m > 1 runs with prefetch; with streams=auto fixed
+ * instead: near on Intel, else far, for one stream and none for 4),
+ * "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
@@ -192,7 +194,7 @@ static void a8_decode_defaults(const pk_tuning *t, a8_state *st)
     const int intel = pk_cpu_is_intel();
     const int with = intel ? PK_PF_NEAR_TOO : PK_PF_FAR; /* the prefetching mode */
     if (t->streams == PK_STREAMS_AUTO) { /* asked for: one against PK_STREAMS_MANY */
-        pk_streams_settle(t->prefetch, with, with, PK_PF_NONE, &st->pf_near, &st->pf_streams,
+        pk_streams_settle(t->prefetch, with, PK_PF_NONE, &st->pf_near, &st->pf_streams,
                           &st->streams, &st->pf_auto);
         return;
     }

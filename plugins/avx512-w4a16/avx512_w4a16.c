@@ -196,7 +196,7 @@ static void aw_decode_defaults(const pk_tuning *t, int int16_decode, aw_state *s
         int16_decode && (t->streams == PK_STREAMS_AUTO ||
                          (t->streams == 0u && t->prefetch != PK_PF_AUTO && !pk_cpu_is_intel()));
     if (auto_streams) {
-        pk_streams_settle(t->prefetch, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, &st->pf_near,
+        pk_streams_settle(t->prefetch, PK_PF_FAR, PK_PF_NONE, &st->pf_near,
                           &st->pf_streams, &st->streams, &st->pf_auto);
         return;
     }
@@ -208,7 +208,7 @@ static void aw_decode_defaults(const pk_tuning *t, int int16_decode, aw_state *s
                  &st->pf_streams, &st->pf_auto);
 }
 
-/* Parse "[path=<name>] [prefetch=far|near|none|auto] [streams=1|2|4]"
+/* Parse "[path=<name>] [prefetch=far|near|none|auto] [streams=1|2|4|auto]"
  * (blank-separated, each at most once). 0 on success. */
 static int aw_parse_options(const char *options, int *auto_path, aw_path *path, pk_tuning *t,
                             char *err, size_t err_len)

@@ -30,8 +30,9 @@
  * Decode at m = 1 may read 2 or 4 panels side by side, each from its own
  * part of the chunk (option streams=, int16_decode_streams): on AMD EPYC
  * (Zen 5) 4 streams without software prefetch took 0.77-0.79 of one
- * stream's time from DRAM (three series of 5 interleaved rounds), the
- * default there (aw_decode_defaults).
+ * stream's time from DRAM (three series of 5 interleaved rounds), on
+ * another one stream was the faster, so off Intel the default weighs the
+ * two by the calls' times (streams=auto, aw_decode_defaults).
  *
  * Prefill (m > AW_DECODE_MAX_M), vpdpwssd on the same 15-bit integers kept
  * whole as int16: codes expanded once per (panel, group) to int16 pairs

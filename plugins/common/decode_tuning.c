@@ -1,8 +1,9 @@
 /*
  * plugins/common/decode_tuning.c — the x86 plugins' decode tuning options
- * (plugin_kit.h): prefetch=far|near|none|auto and streams=1|2|4, and
+ * (plugin_kit.h): prefetch=far|near|none|auto and streams=1|2|4|auto, and
  * prefetch=auto itself, which of two software-prefetch modes the m = 1 GEMV
- * runs in, chosen by the calls' measured times. Part of the kit, compiled
+ * runs in, chosen by the calls' measured times (streams=auto: which of two
+ * stream counts, by the same measure). Part of the kit, compiled
  * into each in-tree plugin; no libm (a plugin need not link it).
  *
  * What it answers, measured on AMD EPYC (Zen 4: family 25, model 17), 2
@@ -281,13 +282,13 @@ void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsig
     pk_pf_auto_init(a, with, PK_PF_NONE);
 }
 
-void pk_streams_settle(int pf, int with, int near_default, int streams_default, int *pf_near,
+void pk_streams_settle(int pf, int near_default, int streams_default, int *pf_near,
                        int *pf_streams, unsigned *streams, pk_pf_auto *a)
 {
     *pf_near = pf >= 0 ? pf : near_default;
     *pf_streams = pf >= 0 ? pf : streams_default;
     *streams = PK_STREAMS_MANY;
-    pk_pf_auto_init(a, with, PK_PF_NONE);
+    pk_pf_auto_init(a, *pf_near, *pf_streams);
     a->streams[0] = 1u;
     a->streams[1] = PK_STREAMS_MANY;
 }

@@ -186,7 +186,7 @@ typedef struct pk_pf_seen {
 /* Per instance: the two modes and the evidence between them. With
  * streams=auto the two modes are stream counts, streams[0] = 1 (the first
  * in use) and streams[1] = PK_STREAMS_MANY, each with its own fixed
- * prefetch; mode[] then only names the prefetches. */
+ * prefetch, which mode[] holds. */
 typedef struct pk_pf_auto {
     _Atomic int lock;       /* a spin lock over pairs[] and diff */
     int mode[2];            /* PK_PF_*: [0] with prefetch (the first in use), [1] none */
@@ -210,8 +210,8 @@ int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *ticket);
  * use) over the one in use, from the running means; below 1 only at the
  * first choice, when the two are within the margin. */
 int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns, double *ratio);
-/* The slot of a ticket (0: with prefetch, 1: none) and the one in use
- * when it was picked. */
+/* The slot of a ticket (0: with prefetch, 1: none; streams=auto: 0 one
+ * stream, 1 PK_STREAMS_MANY) and the one in use when it was picked. */
 static inline unsigned pk_pf_ticket_slot(unsigned ticket)
 {
     return ticket & 1u;
@@ -242,7 +242,7 @@ void pk_pf_settle(int pf, int with, int near_default, int streams_default, unsig
  * near_default for one stream, streams_default beside several; never
  * PK_PF_AUTO: pk_tuning_conflict).
  */
-void pk_streams_settle(int pf, int with, int near_default, int streams_default, int *pf_near,
+void pk_streams_settle(int pf, int near_default, int streams_default, int *pf_near,
                        int *pf_streams, unsigned *streams, pk_pf_auto *a);
 
 /* A mode in words for describe: said[mode] (said: the plugin's words for
@@ -258,7 +258,7 @@ void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, 
  * field said auto or streams=auto); then gemm
  * takes t0 = pk_now_ns() before its decode and calls done after it, which
  * records the time and logs the first choice and every switch at debug
- * level ("<plugin>: prefetch=auto: ...").
+ * level ("<plugin>: prefetch=auto: ..." or "<plugin>: streams=auto: ...").
  */
 int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, int *pf_streams,
                        unsigned *streams, unsigned *ticket);

@@ -74,6 +74,8 @@ static void decode_whole(const uint8_t *data, size_t size)
     er_parse_cpu_list(s, &cpus);
     er_parse_meminfo(s, &total, &avail);
     er_probe_line_value(s, "model name", out, sizeof out);
+    er_parse_cpu_id(s, EDGERT_ARCH_X86_64, out, sizeof out);
+    er_parse_cpu_id(s, EDGERT_ARCH_ARM64, out, 20);
     er_gpu_model_has_bf16(s);
     free(s);
 }
