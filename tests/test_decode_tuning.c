@@ -278,6 +278,36 @@ static void test_takes_the_faster_mode(void **state)
     }
 }
 
+/* No prefetch 25% slower (as on a Zen 5 host): after the warm-up auto
+ * runs 1 call in 64 in it, not 16; when the window turns and the far
+ * prefetch becomes the 25% slower one, auto still follows within a few
+ * dozen steps, and then probes the far one as rarely. */
+static void test_far_apart_probes_less(void **state)
+{
+    (void)state;
+    static sim s;
+    for (uint64_t seed = 31; seed <= 38; seed++) {
+        sim_init(&s, seed);
+        static const double slow_none[2] = {1.0, 1.25}, slow_far[2] = {1.25, 1.0};
+        sim_steps(&s, 20, slow_none);
+        assert_int_equal(sim_best(&s), 0u);
+        assert_int_equal(atomic_load(&s.a.sparse), 1);
+        sim_reset_counts(&s);
+        sim_steps(&s, 200, slow_none);
+        assert_int_equal(s.switches, 0u);
+        /* 1 in 64, +- one per weight and the odd pass through 16 */
+        assert_true(s.in_slot[1] * 64u >= s.calls - 64u * NW &&
+                    s.in_slot[1] * 64u <= s.calls + 128u * NW);
+        sim_steps(&s, 60, slow_far);
+        assert_int_equal(sim_best(&s), 1u);
+        sim_reset_counts(&s);
+        sim_steps(&s, 200, slow_far);
+        assert_int_equal(s.switches, 0u);
+        assert_int_equal(atomic_load(&s.a.sparse), 1);
+        assert_true(s.in_slot[0] * 64u <= s.calls + 128u * NW);
+    }
+}
+
 /* The window changes (the far prefetch becomes 10% faster): auto follows
  * within a few steps, and stays. */
 static void test_follows_a_change(void **state)
@@ -549,6 +579,7 @@ int main(void)
         cmocka_unit_test(test_pairs),
         cmocka_unit_test(test_takes_the_faster_mode),
         cmocka_unit_test(test_follows_a_change),
+        cmocka_unit_test(test_far_apart_probes_less),
         cmocka_unit_test(test_noise_does_not_flip),
         cmocka_unit_test(test_window_moves),
         cmocka_unit_test(test_drift_is_no_evidence),

@@ -41,7 +41,12 @@
  * modes 3% apart cross PK_PF_AUTO_MARGIN rarely (test_decode_tuning: at
  * most 8 switches in 300 simulated steps; with half the window 8-18). The
  * other mode costs 1 call in PK_PF_AUTO_EVERY (16): under 1% of the step
- * when it is 10% slower.
+ * when it is 10% slower. On an AMD EPYC Zen 5 (family 26, model 2) none
+ * took 1.20-1.24x auto's step time with avx512-w4a8 (paired runs), so 1
+ * call in 16 in it cost about 1.3%: while the means put the other mode
+ * more than PK_PF_AUTO_FAR_APART (0.15, 16%) behind, 1 call in
+ * PK_PF_AUTO_SPARSE (64) runs in it, about 0.3%; closing such a gap takes
+ * dozens of pairs anyway (test_far_apart_probes_less).
  */
 #include <stdio.h>
 #include <string.h>
@@ -111,6 +116,7 @@ void pk_pf_auto_init(pk_pf_auto *a, int with, int without)
     a->streams[0] = a->streams[1] = 0u;
     atomic_init(&a->gen, 0u);
     atomic_init(&a->warm, 0);
+    atomic_init(&a->sparse, 0);
     a->pairs[0] = a->pairs[1] = 0u;
     a->diff[0] = a->diff[1] = 0.0;
     atomic_init(&a->weights, 0u);
@@ -137,9 +143,12 @@ int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *ticket)
     const unsigned gen = atomic_load_explicit(&a->gen, memory_order_relaxed);
     /* warming up, each weight alternates: its calls from the third on
      * make pairs, each way round in turn */
+    const uint32_t every = atomic_load_explicit(&a->sparse, memory_order_relaxed)
+                               ? PK_PF_AUTO_SPARSE
+                               : PK_PF_AUTO_EVERY;
     const int other = !atomic_load_explicit(&a->warm, memory_order_relaxed)
                           ? (c & 1u) != 0u
-                          : (c + phase) % PK_PF_AUTO_EVERY == PK_PF_AUTO_EVERY - 1u;
+                          : (c + phase) % every == every - 1u;
     const unsigned slot = (gen & 1u) ^ (other ? 1u : 0u);
     *ticket = (gen & 0x3Fu) << 2 | (c == 0u ? PF_FIRST : 0u) | slot;
     return a->mode[slot];
@@ -199,6 +208,8 @@ int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns
             d = -d;
             res |= PK_PF_AUTO_SWITCHED;
         }
+        atomic_store_explicit(&a->sparse, warm && d > PK_PF_AUTO_FAR_APART,
+                              memory_order_relaxed);
         if (res != 0 && ratio != NULL) /* e^d, to 1%: not in use over in use */
             *ratio = (2.0 + d) / (2.0 - d);
     }

@@ -155,7 +155,10 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
  *     (its first call, cold, is not counted) until both orders of pair
  *     below have PK_PF_AUTO_WARM pairs;
  *   - then a weight's calls run in the mode in use, and every
- *     PK_PF_AUTO_EVERY-th in the other one;
+ *     PK_PF_AUTO_EVERY-th in the other one (every PK_PF_AUTO_SPARSE-th
+ *     while the two running means say the other mode is more than
+ *     PK_PF_AUTO_FAR_APART slower: each call in it costs what it is
+ *     slower, and such a gap takes many pairs to close);
  *   - a pair is a weight's call against its previous call in the other
  *     mode (one decode step earlier: the same bytes and shape, nearly the
  *     same moment), within one choice (pairs that span a switch are
@@ -173,6 +176,8 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
 #define PK_PF_AUTO_WARM 16u      /* pairs each way round before the first choice */
 #define PK_PF_AUTO_WINDOW 64u    /* pairs in the two running means */
 #define PK_PF_AUTO_MARGIN 0.02   /* log of the time ratio that makes a switch */
+#define PK_PF_AUTO_SPARSE 64u    /* the same, while the other mode is far slower */
+#define PK_PF_AUTO_FAR_APART 0.15 /* log of the time ratio that is far slower */
 
 /* Per packed weight, zeroed when the handle is made (pack, packed_map):
  * its m = 1 calls as prefetch=auto saw them. Atomics, so that gemm calls
@@ -193,6 +198,7 @@ typedef struct pk_pf_auto {
     unsigned streams[2];    /* streams=auto: {1, PK_STREAMS_MANY}; else {0, 0} */
     _Atomic unsigned gen;   /* choices made so far: the slot in use is gen & 1 */
     _Atomic int warm;       /* 1 once both orders have PK_PF_AUTO_WARM pairs */
+    _Atomic int sparse;     /* 1 while the other mode is PK_PF_AUTO_FAR_APART slower */
     unsigned pairs[2];      /* pairs: [0] other after in-use, [1] in-use after other */
     double diff[2];         /* per order, running mean of log(t other / t in use) */
     _Atomic uint32_t weights; /* weights seen: their phases */
