@@ -129,13 +129,18 @@ void pk_pf_auto_init(pk_pf_auto *a, int with, int without)
 #define PF_FIRST 2u
 #define PF_GEN(t) (((t) >> 2) & 0x3Fu)
 
+/* A weight's calls in the other mode every 64 are a subset of those every
+ * 16 (phases spread over 64 weights), so a change of rate makes neither a
+ * burst nor a gap, and each step some weights probe at either rate. */
+_Static_assert(PK_PF_AUTO_SPARSE % PK_PF_AUTO_EVERY == 0u, "sparse probes: a subset");
+
 int pk_pf_auto_pick(pk_pf_auto *a, pk_pf_seen *w, unsigned *ticket)
 {
     const uint32_t c = atomic_fetch_add_explicit(&w->calls, 1u, memory_order_relaxed);
     uint32_t phase;
     if (c == 0u) { /* spread the weights' calls in the other mode over the step */
         phase = atomic_fetch_add_explicit(&a->weights, 1u, memory_order_relaxed) %
-                PK_PF_AUTO_EVERY;
+                PK_PF_AUTO_SPARSE;
         atomic_store_explicit(&w->phase, phase, memory_order_relaxed);
     } else {
         phase = atomic_load_explicit(&w->phase, memory_order_relaxed);
@@ -208,7 +213,11 @@ int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns
             d = -d;
             res |= PK_PF_AUTO_SWITCHED;
         }
-        atomic_store_explicit(&a->sparse, warm && d > PK_PF_AUTO_FAR_APART,
+        /* with hysteresis: a mean near the threshold does not flip the rate */
+        const int was_sparse = atomic_load_explicit(&a->sparse, memory_order_relaxed);
+        atomic_store_explicit(&a->sparse,
+                              warm && d > (was_sparse ? PK_PF_AUTO_CLOSE_AGAIN
+                                                      : PK_PF_AUTO_FAR_APART),
                               memory_order_relaxed);
         if (res != 0 && ratio != NULL) /* e^d, to 1%: not in use over in use */
             *ratio = (2.0 + d) / (2.0 - d);

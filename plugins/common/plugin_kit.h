@@ -157,8 +157,9 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
  *   - then a weight's calls run in the mode in use, and every
  *     PK_PF_AUTO_EVERY-th in the other one (every PK_PF_AUTO_SPARSE-th
  *     while the two running means say the other mode is more than
- *     PK_PF_AUTO_FAR_APART slower: each call in it costs what it is
- *     slower, and such a gap takes many pairs to close);
+ *     PK_PF_AUTO_FAR_APART slower, until they say under
+ *     PK_PF_AUTO_CLOSE_AGAIN: each call in it costs what it is slower,
+ *     and such a gap takes many pairs to close);
  *   - a pair is a weight's call against its previous call in the other
  *     mode (one decode step earlier: the same bytes and shape, nearly the
  *     same moment), within one choice (pairs that span a switch are
@@ -178,6 +179,7 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
 #define PK_PF_AUTO_MARGIN 0.02   /* log of the time ratio that makes a switch */
 #define PK_PF_AUTO_SPARSE 64u    /* the same, while the other mode is far slower */
 #define PK_PF_AUTO_FAR_APART 0.15 /* log of the time ratio that is far slower */
+#define PK_PF_AUTO_CLOSE_AGAIN 0.10 /* and below which it no longer is */
 
 /* Per packed weight, zeroed when the handle is made (pack, packed_map):
  * its m = 1 calls as prefetch=auto saw them. Atomics, so that gemm calls
