@@ -216,12 +216,62 @@ static void test_bench_versus(void **state)
                          " --workload " TINY, NULL), 3);
 }
 
+/* --paired-read: the steps' fractions of the read after each, ordered; the
+ * fastest third's among them and at most the fastest step over the slowest
+ * of that third's reads; its own text line; null without it; refused with
+ * --versus, with --phase prefill and by other commands. */
+static void test_bench_paired_read(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run("bench --backend ref-w4a16 --phase decode --paired-read --repeat 7 "
+                         "--json --threads 2 --workload " TINY, &out), 0);
+    er_yaml y;
+    char *dir;
+    yaml_node_t *root = parse(out, &y, &dir);
+    yaml_node_t *dec = er_yaml_get(&y, root, "decode");
+    yaml_node_t *pr = er_yaml_get(&y, dec, "paired_read");
+    assert_non_null(pr);
+    assert_int_equal((int)num(&y, pr, "steps"), 7);
+    yaml_node_t *f = er_yaml_get(&y, pr, "fraction");
+    double fmin = num(&y, f, "min"), fmed = num(&y, f, "median"), fmax_ = num(&y, f, "max");
+    assert_true(fmin > 0 && fmin <= fmed && fmed <= fmax_);
+    yaml_node_t *ft = er_yaml_get(&y, pr, "fastest_third");
+    double ff = num(&y, ft, "fraction");
+    double rlo = num(&y, ft, "read_min_gbs"), rhi = num(&y, ft, "read_max_gbs");
+    assert_true(ff >= fmin && ff <= fmax_);
+    assert_true(rlo > 0 && rlo <= rhi);
+    /* the fastest third's fraction is one of its steps': at most the
+     * fastest step over the slowest of those reads */
+    yaml_node_t *ms = er_yaml_get(&y, dec, "ms_per_step");
+    const double wb = num(&y, dec, "weight_bytes"), smin = num(&y, ms, "min") / 1e3;
+    assert_true(ff <= wb / smin / 1e9 / rlo * 1.001);
+    er_yaml_free(&y);
+    tu_rmrf(dir);
+    free(out);
+    /* text: its own line */
+    assert_int_equal(run("bench --backend ref-w4a16 --phase decode --paired-read --repeat 3 "
+                         "--workload " TINY, &out), 0);
+    assert_non_null(strstr(out, "\npaired:  "));
+    assert_non_null(strstr(out, "of the step read right after each of 3 steps"));
+    free(out);
+    /* without it, null */
+    assert_int_equal(run("bench --backend ref-w4a16 --phase decode --repeat 1 --json "
+                         "--workload " TINY, &out), 0);
+    assert_non_null(strstr(out, "\"paired_read\":null"));
+    free(out);
+    assert_int_equal(run("bench --paired-read --versus ref-w4a16 --workload " TINY, NULL), 2);
+    assert_int_equal(run("bench --paired-read --phase prefill --workload " TINY, NULL), 2);
+    assert_int_equal(run("select --paired-read", NULL), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_bench_peaks_without_amx_backend),
         cmocka_unit_test(test_bench_versus),
+        cmocka_unit_test(test_bench_paired_read),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -428,6 +428,11 @@ int cmd_bench(const cli *c)
                          "for)\n");
         return EXIT_USAGE;
     }
+    if (c->paired_read && (c->versus || c->phase == PHASE_PREFILL)) {
+        tfprintf(stderr, "edgert bench: --paired-read pairs one backend's decode steps with "
+                         "reads; it takes neither --versus nor --phase prefill\n");
+        return EXIT_USAGE;
+    }
     if (c->versus && c->phase == PHASE_PREFILL) {
         tfprintf(stderr, "edgert bench: --versus compares decode steps; it takes --phase decode "
                          "(or both, which then means decode)\n");

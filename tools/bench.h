@@ -53,6 +53,15 @@ typedef struct bench_result {
      * as many steps as the decode), decode's fraction of it; NaN when the
      * backend keeps its packed bytes private. */
     double step_read_gbs, step_read_min, step_read_max, fraction_of_step_read;
+    /* --paired-read: after each timed step, one step read (the loop above)
+     * of the same bytes, timed: decode's fraction of the read right after
+     * it, per step (median [min..max] over paired_steps), and the median
+     * over the third of the steps whose read was fastest, with those reads'
+     * GB/s: a window one step long, where the ceilings around the run span
+     * seconds. paired_steps 0: not asked, or the packed bytes are private. */
+    unsigned paired_steps;
+    double paired_median, paired_min, paired_max;
+    double paired_fast_fraction, paired_fast_read_min, paired_fast_read_max;
     uint64_t weight_bytes, expected_weight_bytes;
     unsigned m;
     double prefill_tokens_per_s, prefill_gflops, fraction_of_compute_peak;

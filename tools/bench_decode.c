@@ -217,58 +217,6 @@ static void plan_finish(step_plan *p, unsigned reps)
     r->have_decode = 1;
 }
 
-/* 3. Whole decode steps, M = 1: rep 0 warms up, then `reps` timed steps;
- * the median step and each shape's median share of it. With vs, each rep
- * is a pair: one step of each run, the first in turn (b then vs, vs then
- * b, ...; an even number of pairs by default, so each run goes first as
- * often), so whatever the machine's bandwidth does meets both alike; the
- * pair's ratio is vs's step time over b's, in b->r->vs. */
-static edgert_status decode_steps(bench_run *b, bench_run *vs, const step_call *order,
-                                  size_t ncalls, const float *x, float *y, char *err,
-                                  size_t err_len)
-{
-    unsigned reps = b->c->repeat ? b->c->repeat : vs ? BENCH_VERSUS_PAIRS : 5;
-    step_plan pa = {0}, pb = {0};
-    double *ratio = NULL;
-    edgert_status st = EDGERT_OK;
-    if (plan_init(&pa, b, order, ncalls, reps, x, y) != 0 ||
-        (vs && (plan_init(&pb, vs, order, ncalls, reps, x, y) != 0 ||
-                !(ratio = calloc(reps, sizeof *ratio))))) {
-        edgert_errf(err, err_len, "out of memory");
-        st = EDGERT_E_NOMEM;
-        goto out;
-    }
-    for (unsigned rep = 0; rep <= reps && st == EDGERT_OK; rep++) {
-        /* warm-up and pair 1: b first; then vs first every other pair */
-        step_plan *first = vs && rep > 0u && rep % 2u == 0u ? &pb : &pa;
-        step_plan *second = !vs ? NULL : first == &pa ? &pb : &pa;
-        st = plan_step(first, order, ncalls, rep, err, err_len);
-        if (st == EDGERT_OK && second)
-            st = plan_step(second, order, ncalls, rep, err, err_len);
-        bench_progress("decode", rep, reps);
-    }
-    if (st != EDGERT_OK)
-        goto out;
-    if (vs) {
-        bench_versus *v = &b->r->vs;
-        for (unsigned i = 0; i < reps; i++) {
-            ratio[i] = pb.steps[i] / pa.steps[i];
-            v->faster += ratio[i] < 1.0;
-        }
-        v->pairs = reps;
-        v->ratio_median = measure_median(ratio, reps); /* sorts ratio */
-        v->ratio_min = ratio[0];
-        v->ratio_max = ratio[reps - 1];
-        plan_finish(&pb, reps);
-    }
-    plan_finish(&pa, reps);
-out:
-    plan_free(&pa);
-    plan_free(&pb);
-    free(ratio);
-    return st;
-}
-
 /* 3b. The step's bytes with no arithmetic: every op's packed weights read
  * through the handle's pool (edgert_parallel_for: the pool the plugin's
  * GEMMs run on), call by call in the step's order, with the ceiling's
@@ -298,52 +246,195 @@ static void sr_range(void *arg, size_t begin, size_t end, unsigned worker)
                   j->prefetch, j->flags);
 }
 
+/* The step's packed bytes, call by call, ready to be read (NULL: private
+ * bytes, or out of memory). */
+typedef struct step_reader {
+    const void **data;
+    size_t *units;
+    size_t ncalls, bytes;
+    sr_job *j; /* 64-byte sink array: off the stack */
+} step_reader;
+
+static void sr_free(step_reader *sr)
+{
+    free(sr->data);
+    free(sr->units);
+    if (sr->j != NULL) {
+        uint64_t keep = 0;
+        for (size_t i = 0; i < 64u; i++)
+            keep ^= sr->j->sink[i];
+        __asm__ volatile("" : : "r"(keep)); /* the reads must happen */
+    }
+    free(sr->j);
+    memset(sr, 0, sizeof *sr);
+}
+
+static int sr_init(step_reader *sr, bench_run *b, const step_call *order, size_t ncalls)
+{
+    *sr = (step_reader){.data = calloc(ncalls ? ncalls : 1, sizeof *sr->data),
+                        .units = calloc(ncalls ? ncalls : 1, sizeof *sr->units),
+                        .ncalls = ncalls,
+                        .j = calloc(1, sizeof *sr->j)};
+    if (!sr->data || !sr->units || !sr->j || ncalls == 0)
+        goto fail;
+    for (size_t i = 0; i < ncalls; i++) {
+        size_t size = 0;
+        if (edgert_packed_data(b->packed[order[i].s][order[i].idx], &sr->data[i], &size, NULL,
+                               0) != EDGERT_OK)
+            goto fail; /* private packed bytes: nothing to read */
+        sr->units[i] = size / SR_UNIT;
+        sr->bytes += sr->units[i] * SR_UNIT;
+    }
+    sr->j->flags = edgert_device_facts(b->ctx)->cpu_flags;
+    sr->j->streams = b->r->bw.best_streams;
+    sr->j->prefetch = b->r->bw.best_prefetch;
+    return 0;
+fail:
+    sr_free(sr);
+    return -1;
+}
+
+/* One step read: seconds. */
+static double sr_time(step_reader *sr, bench_run *b)
+{
+    double t0 = measure_now_s();
+    for (size_t i = 0; i < sr->ncalls; i++) {
+        sr->j->base = sr->data[i];
+        edgert_parallel_for(b->ctx, sr->units[i], SR_GRAIN, sr_range, sr->j);
+    }
+    return measure_now_s() - t0;
+}
+
 static void decode_step_read(bench_run *b, const step_call *order, size_t ncalls)
 {
     bench_result *r = b->r;
     const unsigned reps = b->r->steps; /* as many as the decode timed */
     r->step_read_gbs = r->step_read_min = r->step_read_max = r->fraction_of_step_read = NAN;
-    const void **data = calloc(ncalls ? ncalls : 1, sizeof *data);
-    size_t *units = calloc(ncalls ? ncalls : 1, sizeof *units);
+    step_reader sr;
     double *t = calloc(reps, sizeof *t);
-    sr_job *j = calloc(1, sizeof *j); /* 64-byte sink array: off the stack */
-    size_t bytes = 0;
-    if (!data || !units || !t || !j || ncalls == 0)
-        goto out;
-    for (size_t i = 0; i < ncalls; i++) {
-        size_t size = 0;
-        if (edgert_packed_data(b->packed[order[i].s][order[i].idx], &data[i], &size, NULL, 0) !=
-            EDGERT_OK)
-            goto out; /* private packed bytes: nothing to read */
-        units[i] = size / SR_UNIT;
-        bytes += units[i] * SR_UNIT;
+    if (!t || sr_init(&sr, b, order, ncalls) != 0) {
+        free(t);
+        return;
     }
-    j->flags = edgert_device_facts(b->ctx)->cpu_flags;
-    j->streams = r->bw.best_streams;
-    j->prefetch = r->bw.best_prefetch;
     for (unsigned rep = 0; rep <= reps; rep++) { /* rep 0 warms up, untimed */
-        double t0 = measure_now_s();
-        for (size_t i = 0; i < ncalls; i++) {
-            j->base = data[i];
-            edgert_parallel_for(b->ctx, units[i], SR_GRAIN, sr_range, j);
-        }
+        double dt = sr_time(&sr, b);
         if (rep > 0)
-            t[rep - 1] = measure_now_s() - t0;
+            t[rep - 1] = dt;
     }
-    uint64_t keep = 0;
-    for (size_t i = 0; i < 64u; i++)
-        keep ^= j->sink[i];
-    __asm__ volatile("" : : "r"(keep)); /* the reads must happen */
     double med = measure_median(t, reps); /* sorts t */
-    r->step_read_gbs = (double)bytes / med / 1e9;
-    r->step_read_min = (double)bytes / t[reps - 1] / 1e9;
-    r->step_read_max = (double)bytes / t[0] / 1e9;
+    r->step_read_gbs = (double)sr.bytes / med / 1e9;
+    r->step_read_min = (double)sr.bytes / t[reps - 1] / 1e9;
+    r->step_read_max = (double)sr.bytes / t[0] / 1e9;
     r->fraction_of_step_read = r->weight_gbs / r->step_read_gbs;
-out:
-    free(data);
-    free(units);
+    sr_free(&sr);
     free(t);
-    free(j);
+}
+
+/* --paired-read's figures from each timed step's seconds and the seconds
+ * of the read right after it (sorts nothing of the caller's). */
+static void paired_result(bench_result *r, const double *step_s, const double *read_s,
+                          unsigned reps, size_t read_bytes)
+{
+    double *f = calloc(reps, sizeof *f), *g = calloc(reps, sizeof *g);
+    unsigned *by = calloc(reps, sizeof *by);
+    if (!f || !g || !by || reps == 0)
+        goto out;
+    for (unsigned i = 0; i < reps; i++) {
+        const double decode_gbs = (double)r->weight_bytes / step_s[i] / 1e9;
+        g[i] = (double)read_bytes / read_s[i] / 1e9;
+        f[i] = decode_gbs / g[i];
+        by[i] = i;
+    }
+    /* the steps by their read's GB/s, fastest first (insertion: reps is small) */
+    for (unsigned i = 1; i < reps; i++)
+        for (unsigned k = i; k > 0 && g[by[k]] > g[by[k - 1]]; k--) {
+            unsigned t = by[k];
+            by[k] = by[k - 1];
+            by[k - 1] = t;
+        }
+    const unsigned third = reps >= 3u ? reps / 3u : 1u;
+    double *fast = calloc(third, sizeof *fast);
+    if (fast == NULL)
+        goto out;
+    for (unsigned i = 0; i < third; i++)
+        fast[i] = f[by[i]];
+    r->paired_fast_read_max = g[by[0]];
+    r->paired_fast_read_min = g[by[third - 1]];
+    r->paired_fast_fraction = measure_median(fast, third);
+    free(fast);
+    r->paired_median = measure_median(f, reps); /* sorts f */
+    r->paired_min = f[0];
+    r->paired_max = f[reps - 1];
+    r->paired_steps = reps;
+out:
+    free(f);
+    free(g);
+    free(by);
+}
+
+/* 3. Whole decode steps, M = 1: rep 0 warms up, then `reps` timed steps;
+ * the median step and each shape's median share of it. With vs, each rep
+ * is a pair: one step of each run, the first in turn (b then vs, vs then
+ * b, ...; an even number of pairs by default, so each run goes first as
+ * often), so whatever the machine's bandwidth does meets both alike; the
+ * pair's ratio is vs's step time over b's, in b->r->vs. */
+static edgert_status decode_steps(bench_run *b, bench_run *vs, const step_call *order,
+                                  size_t ncalls, const float *x, float *y, char *err,
+                                  size_t err_len)
+{
+    unsigned reps = b->c->repeat ? b->c->repeat : vs ? BENCH_VERSUS_PAIRS : 5;
+    step_plan pa = {0}, pb = {0};
+    double *ratio = NULL, *read_s = NULL;
+    step_reader sr = {0};
+    /* --paired-read (never with vs): a step read after each step */
+    const int paired = b->c->paired_read && !vs && sr_init(&sr, b, order, ncalls) == 0;
+    edgert_status st = EDGERT_OK;
+    if ((paired && !(read_s = calloc(reps, sizeof *read_s))) ||
+        plan_init(&pa, b, order, ncalls, reps, x, y) != 0 ||
+        (vs && (plan_init(&pb, vs, order, ncalls, reps, x, y) != 0 ||
+                !(ratio = calloc(reps, sizeof *ratio))))) {
+        edgert_errf(err, err_len, "out of memory");
+        st = EDGERT_E_NOMEM;
+        goto out;
+    }
+    for (unsigned rep = 0; rep <= reps && st == EDGERT_OK; rep++) {
+        /* warm-up and pair 1: b first; then vs first every other pair */
+        step_plan *first = vs && rep > 0u && rep % 2u == 0u ? &pb : &pa;
+        step_plan *second = !vs ? NULL : first == &pa ? &pb : &pa;
+        st = plan_step(first, order, ncalls, rep, err, err_len);
+        if (st == EDGERT_OK && second)
+            st = plan_step(second, order, ncalls, rep, err, err_len);
+        if (st == EDGERT_OK && paired) {
+            const double dt = sr_time(&sr, b);
+            if (rep > 0)
+                read_s[rep - 1] = dt;
+        }
+        bench_progress("decode", rep, reps);
+    }
+    if (st != EDGERT_OK)
+        goto out;
+    if (paired) /* before plan_finish, which sorts the step times */
+        paired_result(b->r, pa.steps, read_s, reps, sr.bytes);
+    if (vs) {
+        bench_versus *v = &b->r->vs;
+        for (unsigned i = 0; i < reps; i++) {
+            ratio[i] = pb.steps[i] / pa.steps[i];
+            v->faster += ratio[i] < 1.0;
+        }
+        v->pairs = reps;
+        v->ratio_median = measure_median(ratio, reps); /* sorts ratio */
+        v->ratio_min = ratio[0];
+        v->ratio_max = ratio[reps - 1];
+        plan_finish(&pb, reps);
+    }
+    plan_finish(&pa, reps);
+out:
+    plan_free(&pa);
+    plan_free(&pb);
+    free(ratio);
+    free(read_s);
+    sr_free(&sr);
+    return st;
 }
 
 /* --versus: the other run's figures beside this one's, against this run's

@@ -150,6 +150,22 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
                      r->step_read_max);
         json_knum(&j, "fraction_of_step_read", r->fraction_of_step_read);
         json_kstr(&j, "step_read_loop", isnan(r->step_read_gbs) ? NULL : bw_loop_name(&r->bw));
+        json_key(&j, "paired_read"); /* --paired-read; null without it */
+        if (r->paired_steps > 0u) {
+            json_obj(&j);
+            json_kint(&j, "steps", r->paired_steps);
+            json_kspread(&j, "fraction", "median", r->paired_median, r->paired_min,
+                         r->paired_max);
+            json_key(&j, "fastest_third");
+            json_obj(&j);
+            json_knum(&j, "fraction", r->paired_fast_fraction);
+            json_knum(&j, "read_min_gbs", r->paired_fast_read_min);
+            json_knum(&j, "read_max_gbs", r->paired_fast_read_max);
+            json_end_obj(&j);
+            json_end_obj(&j);
+        } else {
+            json_null(&j);
+        }
         json_key(&j, "window");
         json_obj(&j);
         json_knum(&j, "ceiling_before_gbs", r->ceiling_gbs);
@@ -236,6 +252,11 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                     "arithmetic (%s)\n",
                     r->fraction_of_step_read, r->step_read_gbs, r->step_read_min,
                     r->step_read_max, bw_loop_name(&r->bw));
+        if (r->paired_steps > 0u)
+            tprintf("paired:  %.3f median [%.3f..%.3f] of the step read right after each of %u "
+                    "steps; %.3f in the third whose read was fastest (%.1f-%.1f GB/s)\n",
+                    r->paired_median, r->paired_min, r->paired_max, r->paired_steps,
+                    r->paired_fast_fraction, r->paired_fast_read_min, r->paired_fast_read_max);
         tprintf("window:  ceiling %.1f GB/s before the steps, %.1f after: %.3f / %.3f of each%s\n",
                 r->ceiling_gbs, r->ceiling_after_gbs, r->fraction_of_bandwidth, r->fraction_after,
                 r->window_unstable ? "" : " (stable)");

@@ -43,6 +43,7 @@ typedef struct cli {
     const char *scheme, *ranges;       /**< passed to the plugin's request */
     int force, golden;
     int calls;     /**< bench --calls: decode as edgert_gemm calls, not edgert_step */
+    int paired_read; /**< bench --paired-read: a step read after each decode step */
     unsigned rows; /**< --rows N: the exported graph's rows per call, 0 = the backend's */
     /* pack */
     const char *input; /**< the one positional argument: the checkpoint */

@@ -129,6 +129,8 @@ static const char select_help[] =
     "  --weights FILE      only backends whose layout takes this checkpoint (GPTQ,\n"
     "                      dense or packed): LAYOUT_MISMATCH(<why>) for the others\n\n";
 
+/* Each command's help text. Length: one text per command, bench's the
+ * longest (each of its options explained where a user looks for it). */
 static void usage_cmd(FILE *f, const char *cmd)
 {
     if (strcmp(cmd, "probe") == 0)
@@ -181,6 +183,11 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --calls             time decode as one edgert_gemm per GEMM instead of one\n"
                 "                      edgert_step per decode step (which reads the next\n"
                 "                      weights' head while a GEMM's last chunks finish)\n"
+                "  --paired-read       decode only: after each decode step, read its packed\n"
+                "                      bytes once with no arithmetic (the step read) and give\n"
+                "                      decode's fraction of that read step by step, and over\n"
+                "                      the third of the steps whose read was fastest: a window\n"
+                "                      one step long (a shared host's can be under a second)\n"
                 "  --versus NAME       decode only: NAME's steps too, alternating with\n"
                 "                      --backend's in pairs (AB, BA, ...), and the ratio of\n"
                 "                      their step times pair by pair: both in one window of a\n"
@@ -240,7 +247,7 @@ enum {
     OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
     OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
     OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
-    OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS
+    OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ
 };
 
 /* Which command takes which command-specific option. */
@@ -270,6 +277,7 @@ static int allowed(const char *cmd, int o)
         {OPT_GOLDEN, " export "},
         {OPT_ROWS, " export "},
         {OPT_CALLS, " bench "},
+        {OPT_PAIRED_READ, " bench "},
         {OPT_VERSUS, " bench "},
         {OPT_VERSUS_OPTIONS, " bench "},
         {OPT_OPTIONS, " bench verify pack "},
@@ -360,6 +368,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"golden", no_argument, 0, OPT_GOLDEN},
         {"rows", required_argument, 0, OPT_ROWS},
         {"calls", no_argument, 0, OPT_CALLS},
+        {"paired-read", no_argument, 0, OPT_PAIRED_READ},
         {"versus", required_argument, 0, OPT_VERSUS},
         {"versus-options", required_argument, 0, OPT_VERSUS_OPTIONS},
         {0, 0, 0, 0},
@@ -434,6 +443,7 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_FORCE: c->force = 1; break;
         case OPT_GOLDEN: c->golden = 1; break;
         case OPT_CALLS: c->calls = 1; break;
+        case OPT_PAIRED_READ: c->paired_read = 1; break;
         case OPT_VERSUS: c->versus = optarg; break;
         case OPT_VERSUS_OPTIONS: c->versus_options = optarg; break;
         case OPT_PHASE:
