@@ -388,6 +388,10 @@ static edgert_status decode_steps(bench_run *b, bench_run *vs, const step_call *
     step_reader sr = {0};
     /* --paired-read (never with vs): a step read after each step */
     const int paired = b->c->paired_read && !vs && sr_init(&sr, b, order, ncalls) == 0;
+    if (b->c->paired_read && !vs && !paired)
+        tfprintf(stderr, "edgert bench: --paired-read: %s keeps its packed bytes private (or "
+                         "memory ran out): the steps are timed without reads\n",
+                 b->r->backend);
     edgert_status st = EDGERT_OK;
     if ((paired && !(read_s = calloc(reps, sizeof *read_s))) ||
         plan_init(&pa, b, order, ncalls, reps, x, y) != 0 ||
