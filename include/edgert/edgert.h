@@ -155,12 +155,12 @@ typedef struct edgert_device {
     /* -- appended; edgert_device is only read through the library's pointer -- */
     char cpu_id[96];            /**< the CPU as the kernel identifies it (/proc/cpuinfo,
                                      the first CPU listed), beside the marketing name:
-                                     x86_64 "<vendor_id>
-                                     family F model M stepping S" (decimal: family 26 is
-                                     AMD Zen 5, 25 Zen 3 and Zen 4), arm64 "implementer
-                                     0x41 part 0xd0b variant 0x4 revision 1"; "" when
-                                     unknown or planned from a device profile. Not part
-                                     of the evidence's device fingerprint. */
+                                     x86_64 "<vendor_id> family F model M stepping S"
+                                     (decimal: family 26 is AMD Zen 5, 25 Zen 3 and
+                                     Zen 4), arm64 "implementer 0x41 part 0xd0b variant
+                                     0x4 revision 1"; "" when unknown or planned from a
+                                     device profile. Not part of the evidence's device
+                                     fingerprint. */
 } edgert_device;
 
 /** A backend's weight/activation layout, from its manifest. */
