@@ -186,12 +186,9 @@ out:
 
 /* x86 Linux: "model name : Intel(R) Xeon(R) ..." (arm64 kernels print no
  * such line, but some vendor kernels do). */
-static int name_from_cpuinfo(const char *sysroot, edgert_device *dev, er_diags *d)
+static int name_from_cpuinfo(const char *cpuinfo, edgert_device *dev)
 {
-    char *text = er_probe_read(sysroot, "/proc/cpuinfo", NULL, d);
-    int ok = text && er_probe_line_value(text, "model name", dev->name, sizeof dev->name);
-    free(text);
-    return ok;
+    return cpuinfo && er_probe_line_value(cpuinfo, "model name", dev->name, sizeof dev->name);
 }
 
 /* One cpuinfo field for the id: digits only (base 10), or 0x and hex digits
@@ -258,15 +255,6 @@ int er_parse_cpu_id(const char *text, edgert_arch arch, char *out, size_t cap)
     return used > 0;
 }
 
-static void cpu_id_from_cpuinfo(const char *sysroot, edgert_arch arch, edgert_device *dev,
-                                er_diags *d)
-{
-    char *text = er_probe_read(sysroot, "/proc/cpuinfo", NULL, d);
-    if (!er_parse_cpu_id(text, arch, dev->cpu_id, sizeof dev->cpu_id))
-        er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
-                    "probe: no CPU family and model (cpuinfo); CPU id unknown");
-    free(text);
-}
 
 void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *dev, er_diags *d)
 {
@@ -274,17 +262,22 @@ void er_probe_host_facts(const char *sysroot, edgert_arch arch, edgert_device *d
         return;
     probe_cores(sysroot, dev, d);
     probe_memory(sysroot, dev, d);
+    /* cpuinfo read once, for the name and the id */
+    char *cpuinfo = er_probe_read(sysroot, "/proc/cpuinfo", NULL, d);
     /* arm64 boards name themselves in the device tree; x86 CPUs in cpuinfo.
      * Each tries the other source second. */
     int named = arch == EDGERT_ARCH_ARM64
                     ? (er_probe_dt_model(sysroot, dev->name, sizeof dev->name, d) ||
-                       name_from_cpuinfo(sysroot, dev, d))
-                    : (name_from_cpuinfo(sysroot, dev, d) ||
+                       name_from_cpuinfo(cpuinfo, dev))
+                    : (name_from_cpuinfo(cpuinfo, dev) ||
                        er_probe_dt_model(sysroot, dev->name, sizeof dev->name, d));
     if (!named) {
         dev->name[0] = '\0';
         er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
                     "probe: no CPU model name (cpuinfo) or device-tree model; name unknown");
     }
-    cpu_id_from_cpuinfo(sysroot, arch, dev, d);
+    if (!er_parse_cpu_id(cpuinfo, arch, dev->cpu_id, sizeof dev->cpu_id))
+        er_diag_add(d, EDGERT_LOG_INFO, NULL, 0, 0,
+                    "probe: no CPU family and model (cpuinfo); CPU id unknown");
+    free(cpuinfo);
 }
