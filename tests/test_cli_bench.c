@@ -74,10 +74,11 @@ static void test_bench_json(void **state)
     double bw = num(&y, root, "bandwidth_gbs"), plain = num(&y, root, "bandwidth_plain_gbs"),
            pf = num(&y, root, "bandwidth_prefetch_gbs"),
            far = num(&y, root, "bandwidth_prefetch_far_gbs"),
+           l1 = num(&y, root, "bandwidth_prefetch_l1_gbs"),
            st = num(&y, root, "bandwidth_streams_gbs");
-    assert_true(plain > 0 && pf > 0 && far > 0 && st > 0);
-    /* the ceiling is the best of the four reads */
-    assert_true(bw == fmax(fmax(plain, pf), fmax(far, st)));
+    assert_true(plain > 0 && pf > 0 && far > 0 && l1 > 0 && st > 0);
+    /* the ceiling is the best of the five reads */
+    assert_true(bw == fmax(fmax(fmax(plain, pf), fmax(far, l1)), st));
     assert_non_null(er_yaml_get(&y, root, "compute_peaks"));
     yaml_node_t *dec = er_yaml_get(&y, root, "decode");
     yaml_node_t *ms = er_yaml_get(&y, dec, "ms_per_step");
@@ -95,9 +96,11 @@ static void test_bench_json(void **state)
     double cplain = num(&y, bwo, "call_sized_plain_gbs"),
            cpf = num(&y, bwo, "call_sized_prefetch_gbs"),
            cfar = num(&y, bwo, "call_sized_prefetch_far_gbs"),
+           cl1 = num(&y, bwo, "call_sized_prefetch_l1_gbs"),
            cst = num(&y, bwo, "call_sized_streams_gbs");
-    assert_true(cplain > 0 && cpf > 0 && cfar > 0 && cst > 0);
-    assert_true(cbw == fmax(fmax(cplain, cpf), fmax(cfar, cst)));
+    assert_true(cplain > 0 && cpf > 0 && cfar > 0 && cl1 > 0 && cst > 0);
+    assert_true(cbw == fmax(fmax(fmax(cplain, cpf), fmax(cfar, cl1)), cst));
+    assert_true(num(&y, bwo, "prefetch_l1_min") <= l1 && l1 <= num(&y, bwo, "prefetch_l1_max"));
     assert_int_equal((int)num(&y, bwo, "call_sized_streams"), 4);
     /* the interleaved read names its streams per thread: 4 or 8 */
     int streams = (int)num(&y, bwo, "streams");
@@ -114,7 +117,8 @@ static void test_bench_json(void **state)
     assert_true(fabs(num(&y, dec, "fraction_of_step_read") - gbs / srg) <= 1e-3 * gbs / srg);
     /* ... with the loop that read best in calls, named */
     static const char *const loops[] = {"plain", "prefetched 4 KiB + 1 KiB ahead",
-                                        "prefetched 8 KiB ahead", "4 streams"};
+                                        "prefetched 8 KiB ahead",
+                                        "prefetched 6 KiB ahead into L1", "4 streams"};
     const char *loop = sval(&y, dec, "step_read_loop");
     size_t li = 0;
     while (li < sizeof loops / sizeof loops[0] && strcmp(loop, loops[li]) != 0)

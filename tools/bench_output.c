@@ -60,6 +60,7 @@ static void json_bandwidth(json_w *jw, const bench_result *r)
     json_knum(jw, "bandwidth_plain_gbs", r->bw.plain_gbs);
     json_knum(jw, "bandwidth_prefetch_gbs", r->bw.prefetch_gbs);
     json_knum(jw, "bandwidth_prefetch_far_gbs", r->bw.far_gbs);
+    json_knum(jw, "bandwidth_prefetch_l1_gbs", r->bw.l1_gbs);
     json_knum(jw, "bandwidth_streams_gbs", r->bw.streams_gbs);
     json_key(jw, "bandwidth");
     json_obj(jw);
@@ -69,6 +70,8 @@ static void json_bandwidth(json_w *jw, const bench_result *r)
     json_knum(jw, "prefetch_max", r->bw.prefetch_max);
     json_knum(jw, "prefetch_far_min", r->bw.far_min);
     json_knum(jw, "prefetch_far_max", r->bw.far_max);
+    json_knum(jw, "prefetch_l1_min", r->bw.l1_min);
+    json_knum(jw, "prefetch_l1_max", r->bw.l1_max);
     json_kint(jw, "streams", r->bw.streams);
     json_knum(jw, "streams_min", r->bw.streams_min);
     json_knum(jw, "streams_max", r->bw.streams_max);
@@ -77,6 +80,7 @@ static void json_bandwidth(json_w *jw, const bench_result *r)
     json_knum(jw, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
     json_knum(jw, "call_sized_prefetch_gbs", r->bw.calls_prefetch_gbs);
     json_knum(jw, "call_sized_prefetch_far_gbs", r->bw.calls_far_gbs);
+    json_knum(jw, "call_sized_prefetch_l1_gbs", r->bw.calls_l1_gbs);
     json_knum(jw, "call_sized_streams_gbs", r->bw.calls_streams_gbs);
     if (r->bw.calls != 0)
         json_kint(jw, "call_sized_streams", BW_STREAMS_FEW);
@@ -228,16 +232,17 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
     if (r->have_decode) {
         tprintf("ceiling: %.1f GB/s, the best of these reads (median of %u passes over %.0f MiB):\n"
                 "         %.1f GB/s plain [%.1f..%.1f], %.1f prefetched 4 KiB + 1 KiB ahead "
-                "[%.1f..%.1f], %.1f prefetched 8 KiB ahead [%.1f..%.1f], %.1f in %u streams per "
-                "thread [%.1f..%.1f]\n",
+                "[%.1f..%.1f], %.1f prefetched 8 KiB ahead [%.1f..%.1f], %.1f prefetched 6 KiB "
+                "ahead into L1 [%.1f..%.1f], %.1f in %u streams per thread [%.1f..%.1f]\n",
                 r->ceiling_gbs, r->bw.passes, r->bw.bytes / 1048576.0, r->bw.plain_gbs,
                 r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs, r->bw.prefetch_min,
-                r->bw.prefetch_max, r->bw.far_gbs, r->bw.far_min, r->bw.far_max,
-                r->bw.streams_gbs, r->bw.streams, r->bw.streams_min, r->bw.streams_max);
+                r->bw.prefetch_max, r->bw.far_gbs, r->bw.far_min, r->bw.far_max, r->bw.l1_gbs,
+                r->bw.l1_min, r->bw.l1_max, r->bw.streams_gbs, r->bw.streams, r->bw.streams_min,
+                r->bw.streams_max);
         tprintf("         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s "
-                "plain, %.1f and %.1f prefetched, %.1f in %u streams\n",
+                "plain, %.1f, %.1f and %.1f prefetched, %.1f in %u streams\n",
                 r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs, r->bw.calls_far_gbs,
-                r->bw.calls_streams_gbs, BW_STREAMS_FEW);
+                r->bw.calls_l1_gbs, r->bw.calls_streams_gbs, BW_STREAMS_FEW);
         tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps (%s) = %.2f tok/s (GEMM "
                 "only); %.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
                 r->step_ms_median, r->step_ms_min, r->step_ms_max, r->steps,

@@ -29,11 +29,14 @@ typedef struct bw_result {
     /* The kind with the best median: streams (1 or more) and prefetch. */
     unsigned best_streams;
     int best_prefetch;
+    /* One stream with one prefetcht0 6 KiB ahead per line (BW_PF_L1). */
+    double l1_gbs, l1_min, l1_max, calls_l1_gbs;
 } bw_result;
 
 #define BW_PF_NONE 0
 #define BW_PF_PAIR 1 /* prefetcht1 4 KiB and prefetcht0 1 KiB ahead */
 #define BW_PF_FAR 2  /* prefetcht1 8 KiB ahead */
+#define BW_PF_L1 3   /* prefetcht0 6 KiB ahead */
 
 #define BW_STREAMS_FEW 4u
 #define BW_STREAMS_MANY 8u
@@ -47,8 +50,8 @@ double bw_calls_ceiling(const bw_result *r);
 const char *bw_loop_name(const bw_result *r);
 
 /** Streaming-read bandwidth over `bytes` (far larger than the LLC) on
- *  `threads` threads: a plain read, two with software prefetch ahead of
- *  the loads (BW_PF_PAIR, BW_PF_FAR), and each thread's range as
+ *  `threads` threads: a plain read, three with software prefetch ahead of
+ *  the loads (BW_PF_PAIR, BW_PF_FAR, BW_PF_L1), and each thread's range as
  *  interleaved streams (the best of 4 and 8; see peaks_bw.c). `cpu_flags`
  *  picks the widest loads the CPU has. With
  *  `call_bytes` (ncalls > 0) also the same reads in back-to-back calls of
