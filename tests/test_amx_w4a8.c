@@ -721,7 +721,8 @@ static void test_refusals(void **state)
         "path=warp-drive", "threads=3", "path=", "path=vnni extra", "decode_max_m=0",
         "decode_max_m=513", "decode_max_m=abc", "decode_max_m=-1", "decode_max_m=",
         "decode_max_m=+4", "decode_max_m=4x", "decode_max_m=99999999999999999999",
-        "prefetch=sideways", "prefetch=", "streams=3", "streams=", "streams=44", "streams=0",
+        "prefetch=sideways", "prefetch=", "prefetch=far-l2", "prefetch=far-l",
+        "streams=3", "streams=", "streams=44", "streams=0",
         "prefetch=auto streams=auto", "streams=auto prefetch=far prefetch=auto",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -745,16 +746,21 @@ static void test_refusals(void **state)
     /* the decode prefetch (a8_kern.h) changes no result */
     b = open_path_opts(f, P_VNNI, "prefetch=near", NULL, 0);
     edgert_backend *v = open_path_opts(f, P_VNNI, "prefetch=far", NULL, 0);
+    edgert_backend *l1 = open_path_opts(f, P_VNNI, "prefetch=far-l1", NULL, 0);
     assert_non_null(strstr(edgert_backend_describe(b), "L2 4 KiB and L1 512 B ahead"));
     assert_non_null(strstr(edgert_backend_describe(v), "L2 8 KiB ahead"));
-    for (uint32_t m = 1; m <= 5; m++)
+    assert_non_null(strstr(edgert_backend_describe(l1), "decode prefetch: L1 6 KiB ahead"));
+    for (uint32_t m = 1; m <= 5; m++) {
         same_bits(f, b, v, m, 1001, 2048, 970u + m);
+        same_bits(f, l1, v, m, 1001, 2048, 975u + m);
+    }
     edgert_backend_close(b);
+    edgert_backend_close(l1);
     /* nor do the streams the m = 1 GEMV reads side by side, with a part of
      * the panels left over (1001 columns: 63 panels) or fewer panels than
      * streams (37 columns: 3) */
     /* the defaults (a8_decode_defaults) last: on Intel near for one stream
-     * and none beside several, elsewhere auto (against far) for both */
+     * and none beside several, elsewhere auto (far-l1 against none) for both */
     const int intel = tu_cpu_is_intel();
     static const char *const streams[] = {"streams=2 prefetch=none", "streams=4 prefetch=far",
                                           "prefetch=near streams=4", "streams=4 prefetch=auto",
@@ -764,17 +770,20 @@ static void test_refusals(void **state)
         "prefetch: none, 2 streams per thread at m = 1 (prefetch: none)",
         "4 streams per thread at m = 1 (prefetch: L2 8 KiB ahead)",
         "4 streams per thread at m = 1 (prefetch: L2 4 KiB and L1 512 B ahead)",
-        "4 streams per thread at m = 1 (prefetch: auto (L2 ", /* near on Intel, else far */
-        "decode prefetch: auto (L2 ",
+        /* near on Intel, else far-l1 */
+        intel ? "4 streams per thread at m = 1 (prefetch: auto (L2 4 KiB and L1 512 B ahead "
+              : "4 streams per thread at m = 1 (prefetch: auto (L1 6 KiB ahead or ",
+        intel ? "decode prefetch: auto (L2 4 KiB and L1 512 B ahead or none"
+              : "decode prefetch: auto (L1 6 KiB ahead or none",
         intel ? "4 streams per thread at m = 1 (prefetch: none)"
-              : "4 streams per thread at m = 1 (prefetch: auto (L2 8 KiB ahead or none",
+              : "4 streams per thread at m = 1 (prefetch: auto (L1 6 KiB ahead or none",
         intel ? "decode prefetch: L2 4 KiB and L1 512 B ahead, or 4 streams per thread at m = 1 "
                 "(prefetch: none), whichever the last calls ran faster (streams=auto)"
-              : "decode prefetch: L2 8 KiB ahead, or 4 streams per thread at m = 1 (prefetch: "
+              : "decode prefetch: L1 6 KiB ahead, or 4 streams per thread at m = 1 (prefetch: "
                 "none), whichever the last calls ran faster (streams=auto)",
         "decode prefetch: none, or 4 streams per thread at m = 1 (prefetch: none), whichever",
         intel ? "decode prefetch: L2 4 KiB and L1 512 B ahead"
-              : "decode prefetch: auto (L2 8 KiB ahead or none, whichever the last calls ran "
+              : "decode prefetch: auto (L1 6 KiB ahead or none, whichever the last calls ran "
                 "faster)"};
     for (size_t i = 0; i < sizeof streams / sizeof streams[0]; i++) {
         b = open_path_opts(f, P_VNNI, streams[i], NULL, 0);

@@ -117,13 +117,34 @@ static void test_options(void **state)
     assert_null(pk_tuning_conflict(&v));
     v.prefetch = PK_PF_AUTO;
     assert_non_null(strstr(pk_tuning_conflict(&v), "cannot go together"));
+    /* every mode by its name, each its own value; near-misses are none */
+    static const struct {
+        const char *opt;
+        int mode;
+    } names[] = {{"prefetch=far", PK_PF_FAR},       {"prefetch=near", PK_PF_NEAR_TOO},
+                 {"prefetch=none", PK_PF_NONE},     {"prefetch=far-l1", PK_PF_FAR_L1},
+                 {"prefetch=auto", PK_PF_AUTO}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        pk_tuning n = {-1, 0u};
+        assert_int_equal(pk_tuning_option(names[i].opt, strlen(names[i].opt), &n), 1);
+        assert_int_equal(n.prefetch, names[i].mode);
+        assert_true(names[i].mode == PK_PF_AUTO ||
+                    (names[i].mode >= 0 && names[i].mode < PK_PF_MODES));
+    }
+    pk_tuning n = {-1, 0u};
+    assert_int_equal(pk_tuning_option("prefetch=far-l", 14, &n), 0);
+    assert_int_equal(pk_tuning_option("prefetch=far-l1x", 16, &n), 0);
+    assert_int_equal(n.prefetch, -1);
 
-    static const char *const said[] = {"far words", "near words", "none words"};
+    static const char *const said[PK_PF_MODES] = {"far words", "near words", "none words",
+                                                  "far-l1 words"};
     char out[128];
     pk_pf_said(out, sizeof out, said, PK_PF_NONE, PK_PF_FAR);
     assert_string_equal(out, "none words");
     pk_pf_said(out, sizeof out, said, PK_PF_AUTO, PK_PF_NEAR_TOO);
     assert_string_equal(out, "auto (near words or none, whichever the last calls ran faster)");
+    pk_pf_said(out, sizeof out, said, PK_PF_AUTO, PK_PF_FAR_L1);
+    assert_string_equal(out, "auto (far-l1 words or none, whichever the last calls ran faster)");
 }
 
 /* init's settling and gemm's resolution of the two job fields */

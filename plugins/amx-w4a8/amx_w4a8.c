@@ -20,12 +20,13 @@
  *              and granted, else vnni.
  * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>",
- * "prefetch=<far|near|none|auto>" (decode's software prefetch, a8_kern.h;
- * auto: plugin_kit.h) and "streams=<1|2|4|auto>" (the panels the m = 1 GEMV
- * reads side by side; default 1. The default prefetch, a8_decode_defaults:
- * on Intel near for one stream and none beside several, elsewhere auto
- * for either, where m > 1 runs with prefetch; with streams=auto fixed
- * instead: near on Intel, else far, for one stream and none for 4),
+ * "prefetch=<far|near|none|far-l1|auto>" (decode's software prefetch,
+ * a8_kern.h; auto: plugin_kit.h) and "streams=<1|2|4|auto>" (the panels the
+ * m = 1 GEMV reads side by side; default 1. The default prefetch,
+ * a8_decode_defaults: on Intel near for one stream and none beside several,
+ * elsewhere auto for either, far-l1 or none, where m > 1 runs with far-l1;
+ * with streams=auto fixed instead: near on Intel, else far-l1, for one
+ * stream and none for 4),
  * "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
@@ -167,7 +168,8 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
         } else {
             edgert_errf(err, err_len,
                         A8_NAME ": init: unknown option '%.*s' (accepted: path=auto|amx|vnni, "
-                                "decode_max_m=N, prefetch=far|near|none|auto, streams=1|2|4|auto)",
+                                "decode_max_m=N, prefetch=far|near|none|far-l1|auto, "
+                                "streams=1|2|4|auto)",
                         (int)len, s);
             return -1;
         }
@@ -183,16 +185,17 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
  * prefetch=none 1.068x its time, streams=4 prefetch=none 1.079x (median),
  * slower in every round; on a Zen 4 EPYC 1.05-1.35x in six paired runs
  * (16 pairs each) with the host busy. Its prefetch: on Intel near as well,
- * as measured there; elsewhere auto, far or none by the calls' times,
+ * as measured there; elsewhere auto, far-l1 or none by the calls' times,
  * because on AMD EPYCs (Zen 4 and Zen 5) none was faster with the host's
  * memory busy and far with the weights served fast
- * (plugins/common/decode_tuning.c has the figures).
+ * (plugins/common/decode_tuning.c has the figures); far-l1 took 0.97 of
+ * far's step time on Zen 5 (a8_kern.h), not measured on Zen 4.
  * Neither is yet measured on Intel: `edgert bench --options streams=4`,
  * `--options prefetch=auto` there. */
 static void a8_decode_defaults(const pk_tuning *t, a8_state *st)
 {
     const int intel = pk_cpu_is_intel();
-    const int with = intel ? PK_PF_NEAR_TOO : PK_PF_FAR; /* the prefetching mode */
+    const int with = intel ? PK_PF_NEAR_TOO : PK_PF_FAR_L1; /* the prefetching mode */
     if (t->streams == PK_STREAMS_AUTO) { /* asked for: one against PK_STREAMS_MANY */
         pk_streams_settle(t->prefetch, with, PK_PF_NONE, &st->pf_near, &st->pf_streams,
                           &st->streams, &st->pf_auto);
@@ -264,11 +267,9 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
                                              : A8_VNNI_DECODE_MAX_M;
     st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
     a8_decode_defaults(&tuning, st);
-    static const char *const pf_said[] = {
-        [PK_PF_FAR] = "L2 8 KiB ahead",
-        [PK_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
-        [PK_PF_NONE] = "none",
-    };
+    static const char *const pf_said[PK_PF_MODES] = {
+        [PK_PF_FAR] = "L2 8 KiB ahead", [PK_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
+        [PK_PF_NONE] = "none", [PK_PF_FAR_L1] = "L1 6 KiB ahead"};
     char pf[320];
     pk_decode_describe(pf, sizeof pf, pf_said, st->pf_near, st->pf_streams, st->streams,
                        &st->pf_auto);

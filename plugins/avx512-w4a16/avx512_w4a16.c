@@ -26,13 +26,13 @@
  *               else the fastest decode this CPU has: int16 if avx512_vnni,
  *               else bf16 if avx512_bf16, else fma.
  * Options string: "path=<auto|amx|int16|bf16|fma>" (empty or NULL = auto),
- * "prefetch=<far|near|none|auto>" for decode's software prefetch (aw_kern.h;
- * auto: plugin_kit.h) and "streams=<1|2|4|auto>", the panels int16's m = 1
- * decode reads side by side (aw_kern_int16.c; paths int16 and amx: refused
- * with a forced bf16 or fma, read as 1 where auto lands on them; auto: one
- * or 4 by the calls' times, plugin_kit.h), blank-separated, each once.
- * Defaults (aw_decode_defaults): streams=auto except on Intel (one
- * stream), the far prefetch for one stream, none beside several.
+ * "prefetch=<far|near|none|far-l1|auto>" for decode's software prefetch
+ * (aw_kern.h; auto: plugin_kit.h) and "streams=<1|2|4|auto>", the panels
+ * int16's m = 1 decode reads side by side (aw_kern_int16.c; paths int16 and
+ * amx: refused with a forced bf16 or fma, read as 1 where auto lands on them;
+ * auto: one or 4 by the calls' times, plugin_kit.h), blank-separated, each
+ * once. Defaults (aw_decode_defaults): streams=auto except on Intel (one
+ * stream); one stream far-l1 (Intel: far), none beside several.
  * Any other text is refused with EDGERT_E_USAGE; a path whose CPU flag the
  * host lacks is refused with EDGERT_E_UNSUPPORTED naming the flag.
  *
@@ -170,19 +170,19 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
 }
 
 /* Decode defaults (a tuning fact: every choice computes the same bits).
- * One stream reads with the far prefetch everywhere (aw_kern.h). At m = 1
- * the int16 GEMV weighs one stream against 4 without software prefetch
- * (streams=auto) except on Intel, because which wins depends on the host:
- * on one AMD EPYC (Zen 5), spark-1.7b decode step, 2 threads, series of 5
- * interleaved rounds, 4 streams without prefetch took 0.77-0.79 of one
- * far-prefetched stream's time (median; 58 against 45 GB/s), 2 streams
- * 0.87-0.88 with or without prefetch, 4 streams with it about 1.0 (beside
- * four streams the prefetches only compete for fill buffers); on another
- * (family 26, model 2), paired runs of 8 pairs (bench --versus), one
- * stream took 0.922-0.992 of 4 streams' time in 24 runs of 24, median
- * 0.972, and 0.92-0.95 in the runs whose steps read at 66 GB/s or more.
- * Intel (Xeon with AMX) keeps one stream, as measured there before
- * streams existed: streams are not yet measured on Intel.
+ * One stream: far-l1, on Intel far (aw_kern.h; the figures below predate
+ * far-l1). At m = 1 the int16 GEMV weighs one stream against 4 without
+ * software prefetch (streams=auto) except on Intel, because which wins
+ * depends on the host: on one AMD EPYC (Zen 5), spark-1.7b decode step, 2
+ * threads, series of 5 interleaved rounds, 4 streams without prefetch took
+ * 0.77-0.79 of one far-prefetched stream's time (median; 58 against 45 GB/s),
+ * 2 streams 0.87-0.88 with or without prefetch, 4 streams with it about 1.0
+ * (beside four streams the prefetches only compete for fill buffers); on
+ * another (family 26, model 2), paired runs of 8 pairs (bench --versus), one
+ * stream took 0.922-0.992 of 4 streams' time in 24 runs of 24, median 0.972,
+ * and 0.92-0.95 in the runs whose steps read at 66 GB/s or more. Intel (Xeon
+ * with AMX) keeps one stream, as measured there before streams existed:
+ * streams are not yet measured on Intel.
  * prefetch=auto (plugin_kit.h) is not the default beside four streams: on
  * an AMD EPYC Zen 4 with the host's memory busy, paired runs (16 pairs
  * each, auto's first version) put none at 0.981-1.059 of auto's step time
@@ -195,20 +195,21 @@ static void aw_decode_defaults(const pk_tuning *t, int int16_decode, aw_state *s
     const int auto_streams =
         int16_decode && (t->streams == PK_STREAMS_AUTO ||
                          (t->streams == 0u && t->prefetch != PK_PF_AUTO && !pk_cpu_is_intel()));
+    const int far = pk_cpu_is_intel() ? PK_PF_FAR : PK_PF_FAR_L1; /* one stream's */
     if (auto_streams) {
-        pk_streams_settle(t->prefetch, PK_PF_FAR, PK_PF_NONE, &st->pf_near,
-                          &st->pf_streams, &st->streams, &st->pf_auto);
+        pk_streams_settle(t->prefetch, far, PK_PF_NONE, &st->pf_near, &st->pf_streams,
+                          &st->streams, &st->pf_auto);
         return;
     }
     st->streams = !int16_decode || t->streams == PK_STREAMS_AUTO ? 1u
                   : t->streams != 0u                              ? t->streams
                   : pk_cpu_is_intel()                             ? 1u
                                                                   : 4u;
-    pk_pf_settle(t->prefetch, PK_PF_FAR, PK_PF_FAR, PK_PF_NONE, st->streams, &st->pf_near,
+    pk_pf_settle(t->prefetch, far, far, PK_PF_NONE, st->streams, &st->pf_near,
                  &st->pf_streams, &st->pf_auto);
 }
 
-/* Parse "[path=<name>] [prefetch=far|near|none|auto] [streams=1|2|4|auto]"
+/* Parse "[path=<name>] [prefetch=far|near|none|far-l1|auto] [streams=1|2|4|auto]"
  * (blank-separated, each at most once). 0 on success. */
 static int aw_parse_options(const char *options, int *auto_path, aw_path *path, pk_tuning *t,
                             char *err, size_t err_len)
@@ -228,8 +229,8 @@ static int aw_parse_options(const char *options, int *auto_path, aw_path *path, 
         } else if (tuning != 1) {
             edgert_errf(err, err_len,
                         AW_NAME ": init: unexpected option '%.*s' in '%s' (accepted, each once: "
-                                "path=auto|amx|int16|bf16|fma prefetch=far|near|none|auto "
-                                "streams=1|2|4|auto)",
+                                "path=auto|amx|int16|bf16|fma "
+                                "prefetch=far|near|none|far-l1|auto streams=1|2|4|auto)",
                         (int)len, s, options);
             return -1;
         }
@@ -326,11 +327,9 @@ static edgert_status aw_init(const edgert_host *host, const char *options, void 
     st->path = path;
     st->kern = aw_paths[path].kern;
     aw_decode_defaults(&tuning, int16_decode, st);
-    static const char *const pf_said[] = {
-        [PK_PF_FAR] = "L2 8 KiB ahead",
-        [PK_PF_NEAR_TOO] = "L2 8 KiB and L1 512 B ahead",
-        [PK_PF_NONE] = "none",
-    };
+    static const char *const pf_said[PK_PF_MODES] = {
+        [PK_PF_FAR] = "L2 8 KiB ahead", [PK_PF_NEAR_TOO] = "L2 8 KiB and L1 512 B ahead",
+        [PK_PF_NONE] = "none", [PK_PF_FAR_L1] = "L1 6 KiB ahead"};
     char pf[320];
     pk_decode_describe(pf, sizeof pf, pf_said, st->pf_near, st->pf_streams, st->streams,
                        &st->pf_auto);

@@ -20,10 +20,22 @@
 
 /* Software prefetch while streaming codes (decode): a prefetcht1 8 KiB
  * ahead of every 64-byte line (prefetch=far, the default reading one
- * stream), with prefetch=near a prefetcht0 512 bytes ahead too, with
- * prefetch=none nothing (the default beside 2 or 4 streams per thread: see
- * aw_decode_defaults). Measured, the whole spark-1.7b decode step on 2
- * threads, one stream, variants interleaved:
+ * stream on Intel), with prefetch=near a prefetcht0 512 bytes ahead too,
+ * with prefetch=far-l1 a prefetcht0 6 KiB ahead instead (the default
+ * reading one stream elsewhere), with prefetch=none nothing (the default
+ * beside 2 or 4 streams per thread: see aw_decode_defaults).
+ * far-l1, on AMD EPYC Zen 5 (family 26, model 2), int16 GEMV, one stream,
+ * bench --versus (16 alternating pairs of steps a run; step time over
+ * far's, median of the run): with 1 thread (a 40 GB/s read ceiling, what
+ * each core must draw in a quiet 2-thread window) T0 +6 KiB 0.968-0.984
+ * (4 runs), T0 +8 KiB 0.990-0.997, T0 +12 KiB 1.002-1.022; with 2 threads
+ * from DRAM, busy host (33-51 GB/s), T0 +6 KiB 0.952-1.020, median 0.978
+ * (8 runs; a test build's earlier 6 runs 0.964-1.029, median 1.005: even
+ * at worst); a 27 MB workload resident in L3, 0.922-1.028 (median 0.968 of
+ * 4); path=bf16 about even (0.976-0.996 with 1 thread, 0.964-1.010 with
+ * 2). Not measured on Intel, which keeps far.
+ * Before, the whole spark-1.7b decode step on 2 threads, one stream,
+ * variants interleaved:
  *   - Zen 5 (quiet): T1 +8 KiB 48.3 GB/s, T0 +1 KiB 47.4, none 43.4,
  *     T0 +2 KiB 42.6, T1 +4 KiB with T0 +1 KiB only 35.0;
  *   - Xeon with AMX (ceiling 38-39 GB/s), 5 rounds: far 26.36 ms per step
@@ -38,11 +50,16 @@
  * fault). */
 #define AW_PF_DIST 8192
 #define AW_PF_NEAR 512
+#define AW_PF_L1_DIST 6144
 
 AW_INLINE void aw_prefetch(const uint8_t *p, int near)
 {
     if (near == PK_PF_NONE)
         return;
+    if (near == PK_PF_FAR_L1) {
+        _mm_prefetch((const char *)(p + AW_PF_L1_DIST), _MM_HINT_T0);
+        return;
+    }
     _mm_prefetch((const char *)(p + AW_PF_DIST), _MM_HINT_T1);
     if (near == PK_PF_NEAR_TOO)
         _mm_prefetch((const char *)(p + AW_PF_NEAR), _MM_HINT_T0);

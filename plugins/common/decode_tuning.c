@@ -1,6 +1,6 @@
 /*
  * plugins/common/decode_tuning.c — the x86 plugins' decode tuning options
- * (plugin_kit.h): prefetch=far|near|none|auto and streams=1|2|4|auto, and
+ * (plugin_kit.h): prefetch=far|near|none|far-l1|auto and streams=1|2|4|auto, and
  * prefetch=auto itself, which of two software-prefetch modes the m = 1 GEMV
  * runs in, chosen by the calls' measured times (streams=auto: which of two
  * stream counts, by the same measure). Part of the kit, compiled
@@ -56,10 +56,13 @@
 
 int pk_tuning_option(const char *s, size_t len, pk_tuning *t)
 {
-    static const char *const pf[] = {"prefetch=far", "prefetch=near", "prefetch=none",
-                                     "prefetch=auto"};
-    _Static_assert(PK_PF_FAR == 0 && PK_PF_NEAR_TOO == 1 && PK_PF_NONE == 2 && PK_PF_AUTO == 3,
-                   "pf[] order");
+    static const char *const pf[] = {
+        [PK_PF_FAR] = "prefetch=far",       [PK_PF_NEAR_TOO] = "prefetch=near",
+        [PK_PF_NONE] = "prefetch=none",     [PK_PF_FAR_L1] = "prefetch=far-l1",
+        [PK_PF_AUTO] = "prefetch=auto",
+    };
+    _Static_assert(PK_PF_MODES == 4 && PK_PF_AUTO == PK_PF_MODES,
+                   "pf[]: every mode, then auto, no gap");
     for (int i = 0; i < (int)(sizeof pf / sizeof pf[0]); i++)
         if (len == strlen(pf[i]) && strncmp(s, pf[i], len) == 0) {
             if (t->prefetch >= 0)
@@ -257,8 +260,10 @@ int pk_pf_auto_resolve(pk_pf_auto *a, pk_pf_seen *w, uint32_t m, int *pf_near, i
 void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
                      unsigned ticket, uint64_t t0)
 {
-    static const char *const said[] = {[PK_PF_FAR] = "far", [PK_PF_NEAR_TOO] = "near",
-                                       [PK_PF_NONE] = "none"};
+    static const char *const said[PK_PF_MODES] = {[PK_PF_FAR] = "far",
+                                                  [PK_PF_NEAR_TOO] = "near",
+                                                  [PK_PF_NONE] = "none",
+                                                  [PK_PF_FAR_L1] = "far-l1"};
     double r = 1.0;
     const int res = pk_pf_auto_record(a, w, ticket, pk_now_ns() - t0, &r);
     if (res == 0)
@@ -313,7 +318,8 @@ void pk_streams_settle(int pf, int near_default, int streams_default, int *pf_ne
     a->streams[1] = PK_STREAMS_MANY;
 }
 
-void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, int with)
+void pk_pf_said(char *out, size_t out_len, const char *const said[PK_PF_MODES], int mode,
+                int with)
 {
     if (mode == PK_PF_AUTO)
         snprintf(out, out_len, "auto (%s or none, whichever the last calls ran faster)",
@@ -322,8 +328,8 @@ void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, 
         snprintf(out, out_len, "%s", said[mode]);
 }
 
-void pk_decode_describe(char *out, size_t out_len, const char *const said[3], int pf_near,
-                        int pf_streams, unsigned streams, const pk_pf_auto *a)
+void pk_decode_describe(char *out, size_t out_len, const char *const said[PK_PF_MODES],
+                        int pf_near, int pf_streams, unsigned streams, const pk_pf_auto *a)
 {
     char near[128], beside[128], more[192];
     pk_pf_said(near, sizeof near, said, pf_near, a->mode[0]);

@@ -102,20 +102,24 @@ int pk_cpu_is_intel(void);
 
 /* ---- decode tuning ------------------------------------------------------------------ */
 
-/* Software prefetch of a streaming GEMV, the option prefetch=far|near|none|auto
- * (each plugin says what far and near are in its kernel header). */
+/* Software prefetch of a streaming GEMV, the option
+ * prefetch=far|near|none|far-l1|auto (each plugin says what far, near and
+ * far-l1 are in its kernel header): the modes, 0 .. PK_PF_MODES - 1. */
 #define PK_PF_FAR 0
 #define PK_PF_NEAR_TOO 1 /* far and a near one too */
 #define PK_PF_NONE 2
+#define PK_PF_FAR_L1 3 /* far, into L1 */
+#define PK_PF_MODES 4
 
 /* F(args..., mode) with a run-time prefetch mode passed as a constant: one
  * instantiation of F per mode, so no line of the loop tests the option. */
 #define PK_BY_PF(mode, F, ...)                                                                 \
     ((mode) == PK_PF_NONE       ? F(__VA_ARGS__, PK_PF_NONE)                                   \
      : (mode) == PK_PF_NEAR_TOO ? F(__VA_ARGS__, PK_PF_NEAR_TOO)                               \
+     : (mode) == PK_PF_FAR_L1   ? F(__VA_ARGS__, PK_PF_FAR_L1)                                 \
                                 : F(__VA_ARGS__, PK_PF_FAR))
 
-/* The decode tuning options of the x86 plugins: prefetch=far|near|none|auto and
+/* The decode tuning options of the x86 plugins: prefetch=far|near|none|far-l1|auto and
  * streams=1|2|4|auto, the panels an m = 1 GEMV reads side by side, each from
  * its own part of the chunk. Every setting computes the same bits. */
 typedef struct pk_tuning {
@@ -172,7 +176,7 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
  *     use.
  * Every mode computes the same bits: only the time depends on the choice.
  */
-#define PK_PF_AUTO 3             /* the option prefetch=auto (pk_tuning.prefetch) */
+#define PK_PF_AUTO 4             /* the option prefetch=auto (pk_tuning.prefetch) */
 #define PK_PF_AUTO_EVERY 16u     /* a weight's calls per call in the other mode */
 #define PK_PF_AUTO_WARM 16u      /* pairs each way round before the first choice */
 #define PK_PF_AUTO_WINDOW 64u    /* pairs in the two running means */
@@ -254,9 +258,10 @@ void pk_streams_settle(int pf, int near_default, int streams_default, int *pf_ne
                        int *pf_streams, unsigned *streams, pk_pf_auto *a);
 
 /* A mode in words for describe: said[mode] (said: the plugin's words for
- * PK_PF_FAR, PK_PF_NEAR_TOO, PK_PF_NONE), or for PK_PF_AUTO
+ * each of the PK_PF_MODES modes), or for PK_PF_AUTO
  * "auto (<said[with]> or none, whichever the last calls ran faster)". */
-void pk_pf_said(char *out, size_t out_len, const char *const said[3], int mode, int with);
+void pk_pf_said(char *out, size_t out_len, const char *const said[PK_PF_MODES], int mode,
+                int with);
 
 /*
  * gemm's side, around its decode: resolve puts a mode in every job field
@@ -284,8 +289,8 @@ void pk_pf_auto_done(const edgert_host *host, const char *plugin, pk_pf_auto *a,
 void pk_decode_run(const edgert_host *host, const char *plugin, pk_pf_auto *a, pk_pf_seen *w,
                    uint32_t m, int *pf_near, int *pf_streams, unsigned *streams, size_t n,
                    size_t grain, edgert_range_fn fn, void *job);
-void pk_decode_describe(char *out, size_t out_len, const char *const said[3], int pf_near,
-                        int pf_streams, unsigned streams, const pk_pf_auto *a);
+void pk_decode_describe(char *out, size_t out_len, const char *const said[PK_PF_MODES],
+                        int pf_near, int pf_streams, unsigned streams, const pk_pf_auto *a);
 
 /* ---- pack ----------------------------------------------------------------------- */
 
