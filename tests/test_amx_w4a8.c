@@ -763,12 +763,14 @@ static void test_refusals(void **state)
      * and none beside several, elsewhere auto (far-l1 against none) for both */
     const int intel = tu_cpu_is_intel();
     static const char *const streams[] = {"streams=2 prefetch=none", "streams=4 prefetch=far",
+                                          "streams=4 prefetch=far-l1",
                                           "prefetch=near streams=4", "streams=4 prefetch=auto",
                                           "prefetch=auto", "streams=4", "streams=auto",
                                           "prefetch=none streams=auto", ""};
     const char *const said[] = {
         "prefetch: none, 2 streams per thread at m = 1 (prefetch: none)",
         "4 streams per thread at m = 1 (prefetch: L2 8 KiB ahead)",
+        "4 streams per thread at m = 1 (prefetch: L1 6 KiB ahead)",
         "4 streams per thread at m = 1 (prefetch: L2 4 KiB and L1 512 B ahead)",
         /* near on Intel, else far-l1 */
         intel ? "4 streams per thread at m = 1 (prefetch: auto (L2 4 KiB and L1 512 B ahead "

@@ -10,7 +10,7 @@
  *             the backend is, per pack call, the peak above the RSS before
  *             the call minus the packed bytes it returned.
  *   ceilings  streaming-read bandwidth over a buffer far larger than the LLC
- *             (plain, two software prefetches, and 4 or 8 interleaved
+ *             (plain, three software prefetches, and 4 or 8 interleaved
  *             streams per thread; the best one is the ceiling),
  *             compute peaks of every instruction family the CPU has.
  *   decode    whole steps, M = 1: every layer's projections, each with its

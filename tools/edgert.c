@@ -151,7 +151,7 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "Measure one backend on a workload: decode (M = 1, every layer's weights in\n"
                 "their own buffers so they stream from DRAM), prefill (M rows), and pack\n"
                 "(time, peak and settled RssAnon). In the same run it measures the read\n"
-                "bandwidth ceiling (the best of plain, two software-prefetched and\n"
+                "bandwidth ceiling (the best of plain, three software-prefetched and\n"
                 "interleaved-stream reads) and the compute peaks of this CPU, and reports\n"
                 "decode as a fraction of bandwidth and prefill as a fraction of the compute\n"
                 "peak its kernel relies on. The ceiling is measured again right after the\n"

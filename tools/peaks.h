@@ -15,7 +15,7 @@ typedef struct bw_result {
     size_t bytes;                            /* buffer size */
     unsigned passes;
     /* The plain and prefetched reads cut into calls of the sizes given (0
-     * when none; the streams and far reads in calls are below):
+     * when none; the streams, far and L1 reads in calls are below):
      * each thread reads its share of one call, then jumps to the next. */
     double calls_plain_gbs, calls_prefetch_gbs; /* medians over passes */
     size_t calls;                               /* calls per pass */
