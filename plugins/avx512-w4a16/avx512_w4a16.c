@@ -191,11 +191,12 @@ static int aw_parse_path(const char *s, size_t len, int *auto_path, aw_path *pat
  * clearly only with the weights resident in L3 (0.76-0.95). */
 static void aw_decode_defaults(const pk_tuning *t, int int16_decode, aw_state *st)
 {
+    const int intel = pk_cpu_is_intel();
     /* prefetch=auto alone keeps the 4 streams it was measured beside */
     const int auto_streams =
         int16_decode && (t->streams == PK_STREAMS_AUTO ||
-                         (t->streams == 0u && t->prefetch != PK_PF_AUTO && !pk_cpu_is_intel()));
-    const int far = pk_cpu_is_intel() ? PK_PF_FAR : PK_PF_FAR_L1; /* one stream's */
+                         (t->streams == 0u && t->prefetch != PK_PF_AUTO && !intel));
+    const int far = intel ? PK_PF_FAR : PK_PF_FAR_L1; /* one stream's */
     if (auto_streams) {
         pk_streams_settle(t->prefetch, far, PK_PF_NONE, &st->pf_near, &st->pf_streams,
                           &st->streams, &st->pf_auto);
@@ -203,7 +204,7 @@ static void aw_decode_defaults(const pk_tuning *t, int int16_decode, aw_state *s
     }
     st->streams = !int16_decode || t->streams == PK_STREAMS_AUTO ? 1u
                   : t->streams != 0u                              ? t->streams
-                  : pk_cpu_is_intel()                             ? 1u
+                  : intel                                         ? 1u
                                                                   : 4u;
     pk_pf_settle(t->prefetch, far, far, PK_PF_NONE, st->streams, &st->pf_near,
                  &st->pf_streams, &st->pf_auto);
