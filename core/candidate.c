@@ -65,6 +65,7 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c)
     p->first_contact_decode_tokens_per_s = NAN;
     p->first_contact_decode_min = p->first_contact_decode_max = NAN;
     p->first_contact_prefill_gflops = NAN;
+    p->first_contact_read_gbs = NAN;
     p->detail = "";
     p->reasons = NULL;
     p->reason_count = 0;

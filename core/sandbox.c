@@ -31,8 +31,10 @@
  * contacts then measured the L3 and ranked by its noise: 53.6 and 65.6
  * tok/s for one kernel under two manifests, against 38 from memory),
  * converted to decode tokens/s of the reference workload (spark-1.7b,
- * design.md §6: 1,707,081,728 weights per step), and one small prefill
- * GEMM (GFLOP/s); a slow kernel is timed on smaller shapes (quick_measure).
+ * design.md §6: 1,707,081,728 weights per step), each call beside a read
+ * of as many bytes from memory that gives the figure its moment's
+ * bandwidth (time_gemm), and one small prefill GEMM (GFLOP/s); a slow
+ * kernel is timed on smaller shapes (quick_measure).
  * `edgert calibrate` measures properly and overrides it.
  *
  * The child: stdout and stderr go to /dev/null (a plugin's chatter must not
@@ -54,99 +56,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <xxhash.h>
 
-#include "context.h"
+#include "sandbox.h"
 
 #define ER_SPARK_WEIGHTS 1707081728.0 /* one decode step of spark-1.7b */
 #define ER_SANDBOX_TIMEOUT_MS 60000   /* default; generous: a real plugin needs ~1 s, qemu ~10x */
 #define ER_MEASURE_BYTES (48u << 20)  /* packed weights streamed (evicted first, see above) */
 #define ER_MEASURE_SECONDS 0.25       /* at most this long of GEMV calls */
 #define ER_MEASURE_SLOW_CALL 0.05     /* s: a slower kernel keeps its small-shape figure */
-
-/* What the child reports. Plain data, written whole through the pipe. */
-typedef struct sb_result {
-    int ok;                /* 1: every stage passed */
-    int gate;              /* er_gate_id of the first failure, when !ok */
-    char reason[160];      /* its reason code, e.g. "SELF_TEST_FAILED" */
-    char detail[600];      /* its explanation */
-    double decode_tok_s;   /* quick measurement, NaN when not measured */
-    double prefill_gflops;
-    double decode_min, decode_max; /* the slowest and fastest call's rate */
-    long long timeout_ms;  /* the limit a PLUGIN_TIMEOUT was given (parent side) */
-    int packed_outside;    /* pack did not allocate through host->alloc: no decode figure */
-    int passing;           /* 1: a verdict of the moment (killed from outside), not kept */
-} sb_result;
-
-/* ---- the cache ------------------------------------------------------------------ */
-
-/* XXH3-64 of what the child's verdict takes from the manifest besides the
- * library: the backend's name and the name the descriptor must have
- * (plugin_name; both word the verdict's detail), the options init gets, the
- * ABI range offered, whether GEMM is required and the group size the quick
- * measurement packs. A manifest whose name,
- * plugin_name or options were fixed is checked again, instead of keeping
- * the old NAME_MISMATCH or INIT_FAILED, and two manifests that share one
- * library (plugin_name) get a verdict and a quick measurement each. */
-static uint64_t manifest_key(const er_manifest *m)
-{
-    char *facts = NULL;
-    int n = asprintf(&facts,
-                     "name=%s\nplugin_name=%s\nabi=%u..%u\nruns_in_process=%d\noptions=%c%s\n"
-                     "group=%d",
-                     m->name, m->plugin_name ? m->plugin_name : "", (unsigned)m->abi_min,
-                     (unsigned)m->abi_max, m->runs_in_process, m->plugin_options ? '=' : '-',
-                     m->plugin_options ? m->plugin_options : "", m->group_size);
-    uint64_t h = n >= 0 ? (uint64_t)XXH3_64bits(facts, (size_t)n) : 0;
-    free(n >= 0 ? facts : NULL);
-    return h;
-}
-
-/* The cache file of this (device, plugin file, manifest_key), malloc'd; NULL
- * when no per-user cache folder can be named or created. */
-static char *cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
-{
-    const char *xdg = er_getenv(0, "XDG_CACHE_HOME"), *home = er_getenv(0, "HOME");
-    char *base = NULL, *dir = NULL, *path = NULL;
-    if (xdg && xdg[0] == '/')
-        base = er_strdup(xdg);
-    else if (home && home[0] == '/')
-        base = er_path_join(home, ".cache");
-    char *edgert = base ? er_path_join(base, "edgert") : NULL;
-    dir = edgert ? er_path_join(edgert, "first-contact") : NULL;
-    if (dir && create) { /* one level at a time: each may be missing */
-        (void)mkdir(base, 0700);
-        (void)mkdir(edgert, 0700);
-        (void)mkdir(dir, 0700);
-    }
-    /* the core's version too: a verdict is also about the core that took it */
-    if (dir && asprintf(&path, "%s/%s-%016llx-%016llx-%s", dir, ctx->fingerprint,
-                        (unsigned long long)c->lib_hash, (unsigned long long)manifest_key(&c->m),
-                        EDGERT_VERSION_STRING) < 0)
-        path = NULL;
-    free(base);
-    free(edgert);
-    free(dir);
-    return path;
-}
-
-/* Copy one "key value" line's value into dst. */
-static void take_line(const char *text, const char *key, char *dst, size_t len)
-{
-    size_t kl = strlen(key);
-    for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-        if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
-            const char *v = p + kl + 1, *e = strchr(v, '\n');
-            size_t n = e ? (size_t)(e - v) : strlen(v);
-            snprintf(dst, len, "%.*s", (int)n, v);
-            return;
-        }
-    }
-}
+#define ER_MEASURE_WARM 40            /* calls before the timed ones: a tuner's first calls */
+#define ER_MEASURE_BOUND 2.0          /* a call this many times the read's: arithmetic binds */
+#define ER_MEASURE_STRAY 1.5          /* a read this far from their median: not a window */
 
 long long er_sandbox_timeout_ms(const char *v, er_diags *d)
 {
@@ -161,84 +84,9 @@ long long er_sandbox_timeout_ms(const char *v, er_diags *d)
 }
 
 /* The child's time limit, as this handle read it. */
-static long long timeout_ms(const struct edgert_ctx *ctx)
+long long er_sb_timeout_ms(const struct edgert_ctx *ctx)
 {
     return ctx->sandbox_timeout_ms > 0 ? ctx->sandbox_timeout_ms : ER_SANDBOX_TIMEOUT_MS;
-}
-
-/* Format 3: decode measured from memory (the packed bytes evicted before
- * each call), with the range of its calls. An older verdict (format 1's
- * figure may be the L3's, format 2 has no range) is not read, so first
- * contact runs again. */
-static int cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
-{
-    char *path = cache_file(ctx, c, 0);
-    char *text = path ? er_read_file(NULL, path, 4096, NULL) : NULL;
-    free(path);
-    if (!text || strncmp(text, "edgert-first-contact 3\n", 23) != 0) {
-        free(text);
-        return -1;
-    }
-    char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan", lo[32] = "nan",
-         hi[32] = "nan", limit[32] = "0", outside[8] = "0";
-    take_line(text, "ok", ok, sizeof ok);
-    take_line(text, "packed_outside", outside, sizeof outside);
-    take_line(text, "timeout_ms", limit, sizeof limit);
-    take_line(text, "gate", gate, sizeof gate);
-    take_line(text, "reason", r->reason, sizeof r->reason);
-    take_line(text, "detail", r->detail, sizeof r->detail);
-    take_line(text, "decode_tokens_per_s", dec, sizeof dec);
-    take_line(text, "prefill_gflops", pre, sizeof pre);
-    take_line(text, "decode_tokens_per_s_min", lo, sizeof lo);
-    take_line(text, "decode_tokens_per_s_max", hi, sizeof hi);
-    free(text);
-    r->ok = strcmp(ok, "1") == 0;
-    r->gate = atoi(gate);
-    r->decode_tok_s = strtod(dec, NULL);
-    r->prefill_gflops = strtod(pre, NULL);
-    r->decode_min = strtod(lo, NULL);
-    r->decode_max = strtod(hi, NULL);
-    r->timeout_ms = strtoll(limit, NULL, 10);
-    r->packed_outside = strcmp(outside, "1") == 0;
-    if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
-        return -1; /* not a verdict this edgert wrote */
-    /* a timeout under a shorter limit than now says nothing: meet it again */
-    if (!r->ok && r->gate == ER_GATE_PLUGIN_TIMEOUT && r->timeout_ms < timeout_ms(ctx))
-        return -1;
-    return 0;
-}
-
-/* Written to a temporary file, then renamed: a reader never sees half. */
-static void cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r)
-{
-    char *path = cache_file(ctx, c, 1), *tmp = NULL;
-    if (!path || asprintf(&tmp, "%s.XXXXXX", path) < 0) {
-        free(path);
-        return;
-    }
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-    } else {
-        /* newlines cannot be in the values: each is one line */
-        fprintf(f, "edgert-first-contact 3\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
-                   "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
-                   "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\n"
-                   "timeout_ms %lld\npacked_outside %d\n",
-                c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
-                r->prefill_gflops, r->decode_min, r->decode_max, r->timeout_ms,
-                r->packed_outside);
-        if (fclose(f) == 0 && rename(tmp, path) == 0) {
-            free(tmp);
-            tmp = NULL;
-        }
-    }
-    if (tmp)
-        unlink(tmp);
-    free(tmp);
-    free(path);
 }
 
 /* ---- the quick measurement, in the child ---------------------------------------- */
@@ -274,21 +122,89 @@ static int fill_weights(edgert_qtensor *t, uint32_t n, uint32_t k, uint32_t grou
     return 0;
 }
 
-/* Seconds of calls: their median, the fastest and the slowest. */
+/* Seconds of calls: their median, the fastest and the slowest; with a
+ * paired read, the median read's seconds (else NaN). */
 typedef struct {
-    double med, min, max;
+    double med, min, max, read;
 } sb_times;
 
-/* Up to `reps` calls of y = x W^T with m rows, within ER_MEASURE_SECONDS
- * after a warm-up call; NaNs on failure. With `evict`, what the plugin
- * packed (the child's arena: time_rows packs into it) leaves every cache
- * before each call (untimed). */
+/* The yardstick read beside each decode call: ER_MEASURE_BYTES of the
+ * child's arena, split into one contiguous part per pool thread (as the
+ * GEMV splits its rows), every 64-bit word summed, with one prefetch 6 KiB
+ * ahead of each 64-byte line, as the x86 decode kernels issue off Intel
+ * (prefetch=far-l1): a plain read kept up with them in busy windows but
+ * not in quiet ones (on the AMD EPYC host, 62-70 GB/s beside GEMVs that
+ * streamed 80), and a yardstick that binds before memory does measures
+ * itself. Any read serves that is the same for every first contact. */
+typedef struct {
+    const uint64_t *p;
+    size_t words, parts;
+    volatile uint64_t sink;
+} sb_read;
+
+static void read_part(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    sb_read *r = arg;
+    (void)worker;
+    for (size_t part = begin; part < end; part++) {
+        const uint64_t *q = r->p + r->words * part / r->parts,
+                       *e = r->p + r->words * (part + 1u) / r->parts;
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (; q + 8 <= e; q += 8) {
+            __builtin_prefetch(q + 768, 0, 3); /* 6 KiB ahead (past the end: no fault) */
+            s0 += q[0] + q[4], s1 += q[1] + q[5], s2 += q[2] + q[6], s3 += q[3] + q[7];
+        }
+        for (; q < e; q++)
+            s0 += *q;
+        r->sink += s0 + s1 + s2 + s3; /* kept: the loads cannot be dropped */
+    }
+}
+
+static double time_read(er_cand *c, const void *buf)
+{
+    unsigned threads = er_pool_threads(c->ctx->pool);
+    sb_read r = {.p = buf, .words = ER_MEASURE_BYTES / 8u, .parts = threads};
+    double t0 = now_s();
+    er_pool_run(c->ctx->pool, threads, 1u, read_part, &r);
+    return now_s() - t0;
+}
+
+static void sort_times(double *t, int n)
+{
+    for (int i = 1; i < n; i++) /* insertion sort of a handful */
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double v = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = v;
+        }
+}
+
+/*
+ * Up to `reps` calls of y = x W^T with m rows, within ER_MEASURE_SECONDS
+ * after a warm-up call (ER_MEASURE_WARM with rbuf, below); NaNs on
+ * failure. With `evict`, what the plugin packed (the child's arena:
+ * time_rows packs into it) leaves every cache before each call (untimed).
+ * With `rbuf` (an arena block of
+ * ER_MEASURE_BYTES) each call is paired with a read of it just before,
+ * from memory too, and each call's time is scaled to the median read's
+ * window: t_j * read_med / read_j. Memory bandwidth moves with the
+ * neighbours from one second to the next (27-86 GB/s seen on one host),
+ * so a first contact's figure alone says as much about its moment as
+ * about its plugin: on a fresh clone of the AMD EPYC (Zen 5) host, three
+ * first contacts a second apart gave 52.3 tok/s to avx2-w4a16 and 34.4 to
+ * avx512-w4a8 (its calls 26.5-45.1: the window moved under them), whose
+ * kernel streams faster in any one window. Paired, a call that met a slow window is
+ * measured against the read that met it too (a decode GEMV is
+ * memory-bound: its time follows the read's), and the median read is
+ * reported beside the figure so the selector can compare every first
+ * contact at one read rate (selector.c).
+ */
 static sb_times time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n, uint32_t k,
-                          int reps, int evict)
+                          int reps, int evict, const void *rbuf)
 {
     float *x = calloc((size_t)m * k, sizeof(float)), *y = malloc((size_t)m * n * sizeof(float));
-    double t[16];
-    sb_times result = {NAN, NAN, NAN};
+    double t[16], rd[16], rs[16];
+    sb_times result = {NAN, NAN, NAN, NAN};
     int done = 0;
     char err[256] = "";
     if (!x || !y)
@@ -299,21 +215,50 @@ static sb_times time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n
     if (c->plugin->gemm(c->state, packed, &a, err, sizeof err) != EDGERT_OK)
         goto out;
     double start = now_s();
+    /* A plugin may tune itself on a weight's first calls: this tree's
+     * prefetch=auto and streams=auto alternate two modes for about 34 calls
+     * before they choose (plugin_kit.h), and timing those calls measured
+     * avx512-w4a8 on the AMD EPYC (Zen 5) at 1.30 ms and 1.05 ms by turns,
+     * a median 12% under its own steady figure, below avx512-w4a16 though
+     * it reads 3% fewer bytes. So with the full decode shape (rbuf), the
+     * timed calls come after ER_MEASURE_WARM evicted, untimed ones (or
+     * ER_MEASURE_SECONDS of them): decode runs a weight many times more. */
+    for (int w = 0; rbuf && w < ER_MEASURE_WARM && now_s() - start < ER_MEASURE_SECONDS; w++) {
+        er_arena_evict(c->ctx->arena);
+        if (c->plugin->gemm(c->state, packed, &a, err, sizeof err) != EDGERT_OK)
+            goto out;
+    }
+    start = now_s();
     while (done < reps && done < 16 && (done < 2 || now_s() - start < ER_MEASURE_SECONDS)) {
+        /* one eviction serves both: the read leaves the packed weights out */
         if (evict)
             er_arena_evict(c->ctx->arena);
+        if (rbuf)
+            rd[done] = time_read(c, rbuf);
         double t0 = now_s();
         if (c->plugin->gemm(c->state, packed, &a, err, sizeof err) != EDGERT_OK)
             goto out;
         t[done++] = now_s() - t0;
     }
-    for (int i = 1; i < done; i++) /* insertion sort of a handful */
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double v = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = v;
-        }
-    result = (sb_times){t[done / 2], t[0], t[done - 1]};
+    memcpy(rs, t, sizeof t);
+    sort_times(rs, done);
+    double call = rs[done / 2];
+    memcpy(rs, rd, sizeof rd);
+    sort_times(rs, rbuf ? done : 0);
+    /* a call over ER_MEASURE_BOUND reads long streams at under half the
+     * read's rate: its arithmetic binds it, and a read rate would not
+     * describe it (the portable reference: 26-28 ms per call beside 1.0-1.2
+     * ms reads); its times stand as measured, with no read */
+    if (rbuf && call <= ER_MEASURE_BOUND * rs[done / 2]) {
+        result.read = rs[done / 2];
+        for (int i = 0; i < done; i++) /* a read cut off by another task is no window */
+            if (rd[i] <= ER_MEASURE_STRAY * result.read && rd[i] * ER_MEASURE_STRAY >= result.read)
+                t[i] *= result.read / rd[i];
+    }
+    sort_times(t, done);
+    result.med = t[done / 2];
+    result.min = t[0];
+    result.max = t[done - 1];
 out:
     free(x);
     free(y);
@@ -321,13 +266,14 @@ out:
 }
 
 /* Packs the first n rows of t (n <= t's rows) and times `reps` calls of
- * m rows (see time_gemm). NaNs when the plugin refuses, and for decode
+ * m rows (see time_gemm; rbuf pairs each with a read). NaNs when the
+ * plugin refuses, and for decode
  * (m = 1) when pack put under half of its packed bytes in the arena, which
  * is the only memory eviction reaches (*outside set): a plugin that
  * allocates them with malloc would be timed from the last-level cache (a
  * vendor's walkthrough: 47 tok/s against 28-31 for the same kernel). */
 static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, int reps,
-                          int *outside)
+                          const void *rbuf, int *outside)
 {
     void *packed = NULL;
     size_t bytes = 0;
@@ -340,12 +286,12 @@ static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n,
     edgert_status st = c->plugin->pack(c->state, &w, &packed, &bytes, err, sizeof err);
     er_arena_packing(prev);
     if (st != EDGERT_OK)
-        return (sb_times){NAN, NAN, NAN};
-    sb_times s = {NAN, NAN, NAN};
+        return (sb_times){NAN, NAN, NAN, NAN};
+    sb_times s = {NAN, NAN, NAN, NAN};
     if (m == 1u && c->ctx->arena && er_arena_live_bytes(c->ctx->arena) - before < bytes / 2u)
         *outside = 1;
     else /* decode streams from memory */
-        s = time_gemm(c, packed, m, n, w.k, reps, m == 1u);
+        s = time_gemm(c, packed, m, n, w.k, reps, m == 1u, rbuf);
     c->plugin->packed_free(c->state, packed);
     return s;
 }
@@ -387,10 +333,21 @@ static void quick_measure(er_cand *c, sb_result *r)
      * range, six chose amx-w4a8 five times (in one decode group with
      * avx512-w4a16 each time, its prefill deciding), at no cost a user
      * could see (1.83 s for all five backends either way). */
-    sb_times s = time_rows(c, &t, 1u, n_small, 3, &r->packed_outside);
+    sb_times s = time_rows(c, &t, 1u, n_small, 3, NULL, &r->packed_outside);
     double rows = n_small;
     if (s.med > 0.0 && s.med * n / n_small <= ER_MEASURE_SLOW_CALL) {
-        s = time_rows(c, &t, 1u, n, 16, &r->packed_outside);
+        /* the full shape streams fast enough for memory to bind: each call
+         * paired with a read (time_gemm). A slower kernel is bound by its
+         * arithmetic, which no read rate describes: its figure stands alone
+         * (read_gbs NaN), compared as measured. */
+        void *rbuf = er_arena_alloc(c->ctx->arena, ER_MEASURE_BYTES, 4096u);
+        if (rbuf)
+            memset(rbuf, 1, ER_MEASURE_BYTES); /* backed, and not all zero pages */
+        s = time_rows(c, &t, 1u, n, 16, rbuf, &r->packed_outside);
+        if (rbuf && s.read > 0.0)
+            r->read_gbs = ER_MEASURE_BYTES / s.read / 1e9;
+        if (rbuf)
+            er_arena_free(c->ctx->arena, rbuf);
         rows = n;
     }
     if (s.med > 0.0) {
@@ -398,10 +355,10 @@ static void quick_measure(er_cand *c, sb_result *r)
         r->decode_min = rows * k / s.max / ER_SPARK_WEIGHTS;
         r->decode_max = rows * k / s.min / ER_SPARK_WEIGHTS;
     }
-    s = time_rows(c, &t, 64u, n_prefill_small, 3, &r->packed_outside);
+    s = time_rows(c, &t, 64u, n_prefill_small, 3, NULL, &r->packed_outside);
     rows = n_prefill_small;
     if (s.med > 0.0 && s.med * n_prefill / n_prefill_small <= ER_MEASURE_SLOW_CALL) {
-        s = time_rows(c, &t, 64u, n_prefill, 3, &r->packed_outside);
+        s = time_rows(c, &t, 64u, n_prefill, 3, NULL, &r->packed_outside);
         rows = n_prefill;
     }
     if (s.med > 0.0)
@@ -450,7 +407,7 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out)
     ctx->arena = er_arena_create();
     ctx->stage_fd = out; /* er_load_stage reports each stage through the pipe */
     sb_result r = {.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN, .decode_min = NAN,
-                   .decode_max = NAN};
+                   .decode_max = NAN, .read_gbs = NAN};
     er_load_now(ctx, c);
     if (c->failed || !c->pub.loaded) {
         unsigned g = 0;
@@ -541,7 +498,8 @@ static int read_child(int in, long long limit_ms, sb_result *r, int *last)
 static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
 {
     int fds[2];
-    *r = (sb_result){.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN};
+    *r = (sb_result){.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN, .decode_min = NAN,
+                     .decode_max = NAN, .read_gbs = NAN};
     if (pipe2(fds, O_CLOEXEC) != 0) {
         r->ok = -1; /* cannot sandbox: the caller loads in-process, as before */
         return;
@@ -560,7 +518,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     }
     close(fds[1]);
     int last = ER_STAGE_DLOPEN, status = 0;
-    long long limit = timeout_ms(ctx);
+    long long limit = er_sb_timeout_ms(ctx);
     int got = read_child(fds[0], limit, r, &last);
     if (got < 0)
         kill(pid, SIGKILL);
@@ -598,7 +556,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
 int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
 {
     sb_result r;
-    int cached = cache_read(ctx, c, &r) == 0;
+    int cached = er_sb_cache_read(ctx, c, &r) == 0;
     if (!cached) {
         if (cached_only)
             return 0;
@@ -608,11 +566,11 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
         if (r.ok < 0)
             return 0; /* no sandbox on this system: nothing to conclude */
         if (!r.passing)
-            cache_write(ctx, c, &r);
+            er_sb_cache_write(ctx, c, &r);
     }
     if (!r.ok) {
         er_cand_reason(c, (er_gate_id)r.gate, "%s", r.reason);
-        char *file = cached ? cache_file(ctx, c, 0) : NULL;
+        char *file = cached ? er_sb_cache_file(ctx, c, 0) : NULL;
         er_cand_detail(c, "first contact%s%s%s: %s",
                        !cached ? ""
                        : file  ? " (cached verdict; to meet the plugin again, delete "
@@ -638,6 +596,8 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
         int ranged = er_is_range(r.decode_min, r.decode_tok_s, r.decode_max);
         c->pub.first_contact_decode_min = ranged ? r.decode_min : NAN;
         c->pub.first_contact_decode_max = ranged ? r.decode_max : NAN;
+        c->pub.first_contact_read_gbs =
+            !isnan(r.decode_tok_s) && r.read_gbs > 0.0 ? r.read_gbs : NAN;
     }
     /* a figure from `edgert calibrate` (evidence.c) is the better measurement */
     if (!isnan(r.decode_tok_s) && !c->pub.measured.where && count) {

@@ -21,12 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "context.h"
+#include "selector.h"
 
-/* The tiers (tier() below), and where measured decode rates come from in
- * each (decode_source below). */
-#define TIERS 3
-typedef enum decode_src { SRC_DECLARED, SRC_CALIBRATE, SRC_FIRST_CONTACT, SRC_MIXED } decode_src;
 
 struct edgert_selection {
     edgert_priority priority;
@@ -43,212 +39,18 @@ struct edgert_selection {
     const edgert_candidate *sel;
 };
 
-/* The processor a device class's accelerator tier is for: "npu" on a phone
- * with an NPU, "gpu" on a discrete-GPU machine or a Jetson; NULL elsewhere. */
-static const char *class_accelerator(edgert_device_class k)
-{
-    if (k == EDGERT_CLASS_NPU_PHONE)
-        return "npu";
-    if (k == EDGERT_CLASS_CUDA_DISCRETE || k == EDGERT_CLASS_JETSON)
-        return "gpu";
-    return NULL;
-}
-
-/* Tier 0: a backend for THIS device class's accelerator (a gpu manifest on a
- * phone is not one); 1: CPU backends; 2: the reference, always last. */
-static int tier(const struct edgert_ctx *ctx, const er_cand *c)
-{
-    const char *acc = class_accelerator(ctx->dev.device_class);
-    if (c->m.reference)
-        return 2;
-    if (acc && c->m.processor && strcmp(c->m.processor, acc) == 0)
-        return 0;
-    return 1;
-}
-
-/*
- * Where measured decode rates come from: one source for every candidate of
- * a tier (edgert_selection_decode_source; tiers are never compared with each
- * other). A backend's `measured` figure is calibrate's when this device has
- * it for the plugin's current build, else first contact's quick measurement
- * (sandbox.c). The two are not the same measurement: on a Xeon with AMX,
- * after one plugin was rebuilt, its two manifests' quick figures read 34.08
- * and 36.38 tok/s (one kernel) where the others' calibrated medians read
- * 36-40, so the rebuilt backends ranked below them by how they were
- * measured, not by their speed. When calibrated and quick-only figures
- * would meet in a tier, every candidate of it is compared by its quick
- * figure (first contact ran for each: it is cached per plugin file); only
- * when a calibrated candidate has none (its first contact could not
- * measure) are the sources mixed, each by the best it has, and the
- * selection says so. Calibrated figures of one tier that come from more
- * than one evidence series (separate calibrate runs: core/evidence.c) are
- * not one measurement either, and are treated the same way: a backend
- * calibrated in a 29 GB/s window would rank below one calibrated in
- * another session's 38 GB/s one (the Xeon's read ceiling was 29-34 GB/s in
- * one session, 32-40 in others).
- */
-static int has_calibrated_decode(const er_cand *c)
-{
-    return c->calibrated && !isnan(c->pub.measured.decode_tokens_per_s);
-}
-
-static decode_src decode_source(const struct edgert_ctx *ctx, int t)
-{
-    size_t calibrated = 0, quick_only = 0, calibrated_unquick = 0;
-    const char *series = NULL;
-    int one_series = 1;
-    for (size_t i = 0; i < ctx->ncands; i++) {
-        const er_cand *c = ctx->cands[i];
-        if (!c->pub.eligible || tier(ctx, c) != t)
-            continue;
-        int quick = !isnan(c->pub.first_contact_decode_tokens_per_s);
-        if (has_calibrated_decode(c)) {
-            calibrated++;
-            calibrated_unquick += quick ? 0u : 1u;
-            /* one calibrate run's windows; no series is a series of its own */
-            if (calibrated > 1 && !(series && c->series && strcmp(series, c->series) == 0))
-                one_series = 0;
-            series = c->series;
-        } else if (quick) {
-            quick_only++; /* never calibrated, or calibrate stored no decode rate */
-        }
-    }
-    if (calibrated == 0)
-        return quick_only ? SRC_FIRST_CONTACT : SRC_DECLARED;
-    if (quick_only == 0 && one_series)
-        return SRC_CALIBRATE;
-    return calibrated_unquick ? SRC_MIXED : SRC_FIRST_CONTACT;
-}
-
-static const char *decode_source_name(decode_src src)
-{
-    switch (src) {
-    case SRC_CALIBRATE: return "calibrate";
-    case SRC_FIRST_CONTACT: return "first-contact";
-    case SRC_MIXED: return "mixed";
-    default: return "declared";
-    }
-}
-
-/* The measured decode rate compared under `src`, NaN when none. */
-static double decode_measured(const er_cand *c, decode_src src)
-{
-    double cal = has_calibrated_decode(c) ? c->pub.measured.decode_tokens_per_s : NAN;
-    double quick = c->pub.first_contact_decode_tokens_per_s;
-    switch (src) {
-    case SRC_CALIBRATE: return cal;
-    case SRC_FIRST_CONTACT: return quick;
-    case SRC_MIXED: return isnan(cal) ? quick : cal;
-    default: return NAN;
-    }
-}
-
-/* How much a speed figure is worth: measured on this device (decode_source)
- * > declared by a manifest that says it measured them (verified: true) > an
- * unverified claim > nothing. Evidence beats claims: a class is compared
- * before the value. */
-static int speed_class(const er_cand *c, decode_src src)
-{
-    if (!isnan(decode_measured(c, src)))
-        return 3;
-    if (isnan(c->pub.declared.decode_tokens_per_s))
-        return 0;
-    return c->m.verified ? 2 : 1;
-}
-
-static double speed_of(const er_cand *c, decode_src src, int *measured)
-{
-    double v = decode_measured(c, src);
-    if (!isnan(v)) {
-        if (measured)
-            *measured = 1;
-        return v;
-    }
-    if (measured)
-        *measured = 0;
-    return isnan(c->pub.declared.decode_tokens_per_s) ? 0.0 : c->pub.declared.decode_tokens_per_s;
-}
-
-static double top1_of(const er_cand *c, int *measured)
-{
-    if (!isnan(c->pub.measured.top1_agreement)) {
-        if (measured)
-            *measured = 1;
-        return c->pub.measured.top1_agreement;
-    }
-    if (measured)
-        *measured = 0;
-    return isnan(c->pub.declared.top1_agreement) ? -1.0 : c->pub.declared.top1_agreement;
-}
-
-/* Whether the decode rate compared under `src` is first contact's. */
-static int by_first_contact(const er_cand *c, decode_src src)
-{
-    return src == SRC_FIRST_CONTACT || (src == SRC_MIXED && !has_calibrated_decode(c));
-}
-
-/* The range of the measured decode rate compared under `src`: 1 with
- * [*lo, *hi] when it has one around it (calibrate's rounds, first
- * contact's calls; core/evidence.c and core/sandbox.c kept only ranges
- * with lo <= median <= hi), else 0. */
-static int measured_range(const er_cand *c, decode_src src, double *lo, double *hi)
-{
-    *lo = *hi = NAN;
-    if (src == SRC_DECLARED || isnan(decode_measured(c, src)))
-        return 0;
-    int quick = by_first_contact(c, src);
-    *lo = quick ? c->pub.first_contact_decode_min : c->pub.measured_decode_min;
-    *hi = quick ? c->pub.first_contact_decode_max : c->pub.measured_decode_max;
-    return !isnan(*lo) && !isnan(*hi);
-}
-
-/* The measured prefill rate that goes with the decode rate compared under
- * `src` (the same measurement: calibrate's, or first contact's quick one,
- * which `measured` also holds when nothing was calibrated), NaN when none. */
-static double prefill_measured(const er_cand *c, decode_src src)
-{
-    if (src == SRC_DECLARED)
-        return NAN;
-    return by_first_contact(c, src) ? c->pub.first_contact_prefill_gflops
-                                    : c->pub.measured.prefill_gflops;
-}
-
-/* Prefill's worth as evidence, as speed_class for decode: measured here 2,
- * declared 1, unknown 0; and its figure (unknown -1). */
-static int prefill_class(const er_cand *c, decode_src src)
-{
-    if (!isnan(prefill_measured(c, src)))
-        return 2;
-    return isnan(c->pub.declared.prefill_gflops) ? 0 : 1;
-}
-
-static double prefill_of(const er_cand *c, decode_src src)
-{
-    double v = prefill_measured(c, src);
-    if (!isnan(v))
-        return v;
-    return isnan(c->pub.declared.prefill_gflops) ? -1.0 : c->pub.declared.prefill_gflops;
-}
-
 #define DESC(a, b)                                                                               \
     do {                                                                                         \
         if ((a) != (b))                                                                          \
             return (a) > (b) ? -1 : 1;                                                           \
     } while (0)
 
-static double kl_of(const er_cand *c)
-{
-    if (!isnan(c->pub.measured.kl_mean))
-        return c->pub.measured.kl_mean;
-    return isnan(c->pub.declared.kl_mean) ? INFINITY : c->pub.declared.kl_mean;
-}
-
 /* Fidelity key alone (no tier, no name). Negative: a is more faithful. */
 static int fidelity_key(const er_cand *a, const er_cand *b)
 {
-    double ta = top1_of(a, NULL), tb = top1_of(b, NULL);
+    double ta = er_sel_top1_of(a, NULL), tb = er_sel_top1_of(b, NULL);
     DESC(ta, tb);
-    double ka = kl_of(a), kb = kl_of(b);
+    double ka = er_sel_kl_of(a), kb = er_sel_kl_of(b);
     DESC(-ka, -kb);
     DESC(a->m.activation_bits, b->m.activation_bits);
     DESC(a->m.weight_bits, b->m.weight_bits);
@@ -258,8 +60,8 @@ static int fidelity_key(const er_cand *a, const er_cand *b)
 /* Speed key alone: the worth of the figure, then the figure. */
 static int speed_key(const er_cand *a, const er_cand *b, decode_src src)
 {
-    DESC(speed_class(a, src), speed_class(b, src));
-    DESC(speed_of(a, src, NULL), speed_of(b, src, NULL));
+    DESC(er_sel_speed_class(a, src), er_sel_speed_class(b, src));
+    DESC(er_sel_speed_of(a, src, NULL), er_sel_speed_of(b, src, NULL));
     return 0;
 }
 
@@ -298,7 +100,7 @@ struct sort_ctx {
 static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
 {
     const er_cand *a = s->ctx->cands[ia], *b = s->ctx->cands[ib];
-    int ta = tier(s->ctx, a), tb = tier(s->ctx, b);
+    int ta = er_sel_tier(s->ctx, a), tb = er_sel_tier(s->ctx, b);
     if (ta != tb)
         return ta < tb ? -1 : 1;
     if (s->prio == EDGERT_PRIORITY_SPEED) {
@@ -307,8 +109,8 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
              * pass), so a lower group is faster or better evidenced */
             if (s->group[ia] != s->group[ib])
                 return s->group[ia] < s->group[ib] ? -1 : 1;
-            DESC(prefill_class(a, s->src[ta]), prefill_class(b, s->src[ta]));
-            DESC(prefill_of(a, s->src[ta]), prefill_of(b, s->src[ta]));
+            DESC(er_sel_prefill_class(a, s->src[ta]), er_sel_prefill_class(b, s->src[ta]));
+            DESC(er_sel_prefill_of(a, s->src[ta]), er_sel_prefill_of(b, s->src[ta]));
         }
         int f = speed_key(a, b, s->src[ta]);
         if (f)
@@ -325,7 +127,7 @@ static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
              * one, top-1 cannot be told apart: mean KL decides */
             if (s->group[ia] != s->group[ib])
                 return s->group[ia] < s->group[ib] ? -1 : 1;
-            DESC(-kl_of(a), -kl_of(b));
+            DESC(-er_sel_kl_of(a), -er_sel_kl_of(b));
         }
         /* Equally faithful: the backend written for more of this device
          * first, a fact rather than a measurement, so the choice does not
@@ -390,15 +192,15 @@ static void decode_groups(const struct edgert_ctx *ctx, const decode_src *src,
     const er_cand *lead = NULL;
     for (size_t r = 0; r < n; r++) {
         const er_cand *c = ctx->cands[order[r]];
-        double lo, hi, v = decode_measured(c, src[tier(ctx, c)]);
-        int ranged = measured_range(c, src[tier(ctx, c)], &lo, &hi);
+        double lo, hi, v = er_sel_decode_measured(c, src[er_sel_tier(ctx, c)]);
+        int ranged = er_sel_measured_range(c, src[er_sel_tier(ctx, c)], &lo, &hi);
         /* one kind of figure per group: in a mixed tier a calibrated rate
          * (rounds; prefill at M = 512) never groups with a quick one (calls;
          * prefill at M = 64) */
-        decode_src s = src[tier(ctx, c)];
-        if (open && ranged && tier(ctx, c) == tier(ctx, lead) &&
-            by_first_contact(c, s) == by_first_contact(lead, s) && v >= lo_max && v <= hi_min &&
-            med_min >= lo && med_max <= hi) {
+        decode_src s = src[er_sel_tier(ctx, c)];
+        if (open && ranged && er_sel_tier(ctx, c) == er_sel_tier(ctx, lead) &&
+            er_sel_by_first_contact(c, s) == er_sel_by_first_contact(lead, s) && v >= lo_max &&
+            v <= hi_min && med_min >= lo && med_max <= hi) {
             lo_max = fmax(lo_max, lo);
             hi_min = fmin(hi_min, hi);
             med_min = fmin(med_min, v);
@@ -457,7 +259,8 @@ static void fidelity_groups(const struct edgert_ctx *ctx, const size_t *order, s
     size_t first = 0; /* the current group's first rank */
     for (size_t r = 0; r < n; r++) {
         const er_cand *c = ctx->cands[order[r]];
-        int join = r > 0 && top1_counted(c) && tier(ctx, c) == tier(ctx, ctx->cands[order[first]]);
+        int join = r > 0 && top1_counted(c) &&
+                   er_sel_tier(ctx, c) == er_sel_tier(ctx, ctx->cands[order[first]]);
         for (size_t q = first; join && q < r; q++)
             join = top1_counted(ctx->cands[order[q]]) &&
                    top1_indistinct(c, ctx->cands[order[q]]);
@@ -481,7 +284,7 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
             s->order[s->count++] = i;
     }
     for (int t = 0; t < TIERS; t++)
-        s->src[t] = decode_source(ctx, t);
+        s->src[t] = er_sel_decode_source(ctx, t);
     struct sort_ctx sc = {ctx, s->priority, s->src, NULL};
     sort_indices(&sc, s->order, s->count);
     if (s->priority == EDGERT_PRIORITY_SPEED)
@@ -501,9 +304,9 @@ static const char *evidence_of(const struct edgert_ctx *ctx, const edgert_select
     if (ctx->no_evidence)
         return "declared";
     if (s->priority == EDGERT_PRIORITY_SPEED)
-        speed_of(c, s->src[tier(ctx, c)], &measured);
+        er_sel_speed_of(c, s->src[er_sel_tier(ctx, c)], &measured);
     else
-        top1_of(c, &measured);
+        er_sel_top1_of(c, &measured);
     return measured ? "measured" : "declared";
 }
 
@@ -554,7 +357,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     s->selected = -1;
     s->evidence = "declared";
     for (int t = 0; t < TIERS; t++)
-        s->src[t] = SRC_DECLARED;
+        s->src[t] = (decode_src){SRC_DECLARED, NAN};
     s->order = calloc(ctx->ncands + 1, sizeof *s->order);
     s->rank = calloc(ctx->ncands + 1, sizeof *s->rank);
     s->group = calloc(ctx->ncands + 1, sizeof *s->group);
@@ -669,8 +472,8 @@ int edgert_selection_fidelity_group(const edgert_selection *s, size_t r)
 const char *edgert_selection_decode_source(const edgert_selection *s, size_t r)
 {
     if (!s || r >= s->count)
-        return decode_source_name(SRC_DECLARED);
-    return decode_source_name(s->src[tier(s->ctx, s->ctx->cands[s->order[r]])]);
+        return er_sel_decode_source_name((decode_src){SRC_DECLARED, NAN});
+    return er_sel_decode_source_name(s->src[er_sel_tier(s->ctx, s->ctx->cands[s->order[r]])]);
 }
 
 double edgert_selection_decode_rate(const edgert_selection *s, size_t r)
@@ -678,7 +481,33 @@ double edgert_selection_decode_rate(const edgert_selection *s, size_t r)
     if (!s || r >= s->count)
         return NAN;
     const er_cand *c = s->ctx->cands[s->order[r]];
-    return decode_measured(c, s->src[tier(s->ctx, c)]);
+    return er_sel_decode_measured(c, s->src[er_sel_tier(s->ctx, c)]);
+}
+
+int edgert_selection_decode_range(const edgert_selection *s, size_t r, double *lo, double *hi)
+{
+    double l = NAN, h = NAN;
+    int ok = 0;
+    if (s && r < s->count) {
+        const er_cand *c = s->ctx->cands[s->order[r]];
+        ok = er_sel_measured_range(c, s->src[er_sel_tier(s->ctx, c)], &l, &h);
+    }
+    if (lo)
+        *lo = ok ? l : NAN;
+    if (hi)
+        *hi = ok ? h : NAN;
+    return ok;
+}
+
+double edgert_selection_decode_read_gbs(const edgert_selection *s, size_t r)
+{
+    if (!s || r >= s->count)
+        return NAN;
+    const er_cand *c = s->ctx->cands[s->order[r]];
+    decode_src src = s->src[er_sel_tier(s->ctx, c)];
+    if (!er_sel_by_first_contact(c, src) || !(c->pub.first_contact_read_gbs > 0.0))
+        return NAN;
+    return src.read_gbs;
 }
 
 void edgert_selection_free(edgert_selection *s)

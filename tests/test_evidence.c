@@ -409,9 +409,11 @@ static void set_quick(const char *backend, const char *value)
     set_fc(backend, "decode_tokens_per_s", value);
     set_fc(backend, "decode_tokens_per_s_min", "nan");
     set_fc(backend, "decode_tokens_per_s_max", "nan");
+    set_fc(backend, "read_gbs", "nan");
 }
 
-/* The quick figures whole: decode median, its calls' range, prefill. */
+/* The quick figures whole: decode median, its calls' range, prefill; no
+ * read beside them (compared as measured; set_fc "read_gbs" adds one). */
 static void set_quick_all(const char *backend, const char *dec, const char *lo, const char *hi,
                           const char *prefill)
 {
@@ -419,6 +421,7 @@ static void set_quick_all(const char *backend, const char *dec, const char *lo, 
     set_fc(backend, "decode_tokens_per_s_min", lo);
     set_fc(backend, "decode_tokens_per_s_max", hi);
     set_fc(backend, "prefill_gflops", prefill);
+    set_fc(backend, "read_gbs", "nan");
 }
 
 /* Rank for speed: the names in rank order into out, the decode source of
@@ -438,8 +441,12 @@ static void speed_pick(fx *f, char *out, size_t len, const char **src, int *g)
         g[r] = edgert_selection_decode_group(sel, r);
         /* the rate compared is the source's figure */
         double rate = edgert_selection_decode_rate(sel, r);
-        if (strcmp(src[r], "first-contact") == 0)
+        double at = edgert_selection_decode_read_gbs(sel, r);
+        if (strcmp(src[r], "first-contact") == 0 && isnan(at))
             assert_true(rate == c->first_contact_decode_tokens_per_s);
+        else if (strcmp(src[r], "first-contact") == 0) /* at the tier's read rate */
+            assert_true(rate ==
+                        c->first_contact_decode_tokens_per_s * (at / c->first_contact_read_gbs));
         else if (strcmp(src[r], "calibrate") == 0)
             assert_true(rate == c->measured.decode_tokens_per_s);
     }
@@ -600,6 +607,16 @@ static void test_one_decode_source(void **state)
     assert_string_equal(edgert_selection_decode_source(NULL, 0), "declared");
 }
 
+/* Point the cache at the fixture's folder and meet both plugins there, so
+ * their first-contact verdicts are files set_fc can edit. */
+static void meet_in_cache(fx *f)
+{
+    char cache[4200];
+    snprintf(cache, sizeof cache, "%s/cache", f->dir);
+    assert_int_equal(setenv("XDG_CACHE_HOME", cache, 1), 0);
+    edgert_close(open_fx(f, 0, NULL));
+}
+
 /* A tier compared by first contact is grouped by its calls' ranges, as
  * calibrate's rounds are, and first contact's prefill decides inside a
  * group, never calibrate's figure of one member. */
@@ -607,12 +624,10 @@ static void test_first_contact_groups(void **state)
 {
     fx *f = *state;
     const char *src[4];
-    char out[256], cache[4200];
+    char out[256];
     int g[4];
-    snprintf(cache, sizeof cache, "%s/cache", f->dir);
-    assert_int_equal(setenv("XDG_CACHE_HOME", cache, 1), 0);
-    edgert_ctx *ctx = open_fx(f, 0, NULL); /* first contact, cached */
-    edgert_close(ctx);
+    meet_in_cache(f);
+    edgert_ctx *ctx;
     /* each median within the other's calls: one group, prefill decides */
     set_quick_all("test-good", "10", "9", "11", "100");
     set_quick_all("test-fast", "10.5", "9.5", "11.5", "50");
@@ -650,6 +665,72 @@ static void test_first_contact_groups(void **state)
     ctx = open_fx(f, 0, NULL);
     assert_true(isnan(edgert_candidate_find(ctx, "test-fast")->first_contact_decode_min));
     edgert_close(ctx);
+}
+
+/* First contacts met memory at different moments: a tier compared by
+ * them is compared at one read rate, the median of the reads beside their
+ * calls, each figure and its range scaled by it over its own read; a
+ * figure without a read (a kernel its arithmetic binds) is compared as
+ * measured. */
+static void test_first_contact_read_rate(void **state)
+{
+    fx *f = *state;
+    const char *src[4];
+    char out[256];
+    int g[4];
+    meet_in_cache(f);
+    edgert_ctx *ctx;
+    /* as measured, fast is ahead: 12 against 10, apart */
+    set_quick_all("test-good", "10", "9.5", "10.5", "100");
+    set_quick_all("test-fast", "12", "11.5", "12.5", "100");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good");
+    /* but fast met a 30 GB/s read, good a 20 GB/s one: at their median,
+     * 25 GB/s, good is 12.5 [11.875..13.125], fast 10 [9.583..10.417] */
+    set_fc("test-good", "read_gbs", "20");
+    set_fc("test-fast", "read_gbs", "30");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-good test-fast");
+    assert_string_equal(src[0], "first-contact");
+    assert_int_not_equal(g[0], g[1]);
+    ctx = open_fx(f, 0, NULL);
+    edgert_selection *sel = NULL;
+    char err[512];
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    double lo, hi;
+    assert_true(edgert_candidate_find(ctx, "test-good")->first_contact_read_gbs == 20.0);
+    assert_true(edgert_selection_decode_read_gbs(sel, 0) == 25.0);
+    assert_true(edgert_selection_decode_read_gbs(sel, 1) == 25.0);
+    assert_true(fabs(edgert_selection_decode_rate(sel, 0) - 12.5) < 1e-12);
+    assert_int_equal(edgert_selection_decode_range(sel, 0, &lo, &hi), 1);
+    assert_true(fabs(lo - 11.875) < 1e-12 && fabs(hi - 13.125) < 1e-12);
+    assert_true(fabs(edgert_selection_decode_rate(sel, 1) - 10.0) < 1e-12);
+    assert_int_equal(edgert_selection_decode_range(NULL, 0, &lo, &hi), 0);
+    assert_true(isnan(lo) && isnan(hi));
+    assert_int_equal(edgert_selection_decode_range(sel, 2, &lo, &hi), 0);
+    assert_true(isnan(edgert_selection_decode_read_gbs(sel, 2)));
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+    char args[4200], *text = NULL; /* no evidence file yet: the cache's is read */
+    snprintf(args, sizeof args, "select --explain --manifests '%s'", f->dir);
+    assert_int_equal(run(args, &text), 0);
+    if (!strstr(text, "test-good, test-fast compared at one read rate, 25.0 GB/s") ||
+        !strstr(text, "[calls 9.50..10.50] beside a 20.0 GB/s read"))
+        fail_msg("select --explain does not give the read rates:\n%s", text);
+    free(text);
+    /* one read only: its median is its own, so both stand as measured
+     * (good's scale is 1, fast has none to scale by) */
+    set_fc("test-fast", "read_gbs", "nan");
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good");
+    /* calibrated figures of one series are not scaled, whatever the reads */
+    set_fc("test-fast", "read_gbs", "30");
+    edgert_evidence e[2] = {evs("test-good", 10.0, 9.5, 10.5), evs("test-fast", 12.0, 11.5, 12.5)};
+    store(f, e, 2);
+    speed_pick(f, out, sizeof out, src, g);
+    assert_string_equal(out, "test-fast test-good");
+    assert_string_equal(src[0], "calibrate");
 }
 
 /* Rank for fidelity after storing good (top-1 0.75, KL 0.10) and fast
@@ -1117,6 +1198,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_decode_ranges_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_decode_source, setup, teardown),
         cmocka_unit_test_setup_teardown(test_first_contact_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_first_contact_read_rate, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fidelity_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plugin_changed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_device, setup, teardown),

@@ -276,6 +276,44 @@ static void test_quick_measurement(void **state)
     tu_rmrf(dir);
 }
 
+/* Beside each decode call of first contact, a read of as many bytes from
+ * memory (core/sandbox.c, time_gemm): an in-tree kernel that streams gets
+ * that read's rate with its figure, and the reference, which its
+ * arithmetic binds (26-28 ms calls beside ~1 ms reads), gets none. */
+static void test_quick_measurement_read(void **state)
+{
+    (void)state;
+    edgert_ctx *ctx = open_folder(EDGERT_TEST_BACKEND_DIR, 1);
+    edgert_selection *sel = NULL;
+    char err[512] = "";
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    size_t read = 0;
+    for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
+        const edgert_candidate *c = edgert_candidate_at(ctx, i);
+        if (!c->eligible)
+            continue;
+        double r = c->first_contact_read_gbs, d = c->first_contact_decode_tokens_per_s;
+        print_message("  %-14s quick decode %.2f tok/s beside a %.1f GB/s read\n", c->name, d,
+                      r);
+        if (!isnan(r) && !(r > 0.0 && d > 0.0))
+            fail_msg("%s: read %g GB/s beside decode %g tok/s", c->name, r, d);
+        read += !isnan(r);
+#if !EDGERT_TEST_EMULATED
+        if (c->reference && !isnan(r))
+            fail_msg("%s: the reference was described by a read rate (%g GB/s)", c->name, r);
+#endif
+    }
+#if !EDGERT_TEST_EMULATED && !defined(__SANITIZE_ADDRESS__) && defined(__x86_64__)
+    /* AVX2 is every x86 machine this serves: avx2-w4a16 at least streams */
+    if (read == 0)
+        fail_msg("no in-tree backend's first contact was paired with a read");
+#endif
+    (void)read;
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+}
+
 /* ---- the checksum race ----------------------------------------------------------- */
 
 static void swap_forever(const char *good, const char *evil, const char *lib, const char *tmp)
@@ -393,6 +431,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_misbehaving_plugins, short_timeout, clear_env),
         cmocka_unit_test_setup_teardown(test_commands_complete, short_timeout, clear_env),
         cmocka_unit_test(test_quick_measurement),
+        cmocka_unit_test(test_quick_measurement_read),
         cmocka_unit_test_teardown(test_checksum_race, clear_env),
     };
     return tu_run_group("test_sandbox", tests, NULL, NULL);

@@ -417,6 +417,7 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     json_knum(w, "first_contact_decode_min", c->first_contact_decode_min);
     json_knum(w, "first_contact_decode_max", c->first_contact_decode_max);
     json_knum(w, "first_contact_prefill_gflops", c->first_contact_prefill_gflops);
+    json_knum(w, "first_contact_read_gbs", c->first_contact_read_gbs);
     json_key(w, "decode_group"); /* priority speed: edgert_selection_decode_group */
     if (decode_group >= 0)
         json_int(w, decode_group);
@@ -430,6 +431,13 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     json_knum(w, "measured_top1_tokens", c->measured_top1_tokens ? c->measured_top1_tokens : NAN);
     json_kstr(w, "decode_source", sel && rank >= 0 ? edgert_selection_decode_source(sel, r) : NULL);
     json_knum(w, "decode_rate", sel && rank >= 0 ? edgert_selection_decode_rate(sel, r) : NAN);
+    double lo = NAN, hi = NAN; /* the range it was grouped by, scaled as the rate */
+    if (sel && rank >= 0)
+        edgert_selection_decode_range(sel, r, &lo, &hi);
+    json_knum(w, "decode_rate_min", lo);
+    json_knum(w, "decode_rate_max", hi);
+    json_knum(w, "decode_read_gbs",
+              sel && rank >= 0 ? edgert_selection_decode_read_gbs(sel, r) : NAN);
     json_kstr(w, "rationale", c->rationale);
     json_end_obj(w);
 }

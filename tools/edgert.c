@@ -632,6 +632,9 @@ static void explain_candidate(const edgert_candidate *k, int r)
                  !isnan(k->first_contact_decode_min))
             tprintf(" [calls %.2f..%.2f]", k->first_contact_decode_min,
                     k->first_contact_decode_max);
+        if (k->measured.decode_tokens_per_s == k->first_contact_decode_tokens_per_s &&
+            !isnan(k->first_contact_read_gbs))
+            tprintf(" beside a %.1f GB/s read", k->first_contact_read_gbs);
         if (!isnan(k->measured.prefill_gflops))
             tprintf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
         if (!isnan(k->measured.top1_agreement))
@@ -647,6 +650,8 @@ static void explain_candidate(const edgert_candidate *k, int r)
         if (!isnan(k->first_contact_decode_min))
             tprintf(" [calls %.2f..%.2f]", k->first_contact_decode_min,
                     k->first_contact_decode_max);
+        if (!isnan(k->first_contact_read_gbs))
+            tprintf(" beside a %.1f GB/s read", k->first_contact_read_gbs);
         if (!isnan(k->first_contact_prefill_gflops))
             tprintf(", %.0f GFLOP/s prefill", k->first_contact_prefill_gflops);
         tprintf(" (its quick measurement)\n");
@@ -720,6 +725,27 @@ static int calibrated_decode(edgert_ctx *ctx, const edgert_candidate *k)
            !isnan(k->measured.decode_tokens_per_s);
 }
 
+/* The read rate first-contact figures were compared at (one per tier, the
+ * median of the reads beside them: core/selector_figures.c), once per rate. */
+static void explain_read_rate(edgert_ctx *ctx, const edgert_selection *sel)
+{
+    double said = NAN;
+    for (size_t r = 0; r < edgert_selection_count(sel); r++) {
+        double gbs = edgert_selection_decode_read_gbs(sel, r);
+        if (isnan(gbs) || gbs == said)
+            continue;
+        char names[512] = "";
+        for (size_t q = r; q < edgert_selection_count(sel); q++)
+            if (edgert_selection_decode_read_gbs(sel, q) == gbs)
+                text_append(names, sizeof names, ", ",
+                            edgert_candidate_at(ctx, edgert_selection_index(sel, q))->name);
+        tprintf("  first contacts met memory at different moments: %s compared at one read "
+                "rate, %.1f GB/s (the median of the reads beside their calls), each figure and "
+                "its calls scaled by it over its own read\n", names, gbs);
+        said = gbs;
+    }
+}
+
 /* What the ranking's measured decode rates are, where that needs saying:
  * quick figures standing in for calibrate's in a tier (naming the backends
  * without a calibrated rate for their current build: measured.where is the
@@ -763,6 +789,7 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
                     "whose memory-bandwidth windows differ (run it again to rank by the rounds "
                     "of one run)\n", runs);
     }
+    explain_read_rate(ctx, sel);
 }
 
 /* The ranks [*first, *last] of rank r's group by `group_of` (decode or
@@ -810,10 +837,9 @@ static int decode_figures(edgert_ctx *ctx, const edgert_selection *sel, size_t r
     const char *src = edgert_selection_decode_source(sel, r);
     *quick = strcmp(src, "first-contact") == 0 ||
              (strcmp(src, "mixed") == 0 && !calibrated_decode(ctx, k));
-    *lo = *quick ? k->first_contact_decode_min : k->measured_decode_min;
-    *hi = *quick ? k->first_contact_decode_max : k->measured_decode_max;
     *med = edgert_selection_decode_rate(sel, r);
-    return !isnan(*med) && *lo > 0.0 && *lo <= *hi;
+    return edgert_selection_decode_range(sel, r, lo, hi) && !isnan(*med) && *lo > 0.0 &&
+           *lo <= *hi;
 }
 
 /* Decimals (2 to 6) that print a and b as different numbers, so a median

@@ -260,6 +260,19 @@ typedef struct edgert_candidate {
      *  that workload's tokens/s, not comparable with a manifest's declared
      *  spark-1.7b figure. */
     const char *measured_workload;
+    /** The memory read rate (GB/s) measured beside first contact's decode
+     *  calls: before each call, a read of 48 MiB from memory by the same
+     *  threads; NaN when there is none (no quick decode figure, or a kernel
+     *  too slow for memory to bind it: timed on a small shape, its figure
+     *  stands alone). Each call's rate in first_contact_decode_tokens_per_s
+     *  and its range was scaled to the median of these reads (call j's rate
+     *  times the median read rate over the rate of the read before it), so
+     *  bandwidth that moved during
+     *  the calls does not widen the range; and the selector compares a
+     *  tier's first-contact figures at one read rate, the median of theirs
+     *  (edgert_selection_decode_read_gbs), not at the rate each first
+     *  contact happened to meet. */
+    double first_contact_read_gbs;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
@@ -412,7 +425,8 @@ EDGERT_API int edgert_selection_fidelity_group(const edgert_selection *sel, size
  *                  each was measured when its plugin file was first met,
  *                  and is cached), so every candidate of the tier was
  *                  compared by its quick measurement
- *                  (first_contact_decode_tokens_per_s), never one kind of
+ *                  (first_contact_decode_tokens_per_s, at one read rate:
+ *                  edgert_selection_decode_read_gbs), never one kind of
  *                  figure against the other;
  *  "mixed"         that was impossible (a calibrated candidate has no quick
  *                  measurement): each by the best figure it has;
@@ -421,9 +435,23 @@ EDGERT_API int edgert_selection_fidelity_group(const edgert_selection *sel, size
  *  NULL sel: "declared". */
 EDGERT_API const char *edgert_selection_decode_source(const edgert_selection *sel, size_t r);
 /** The measured decode rate (tokens/s) rank r was compared by, from the
- *  source above; NaN when it was ranked by a declared figure, or past the
- *  end. */
+ *  source above (a first-contact figure at its tier's read rate,
+ *  edgert_selection_decode_read_gbs, where it has one); NaN when it was
+ *  ranked by a declared figure, or past the end. */
 EDGERT_API double edgert_selection_decode_rate(const edgert_selection *sel, size_t r);
+/** The range around edgert_selection_decode_rate that rank r was grouped by
+ *  (calibrate's rounds, or first contact's calls, scaled as the rate is):
+ *  1 with [*lo, *hi], else 0 with NaNs (no range, a declared figure, past
+ *  the end). Added with first_contact_read_gbs. */
+EDGERT_API int edgert_selection_decode_range(const edgert_selection *sel, size_t r, double *lo,
+                                             double *hi);
+/** The read rate (GB/s) rank r's first-contact figure was compared at: the
+ *  median of the reads beside its tier's first contacts
+ *  (edgert_candidate.first_contact_read_gbs), its rate and range scaled by
+ *  this over its own read; NaN when rank r was not compared by first
+ *  contact, or its figure by no read (compared as measured). Added with
+ *  first_contact_read_gbs. */
+EDGERT_API double edgert_selection_decode_read_gbs(const edgert_selection *sel, size_t r);
 
 /* --- running a backend -------------------------------------------------- */
 

@@ -1,0 +1,38 @@
+/*
+ * core/sandbox.h — what first contact's child reports (sandbox.c) and the
+ * cache that keeps its verdicts (sandbox_cache.c). Private to the core.
+ */
+#ifndef EDGERT_CORE_SANDBOX_H
+#define EDGERT_CORE_SANDBOX_H
+
+#include "context.h"
+
+/* What the child reports. Plain data, written whole through the pipe. */
+typedef struct sb_result {
+    int ok;                /* 1: every stage passed */
+    int gate;              /* er_gate_id of the first failure, when !ok */
+    char reason[160];      /* its reason code, e.g. "SELF_TEST_FAILED" */
+    char detail[600];      /* its explanation */
+    double decode_tok_s;   /* quick measurement, NaN when not measured */
+    double prefill_gflops;
+    double decode_min, decode_max; /* the slowest and fastest call's rate */
+    double read_gbs;       /* the read beside the decode calls (median), NaN when none */
+    long long timeout_ms;  /* the limit a PLUGIN_TIMEOUT was given (parent side) */
+    int packed_outside;    /* pack did not allocate through host->alloc: no decode figure */
+    int passing;           /* 1: a verdict of the moment (killed from outside), not kept */
+} sb_result;
+
+/* The child's time limit, as this handle read it (EDGERT_SANDBOX_TIMEOUT). */
+long long er_sb_timeout_ms(const struct edgert_ctx *ctx);
+
+/* The cache file of c's verdict on this device, malloc'd; NULL when no
+ * per-user cache folder can be named (or, with `create`, made). */
+char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create);
+/* 0 with *r filled from c's cached verdict; -1 when there is none this
+ * edgert can use (missing, another format, or a timeout under a shorter
+ * limit than now). */
+int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r);
+/* Keep r as c's verdict (written whole, then renamed into place). */
+void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r);
+
+#endif
