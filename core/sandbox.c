@@ -68,6 +68,7 @@
 #define ER_MEASURE_SECONDS 0.25       /* at most this long of GEMV calls */
 #define ER_MEASURE_SLOW_CALL 0.05     /* s: a slower kernel keeps its small-shape figure */
 #define ER_MEASURE_WARM 40            /* calls before the timed ones: a tuner's first calls */
+#define ER_MEASURE_WARM_SECONDS 0.5   /* at most this long of them */
 #define ER_MEASURE_BOUND 2.0          /* a call this many times the read's: arithmetic binds */
 #define ER_MEASURE_STRAY 1.5          /* a read this far from their median: not a window */
 
@@ -139,7 +140,7 @@ typedef struct {
 typedef struct {
     const uint64_t *p;
     size_t words, parts;
-    volatile uint64_t sink;
+    uint64_t sink; /* added to atomically: parts run on several workers */
 } sb_read;
 
 static void read_part(void *arg, size_t begin, size_t end, unsigned worker)
@@ -156,7 +157,8 @@ static void read_part(void *arg, size_t begin, size_t end, unsigned worker)
         }
         for (; q < e; q++)
             s0 += *q;
-        r->sink += s0 + s1 + s2 + s3; /* kept: the loads cannot be dropped */
+        /* kept: the loads cannot be dropped */
+        __atomic_fetch_add(&r->sink, s0 + s1 + s2 + s3, __ATOMIC_RELAXED);
     }
 }
 
@@ -203,7 +205,7 @@ static sb_times time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n
                           int reps, int evict, const void *rbuf)
 {
     float *x = calloc((size_t)m * k, sizeof(float)), *y = malloc((size_t)m * n * sizeof(float));
-    double t[16], rd[16], rs[16];
+    double t[16], rd[16] = {0}, rs[16];
     sb_times result = {NAN, NAN, NAN, NAN};
     int done = 0;
     char err[256] = "";
@@ -222,8 +224,10 @@ static sb_times time_gemm(er_cand *c, const void *packed, uint32_t m, uint32_t n
      * a median 12% under its own steady figure, below avx512-w4a16 though
      * it reads 3% fewer bytes. So with the full decode shape (rbuf), the
      * timed calls come after ER_MEASURE_WARM evicted, untimed ones (or
-     * ER_MEASURE_SECONDS of them): decode runs a weight many times more. */
-    for (int w = 0; rbuf && w < ER_MEASURE_WARM && now_s() - start < ER_MEASURE_SECONDS; w++) {
+     * ER_MEASURE_WARM_SECONDS of them, ~0.1 s on the EPYC host): decode runs
+     * a weight many times more. */
+    for (int w = 0; rbuf && w < ER_MEASURE_WARM && now_s() - start < ER_MEASURE_WARM_SECONDS;
+         w++) {
         er_arena_evict(c->ctx->arena);
         if (c->plugin->gemm(c->state, packed, &a, err, sizeof err) != EDGERT_OK)
             goto out;

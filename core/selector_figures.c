@@ -201,7 +201,8 @@ double er_sel_top1_of(const er_cand *c, int *measured)
 /* Whether the decode rate compared under `src` is first contact's. */
 int er_sel_by_first_contact(const er_cand *c, decode_src src)
 {
-    return src.kind == SRC_FIRST_CONTACT || (src.kind == SRC_MIXED && !er_sel_has_calibrated_decode(c));
+    return src.kind == SRC_FIRST_CONTACT ||
+           (src.kind == SRC_MIXED && !er_sel_has_calibrated_decode(c));
 }
 
 /* The range of the measured decode rate compared under `src`: 1 with

@@ -262,16 +262,19 @@ typedef struct edgert_candidate {
     const char *measured_workload;
     /** The memory read rate (GB/s) measured beside first contact's decode
      *  calls: before each call, a read of 48 MiB from memory by the same
-     *  threads; NaN when there is none (no quick decode figure, or a kernel
-     *  too slow for memory to bind it: timed on a small shape, its figure
-     *  stands alone). Each call's rate in first_contact_decode_tokens_per_s
-     *  and its range was scaled to the median of these reads (call j's rate
-     *  times the median read rate over the rate of the read before it), so
-     *  bandwidth that moved during
-     *  the calls does not widen the range; and the selector compares a
-     *  tier's first-contact figures at one read rate, the median of theirs
-     *  (edgert_selection_decode_read_gbs), not at the rate each first
-     *  contact happened to meet. */
+     *  threads; the median of those reads. NaN when there is none: no quick
+     *  decode figure, or a kernel its arithmetic binds (a call over twice
+     *  the read's time, like the portable reference's, or a kernel so slow
+     *  it was timed on a small shape), whose figure stands as measured.
+     *  Each call's rate in first_contact_decode_tokens_per_s and its range
+     *  was scaled to this median (times the median read rate over the rate
+     *  of the read before it; a read over 1.5x away from the median was cut
+     *  short by another task, and its call stays as measured), so bandwidth
+     *  that moved during the calls does not widen the range; and the
+     *  selector compares a tier's first-contact figures at one read rate,
+     *  the median of theirs (edgert_selection_decode_read_gbs), not at the
+     *  rate each first contact happened to meet. Added with
+     *  edgert_selection_decode_range. */
     double first_contact_read_gbs;
 } edgert_candidate;
 
