@@ -131,12 +131,16 @@ typedef struct {
 
 /* The yardstick read beside each decode call: ER_MEASURE_BYTES of the
  * child's arena, split into one contiguous part per pool thread (as the
- * GEMV splits its rows), every 64-bit word summed, with one prefetch 6 KiB
- * ahead of each 64-byte line, as the x86 decode kernels issue off Intel
- * (prefetch=far-l1): a plain read kept up with them in busy windows but
- * not in quiet ones (on the AMD EPYC host, 62-70 GB/s beside GEMVs that
- * streamed 80), and a yardstick that binds before memory does measures
- * itself. Any read serves that is the same for every first contact. */
+ * GEMV splits its rows), each part read as two streams side by side, every
+ * 64-bit word summed, with one prefetch 6 KiB ahead of each 64-byte line,
+ * as the x86 decode kernels issue off Intel (prefetch=far-l1). On the AMD
+ * EPYC (Zen 5) host, 2 threads, medians of 9 reads of 48 MiB from memory,
+ * every kind alike (47-51 GB/s) in busy windows, and in quieter ones:
+ * plain 62-69, one stream prefetched 63-66, two streams prefetched 69-71
+ * GB/s. A decode GEMV streamed ~82 GB/s in such windows, so no read here
+ * reaches what memory gives then: the read tracks the window, it does not
+ * measure its ceiling (the selector's scaling errs by what it misses:
+ * selector_figures.c). */
 typedef struct {
     const uint64_t *p;
     size_t words, parts;
@@ -150,12 +154,16 @@ static void read_part(void *arg, size_t begin, size_t end, unsigned worker)
     for (size_t part = begin; part < end; part++) {
         const uint64_t *q = r->p + r->words * part / r->parts,
                        *e = r->p + r->words * (part + 1u) / r->parts;
+        const size_t half = (size_t)(e - q) / 16u * 8u; /* whole lines per stream */
+        const uint64_t *h = q + half, *qe = h;
         uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (; q + 8 <= e; q += 8) {
+        for (; q < qe; q += 8, h += 8) {
             __builtin_prefetch(q + 768, 0, 3); /* 6 KiB ahead (past the end: no fault) */
-            s0 += q[0] + q[4], s1 += q[1] + q[5], s2 += q[2] + q[6], s3 += q[3] + q[7];
+            __builtin_prefetch(h + 768, 0, 3);
+            s0 += q[0] + q[4] + h[0] + h[4], s1 += q[1] + q[5] + h[1] + h[5];
+            s2 += q[2] + q[6] + h[2] + h[6], s3 += q[3] + q[7] + h[3] + h[7];
         }
-        for (; q < e; q++)
+        for (q = h; q < e; q++) /* the second stream's end, and what is left */
             s0 += *q;
         /* kept: the loads cannot be dropped */
         __atomic_fetch_add(&r->sink, s0 + s1 + s2 + s3, __ATOMIC_RELAXED);

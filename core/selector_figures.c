@@ -67,10 +67,17 @@ int er_sel_tier(const struct edgert_ctx *ctx, const er_cand *c)
  * GEMV that streams from memory takes time in proportion to the bytes over
  * the bandwidth, so the scaled figures rank the kernels by what they do with
  * a window, not by the window they met. A figure without a read (a kernel
- * too slow for memory to bind it) is compared as measured. The scaling can
- * flatter a kernel that meets a busy window and would not keep up in a
- * quiet one (its fraction of the read falls as the read rises); the
- * ranges, and calibrate's interleaved rounds, are what settle such a case.
+ * too slow for memory to bind it) is compared as measured. The scaling is
+ * a straight line where the truth is not quite one: on the AMD EPYC (Zen 5)
+ * host a decode GEMV streamed 1.15x the read's rate in busy windows (reads
+ * 45-48 GB/s) and 1.19-1.22x in quiet ones (71-77), so a figure met in a
+ * busy window and compared at a quiet tier's rate is undervalued by up to
+ * ~5%, and a kernel that keeps up in busy windows only is flattered. With
+ * an earlier, plainer read the gap was 1.09-1.13x against 1.26-1.35x, and
+ * 29 fresh first contacts ranked avx512-w4a8 first 27 times, avx512-w4a16
+ * (3% more bytes) twice, avx2-w4a16 (20% slower in quiet windows) never;
+ * before the read, the pick followed whichever window each backend met.
+ * The ranges, and calibrate's interleaved rounds, settle the close cases.
  */
 static decode_src with_read(const struct edgert_ctx *ctx, int t, er_src_kind kind)
 {
