@@ -372,7 +372,25 @@ out:
     free(by);
 }
 
-/* 3. Whole decode steps, M = 1: rep 0 warms up, then `reps` timed steps;
+/* Untimed steps before the timed ones: a weight's first call is cold, and
+ * a plugin may still be settling on its next calls. edgert's own
+ * (prefetch=auto, streams=auto: plugin_kit.h) run each weight's calls 1, 3,
+ * ... in the other mode until BENCH_AUTO_WARM_PAIRS pairs each way round
+ * have been seen, the pairs coming from calls 2, 3, ... (a step calls each
+ * weight once: step_order). With spark-1.7b's 113 GEMMs that is 4 steps;
+ * when only step 0 warmed up, step 1 ran wholly in the other mode and step
+ * 3 until the first choice (on a Zen 5 in a quiet window, 4 streams' calls,
+ * 4-8% longer). The 64 pairs after the first choice, which probe 1 call in
+ * 16 whatever the gap, fall in the first 4-5 timed steps: they are part of
+ * what a process's first steps cost. */
+#define BENCH_AUTO_WARM_PAIRS 16u /* PK_PF_AUTO_WARM (plugins/common/plugin_kit.h) */
+static unsigned warm_steps(size_t ncalls)
+{
+    const size_t n = ncalls != 0u ? ncalls : 1u;
+    return 2u + 2u * (unsigned)((BENCH_AUTO_WARM_PAIRS + n - 1u) / n);
+}
+
+/* 3. Whole decode steps, M = 1: warm_steps() untimed, then `reps` timed steps;
  * the median step and each shape's median share of it. With vs, each rep
  * is a pair: one step of each run, the first in turn (b then vs, vs then
  * b, ...; an even number of pairs by default, so each run goes first as
@@ -400,6 +418,12 @@ static edgert_status decode_steps(bench_run *b, bench_run *vs, const step_call *
         edgert_errf(err, err_len, "out of memory");
         st = EDGERT_E_NOMEM;
         goto out;
+    }
+    /* the warm-up's first steps; rep 0 below is its last */
+    for (unsigned i = 1; i < warm_steps(ncalls) && st == EDGERT_OK; i++) {
+        st = plan_step(&pa, order, ncalls, 0, err, err_len);
+        if (st == EDGERT_OK && vs)
+            st = plan_step(&pb, order, ncalls, 0, err, err_len);
     }
     for (unsigned rep = 0; rep <= reps && st == EDGERT_OK; rep++) {
         /* warm-up and pair 1: b first; then vs first every other pair */

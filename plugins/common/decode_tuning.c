@@ -41,12 +41,31 @@
  * modes 3% apart cross PK_PF_AUTO_MARGIN rarely (test_decode_tuning: at
  * most 8 switches in 300 simulated steps; with half the window 8-18). The
  * other mode costs 1 call in PK_PF_AUTO_EVERY (16): under 1% of the step
- * when it is 10% slower. On an AMD EPYC Zen 5 (family 26, model 2) none
- * took 1.20-1.24x auto's step time with avx512-w4a8 (paired runs), so 1
- * call in 16 in it cost about 1.3%: while the means put the other mode
- * more than PK_PF_AUTO_FAR_APART (0.15, 16%) behind, 1 call in
- * PK_PF_AUTO_SPARSE (64) runs in it, about 0.3%; closing such a gap takes
- * dozens of pairs anyway (test_far_apart_probes_less).
+ * when it is 10% slower, by its own time. On an AMD EPYC Zen 5 (family 26,
+ * model 2) none took 1.20-1.24x auto's step time with avx512-w4a8 (paired
+ * runs), so 1 call in 16 in it cost about 1.3%: while the means put the
+ * other mode more than PK_PF_AUTO_FAR_APART behind, 1 call in
+ * PK_PF_AUTO_SPARSE (64) runs in it. That threshold was 0.15 (16%) until
+ * the same host's quiet windows (read ceiling 86-88 GB/s) showed what a
+ * smaller gap costs: avx512-w4a16's streams=auto measured 4 streams
+ * 0.04-0.08 behind one (log ratio), below 0.15, so it probed 1 call in 16,
+ * and one stream alone (streams=1) took 0.987-0.992 of auto's step time
+ * (bench --versus, 48 pairs a run, 5 quiet runs): about 1%, three times
+ * the probes' own 1/16 x 5%. Probing 1 in 64 there instead: 0.993-0.998
+ * (3 runs); never probing after the warm-up: 0.995, 0.995 (all with
+ * bench's one warm-up step then, which left step 1 and part of step 3 of
+ * auto's warm-up among the timed ones: tools/bench_decode.c). So the rate
+ * drops at 0.04 (back at 0.025, above PK_PF_AUTO_MARGIN, so near a tie the
+ * probes stay frequent, and cheap). Against the build before this rule
+ * (bench --versus an extra manifest over it, 48 pairs a run, the same bench
+ * warm-up), that build took 1.002-1.005 of this one's step time in 4 quiet
+ * runs and 0.986-1.003 in 4 busy ones; streams=1 now takes 0.989-0.995 of
+ * auto's (6 quiet runs): a third of the 1% recovered, where the rest goes
+ * is not known. The price is reaction time: a gap that reverses from over
+ * 4% takes about four times as many steps to follow (in the simulation of
+ * test_follows_a_change, 8-13 steps of 113 calls, and 10-19 in
+ * test_far_apart_probes_less, whose bound is 24: a third of a second at 14
+ * ms a step).
  */
 #include <stdio.h>
 #include <string.h>
@@ -120,6 +139,7 @@ void pk_pf_auto_init(pk_pf_auto *a, int with, int without)
     atomic_init(&a->gen, 0u);
     atomic_init(&a->warm, 0);
     atomic_init(&a->sparse, 0);
+    a->settle = 0u;
     a->pairs[0] = a->pairs[1] = 0u;
     a->diff[0] = a->diff[1] = 0.0;
     atomic_init(&a->weights, 0u);
@@ -216,11 +236,22 @@ int pk_pf_auto_record(pk_pf_auto *a, pk_pf_seen *w, unsigned ticket, uint64_t ns
             d = -d;
             res |= PK_PF_AUTO_SWITCHED;
         }
-        /* with hysteresis: a mean near the threshold does not flip the rate */
+        /* with hysteresis: a mean near the threshold does not flip the rate.
+         * Not in the PK_PF_AUTO_WINDOW pairs after the warm-up, whose means
+         * come from two steps, where a drift of the host's window weighs
+         * (with 5% drift a wrong first choice, probed 1 in 64, lasted over
+         * 10 steps of test_window_moves; probed 1 in 16 for the next 64
+         * pairs, under 10), nor after a switch, which the new mode in use
+         * has yet to confirm */
+        if (res != 0)
+            a->settle = PK_PF_AUTO_WINDOW;
+        else if (a->settle != 0u)
+            a->settle--;
         const int was_sparse = atomic_load_explicit(&a->sparse, memory_order_relaxed);
         atomic_store_explicit(&a->sparse,
-                              warm && d > (was_sparse ? PK_PF_AUTO_CLOSE_AGAIN
-                                                      : PK_PF_AUTO_FAR_APART),
+                              warm && a->settle == 0u &&
+                                  d > (was_sparse ? PK_PF_AUTO_CLOSE_AGAIN
+                                                  : PK_PF_AUTO_FAR_APART),
                               memory_order_relaxed);
         if (res != 0 && ratio != NULL) /* e^d, to 1%: not in use over in use */
             *ratio = (2.0 + d) / (2.0 - d);

@@ -163,7 +163,9 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
  *     while the two running means say the other mode is more than
  *     PK_PF_AUTO_FAR_APART slower, until they say under
  *     PK_PF_AUTO_CLOSE_AGAIN: each call in it costs what it is slower,
- *     and such a gap takes many pairs to close);
+ *     and more, measured; near a tie, where a switch may be due, probes
+ *     are cheap and frequent), but never 1 in PK_PF_AUTO_SPARSE in the
+ *     PK_PF_AUTO_WINDOW pairs after the warm-up or a switch;
  *   - a pair is a weight's call against its previous call in the other
  *     mode (one decode step earlier: the same bytes and shape, nearly the
  *     same moment), within one choice (pairs that span a switch are
@@ -182,8 +184,8 @@ void pk_tuning_describe(char *out, size_t out_len, unsigned streams, const char 
 #define PK_PF_AUTO_WINDOW 64u    /* pairs in the two running means */
 #define PK_PF_AUTO_MARGIN 0.02   /* log of the time ratio that makes a switch */
 #define PK_PF_AUTO_SPARSE 64u    /* the same, while the other mode is far slower */
-#define PK_PF_AUTO_FAR_APART 0.15 /* log of the time ratio that is far slower */
-#define PK_PF_AUTO_CLOSE_AGAIN 0.10 /* and below which it no longer is */
+#define PK_PF_AUTO_FAR_APART 0.04 /* log of the time ratio that is far slower */
+#define PK_PF_AUTO_CLOSE_AGAIN 0.025 /* and below which it no longer is */
 
 /* Per packed weight, zeroed when the handle is made (pack, packed_map):
  * its m = 1 calls as prefetch=auto saw them. Atomics, so that gemm calls
@@ -199,12 +201,14 @@ typedef struct pk_pf_seen {
  * in use) and streams[1] = PK_STREAMS_MANY, each with its own fixed
  * prefetch, which mode[] holds. */
 typedef struct pk_pf_auto {
-    _Atomic int lock;       /* a spin lock over pairs[] and diff */
+    _Atomic int lock;       /* a spin lock over pairs[], diff and settle */
     int mode[2];            /* PK_PF_*: [0] with prefetch (the first in use), [1] none */
     unsigned streams[2];    /* streams=auto: {1, PK_STREAMS_MANY}; else {0, 0} */
     _Atomic unsigned gen;   /* choices made so far: the slot in use is gen & 1 */
     _Atomic int warm;       /* 1 once both orders have PK_PF_AUTO_WARM pairs */
-    _Atomic int sparse;     /* 1 while the other mode is PK_PF_AUTO_FAR_APART slower */
+    _Atomic int sparse;     /* 1 while the other mode is PK_PF_AUTO_FAR_APART slower
+                             * and settle is 0 */
+    unsigned settle;        /* pairs left, after the warm-up or a switch, before sparse */
     unsigned pairs[2];      /* pairs: [0] other after in-use, [1] in-use after other */
     double diff[2];         /* per order, running mean of log(t other / t in use) */
     _Atomic uint32_t weights; /* weights seen: their phases */
