@@ -157,6 +157,15 @@ static void test_bench_compute_family(void **state)
                                           "prefill: vpdpwssd)",
                                           16, &p),
                      PEAK_INT16_VNNI);
+    /* the avx2 example's paths: vpmaddwd without VNNI, the ymm vpdpwssd with it */
+    const char *avx2 = "avx2: AVX2, 15-bit integer activations per group of 128 (decode: "
+                       "vpmaddubsw on two int8 halves; prefill: vpmaddwd), exact int32 group "
+                       "sums, fp32 accumulate";
+    assert_int_equal(bench_compute_family(avx2, 16, &p), PEAK_INT16_MADD);
+    assert_int_equal(bench_compute_family("avxvnni: AVX-VNNI, (decode: vpdpbusd on two int8 "
+                                          "halves; prefill: vpdpwssd)",
+                                          16, &p),
+                     PEAK_INT16_VNNI);
     assert_int_equal(bench_compute_family("vnni: AVX512_VNNI vpdpbusd for decode and prefill", 8,
                                           &p),
                      PEAK_INT8_VNNI);
@@ -170,6 +179,9 @@ static void test_bench_compute_family(void **state)
                                           &p),
                      PEAK_INT8_VNNI);
     assert_int_equal(bench_compute_family("something else", 8, &p), PEAK_INT8_VNNI);
+    /* a CPU without AVX2: vpmaddwd's peak unmeasured, the family by bits */
+    p.value[PEAK_INT16_MADD] = NAN;
+    assert_int_equal(bench_compute_family(avx2, 16, &p), PEAK_BF16_DOT);
 }
 
 int main(void)

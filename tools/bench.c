@@ -137,7 +137,8 @@ int bench_compute_family(const char *path, int activation_bits, const peak_resul
     } m[] = {{"tdpbssd", PEAK_AMX_INT8},    {"tdpbsud", PEAK_AMX_INT8},
              {"tdpbusd", PEAK_AMX_INT8},    {"tdpbuud", PEAK_AMX_INT8},
              {"tdpbf16ps", PEAK_AMX_BF16},  {"vpdpwssd", PEAK_INT16_VNNI},
-             {"vpdpbusd", PEAK_INT8_VNNI},  {"vdpbf16ps", PEAK_BF16_DOT},
+             {"vpdpbusd", PEAK_INT8_VNNI},  {"vpmaddwd", PEAK_INT16_MADD},
+             {"vdpbf16ps", PEAK_BF16_DOT},
              {"FMA", PEAK_FP32_FMA}};
     const char *parts[2] = {path ? find_nocase(path, "prefill:") : NULL, path};
     for (int i = 0; i < 2; i++)

@@ -43,7 +43,8 @@
 
 const char *const peak_names[PEAK_COUNT] = {"fp32_fma_gflops", "bf16_dot_gflops",
                                             "int8_vnni_gops",  "amx_int8_gops",
-                                            "amx_bf16_gflops", "int16_vnni_gops"};
+                                            "amx_bf16_gflops", "int16_vnni_gops",
+                                            "int16_madd_gops"};
 
 /* ---- a tiny fork/join over pthreads: equal shares started together (see the top) */
 
@@ -273,6 +274,63 @@ __attribute__((target("avx512f,avx512vnni"))) static double vnni16_avx512(void)
     return 12.0 * 16.0 * 2.0 * 2.0 * ITERS; /* 16 lanes × 2 int16 pairs × (mul + add) */
 }
 
+/* The same two dot products on ymm with AVX-VNNI (VEX; CPUs with AVX-VNNI but
+ * no AVX512_VNNI, e.g. Intel 12th-14th gen): what the avx2-w4a16 example's
+ * avxvnni path runs. Not executed on the machines this was written on (none
+ * had AVX-VNNI without AVX512_VNNI), only compiled. */
+__attribute__((target("avxvnni"))) static double vnni_avxvnni(int int16)
+{
+    __m256i x = _mm256_set1_epi16(3), y = _mm256_setzero_si256(); /* see vnni_avx512 */
+#define I(k) _mm256_set1_epi32(k)
+    ACC12(__m256i, I);
+#undef I
+    if (int16) {
+#define F(a) _mm256_dpwssd_avx_epi32(a, x, y)
+        RUN12(F, "+x");
+#undef F
+    } else {
+#define F(a) _mm256_dpbusd_avx_epi32(a, x, y)
+        RUN12(F, "+x");
+#undef F
+    }
+    __m256i s = SUM12(_mm256_add_epi32);
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    /* 8 lanes × (2 int16 pairs or 4 bytes) × (mul + add) */
+    return 12.0 * 8.0 * (int16 ? 2.0 : 4.0) * 2.0 * ITERS;
+}
+
+/* vpmaddwd + vpaddd on ymm: the int16 dot product of AVX2 without VNNI, the
+ * instructions the avx2-w4a16 example's avx2 path runs its prefill on.
+ * vpmaddwd takes no accumulator, so the chains are of vpaddd only, and its
+ * inputs would be loop-invariant: b0..b5 go through the empty asm every
+ * step, so each step computes six products anew (12 products, with
+ * their 12 inputs, would not fit AVX2's 16 registers). An add's latency is
+ * one cycle: six chains cover it. Counted as a dot product, like
+ * vpdpwssd: 16 int16 products and their sums per vpmaddwd. */
+__attribute__((target("avx2"))) static double madd16_avx2(void)
+{
+    const __m256i x = _mm256_set1_epi16(3);
+    __m256i b0 = _mm256_set1_epi16(1), b1 = _mm256_set1_epi16(2), b2 = _mm256_set1_epi16(3),
+            b3 = _mm256_set1_epi16(4), b4 = _mm256_set1_epi16(5), b5 = _mm256_set1_epi16(6);
+    __m256i c0 = _mm256_setzero_si256(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    for (unsigned i = 0; i < ITERS; i++) {
+        c0 = _mm256_add_epi32(c0, _mm256_madd_epi16(b0, x));
+        c1 = _mm256_add_epi32(c1, _mm256_madd_epi16(b1, x));
+        c2 = _mm256_add_epi32(c2, _mm256_madd_epi16(b2, x));
+        c3 = _mm256_add_epi32(c3, _mm256_madd_epi16(b3, x));
+        c4 = _mm256_add_epi32(c4, _mm256_madd_epi16(b4, x));
+        c5 = _mm256_add_epi32(c5, _mm256_madd_epi16(b5, x));
+        __asm__ volatile("" : "+x"(b0), "+x"(b1), "+x"(b2), "+x"(b3), "+x"(b4), "+x"(b5),
+                              "+x"(c0), "+x"(c1), "+x"(c2), "+x"(c3), "+x"(c4), "+x"(c5));
+    }
+    __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(c0, c1), c2),
+                                 _mm256_add_epi32(_mm256_add_epi32(c3, c4), c5));
+    volatile int sink = _mm256_extract_epi32(s, 0);
+    (void)sink;
+    return 6.0 * 16.0 * 2.0 * ITERS;
+}
+
 /* AMX: tile configuration with palette 1, tiles 0..3 accumulators (16 rows x
  * 64 bytes), 4..5 sources. The configuration must be written through memory
  * that the compiler cannot drop before ldtilecfg (GCC 12 dropped such stores
@@ -373,6 +431,9 @@ static void cp_member(team *t, unsigned id)
     case PEAK_BF16_DOT: ops = bf16_avx512(); break;
     case PEAK_INT8_VNNI: ops = vnni_avx512(); break;
     case PEAK_INT16_VNNI: ops = vnni16_avx512(); break;
+    case PEAK_INT8_VNNI + 200: ops = vnni_avxvnni(0); break;
+    case PEAK_INT16_VNNI + 200: ops = vnni_avxvnni(1); break;
+    case PEAK_INT16_MADD + 200: ops = madd16_avx2(); break;
     case PEAK_AMX_INT8: ops = amx_loop(0); break;
     case PEAK_AMX_BF16: ops = amx_loop(1); break;
 #endif
@@ -424,6 +485,15 @@ void peak_compute(unsigned threads, uint64_t f, peak_result *out)
         out->isa[PEAK_INT8_VNNI] = "avx512_vnni vpdpbusd";
         out->value[PEAK_INT16_VNNI] = run_family(&t, PEAK_INT16_VNNI);
         out->isa[PEAK_INT16_VNNI] = "avx512_vnni vpdpwssd";
+    } else if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AVX_VNNI)) {
+        out->value[PEAK_INT8_VNNI] = run_family(&t, PEAK_INT8_VNNI + 200);
+        out->isa[PEAK_INT8_VNNI] = "avx_vnni vpdpbusd (ymm)";
+        out->value[PEAK_INT16_VNNI] = run_family(&t, PEAK_INT16_VNNI + 200);
+        out->isa[PEAK_INT16_VNNI] = "avx_vnni vpdpwssd (ymm)";
+    }
+    if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AVX2)) {
+        out->value[PEAK_INT16_MADD] = run_family(&t, PEAK_INT16_MADD + 200);
+        out->isa[PEAK_INT16_MADD] = "avx2 vpmaddwd + vpaddd (ymm)";
     }
     if (EDGERT_HAS_FLAG(f, EDGERT_CPU_AMX_TILE) && !amx_tiles_granted())
         f &= ~((1ull << EDGERT_CPU_AMX_INT8) | (1ull << EDGERT_CPU_AMX_BF16));

@@ -76,6 +76,7 @@ enum {
     PEAK_AMX_INT8,     /* GOP/s:   tdpbusd */
     PEAK_AMX_BF16,     /* GFLOP/s: tdpbf16ps */
     PEAK_INT16_VNNI,   /* GOP/s:   vpdpwssd (int16 pairs) */
+    PEAK_INT16_MADD,   /* GOP/s:   vpmaddwd + vpaddd (int16 pairs without VNNI) */
     PEAK_COUNT
 };
 typedef struct peak_result {
