@@ -420,7 +420,8 @@ static edgert_status decode_steps(bench_run *b, bench_run *vs, const step_call *
         goto out;
     }
     /* the warm-up's first steps; rep 0 below is its last */
-    for (unsigned i = 1; i < warm_steps(ncalls) && st == EDGERT_OK; i++) {
+    const unsigned warm = warm_steps(ncalls);
+    for (unsigned i = 1; i < warm && st == EDGERT_OK; i++) {
         st = plan_step(&pa, order, ncalls, 0, err, err_len);
         if (st == EDGERT_OK && vs)
             st = plan_step(&pb, order, ncalls, 0, err, err_len);
