@@ -1,8 +1,10 @@
 /*
  * tests/test_packed.h — the packed-weight cache through the public API, for
  * any backend and code path (plugin ABI 2): the round trip and the refusals.
- * Shared by test_packed_map (ref-w4a16, avx512-w4a16 on every path) and
- * test_neon_w4a16 (neon-w4a16 on every path, under qemu in the ARM64 build).
+ * Shared by test_packed_map (ref-w4a16, avx512-w4a16 on every path),
+ * test_avx2_w4a16 (the vendor example, whose own header has the kit's field
+ * layout) and test_neon_w4a16 (neon-w4a16 on every path, under qemu in the
+ * ARM64 build).
  * Header-only (static functions, marked unused); include after cmocka.h and
  * test_util.h. The kit's header (plugins/common/plugin_kit.h) says where the
  * in-tree layouts keep each field, so the corruptions aim at real fields.

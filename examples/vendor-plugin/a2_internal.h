@@ -49,8 +49,21 @@
  *
  * Scale precision: the canonical fp32 scale is rounded to 20 significant
  * bits (relative change <= 2^-20) to make room for z, so scale and zero point
- * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus a 64-byte
- * header and the zero padding of the last panel when n % 16 != 0.
+ * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus 256
+ * bytes of headers (the handle's and the packed bytes') and the zero padding
+ * of the last panel when n % 16 != 0.
+ *
+ * ---- The packed bytes (plugin ABI 2: a cache writes them, maps them back) ----
+ *
+ * The handle (a2_packed) holds pointers and stays in memory; the packed
+ * bytes packed_data returns, and packed_map takes, hold none:
+ *   a2_blob_header (128 bytes) | the blocks, panel after panel (section 0)
+ * The header has the field layout of edgert's in-tree plugins
+ * (plugins/common/plugin_kit.h, pk_blob_header), so the same tools and
+ * tests read it; the checks are this plugin's own (a2_map.c), since a
+ * vendor builds against the public headers only. A zero point lives in its
+ * scale's 4 low bits, so no value of the blocks is out of range: garbage in
+ * them maps and computes garbage, never outside the bytes.
  */
 #ifndef A2_INTERNAL_H
 #define A2_INTERNAL_H
@@ -80,7 +93,10 @@
 #define A2_META_BYTES 64u    /* scales + zero points of one block */
 #define A2_BLOCK_BYTES (A2_CODE_BYTES + A2_META_BYTES)
 #define A2_ALIGN 64u
-#define A2_PACKED_MAGIC 0x36313261u /* "a216" */
+#define A2_PACKED_MAGIC 0x36313261u /* "a216": the packed bytes' header */
+#define A2_HANDLE_MAGIC 0x64683261u /* "a2hd": an in-memory handle */
+#define A2_LAYOUT_VERSION 1u        /* the number A2_LAYOUT ends with */
+#define A2_LAYOUT "avx2-w4a16/1"    /* packed_layout: change with the bytes' meaning */
 
 /* Activation scratch per (row, group): 256 bytes (see a2_job). */
 #define A2_ACT_GROUP_BYTES 256u
@@ -99,21 +115,49 @@ typedef enum a2_path {
     A2_PATH_COUNT
 } a2_path;
 
+/* The header the packed bytes start with: every field fixed-width, in the
+ * byte order of the machine that packed, no address (see the top). */
+typedef struct a2_blob_header {
+    uint32_t magic;        /* A2_PACKED_MAGIC */
+    uint32_t version;      /* A2_LAYOUT_VERSION */
+    uint32_t header_bytes; /* sizeof(a2_blob_header) */
+    uint32_t flags;        /* none defined: 0 */
+    uint32_t n, k, group;  /* the tensor's shape; group A2_GROUP */
+    uint32_t nsections;    /* 1: the blocks */
+    uint64_t total;        /* header and blocks */
+    struct {
+        uint64_t offset, bytes; /* from the header's first byte */
+    } section[4];               /* [0]: the blocks; the others all zero */
+    uint8_t reserved[24];       /* zero */
+} a2_blob_header;
+
+_Static_assert(sizeof(a2_blob_header) == 128, "the packed bytes' header is 128 bytes");
+
+/* A packed tensor, from pack (one allocation: this handle in its first
+ * A2_HANDLE_BYTES, then the packed bytes) or packed_map (this handle alone,
+ * over the caller's bytes). */
 typedef struct a2_packed {
-    uint32_t magic;
+    uint32_t magic;          /* A2_HANDLE_MAGIC */
     uint32_t n, k;
-    uint32_t groups;      /* k / 128 */
-    uint32_t panels;      /* ceil(n / 16) */
-    uint32_t panel_bytes; /* groups * A2_BLOCK_BYTES (< 2^32: k < 2^32) */
-    char name[40];        /* for error messages; truncated */
-    /* 64 bytes so far; the codes follow at offset A2_ALIGN (a2_data) */
+    uint32_t groups;         /* k / 128 */
+    uint32_t panels;         /* ceil(n / 16) */
+    uint32_t panel_bytes;    /* groups * A2_BLOCK_BYTES (< 2^32: k < 2^32) */
+    const uint8_t *blocks;   /* panels * panel_bytes */
+    const uint8_t *blob;     /* header and blocks: what packed_data returns */
+    size_t blob_bytes;
+    char name[56];           /* for error messages; truncated */
 } a2_packed;
 
-/* The packed blocks start right after the 64-byte header. */
-static inline const uint8_t *a2_data(const a2_packed *p)
-{
-    return (const uint8_t *)p + A2_ALIGN;
-}
+#define A2_HANDLE_BYTES 128u /* the handle's room in pack's allocation */
+_Static_assert(sizeof(a2_packed) <= A2_HANDLE_BYTES, "the handle must fit its room");
+
+/* The header of a tensor [n, k] (k a multiple of 128): the blocks right
+ * after it. pack writes it and packed_map expects it, so the two agree.
+ * 0, or -1 when a size overflows. */
+int a2_blob_layout(uint32_t n, uint32_t k, a2_blob_header *out);
+
+/* Fill a handle over checked packed bytes `blob` (header h). */
+void a2_handle(a2_packed *p, const a2_blob_header *h, const uint8_t *blob, const char *name);
 
 /*
  * One GEMM call, shared read-only by all chunks of its parallel_for.
@@ -175,6 +219,11 @@ void a2_packed_free(void *state, void *packed);
 edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *args, char *err,
                       size_t err_len);
 edgert_status a2_self_test(void *state, char *err, size_t err_len);
+edgert_status a2_packed_data(void *state, const void *packed, const void **data, size_t *size,
+                             char *err, size_t err_len);
+edgert_status a2_packed_map(void *state, const edgert_qweights *shape, const void *data,
+                            size_t size, void **packed, char *err, size_t err_len);
+const char *a2_tensor_name(const edgert_qweights *w);
 const char *a2_path_name(a2_path p);
 
 /* a * b and a + b into *out; 0 on success, -1 on size_t overflow. */

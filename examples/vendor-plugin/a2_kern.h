@@ -76,7 +76,7 @@ A2_INLINE void a2_meta(const uint8_t *meta, __m256 *s, __m256 *sz)
 /* The block of panel p, group g. */
 A2_INLINE const uint8_t *a2_block(const a2_packed *w, size_t p, uint32_t g)
 {
-    return a2_data(w) + p * w->panel_bytes + (size_t)g * A2_BLOCK_BYTES;
+    return w->blocks + p * w->panel_bytes + (size_t)g * A2_BLOCK_BYTES;
 }
 
 /* Store one half's 8 outputs of one row; the columns past n untouched. */

@@ -4,10 +4,11 @@
  * pack must make, then the repack, straight into the final allocation.
  * Compiled without ISA flags.
  *
- * Memory: the packed form is one host allocation (64-byte header, then the
- * blocks); the repack reads 4 canonical bytes and writes one code dword at a
- * time, so the transient memory above the packed size is zero whatever n
- * and k (design.md §1: the peak is what a device must hold).
+ * Memory: the packed form is one host allocation (the 128-byte handle, the
+ * packed bytes' 128-byte header, then the blocks: a2_internal.h); the
+ * repack reads 4 canonical bytes and writes one code dword at a time, so
+ * the transient memory above the packed size is zero whatever n and k
+ * (design.md §1: the peak is what a device must hold).
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #include "a2_internal.h"
 
 /* Name for messages: the tensor's, when the caller's struct has one. */
-static const char *a2_tensor_name(const edgert_qweights *w)
+const char *a2_tensor_name(const edgert_qweights *w)
 {
     if (w->struct_size >= EDGERT_QWEIGHTS_V1_SIZE && w->name != NULL && w->name[0] != '\0')
         return w->name;
@@ -183,12 +184,9 @@ edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size
     if (rc != EDGERT_OK)
         return rc;
 
-    const uint32_t groups = w->k / A2_GROUP;
-    const size_t panels = ((size_t)w->n + A2_PANEL - 1u) / A2_PANEL;
-    const size_t panel_bytes = (size_t)groups * A2_BLOCK_BYTES;
-    size_t data_bytes, total;
-    if (panel_bytes > UINT32_MAX || a2_mul(panels, panel_bytes, &data_bytes) != 0 ||
-        a2_add(A2_ALIGN, data_bytes, &total) != 0) {
+    a2_blob_header h;
+    size_t total;
+    if (a2_blob_layout(w->n, w->k, &h) != 0 || a2_add(A2_HANDLE_BYTES, h.total, &total) != 0) {
         edgert_errf(err, err_len, A2_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
@@ -201,19 +199,17 @@ edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size
         return EDGERT_E_NOMEM;
     }
 
+    /* the handle, then the packed bytes: their header, then the blocks
+     * (the header's padding-free layout leaves no byte unwritten) */
     a2_packed *p = (a2_packed *)(void *)mem;
-    memset(p, 0, A2_ALIGN);
-    p->magic = A2_PACKED_MAGIC;
-    p->n = w->n;
-    p->k = w->k;
-    p->groups = groups;
-    p->panels = (uint32_t)panels;
-    p->panel_bytes = (uint32_t)panel_bytes;
-    snprintf(p->name, sizeof p->name, "%s", name);
+    uint8_t *blob = mem + A2_HANDLE_BYTES;
+    memset(p, 0, A2_HANDLE_BYTES);
+    memcpy(blob, &h, sizeof h);
+    a2_handle(p, &h, blob, name);
 
-    a2_pack_job pj = {.w = w, .data = mem + A2_ALIGN, .panel_bytes = panel_bytes,
-                      .groups = groups};
-    host->parallel_for(host->host_ctx, panels, 16u, a2_pack_panels, &pj);
+    a2_pack_job pj = {.w = w, .data = blob + h.section[0].offset,
+                      .panel_bytes = p->panel_bytes, .groups = p->groups};
+    host->parallel_for(host->host_ctx, p->panels, 16u, a2_pack_panels, &pj);
 
     *packed = p;
     *packed_bytes = total;

@@ -38,8 +38,6 @@
 
 #include "a2_internal.h"
 
-_Static_assert(sizeof(a2_packed) <= A2_ALIGN, "the packed header must fit its 64 bytes");
-
 typedef struct a2_flag_need {
     edgert_cpu_flag flag;
     const char *name;
@@ -287,7 +285,7 @@ edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *a
 {
     a2_state *st = state;
     const a2_packed *w = packed;
-    if (st == NULL || w == NULL || w->magic != A2_PACKED_MAGIC) {
+    if (st == NULL || w == NULL || w->magic != A2_HANDLE_MAGIC) {
         edgert_errf(err, err_len, A2_NAME ": gemm: NULL state or not an " A2_NAME
                                           " packed handle");
         return EDGERT_E_USAGE;
@@ -342,20 +340,23 @@ edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *a
 
 /* ---- descriptor and entry ----------------------------------------------------------- */
 
-static const edgert_plugin a2_plugin_v1 = {
-    .struct_size = sizeof(edgert_plugin),
-    .abi_version = 1u,
-    .name = A2_NAME,
-    .version = A2_VERSION,
-    .caps = EDGERT_CAP_GEMM,
-    .init = a2_init,
-    .fini = a2_fini,
-    .self_test = a2_self_test,
-    .describe = a2_describe,
-    .pack = a2_pack,
-    .packed_free = a2_packed_free,
-    .gemm = a2_gemm,
-    .export_graph = NULL,
+/* The fields every ABI version's descriptor has (ABI 1's). */
+#define A2_ABI1_FIELDS(abi)                                                                       \
+    .struct_size = sizeof(edgert_plugin), .abi_version = (abi), .name = A2_NAME,                \
+    .version = A2_VERSION, .caps = EDGERT_CAP_GEMM, .init = a2_init, .fini = a2_fini,            \
+    .self_test = a2_self_test, .describe = a2_describe, .pack = a2_pack,                        \
+    .packed_free = a2_packed_free, .gemm = a2_gemm, .export_graph = NULL
+
+static const edgert_plugin a2_plugin_v1 = {A2_ABI1_FIELDS(1u)};
+
+/* ABI 2: the same, and the packed bytes a cache can write and map back
+ * (a2_map.c). The ABI-1 descriptor stays for cores that offer only ABI 1. */
+static const edgert_plugin a2_plugin_v2 = {
+    A2_ABI1_FIELDS(2u),
+    .packed_flags = EDGERT_PACKED_MAPPABLE,
+    .packed_layout = A2_LAYOUT,
+    .packed_data = a2_packed_data,
+    .packed_map = a2_packed_map,
 };
 
 EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_t abi_max,
@@ -364,6 +365,6 @@ EDGERT_PLUGIN_EXPORT edgert_status edgert_plugin_entry(uint32_t abi_min, uint32_
                                                        size_t err_len)
 {
     (void)host; /* the instance gets the host table again in init() */
-    static const edgert_plugin *const by_abi[] = {&a2_plugin_v1}; /* ABI 1 */
+    static const edgert_plugin *const by_abi[] = {&a2_plugin_v1, &a2_plugin_v2}; /* ABI 1, 2 */
     return EDGERT_PLUGIN_NEGOTIATE(abi_min, abi_max, by_abi, A2_NAME, out, err, err_len);
 }
