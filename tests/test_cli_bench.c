@@ -138,6 +138,16 @@ static void test_bench_json(void **state)
     assert_int_equal((int)num(&y, pre, "m"), 8);
     assert_true(num(&y, pre, "gflops") > 0);
     assert_true(num(&y, pre, "fraction_of_compute_peak") > 0);
+    /* the family's peak before and after the prefill: the higher is the one
+     * the fraction is of, and the two more than 15% apart flag the run */
+    double pb = num(&y, pre, "compute_peak_before"), pa = num(&y, pre, "compute_peak_after");
+    yaml_node_t *pk = er_yaml_get(&y, root, "compute_peaks");
+    double held = num(&y, pk, sval(&y, pre, "compute_family"));
+    assert_true(pb > 0 && pa > 0 && held == (pb > pa ? pb : pa));
+    assert_true(fabs(num(&y, pre, "fraction_of_compute_peak") - num(&y, pre, "gflops") / held) <=
+                1e-3 * num(&y, pre, "fraction_of_compute_peak"));
+    ratio = (pb > pa ? pb : pa) / (pb > pa ? pa : pb);
+    assert_string_equal(sval(&y, pre, "unstable"), ratio > 1.15 ? "true" : "false");
     yaml_node_t *pack = er_yaml_get(&y, root, "pack");
     assert_true(num(&y, pack, "peak_rss_mb") >= num(&y, pack, "settled_rss_mb") - 1e-6);
     yaml_node_t *shapes = er_yaml_get(&y, root, "shapes");

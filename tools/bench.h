@@ -66,6 +66,12 @@ typedef struct bench_result {
     unsigned m;
     double prefill_tokens_per_s, prefill_gflops, fraction_of_compute_peak;
     int compute_family;    /* PEAK_* the kernel relies on, -1 unknown */
+    /* That family's peak measured before and after the prefill (peaks
+     * holds the higher of the two, family by family: a peak is a limit, and
+     * a neighbour on a shared core lowers it, never raises it); unstable
+     * when they differ by more than BENCH_UNSTABLE. */
+    double peak_before, peak_after;
+    int prefill_unstable;
     double pack_seconds, generate_seconds, peak_rss_mb, settled_rss_mb, baseline_rss_mb,
         pack_transient_mb;
     bench_shape shapes[WL_MAX_SHAPES];

@@ -193,6 +193,9 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
         json_knum(&j, "gflops", r->prefill_gflops);
         json_knum(&j, "fraction_of_compute_peak", r->fraction_of_compute_peak);
         json_kstr(&j, "compute_family", peak_names[r->compute_family]);
+        json_knum(&j, "compute_peak_before", r->peak_before);
+        json_knum(&j, "compute_peak_after", r->peak_after);
+        json_kbool(&j, "unstable", r->prefill_unstable);
         json_end_obj(&j);
     } else {
         json_null(&j);
@@ -291,9 +294,15 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
         for (int i = 0; i < PEAK_COUNT; i++)
             if (!isnan(r->peaks.value[i]))
                 tprintf(" %s %.0f", peak_names[i], r->peaks.value[i]);
-        tprintf("\nprefill: M=%u: %.1f tok/s, %.1f GFLOP/s = %.3f of %s\n", r->m,
-                r->prefill_tokens_per_s, r->prefill_gflops, r->fraction_of_compute_peak,
-                peak_names[r->compute_family]);
+        tprintf("\nprefill: M=%u: %.1f tok/s, %.1f GFLOP/s = %.3f of %s (%.0f before the "
+                "prefill, %.0f after: the higher%s)\n",
+                r->m, r->prefill_tokens_per_s, r->prefill_gflops, r->fraction_of_compute_peak,
+                peak_names[r->compute_family], r->peak_before, r->peak_after,
+                r->prefill_unstable ? "" : "; stable");
+        if (r->prefill_unstable)
+            tprintf("UNSTABLE: the two peaks differ by more than %.0f%%: a neighbour shared "
+                    "the cores during the run; measure again rather than cite it\n",
+                    100.0 * BENCH_UNSTABLE);
     }
     int width = 10; /* the longest shape name (a checkpoint's roles are long) */
     for (size_t s = 0; s < w->nshapes; s++)
