@@ -103,7 +103,7 @@ static int setup(void **state)
     f->evex_dir = tu_tmpdir();
     char *lib = tu_plugin("tp_avx2_evex");
     /* x86-64 with AVX-512 VNNI only: elsewhere the gates keep it out */
-    char *mf = tu_manifest(f->evex_dir, "evex.yaml", A2_EVEX, lib,
+    char *mf = tu_manifest_abi(f->evex_dir, "evex.yaml", A2_EVEX, lib, 2u, /* ABI 2: mappable */
                            "{format: int4-asym-g128, weight_bits: 4, group_size: 128, "
                            "symmetric: false, activation_dtype: int16, bits_per_weight: 4.25}",
                            "requires:\n  cpu_flags: [avx, avx2, fma, avx512vl, avx512_vnni]\n");

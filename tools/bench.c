@@ -319,11 +319,13 @@ static edgert_status prefill(bench_run *b, unsigned m, const float *x, float *y,
     peak_compute(r->threads, edgert_device_facts(b->ctx)->cpu_flags, &after);
     r->peak_before = r->peaks.value[r->compute_family];
     r->peak_after = after.value[r->compute_family];
-    for (int i = 0; i < PEAK_COUNT; i++)
-        if (after.value[i] > r->peaks.value[i]) /* NaN compares false: kept as it was */
+    for (int i = 0; i < PEAK_COUNT; i++) /* a NaN (not measured, or a failed run) never wins */
+        if (!isnan(after.value[i]) && !(after.value[i] <= r->peaks.value[i]))
             r->peaks.value[i] = after.value[i];
     const double lo = fmin(r->peak_before, r->peak_after), hi = fmax(r->peak_before, r->peak_after);
-    r->prefill_unstable = !(hi <= lo * (1.0 + BENCH_UNSTABLE));
+    /* either NaN: the two cannot be compared, so the run is not called stable */
+    r->prefill_unstable = isnan(r->peak_before) || isnan(r->peak_after) ||
+                          !(hi <= lo * (1.0 + BENCH_UNSTABLE));
     r->fraction_of_compute_peak = r->prefill_gflops / r->peaks.value[r->compute_family];
     r->have_prefill = 1;
     return EDGERT_OK;

@@ -141,7 +141,7 @@ typedef struct a2_packed {
     uint32_t n, k;
     uint32_t groups;         /* k / 128 */
     uint32_t panels;         /* ceil(n / 16) */
-    uint32_t panel_bytes;    /* groups * A2_BLOCK_BYTES (< 2^32: k < 2^32) */
+    uint32_t panel_bytes;    /* groups * A2_BLOCK_BYTES (< 2^32: a2_blob_layout) */
     const uint8_t *blocks;   /* panels * panel_bytes */
     const uint8_t *blob;     /* header and blocks: what packed_data returns */
     size_t blob_bytes;

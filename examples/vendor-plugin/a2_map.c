@@ -22,9 +22,9 @@ int a2_blob_layout(uint32_t n, uint32_t k, a2_blob_header *out)
     memset(out, 0, sizeof *out);
     const uint32_t groups = k / A2_GROUP;
     const size_t panels = ((size_t)n + A2_PANEL - 1u) / A2_PANEL;
-    const size_t panel_bytes = (size_t)groups * A2_BLOCK_BYTES;
+    const uint64_t panel_bytes = (uint64_t)groups * A2_BLOCK_BYTES; /* < 2^36: no wrap */
     size_t blocks, total;
-    if (panel_bytes > UINT32_MAX || a2_mul(panels, panel_bytes, &blocks) != 0 ||
+    if (panel_bytes > UINT32_MAX || a2_mul(panels, (size_t)panel_bytes, &blocks) != 0 ||
         a2_add(sizeof *out, blocks, &total) != 0)
         return -1;
     out->magic = A2_PACKED_MAGIC;
@@ -96,11 +96,12 @@ static edgert_status a2_check_map_args(const a2_state *st, const edgert_qweights
                                        const char **tensor, char *err, size_t err_len)
 {
     const size_t need = offsetof(edgert_qweights, zeros) + sizeof(shape->zeros);
+    if (packed != NULL)
+        *packed = NULL;
     if (packed == NULL || st == NULL) {
         edgert_errf(err, err_len, A2_NAME ": packed_map: state or packed is NULL");
         return EDGERT_E_USAGE;
     }
-    *packed = NULL;
     if (shape == NULL || shape->struct_size < need) {
         edgert_errf(err, err_len,
                     A2_NAME ": packed_map: shape is NULL or too small (struct_size %u, need "

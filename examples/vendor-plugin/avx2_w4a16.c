@@ -8,7 +8,7 @@
  *
  * A vendor's example: it is built only against the installed public headers
  * (edgert/plugin.h), links nothing of the core and carries its own checks and
- * self-test (a2_pack.c, a2_selftest.c).
+ * self-test (a2_pack.c, a2_map.c, a2_selftest.c).
  *
  * This file is compiled WITHOUT ISA flags (plain x86-64), so loading the
  * library and calling init on any x86-64 CPU is safe: AVX code lives only in
