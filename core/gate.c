@@ -375,7 +375,7 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
         strcmp(ctx->weights.packed_for, m->name) == 0 &&
         ctx->weights.packed_xxh3 != c->lib_hash) { /* a stale cache: its bytes may not map */
         er_cand_reason(c, ER_GATE_LAYOUT_MISMATCH, "LAYOUT_MISMATCH(packed by another build)");
-        er_cand_detail(c, "%s was packed by a %s plugin file with xxh3-64:%016llx; this one has "
+        er_cand_detail(c, "%s was packed by the %s plugin file with xxh3-64:%016llx; this one has "
                        "xxh3-64:%016llx (pack it again)", ctx->weights.path, m->name,
                        (unsigned long long)ctx->weights.packed_xxh3,
                        (unsigned long long)c->lib_hash);
