@@ -275,6 +275,12 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                                  fmin(r->ceiling_gbs, r->ceiling_after_gbs) -
                              1.0),
                     100.0 * BENCH_UNSTABLE);
+        if (fmax(r->fraction_of_bandwidth, r->fraction_after) > 1.0)
+            tprintf("ABOVE 1: the steps read faster than the ceiling's reads: their %.1f MB "
+                    "stayed in a cache, or the host fed them more than it fed those reads (seen "
+                    "on a Zen 3 VM); this ceiling is no limit here: cite the step read "
+                    "(--paired-read)\n",
+                    r->weight_bytes / 1e6);
     }
     if (r->have_versus) {
         const bench_versus *v = &r->vs;
