@@ -156,7 +156,7 @@ _Static_assert(sizeof(a2_packed) <= A2_HANDLE_BYTES, "the handle must fit its ro
  * 0, or -1 when a size overflows. */
 int a2_blob_layout(uint32_t n, uint32_t k, a2_blob_header *out);
 
-/* Fill a handle over checked packed bytes `blob` (header h). */
+/* Fill a handle (zeroed first) over checked packed bytes `blob` (header h). */
 void a2_handle(a2_packed *p, const a2_blob_header *h, const uint8_t *blob, const char *name);
 
 /*
@@ -224,6 +224,11 @@ edgert_status a2_packed_data(void *state, const void *packed, const void **data,
 edgert_status a2_packed_map(void *state, const edgert_qweights *shape, const void *data,
                             size_t size, void **packed, char *err, size_t err_len);
 const char *a2_tensor_name(const edgert_qweights *w);
+/* The layout's shape rule, for pack and map alike ("pack" or "map" names
+ * the caller): group 128, whole groups; else EDGERT_E_UNSUPPORTED saying
+ * which. */
+edgert_status a2_check_groups(const char *verb, const char *name, const edgert_qweights *w,
+                              char *err, size_t err_len);
 const char *a2_path_name(a2_path p);
 
 /* a * b and a + b into *out; 0 on success, -1 on size_t overflow. */

@@ -42,6 +42,7 @@ int a2_blob_layout(uint32_t n, uint32_t k, a2_blob_header *out)
 
 void a2_handle(a2_packed *p, const a2_blob_header *h, const uint8_t *blob, const char *name)
 {
+    memset(p, 0, sizeof *p);
     p->magic = A2_HANDLE_MAGIC;
     p->n = h->n;
     p->k = h->k;
@@ -119,13 +120,9 @@ static edgert_status a2_check_map_args(const a2_state *st, const edgert_qweights
                     name, n, k, g);
         return EDGERT_E_USAGE;
     }
-    if (g != A2_GROUP || k % A2_GROUP != 0u) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": map '%s' [n=%u k=%u group=%u]: layout int4-asym-g128 holds "
-                            "whole groups of %u only",
-                    name, n, k, g, A2_GROUP);
-        return EDGERT_E_UNSUPPORTED;
-    }
+    edgert_status rc = a2_check_groups("map", name, shape, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
     if ((uintptr_t)data % EDGERT_PACKED_ALIGN != 0u) {
         edgert_errf(err, err_len,
                     A2_NAME ": map '%s' [n=%u k=%u group=%u]: data at %p are not aligned to "
@@ -218,7 +215,6 @@ edgert_status a2_packed_map(void *state, const edgert_qweights *shape, const voi
                     tensor, sizeof *p);
         return EDGERT_E_NOMEM;
     }
-    memset(p, 0, sizeof *p);
     a2_handle(p, &h, data, tensor);
     *packed = p;
     return EDGERT_OK;

@@ -24,6 +24,29 @@ const char *a2_tensor_name(const edgert_qweights *w)
     return "(unnamed)";
 }
 
+edgert_status a2_check_groups(const char *verb, const char *name, const edgert_qweights *w,
+                              char *err, size_t err_len)
+{
+    if (w->group != A2_GROUP) {
+        edgert_errf(err, err_len,
+                    A2_NAME ": %s '%s' [n=%u k=%u group=%u]: group size %u is not supported "
+                            "(layout int4-asym-g128 holds whole groups of %u)",
+                    verb, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                    (unsigned)w->group, A2_GROUP);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    if (w->k % A2_GROUP != 0u) {
+        edgert_errf(err, err_len,
+                    A2_NAME ": %s '%s' [n=%u k=%u group=%u]: k=%u is not a multiple of %u, "
+                            "the group size (k %% %u = %u); layout int4-asym-g128 has no "
+                            "partial groups",
+                    verb, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                    (unsigned)w->k, A2_GROUP, A2_GROUP, (unsigned)(w->k % A2_GROUP));
+        return EDGERT_E_UNSUPPORTED;
+    }
+    return EDGERT_OK;
+}
+
 /* Shape and form: the layout holds whole groups of 128 only. */
 static edgert_status a2_check_shape(const edgert_qweights *w, const char *name, char *err,
                                     size_t err_len)
@@ -35,24 +58,7 @@ static edgert_status a2_check_shape(const edgert_qweights *w, const char *name, 
                     name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
         return EDGERT_E_USAGE;
     }
-    if (w->group != A2_GROUP) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": pack '%s' [n=%u k=%u group=%u]: group size %u is not supported "
-                            "(layout int4-asym-g128 holds whole groups of %u)",
-                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
-                    (unsigned)w->group, A2_GROUP);
-        return EDGERT_E_UNSUPPORTED;
-    }
-    if (w->k % A2_GROUP != 0u) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": pack '%s' [n=%u k=%u group=%u]: k=%u is not a multiple of %u, "
-                            "the group size (k %% %u = %u); layout int4-asym-g128 has no "
-                            "partial groups",
-                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group, (unsigned)w->k,
-                    A2_GROUP, A2_GROUP, (unsigned)(w->k % A2_GROUP));
-        return EDGERT_E_UNSUPPORTED;
-    }
-    return EDGERT_OK;
+    return a2_check_groups("pack", name, w, err, err_len);
 }
 
 /* Zero points in [0, 15] and finite scales (the meta word keeps 20
@@ -203,7 +209,6 @@ edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size
      * (the header's padding-free layout leaves no byte unwritten) */
     a2_packed *p = (a2_packed *)(void *)mem;
     uint8_t *blob = mem + A2_HANDLE_BYTES;
-    memset(p, 0, A2_HANDLE_BYTES);
     memcpy(blob, &h, sizeof h);
     a2_handle(p, &h, blob, name);
 
