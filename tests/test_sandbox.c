@@ -207,15 +207,24 @@ static void test_commands_complete(void **state)
     (void)state;
     char *dir = bad_folder(), args[4096], *out = NULL;
 #if EDGERT_TEST_EMULATED
-    /* Under qemu, verify and calibrate beside the reference only: here they
-     * must complete among misbehaving plugins (with every in-tree backend as
-     * well, the two took 215 s under qemu, beside the reference 179 s). */
+    /* Under qemu, verify and calibrate beside the reference only, and they
+     * check and measure the reference alone: here they must complete among
+     * misbehaving plugins, which stay in the folder; what test-good's kernel
+     * computes is the native builds' concern. Timed under qemu (serially):
+     * every in-tree backend as well, the two took 215 s; beside the
+     * reference 179 s (verify of test-good 45 s, calibrate of test-good and
+     * test-stray-thread as well about 90 s), and this whole program 156 s;
+     * checking the reference alone, the program takes 55 s. */
     const char *in_tree = EDGERT_TEST_BACKEND_DIR "/ref-w4a16.yaml";
+#define CHECKED "ref-w4a16"
+#define CALIBRATE_ALSO " --disable test-good,test-stray-thread"
 #else
     const char *in_tree = EDGERT_TEST_BACKEND_DIR;
+#define CHECKED "test-good"
+#define CALIBRATE_ALSO ""
 #endif
     const char *ok[] = {"probe", "list", "select --explain", "select --json",
-                        "verify --quick --tokens 8 --backend test-good --workload "
+                        "verify --quick --tokens 8 --backend " CHECKED " --workload "
                         EDGERT_TEST_FIXTURES "/workloads/tiny.yaml"};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         snprintf(args, sizeof args, "%s --manifests %s --manifests %s", ok[i], dir,
@@ -236,13 +245,15 @@ static void test_commands_complete(void **state)
     assert_int_equal(run(args, NULL), 3); /* forced, and not eligible */
     snprintf(args, sizeof args,
              "calibrate --quick --workload %s/workloads/tiny.yaml --out %s/ev.json "
-             "--manifests %s --manifests %s",
+             "--manifests %s --manifests %s" CALIBRATE_ALSO,
              EDGERT_TEST_FIXTURES, dir, dir, in_tree);
     int rc = run(args, &out);
     if (rc != 0)
         fail_msg("edgert calibrate: exit %d\n%.3000s", rc, out);
     free(out);
     tu_rmrf(dir);
+#undef CHECKED
+#undef CALIBRATE_ALSO
 }
 
 /* With the default time limit, a plugin that passes gets a decode and a
