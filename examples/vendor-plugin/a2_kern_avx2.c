@@ -23,7 +23,15 @@
  * to split nibbles (two int8 halves cost twice the multiplies of int8
  * activations): 22 vector ALU ops, the bound of this kernel. Measured on
  * one Zen 5 core with the codes in L2: 34 GB/s (AVX-512 VNNI, same
- * integers: 51).
+ * integers: 51). On one Zen 3 core (family 25, model 1), this loop alone
+ * over 64 KiB: 24-27 GB/s, 7.6-8.4 cycles per 64 bytes at the 3.18 GHz its
+ * FMA chains give, where 22 ops on the 4 vector pipes would take 5.5:
+ * vpmaddubsw issues on 2 of them (2 per cycle alone; with as many vpaddw,
+ * 3.1 ops per cycle), and without the 6 ops of the nibble split the loop
+ * takes 6.0 cycles. There, with two threads and a step's weights in L3
+ * (edgert bench on 4 x 2048 x 2048), decode reads 51.7-53.1 GB/s: what
+ * DRAM feeds that host's step read in its quiet stretches, so there the
+ * arithmetic, not the synchronisation, bounds the decode step.
  *
  * Prefill (m > 4): vpmaddwd on the 15-bit integers kept whole as int16
  * against the codes expanded to int16 pairs in L1 (a2_prefill.h), 4 rows x
