@@ -15,13 +15,18 @@
 
 #include "context.h"
 
-static char **split_commas(const char *a, const char *b)
+#define NAME_SEPARATORS ", \t"
+
+/* The names of two lists (either NULL), NULL-terminated. Commas separate
+ * them, and so do blanks: an operator's "a, b" or "a b" means two names.
+ * Every separator is counted, so no name is dropped for want of room. */
+static char **split_names(const char *a, const char *b)
 {
     size_t cap = 1;
     for (const char *s = a; s && *s; s++)
-        cap += *s == ',';
+        cap += strchr(NAME_SEPARATORS, *s) != NULL;
     for (const char *s = b; s && *s; s++)
-        cap += *s == ',';
+        cap += strchr(NAME_SEPARATORS, *s) != NULL;
     char **out = calloc(cap + 2, sizeof *out);
     if (!out)
         return NULL;
@@ -33,7 +38,8 @@ static char **split_commas(const char *a, const char *b)
         char *copy = er_strdup(lists[l]), *save = NULL;
         if (!copy)
             continue;
-        for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save))
+        for (char *t = strtok_r(copy, NAME_SEPARATORS, &save); t;
+             t = strtok_r(NULL, NAME_SEPARATORS, &save))
             if (n < cap + 1)
                 out[n++] = er_strdup(t);
         free(copy);
@@ -69,7 +75,7 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
     if (!o->log_level && env_level && parse_level(env_level, -1) < 0)
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
                     "EDGERT_LOG=%s is not error, warn, info or debug: warn is used", env_level);
-    ctx->disabled = split_commas(er_getenv(o->ignore_env, "EDGERT_DISABLE"), o->disable);
+    ctx->disabled = split_names(er_getenv(o->ignore_env, "EDGERT_DISABLE"), o->disable);
     ctx->sandbox_timeout_ms =
         er_sandbox_timeout_ms(er_getenv(o->ignore_env, "EDGERT_SANDBOX_TIMEOUT"), &ctx->diags);
 }

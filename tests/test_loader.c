@@ -250,13 +250,19 @@ static void test_gates_run_no_plugin_code(void **state)
     } else {
         print_message("this CPU has every flag of its arch: MISSING_CPU_FLAG not exercised live\n");
     }
-    /* DISABLED_BY_USER */
+    /* DISABLED_BY_USER, named last in a list that blanks separate as well
+     * as commas (the list's room was once counted by its commas alone, and
+     * the names after the room ran out were dropped without a word) */
     dir = tu_tmpdir();
     free(tu_manifest(dir, "m.yaml", "test-trap", lib, NULL, NULL));
-    ctx = open_dir(dir, "other,test-trap", 0, NULL);
-    c = edgert_candidate_find(ctx, "test-trap");
-    assert_true(has_reason(c, "DISABLED_BY_USER"));
-    edgert_close(ctx);
+    const char *lists[] = {"other,test-trap", "one two\tthree test-trap", "a, b ,c,  test-trap "};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        ctx = open_dir(dir, lists[i], 0, NULL);
+        c = edgert_candidate_find(ctx, "test-trap");
+        if (!has_reason(c, "DISABLED_BY_USER"))
+            fail_msg("disable \"%s\": test-trap not disabled", lists[i]);
+        edgert_close(ctx);
+    }
     tu_rmrf(dir);
     /* ABI range in the manifest that the core does not speak: refused before load. */
     dir = tu_tmpdir();
