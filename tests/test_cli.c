@@ -534,6 +534,86 @@ static void test_probe_json(void **state)
     free(out);
 }
 
+/* The facts of the device a handle opened with `sysroot` or `profile` sees. */
+static edgert_device facts_of(const char *sysroot, const char *profile)
+{
+    char *empty = tu_tmpdir(); /* no manifest: the device is all we ask about */
+    assert_non_null(empty);
+    edgert_options o = {.struct_size = sizeof o};
+    o.sysroot = sysroot;
+    o.device_profile = profile;
+    o.ignore_env = 1;
+    o.threads = 1;
+    o.defer_load = 1;
+    o.log_level = EDGERT_LOG_ERROR;
+    const char *none[1] = {empty};
+    o.manifest_paths = none;
+    o.manifest_path_count = 1;
+    edgert_ctx *ctx = NULL;
+    char err[512] = "";
+    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+        fail_msg("edgert_open(%s): %s", profile ? profile : sysroot, err);
+    edgert_device d = *edgert_device_facts(ctx);
+    edgert_close(ctx);
+    tu_rmrf(empty);
+    return d;
+}
+
+/* `probe --profile` writes a device profile that plans for the very device
+ * probed: the live one, sysroots whose class exists on this build's arch,
+ * and one whose CPU name holds a quote, a backslash, an escape sequence, a
+ * C1 control and a tab, whose core count is unknown (left for the user,
+ * and said so); read back through --device's own loader. */
+static void test_probe_profile_round_trip(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *evil = tu_tmpdir(), args[2048], root[1024];
+    assert_non_null(dir);
+    assert_non_null(evil);
+    char *mk = tu_write(evil, "mk.sh", "mkdir -p '%s/proc' && printf 'model name\\t: "
+                        "Evil \"CPU\" \\\\ \\033[31m \\302\\233 \\t end\\nflags\\t\\t: "
+                        "avx avx2\\n' > '%s/proc/cpuinfo'", evil, evil);
+    snprintf(args, sizeof args, "sh '%s'", mk);
+    assert_int_equal(system(args), 0);
+    free(mk);
+    const char *roots[] = {"/", evil, "nvidia-pascal", "x86-server", "rpi5", "empty",
+#if defined(__aarch64__)
+                           "hostile", "jetson-orin", "android-hexagon",
+#endif
+    };
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        snprintf(root, sizeof root, "%s%s", roots[i][0] == '/' ? "" : EDGERT_TEST_FIXTURES
+                 "/sysroots/", roots[i]);
+        char *out = NULL;
+        snprintf(args, sizeof args, "probe --profile --sysroot %s", root);
+        assert_int_equal(run(args, &out), 0);
+        char *file = tu_write(dir, "dev.yaml", "%s", out);
+        edgert_device live = facts_of(root, NULL), plan;
+        if (live.logical_cores == 0) { /* left for the user, and said so */
+            if (!strstr(out, "# logical_cores: the probe could not tell"))
+                fail_msg("sysroot %s: no word on the unknown core count:\n%s", root, out);
+            free(tu_write(dir, "dev.yaml", "%slogical_cores: 3\n", out));
+            live.logical_cores = 3;
+        }
+        plan = facts_of(NULL, file);
+        if (strcmp(live.name[0] ? live.name : "unnamed", plan.name) != 0 ||
+            live.arch != plan.arch || live.device_class != plan.device_class ||
+            live.cpu_flags != plan.cpu_flags ||
+            live.cpu_flags_os_disabled != plan.cpu_flags_os_disabled ||
+            live.logical_cores != plan.logical_cores ||
+            live.mem_total_bytes >> 20 != plan.mem_total_bytes >> 20 || live.bf16 != plan.bf16 ||
+            strcmp(live.accelerator, plan.accelerator) != 0 || !plan.planned)
+            fail_msg("sysroot %s: the profile plans for another device:\n%s", root, out);
+        free(file);
+        free(out);
+    }
+    /* a profile is YAML: not with --json; and not an option of other commands */
+    assert_int_equal(run("probe --profile --json", NULL), 2);
+    assert_int_equal(run("list --profile", NULL), 2);
+    tu_rmrf(evil);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -547,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_json_with_bad_manifest),
         cmocka_unit_test(test_list_plugin_name),
         cmocka_unit_test(test_probe_json),
+        cmocka_unit_test(test_probe_profile_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

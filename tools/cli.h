@@ -21,6 +21,7 @@ typedef enum { PHASE_BOTH = 0, PHASE_DECODE = 1, PHASE_PREFILL = 2 } bench_phase
 typedef struct cli {
     const char *cmd;
     int json, explain, strict, verbose, quiet, no_evidence, quick;
+    int profile;              /**< probe --profile: the facts as a device profile */
     const char *sysroot, *device, *disable, *backend, *priority_s;
     const char *paths[MAX_PATHS];
     size_t npaths;
@@ -80,6 +81,10 @@ void flags_text(uint64_t mask, char *buf, size_t len);
 void json_flags(json_w *w, const char *key, uint64_t mask);
 void json_device(json_w *w, const edgert_device *d);
 void print_device(const edgert_device *d);
+/** The device facts as a device profile (docs/device-profile.md), to f.
+ *  Returns how many required facts the probe could not tell (left out, with
+ *  a comment saying so: the profile then needs them written in). */
+int print_profile(FILE *f, const edgert_device *d);
 void json_figures(json_w *w, const char *key, const edgert_figures *f);
 void json_layout(json_w *w, const edgert_candidate *c);
 /** One candidate; with sel (and rank >= 0, 0-based) also what that selection

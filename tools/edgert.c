@@ -134,9 +134,15 @@ static const char select_help[] =
 static void usage_cmd(FILE *f, const char *cmd)
 {
     if (strcmp(cmd, "probe") == 0)
-        fprintf(f, "usage: edgert probe [options]\n\nShow the device facts the selection uses: "
-                   "CPU name and id (family, model),\narch, class (and the files that decided it), "
-                   "CPU flags usable here, flags the\nOS disabled, cores, memory, bf16.\n\n");
+        fprintf(f, "usage: edgert probe [--profile] [options]\n\nShow the device facts the "
+                   "selection uses: CPU name and id (family, model),\narch, class (and the files "
+                   "that decided it), CPU flags usable here, flags the\nOS disabled, cores, "
+                   "memory, bf16.\n\n"
+                   "  --profile           print them as a device profile (YAML, "
+                   "docs/device-profile.md):\n"
+                   "                      'edgert probe --profile > dev.yaml' here, then "
+                   "'--device\n"
+                   "                      dev.yaml' on another machine plans for this one\n\n");
     else if (strcmp(cmd, "list") == 0)
         fprintf(f, "usage: edgert list [options]\n\nList every backend manifest found, in search "
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
@@ -250,7 +256,7 @@ enum {
     OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
     OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
     OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
-    OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ
+    OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE
 };
 
 /* Which command takes which command-specific option. */
@@ -285,6 +291,7 @@ static int allowed(const char *cmd, int o)
         {OPT_VERSUS_OPTIONS, " bench "},
         {OPT_OPTIONS, " bench verify pack "},
         {OPT_EVIDENCE, " select list bench "},
+        {OPT_PROFILE, " probe "},
     };
     char key[32];
     snprintf(key, sizeof key, " %s ", cmd);
@@ -372,6 +379,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"rows", required_argument, 0, OPT_ROWS},
         {"calls", no_argument, 0, OPT_CALLS},
         {"paired-read", no_argument, 0, OPT_PAIRED_READ},
+        {"profile", no_argument, 0, OPT_PROFILE},
         {"versus", required_argument, 0, OPT_VERSUS},
         {"versus-options", required_argument, 0, OPT_VERSUS_OPTIONS},
         {0, 0, 0, 0},
@@ -447,6 +455,7 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_GOLDEN: c->golden = 1; break;
         case OPT_CALLS: c->calls = 1; break;
         case OPT_PAIRED_READ: c->paired_read = 1; break;
+        case OPT_PROFILE: c->profile = 1; break;
         case OPT_VERSUS: c->versus = optarg; break;
         case OPT_VERSUS_OPTIONS: c->versus_options = optarg; break;
         case OPT_PHASE:
@@ -527,12 +536,23 @@ static int parse_args(cli *c, int argc, char **argv)
 
 static int cmd_probe(const cli *c)
 {
+    if (c->profile && c->json) {
+        tfprintf(stderr, "edgert probe: --profile and --json exclude each other (a profile is "
+                 "YAML)\n");
+        return EXIT_USAGE;
+    }
     edgert_ctx *ctx = NULL;
     int rc = open_ctx(c, &ctx);
     if (rc)
         return rc;
     const edgert_device *d = edgert_device_facts(ctx);
-    if (c->json) {
+    if (c->profile) {
+        warn_diags(c, ctx);
+        if (print_profile(stdout, d) > 0)
+            tfprintf(stderr, "edgert probe: warning: the probe could not tell this device's "
+                     "logical core count; write logical_cores into the profile before using "
+                     "it\n");
+    } else if (c->json) {
         json_w w;
         json_init(&w, json_out());
         json_obj(&w);
@@ -573,9 +593,10 @@ static int cmd_list(const cli *c)
         warn_diags(c, ctx);
         if (n == 0) {
             size_t np = edgert_search_path_count(ctx);
-            tprintf("no usable backend manifest (a manifest found but skipped is among the "
-                    "warnings); searched %zu folder%s%s\n", np, np == 1 ? "" : "s",
-                    np ? ":" : "");
+            /* whether none was found or every one found was skipped (and
+             * why) is the warnings' to say, above */
+            tprintf("no usable backend manifest in the %zu folder%s searched%s\n", np,
+                    np == 1 ? "" : "s", np ? ":" : "");
             for (size_t i = 0; i < np; i++) {
                 const char *origin = NULL, *dir = edgert_search_path_at(ctx, i, &origin);
                 tprintf("  %s  [%s]\n", dir, origin);
@@ -958,8 +979,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     if (d->planned)
         tprintf("):\n");
     else
-        tprintf(", library file (type, owner, ELF machine), checksum; then, in a sandboxed\n"
-                "first contact: dlopen, entry symbol, ABI answer, init, self-test):\n");
+        tprintf(", library file (type, who may write it, ELF machine), checksum; then, in a\n"
+                "sandboxed first contact: dlopen, entry symbol, ABI answer, init, self-test):\n");
     for (size_t i = 0; i < n; i++)
         explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */

@@ -1,0 +1,67 @@
+/*
+ * tools/profile_out.c — `edgert probe --profile`: the device facts written as
+ * a device profile (docs/device-profile.md, profile_version 1), so that
+ * `--device FILE` elsewhere plans for this device exactly as `select` here
+ * picks. The keys are the profile's own; every string goes through the
+ * tree's one JSON string writer, whose output is also a YAML double-quoted
+ * scalar (escapes \" \\ \n \r \t \uXXXX only; every control character,
+ * C1 included, escaped; invalid UTF-8 as U+FFFD), so a hostile CPU name
+ * still reads back.
+ */
+#include <stdio.h>
+
+#include "cli.h"
+#include "json_string.h"
+
+static void flag_list(FILE *f, const char *key, uint64_t mask)
+{
+    fprintf(f, "%s: [", key);
+    const char *sep = "";
+    for (unsigned i = 0; i < EDGERT_CPU_FLAG_COUNT; i++)
+        if (EDGERT_HAS_FLAG(mask, i)) {
+            fprintf(f, "%s%s", sep, edgert_cpu_flag_name((edgert_cpu_flag)i));
+            sep = ", ";
+        }
+    fputs("]\n", f);
+}
+
+static void string_key(FILE *f, const char *key, const char *s)
+{
+    fprintf(f, "%s: ", key);
+    json_write_string(f, s);
+    fputc('\n', f);
+}
+
+int print_profile(FILE *f, const edgert_device *d)
+{
+    fputs("# A device profile (docs/device-profile.md) written by `edgert probe --profile`;\n"
+          "# `--device FILE` plans for this device with it.\n"
+          "profile_version: 1\n",
+          f);
+    string_key(f, "name", d->name[0] ? d->name : "unnamed");
+    fprintf(f, "arch: %s\n", edgert_arch_name(d->arch));
+    fprintf(f, "device_class: %s\n", edgert_device_class_name(d->device_class));
+    flag_list(f, "cpu_flags", d->cpu_flags);
+    flag_list(f, "os_disabled_flags", d->cpu_flags_os_disabled);
+    int missing = 0;
+    if (d->logical_cores > 0) {
+        fprintf(f, "logical_cores: %u\n", d->logical_cores);
+    } else { /* required, and no number would be true: left for the user */
+        fputs("# logical_cores: the probe could not tell; write the device's count here\n", f);
+        missing++;
+    }
+    if (d->mem_total_bytes) { /* else unknown, as in the profile */
+        unsigned long long total = d->mem_total_bytes >> 20, avail = d->mem_available_bytes >> 20;
+        fprintf(f, "memory_total_mb: %llu\n", total);
+        fprintf(f, "memory_available_mb: %llu\n", avail < total ? avail : total);
+    }
+    fprintf(f, "bf16: %s\n", d->bf16 ? "true" : "false");
+    if (d->accelerator[0])
+        string_key(f, "accelerator", d->accelerator);
+    char notes[1200];
+    snprintf(notes, sizeof notes, "from %s%s%s; class: %s; bf16: %s", d->source,
+             d->cpu_id[0] ? "; cpu " : "", d->cpu_id,
+             d->class_evidence[0] ? d->class_evidence : "-", d->bf16_source);
+    string_key(f, "notes", notes);
+    return missing;
+}
