@@ -337,6 +337,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
         return EDGERT_E_USAGE;
     }
     /* The operator's override: the application's arguments are the default. */
+    const char *via = "";
     if (!ctx->ignore_env && !ctx->no_env_selection) {
         const char *p = er_getenv(0, "EDGERT_PRIORITY"), *b = er_getenv(0, "EDGERT_BACKEND");
         if (p && edgert_priority_parse(p, &priority) != 0) {
@@ -344,8 +345,10 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
                         p);
             return EDGERT_E_USAGE;
         }
-        if (b)
+        if (b) {
             forced = b;
+            via = " (named by EDGERT_BACKEND)"; /* the application may never have named it */
+        }
     }
     load_for_selection(ctx, forced);
     edgert_selection *s = calloc(1, sizeof *s);
@@ -378,15 +381,15 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
                     break;
                 used += (size_t)w < sizeof known - used ? (size_t)w : sizeof known - used - 1;
             }
-            edgert_errf(err, err_len, "no backend named '%s' (manifests found: %s)", forced,
-                        known[0] ? known : "none");
+            edgert_errf(err, err_len, "no backend named '%s'%s (manifests found: %s)", forced,
+                        via, known[0] ? known : "none");
             return EDGERT_E_NOT_FOUND;
         }
         if (!c->pub.eligible) {
             char why[1024];
             er_cand_why_not(c, why, sizeof why);
-            edgert_errf(err, err_len, "backend '%s' was asked for but is not eligible: %s", forced,
-                        why);
+            edgert_errf(err, err_len, "backend '%s'%s was asked for but is not eligible: %s",
+                        forced, via, why);
             return EDGERT_E_NOT_ELIGIBLE;
         }
         size_t ci = 0;

@@ -307,6 +307,22 @@ static void test_operator_override(void **state)
     assert_non_null(strstr(err, "EDGERT_PRIORITY"));
     edgert_close(ctx);
     unsetenv("EDGERT_PRIORITY");
+    /* a name the application never passed: the error says where it came
+     * from (and an empty variable is no override) */
+    assert_int_equal(setenv("EDGERT_BACKEND", "no-such", 1), 0);
+    ctx = plan_env(dir, 0, 0);
+    assert_null(select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, &st, err, sizeof err));
+    assert_int_equal(st, EDGERT_E_NOT_FOUND);
+    if (!strstr(err, "'no-such' (named by EDGERT_BACKEND)"))
+        fail_msg("the error does not name the variable: %s", err);
+    edgert_close(ctx);
+    assert_int_equal(setenv("EDGERT_BACKEND", "", 1), 0);
+    assert_int_equal(setenv("EDGERT_PRIORITY", "", 1), 0);
+    ctx = plan_env(dir, 0, 0);
+    assert_string_equal(select_name(ctx, EDGERT_PRIORITY_SPEED, NULL, &st, err, sizeof err),
+                        "gpu-fast");
+    edgert_close(ctx);
+    unsetenv("EDGERT_PRIORITY");
     unsetenv("EDGERT_BACKEND");
     tu_rmrf(dir);
 }
