@@ -429,8 +429,13 @@ edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t c
             edgert_packed_data(step_op(ops, i + 1u)->weights, &next, &next_len, NULL, 0) !=
                 EDGERT_OK)
             next = NULL;
+        char gerr[1024] = "", who[64];
+        snprintf(who, sizeof who, "edgert_step: op %zu", i);
+        /* again as it starts: its args are read now, and a callback before
+         * it may have changed them (op 0 was checked just above) */
+        if (i > 0 && (st = gemm_check(b, op->weights, op->args, who, err, err_len)) != EDGERT_OK)
+            break;
         er_pool_readahead(next, next_len);
-        char gerr[1024] = "";
         st = gemm_run(b, op->weights, op->args, gerr, sizeof gerr);
         er_pool_readahead(NULL, 0);
         if (st != EDGERT_OK) {

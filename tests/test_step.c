@@ -8,7 +8,9 @@
  *   those of the same edgert_gemm calls made one by one, bit for bit, and
  *   every callback ran once, in order, after its op.
  * - A callback's error ends the step with that status, names the op, and
- *   the later ops never run (their outputs keep a sentinel).
+ *   the later ops never run (their outputs keep a sentinel); so does a
+ *   callback that spoils the next op's args, which are checked again as it
+ *   starts.
  * - Every op is checked before the first runs: a bad op anywhere (m = 0, a
  *   NULL x, weights of another instance, a struct_size below version 1 or
  *   unlike op 0's, strides whose last row's byte offset wraps) is
@@ -45,6 +47,7 @@ typedef struct net {
     size_t calls[NOPS + 1]; /* the callbacks' indices, in the order they ran */
     size_t ncalls;
     size_t fail_at;         /* the callback that returns an error (NOPS: none) */
+    edgert_gemm_args *spoil; /* set: the callback after op 1 writes m = 0 here */
 } net;
 
 static float unit(uint64_t *s)
@@ -87,6 +90,8 @@ static edgert_status after(void *user, size_t index)
     n->calls[n->ncalls++] = index;
     if (index == n->fail_at)
         return EDGERT_E_UNSUPPORTED;
+    if (index == 1u && n->spoil)
+        n->spoil->m = 0;
     between(n, index);
     return EDGERT_OK;
 }
@@ -218,6 +223,22 @@ static void test_callback_error(void **state)
     assert_int_equal(n.ncalls, 2);
     assert_false(isnan(n.y[1][0]));
     assert_true(isnan(n.y[2][0]) && isnan(n.y[3][0])); /* never ran */
+
+    /* A callback that spoils the next op's args (they are read as it
+     * starts): checked again then, EDGERT_E_USAGE naming it, and it never
+     * reaches the plugin. */
+    start(&n, 1);
+    args_of(&n, a);
+    ops_of(&n, a, ops);
+    n.fail_at = NOPS;
+    n.spoil = &a[2];
+    err[0] = '\0';
+    assert_int_equal(edgert_step(n.be, ops, NOPS, err, sizeof err), EDGERT_E_USAGE);
+    if (!strstr(err, "op 2") || !strstr(err, "m is 0"))
+        fail_msg("a spoiled op 2: %s", err);
+    assert_int_equal(n.ncalls, 2);
+    assert_true(isnan(n.y[2][0]) && isnan(n.y[3][0]));
+    n.spoil = NULL;
     net_close(&n);
     edgert_close(ctx);
 }
