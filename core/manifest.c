@@ -704,8 +704,10 @@ edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d)
     /* A backend with no code is a recommendation for the device's
      * accelerator (gpu-dense: keep the model dtype on a GPU); it can never
      * run "live" on the CPU, so a CPU manifest without a library is a
-     * mistake, not a backend. */
-    if (!r.errors && !m.library && m.processor && strcmp(m.processor, "cpu") == 0) {
+     * mistake, not a backend. Checked whatever else is wrong (every error
+     * in one pass), but only when 'library' is absent: a 'library' with an
+     * error of its own has that error. */
+    if (!er_yaml_get(&r.y, root, "library") && m.processor && strcmp(m.processor, "cpu") == 0) {
         yaml_node_t *at = er_yaml_get(&r.y, root, "processor");
         fail(&r, at ? at : root,
              "a manifest without 'library' is a declarative backend for an accelerator: "
