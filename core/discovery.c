@@ -59,7 +59,7 @@ int er_refuse_writable(er_diags *d, const char *what, const char *path, const st
         return 0;
     int strict = geteuid() == 0 || getauxval(AT_SECURE) != 0;
     er_diag_add(d, EDGERT_LOG_WARN, path, 0, 0,
-                "%s is %s-writable (mode %04o): %s", what,
+                "%s is %s-writable (mode %04o): %s ('chmod go-w' it)", what,
                 (st->st_mode & S_IWOTH) ? "world" : "group", (unsigned)(st->st_mode & 07777),
                 !strict               ? "others can change what edgert loads; continuing"
                 : geteuid() == 0      ? "refused, edgert runs as root"

@@ -274,14 +274,14 @@ static int check_writers(struct edgert_ctx *ctx, er_cand *c, const char *path, m
         return 0;
     int strict = getauxval(AT_SECURE) != 0 || geteuid() == 0;
     er_diag_add(&ctx->diags, strict ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, path, 0, 0,
-                "plugin file is writable by %s (mode %04o)%s", (mode & S_IWOTH) ? "anyone" :
-                "its group", (unsigned)(mode & 07777),
+                "plugin file is writable by %s (mode %04o)%s; 'chmod go-w' it",
+                (mode & S_IWOTH) ? "anyone" : "its group", (unsigned)(mode & 07777),
                 strict ? "; refused (running as root or setuid)" : "");
     if (!strict)
         return 0;
     er_cand_reason(c, ER_GATE_UNSAFE_FILE, "UNSAFE_FILE");
     er_cand_detail(c, "%s is writable by others (mode %04o); refused when running as root or "
-                      "setuid", path, (unsigned)(mode & 07777));
+                      "setuid ('chmod go-w' it)", path, (unsigned)(mode & 07777));
     return -1;
 }
 

@@ -293,10 +293,12 @@ typedef struct edgert_options {
     uint32_t struct_size;           /**< sizeof(edgert_options) */
     const char *sysroot;            /**< prefix for every file the probe reads; NULL = "/" */
     const char *device_profile;     /**< YAML device profile replacing the probe (plan mode) */
-    const char *const *manifest_paths; /**< folders or manifest files; replace env/defaults */
+    const char *const *manifest_paths; /**< folders or files; replace EDGERT_MANIFEST_PATH and
+                                            the defaults (EDGERT_ADD_MANIFEST_PATH is still
+                                            searched first, unless ignore_env) */
     size_t manifest_path_count;
     int ignore_env;                 /**< 1: read no EDGERT_* variable (hermetic tests) */
-    const char *disable;            /**< comma-separated names, added to EDGERT_DISABLE */
+    const char *disable;            /**< names (comma or blank between), added to EDGERT_DISABLE */
     int strict;                     /**< 1: the reference backend is never eligible */
     int no_evidence;                /**< 1: ignore measured evidence */
     const char *evidence_file;      /**< evidence file to read; NULL = the per-user cache */
@@ -569,7 +571,8 @@ typedef struct edgert_step_op {
  * chunk left read the head of op i + 1's packed weights into their cache
  * (plugins with mappable packed bytes, plugin ABI 2), so a dependent GEMM
  * does not start from DRAM latency. Every op is checked before the first
- * runs (a bad op later in the list leaves every output untouched); a GEMM
+ * runs (a bad op later in the list leaves every output untouched), and again
+ * as it starts, since a callback may have changed its args; a GEMM
  * that fails or a callback that returns an error ends the step, with the op
  * named in `err`. count 0 does nothing. `edgert bench` times decode this
  * way (--calls: one edgert_gemm per GEMM instead).

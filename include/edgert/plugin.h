@@ -33,8 +33,8 @@
  *      answers ABI 2 with packed_flags 0, or keeps answering ABI 1: either
  *      way it loads, and its weights simply cannot be cached.
  *
- * This header is self-contained: a vendor needs only it and the two it
- * includes, edgert/status.h (the status codes) and nothing of edgert.h, whose
+ * This header is self-contained: a vendor needs only it and the one it
+ * includes, edgert/status.h (the status codes), and nothing of edgert.h, whose
  * functions are the core's and cannot be called from a plugin.
  */
 #ifndef EDGERT_PLUGIN_H
