@@ -429,12 +429,16 @@ edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t c
             edgert_packed_data(step_op(ops, i + 1u)->weights, &next, &next_len, NULL, 0) !=
                 EDGERT_OK)
             next = NULL;
-        char gerr[1024] = "", who[64];
-        snprintf(who, sizeof who, "edgert_step: op %zu", i);
         /* again as it starts: its args are read now, and a callback before
-         * it may have changed them (op 0 was checked just above) */
-        if (i > 0 && (st = gemm_check(b, op->weights, op->args, who, err, err_len)) != EDGERT_OK)
+         * it may have changed them (op 0 was checked just above); the
+         * message is written only for an op that fails */
+        if (i > 0 && gemm_check(b, op->weights, op->args, "", NULL, 0) != EDGERT_OK) {
+            char who[64];
+            snprintf(who, sizeof who, "edgert_step: op %zu", i);
+            st = gemm_check(b, op->weights, op->args, who, err, err_len);
             break;
+        }
+        char gerr[1024] = "";
         er_pool_readahead(next, next_len);
         st = gemm_run(b, op->weights, op->args, gerr, sizeof gerr);
         er_pool_readahead(NULL, 0);

@@ -274,7 +274,7 @@ static int check_writers(struct edgert_ctx *ctx, er_cand *c, const char *path, m
         return 0;
     int strict = getauxval(AT_SECURE) != 0 || geteuid() == 0;
     er_diag_add(&ctx->diags, strict ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, path, 0, 0,
-                "plugin file is writable by %s (mode %04o)%s; 'chmod go-w' it",
+                "plugin file is writable by %s (mode %04o)%s ('chmod go-w' it)",
                 (mode & S_IWOTH) ? "anyone" : "its group", (unsigned)(mode & 07777),
                 strict ? "; refused (running as root or setuid)" : "");
     if (!strict)

@@ -85,6 +85,9 @@ void print_device(const edgert_device *d);
  *  Returns how many required facts the probe could not tell (left out, with
  *  a comment saying so: the profile then needs them written in). */
 int print_profile(FILE *f, const edgert_device *d);
+/** Read a profile's text back through the core's own profile loader: 0 when
+ *  --device would take it, else -1 with the loader's errors in why. */
+int profile_check(const char *text, char *why, size_t why_len);
 void json_figures(json_w *w, const char *key, const edgert_figures *f);
 void json_layout(json_w *w, const edgert_candidate *c);
 /** One candidate; with sel (and rank >= 0, 0-based) also what that selection

@@ -138,11 +138,14 @@ static void usage_cmd(FILE *f, const char *cmd)
                    "selection uses: CPU name and id (family, model),\narch, class (and the files "
                    "that decided it), CPU flags usable here, flags the\nOS disabled, cores, "
                    "memory, bf16.\n\n"
-                   "  --profile           print them as a device profile (YAML, "
-                   "docs/device-profile.md):\n"
+                   "  --profile           print them as a device profile (docs/device-profile.md):"
+                   "\n"
                    "                      'edgert probe --profile > dev.yaml' here, then "
                    "'--device\n"
-                   "                      dev.yaml' on another machine plans for this one\n\n");
+                   "                      dev.yaml' on another machine plans for this one;\n"
+                   "                      exit 1 when it must be edited before --device takes "
+                   "it\n"
+                   "                      (why: on stderr)\n\n");
     else if (strcmp(cmd, "list") == 0)
         fprintf(f, "usage: edgert list [options]\n\nList every backend manifest found, in search "
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
@@ -534,6 +537,30 @@ static int parse_args(cli *c, int argc, char **argv)
 
 /* ---- commands ----------------------------------------------------------------------- */
 
+/* probe --profile: the profile on stdout, then read back as --device will;
+ * exit 1, with the reason on stderr, when it needs editing first. */
+static int probe_profile(const edgert_device *d)
+{
+    char *text = NULL, why[2048] = "";
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    int missing = m ? print_profile(m, d) : 0;
+    if (!m || fclose(m) != 0 || !text) {
+        free(text);
+        tfprintf(stderr, "edgert probe: out of memory\n");
+        return EXIT_FAIL;
+    }
+    fputs(text, stdout);
+    int bad = missing == 0 && profile_check(text, why, sizeof why) != 0;
+    free(text);
+    if (missing)
+        tfprintf(stderr, "edgert probe: the probe could not tell this device's logical core "
+                 "count: write logical_cores into the profile before using it\n");
+    else if (bad)
+        tfprintf(stderr, "edgert probe: --device would refuse this profile: %s\n", why);
+    return missing || bad ? EXIT_FAIL : EXIT_OK;
+}
+
 static int cmd_probe(const cli *c)
 {
     if (c->profile && c->json) {
@@ -548,10 +575,7 @@ static int cmd_probe(const cli *c)
     const edgert_device *d = edgert_device_facts(ctx);
     if (c->profile) {
         warn_diags(c, ctx);
-        if (print_profile(stdout, d) > 0)
-            tfprintf(stderr, "edgert probe: warning: the probe could not tell this device's "
-                     "logical core count; write logical_cores into the profile before using "
-                     "it\n");
+        rc = probe_profile(d);
     } else if (c->json) {
         json_w w;
         json_init(&w, json_out());
@@ -565,7 +589,7 @@ static int cmd_probe(const cli *c)
         print_device(d);
     }
     edgert_close(ctx);
-    return EXIT_OK;
+    return rc;
 }
 
 static int cmd_list(const cli *c)

@@ -8,7 +8,12 @@
  * C1 included, escaped; invalid UTF-8 as U+FFFD), so a hostile CPU name
  * still reads back.
  */
+#define _GNU_SOURCE
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "json_string.h"
@@ -64,4 +69,72 @@ int print_profile(FILE *f, const edgert_device *d)
              d->class_evidence[0] ? d->class_evidence : "-", d->bf16_source);
     string_key(f, "notes", notes);
     return missing;
+}
+
+/* Read `text` back the way --device will (the core's own profile loader):
+ * 0 when it takes it, else -1 with the loader's errors in `why`, one line,
+ * the scratch file's name replaced by "<stdout>". Whatever the writer's facts
+ * cannot satisfy (a class the build's arch lacks when --sysroot holds
+ * another machine's files, a core count above the profile's limit, a name
+ * too long once escaped) is caught by the rule that will judge it, not by
+ * a second copy of that rule here. */
+int profile_check(const char *text, char *why, size_t why_len)
+{
+    const char *tmp = getenv("TMPDIR");
+    char dir[4096], file[4200], sub[4200];
+    snprintf(dir, sizeof dir, "%s/edgert-profile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+        snprintf(why, why_len, "cannot make a scratch folder to check it in");
+        return -1;
+    }
+    snprintf(file, sizeof file, "%s/profile.yaml", dir);
+    snprintf(sub, sizeof sub, "%s/no-manifests", dir);
+    FILE *f = fopen(file, "w");
+    int rc = -1, wrote = 0;
+    if (f) {
+        wrote = fputs(text, f) >= 0;
+        wrote = fclose(f) == 0 && wrote;
+    }
+    if (wrote && mkdir(sub, 0700) == 0) {
+        const char *paths[1] = {sub};
+        edgert_options o = {.struct_size = sizeof o};
+        o.device_profile = file;
+        o.manifest_paths = paths;
+        o.manifest_path_count = 1;
+        o.ignore_env = 1;
+        o.defer_load = 1;
+        o.threads = 1;
+        o.log_level = EDGERT_LOG_ERROR;
+        edgert_ctx *ctx = NULL;
+        char err[1024] = "";
+        rc = edgert_open(&o, &ctx, err, sizeof err) == EDGERT_OK ? 0 : -1;
+        edgert_close(ctx);
+        size_t used = 0;
+        why[0] = '\0';
+        for (const char *p = err; rc != 0 && *p && used + 1 < why_len;) {
+            const char *at = strstr(p, file);
+            size_t n = at ? (size_t)(at - p) : strlen(p);
+            int w = snprintf(why + used, why_len - used, "%.*s%s", (int)n, p,
+                             at ? "<stdout>" : "");
+            used += w > 0 ? (size_t)w : 0;
+            p = at ? at + strlen(file) : p + n;
+        }
+        char *to = why; /* the loader's lines as one: each break and its indent, one blank */
+        for (const char *q = why; *q; q++) {
+            if (*q == '\n') {
+                while (q[1] == ' ')
+                    q++;
+                *to++ = ' ';
+            } else {
+                *to++ = *q;
+            }
+        }
+        *to = '\0';
+    } else {
+        snprintf(why, why_len, "cannot write a scratch file to check it");
+    }
+    unlink(file);
+    rmdir(sub);
+    rmdir(dir);
+    return rc;
 }

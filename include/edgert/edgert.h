@@ -298,7 +298,7 @@ typedef struct edgert_options {
                                             searched first, unless ignore_env) */
     size_t manifest_path_count;
     int ignore_env;                 /**< 1: read no EDGERT_* variable (hermetic tests) */
-    const char *disable;            /**< names (comma or blank between), added to EDGERT_DISABLE */
+    const char *disable;            /**< comma-separated names, added to EDGERT_DISABLE */
     int strict;                     /**< 1: the reference backend is never eligible */
     int no_evidence;                /**< 1: ignore measured evidence */
     const char *evidence_file;      /**< evidence file to read; NULL = the per-user cache */
