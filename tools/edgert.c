@@ -107,8 +107,10 @@ static void usage_main(FILE *f)
 static const char select_help[] =
     "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
     "[options]\n\n"
-    "Pick the backend for a priority. Gates first (arch, device class, CPU flags,\n"
-    "OS state, library file, checksum, ABI, self-test, disable list); then the\n"
+    "Pick the backend for a priority. Gates first, in the order --explain lists\n"
+    "them (disable list, arch, device class, CPU flags, OS state, ABI, strict\n"
+    "mode, layout of --weights, library file, checksum; then a sandboxed first\n"
+    "contact: dlopen, entry symbol, ABI answer, init, self-test); then the\n"
     "accelerator of the device class, then CPU backends, then the reference\n"
     "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by one\n"
     "calibrate run, else by first contact for the whole tier; else declared);\n"
