@@ -57,6 +57,25 @@ static void test_bench_peaks_without_amx_backend(void **state)
     free(out);
 }
 
+/* The step read: ref-w4a16 exposes its packed bytes, so it is measured.
+ * The in-cache rate: the tiny step's 5 GEMMs fit in 8 MiB, so all of them,
+ * all its bytes (wb), and decode's fraction (at gbs) of their rate. */
+static void check_reads(er_yaml *y, yaml_node_t *dec, double wb, double gbs)
+{
+    yaml_node_t *sr = er_yaml_get(y, dec, "step_read");
+    assert_non_null(sr);
+    double srg = num(y, sr, "gbs");
+    assert_true(num(y, sr, "min") > 0 && num(y, sr, "min") <= srg && srg <= num(y, sr, "max"));
+    assert_true(fabs(num(y, dec, "fraction_of_step_read") - gbs / srg) <= 1e-3 * gbs / srg);
+    yaml_node_t *ic = er_yaml_get(y, dec, "in_cache");
+    assert_non_null(ic);
+    double icg = num(y, ic, "gbs");
+    assert_true(num(y, ic, "min") > 0 && num(y, ic, "min") <= icg && icg <= num(y, ic, "max"));
+    assert_int_equal((int)num(y, ic, "calls"), 2 + 2 + 1);
+    assert_true(num(y, ic, "bytes") == wb);
+    assert_true(fabs(num(y, dec, "fraction_of_in_cache") - gbs / icg) <= 1e-3 * gbs / icg);
+}
+
 /* edgert bench on a small workload: the JSON contract of issue 3 and figures
  * that are computed, not assumed. */
 static void test_bench_json(void **state)
@@ -109,12 +128,6 @@ static void test_bench_json(void **state)
     assert_int_equal((int)num(&y, bwo, "calls_per_step"), 2 + 2 + 1);
     assert_true(fabs(num(&y, dec, "fraction_of_call_sized_bandwidth") - gbs / cbw) <=
                 1e-3 * gbs / cbw);
-    /* the step read: ref-w4a16 exposes its packed bytes, so it is measured */
-    yaml_node_t *sr = er_yaml_get(&y, dec, "step_read");
-    assert_non_null(sr);
-    double srg = num(&y, sr, "gbs");
-    assert_true(num(&y, sr, "min") > 0 && num(&y, sr, "min") <= srg && srg <= num(&y, sr, "max"));
-    assert_true(fabs(num(&y, dec, "fraction_of_step_read") - gbs / srg) <= 1e-3 * gbs / srg);
     /* ... with the loop that read best in calls, named */
     static const char *const loops[] = {"plain", "prefetched 4 KiB + 1 KiB ahead",
                                         "prefetched 8 KiB ahead",
@@ -125,6 +138,7 @@ static void test_bench_json(void **state)
         li++;
     if (li == sizeof loops / sizeof loops[0])
         fail_msg("step_read_loop '%s' is none of bench's call-sized reads", loop);
+    check_reads(&y, dec, wb, gbs);
     /* the window: the ceiling before and after the steps, the fraction of
      * each, flagged unstable exactly when they differ by more than 15% */
     yaml_node_t *win = er_yaml_get(&y, dec, "window");

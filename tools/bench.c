@@ -340,6 +340,7 @@ static edgert_status run_open(bench_run *b, const char *name, const char *option
     r->threads = edgert_thread_count(b->ctx);
     r->compute_family = -1;
     r->step_read_gbs = r->step_read_min = r->step_read_max = r->fraction_of_step_read = NAN;
+    r->in_cache_gbs = r->in_cache_min = r->in_cache_max = r->fraction_of_in_cache = NAN;
     b->cand = edgert_candidate_find(b->ctx, name);
     edgert_status st = edgert_backend_open(b->ctx, name, options, &b->be, err, err_len);
     if (st == EDGERT_OK)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* One GEMM of a decode step: shape s, its matrix idx. */
 typedef struct step_call {
@@ -466,6 +467,60 @@ out:
     return st;
 }
 
+/* 5. The kernel's own rate: the step's first GEMMs (in its order, each that
+ * fits what is left) whose packed bytes fit in_cache_budget(), run as one
+ * step IN_CACHE_REPS times after IN_CACHE_WARM untimed ones, so they come
+ * from the cache: their bytes over the median step are what the kernel's
+ * instructions (and these few calls' synchronisation) allow. Decode near
+ * it: the arithmetic binds at this machine's bandwidth; far below it: the
+ * memory or the step's structure does. NaN when no GEMM fits. */
+#define IN_CACHE_WARM 4u
+#define IN_CACHE_REPS 64u
+
+static size_t in_cache_budget(void)
+{
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    size_t half = l3 > 0 ? (size_t)l3 / 2u : BENCH_IN_CACHE_BYTES;
+    return half < BENCH_IN_CACHE_BYTES ? half : BENCH_IN_CACHE_BYTES;
+}
+
+static edgert_status decode_in_cache(bench_run *b, const step_call *order, size_t ncalls,
+                                     const float *x, float *y, char *err, size_t err_len)
+{
+    bench_result *r = b->r;
+    step_call *sub = calloc(ncalls ? ncalls : 1u, sizeof *sub);
+    size_t n = 0, budget = in_cache_budget();
+    uint64_t bytes = 0;
+    for (size_t i = 0; sub && i < ncalls; i++) {
+        size_t pb = edgert_packed_bytes(b->packed[order[i].s][order[i].idx]);
+        if (bytes + pb <= budget) {
+            sub[n++] = order[i];
+            bytes += pb;
+        }
+    }
+    step_plan p = {0};
+    if (n == 0 || plan_init(&p, b, sub, n, IN_CACHE_REPS, x, y) != 0) {
+        free(sub);
+        return EDGERT_OK; /* not measured: NaN */
+    }
+    edgert_status st = EDGERT_OK;
+    for (unsigned rep = 0; rep < IN_CACHE_WARM + IN_CACHE_REPS && st == EDGERT_OK; rep++)
+        st = plan_step(&p, sub, n, rep < IN_CACHE_WARM ? 0u : rep - IN_CACHE_WARM + 1u, err,
+                       err_len);
+    if (st == EDGERT_OK) {
+        double med = measure_median(p.steps, IN_CACHE_REPS); /* sorts p.steps */
+        r->in_cache_gbs = (double)bytes / med / 1e9;
+        r->in_cache_min = (double)bytes / p.steps[IN_CACHE_REPS - 1u] / 1e9;
+        r->in_cache_max = (double)bytes / p.steps[0] / 1e9;
+        r->fraction_of_in_cache = r->weight_gbs / r->in_cache_gbs;
+        r->in_cache_calls = n;
+        r->in_cache_bytes = bytes;
+    }
+    plan_free(&p);
+    free(sub);
+    return st;
+}
+
 /* --versus: the other run's figures beside this one's, against this run's
  * window (the same ceilings: its steps ran between them). */
 static void versus_result(bench_run *b, const bench_run *vs)
@@ -508,6 +563,8 @@ edgert_status bench_decode(bench_run *b, bench_run *vs, unsigned flags, const fl
         decode_step_read(b, order, ncalls);
     if (st == EDGERT_OK && window)
         st = decode_ceiling_after(b, err, err_len);
+    if (st == EDGERT_OK && window) /* after the window: it reads no DRAM worth timing */
+        st = decode_in_cache(b, order, ncalls, x, y, err, err_len);
     if (st == EDGERT_OK && vs)
         versus_result(b, vs);
     free(order);

@@ -115,6 +115,35 @@ static void json_versus(json_w *j, const bench_result *r, const cli *c)
     json_end_obj(j);
 }
 
+/* The in-cache rate (bench_decode.c, decode_in_cache): JSON null and text
+ * absent when no GEMM of the step fitted. */
+static void json_in_cache(json_w *j, const bench_result *r)
+{
+    json_key(j, "in_cache");
+    if (!isnan(r->in_cache_gbs)) {
+        json_obj(j);
+        json_knum(j, "gbs", r->in_cache_gbs);
+        json_knum(j, "min", r->in_cache_min);
+        json_knum(j, "max", r->in_cache_max);
+        json_kint(j, "calls", (long long)r->in_cache_calls);
+        json_kint(j, "bytes", (long long)r->in_cache_bytes);
+        json_end_obj(j);
+    } else {
+        json_null(j);
+    }
+    json_knum(j, "fraction_of_in_cache", r->fraction_of_in_cache);
+}
+
+static void print_in_cache(const bench_result *r)
+{
+    if (!isnan(r->in_cache_gbs))
+        tprintf("         = %.3f of the in-cache rate: %.1f GB/s [%.1f..%.1f] running the step's "
+                "first %zu GEMMs (%.1f MB) over and over from the cache: what the kernel's "
+                "instructions allow\n",
+                r->fraction_of_in_cache, r->in_cache_gbs, r->in_cache_min, r->in_cache_max,
+                r->in_cache_calls, r->in_cache_bytes / 1e6);
+}
+
 void bench_print_json(const bench_result *r, const workload *w, const cli *c)
 {
     json_w j;
@@ -154,6 +183,7 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
                      r->step_read_max);
         json_knum(&j, "fraction_of_step_read", r->fraction_of_step_read);
         json_kstr(&j, "step_read_loop", isnan(r->step_read_gbs) ? NULL : bw_loop_name(&r->bw));
+        json_in_cache(&j, r);
         json_key(&j, "paired_read"); /* --paired-read; null without it */
         if (r->paired_steps > 0u) {
             json_obj(&j);
@@ -260,6 +290,7 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                     "arithmetic (%s)\n",
                     r->fraction_of_step_read, r->step_read_gbs, r->step_read_min,
                     r->step_read_max, bw_loop_name(&r->bw));
+        print_in_cache(r);
         if (r->paired_steps > 0u)
             tprintf("paired:  %.3f median [%.3f..%.3f] of the step read right after each of %u "
                     "steps; %.3f in the third whose read was fastest (%.1f-%.1f GB/s)\n",
