@@ -57,6 +57,36 @@ static void test_bench_peaks_without_amx_backend(void **state)
     free(out);
 }
 
+/* The in-cache rate takes the step's GEMMs in its order, each that still
+ * fits, and skips the others: a 4096 x 4096 shape (8.9 MB packed, over the
+ * 8 MiB cap wherever the test runs) between two small ones is skipped, the
+ * small ones of both layers taken, and the shapes named. */
+static void test_bench_in_cache_skips(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *out = NULL, args[1024];
+    assert_non_null(dir);
+    char *wl = tu_write(dir, "wl.yaml", "name: skip\nshapes:\n"
+                        "  - {name: a, k: 256, n: 384, count: 2}\n"
+                        "  - {name: big, k: 4096, n: 4096, count: 1}\n"
+                        "  - {name: c, k: 384, n: 256, count: 2}\n");
+    snprintf(args, sizeof args, "bench --manifests %s/ref-w4a16.yaml --backend ref-w4a16 --json "
+             "--repeat 1 --phase decode --workload %s", EDGERT_TEST_BACKEND_DIR, wl);
+    assert_int_equal(run(args, &out), 0);
+    er_yaml y;
+    char *jdir;
+    yaml_node_t *root = parse(out, &y, &jdir);
+    yaml_node_t *ic = er_yaml_get(&y, er_yaml_get(&y, root, "decode"), "in_cache");
+    assert_non_null(ic);
+    assert_int_equal((int)num(&y, ic, "calls"), 4);
+    assert_string_equal(sval(&y, ic, "shapes"), "a, c");
+    er_yaml_free(&y);
+    tu_rmrf(jdir);
+    free(out);
+    free(wl);
+    tu_rmrf(dir);
+}
+
 /* The step read: ref-w4a16 exposes its packed bytes, so it is measured.
  * The in-cache rate: the tiny step's 5 GEMMs fit in 8 MiB, so all of them,
  * all its bytes (wb), and decode's fraction (at gbs) of their rate. */
@@ -298,6 +328,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_json),
         cmocka_unit_test(test_bench_peaks_without_amx_backend),
+        cmocka_unit_test(test_bench_in_cache_skips),
         cmocka_unit_test(test_bench_versus),
         cmocka_unit_test(test_bench_paired_read),
     };

@@ -59,17 +59,20 @@ typedef struct bench_result {
      * over the third of the steps whose read was fastest, with those reads'
      * GB/s: a window one step long, where the ceilings around the run span
      * seconds. paired_steps 0: not asked, or the packed bytes are private. */
-    /* The kernel's own rate (decode_in_cache): the step's first GEMMs whose
-     * packed bytes fit in BENCH_IN_CACHE_BYTES, as one step over and over,
-     * so they come from the cache: GB/s of their bytes (median [min..max]),
-     * how many GEMMs and bytes, and decode's fraction of it. NaN / 0 when
-     * no GEMM of the step fits. */
-    double in_cache_gbs, in_cache_min, in_cache_max, fraction_of_in_cache;
-    size_t in_cache_calls;
-    uint64_t in_cache_bytes;
     unsigned paired_steps;
     double paired_median, paired_min, paired_max;
     double paired_fast_fraction, paired_fast_read_min, paired_fast_read_max;
+    /* The kernel's own rate (decode_in_cache): the step's GEMMs, in its
+     * order, each that still fits half the last-level cache (at most
+     * BENCH_IN_CACHE_BYTES) with those before it, as one step over and over,
+     * so they come from the cache: GB/s of their bytes (median [min..max]),
+     * how many GEMMs, bytes and which shapes, and decode's fraction of it.
+     * NaN / 0 when not measured (why says why; "" for calibrate's runs). */
+    double in_cache_gbs, in_cache_min, in_cache_max, fraction_of_in_cache;
+    size_t in_cache_calls;
+    uint64_t in_cache_bytes;
+    char in_cache_shapes[160]; /* the shapes taken, in the step's order */
+    char in_cache_why[96];     /* why not measured, when in_cache_gbs is NaN */
     uint64_t weight_bytes, expected_weight_bytes;
     unsigned m;
     double prefill_tokens_per_s, prefill_gflops, fraction_of_compute_peak;
@@ -97,12 +100,10 @@ int bench_compute_family(const char *path, int activation_bits, const peak_resul
  *  over the smaller, minus 1) flag the run as unstable. */
 #define BENCH_UNSTABLE 0.15
 
-/** The in-cache rate's bytes at most: half the last-level cache where the
- *  system says its size, never more than this. 8 MiB stays in the L3 a core
- *  of the server kinds here shares with its neighbours (32 MiB per Zen 3 or
- *  Zen 5 CCX), where sysconf reports the whole package's (256 MiB on the
- *  Zen 3 VM); 8.9 MB of avx2-w4a16 read 51.7-53.1 GB/s there, against 79-101
- *  for the same bytes with no arithmetic. */
+/** The in-cache rate's bytes at most: half the last-level cache CPU 0 sees,
+ *  never more than this, so that a neighbour sharing that cache leaves the
+ *  bytes in it (the Zen 3 and Zen 5 kinds here: 32 MiB per CCX, shared by
+ *  the host's other guests). */
 #define BENCH_IN_CACHE_BYTES ((size_t)8 << 20)
 
 /** --versus: pairs of decode steps when --repeat does not say. */

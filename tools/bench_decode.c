@@ -467,21 +467,57 @@ out:
     return st;
 }
 
-/* 5. The kernel's own rate: the step's first GEMMs (in its order, each that
- * fits what is left) whose packed bytes fit in_cache_budget(), run as one
- * step IN_CACHE_REPS times after IN_CACHE_WARM untimed ones, so they come
- * from the cache: their bytes over the median step are what the kernel's
- * instructions (and these few calls' synchronisation) allow. Decode near
- * it: the arithmetic binds at this machine's bandwidth; far below it: the
- * memory or the step's structure does. NaN when no GEMM fits. */
+/* 5. The kernel's own rate: the step's GEMMs taken in its order, each that
+ * still fits in_cache_budget() with those taken before (the others
+ * skipped), run as one step (with --calls, one edgert_gemm each)
+ * IN_CACHE_REPS times after IN_CACHE_WARM untimed ones, so they come from
+ * the cache: their bytes over the median step are what the kernel's
+ * instructions (and these few calls' synchronisation) allow. At M = 1 every
+ * shape costs the kernel about the same per packed byte, so this stands for
+ * the step; the shapes taken are named. Decode near it: the arithmetic
+ * binds at this machine's bandwidth; far below it: the memory or the step's
+ * structure does. NaN, with in_cache_why, when not measured. */
 #define IN_CACHE_WARM 4u
 #define IN_CACHE_REPS 64u
 
+/* A cache size file's bytes ("32768K", "2M"), 0 if unreadable. */
+static size_t cache_size_file(const char *path)
+{
+    char buf[32] = "", *end = NULL;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    const int got = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    unsigned long long v = got ? strtoull(buf, &end, 10) : 0;
+    const char unit = end ? *end : '\0';
+    return unit == 'K' ? (size_t)(v << 10) : unit == 'M' ? (size_t)(v << 20)
+           : unit == 'G' ? (size_t)(v << 30) : (size_t)v;
+}
+
+/* Half the last-level cache CPU 0 sees (sysfs: the CCX's 32 MiB on the Zen 3
+ * VM, where sysconf's L3 says the package's 256 MiB; else sysconf's; aarch64
+ * glibc gives 0 there), at most BENCH_IN_CACHE_BYTES; 0 when unknown. */
 static size_t in_cache_budget(void)
 {
-    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    size_t half = l3 > 0 ? (size_t)l3 / 2u : BENCH_IN_CACHE_BYTES;
-    return half < BENCH_IN_CACHE_BYTES ? half : BENCH_IN_CACHE_BYTES;
+    size_t llc = 0;
+    unsigned top = 0;
+    for (unsigned i = 0; i < 8u; i++) {
+        char path[96];
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%u/level", i);
+        const unsigned level = (unsigned)cache_size_file(path); /* a plain number */
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%u/size", i);
+        const size_t size = level > top ? cache_size_file(path) : 0;
+        if (size > 0) {
+            top = level;
+            llc = size;
+        }
+    }
+    if (llc == 0) {
+        long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+        llc = l3 > 0 ? (size_t)l3 : 0;
+    }
+    return llc / 2u < BENCH_IN_CACHE_BYTES ? llc / 2u : BENCH_IN_CACHE_BYTES;
 }
 
 static edgert_status decode_in_cache(bench_run *b, const step_call *order, size_t ncalls,
@@ -489,17 +525,31 @@ static edgert_status decode_in_cache(bench_run *b, const step_call *order, size_
 {
     bench_result *r = b->r;
     step_call *sub = calloc(ncalls ? ncalls : 1u, sizeof *sub);
-    size_t n = 0, budget = in_cache_budget();
+    size_t n = 0, budget = in_cache_budget(), used = 0;
     uint64_t bytes = 0;
-    for (size_t i = 0; sub && i < ncalls; i++) {
+    r->in_cache_shapes[0] = '\0';
+    for (size_t i = 0; sub && budget && i < ncalls; i++) {
         size_t pb = edgert_packed_bytes(b->packed[order[i].s][order[i].idx]);
-        if (bytes + pb <= budget) {
-            sub[n++] = order[i];
-            bytes += pb;
+        if (bytes + pb > budget)
+            continue;
+        const char *name = b->w->shapes[order[i].s].name;
+        int seen = 0;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = sub[k].s == order[i].s;
+        if (!seen && used + 1 < sizeof r->in_cache_shapes) {
+            int wr = snprintf(r->in_cache_shapes + used, sizeof r->in_cache_shapes - used, "%s%s",
+                              used ? ", " : "", name);
+            used += wr > 0 ? (size_t)wr : 0;
         }
+        sub[n++] = order[i];
+        bytes += pb;
     }
     step_plan p = {0};
     if (n == 0 || plan_init(&p, b, sub, n, IN_CACHE_REPS, x, y) != 0) {
+        snprintf(r->in_cache_why, sizeof r->in_cache_why, "%s",
+                 !sub || n ? "out of memory"
+                 : budget  ? "no GEMM of the step fits in half the last-level cache (8 MiB at most)"
+                           : "the last-level cache's size is unknown");
         free(sub);
         return EDGERT_OK; /* not measured: NaN */
     }

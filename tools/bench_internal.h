@@ -25,8 +25,8 @@ typedef struct bench_run {
 void bench_progress(const char *what, size_t done, size_t total);
 
 /** The decode phase of one run, M = 1 (bench_decode.c): the read ceiling
- *  before the steps, the timed steps, the step read and the ceiling after
- *  (those three not with BENCH_STEPS_ONLY). With `vs`, a second run over
+ *  before the steps, the timed steps, the step read, the ceiling after and
+ *  the in-cache rate (all but the steps not with BENCH_STEPS_ONLY). With `vs`, a second run over
  *  the same workload, its steps alternate with b's, pair by pair, and
  *  b->r->vs gets its figures. x holds activations for the widest k, y
  *  outputs for the widest n. */

@@ -127,21 +127,26 @@ static void json_in_cache(json_w *j, const bench_result *r)
         json_knum(j, "max", r->in_cache_max);
         json_kint(j, "calls", (long long)r->in_cache_calls);
         json_kint(j, "bytes", (long long)r->in_cache_bytes);
+        json_kstr(j, "shapes", r->in_cache_shapes);
         json_end_obj(j);
     } else {
         json_null(j);
     }
+    json_kstr(j, "in_cache_not_measured", isnan(r->in_cache_gbs) && r->in_cache_why[0]
+                                               ? r->in_cache_why : NULL);
     json_knum(j, "fraction_of_in_cache", r->fraction_of_in_cache);
 }
 
 static void print_in_cache(const bench_result *r)
 {
     if (!isnan(r->in_cache_gbs))
-        tprintf("         = %.3f of the in-cache rate: %.1f GB/s [%.1f..%.1f] running the step's "
-                "first %zu GEMMs (%.1f MB) over and over from the cache: what the kernel's "
-                "instructions allow\n",
+        tprintf("         = %.3f of the in-cache rate: %.1f GB/s [%.1f..%.1f] running %zu of the "
+                "step's GEMMs (%s: those that fit, in its order; %.1f MB) over and over from "
+                "the cache: what the kernel's instructions allow\n",
                 r->fraction_of_in_cache, r->in_cache_gbs, r->in_cache_min, r->in_cache_max,
-                r->in_cache_calls, r->in_cache_bytes / 1e6);
+                r->in_cache_calls, r->in_cache_shapes, r->in_cache_bytes / 1e6);
+    else if (r->in_cache_why[0])
+        tprintf("         in-cache rate not measured: %s\n", r->in_cache_why);
 }
 
 void bench_print_json(const bench_result *r, const workload *w, const cli *c)

@@ -107,10 +107,11 @@ static void usage_main(FILE *f)
 static const char select_help[] =
     "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
     "[options]\n\n"
-    "Pick the backend for a priority. Gates first, in the order --explain lists\n"
-    "them (disable list, arch, device class, CPU flags, OS state, ABI, strict\n"
-    "mode, layout of --weights, library file, checksum; then a sandboxed first\n"
-    "contact: dlopen, entry symbol, ABI answer, init, self-test); then the\n"
+    "Pick the backend for a priority. Gates first, in the order they run, as\n"
+    "--explain lists them (disable list, arch, device class, CPU flags, OS\n"
+    "state, ABI, layout of --weights, strict mode, library file, checksum; then\n"
+    "a sandboxed first contact: dlopen, entry symbol, ABI answer, init,\n"
+    "self-test; then a failed verify in the evidence); then the\n"
     "accelerator of the device class, then CPU backends, then the reference\n"
     "backend. Within a tier, 'speed' ranks by decode tok/s (measured here: by one\n"
     "calibrate run, else by first contact for the whole tier; else declared);\n"
@@ -176,10 +177,11 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "no arithmetic (\"step read\"): decode's fraction of that read is what the\n"
                 "kernel's instructions cost, the read's own fraction of the ceiling what\n"
                 "the step's structure costs (absent when the backend keeps its packed\n"
-                "bytes private). Last, the step's first GEMMs that fit in 8 MiB (or half\n"
-                "the last-level cache, if less) run over and over from the cache\n"
-                "(\"in-cache rate\"): what the kernel's instructions allow; decode near it\n"
-                "is bound by its arithmetic, not by memory.\n\n"
+                "bytes private). Last, the step's GEMMs that fit together in half the\n"
+                "last-level cache (at most 8 MiB; taken in its order, the others skipped)\n"
+                "run over and over from the cache (\"in-cache rate\"; --backend's run\n"
+                "only): what the kernel's instructions allow; decode near it is bound by\n"
+                "its arithmetic, not by memory.\n\n"
                 "  --backend NAME      default: the backend 'select' picks for --priority\n"
                 "  --priority P        speed (default) or fidelity, to pick the backend\n"
                 "  --options STR       plugin options, after the manifest's (e.g. path=fma)\n"
@@ -1004,7 +1006,7 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     /* The gate list is literal text, not an argument: tprintf shows a newline
      * inside an argument as "\n". */
     tprintf("\nverdicts (gates: disable list, arch, device class, CPU flags, OS state, ABI,\n"
-            "strict mode%s", c->weights ? ", layout of --weights" : "");
+            "%sstrict mode", c->weights ? "layout of --weights, " : "");
     if (d->planned)
         tprintf("):\n");
     else
