@@ -480,8 +480,9 @@ out:
 #define IN_CACHE_WARM 4u
 #define IN_CACHE_REPS 64u
 
-/* A cache size file's bytes ("32768K", "2M"), 0 if unreadable. */
-static size_t cache_size_file(const char *path)
+/* A sysfs cache file's number: a level ("3") or a size in bytes ("32768K",
+ * "2M"); 0 if unreadable. */
+static size_t sysfs_number(const char *path)
 {
     char buf[32] = "", *end = NULL;
     FILE *f = fopen(path, "r");
@@ -505,9 +506,9 @@ static size_t in_cache_budget(void)
     for (unsigned i = 0; i < 8u; i++) {
         char path[96];
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%u/level", i);
-        const unsigned level = (unsigned)cache_size_file(path); /* a plain number */
+        const unsigned level = (unsigned)sysfs_number(path);
         snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%u/size", i);
-        const size_t size = level > top ? cache_size_file(path) : 0;
+        const size_t size = level > top ? sysfs_number(path) : 0;
         if (size > 0) {
             top = level;
             llc = size;

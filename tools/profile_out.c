@@ -1,8 +1,8 @@
 /*
  * tools/profile_out.c — `edgert probe --profile`: the device facts written as
  * a device profile (docs/device-profile.md, profile_version 1), so that
- * `--device FILE` elsewhere plans for this device exactly as `select` here
- * picks. The keys are the profile's own; every string goes through the
+ * `--device FILE` elsewhere plans for this device (the declarative gates
+ * only: nothing is loaded there). The keys are the profile's own; every string goes through the
  * tree's one JSON string writer, whose output is also a YAML double-quoted
  * scalar (escapes \" \\ \n \r \t \uXXXX only; every control character,
  * C1 included, escaped; invalid UTF-8 as U+FFFD), so a hostile CPU name
