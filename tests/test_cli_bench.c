@@ -106,6 +106,21 @@ static void check_reads(er_yaml *y, yaml_node_t *dec, double wb, double gbs)
     assert_true(fabs(num(y, dec, "fraction_of_in_cache") - gbs / icg) <= 1e-3 * gbs / icg);
 }
 
+/* The interleaved reads name their streams per thread, 4 or 8, and their
+ * medians lie within their spreads: spread over each thread's range (st)
+ * and 4 MiB at a time (stc, which names the chunk). */
+static void check_streams(er_yaml *y, yaml_node_t *bwo, double st, double stc)
+{
+    int streams = (int)num(y, bwo, "streams");
+    assert_true(streams == 4 || streams == 8);
+    assert_true(num(y, bwo, "streams_min") <= st && st <= num(y, bwo, "streams_max"));
+    streams = (int)num(y, bwo, "streams_chunked");
+    assert_true(streams == 4 || streams == 8);
+    assert_true(num(y, bwo, "streams_chunked_min") <= stc &&
+                stc <= num(y, bwo, "streams_chunked_max"));
+    assert_int_equal((long long)num(y, bwo, "streams_chunk_bytes"), 4 << 20);
+}
+
 /* edgert bench on a small workload: the JSON contract of issue 3 and figures
  * that are computed, not assumed. */
 static void test_bench_json(void **state)
@@ -124,10 +139,11 @@ static void test_bench_json(void **state)
            pf = num(&y, root, "bandwidth_prefetch_gbs"),
            far = num(&y, root, "bandwidth_prefetch_far_gbs"),
            l1 = num(&y, root, "bandwidth_prefetch_l1_gbs"),
-           st = num(&y, root, "bandwidth_streams_gbs");
-    assert_true(plain > 0 && pf > 0 && far > 0 && l1 > 0 && st > 0);
-    /* the ceiling is the best of the five reads */
-    assert_true(bw == fmax(fmax(fmax(plain, pf), fmax(far, l1)), st));
+           st = num(&y, root, "bandwidth_streams_gbs"),
+           stc = num(&y, root, "bandwidth_streams_chunked_gbs");
+    assert_true(plain > 0 && pf > 0 && far > 0 && l1 > 0 && st > 0 && stc > 0);
+    /* the ceiling is the best of the six reads */
+    assert_true(bw == fmax(fmax(fmax(plain, pf), fmax(far, l1)), fmax(st, stc)));
     assert_non_null(er_yaml_get(&y, root, "compute_peaks"));
     yaml_node_t *dec = er_yaml_get(&y, root, "decode");
     yaml_node_t *ms = er_yaml_get(&y, dec, "ms_per_step");
@@ -151,10 +167,7 @@ static void test_bench_json(void **state)
     assert_true(cbw == fmax(fmax(fmax(cplain, cpf), fmax(cfar, cl1)), cst));
     assert_true(num(&y, bwo, "prefetch_l1_min") <= l1 && l1 <= num(&y, bwo, "prefetch_l1_max"));
     assert_int_equal((int)num(&y, bwo, "call_sized_streams"), 4);
-    /* the interleaved read names its streams per thread: 4 or 8 */
-    int streams = (int)num(&y, bwo, "streams");
-    assert_true(streams == 4 || streams == 8);
-    assert_true(num(&y, bwo, "streams_min") <= st && st <= num(&y, bwo, "streams_max"));
+    check_streams(&y, bwo, st, stc);
     assert_int_equal((int)num(&y, bwo, "calls_per_step"), 2 + 2 + 1);
     assert_true(fabs(num(&y, dec, "fraction_of_call_sized_bandwidth") - gbs / cbw) <=
                 1e-3 * gbs / cbw);

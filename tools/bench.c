@@ -11,7 +11,8 @@
  *             the call minus the packed bytes it returned.
  *   ceilings  streaming-read bandwidth over a buffer far larger than the LLC
  *             (plain, three software prefetches, and 4 or 8 interleaved
- *             streams per thread; the best one is the ceiling),
+ *             streams per thread, spread over its range and 4 MiB at a
+ *             time; the best one is the ceiling),
  *             compute peaks of every instruction family the CPU has.
  *   decode    whole steps, M = 1: every layer's projections, each with its
  *             own packed weights, then the head, so the weights stream from

@@ -41,7 +41,8 @@ static size_t step_order(const workload *w, step_call *out)
 }
 
 /* 2. The read ceiling, on the same threads, over 1 GiB (far beyond any LLC):
- * the best of a plain, three prefetched and an interleaved-streams read, also
+ * the best of a plain, three prefetched and two interleaved-streams reads
+ * (the streams spread over each thread's range, and 4 MiB at a time), also
  * read in calls of the step's GEMM sizes, in the order it runs them. */
 static edgert_status decode_ceiling(bench_run *b, const step_call *order, size_t ncalls,
                                     char *err, size_t err_len)

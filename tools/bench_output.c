@@ -62,6 +62,7 @@ static void json_bandwidth(json_w *jw, const bench_result *r)
     json_knum(jw, "bandwidth_prefetch_far_gbs", r->bw.far_gbs);
     json_knum(jw, "bandwidth_prefetch_l1_gbs", r->bw.l1_gbs);
     json_knum(jw, "bandwidth_streams_gbs", r->bw.streams_gbs);
+    json_knum(jw, "bandwidth_streams_chunked_gbs", r->bw.chunked_gbs);
     json_key(jw, "bandwidth");
     json_obj(jw);
     json_knum(jw, "plain_min", r->bw.plain_min);
@@ -75,6 +76,10 @@ static void json_bandwidth(json_w *jw, const bench_result *r)
     json_kint(jw, "streams", r->bw.streams);
     json_knum(jw, "streams_min", r->bw.streams_min);
     json_knum(jw, "streams_max", r->bw.streams_max);
+    json_kint(jw, "streams_chunked", r->bw.chunked_streams);
+    json_knum(jw, "streams_chunked_min", r->bw.chunked_min);
+    json_knum(jw, "streams_chunked_max", r->bw.chunked_max);
+    json_kint(jw, "streams_chunk_bytes", (long long)PEAK_STREAM_CHUNK);
     json_kint(jw, "bytes", (long long)r->bw.bytes);
     json_kint(jw, "passes", r->bw.passes);
     json_knum(jw, "call_sized_plain_gbs", r->bw.calls_plain_gbs);
@@ -258,6 +263,26 @@ static const char *given_options(char *buf, size_t len, const char *flag, const 
     return buf;
 }
 
+/* The ceiling's reads, whole-buffer and in calls (bench_print_text). */
+static void print_ceiling(const bench_result *r)
+{
+    tprintf("ceiling: %.1f GB/s, the best of these reads (median of %u passes over %.0f MiB):\n"
+            "         %.1f GB/s plain [%.1f..%.1f], %.1f prefetched 4 KiB + 1 KiB ahead "
+            "[%.1f..%.1f], %.1f prefetched 8 KiB ahead [%.1f..%.1f], %.1f prefetched 6 KiB "
+            "ahead into L1 [%.1f..%.1f], %.1f in %u streams per thread [%.1f..%.1f], %.1f "
+            "in %u streams per thread, %.0f MiB at a time [%.1f..%.1f]\n",
+            r->ceiling_gbs, r->bw.passes, r->bw.bytes / 1048576.0, r->bw.plain_gbs,
+            r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs, r->bw.prefetch_min,
+            r->bw.prefetch_max, r->bw.far_gbs, r->bw.far_min, r->bw.far_max, r->bw.l1_gbs,
+            r->bw.l1_min, r->bw.l1_max, r->bw.streams_gbs, r->bw.streams, r->bw.streams_min,
+            r->bw.streams_max, r->bw.chunked_gbs, r->bw.chunked_streams,
+            PEAK_STREAM_CHUNK / 1048576.0, r->bw.chunked_min, r->bw.chunked_max);
+    tprintf("         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s "
+            "plain, %.1f, %.1f and %.1f prefetched, %.1f in %u streams\n",
+            r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs, r->bw.calls_far_gbs,
+            r->bw.calls_l1_gbs, r->bw.calls_streams_gbs, BW_STREAMS_FEW);
+}
+
 void bench_print_text(const bench_result *r, const workload *w, const cli *c)
 {
     char opts[512];
@@ -268,19 +293,7 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
             r->pack_seconds, r->generate_seconds, r->baseline_rss_mb, r->peak_rss_mb,
             r->settled_rss_mb, r->pack_transient_mb);
     if (r->have_decode) {
-        tprintf("ceiling: %.1f GB/s, the best of these reads (median of %u passes over %.0f MiB):\n"
-                "         %.1f GB/s plain [%.1f..%.1f], %.1f prefetched 4 KiB + 1 KiB ahead "
-                "[%.1f..%.1f], %.1f prefetched 8 KiB ahead [%.1f..%.1f], %.1f prefetched 6 KiB "
-                "ahead into L1 [%.1f..%.1f], %.1f in %u streams per thread [%.1f..%.1f]\n",
-                r->ceiling_gbs, r->bw.passes, r->bw.bytes / 1048576.0, r->bw.plain_gbs,
-                r->bw.plain_min, r->bw.plain_max, r->bw.prefetch_gbs, r->bw.prefetch_min,
-                r->bw.prefetch_max, r->bw.far_gbs, r->bw.far_min, r->bw.far_max, r->bw.l1_gbs,
-                r->bw.l1_min, r->bw.l1_max, r->bw.streams_gbs, r->bw.streams, r->bw.streams_min,
-                r->bw.streams_max);
-        tprintf("         the same reads cut into this step's %zu GEMM-sized calls: %.1f GB/s "
-                "plain, %.1f, %.1f and %.1f prefetched, %.1f in %u streams\n",
-                r->bw.calls, r->bw.calls_plain_gbs, r->bw.calls_prefetch_gbs, r->bw.calls_far_gbs,
-                r->bw.calls_l1_gbs, r->bw.calls_streams_gbs, BW_STREAMS_FEW);
+        print_ceiling(r);
         tprintf("decode:  %.2f ms/step median [%.2f..%.2f] over %u steps (%s) = %.2f tok/s (GEMM "
                 "only); %.1f MB/step (%.3f bits/weight) at %.2f GB/s = %.3f of the ceiling\n",
                 r->step_ms_median, r->step_ms_min, r->step_ms_max, r->steps,

@@ -31,6 +31,11 @@ typedef struct bw_result {
     int best_prefetch;
     /* One stream with one prefetcht0 6 KiB ahead per line (BW_PF_L1). */
     double l1_gbs, l1_min, l1_max, calls_l1_gbs;
+    /* Each thread's range read as `chunked_streams` streams side by side,
+     * PEAK_STREAM_CHUNK bytes at a time (peak_read_chunked): the better of
+     * BW_STREAMS_FEW and BW_STREAMS_MANY. */
+    unsigned chunked_streams;
+    double chunked_gbs, chunked_min, chunked_max;
 } bw_result;
 
 #define BW_PF_NONE 0
@@ -52,7 +57,8 @@ const char *bw_loop_name(const bw_result *r);
 /** Streaming-read bandwidth over `bytes` (far larger than the LLC) on
  *  `threads` threads: a plain read, three with software prefetch ahead of
  *  the loads (BW_PF_PAIR, BW_PF_FAR, BW_PF_L1), and each thread's range as
- *  interleaved streams (the best of 4 and 8; see peaks_bw.c). `cpu_flags`
+ *  interleaved streams (the best of 4 and 8), apart across the range and
+ *  within chunks (peak_read_chunked). `cpu_flags`
  *  picks the widest loads the CPU has. With
  *  `call_bytes` (ncalls > 0) also the same reads in back-to-back calls of
  *  those sizes, one after the other through the buffer (wrapping): the
@@ -68,6 +74,13 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
  *  alive so the loads stay). */
 uint64_t peak_read(const void *p, size_t bytes, unsigned streams, int prefetch,
                    uint64_t cpu_flags);
+
+/** As peak_read, but with `streams` > 1 [p, p + bytes) goes
+ *  PEAK_STREAM_CHUNK bytes at a time, each chunk cut into the streams: the
+ *  ceiling's chunked reads (see peaks_bw.c for why it has both). */
+#define PEAK_STREAM_CHUNK ((size_t)4 << 20)
+uint64_t peak_read_chunked(const void *p, size_t bytes, unsigned streams, int prefetch,
+                           uint64_t cpu_flags);
 
 enum {
     PEAK_FP32_FMA = 0, /* GFLOP/s: AVX-512 / AVX2+FMA / NEON fused multiply-add */
