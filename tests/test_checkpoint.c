@@ -180,10 +180,11 @@ static void gemm(edgert_backend *b, const edgert_packed *p, uint32_t m, const fl
  * derived in the header comment). A backend whose layout holds only its own
  * group size (its manifest's), or only whole groups, may refuse a layer
  * that has another, or a partial last group, cleanly. */
-static void against_ref(const edgert_candidate *c, edgert_backend *b, edgert_backend *ref,
-                        edgert_checkpoint *ck)
+static size_t against_ref(const edgert_candidate *c, edgert_backend *b, edgert_backend *ref,
+                          edgert_checkpoint *ck)
 {
     char err[1024] = "";
+    size_t compared = 0;
     for (size_t l = 0; l < edgert_checkpoint_layer_count(ck); l++) {
         const edgert_layer *ly = edgert_checkpoint_layer_at(ck, l);
         edgert_qtensor q;
@@ -235,11 +236,14 @@ static void against_ref(const edgert_candidate *c, edgert_backend *b, edgert_bac
         edgert_packed_free(pb);
         edgert_packed_free(pr);
         edgert_qtensor_free(&q);
+        compared++;
     }
+    return compared;
 }
 
-/* Each eligible GEMM backend here against ref-w4a16 on the file's codes;
- * how many ran (ref-w4a16 itself included). */
+/* Each eligible GEMM backend here but ref-w4a16 against ref-w4a16 on the
+ * file's codes; how many compared at least one layer (a backend that
+ * refused every layer, as its layout allows, does not count). */
 static size_t every_backend(edgert_ctx *ctx, edgert_checkpoint *ck, int sym)
 {
     char err[1024] = "";
@@ -251,12 +255,13 @@ static size_t every_backend(edgert_ctx *ctx, edgert_checkpoint *ck, int sym)
         const edgert_candidate *c = edgert_candidate_at(ctx, i);
         edgert_backend *b = NULL;
         if (!c->eligible || !c->library_path || (c->layout.symmetric && !sym) ||
-            edgert_backend_open(ctx, c->name, NULL, &b, err, sizeof err) != EDGERT_OK)
-            continue; /* export-only, symmetric-only, or not for this machine */
+            strcmp(c->name, "ref-w4a16") == 0)
+            continue; /* export-only, symmetric-only, the reference, or not for this machine */
+        if (edgert_backend_open(ctx, c->name, NULL, &b, err, sizeof err) != EDGERT_OK)
+            fail_msg("%s: eligible here, but: %s", c->name, err);
         printf("  %s (%s)\n", c->name, edgert_backend_describe(b));
-        against_ref(c, b, ref, ck);
+        ran += against_ref(c, b, ref, ck) > 0;
         edgert_backend_close(b);
-        ran++;
     }
     edgert_backend_close(ref);
     return ran;
@@ -386,13 +391,20 @@ static void test_every_backend_on_the_codes(void **state)
     fx *f = *state;
     edgert_ctx *ctx = open_ctx_here();
     const char *files[] = {f->asym, f->sym, f->g64};
+    size_t compared = 0;
     for (size_t i = 0; i < 3; i++) {
         edgert_checkpoint *ck = open_ck(files[i]);
         printf("%s:\n", files[i]);
-        assert_true(every_backend(ctx, ck, i == 1) >= 1);
+        size_t ran = every_backend(ctx, ck, i == 1);
+        if (ran == 0)
+            tu_skip_line(__func__, "", "%s: no backend here but ref-w4a16 takes its layers",
+                         files[i]);
+        compared += ran;
         edgert_checkpoint_close(ck);
     }
     edgert_close(ctx);
+    if (compared == 0)
+        tu_skip("no backend here but ref-w4a16 takes these checkpoints' layers");
 }
 
 /* A dense layer packed for a symmetric backend (the W4A8 ones) through the
@@ -409,9 +421,10 @@ static void test_dense_for_symmetric_backend(void **state)
     for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
         const edgert_candidate *c = edgert_candidate_at(ctx, i);
         edgert_backend *b = NULL;
-        if (!c->eligible || !c->library_path || c->layout.symmetric != 1 ||
-            edgert_backend_open(ctx, c->name, NULL, &b, err, sizeof err) != EDGERT_OK)
+        if (!c->eligible || !c->library_path || c->layout.symmetric != 1)
             continue;
+        if (edgert_backend_open(ctx, c->name, NULL, &b, err, sizeof err) != EDGERT_OK)
+            fail_msg("%s: eligible here, but: %s", c->name, err);
         for (size_t l = 0; l < edgert_checkpoint_layer_count(ck); l++) {
             const edgert_layer *ly = edgert_checkpoint_layer_at(ck, l);
             uint32_t m = 3, n = ly->n, k = ly->k;

@@ -381,6 +381,8 @@ static void test_checksum_race(void **state)
     free(good);
     free(evil);
     tu_rmrf(dir);
+    if (refused == 0) /* no open met a swapped library: the race was not run */
+        tu_skip("the swapper never swapped inside an open's window in 200 opens");
 }
 
 /* The hanging plugins' time limit: 3 s, so the tests do not wait a minute

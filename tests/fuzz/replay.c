@@ -10,7 +10,9 @@
  * replay every input that once crashed, leaked or hung a parser. A crash is
  * the test's failure; each input is named before it runs, so the log says
  * which one. A folder that does not exist counts as empty (a target with no
- * findings yet has none); a file that cannot be read is an error.
+ * findings yet has none); a file that cannot be read is an error. When
+ * nothing was replayed at all (no seeds written, say, without Python) the
+ * program exits REPLAY_SKIPPED, which ctest reports as skipped, not passed.
  * Each input must finish within a few seconds (the fuzzers' -timeout is 10 s
  * under ASan); the test's ctest TIMEOUT catches the rest.
  */
@@ -29,6 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Inputs are small (libFuzzer's -max_len, and regression files); anything
  * bigger than this is not a fuzz input. */
 #define REPLAY_MAX_BYTES (16u << 20)
+#define REPLAY_SKIPPED 77 /* tests/CMakeLists.txt: SKIP_RETURN_CODE, as tu_run_group's */
 
 static int replay_dir(const char *dir, unsigned *count);
 
@@ -127,11 +130,17 @@ int main(int argc, char **argv)
         return 2;
     }
     int rc = 0;
+    unsigned total = 0;
     for (int i = 1; i < argc; i++) {
         unsigned count = 0;
         if (replay_path(argv[i], &count) != 0)
             rc = 1;
         printf("replay: %u input(s) from %s\n", count, argv[i]);
+        total += count;
+    }
+    if (rc == 0 && total == 0) { /* nothing replayed is nothing tested: not a pass */
+        printf("SKIPPED: replay: no input in any of the %d place(s) named\n", argc - 1);
+        return REPLAY_SKIPPED;
     }
     return rc;
 }
