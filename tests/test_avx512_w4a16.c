@@ -384,8 +384,9 @@ static void test_paths_against_ref(void **state)
     edgert_backend_close(b);
 }
 
-/* The same packed weights give the same numbers whatever the strides, and
- * a copy packed by another instance is byte-for-byte interchangeable. */
+/* The same packed weights give the same numbers whatever the strides, write
+ * nothing past n, and give exactly 0 for x = 0. (Packed bytes mapped back
+ * into another handle: test_packed_map, tests/test_packed.h.) */
 static void test_strides_and_zero_x(void **state)
 {
     fx *f = *state;

@@ -138,7 +138,11 @@ static void test_exit_codes(void **state)
     assert_int_equal(run("select --manifests", NULL), 2);
     /* bad or missing files named explicitly: 4 */
     assert_int_equal(run("probe --sysroot /nonexistent-sysroot", NULL), 4);
-    assert_int_equal(run("select --device " DEVICES "/bad/cores-string.yaml", NULL), 4);
+    assert_int_equal(run_redirected("", "select --device " DEVICES "/bad/cores-string.yaml",
+                                    "2>&1 >/dev/null", &err), 4);
+    assert_non_null(strstr(err, "bad/cores-string.yaml:6:16: field 'logical_cores': expected an "
+                                "integer, got 'four'"));
+    free(err);
     assert_int_equal(run("select --device /nonexistent/profile.yaml", NULL), 4);
     /* an evidence file named to be read: a typo would rank without it */
     assert_int_equal(run_redirected("", "select --evidence /nonexistent/ev.json",
@@ -162,8 +166,10 @@ static void test_exit_codes(void **state)
     assert_int_equal(edgert_arch_parse("x86_64", NULL), -1);
     assert_int_equal(edgert_device_class_parse("x86_cpu", NULL), -1);
     assert_int_equal(edgert_cpu_flag_parse("avx2", NULL), -1);
-    assert_int_equal(
-        run("select --manifests " EDGERT_TEST_FIXTURES "/manifests/bad/empty.yaml", NULL), 4);
+    assert_int_equal(run_redirected("", "select --manifests " EDGERT_TEST_FIXTURES
+                                    "/manifests/bad/empty.yaml", "2>&1 >/dev/null", &err), 4);
+    assert_non_null(strstr(err, "bad/empty.yaml:1:1: empty document"));
+    free(err);
     /* nothing eligible / forced backend not eligible or unknown: 3 */
     assert_int_equal(
         run("select --strict --disable avx2-w4a16 --device " DEVICES "/x86-avx2.yaml", NULL), 3);

@@ -218,19 +218,27 @@ static void test_explicit_files(void **state)
     char *d = tu_tmpdir();
     char *good = tu_manifest(d, "good.yaml", "good", NULL, NULL, NULL);
     char *bad = tu_write(d, "bad.yaml", "manifest_version: 1\nname: bad\nlayout: 3\n");
-    char err[512];
+    char err[4096]; /* the whole message: every error of bad.yaml, at its position */
     edgert_status st;
     const char *folder[1] = {d};
     edgert_ctx *ctx = open_with(folder, 1, 1, &st, err, sizeof err);
     assert_int_equal(st, EDGERT_OK);
     assert_non_null(edgert_candidate_find(ctx, "good"));
+    assert_null(edgert_candidate_find(ctx, "bad"));
+    int reported = 0; /* skipped, but said, at the value's line and column */
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+        const edgert_diag *g = edgert_diag_at(ctx, i);
+        reported |= g->file && strcmp(g->file, bad) == 0 && g->line == 3 && g->column == 9 &&
+                    strstr(g->message, "field 'layout': expected a mapping, got '3'") != NULL;
+    }
+    assert_true(reported);
     edgert_close(ctx);
 
     const char *files[2] = {good, bad};
     ctx = open_with(files, 2, 1, &st, err, sizeof err);
     assert_null(ctx);
     assert_int_equal(st, EDGERT_E_PARSE);
-    assert_non_null(strstr(err, "bad.yaml:"));
+    assert_non_null(strstr(err, "bad.yaml:3:9: field 'layout': expected a mapping, got '3'"));
 
     const char *missing[1] = {"/nonexistent/edgert/manifest.yaml"};
     ctx = open_with(missing, 1, 1, &st, err, sizeof err);

@@ -711,13 +711,14 @@ static void test_typos_fail_closed(void **state)
         edgert_status st;
         edgert_log_level level;
         const char *says;
+        unsigned line, column; /* the head is 13 lines */
     } cases[] = {
         {"require:\n  cpu_flags: [avx512f]\n", EDGERT_E_PARSE, EDGERT_LOG_ERROR,
-         "unknown key 'require' (did you mean 'requires'?)"},
+         "unknown key 'require' (did you mean 'requires'?)", 14, 1},
         {"requires:\n  cpu_flags: [avx512f, bmi2]\n", EDGERT_E_PARSE, EDGERT_LOG_ERROR,
-         "unknown CPU flag 'bmi2' (edgert cannot check it"},
+         "unknown CPU flag 'bmi2' (edgert cannot check it", 15, 24},
         {"uses_when_present: [avx512f, bmi2]\n", EDGERT_OK, EDGERT_LOG_WARN,
-         "CPU flag 'bmi2' is not one edgert probes; ignored"},
+         "CPU flag 'bmi2' is not one edgert probes; ignored", 14, 30},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[2048];
@@ -726,8 +727,14 @@ static void test_typos_fail_closed(void **state)
         er_diags d = {0};
         er_manifest m;
         assert_int_equal(er_manifest_load(p, &m, &d), cases[i].st);
-        if (!find_diag(&d, cases[i].level, cases[i].says))
+        const edgert_diag *g = find_diag(&d, cases[i].level, cases[i].says);
+        if (!g)
             fail_msg("case %zu: no diagnostic '%s'", i, cases[i].says);
+        if (!g->file || strcmp(g->file, p) != 0 || g->line != cases[i].line ||
+            g->column != cases[i].column)
+            fail_msg("case %zu: '%s' at %s:%u:%u, not t.yaml:%u:%u", i, cases[i].says,
+                     g->file ? g->file : "(no file)", g->line, g->column, cases[i].line,
+                     cases[i].column);
         if (cases[i].st == EDGERT_OK) {
             assert_true(m.uses_flags & (1ull << EDGERT_CPU_AVX512F));
             er_manifest_free(&m);
@@ -760,7 +767,9 @@ static void test_typo_suggests_key(void **state)
     const edgert_diag *w = find_diag(&d, EDGERT_LOG_ERROR, "activaton_dtype");
     assert_non_null(w);
     assert_non_null(strstr(w->message, "did you mean 'activation_dtype'?"));
+    assert_string_equal(w->file, p);
     assert_int_equal(w->line, 8);
+    assert_int_equal(w->column, 54);
     er_diags_free(&d);
     unlink(p);
     rmdir(dir);
