@@ -18,8 +18,9 @@
 #define A2_UNROLL _Pragma("GCC unroll 32")
 
 /* Software prefetch while streaming codes (decode): one prefetch per 64-byte
- * line, A2_PF_DIST bytes ahead (measured: see a2_kern_avx2.c). Prefetching
- * past the end of the allocation is harmless: prefetches never fault. */
+ * line, A2_PF_DIST bytes ahead (measured without it: a2_kern_avx2.c).
+ * Prefetching past the end of the allocation is harmless: prefetches never
+ * fault. */
 #define A2_PF_DIST 8192
 
 A2_INLINE void a2_prefetch(const uint8_t *p)

@@ -33,6 +33,16 @@
  * DRAM feeds that host's step read in its quiet stretches, so there the
  * arithmetic, not the synchronisation, bounds the decode step.
  *
+ * The stream (same Zen 3, spark-1.7b from DRAM, bench --versus, 32 pairs a
+ * run): without the prefetch 8 KiB ahead a step took 1.18, 1.32 and 1.18x
+ * as long (ceilings 38-54 GB/s), although a read with no arithmetic was
+ * faster without it (45.6 against 38.1 GB/s, 2 threads, one window). Two
+ * panels read side by side per thread (line-interleaved, the accumulators
+ * spilling) took 0.950, 0.962 and 0.992x one stream's step time where the
+ * ceiling was 37-41 GB/s, and 1.061x where it was 54: two streams read
+ * more, but the spills cost the arithmetic that binds in quiet windows, so
+ * each thread keeps one.
+ *
  * Prefill (m > 4): vpmaddwd on the 15-bit integers kept whole as int16
  * against the codes expanded to int16 pairs in L1 (a2_prefill.h), 4 rows x
  * 2 halves (16 columns) of int32 accumulators: 8 vpmaddwd, 8 vpaddd and 6
