@@ -494,6 +494,9 @@ static void test_decode_options_same_bits(void **state)
     /* more than one stream is the int16 GEMV's (avx512_vnni) */
     const int vnni =
         EDGERT_HAS_FLAG(edgert_device_facts(f->ctx)->cpu_flags, EDGERT_CPU_AVX512_VNNI);
+    if (!vnni)
+        tu_skip_line(__func__, "", "the option sets with more than one stream: this CPU "
+                                   "lacks avx512_vnni, which they need");
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
         const uint32_t N = ns[ni];
         edgert_qtensor t;
