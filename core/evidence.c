@@ -129,8 +129,11 @@ const char *ev_str(er_yaml *y, yaml_node_t *map, const char *key)
 }
 
 /* Load and check the file's shape; NULL root (and a warning) when unusable.
- * *unreadable: 1 a file was there but could not be used, -1 the path names
- * something other than a regular file, else 0. */
+ * *unreadable: 1 a file was there but is not a usable evidence file
+ * (corrupt, too large, another format), 2 a file was there that could not
+ * be read now (permissions, I/O, out of memory: not moved aside, never
+ * overwritten), -1 the path names something other than a regular file,
+ * else 0. */
 yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int quiet_missing,
                      int *unreadable)
 {
@@ -152,12 +155,20 @@ yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int q
     }
     *unreadable = 1;
     er_diags local = {0};
-    if (er_yaml_load(y, path, &local) != EDGERT_OK) {
+    edgert_status ls = er_yaml_load(y, path, &local);
+    if (ls != EDGERT_OK) {
         char msg[1024];
         er_diag_last_error(&local, 0, msg, sizeof msg);
-        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
-                    "evidence file is corrupt and is ignored (%s); the next 'edgert calibrate' "
-                    "that writes it moves it aside and starts a new one", msg);
+        if (ls == EDGERT_E_IO) { /* there, but not readable now: not corrupt */
+            *unreadable = 2;
+            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
+                        "evidence file cannot be read (%s): its measurements and failed "
+                        "verifies are not applied; a store leaves it as it is", msg);
+        } else {
+            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
+                        "evidence file is corrupt and is ignored (%s); the next 'edgert "
+                        "calibrate' that writes it moves it aside and starts a new one", msg);
+        }
         er_diags_free(&local);
         return NULL;
     }

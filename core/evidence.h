@@ -13,8 +13,9 @@
 double ev_num(er_yaml *y, yaml_node_t *map, const char *key);
 const char *ev_str(er_yaml *y, yaml_node_t *map, const char *key);
 /* The file at path, checked for the shape of evidence: its entries, or NULL
- * (with a diagnostic). *unreadable: 1 a file was there but could not be
- * used, -1 the path names something other than a regular file, else 0. */
+ * (with a diagnostic). *unreadable: 1 a file was there but is no usable
+ * evidence file (corrupt), 2 a file was there that cannot be read now, -1
+ * the path names something other than a regular file, else 0. */
 yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int quiet_missing,
                      int *unreadable);
 /* The hex XXH3 of c's library into out; -1 when it cannot be read. */

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -411,10 +412,38 @@ static edgert_status check_store(edgert_ctx *ctx, const char **path, const edger
     return EDGERT_OK;
 }
 
+/* An exclusive lock on `path`.lock (created if need be, kept afterwards), so
+ * two stores, from two handles or two processes, never both merge into the
+ * same old file and lose the first one's entries (a failed verify among
+ * them) to the second's rename. The open descriptor, or -1 with err set. */
+static int lock_store(const char *path, char *err, size_t err_len)
+{
+    char *lock = NULL;
+    if (asprintf(&lock, "%s.lock", path) < 0) {
+        edgert_errf(err, err_len, "out of memory");
+        return -1;
+    }
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int e = errno;
+    while (fd >= 0 && flock(fd, LOCK_EX) != 0) {
+        if (errno == EINTR)
+            continue;
+        e = errno;
+        close(fd);
+        fd = -1;
+    }
+    if (fd < 0)
+        edgert_errf(err, err_len, "cannot lock %s: %s; nothing is stored", lock, strerror(e));
+    free(lock);
+    return fd;
+}
+
 /* Writes a temporary file next to `path` (old entries kept, the new ones
- * replacing theirs), then renames it over `path`: an interrupted write never
- * leaves a corrupt file, and a failed one leaves nothing behind. An old file
- * that cannot be read is moved aside first. */
+ * replacing theirs), then renames it over `path`, under `path`.lock: an
+ * interrupted write never leaves a corrupt file, a failed one leaves
+ * nothing behind, and concurrent stores each keep the other's entries. An
+ * old file that is corrupt is moved aside first; one that cannot be read
+ * now is left as it is, and nothing is stored. */
 edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edgert_evidence *items,
                                     size_t count, char *err, size_t err_len)
 {
@@ -425,6 +454,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     FILE *f = NULL;
     yaml_node_t *old = NULL;
     er_yaml y;
+    int lock = -1;
     if (st != EDGERT_OK)
         return st;
     hashes = hash_plugins(ctx, items, count, &st, err, err_len);
@@ -438,11 +468,20 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         edgert_errf(err, err_len, "cannot create the folder of %s: %s", path, strerror(errno));
         goto out;
     }
+    if ((lock = lock_store(path, err, err_len)) < 0)
+        goto out;
     int unreadable = 0;
+    const size_t mark = ctx->diags.count;
     old = ev_load(ctx, &y, path, 1, &unreadable);
     if (unreadable < 0) {
         edgert_errf(err, err_len, "%s is not a regular file (a folder?); nothing is stored: "
                     "give the path of an evidence file", path);
+        goto out;
+    }
+    if (unreadable == 2) {
+        char why[512];
+        er_diag_lines(&ctx->diags, mark, EDGERT_LOG_WARN, why, sizeof why);
+        edgert_errf(err, err_len, "%s; nothing is stored", why);
         goto out;
     }
     if (unreadable > 0 && move_aside(ctx, path, err, err_len) != 0)
@@ -471,6 +510,8 @@ out:
     free(tmp);
     if (old)
         er_yaml_free(&y);
+    if (lock >= 0)
+        close(lock); /* after the rename: the next store reads this one's file */
     free(dir);
     free(hashes);
     free(verdict);

@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -185,9 +186,13 @@ static void test_store_and_rank(void **state)
     DIR *d = opendir(cache);
     struct dirent *e;
     int files = 0;
-    while ((e = readdir(d)))
+    while ((e = readdir(d))) {
+        const size_t n = strlen(e->d_name);
+        if (n > 5 && strcmp(e->d_name + n - 5, ".lock") == 0)
+            continue; /* the stores' lock (evidence_store.c), kept by design */
         if (e->d_name[0] != '.' || strncmp(e->d_name, ".evidence", 9) == 0)
             files += e->d_name[0] != '.' ? 1 : 100;
+    }
     closedir(d);
     free(cache);
     assert_int_equal(files, 1);
@@ -1114,6 +1119,80 @@ static void test_corrupt_moved_aside(void **state)
     free(cache);
 }
 
+/* Two handles storing at once, each its own backend, over and over: every
+ * store merges under the file's lock, so neither loses the other's last
+ * entry (without the lock the second rename dropped the first store's
+ * entries: a failed verify among them would have reopened its gate). */
+typedef struct store_job {
+    edgert_ctx *ctx;
+    const char *backend;
+    int failures;
+} store_job;
+
+#define STORES 24
+
+static void *store_many(void *arg)
+{
+    store_job *j = arg;
+    char err[512];
+    for (int i = 1; i <= STORES; i++) {
+        edgert_evidence e = ev(j->backend, (double)i, 0.9, 0.01, 1);
+        if (edgert_evidence_store(j->ctx, NULL, &e, 1, err, sizeof err) != EDGERT_OK) {
+            fprintf(stderr, "%s: %s\n", j->backend, err);
+            j->failures++;
+        }
+    }
+    return NULL;
+}
+
+static void test_concurrent_stores_keep_both(void **state)
+{
+    fx *f = *state;
+    store_job jobs[2] = {{open_fx(f, 0, NULL), "test-good", 0},
+                         {open_fx(f, 0, NULL), "test-fast", 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, store_many, &jobs[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        edgert_close(jobs[i].ctx);
+        assert_int_equal(jobs[i].failures, 0);
+    }
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    for (int i = 0; i < 2; i++) {
+        double got = edgert_candidate_find(ctx, jobs[i].backend)->measured.decode_tokens_per_s;
+        if (!(got == (double)STORES))
+            fail_msg("%s: %g tok/s in the file, not its last store's %d: an update was lost",
+                     jobs[i].backend, got, STORES);
+    }
+    edgert_close(ctx);
+}
+
+/* An evidence file that is there but cannot be read now (here /proc/self/mem:
+ * a regular file whose read fails with EIO, which no permission bit can
+ * give root) is not "corrupt": said as unreadable, and a store leaves it as
+ * it is instead of moving it aside. */
+static void test_unreadable_left_alone(void **state)
+{
+    fx *f = *state;
+    if (EDGERT_TEST_EMULATED)
+        tu_skip("under qemu user mode /proc/self/mem is the emulator's");
+    const char *paths[1] = {f->dir};
+    edgert_options o = {.struct_size = sizeof o};
+    o.manifest_paths = paths;
+    o.manifest_path_count = 1;
+    o.ignore_env = 1;
+    o.evidence_file = "/proc/self/mem";
+    o.threads = 1;
+    o.log_level = EDGERT_LOG_ERROR;
+    edgert_ctx *ctx = NULL;
+    char err[1024];
+    assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_OK);
+    assert_true(warned(ctx, "/proc/self/mem", "evidence file cannot be read ("));
+    assert_false(warned(ctx, "/proc/self/mem", "corrupt"));
+    edgert_close(ctx);
+}
+
 /* A recorded failed verify is a gate: figures stored later without a
  * verdict keep it (with a warning), a pass replaces it, and a failure of
  * another build of the plugin is dropped only with a warning; an entry that
@@ -1208,6 +1287,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hostile_names_round_trip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_corrupt_moved_aside, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_survives_merge, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_stores_keep_both, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreadable_left_alone, setup, teardown),
         cmocka_unit_test(test_default_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -819,12 +819,15 @@ EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
  * selector compares a tier by calibrated decode rates only when they are
  * one series, so store figures measured together (interleaved, in the same
  * windows) in one call, as `edgert calibrate` does. Written to a
- * temporary file in the same folder, then renamed: an interrupted write never
- * leaves a corrupt file. An existing file that cannot be read is moved aside
+ * temporary file in the same folder, then renamed, all under an exclusive
+ * lock on <path>.lock (created and kept): an interrupted write never leaves
+ * a corrupt file, and two stores at once (two handles, two processes) each
+ * keep the other's entries. An existing file that is corrupt is moved aside
  * (<path>.corrupt-<UTC time>, never over another file) with a warning naming
- * both paths, and a new file is started; a failed verify is never dropped
- * silently (figures without a verdict keep it). Missing folders of `path`
- * are created (mode 0700).
+ * both paths, and a new file is started; one that cannot be read now (an
+ * I/O error) is left as it is and EDGERT_E_IO returned. A failed verify is
+ * never dropped silently (figures without a verdict keep it). Missing
+ * folders of `path` are created (mode 0700).
  * Nothing is written, and EDGERT_E_USAGE says which item and field, when an
  * item's figures are outside their meaning: a rate (decode_tokens_per_s,
  * prefill_gflops) <= 0 or infinite, top1_agreement outside [0, 1], kl_mean
