@@ -380,10 +380,12 @@ edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p, const edger
     return st != EDGERT_OK ? st : gemm_run(b, p, a, err, err_len);
 }
 
-/* Op i of a step: the array's stride is ops[0].struct_size. */
-static const edgert_step_op *step_op(const edgert_step_op *ops, size_t i)
+/* Op i of a step: the array's stride is ops[0].struct_size, read once as
+ * the step starts (a callback may change the caller's array, op 0's size
+ * included: every later op is found by the stride checked). */
+static const edgert_step_op *step_op(const edgert_step_op *ops, size_t i, size_t stride)
 {
-    return (const edgert_step_op *)(const void *)((const char *)ops + i * ops[0].struct_size);
+    return (const edgert_step_op *)(const void *)((const char *)ops + i * stride);
 }
 
 /* Every op checked before the first runs. */
@@ -399,8 +401,16 @@ static edgert_status step_check(const edgert_backend *b, const edgert_step_op *o
                     (unsigned)ops[0].struct_size, (size_t)EDGERT_STEP_OP_V1_SIZE);
         return EDGERT_E_USAGE;
     }
+    /* the stride of an array of more than one: sizeof of some version of
+     * the struct, so a multiple of its alignment (V1_SIZE alone need not be) */
+    if (count > 1 && ops[0].struct_size % _Alignof(edgert_step_op) != 0) {
+        edgert_errf(err, err_len, "edgert_step: struct_size %u is not the size of an "
+                    "edgert_step_op (it is the array's stride): set it to "
+                    "sizeof(edgert_step_op)", (unsigned)ops[0].struct_size);
+        return EDGERT_E_USAGE;
+    }
     for (size_t i = 0; i < count; i++) {
-        const edgert_step_op *op = step_op(ops, i);
+        const edgert_step_op *op = step_op(ops, i, ops[0].struct_size);
         char who[64];
         snprintf(who, sizeof who, "edgert_step: op %zu", i);
         if (op->struct_size != ops[0].struct_size) {
@@ -420,14 +430,15 @@ edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t c
                           size_t err_len)
 {
     edgert_status st = step_check(b, ops, count, err, err_len);
+    const size_t stride = st == EDGERT_OK && count > 0 ? ops[0].struct_size : 0;
     for (size_t i = 0; st == EDGERT_OK && i < count; i++) {
-        const edgert_step_op *op = step_op(ops, i);
+        const edgert_step_op *op = step_op(ops, i, stride);
         /* the next op's packed bytes, where the plugin exposes them (ABI 2) */
         const void *next = NULL;
         size_t next_len = 0;
-        if (i + 1u < count && b->cand->packed_layout &&
-            edgert_packed_data(step_op(ops, i + 1u)->weights, &next, &next_len, NULL, 0) !=
-                EDGERT_OK)
+        const edgert_step_op *after = i + 1u < count ? step_op(ops, i + 1u, stride) : NULL;
+        if (after && b->cand->packed_layout &&
+            edgert_packed_data(after->weights, &next, &next_len, NULL, 0) != EDGERT_OK)
             next = NULL;
         /* again as it starts: its args are read now, and a callback before
          * it may have changed them (op 0 was checked just above); the

@@ -37,8 +37,10 @@ typedef enum er_gate_id {
     ER_GATE_PLUGIN_EXITED,
     ER_GATE_UNSAFE_FILE,        /* writable by others, refused when it matters */
     ER_GATE_LAYOUT_MISMATCH,    /* the caller's weights (options.weights) do not fit */
+    ER_GATE_SANDBOX_UNAVAILABLE, /* first contact could not make its child (sandbox.c) */
     ER_GATE_COUNT
 } er_gate_id;
+_Static_assert(ER_GATE_COUNT <= 32, "er_cand.failed holds one bit per gate");
 
 typedef struct er_cand {
     edgert_candidate pub;       /**< the public view; pointers into m and below */

@@ -56,8 +56,7 @@ edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *ou
             return refuse(c, err, err_len);
     }
     if (!(c->plugin->caps & EDGERT_CAP_EXPORT)) {
-        er_cand_reason(c, ER_GATE_MISSING_CAPABILITY, "MISSING_CAPABILITY(export)");
-        er_cand_detail(c, "the plugin does not declare EDGERT_CAP_EXPORT");
+        /* the caller's mistake, not the backend's: its GEMM stays eligible */
         edgert_errf(err, err_len,
                     "backend '%s' has no export capability (MISSING_CAPABILITY(export))", backend);
         return EDGERT_E_UNSUPPORTED;

@@ -40,7 +40,16 @@ static void host_log(void *host_ctx, edgert_log_level level, const char *fmt, ..
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
-    er_log(c->ctx, level, "%s: %s", c->m.name, buf);
+    /* a level the plugin made up never reaches the integrator's callback:
+     * the nearest one does (a "trace" above DEBUG is DEBUG, and filtered
+     * as DEBUG is), the line naming it */
+    int known = level == EDGERT_LOG_ERROR || level == EDGERT_LOG_WARN ||
+                level == EDGERT_LOG_INFO || level == EDGERT_LOG_DEBUG;
+    if (!known)
+        er_log(c->ctx, (int)level > EDGERT_LOG_DEBUG ? EDGERT_LOG_DEBUG : EDGERT_LOG_ERROR,
+               "%s (log level %d, which is none): %s", c->m.name, (int)level, buf);
+    else
+        er_log(c->ctx, level, "%s: %s", c->m.name, buf);
 }
 
 /* Packed weights go to the handle's arena (arena.c): back to back on huge

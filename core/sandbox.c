@@ -9,18 +9,23 @@
  * a quick measurement. A child that dies or hangs makes the candidate
  * PLUGIN_CRASHED(<signal>), PLUGIN_TIMEOUT or PLUGIN_EXITED(<code>), with
  * the stage it reached; the process that hosts edgert is never harmed.
+ * When no child can be made (pipe2 or fork fails: no descriptors, no
+ * processes left, a policy), the candidate is SANDBOX_UNAVAILABLE: its code
+ * is never run in-process instead.
  * (GStreamer's out-of-process registry scanner is the precedent.)
  *
  * The verdict is cached, one small file per (device, plugin file, what the
  * manifest gives the child), in $XDG_CACHE_HOME/edgert/first-contact/
  * (default ~/.cache/...): until the file, the device or that part of the
- * manifest changes, the child is not run again. Two verdicts say more of
+ * manifest changes, the child is not run again. Some verdicts say more of
  * the moment than of the plugin and are not kept as they are: a child
  * killed from outside (SIGKILL, SIGTERM, SIGINT, SIGHUP: the OOM killer, a
- * user) is not cached, and a timeout counts only while the limit is not
- * raised (EDGERT_SANDBOX_TIMEOUT). A cached failure names its file, whose
- * deletion makes edgert meet the plugin again (a licence installed since,
- * say). Only a plugin whose verdict passed is loaded in-process (load.c).
+ * user), no child at all (SANDBOX_UNAVAILABLE) and a child whose end could
+ * not be read (PLUGIN_EXITED(unknown)) are not cached, and a timeout counts
+ * only while the limit is not raised (EDGERT_SANDBOX_TIMEOUT). A cached
+ * failure names its file, whose deletion makes edgert meet the plugin again
+ * (a licence installed since, say). Only a plugin whose verdict passed is
+ * loaded in-process (load.c).
  *
  * The quick measurement gives the ranking a figure measured on this device
  * instead of a claim: a few decode-shaped GEMV calls over 48 MiB of packed
@@ -506,6 +511,20 @@ static int read_child(int in, long long limit_ms, sb_result *r, int *last)
     }
 }
 
+/* No child could be made: the plugin's code is not run in this process
+ * instead (the gate fails closed), and the verdict, of the moment, is not
+ * kept. */
+static void no_child(sb_result *r, const char *call, int e)
+{
+    r->ok = 0;
+    r->passing = 1;
+    r->gate = ER_GATE_SANDBOX_UNAVAILABLE;
+    snprintf(r->reason, sizeof r->reason, "SANDBOX_UNAVAILABLE");
+    snprintf(r->detail, sizeof r->detail, "no child process could be made for it (%s: %s), "
+             "and the plugin's code was not run in this one instead; the next handle tries "
+             "again", call, strerror(e));
+}
+
 /* Fork the child and turn what became of it into a verdict. */
 static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
 {
@@ -513,15 +532,16 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     *r = (sb_result){.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN, .decode_min = NAN,
                      .decode_max = NAN, .read_gbs = NAN};
     if (pipe2(fds, O_CLOEXEC) != 0) {
-        r->ok = -1; /* cannot sandbox: the caller loads in-process, as before */
+        no_child(r, "pipe2", errno);
         return;
     }
     fflush(NULL); /* nothing buffered is written twice */
     pid_t pid = fork();
     if (pid < 0) {
+        int e = errno;
         close(fds[0]);
         close(fds[1]);
-        r->ok = -1;
+        no_child(r, "fork", e);
         return;
     }
     if (pid == 0) {
@@ -535,12 +555,24 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     if (got < 0)
         kill(pid, SIGKILL);
     close(fds[0]);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    pid_t waited;
+    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
         ;
+    int werr = errno;
     if (got > 0)
         return;
     r->ok = 0;
-    if (got < 0) {
+    if (got == 0 && waited < 0) {
+        /* SIGCHLD ignored, or another waitpid in this process reaped the
+         * child: how it ended is not known, so nothing is concluded */
+        r->passing = 1;
+        r->gate = ER_GATE_PLUGIN_EXITED;
+        snprintf(r->reason, sizeof r->reason, "PLUGIN_EXITED(unknown)");
+        snprintf(r->detail, sizeof r->detail, "the child ended without an answer at stage: %s, "
+                 "and how it ended cannot be read (waitpid: %s: is SIGCHLD ignored, or are "
+                 "children reaped elsewhere in this process?); not cached",
+                 er_stage_name(last), strerror(werr));
+    } else if (got < 0) {
         r->gate = ER_GATE_PLUGIN_TIMEOUT;
         r->timeout_ms = limit;
         snprintf(r->reason, sizeof r->reason, "PLUGIN_TIMEOUT");
@@ -575,8 +607,6 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
         er_log(ctx, EDGERT_LOG_INFO, "first contact with %s (%s): checking it in a child process",
                c->m.name, c->m.library_path);
         run_child(ctx, c, &r);
-        if (r.ok < 0)
-            return 0; /* no sandbox on this system: nothing to conclude */
         if (!r.passing)
             er_sb_cache_write(ctx, c, &r);
     }

@@ -19,7 +19,8 @@ typedef struct sb_result {
     double read_gbs;       /* the read beside the decode calls (median), NaN when none */
     long long timeout_ms;  /* the limit a PLUGIN_TIMEOUT was given (parent side) */
     int packed_outside;    /* pack did not allocate through host->alloc: no decode figure */
-    int passing;           /* 1: a verdict of the moment (killed from outside), not kept */
+    int passing;           /* 1: a verdict of the moment, not kept (killed from outside,
+                            * no child could be made, its end could not be read) */
 } sb_result;
 
 /* The child's time limit, as this handle read it (EDGERT_SANDBOX_TIMEOUT). */

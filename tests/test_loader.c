@@ -416,35 +416,13 @@ static void test_unterminated_plugin_error(void **state)
 
 /* ---- the first-contact cache follows the manifest -------------------------------- */
 
-/* Point XDG_CACHE_HOME at a fresh folder (returned): no first-contact verdict
- * yet. *saved keeps the old value for restore_cache. */
-static char *fresh_cache(char **saved)
-{
-    const char *old = getenv("XDG_CACHE_HOME");
-    *saved = old ? strdup(old) : NULL;
-    char *cache = tu_tmpdir();
-    assert_non_null(cache);
-    assert_int_equal(setenv("XDG_CACHE_HOME", cache, 1), 0);
-    return cache;
-}
-
-static void restore_cache(char *cache, char *saved)
-{
-    if (saved)
-        setenv("XDG_CACHE_HOME", saved, 1);
-    else
-        unsetenv("XDG_CACHE_HOME");
-    free(saved);
-    tu_rmrf(cache);
-}
-
 /* A verdict holds what the manifest handed the plugin: options the plugin
  * refused are INIT_FAILED, and once the manifest drops them the library is
  * checked again, not refused from the cache. */
 static void test_verdict_follows_manifest(void **state)
 {
     (void)state;
-    char *saved, *cache = fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    char *saved, *cache = tu_fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
     for (int fixed = 0; fixed < 2; fixed++) {
         free(tu_manifest(dir, "m.yaml", "test-good", lib, NULL,
                          fixed ? NULL : "plugin_options: \"path=x\"\n"));
@@ -458,7 +436,7 @@ static void test_verdict_follows_manifest(void **state)
     }
     free(lib);
     tu_rmrf(dir);
-    restore_cache(cache, saved);
+    tu_restore_cache(cache, saved);
 }
 
 /* ---- plugin_name: manifests sharing one library ------------------------------------ */
@@ -482,7 +460,7 @@ static size_t count_files(const char *dir)
 static void test_plugin_name_shares_library(void **state)
 {
     (void)state;
-    char *saved, *cache = fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    char *saved, *cache = tu_fresh_cache(&saved), *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
     free(tu_manifest(dir, "0-opts.yaml", "test-good-opts", lib, NULL,
                      "plugin_name: test-good\nplugin_options: \"path=x\"\n"));
     free(tu_manifest(dir, "1-good.yaml", "test-good", lib, NULL, NULL));
@@ -516,7 +494,7 @@ static void test_plugin_name_shares_library(void **state)
     assert_int_equal(count_files(fc), 3);
     free(lib);
     tu_rmrf(dir);
-    restore_cache(cache, saved);
+    tu_restore_cache(cache, saved);
 }
 
 /* NAME_MISMATCH compares the descriptor's name with plugin_name when the
@@ -617,6 +595,44 @@ static void test_two_handles(void **state)
     tu_rmrf(d2);
 }
 
+/* A plugin's log line at a level that is none reaches the integrator's
+ * callback at the nearest level (99: DEBUG, 0: ERROR), saying so, never
+ * with the made-up level. */
+typedef struct log_seen {
+    int bad_level, said_99, said_0;
+} log_seen;
+
+static void seen_log(void *user, edgert_log_level level, const char *message)
+{
+    log_seen *s = user;
+    if (level != EDGERT_LOG_ERROR && level != EDGERT_LOG_WARN && level != EDGERT_LOG_INFO &&
+        level != EDGERT_LOG_DEBUG)
+        s->bad_level++;
+    if (level == EDGERT_LOG_DEBUG && strstr(message, "(log level 99, which is none): a made-up"))
+        s->said_99++;
+    if (level == EDGERT_LOG_ERROR && strstr(message, "(log level 0, which is none): level zero"))
+        s->said_0++;
+}
+
+static void test_plugin_log_levels(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_log_level");
+    free(tu_manifest(dir, "l.yaml", "test-log-level", lib, NULL, NULL));
+    free(lib);
+    log_seen seen = {0};
+    char err[512] = "";
+    edgert_ctx *ctx = tu_open_full(dir, 1, NULL, NULL, seen_log, &seen, EDGERT_LOG_DEBUG, err,
+                                   sizeof err);
+    if (!ctx)
+        fail_msg("edgert_open: %s", err);
+    assert_true(edgert_candidate_find(ctx, "test-log-level")->loaded); /* init ran here */
+    edgert_close(ctx);
+    assert_int_equal(seen.bad_level, 0);
+    assert_true(seen.said_99 >= 1 && seen.said_0 >= 1);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -634,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_plugin_name_shares_library),
         cmocka_unit_test(test_plugin_name_mismatch),
         cmocka_unit_test(test_plugin_name_messages),
+        cmocka_unit_test(test_plugin_log_levels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -685,6 +685,14 @@ static void test_api(void **state)
     assert_int_equal(edgert_export(ctx, "ref-w4a16", tmp, "", err, sizeof err),
                      EDGERT_E_UNSUPPORTED);
     assert_non_null(strstr(err, "MISSING_CAPABILITY(export)"));
+    /* the caller's mistake: the backend's GEMM stays eligible, with no reason */
+    edgert_selection *sel = NULL;
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, "ref-w4a16", &sel, err,
+                                   sizeof err), EDGERT_OK);
+    edgert_selection_free(sel);
+    const edgert_candidate *ref = edgert_candidate_find(ctx, "ref-w4a16");
+    assert_true(ref->eligible);
+    assert_int_equal(ref->reason_count, 0);
     tu_rmrf(tmp);
     edgert_close(ctx);
 }

@@ -22,6 +22,7 @@
  */
 #include <math.h>
 #include <setjmp.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -172,6 +173,77 @@ static void test_killed_child_not_cached(void **state)
         edgert_close(ctx);
     }
     tu_rmrf(dir);
+}
+
+/* pipe2 as first contact calls it, failing with EAGAIN while set: test_sandbox
+ * links with -Wl,--wrap=pipe2 (tests/CMakeLists.txt), and the core's objects
+ * are linked into this program, so their calls come here. */
+static volatile int fail_pipe2;
+int __real_pipe2(int fds[2], int flags);
+int __wrap_pipe2(int fds[2], int flags);
+int __wrap_pipe2(int fds[2], int flags)
+{
+    if (fail_pipe2) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return __real_pipe2(fds, flags);
+}
+
+/* The last reason of `name` in a handle opened on dir, and its detail. */
+static void expect_reason(const char *dir, const char *name, const char *reason,
+                          const char *detail)
+{
+    edgert_ctx *ctx = open_folder(dir, 0);
+    const edgert_candidate *c = edgert_candidate_find(ctx, name);
+    assert_non_null(c);
+    if (reason == NULL ? !c->eligible
+                       : (c->eligible || c->loaded || c->reason_count == 0 ||
+                          strcmp(c->reasons[c->reason_count - 1], reason) != 0 ||
+                          !strstr(c->detail, detail)))
+        fail_msg("%s: want %s (%s), got %s: %s", name, reason ? reason : "eligible",
+                 detail ? detail : "", c->reason_count ? c->reasons[c->reason_count - 1] : "-",
+                 c->detail ? c->detail : "");
+    edgert_close(ctx);
+}
+
+/* First contact that cannot make its child fails closed: the candidate is
+ * SANDBOX_UNAVAILABLE and its code never runs in this process instead; the
+ * verdict is not kept, so with a child the next handle meets the plugin and
+ * it passes. */
+static void test_no_child_fails_closed(void **state)
+{
+    (void)state;
+    char *saved, *cache = tu_fresh_cache(&saved);
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    free(tu_manifest(dir, "n.yaml", "test-no-child", lib, NULL, "plugin_name: test-good\n"));
+    free(lib);
+    fail_pipe2 = 1;
+    expect_reason(dir, "test-no-child", "SANDBOX_UNAVAILABLE", "(pipe2: ");
+    fail_pipe2 = 0;
+    expect_reason(dir, "test-no-child", NULL, NULL);
+    tu_rmrf(dir);
+    tu_restore_cache(cache, saved);
+}
+
+/* A host process that ignores SIGCHLD (or reaps children itself) hides how
+ * the child ended: PLUGIN_EXITED(unknown), saying so, and not kept, so
+ * without SIG_IGN the next handle sees the crash it was. */
+static void test_child_end_unknown(void **state)
+{
+    (void)state;
+    char *saved, *cache = tu_fresh_cache(&saved);
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_segv_init");
+    free(tu_manifest(dir, "u.yaml", "test-end-unknown", lib, NULL,
+                     "plugin_name: test-segv-init\n"));
+    free(lib);
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+    assert_int_equal(sigaction(SIGCHLD, &ign, &old), 0);
+    expect_reason(dir, "test-end-unknown", "PLUGIN_EXITED(unknown)", "not cached");
+    assert_int_equal(sigaction(SIGCHLD, &old, NULL), 0);
+    expect_reason(dir, "test-end-unknown", "PLUGIN_CRASHED(SIGSEGV)", "stage: init");
+    tu_rmrf(dir);
+    tu_restore_cache(cache, saved);
 }
 
 /* Packed weights allocated outside host->alloc cannot be evicted before
@@ -440,6 +512,8 @@ int main(void)
      * short_timeout), which these two reach. */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_killed_child_not_cached),
+        cmocka_unit_test(test_no_child_fails_closed),
+        cmocka_unit_test(test_child_end_unknown),
         cmocka_unit_test(test_packed_outside_arena),
         cmocka_unit_test_setup_teardown(test_misbehaving_plugins, short_timeout, clear_env),
         cmocka_unit_test_setup_teardown(test_commands_complete, short_timeout, clear_env),

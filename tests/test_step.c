@@ -13,7 +13,8 @@
  *   starts.
  * - Every op is checked before the first runs: a bad op anywhere (m = 0, a
  *   NULL x, weights of another instance, a struct_size below version 1 or
- *   unlike op 0's, strides whose last row's byte offset wraps) is
+ *   unlike op 0's, or not a multiple of the struct's alignment, strides
+ *   whose last row's byte offset wraps) is
  *   EDGERT_E_USAGE naming it and the field, with every output untouched.
  * - count 0 does nothing, with or without an array.
  * The read-ahead of the next weights runs inside these steps (the shapes
@@ -253,7 +254,7 @@ static void test_bad_ops(void **state)
     net_open(&n, ctx, ref);
     net_open(&other, ctx, ref); /* another instance of the same backend */
     char err[1024];
-    for (int bad = 0; bad < 8; bad++) {
+    for (int bad = 0; bad < 9; bad++) {
         edgert_gemm_args a[NOPS];
         edgert_step_op ops[NOPS];
         start(&n, 1);
@@ -269,6 +270,10 @@ static void test_bad_ops(void **state)
         case 5: /* row 1 at 2^62 floats: the byte offset wraps (an integrator's walkthrough) */
             a[3].m = 2; a[3].ldx = (size_t)1 << 62; field = "ldx"; break;
         case 6: a[3].m = 3; a[3].ldy = SIZE_MAX / 2u; field = "ldy"; break;
+        case 7: /* a stride no array of the struct has: op 1 would be misaligned */
+            for (size_t o = 0; o < NOPS; o++)
+                ops[o].struct_size = sizeof ops[o] + 1u;
+            want = "the array's stride"; break;
         default: ops[3].args = NULL; field = "args is NULL"; break;
         }
         err[0] = '\0';

@@ -42,6 +42,29 @@ __attribute__((unused)) static void tu_rmrf(char *dir)
     free(dir);
 }
 
+/* Point XDG_CACHE_HOME at a fresh folder (returned): no first-contact verdict
+ * or evidence of another run counts. *saved keeps the old value (malloc'd,
+ * NULL when unset) for tu_restore_cache, which also removes the folder. */
+__attribute__((unused)) static char *tu_fresh_cache(char **saved)
+{
+    const char *old = getenv("XDG_CACHE_HOME");
+    *saved = old ? strdup(old) : NULL;
+    char *cache = tu_tmpdir();
+    if (cache)
+        setenv("XDG_CACHE_HOME", cache, 1);
+    return cache;
+}
+
+__attribute__((unused)) static void tu_restore_cache(char *cache, char *saved)
+{
+    if (saved)
+        setenv("XDG_CACHE_HOME", saved, 1);
+    else
+        unsetenv("XDG_CACHE_HOME");
+    free(saved);
+    tu_rmrf(cache);
+}
+
 /* Write a file (printf-style content); returns its malloc'd path. */
 __attribute__((unused, format(printf, 3, 4))) static char *tu_write(const char *dir,
                                                                      const char *name,

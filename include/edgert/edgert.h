@@ -589,7 +589,9 @@ EDGERT_API edgert_status edgert_step(edgert_backend *b, const edgert_step_op *op
  * loads the plugin on demand, with the gates plan mode skipped: library file,
  * checksum, dlopen, ABI, init, self-test (same reason codes; on failure they
  * are added to the candidate, which becomes ineligible). A plugin without the
- * capability is MISSING_CAPABILITY(export), EDGERT_E_UNSUPPORTED.
+ * capability is EDGERT_E_UNSUPPORTED, the error saying
+ * MISSING_CAPABILITY(export); the candidate keeps its verdict (its GEMM
+ * stays eligible).
  */
 EDGERT_API edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *out_dir,
                                        const char *request, char *err, size_t err_len);

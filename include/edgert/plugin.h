@@ -177,7 +177,9 @@ typedef struct edgert_host {
     uint32_t struct_size;  /**< sizeof(edgert_host) as the host knows it */
     uint32_t abi_version;  /**< ABI the host negotiated with this plugin */
     void *host_ctx;        /**< opaque; pass back to every call below */
-    /** printf-style logging, routed to the integrator's log callback. */
+    /** printf-style logging, routed to the integrator's log callback. A
+     *  level that is none of edgert_log_level's reaches it as the nearest
+     *  one (0 or below: ERROR; above DEBUG: DEBUG), the line naming it. */
     void (*log)(void *host_ctx, edgert_log_level level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
     /** Aligned allocation (align a power of two >= sizeof(void*)); NULL on
