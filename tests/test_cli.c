@@ -156,6 +156,11 @@ static void test_exit_codes(void **state)
                                     &err), 0);
     assert_non_null(strstr(err, "EDGERT_SANDBOX_TIMEOUT=abc is not a number of seconds"));
     free(err);
+    /* ... unless errors only are asked for (EDGERT_LOG=error, as -q) */
+    assert_int_equal(run_redirected("EDGERT_SANDBOX_TIMEOUT=abc EDGERT_LOG=error", "list",
+                                    "2>&1 >/dev/null", &err), 0);
+    assert_null(strstr(err, "EDGERT_SANDBOX_TIMEOUT=abc"));
+    free(err);
     /* the name parsers refuse a NULL out instead of writing through it */
     edgert_priority prio;
     edgert_arch arch;

@@ -8,8 +8,10 @@
  *                                      library into its `checksum` field
  *   --json                             one object: {"files": [{"path", "checksum"
  *                                      | "error"}]}
- * Exit codes: 0 all done, 1 a file could not be read or written, 2 usage,
- * 4 a manifest is bad. Every file is tried even after one fails.
+ * Exit codes (usage() says them too): 0 all done, 1 a file could not be
+ * written (stamping: or a manifest's library read), 2 usage (stamping: or a
+ * manifest without a library), 4 a file named cannot be read or a manifest
+ * is bad. Every file is tried even after one fails.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -34,8 +36,8 @@ static void checksum_help(FILE *f)
             "  --json     one JSON object on stdout\n"
             "  -h, --help this text\n\n"
             "Exit codes: 0 ok, 1 a file could not be written (stamping: or a manifest's\n"
-            "library read), 2 usage error, 4 a file named cannot be read or a manifest\n"
-            "is bad.\n");
+            "library read), 2 usage error (stamping: or a manifest without a library), 4 a\n"
+            "file named cannot be read or a manifest is bad.\n");
 }
 
 /* The exit code of one failure, the worst of all kept: bad file > I/O. A

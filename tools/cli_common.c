@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -639,11 +640,12 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
     return EXIT_FAIL;
 }
 
-/* Warnings from opening (manifests skipped or with unknown keys, evidence,
- * settings) go to stderr in text mode (they are in the JSON otherwise). */
+/* Warnings from opening (manifests skipped, evidence, settings) go to stderr
+ * in text mode (JSON has them), unless -q or EDGERT_LOG=error (not with -v). */
 void warn_diags(const cli *c, const edgert_ctx *ctx)
 {
-    if (c->json || c->quiet)
+    const char *level = secure_getenv("EDGERT_LOG");
+    if (c->json || c->quiet || (!c->verbose && level && strcasecmp(level, "error") == 0))
         return;
     int any = 0;
     for (size_t i = 0; i < edgert_diag_count(ctx); i++)
@@ -653,7 +655,6 @@ void warn_diags(const cli *c, const edgert_ctx *ctx)
     tfprintf(stderr, "edgert: warnings:\n");
     print_diags(ctx, stderr, EDGERT_LOG_WARN);
 }
-
 
 int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,
                    edgert_ctx **ctx)

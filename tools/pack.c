@@ -46,7 +46,8 @@ void pack_help(FILE *f)
             "  --options STR       plugin options, after the manifest's (e.g. path=fma)\n"
             "  --priority P        speed|fidelity, for auto (default speed)\n\n"
             "Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the backend\n"
-            "is not eligible, 4 IN or OUT is malformed.\n\n");
+            "is not eligible, 4 IN or OUT is missing or malformed, or IN is a checkpoint\n"
+            "edgert never takes (act-order).\n\n");
 }
 
 /* A "VmHWM:" or "RssAnon:" line of /proc/self/status, in bytes; 0 unknown. */

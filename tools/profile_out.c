@@ -80,7 +80,7 @@ int print_profile(FILE *f, const edgert_device *d)
  * a second copy of that rule here. */
 int profile_check(const char *text, char *why, size_t why_len)
 {
-    const char *tmp = getenv("TMPDIR");
+    const char *tmp = secure_getenv("TMPDIR");
     char dir[4096], file[4200], sub[4200];
     snprintf(dir, sizeof dir, "%s/edgert-profile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) {
