@@ -119,6 +119,20 @@ edgert_status er_ck_open_packed(edgert_checkpoint *c, char *err, size_t err_len)
         if (st)
             return st;
     }
+    /* what the gates compare before any plugin maps it (gate.c: the backend
+     * it is for, and its plugin file's XXH3): without them every backend
+     * would pass and the mismatch show only at map time */
+    static const char *const need[] = {"backend", "layout", "plugin_xxh3"};
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+        const char *m = st_meta_get(&c->sf, need[i]);
+        if (!m || !*m)
+            return er_fail(EDGERT_E_PARSE, err, err_len, "%s: a packed file without '%s' in "
+                           "its metadata ('edgert pack' writes it)", c->sf.path, need[i]);
+    }
+    const char *hx = st_meta_get(&c->sf, "plugin_xxh3");
+    if (strlen(hx) != 16 || strspn(hx, "0123456789abcdefABCDEF") != 16)
+        return er_fail(EDGERT_E_PARSE, err, err_len, "%s: metadata 'plugin_xxh3' is '%s', not "
+                       "16 hex digits", c->sf.path, hx);
     return EDGERT_OK;
 }
 

@@ -14,31 +14,34 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "evidence.h"
 #include "sandbox.h"
 
 /* XXH3-64 of what the child's verdict takes from the manifest besides the
  * library: the backend's name and the name the descriptor must have
  * (plugin_name; both word the verdict's detail), the options init gets, the
  * ABI range offered, whether GEMM is required and the group size the quick
- * measurement packs. A manifest whose name,
+ * measurement packs; and from the handle, the threads the quick
+ * measurement runs on (its figures rank the backend among others measured
+ * on the same number). A manifest whose name,
  * plugin_name or options were fixed is checked again, instead of keeping
  * the old NAME_MISMATCH or INIT_FAILED, and two manifests that share one
  * library (plugin_name) get a verdict and a quick measurement each. */
-static uint64_t manifest_key(const er_manifest *m)
+static uint64_t verdict_key(const er_manifest *m, unsigned threads)
 {
     char *facts = NULL;
     int n = asprintf(&facts,
                      "name=%s\nplugin_name=%s\nabi=%u..%u\nruns_in_process=%d\noptions=%c%s\n"
-                     "group=%d",
+                     "group=%d\nthreads=%u",
                      m->name, m->plugin_name ? m->plugin_name : "", (unsigned)m->abi_min,
                      (unsigned)m->abi_max, m->runs_in_process, m->plugin_options ? '=' : '-',
-                     m->plugin_options ? m->plugin_options : "", m->group_size);
+                     m->plugin_options ? m->plugin_options : "", m->group_size, threads);
     uint64_t h = n >= 0 ? (uint64_t)XXH3_64bits(facts, (size_t)n) : 0;
     free(n >= 0 ? facts : NULL);
     return h;
 }
 
-/* The cache file of this (device, plugin file, manifest_key), malloc'd; NULL
+/* The cache file of this (device, plugin file, verdict_key), malloc'd; NULL
  * when no per-user cache folder can be named or created. */
 char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
 {
@@ -57,7 +60,8 @@ char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
     }
     /* the core's version too: a verdict is also about the core that took it */
     if (dir && asprintf(&path, "%s/%s-%016llx-%016llx-%s", dir, ctx->fingerprint,
-                        (unsigned long long)c->lib_hash, (unsigned long long)manifest_key(&c->m),
+                        (unsigned long long)c->lib_hash,
+                        (unsigned long long)verdict_key(&c->m, er_pool_threads(ctx->pool)),
                         EDGERT_VERSION_STRING) < 0)
         path = NULL;
     free(base);
@@ -120,6 +124,11 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     r->packed_outside = strcmp(outside, "1") == 0;
     if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
         return -1; /* not a verdict this edgert wrote */
+    /* figures that mean nothing (inf, 0, negative: edited or damaged) would
+     * rank the backend: meet it again instead */
+    if (!ev_rate_ok(r->decode_tok_s) || !ev_rate_ok(r->prefill_gflops) ||
+        !ev_rate_ok(r->decode_min) || !ev_rate_ok(r->decode_max) || !ev_rate_ok(r->read_gbs))
+        return -1;
     /* a timeout under a shorter limit than now says nothing: meet it again */
     if (!r->ok && r->gate == ER_GATE_PLUGIN_TIMEOUT && r->timeout_ms < er_sb_timeout_ms(ctx))
         return -1;

@@ -438,6 +438,16 @@ static ck_case cases[] = {
      .open_st = PARSE, .want = {"not at a 4096-byte boundary"}, .pack = 4},
     {C("packed_format_99", PACKED_META("99") "}," PACKED_T("P.packed"), b_zeros), .align = 4096,
      .open_st = UNSUP, .want = {"packed-file format '99'", "format 1"}, .pack = 4},
+    /* a sound layer, but not what the gates compare: refused at open, not
+     * at map time after every backend passed */
+    {C("packed_no_backend", PACKED_META("1") ",'layer:P':'n=16 k=256 group=128 sym=0 "
+       "bytes=4096 source=0123456789abcdef'}," PACKED_T("P.packed"), b_zeros), .align = 4096,
+     .open_st = PARSE, .want = {"a packed file without 'backend' in its metadata"}, .pack = 4},
+    {C("packed_bad_plugin_xxh3", PACKED_META("1") ",'backend':'b','layout':'l/1',"
+       "'plugin_xxh3':'12345','layer:P':'n=16 k=256 group=128 sym=0 bytes=4096 "
+       "source=0123456789abcdef'}," PACKED_T("P.packed"), b_zeros), .align = 4096,
+     .open_st = PARSE, .want = {"metadata 'plugin_xxh3' is '12345', not 16 hex digits"},
+     .pack = 4},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])

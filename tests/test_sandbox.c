@@ -14,15 +14,20 @@
  *   a timeout is met again under a longer limit, a child killed from outside
  *   (SIGKILL) is not cached at all, and a cached failure names the file to
  *   delete to meet its plugin again.
+ * - No child for first contact (pipe2 failing) is SANDBOX_UNAVAILABLE, never
+ *   a load in-process; a child whose end cannot be read (SIGCHLD ignored) is
+ *   PLUGIN_EXITED(unknown); neither is cached. A verdict is kept per thread
+ *   count (its quick figures are of those threads), and a damaged cached
+ *   figure makes edgert meet the plugin again.
  * - `edgert probe`, `list`, `select`, `verify` and `calibrate` complete with
  *   the right exit codes in a folder of such plugins.
  * - The checksum race: another process swaps the library file in a loop
  *   between the right bytes and a library that marks a file when it runs;
  *   200 handles later, the marking library has never run.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
-#include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -242,6 +247,63 @@ static void test_child_end_unknown(void **state)
     expect_reason(dir, "test-end-unknown", "PLUGIN_EXITED(unknown)", "not cached");
     assert_int_equal(sigaction(SIGCHLD, &old, NULL), 0);
     expect_reason(dir, "test-end-unknown", "PLUGIN_CRASHED(SIGSEGV)", "stage: init");
+    tu_rmrf(dir);
+    tu_restore_cache(cache, saved);
+}
+
+/* How many first contacts (children) a handle ran, from its log. */
+static void count_contacts(void *user, edgert_log_level level, const char *message)
+{
+    (void)level;
+    if (strstr(message, "first contact with test-fc ("))
+        ++*(int *)user;
+}
+
+static void open_counting(const char *dir, unsigned threads, int *contacts)
+{
+    char err[512] = "";
+    edgert_ctx *ctx = tu_open_full(dir, threads, NULL, NULL, count_contacts, contacts,
+                                   EDGERT_LOG_INFO, err, sizeof err);
+    if (!ctx)
+        fail_msg("edgert_open: %s", err);
+    const edgert_candidate *c = edgert_candidate_find(ctx, "test-fc");
+    double q = c->first_contact_decode_tokens_per_s;
+    if (!c->eligible || !(isnan(q) || (q > 0.0 && isfinite(q))))
+        fail_msg("test-fc: eligible %d, quick decode %g", c->eligible, q);
+    edgert_close(ctx);
+}
+
+/* Every cached verdict's line `key` set to `value` (a damaged figure). */
+static void damage_verdicts(const char *cache, const char *key, const char *value)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "sed -i 's/^%s .*/%s %s/' '%s'/edgert/first-contact/*", key, key,
+             value, cache);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A verdict's quick figures are of the threads they ran on: another thread
+ * count meets the plugin again (one verdict each), the same one reads the
+ * cache; and a cached figure that means nothing (inf) is not believed. */
+static void test_cache_follows_threads_and_figures(void **state)
+{
+    (void)state;
+    char *saved, *cache = tu_fresh_cache(&saved);
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
+    free(tu_manifest(dir, "fc.yaml", "test-fc", lib, NULL, "plugin_name: test-good\n"));
+    free(lib);
+    int contacts = 0;
+    open_counting(dir, 2, &contacts);
+    assert_int_equal(contacts, 1);
+    open_counting(dir, 2, &contacts);
+    assert_int_equal(contacts, 1); /* cached */
+    open_counting(dir, 1, &contacts);
+    assert_int_equal(contacts, 2); /* another thread count: its own verdict */
+    open_counting(dir, 1, &contacts);
+    assert_int_equal(contacts, 2);
+    damage_verdicts(cache, "decode_tokens_per_s", "inf");
+    open_counting(dir, 2, &contacts);
+    assert_int_equal(contacts, 3); /* met again, and its figure is finite */
     tu_rmrf(dir);
     tu_restore_cache(cache, saved);
 }
@@ -514,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_killed_child_not_cached),
         cmocka_unit_test(test_no_child_fails_closed),
         cmocka_unit_test(test_child_end_unknown),
+        cmocka_unit_test(test_cache_follows_threads_and_figures),
         cmocka_unit_test(test_packed_outside_arena),
         cmocka_unit_test_setup_teardown(test_misbehaving_plugins, short_timeout, clear_env),
         cmocka_unit_test_setup_teardown(test_commands_complete, short_timeout, clear_env),
