@@ -8,7 +8,9 @@
  * constructors (dlopen), the entry, the ABI answer, init, the self-test, and
  * a quick measurement. A child that dies or hangs makes the candidate
  * PLUGIN_CRASHED(<signal>), PLUGIN_TIMEOUT or PLUGIN_EXITED(<code>), with
- * the stage it reached; the process that hosts edgert is never harmed.
+ * the stage it reached; the process that hosts edgert is never harmed (the
+ * deadline covers the child's end too: one that closes its end of the pipe
+ * and runs on is killed there, as a timeout).
  * When no child can be made (pipe2 or fork fails: no descriptors, no
  * processes left, a policy), the candidate is SANDBOX_UNAVAILABLE: its code
  * is never run in-process instead.
@@ -468,11 +470,11 @@ static long long now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Read the child's records until its verdict, EOF or the deadline. Returns
- * 1 with *r filled, 0 at EOF, -1 at the timeout; *last is the last stage. */
-static int read_child(int in, long long limit_ms, sb_result *r, int *last)
+/* Read the child's records until its verdict, EOF or the deadline (ms on
+ * now_ms's clock). Returns 1 with *r filled, 0 at EOF, -1 at the timeout;
+ * *last is the last stage. */
+static int read_child(int in, long long deadline, sb_result *r, int *last)
 {
-    long long deadline = now_ms() + limit_ms;
     for (;;) {
         long long left = deadline - now_ms();
         struct pollfd p = {.fd = in, .events = POLLIN};
@@ -509,6 +511,34 @@ static int read_child(int in, long long limit_ms, sb_result *r, int *last)
             return 1;
         }
     }
+}
+
+/* Reap the child by the deadline, killing it there: EOF on the pipe is not
+ * its end, since a plugin may close every descriptor it did not open and go
+ * on running. waitpid's result, with *status and *werr; *killed says it was
+ * still running at the deadline. */
+static pid_t reap_child(pid_t pid, long long deadline, int *status, int *werr, int *killed)
+{
+    pid_t waited;
+    struct timespec nap = {0, 1000000}; /* 1 ms, then up to 16 ms */
+    *killed = 0;
+    for (;;) {
+        waited = waitpid(pid, status, WNOHANG);
+        if (waited != 0 && !(waited < 0 && errno == EINTR))
+            break;
+        if (waited == 0 && now_ms() >= deadline) {
+            kill(pid, SIGKILL);
+            *killed = 1;
+            while ((waited = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+                ;
+            break;
+        }
+        nanosleep(&nap, NULL);
+        if (nap.tv_nsec < 16000000)
+            nap.tv_nsec *= 2;
+    }
+    *werr = errno;
+    return waited;
 }
 
 /* No child could be made: the plugin's code is not run in this process
@@ -549,19 +579,16 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
         child(ctx, c, fds[1]);
     }
     close(fds[1]);
-    int last = ER_STAGE_DLOPEN, status = 0;
-    long long limit = er_sb_timeout_ms(ctx);
-    int got = read_child(fds[0], limit, r, &last);
-    if (got < 0)
-        kill(pid, SIGKILL);
+    int last = ER_STAGE_DLOPEN, status = 0, werr = 0, killed = 0;
+    long long limit = er_sb_timeout_ms(ctx), deadline = now_ms() + limit;
+    int got = read_child(fds[0], deadline, r, &last);
     close(fds[0]);
-    pid_t waited;
-    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR)
-        ;
-    int werr = errno;
+    pid_t waited = reap_child(pid, got < 0 ? 0 : deadline, &status, &werr, &killed);
     if (got > 0)
-        return;
+        return; /* its verdict was whole: how it ended adds nothing */
     r->ok = 0;
+    if (killed)
+        got = -1; /* closed the pipe, then ran on: a timeout like any other */
     if (got == 0 && waited < 0) {
         /* SIGCHLD ignored, or another waitpid in this process reaped the
          * child: how it ended is not known, so nothing is concluded */

@@ -4,8 +4,9 @@
  * checked (core/gate.c, core/load.c). Issue 13.
  *
  * - Plugins that segfault in init, abort in the self-test, loop in the
- *   self-test, call exit(0) in a constructor, execute an illegal instruction
- *   in a constructor, overfill the error buffer, leave a thread running:
+ *   self-test (one after closing first contact's pipe), call exit(0) in a
+ *   constructor, execute an illegal instruction in a constructor, overfill
+ *   the error buffer, leave a thread running:
  *   each is rejected with its reason and stage (or, for the thread, loads and
  *   harms nothing after it is unloaded) while this process and the other
  *   backends go on.
@@ -51,6 +52,7 @@ static const struct bad {
     {"test-abort-self-test", "tp_abort_self_test", "PLUGIN_CRASHED(SIGABRT)",
      "stage: self-test"},
     {"test-loop-self-test", "tp_loop_self_test", "PLUGIN_TIMEOUT", "stage: self-test"},
+    {"test-close-loop", "tp_close_loop", "PLUGIN_TIMEOUT", "stage: self-test"},
     {"test-hang-measure", "tp_hang_measure", "PLUGIN_TIMEOUT", "stage: quick measurement"},
 #if defined(__SANITIZE_ADDRESS__)
     /* exit() runs LeakSanitizer's check in the child, which finds the
