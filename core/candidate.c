@@ -165,7 +165,7 @@ static const char *const gate_names[ER_GATE_COUNT] = {
     "CHECKSUM_MISMATCH", "DLOPEN_FAILED", "NO_ENTRY_SYMBOL", "INVALID_DESCRIPTOR",
     "NAME_MISMATCH", "MISSING_CAPABILITY", "INIT_FAILED", "SELF_TEST_FAILED", "FAILED_VERIFY",
     "PLUGIN_CRASHED", "PLUGIN_TIMEOUT", "PLUGIN_EXITED", "UNSAFE_FILE", "LAYOUT_MISMATCH",
-    "SANDBOX_UNAVAILABLE",
+    "SANDBOX_UNAVAILABLE", "LIBRARY_REWRITTEN",
 };
 _Static_assert(sizeof gate_names / sizeof gate_names[0] == ER_GATE_COUNT,
                "every gate needs its name");

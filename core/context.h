@@ -6,6 +6,8 @@
 #ifndef EDGERT_CORE_CONTEXT_H
 #define EDGERT_CORE_CONTEXT_H
 
+#include <sys/types.h>
+
 #include "internal.h"
 
 /*
@@ -38,6 +40,7 @@ typedef enum er_gate_id {
     ER_GATE_UNSAFE_FILE,        /* writable by others, refused when it matters */
     ER_GATE_LAYOUT_MISMATCH,    /* the caller's weights (options.weights) do not fit */
     ER_GATE_SANDBOX_UNAVAILABLE, /* first contact could not make its child (sandbox.c) */
+    ER_GATE_LIBRARY_REWRITTEN,  /* rewritten in place since this process mapped it (load.c) */
     ER_GATE_COUNT
 } er_gate_id;
 _Static_assert(ER_GATE_COUNT <= 32, "er_cand.failed holds one bit per gate");
@@ -155,6 +158,10 @@ void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c);
 /** In-process: dlopen, entry, ABI, descriptor, init, self-test. */
 void er_load_now(struct edgert_ctx *ctx, er_cand *c);
 void er_unload(er_cand *c);
+/** 1 when this process has mapped the file (dev, ino) already, with bytes
+ *  other than `hash` (*then: theirs): it was rewritten in place, and dlopen
+ *  would return the old mapping. 0 otherwise. */
+int er_lib_rewritten(dev_t dev, ino_t ino, uint64_t hash, uint64_t *then);
 /** Log "loading <name> (<file>): <stage>" and, in the sandbox's child,
  *  report the stage to the parent. */
 void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s);

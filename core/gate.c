@@ -11,7 +11,8 @@
  *   file (live mode only; in plan mode on demand, for edgert_export), all
  *   read from one descriptor, which load.c then dlopens
  *     LIBRARY_MISSING, UNSAFE_FILE, WRONG_ARCH (the ELF's machine),
- *     CHECKSUM_MISMATCH
+ *     LIBRARY_REWRITTEN (this process mapped the file before, with other
+ *     bytes: load.c), CHECKSUM_MISMATCH
  * Only a candidate that passed all of them meets its first contact
  * (sandbox.c) and is loaded (load.c), which add the gates that need its
  * code. A failing candidate is skipped and the scan goes on with the others.
@@ -371,6 +372,16 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     if (c->lib_fd >= 0)
         close(c->lib_fd);
     c->lib_fd = fd;
+    uint64_t then;
+    if (er_lib_rewritten(st.st_dev, st.st_ino, c->lib_hash, &then)) {
+        er_cand_reason(c, ER_GATE_LIBRARY_REWRITTEN, "LIBRARY_REWRITTEN");
+        er_cand_detail(c, "%s was rewritten in place since this process loaded it (the same file, "
+                       "xxh3-64:%016llx then, xxh3-64:%016llx now): the loader would hand back "
+                       "what it mapped then, not the bytes checked now. Install a plugin as a new "
+                       "file renamed over the old (install(1) and mv do; cp does not), and start "
+                       "the process again to run it", m->library_path, (unsigned long long)then,
+                       (unsigned long long)c->lib_hash);
+    }
     if (ctx->weights.has_packed_xxh3 && ctx->weights.packed_for &&
         strcmp(ctx->weights.packed_for, m->name) == 0 &&
         ctx->weights.packed_xxh3 != c->lib_hash) { /* a stale cache: its bytes may not map */

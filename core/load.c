@@ -59,6 +59,7 @@ typedef struct os_lib {
     dev_t dev;
     ino_t ino;
     int fd;
+    uint64_t hash; /* XXH3-64 of the bytes mapped (gate.c): LIBRARY_REWRITTEN */
 } os_lib;
 static pthread_mutex_t os_lock = PTHREAD_MUTEX_INITIALIZER;
 static os_lib *os_libs; /* process-wide, as glibc's own list of loaded objects */
@@ -81,7 +82,26 @@ __attribute__((constructor)) static void os_lock_at_fork(void)
     pthread_atfork(os_lock_take, os_lock_give, os_lock_give);
 }
 
-static void *os_load(int fd, int *reserved, char *why, size_t why_len)
+/* A file is rewritten in place (cp over it, a linker writing its output
+ * again) keeping its device and inode; the table's descriptor keeps the
+ * inode from being reused for another file. So the same device and inode
+ * with other bytes is the file this process mapped, changed since: dlopen
+ * would return the old object, whose pages not yet copied now read the new
+ * bytes. */
+int er_lib_rewritten(dev_t dev, ino_t ino, uint64_t hash, uint64_t *then)
+{
+    int found = 0;
+    pthread_mutex_lock(&os_lock);
+    for (size_t i = 0; i < os_nlibs && !found; i++)
+        if (os_libs[i].dev == dev && os_libs[i].ino == ino && os_libs[i].hash != hash) {
+            *then = os_libs[i].hash;
+            found = 1;
+        }
+    pthread_mutex_unlock(&os_lock);
+    return found;
+}
+
+static void *os_load(int fd, uint64_t hash, int *reserved, char *why, size_t why_len)
 {
     struct stat st;
     *reserved = 0;
@@ -106,7 +126,7 @@ static void *os_load(int fd, int *reserved, char *why, size_t why_len)
         os_lib *grown = realloc(os_libs, (os_nlibs + 1) * sizeof *grown);
         if (grown) {
             os_libs = grown;
-            os_libs[os_nlibs++] = (os_lib){st.st_dev, st.st_ino, fd};
+            os_libs[os_nlibs++] = (os_lib){st.st_dev, st.st_ino, fd, hash};
         }
     }
     pthread_mutex_unlock(&os_lock);
@@ -338,7 +358,7 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     char err[512] = "";
     er_load_stage(ctx, c, ER_STAGE_DLOPEN);
     int reserved = 0;
-    c->dl = os_load(c->lib_fd, &reserved, err, sizeof err);
+    c->dl = os_load(c->lib_fd, c->lib_hash, &reserved, err, sizeof err);
     if (reserved)
         c->lib_fd = -1; /* names a mapped library now: never closed (see os_load) */
     if (!c->dl) {

@@ -866,11 +866,13 @@ static void test_plugin_changed(void **state)
     edgert_evidence a = ev("test-good", 500.0, 1.0, 0.0, 1);
     assert_int_equal(edgert_evidence_store(ctx, NULL, &a, 1, err, sizeof err), EDGERT_OK);
     edgert_close(ctx);
-    char lib[4200];
-    snprintf(lib, sizeof lib, "%s/tp_good.so", f->dir);
-    FILE *fp = fopen(lib, "ab"); /* trailing bytes: still a loadable ELF, another hash */
-    fputs("rebuilt", fp);
-    fclose(fp);
+    /* a rebuild, as a linker makes it: a new file, here with trailing bytes
+     * (still a loadable ELF, another hash); one rewritten in place would be
+     * LIBRARY_REWRITTEN in this process, which loaded the old (test_sandbox) */
+    char cmd[8600];
+    snprintf(cmd, sizeof cmd, "cd '%s' && cp tp_good.so .new && printf rebuilt >> .new && "
+             "mv .new tp_good.so", f->dir);
+    assert_int_equal(system(cmd), 0);
     ctx = open_fx(f, 0, NULL);
     const edgert_candidate *g = edgert_candidate_find(ctx, "test-good");
     assert_true(g->loaded);
