@@ -1,6 +1,7 @@
 /*
- * core/sandbox.h — what first contact's child reports (sandbox.c) and the
- * cache that keeps its verdicts (sandbox_cache.c). Private to the core.
+ * core/sandbox.h — what first contact's child reports (sandbox.c), its quick
+ * measurement (sandbox_measure.c) and the cache that keeps its verdicts
+ * (sandbox_cache.c). Private to the core.
  */
 #ifndef EDGERT_CORE_SANDBOX_H
 #define EDGERT_CORE_SANDBOX_H
@@ -22,6 +23,10 @@ typedef struct sb_result {
     int passing;           /* 1: a verdict of the moment, not kept (killed from outside,
                             * no child could be made, its end could not be read) */
 } sb_result;
+
+/* The quick measurement of a loaded candidate, in the child
+ * (sandbox_measure.c): r's decode, prefill and read figures. */
+void er_sb_quick_measure(er_cand *c, sb_result *r);
 
 /* The child's time limit, as this handle read it (EDGERT_SANDBOX_TIMEOUT). */
 long long er_sb_timeout_ms(const struct edgert_ctx *ctx);
