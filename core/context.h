@@ -7,6 +7,7 @@
 #define EDGERT_CORE_CONTEXT_H
 
 #include <sys/types.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -57,6 +58,8 @@ typedef struct er_cand {
     int lib_fd;                 /**< the library, opened once by the file gate (-1: none);
                                      hashed, checked and loaded from this descriptor */
     uint64_t lib_hash;          /**< XXH3-64 of the bytes behind lib_fd */
+    off_t lib_size;             /**< lib_fd's size and modification time when hashed: */
+    struct timespec lib_mtime;  /**< changed since, it was rewritten in place */
     void *dl;                   /**< dlopen handle (live, loaded) */
     const edgert_plugin *plugin;/**< descriptor (live, loaded) */
     const char *packed_layout;  /**< the plugin's mappable packed layout (ABI 2,
@@ -158,10 +161,13 @@ void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c);
 /** In-process: dlopen, entry, ABI, descriptor, init, self-test. */
 void er_load_now(struct edgert_ctx *ctx, er_cand *c);
 void er_unload(er_cand *c);
-/** 1 when this process has mapped the file (dev, ino) already, with bytes
- *  other than `hash` (*then: theirs): it was rewritten in place, and dlopen
- *  would return the old mapping. 0 otherwise. */
-int er_lib_rewritten(dev_t dev, ino_t ino, uint64_t hash, uint64_t *then);
+/** 0 when the library behind c->lib_fd is as the file gate hashed it (same
+ *  size and modification time) and this process has not mapped the same
+ *  file with other bytes; else -1 with LIBRARY_REWRITTEN: a file rewritten
+ *  in place keeps its inode, and dlopen would return the old mapping, or
+ *  map bytes that were not checked. The file gate, first contact and the
+ *  load each ask. */
+int er_lib_unchanged(er_cand *c);
 /** Log "loading <name> (<file>): <stage>" and, in the sandbox's child,
  *  report the stage to the parent. */
 void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s);

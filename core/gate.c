@@ -372,16 +372,9 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     if (c->lib_fd >= 0)
         close(c->lib_fd);
     c->lib_fd = fd;
-    uint64_t then;
-    if (er_lib_rewritten(st.st_dev, st.st_ino, c->lib_hash, &then)) {
-        er_cand_reason(c, ER_GATE_LIBRARY_REWRITTEN, "LIBRARY_REWRITTEN");
-        er_cand_detail(c, "%s was rewritten in place since this process loaded it (the same file, "
-                       "xxh3-64:%016llx then, xxh3-64:%016llx now): the loader would hand back "
-                       "what it mapped then, not the bytes checked now. Install a plugin as a new "
-                       "file renamed over the old (install(1) and mv do; cp does not), and start "
-                       "the process again to run it", m->library_path, (unsigned long long)then,
-                       (unsigned long long)c->lib_hash);
-    }
+    c->lib_size = st.st_size;
+    c->lib_mtime = st.st_mtim;
+    (void)er_lib_unchanged(c);
     if (ctx->weights.has_packed_xxh3 && ctx->weights.packed_for &&
         strcmp(ctx->weights.packed_for, m->name) == 0 &&
         ctx->weights.packed_xxh3 != c->lib_hash) { /* a stale cache: its bytes may not map */

@@ -88,17 +88,45 @@ __attribute__((constructor)) static void os_lock_at_fork(void)
  * with other bytes is the file this process mapped, changed since: dlopen
  * would return the old object, whose pages not yet copied now read the new
  * bytes. */
-int er_lib_rewritten(dev_t dev, ino_t ino, uint64_t hash, uint64_t *then)
+static int mapped_other_bytes(dev_t dev, ino_t ino, uint64_t hash, uint64_t *then)
 {
     int found = 0;
     pthread_mutex_lock(&os_lock);
-    for (size_t i = 0; i < os_nlibs && !found; i++)
-        if (os_libs[i].dev == dev && os_libs[i].ino == ino && os_libs[i].hash != hash) {
+    for (size_t i = 0; i < os_nlibs && !found; i++) {
+        struct stat kept; /* a host that closed our descriptor freed the inode for reuse */
+        if (os_libs[i].dev == dev && os_libs[i].ino == ino && os_libs[i].hash != hash &&
+            fstat(os_libs[i].fd, &kept) == 0 && kept.st_dev == dev && kept.st_ino == ino) {
             *then = os_libs[i].hash;
             found = 1;
         }
+    }
     pthread_mutex_unlock(&os_lock);
     return found;
+}
+
+int er_lib_unchanged(er_cand *c)
+{
+    const char *how = " install a plugin as a new file renamed over the old one (install(1) and "
+                      "mv do; cp onto it does not), and new handles load it";
+    struct stat now;
+    uint64_t then;
+    if (c->lib_fd < 0)
+        return 0; /* nothing open to load (the load then fails on its own) */
+    if (fstat(c->lib_fd, &now) != 0 || now.st_size != c->lib_size ||
+        now.st_mtim.tv_sec != c->lib_mtime.tv_sec || now.st_mtim.tv_nsec != c->lib_mtime.tv_nsec) {
+        er_cand_reason(c, ER_GATE_LIBRARY_REWRITTEN, "LIBRARY_REWRITTEN");
+        er_cand_detail(c, "%s was written to after it was checked (its size or modification time "
+                       "changed since it was hashed): not loaded;%s", c->m.library_path, how);
+        return -1;
+    }
+    if (!mapped_other_bytes(now.st_dev, now.st_ino, c->lib_hash, &then))
+        return 0;
+    er_cand_reason(c, ER_GATE_LIBRARY_REWRITTEN, "LIBRARY_REWRITTEN");
+    er_cand_detail(c, "%s was rewritten in place since this process loaded it (the same file, "
+                   "xxh3-64:%016llx then, xxh3-64:%016llx now): the loader would hand back what "
+                   "it mapped then, not the bytes checked now;%s", c->m.library_path,
+                   (unsigned long long)then, (unsigned long long)c->lib_hash, how);
+    return -1;
 }
 
 static void *os_load(int fd, uint64_t hash, int *reserved, char *why, size_t why_len)
@@ -281,8 +309,10 @@ void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c)
         er_gate_file(ctx, c); /* opened on demand (plan mode's export) */
     if (c->failed || c->lib_fd < 0)
         return;
-    /* First contact in a child process; in-process only once that passed. */
-    if (!c->sandbox_passed && er_sandbox(ctx, c, 0) != 0)
+    /* First contact in a child process; in-process only once that passed.
+     * The file as it was checked (defer_load: maybe long ago), and no other
+     * handle mapped other bytes of it since. */
+    if (er_lib_unchanged(c) != 0 || (!c->sandbox_passed && er_sandbox(ctx, c, 0) != 0))
         return;
     er_load_now(ctx, c);
 }
@@ -357,6 +387,8 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     const er_manifest *m = &c->m;
     char err[512] = "";
     er_load_stage(ctx, c, ER_STAGE_DLOPEN);
+    if (er_lib_unchanged(c) != 0)
+        goto fail;
     int reserved = 0;
     c->dl = os_load(c->lib_fd, c->lib_hash, &reserved, err, sizeof err);
     if (reserved)

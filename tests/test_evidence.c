@@ -868,7 +868,7 @@ static void test_plugin_changed(void **state)
     edgert_close(ctx);
     /* a rebuild, as a linker makes it: a new file, here with trailing bytes
      * (still a loadable ELF, another hash); one rewritten in place would be
-     * LIBRARY_REWRITTEN in this process, which loaded the old (test_sandbox) */
+     * LIBRARY_REWRITTEN in this process, which loaded the old above */
     char cmd[8600];
     snprintf(cmd, sizeof cmd, "cd '%s' && cp tp_good.so .new && printf rebuilt >> .new && "
              "mv .new tp_good.so", f->dir);
