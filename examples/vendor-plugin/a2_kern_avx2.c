@@ -41,7 +41,12 @@
  * spilling) took 0.950, 0.962 and 0.992x one stream's step time where the
  * ceiling was 37-41 GB/s, and 1.061x where it was 54: two streams read
  * more, but the spills cost the arithmetic that binds in quiet windows, so
- * each thread keeps one.
+ * each thread keeps one. Nor do the broadcasts go: with every activation
+ * quad stored broadcast at m = 1 (2 KiB per group instead of 256 bytes,
+ * plain loads instead of vpbroadcastd), steps in L3 (4 x 2048 x 2048,
+ * bench --versus, 3 runs of 64 pairs) took 1.17-1.18x as long: those
+ * activations no longer stay in L1, and 128 bytes of them per 64 bytes of
+ * codes then come from L2.
  *
  * Prefill (m > 4): vpmaddwd on the 15-bit integers kept whole as int16
  * against the codes expanded to int16 pairs in L1 (a2_prefill.h), 4 rows x
