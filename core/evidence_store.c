@@ -348,8 +348,11 @@ static edgert_status commit_file(FILE *f, const char *tmp, const char *path, cha
                                  size_t err_len)
 {
     int bad = fflush(f) != 0 || fsync(fileno(f)) != 0 || ferror(f);
+    int e = errno;
     if (fclose(f) != 0 || bad) {
-        edgert_errf(err, err_len, "cannot write %s: %s", tmp, strerror(errno));
+        /* the temporary file is removed: name the one the user knows */
+        edgert_errf(err, err_len, "cannot write %s: %s (nothing stored; it is left as it was)",
+                    path, strerror(bad ? e : errno));
         return EDGERT_E_IO;
     }
     if (rename(tmp, path) != 0) {
