@@ -28,9 +28,10 @@
  *
  * The writer (st_writer) produces files the reference implementation reads
  * back (contiguous offsets, header padded with spaces) into a temporary file
- * in the destination's folder, renamed over the destination only by
- * st_writer_commit: an interrupted or failed write never leaves a partial
- * output file.
+ * in the destination's folder, unnamed where the filesystem allows
+ * (O_TMPFILE), named and renamed over the destination only by
+ * st_writer_commit: a failed write never leaves a partial output file, nor
+ * does a killed one where the file could be unnamed (safetensors_write.c).
  */
 #ifndef EDGERT_CORE_SAFETENSORS_H
 #define EDGERT_CORE_SAFETENSORS_H
@@ -112,6 +113,7 @@ typedef struct st_writer {
     uint64_t data_bytes, written;
     uint64_t reserve; /* deferred header: bytes reserved for length + header */
     int failed;
+    int unnamed;      /* f is an O_TMPFILE file: tmp does not exist (yet) */
 } st_writer;
 
 /** Start a file for `path` (nothing is created yet). */

@@ -6,12 +6,20 @@
  * order (the reference implementation refuses gaps) and is padded with
  * spaces so that the data section starts at the requested alignment: a
  * packed-weight file maps each tensor at a 4 KiB boundary that way, and its
- * tensors' sizes are multiples of that alignment. The file is written to
- * "<path>.tmp.<pid>" and renamed over <path> only once every declared byte
- * arrived and reached the disk.
+ * tensors' sizes are multiples of that alignment. The file is written
+ * unnamed (O_TMPFILE) in <path>'s folder, and only once every declared byte
+ * arrived and reached the disk is it given the name "<path>.tmp.<pid>" and
+ * renamed over <path>: a process killed while writing (Ctrl-C during a pack
+ * of gigabytes) leaves nothing. Where the folder's filesystem or the kernel
+ * has no O_TMPFILE, or /proc is not mounted (the link goes through
+ * /proc/self/fd), the file is written under that name from the start, and
+ * only a failure, not a kill, removes it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -165,15 +173,44 @@ static char *header_json(const st_writer *w, size_t *hlen)
     return buf;
 }
 
+/* An unnamed file in path's folder (O_TMPFILE), or NULL where there is
+ * none, or no /proc to name it through at the end. */
+static FILE *open_unnamed(const char *path)
+{
+    char *dup = strdup(path);
+    int fd = -1;
+    if (dup && access("/proc/self/fd", X_OK) == 0)
+        fd = open(dirname(dup), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    free(dup);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f && fd >= 0)
+        close(fd);
+    return f;
+}
+
 static int create_tmp(st_writer *w, char *err, size_t len)
 {
     if (asprintf(&w->tmp, "%s.tmp.%ld", w->path, (long)getpid()) < 0) {
         w->tmp = NULL;
         return wfail(w, err, len, "out of memory", NULL);
     }
-    w->f = fopen(w->tmp, "wbx");
+    w->f = open_unnamed(w->path);
+    w->unnamed = w->f != NULL;
+    if (!w->f)
+        w->f = fopen(w->tmp, "wbx");
     if (!w->f)
         return wfail(w, err, len, "cannot create the temporary file", strerror(errno));
+    return 0;
+}
+
+/* An unnamed file's name, once complete: w->tmp, through /proc/self/fd. */
+static int name_unnamed(st_writer *w, FILE *f)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(f));
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW) != 0)
+        return -1;
+    w->unnamed = 0; /* named now: a failure from here removes it */
     return 0;
 }
 
@@ -258,6 +295,7 @@ int st_writer_commit(st_writer *w, char *err, size_t len)
     FILE *f = w->f;
     w->f = NULL;
     int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = ok && (!w->unnamed || name_unnamed(w, f) == 0);
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(w->tmp, w->path) != 0)
         return wfail(w, err, len, "cannot write", strerror(errno));
@@ -270,7 +308,7 @@ void st_writer_free(st_writer *w)
 {
     if (w->f)
         fclose(w->f);
-    if (w->tmp)
+    if (w->tmp && !w->unnamed)
         unlink(w->tmp);
     for (size_t i = 0; i < w->n; i++)
         free(w->t[i].name);

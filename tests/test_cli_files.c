@@ -4,13 +4,18 @@
  * belongs (refused, never read: reading a FIFO blocks), and workload files
  * with the faults the YAML layer catches in manifests (duplicate keys,
  * runaway nesting, misspelt keys), each at its line and column; options
- * an operator gets wrong.
+ * an operator gets wrong; and an output file's writer killed half way
+ * (Ctrl-C during `edgert pack`), which leaves nothing behind.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -368,6 +373,84 @@ static void test_tied_head_of_a_gptq_file(void **state)
     tu_rmrf(dir);
 }
 
+/* The entries of dir other than . and ..: how many, the first in *first. */
+static int dir_entries(const char *dir, char *first, size_t len)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n++ == 0)
+            snprintf(first, len, "%s", e->d_name);
+    closedir(d);
+    return n;
+}
+
+/* Begin a file of one F32 tensor of 2^20 values at path and write `values`
+ * of them (zeros); commit when they are all. 0, or -1 with err. */
+static int write_some(st_writer *w, const char *path, size_t values, char *err, size_t len)
+{
+    static float zeros[1u << 16];
+    const uint64_t shape[1] = {1u << 20};
+    st_writer_init(w, path);
+    if (st_writer_tensor(w, "t", ST_F32, 1, shape, err, len) ||
+        st_writer_begin(w, 8, err, len))
+        return -1;
+    for (size_t done = 0; done < values; done += 1u << 16)
+        if (st_writer_write(w, zeros, sizeof zeros, err, len))
+            return -1;
+    return values == shape[0] ? st_writer_commit(w, err, len) : 0;
+}
+
+/* The writer behind quantize's and pack's outputs, killed while writing
+ * (SIGKILL: no handler, no cleanup runs), leaves nothing in the folder: the
+ * file has no name until it is complete (O_TMPFILE). A folder whose
+ * filesystem has no O_TMPFILE keeps the named temporary: reported skipped.
+ * Completed, the file is there under its name alone, with the mode a new
+ * file gets (0666 less the umask). */
+static void test_killed_writer_leaves_nothing(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), path[4200], first[256] = "", err[512] = "";
+    snprintf(path, sizeof path, "%s/out.safetensors", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        st_writer w;
+        if (write_some(&w, path, 1u << 19, err, sizeof err) != 0)
+            _exit(3);
+        raise(SIGKILL);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+        fail_msg("the writer did not reach its kill (status 0x%x)", (unsigned)status);
+    if (dir_entries(dir, first, sizeof first) != 0) {
+        int fd = open(dir, O_TMPFILE | O_WRONLY, 0600);
+        if (fd < 0) {
+            tu_rmrf(dir);
+            tu_skip("no O_TMPFILE where the tests write (%s), so a killed writer leaves its "
+                    "named temporary", strerror(errno));
+        }
+        close(fd);
+        fail_msg("a killed writer left '%s'", first);
+    }
+
+    st_writer w;
+    if (write_some(&w, path, 1u << 20, err, sizeof err) != 0)
+        fail_msg("writing the whole file: %s", err);
+    st_writer_free(&w);
+    assert_int_equal(dir_entries(dir, first, sizeof first), 1);
+    assert_string_equal(first, "out.safetensors");
+    struct stat st;
+    mode_t mask = umask(022);
+    umask(mask);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
+    assert_true(st.st_size >= 8 + 4 * (1 << 20)); /* the length, the header, every value */
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -377,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_quantize_head),
         cmocka_unit_test(test_tied_head_of_a_gptq_file),
         cmocka_unit_test(test_stale_packed_file),
+        cmocka_unit_test(test_killed_writer_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
