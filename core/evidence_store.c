@@ -351,8 +351,8 @@ static edgert_status commit_file(FILE *f, const char *tmp, const char *path, cha
     int e = errno;
     if (fclose(f) != 0 || bad) {
         /* the temporary file is removed: name the one the user knows */
-        edgert_errf(err, err_len, "cannot write %s: %s (nothing stored; it is left as it was)",
-                    path, strerror(bad ? e : errno));
+        edgert_errf(err, err_len, "cannot write %s: %s (nothing stored)", path,
+                    strerror(bad ? e : errno));
         return EDGERT_E_IO;
     }
     if (rename(tmp, path) != 0) {

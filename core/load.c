@@ -83,8 +83,9 @@ __attribute__((constructor)) static void os_lock_at_fork(void)
 }
 
 /* A file is rewritten in place (cp over it, a linker writing its output
- * again) keeping its device and inode; the table's descriptor keeps the
- * inode from being reused for another file. So the same device and inode
+ * again) keeping its device and inode; its mapping (RTLD_NODELETE) and the
+ * table's descriptor keep the inode from being reused for another file,
+ * even if a host closes that descriptor. So the same device and inode
  * with other bytes is the file this process mapped, changed since: dlopen
  * would return the old object, whose pages not yet copied now read the new
  * bytes. */
@@ -92,14 +93,11 @@ static int mapped_other_bytes(dev_t dev, ino_t ino, uint64_t hash, uint64_t *the
 {
     int found = 0;
     pthread_mutex_lock(&os_lock);
-    for (size_t i = 0; i < os_nlibs && !found; i++) {
-        struct stat kept; /* a host that closed our descriptor freed the inode for reuse */
-        if (os_libs[i].dev == dev && os_libs[i].ino == ino && os_libs[i].hash != hash &&
-            fstat(os_libs[i].fd, &kept) == 0 && kept.st_dev == dev && kept.st_ino == ino) {
+    for (size_t i = 0; i < os_nlibs && !found; i++)
+        if (os_libs[i].dev == dev && os_libs[i].ino == ino && os_libs[i].hash != hash) {
             *then = os_libs[i].hash;
             found = 1;
         }
-    }
     pthread_mutex_unlock(&os_lock);
     return found;
 }

@@ -208,18 +208,25 @@ static int read_child(int in, long long deadline, sb_result *r, int *last)
     }
 }
 
-/* Wait for the child through a pidfd until the deadline; SIGKILL through it
- * there, which cannot reach another process that reused the pid (when the
- * host reaps children itself). 0: it ended; 1: it was killed; -1: no pidfd
- * here (a kernel before 5.3, an emulator), nothing done. */
-static int pidfd_wait(pid_t pid, long long deadline)
+/* A pidfd of the child just forked (before anyone can reap it, so it names
+ * that process for good), or -1 where there is none (a kernel before 5.3,
+ * an emulator). */
+static int child_pidfd(pid_t pid)
 {
-#if !defined(SYS_pidfd_open) || !defined(SYS_pidfd_send_signal)
-    (void)pid;
-    (void)deadline;
-    return -1;
+#if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)
+    return (int)syscall(SYS_pidfd_open, pid, 0);
 #else
-    int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    (void)pid;
+    return -1;
+#endif
+}
+
+/* Wait for the child through its pidfd until the deadline; SIGKILL through
+ * it there, which cannot reach another process that reused the pid (when
+ * the host reaps children itself). Closes pfd. 0: it ended; 1: it was
+ * killed; -1: no pidfd, nothing done. */
+static int pidfd_wait(int pfd, pid_t pid, long long deadline)
+{
     if (pfd < 0)
         return -1;
     int rc = 0;
@@ -232,25 +239,31 @@ static int pidfd_wait(pid_t pid, long long deadline)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 || now_ms() >= deadline) {
+#ifdef SYS_pidfd_send_signal
             rc = syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0;
+#endif
+            /* refused (a policy), not gone: still ours, as the pidfd did not
+             * become readable, so the pid is still its own */
+            if (!rc && errno != ESRCH)
+                rc = kill(pid, SIGKILL) == 0;
             break;
         }
     }
     close(pfd);
     return rc;
-#endif
 }
 
 /* Reap the child by the deadline, killing it there: EOF on the pipe is not
  * its end, since a plugin may close every descriptor it did not open and go
  * on running. waitpid's result, with *status and *werr; *killed says it was
  * still running at the deadline. */
-static pid_t reap_child(pid_t pid, long long deadline, int *status, int *werr, int *killed)
+static pid_t reap_child(pid_t pid, int pfd, long long deadline, int *status, int *werr,
+                        int *killed)
 {
     pid_t waited;
     struct timespec nap = {0, 1000000}; /* 1 ms, then up to 16 ms */
     *killed = 0;
-    int w = pidfd_wait(pid, deadline);
+    int w = pidfd_wait(pfd, pid, deadline);
     if (w >= 0) {
         *killed = w;
         while ((waited = waitpid(pid, status, 0)) < 0 && errno == EINTR)
@@ -315,11 +328,12 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
         child(ctx, c, fds[1]);
     }
     close(fds[1]);
+    int pfd = child_pidfd(pid);
     int last = ER_STAGE_DLOPEN, status = 0, werr = 0, killed = 0;
     long long limit = er_sb_timeout_ms(ctx), deadline = now_ms() + limit;
     int got = read_child(fds[0], deadline, r, &last);
     close(fds[0]);
-    pid_t waited = reap_child(pid, got < 0 ? 0 : deadline, &status, &werr, &killed);
+    pid_t waited = reap_child(pid, pfd, got < 0 ? 0 : deadline, &status, &werr, &killed);
     if (got > 0)
         return; /* its verdict was whole: how it ended adds nothing */
     r->ok = 0;

@@ -86,7 +86,7 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
 
 /* Format 4: format 3's decode measured from memory (the packed bytes
  * evicted before each call) with the range of its calls, each call now
- * scaled to the read beside it (sandbox.c, time_gemm), and that read. An
+ * scaled to the read beside it (sandbox_measure.c, time_gemm), and that read. An
  * older verdict (format 1's figure may be the L3's, format 2 has no range,
  * format 3 no read: its figure is of its moment's bandwidth) is not read,
  * so first contact runs again. */

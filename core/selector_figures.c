@@ -60,7 +60,7 @@ int er_sel_tier(const struct edgert_ctx *ctx, const er_cand *c)
  * First contacts happen one plugin file at a time, whenever each is first
  * met, so their quick figures come from different memory-bandwidth windows
  * (27-86 GB/s on one host, seconds apart). Each carries the read measured
- * beside its calls (sandbox.c, time_gemm; edgert_candidate
+ * beside its calls (sandbox_measure.c, time_gemm; edgert_candidate
  * .first_contact_read_gbs), and a tier compared by first contact is
  * compared at one read rate, the median of its members' reads: a quick
  * figure is scaled by that rate over its own read, its range too. A decode

@@ -426,7 +426,7 @@ static void test_quick_measurement(void **state)
 }
 
 /* Beside each decode call of first contact, a read of as many bytes from
- * memory (core/sandbox.c, time_gemm): an in-tree kernel that streams gets
+ * memory (core/sandbox_measure.c, time_gemm): an in-tree kernel that streams gets
  * that read's rate with its figure, and the reference, which its
  * arithmetic binds (26-28 ms calls beside ~1 ms reads), gets none. */
 static void test_quick_measurement_read(void **state)
