@@ -21,8 +21,8 @@
  *
  * Memory: one layer's codes (n k / 2 bytes) and one row block per thread;
  * the input is read from its mapping. The output is written to a temporary
- * file and renamed when complete; quantize_config.json is renamed into place
- * after it.
+ * file and renamed when complete; quantize_config.json is committed after
+ * it, both unnamed until then where the filesystem allows (tmpfile.h).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -236,32 +236,32 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
     return st;
 }
 
-/* quantize_config.json beside `out`, written to a temporary file first;
- * *tmp_out is renamed into place by the caller once `out` is complete. */
-static edgert_status write_config(const char *out, uint32_t group, int sym, char **cfg_path,
-                                  char **tmp_out, char *err, size_t len)
+/* quantize_config.json beside `out`, into *cfg (tmpfile.h), which the caller
+ * commits once `out` is complete. */
+static edgert_status write_config(const char *out, uint32_t group, int sym, er_tmpfile *cfg,
+                                  char *err, size_t len)
 {
-    char *dup = strdup(out);
-    if (!dup || asprintf(cfg_path, "%s/quantize_config.json", dirname(dup)) < 0) {
+    char *dup = strdup(out), *path = NULL;
+    if (!dup || asprintf(&path, "%s/quantize_config.json", dirname(dup)) < 0) {
         free(dup);
-        *cfg_path = NULL;
         return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
     free(dup);
-    if (asprintf(tmp_out, "%s.tmp.%ld", *cfg_path, (long)getpid()) < 0) {
-        *tmp_out = NULL;
-        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
-    }
-    FILE *f = fopen(*tmp_out, "wx");
-    if (!f)
-        return er_fail(EDGERT_E_IO, err, len, "%s: cannot create: %s", *tmp_out, strerror(errno));
+    int bad = er_tmpfile_open(cfg, path) != 0;
+    edgert_status st = bad ? er_fail(EDGERT_E_IO, err, len, "%s: cannot create: %s", path,
+                                     strerror(errno))
+                           : EDGERT_OK;
+    free(path);
+    if (bad)
+        return st;
+    FILE *f = cfg->f;
     fprintf(f, "{\n  \"bits\": 4,\n  \"group_size\": %u,\n  \"desc_act\": false,\n"
                "  \"sym\": %s,\n  \"true_sequential\": true,\n  \"quant_method\": \"gptq\",\n"
                "  \"checkpoint_format\": \"gptq\",\n"
                "  \"quantizer\": \"edgert %s round-to-nearest\"\n}\n",
             group, sym ? "true" : "false", EDGERT_VERSION_STRING);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0)
-        return er_fail(EDGERT_E_IO, err, len, "%s: cannot write: %s", *tmp_out, strerror(errno));
+    if (fflush(f) != 0 || ferror(f))
+        return er_fail(EDGERT_E_IO, err, len, "%s: cannot write: %s", cfg->path, strerror(errno));
     return EDGERT_OK;
 }
 
@@ -317,7 +317,7 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
     qz_plan p = {0};
     st_writer w;
     st_writer_init(&w, out);
-    char *cfg = NULL, *cfg_tmp = NULL;
+    er_tmpfile cfg = {0};
     unsigned char *buf = NULL;
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     er_pool *pool = er_pool_create(options->threads ? options->threads
@@ -333,18 +333,16 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
     for (size_t i = 0; !st && i < p.nl; i++)
         st = quantize_layer(&w, &sf, pool, &p.l[i], group, sym, buf, err, err_len);
     st = st ? st : copy_tensors(&w, &sf, &p, err, err_len);
-    st = st ? st : write_config(out, group, sym, &cfg, &cfg_tmp, err, err_len);
+    st = st ? st : write_config(out, group, sym, &cfg, err, err_len);
     st = st ? st : (st_writer_commit(&w, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
-    if (!st && rename(cfg_tmp, cfg) != 0)
-        st = er_fail(EDGERT_E_IO, err, err_len, "%s: cannot write: %s", cfg, strerror(errno));
-    if (cfg_tmp && st)
-        unlink(cfg_tmp);
+    if (!st && er_tmpfile_commit(&cfg) != 0)
+        st = er_fail(EDGERT_E_IO, err, err_len, "%s: cannot write: %s", cfg.path,
+                     strerror(errno));
+    er_tmpfile_discard(&cfg);
     plan_free(&p);
     st_writer_free(&w);
     st_close(&sf);
     er_pool_destroy(pool);
     free(buf);
-    free(cfg);
-    free(cfg_tmp);
     return st;
 }

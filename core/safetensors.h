@@ -28,10 +28,9 @@
  *
  * The writer (st_writer) produces files the reference implementation reads
  * back (contiguous offsets, header padded with spaces) into a temporary file
- * in the destination's folder, unnamed where the filesystem allows
- * (O_TMPFILE), named and renamed over the destination only by
- * st_writer_commit: a failed write never leaves a partial output file, nor
- * does a killed one where the file could be unnamed (safetensors_write.c).
+ * in the destination's folder (tmpfile.h), renamed over the destination only
+ * by st_writer_commit: a failed write never leaves a partial output file,
+ * nor does a killed one where the file can be written unnamed.
  */
 #ifndef EDGERT_CORE_SAFETENSORS_H
 #define EDGERT_CORE_SAFETENSORS_H
@@ -39,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "tmpfile.h"
 
 #include "edgert/plugin.h" /* edgert_status */
 
@@ -104,8 +105,9 @@ uint16_t st_f32_to_bf16(float f); /* round to nearest even; NaN stays NaN */
 /* ---- writer ------------------------------------------------------------------ */
 
 typedef struct st_writer {
-    char *path, *tmp;
-    FILE *f;
+    char *path;
+    er_tmpfile tf;    /* the file being written (tmpfile.h) */
+    FILE *f;          /* tf.f while writing */
     st_tensor *t;     /* declared tensors, in data order */
     size_t n, cap;
     st_meta *meta;
@@ -113,7 +115,6 @@ typedef struct st_writer {
     uint64_t data_bytes, written;
     uint64_t reserve; /* deferred header: bytes reserved for length + header */
     int failed;
-    int unnamed;      /* f is an O_TMPFILE file: tmp does not exist (yet) */
 } st_writer;
 
 /** Start a file for `path` (nothing is created yet). */

@@ -6,19 +6,13 @@
  * order (the reference implementation refuses gaps) and is padded with
  * spaces so that the data section starts at the requested alignment: a
  * packed-weight file maps each tensor at a 4 KiB boundary that way, and its
- * tensors' sizes are multiples of that alignment. The file is written
- * unnamed (O_TMPFILE) in <path>'s folder, and only once every declared byte
- * arrived and reached the disk is it given the name "<path>.tmp.<pid>" and
- * renamed over <path>: a process killed while writing (Ctrl-C during a pack
- * of gigabytes) leaves nothing. Where the folder's filesystem or the kernel
- * has no O_TMPFILE, or /proc is not mounted (the link goes through
- * /proc/self/fd), the file is written under that name from the start, and
- * only a failure, not a kill, removes it.
+ * tensors' sizes are multiples of that alignment. The file appears at
+ * <path> only once every declared byte arrived and reached the disk
+ * (tmpfile.h: unnamed until then where the filesystem allows, so a process
+ * killed while writing leaves nothing).
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +21,7 @@
 #include "edgert/plugin.h"
 #include "json_string.h"
 #include "safetensors.h"
+#include "tmpfile.h"
 
 uint16_t st_f32_to_bf16(float v)
 {
@@ -173,44 +168,11 @@ static char *header_json(const st_writer *w, size_t *hlen)
     return buf;
 }
 
-/* An unnamed file in path's folder (O_TMPFILE), or NULL where there is
- * none, or no /proc to name it through at the end. */
-static FILE *open_unnamed(const char *path)
-{
-    char *dup = strdup(path);
-    int fd = -1;
-    if (dup && access("/proc/self/fd", X_OK) == 0)
-        fd = open(dirname(dup), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
-    free(dup);
-    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
-    if (!f && fd >= 0)
-        close(fd);
-    return f;
-}
-
 static int create_tmp(st_writer *w, char *err, size_t len)
 {
-    if (asprintf(&w->tmp, "%s.tmp.%ld", w->path, (long)getpid()) < 0) {
-        w->tmp = NULL;
-        return wfail(w, err, len, "out of memory", NULL);
-    }
-    w->f = open_unnamed(w->path);
-    w->unnamed = w->f != NULL;
-    if (!w->f)
-        w->f = fopen(w->tmp, "wbx");
-    if (!w->f)
+    if (er_tmpfile_open(&w->tf, w->path) != 0)
         return wfail(w, err, len, "cannot create the temporary file", strerror(errno));
-    return 0;
-}
-
-/* An unnamed file's name, once complete: w->tmp, through /proc/self/fd. */
-static int name_unnamed(st_writer *w, FILE *f)
-{
-    char proc[64];
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fileno(f));
-    if (linkat(AT_FDCWD, proc, AT_FDCWD, w->tmp, AT_SYMLINK_FOLLOW) != 0)
-        return -1;
-    w->unnamed = 0; /* named now: a failure from here removes it */
+    w->f = w->tf.f;
     return 0;
 }
 
@@ -292,24 +254,15 @@ int st_writer_commit(st_writer *w, char *err, size_t len)
         if (rc)
             return -1;
     }
-    FILE *f = w->f;
     w->f = NULL;
-    int ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = ok && (!w->unnamed || name_unnamed(w, f) == 0);
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(w->tmp, w->path) != 0)
+    if (er_tmpfile_commit(&w->tf) != 0)
         return wfail(w, err, len, "cannot write", strerror(errno));
-    free(w->tmp);
-    w->tmp = NULL;
     return 0;
 }
 
 void st_writer_free(st_writer *w)
 {
-    if (w->f)
-        fclose(w->f);
-    if (w->tmp && !w->unnamed)
-        unlink(w->tmp);
+    er_tmpfile_discard(&w->tf); /* closes w->f, removes a temporary */
     for (size_t i = 0; i < w->n; i++)
         free(w->t[i].name);
     for (size_t i = 0; i < w->nmeta; i++) {
@@ -318,7 +271,6 @@ void st_writer_free(st_writer *w)
     }
     free(w->t);
     free(w->meta);
-    free(w->tmp);
     free(w->path);
     memset(w, 0, sizeof *w);
 }
