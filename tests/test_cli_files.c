@@ -5,7 +5,8 @@
  * with the faults the YAML layer catches in manifests (duplicate keys,
  * runaway nesting, misspelt keys), each at its line and column; options
  * an operator gets wrong; and an output file's writer killed half way
- * (Ctrl-C during `edgert pack`), which leaves nothing behind.
+ * (Ctrl-C during `edgert pack`), or `edgert export` stopped by Ctrl-C,
+ * which leave nothing behind.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "internal.h"
 #include "safetensors.h"
@@ -461,6 +463,44 @@ static void test_killed_writer_leaves_nothing(void **state)
     tu_rmrf(dir);
 }
 
+/* `edgert export` stopped by Ctrl-C (SIGINT) while it works removes its
+ * work folder next to --out, which holds gigabytes of generated weights
+ * while it runs, and ends by SIGINT as the user asked (tools/sigclean.c). */
+static void test_export_interrupted(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), out[4200], first[256] = "";
+    snprintf(out, sizeof out, "%s/exp", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, STDOUT_FILENO);
+        dup2(null, STDERR_FILENO);
+        execl(CLI, CLI, "export", "--out", out, "--device",
+              EDGERT_TEST_FIXTURES "/devices/android-hexagon.yaml", (char *)NULL);
+        _exit(127);
+    }
+    /* the full model: generating it alone takes seconds, here ~0.1 ms steps */
+    struct timespec nap = {0, 100000};
+    for (int i = 0; i < 300000 && dir_entries(dir, first, sizeof first) == 0; i++)
+        nanosleep(&nap, NULL);
+    int seen = dir_entries(dir, first, sizeof first);
+    struct timespec armed = {0, 20000000}; /* 20 ms: past the handler's arming */
+    nanosleep(&armed, NULL);
+    kill(pid, SIGINT);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!seen)
+        fail_msg("no work folder appeared next to --out (status 0x%x)", (unsigned)status);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGINT)
+        fail_msg("export did not end by SIGINT (status 0x%x; work folder '%s')",
+                 (unsigned)status, first);
+    if (dir_entries(dir, first, sizeof first) != 0)
+        fail_msg("an interrupted export left '%s' next to --out", first);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -471,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_tied_head_of_a_gptq_file),
         cmocka_unit_test(test_stale_packed_file),
         cmocka_unit_test(test_killed_writer_leaves_nothing),
+        cmocka_unit_test(test_export_interrupted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,10 +15,11 @@
  * Output discipline: everything is written into a work folder created next to
  * --out (same file system), ".<name>.edgert-export-XXXXXX/out", and renamed
  * into place only when the plugin succeeded: a failed or refused export
- * leaves no partial output. An existing --out is replaced only when it is
- * empty or holds an earlier edgert export (its report.json carries
- * edgert/export.h's marker); any other existing folder is refused, so a
- * typo cannot delete someone's data.
+ * leaves no partial output, nor does one stopped by SIGINT (Ctrl-C),
+ * SIGTERM or SIGHUP, whose handler removes the work folder (sigclean.h). An
+ * existing --out is replaced only when it is empty or holds an earlier
+ * edgert export (its report.json carries edgert/export.h's marker); any
+ * other existing folder is refused, so a typo cannot delete someone's data.
  *
  * The generated inputs are written with the tree's one safetensors writer
  * (core/safetensors.h), which npu-export's reader shares.
@@ -38,6 +39,7 @@
 #include "cli.h"
 #include "edgert/export.h"
 #include "generate.h"
+#include "sigclean.h"
 #include "safetensors.h"
 
 void export_help(FILE *f)
@@ -529,8 +531,10 @@ int cmd_export(const cli *c)
     warn_diags(c, ctx);
     if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK ||
         (rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out, &e)) !=
-            EXIT_OK ||
-        (rc = make_request(ctx, c, work, &request, &e)) != EXIT_OK)
+            EXIT_OK)
+        goto out;
+    sigclean_arm(work);
+    if ((rc = make_request(ctx, c, work, &request, &e)) != EXIT_OK)
         goto out;
     if (!c->quiet && !c->json)
         tfprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
@@ -541,7 +545,10 @@ int cmd_export(const cli *c)
         rc = exit_of(st);
         goto out;
     }
-    if ((rc = put_in_place(c, prior, work, tmp_out, &e)) != EXIT_OK)
+    sigclean_hold(); /* an earlier export moves aside into work: never lost with it */
+    rc = put_in_place(c, prior, work, tmp_out, &e);
+    sigclean_release();
+    if (rc != EXIT_OK)
         goto out;
     report_success(c, edgert_device_facts(ctx), backend, prior);
 out:
@@ -549,6 +556,7 @@ out:
         json_failure(c, &e, backend, status, rc);
     if (work[0])
         rmrf(work);
+    sigclean_disarm(); /* after: a signal during rmrf finishes the removal */
     edgert_close(ctx);
     free(request);
     free(outc);
