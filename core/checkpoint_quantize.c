@@ -260,7 +260,8 @@ static edgert_status write_config(const char *out, uint32_t group, int sym, er_t
                "  \"checkpoint_format\": \"gptq\",\n"
                "  \"quantizer\": \"edgert %s round-to-nearest\"\n}\n",
             group, sym ? "true" : "false", EDGERT_VERSION_STRING);
-    if (fflush(f) != 0 || ferror(f))
+    /* synced now, so what follows the checkpoint's commit is a link and a rename */
+    if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
         return er_fail(EDGERT_E_IO, err, len, "%s: cannot write: %s", cfg->path, strerror(errno));
     return EDGERT_OK;
 }

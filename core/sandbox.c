@@ -208,9 +208,11 @@ static int read_child(int in, long long deadline, sb_result *r, int *last)
     }
 }
 
-/* A pidfd of the child just forked (before anyone can reap it, so it names
- * that process for good), or -1 where there is none (a kernel before 5.3,
- * an emulator). */
+/* A pidfd of the child just forked, or -1 where there is none (a kernel
+ * before 5.3, an emulator). It names that process for good: to name another,
+ * the child would have to end, be reaped by the host (SIGCHLD ignored) and
+ * its pid be handed out again between fork and this call, and the kernel
+ * hands pids out in a cycle of pid_max (32768 at least). */
 static int child_pidfd(pid_t pid)
 {
 #if defined(SYS_pidfd_open) && defined(SYS_pidfd_send_signal)

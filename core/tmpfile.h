@@ -22,7 +22,7 @@ typedef struct er_tmpfile {
 /** Start a file for `path` (mode 0666 less the umask). 0, or -1 with errno. */
 int er_tmpfile_open(er_tmpfile *t, const char *path);
 /** Flush, sync, name it, close and rename it over the destination. 0, or
- *  -1 with errno (the temporary is removed). */
+ *  -1 with errno (er_tmpfile_discard then removes the temporary). */
 int er_tmpfile_commit(er_tmpfile *t);
 /** Close and remove what is not committed; frees. Safe on a zeroed t. */
 void er_tmpfile_discard(er_tmpfile *t);

@@ -529,11 +529,15 @@ int cmd_export(const cli *c)
     if ((rc = open_ctx_msg(&oc, &ctx, e.msg, sizeof e.msg)) != EXIT_OK)
         goto out;
     warn_diags(c, ctx);
-    if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK ||
-        (rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out, &e)) !=
-            EXIT_OK)
+    if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK)
         goto out;
-    sigclean_arm(work);
+    sigclean_arm(); /* held: a signal while the work folder is made waits for it */
+    rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out, &e);
+    if (work[0])
+        sigclean_folder(work);
+    sigclean_release();
+    if (rc != EXIT_OK)
+        goto out;
     if ((rc = make_request(ctx, c, work, &request, &e)) != EXIT_OK)
         goto out;
     if (!c->quiet && !c->json)

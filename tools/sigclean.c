@@ -1,9 +1,11 @@
 /*
  * tools/sigclean.c — the folder removed on SIGINT, SIGTERM or SIGHUP
  * (sigclean.h). The handler uses only calls that are safe in one: open,
- * getdents64, unlinkat, rmdir, close, sigaction, raise. Found by Ctrl-C
- * during `edgert export`, which left its work folder (up to 3.4 GB of
- * generated weights) behind.
+ * getdents64, unlinkat, rmdir, close, sigaction, raise, getpid. Found by
+ * Ctrl-C during `edgert export`, which left its work folder (up to 3.4 GB of
+ * generated weights) behind. A process forked after sigclean_arm (first
+ * contact's child, which keeps the handlers) removes nothing: the folder is
+ * its parent's.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -25,6 +27,7 @@ static struct sigaction sc_saved[SC_NSIG];
 static int sc_installed[SC_NSIG];
 static char sc_dir[4200];
 static volatile sig_atomic_t sc_armed, sc_held, sc_pending;
+static volatile pid_t sc_pid; /* a child forked since (first contact's) removes nothing */
 
 /* Everything below the open folder dfd. */
 static void rm_below(int dfd, unsigned depth)
@@ -59,7 +62,7 @@ static void on_signal(int sig)
         errno = e;
         return;
     }
-    if (sc_armed) {
+    if (sc_armed && sc_dir[0] && getpid() == sc_pid) {
         sc_armed = 0;
         int dfd = open(sc_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd >= 0) {
@@ -75,11 +78,13 @@ static void on_signal(int sig)
     errno = e;
 }
 
-void sigclean_arm(const char *dir)
+void sigclean_arm(void)
 {
-    if (snprintf(sc_dir, sizeof sc_dir, "%s", dir) >= (int)sizeof sc_dir)
-        return; /* a path too long to keep: not armed */
-    sc_held = sc_pending = 0;
+    sc_dir[0] = '\0';
+    sc_pending = 0;
+    sc_held = 1;
+    sc_pid = getpid();
+    sc_armed = 1;
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     for (size_t i = 0; i < SC_NSIG; i++)
@@ -89,7 +94,15 @@ void sigclean_arm(const char *dir)
                           sc_saved[i].sa_handler != SIG_IGN &&
                           sigaction(sc_signals[i], &sa, NULL) == 0;
     }
-    sc_armed = 1;
+}
+
+void sigclean_folder(const char *dir)
+{
+    int held = sc_held;
+    sc_held = 1; /* the path is not read half written */
+    if (snprintf(sc_dir, sizeof sc_dir, "%s", dir) >= (int)sizeof sc_dir)
+        sc_dir[0] = '\0'; /* too long to keep: not removed */
+    sc_held = held;
 }
 
 void sigclean_disarm(void)
@@ -99,6 +112,7 @@ void sigclean_disarm(void)
         if (sc_installed[i])
             sigaction(sc_signals[i], &sc_saved[i], NULL);
     sc_held = 0;
+    sc_dir[0] = '\0';
     memset(sc_installed, 0, sizeof sc_installed);
 }
 
@@ -111,5 +125,5 @@ void sigclean_release(void)
 {
     sc_held = 0;
     if (sc_pending)
-        on_signal(sc_pending);
+        raise(sc_pending); /* through the handler, with its mask */
 }

@@ -4,17 +4,24 @@
  * it, then the signal's default action ends the process as it would have.
  * A signal the process ignores (nohup's SIGHUP) stays ignored. SIGKILL
  * cannot be caught: a folder named ".<name>...-XXXXXX" may then remain.
+ *
+ *   sigclean_arm();            handlers in place, held: a signal waits
+ *   make the folder; sigclean_folder(dir);
+ *   sigclean_release();        a waiting signal acts now
+ *   ... sigclean_hold(); a step that must finish; sigclean_release(); ...
+ *   remove the folder; sigclean_disarm();
  */
 #ifndef EDGERT_TOOLS_SIGCLEAN_H
 #define EDGERT_TOOLS_SIGCLEAN_H
 
-/** Remove `dir` (a whole tree) if one of those signals comes. One folder at a time. */
-void sigclean_arm(const char *dir);
-/** Back to the handlers before sigclean_arm; the folder is the caller's again. */
-void sigclean_disarm(void);
-/** While held, a signal waits: it acts at sigclean_release (a rename that
- *  moves the user's earlier output aside must finish first). */
+/** Install the handlers, held (so a folder being made is never left). */
+void sigclean_arm(void);
+/** The folder (a whole tree) to remove. */
+void sigclean_folder(const char *dir);
+/** While held, a signal waits: it acts at sigclean_release. */
 void sigclean_hold(void);
 void sigclean_release(void);
+/** Back to the handlers before sigclean_arm; the folder is the caller's again. */
+void sigclean_disarm(void);
 
 #endif
