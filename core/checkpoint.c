@@ -574,7 +574,7 @@ edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int de
 {
     if (!out)
         return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: out NULL");
-    memset(out, 0, sizeof *out);
+    memset(out, 0, EDGERT_QTENSOR_V1_SIZE); /* the caller's may be smaller */
     if (!c || i >= c->n)
         return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: no layer "
                        "%zu", i);

@@ -187,7 +187,7 @@ edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symme
     size_t stride, groups, codes_bytes, scale_count, scales_bytes;
     if (out == NULL)
         return EDGERT_E_USAGE;
-    memset(out, 0, sizeof *out);
+    memset(out, 0, EDGERT_QTENSOR_V1_SIZE); /* the caller's may be smaller */
     if (n == 0u || k == 0u || group == 0u)
         return EDGERT_E_USAGE;
 
@@ -208,7 +208,7 @@ edgert_status er_qtensor_alloc(uint32_t n, uint32_t k, uint32_t group, int symme
         edgert_qtensor_free(out);
         return EDGERT_E_NOMEM;
     }
-    out->view.struct_size = (uint32_t)sizeof(edgert_qweights);
+    out->view.struct_size = (uint32_t)EDGERT_QWEIGHTS_V1_SIZE; /* all the library writes */
     out->view.n = n;
     out->view.k = k;
     out->view.group = group;
@@ -246,7 +246,7 @@ edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32
     size_t dense_count;
     if (out == NULL)
         return EDGERT_E_USAGE;
-    memset(out, 0, sizeof *out);
+    memset(out, 0, EDGERT_QTENSOR_V1_SIZE); /* the caller's may be smaller */
     if (w == NULL || n == 0u || k == 0u || group == 0u)
         return EDGERT_E_USAGE;
     if (__builtin_mul_overflow((size_t)n, (size_t)k, &dense_count) ||
@@ -271,7 +271,7 @@ void edgert_qtensor_free(edgert_qtensor *t)
     free(t->codes);
     free(t->scales);
     free(t->zeros);
-    memset(t, 0, sizeof *t);
+    memset(t, 0, EDGERT_QTENSOR_V1_SIZE);
 }
 
 void edgert_dequantize(const edgert_qweights *w, float *out)

@@ -12,6 +12,9 @@
  *   V1 size, and larger (a caller built against a later header), are
  *   accepted; one byte short is refused. edgert_options of its V1 size (no
  *   no_env_selection field) opens a handle.
+ * - What the library fills in a caller's struct: edgert_qtensor up to
+ *   EDGERT_QTENSOR_V1_SIZE and not a byte past it; edgert_layout and
+ *   edgert_figures, which sit inside edgert_candidate, never grow.
  * - ABI 2 (the mappable packed form): a descriptor answering ABI 2 with
  *   ABI 1's size is ABI_UNSUPPORTED; packed_flags bits ABI 2 does not
  *   define, MAPPABLE without packed_data and packed_map, or a packed_layout
@@ -368,6 +371,78 @@ static void test_callers_structs_by_size(void **state)
     assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_E_USAGE);
 }
 
+/* ---- what the library writes into a caller's struct ------------------------------- */
+
+/* Bytes [EDGERT_QTENSOR_V1_SIZE, +64) of a buffer the library filled as an
+ * edgert_qtensor: still the fill pattern (a caller built against an older,
+ * smaller edgert_qtensor has its own data there). */
+static void assert_tail_untouched(const unsigned char *buf, const char *what)
+{
+    for (size_t i = EDGERT_QTENSOR_V1_SIZE; i < EDGERT_QTENSOR_V1_SIZE + 64u; i++)
+        if (buf[i] != 0xA5)
+            fail_msg("%s wrote byte %zu of an edgert_qtensor, past EDGERT_QTENSOR_V1_SIZE (%zu)",
+                     what, i, (size_t)EDGERT_QTENSOR_V1_SIZE);
+}
+
+/* The structs that sit inside others never grow (a field added would move
+ * what follows them), and edgert_qtensor, which the caller allocates and
+ * the library fills, is written up to EDGERT_QTENSOR_V1_SIZE and no
+ * further: its buffers before `view`, `view` last and only its version-1
+ * fields. A library that cleared sizeof(edgert_qtensor) after edgert_qweights
+ * grew would write into the memory after an older caller's struct. */
+static void test_library_writes_callers_size(void **state)
+{
+    (void)state;
+    assert_int_equal(sizeof(edgert_layout),
+                     offsetof(edgert_layout, fallback_dtype) + sizeof(const char *));
+    assert_int_equal(sizeof(edgert_figures), offsetof(edgert_figures, where) + sizeof(char *));
+    assert_int_equal(offsetof(edgert_qtensor, view) + sizeof(edgert_qweights),
+                     sizeof(edgert_qtensor));
+
+    enum { N = 3, K = 200 };
+    static float w[N * K];
+    for (int i = 0; i < N * K; i++)
+        w[i] = 0.02f * (float)(i % 11 - 5);
+    _Alignas(16) unsigned char buf[EDGERT_QTENSOR_V1_SIZE + 64u];
+    edgert_qtensor *q = (edgert_qtensor *)(void *)buf;
+    memset(buf, 0xA5, sizeof buf);
+    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, q), EDGERT_OK);
+    assert_tail_untouched(buf, "edgert_quantize_rtn");
+    assert_int_equal(q->view.struct_size, EDGERT_QWEIGHTS_V1_SIZE);
+    assert_ptr_equal(q->view.codes, q->codes);
+    assert_ptr_equal(q->view.zeros, q->zeros);
+    assert_int_equal(q->view.k, K);
+    edgert_qtensor_free(q);
+    assert_tail_untouched(buf, "edgert_qtensor_free");
+    assert_null(q->codes);
+    memset(buf, 0xA5, sizeof buf);
+    assert_int_equal(edgert_quantize_rtn(w, 0, K, 128, 0, q), EDGERT_E_USAGE);
+    assert_tail_untouched(buf, "edgert_quantize_rtn refusing n = 0");
+
+    /* a dense checkpoint's layer, quantized by edgert_checkpoint_layer_weights */
+    char *dir = tu_tmpdir(), err[512] = "", header[160];
+    snprintf(header, sizeof header,
+             "{\"l.weight\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%zu]}}",
+             N, K, sizeof w);
+    char *path = tu_safetensors(dir, "dense.safetensors", header, w, sizeof w);
+    assert_non_null(path);
+    edgert_checkpoint *ck = NULL;
+    if (edgert_checkpoint_open(path, &ck, err, sizeof err) != EDGERT_OK)
+        fail_msg("%s", err);
+    memset(buf, 0xA5, sizeof buf);
+    assert_int_equal(edgert_checkpoint_layer_weights(ck, 0, q, err, sizeof err), EDGERT_OK);
+    assert_tail_untouched(buf, "edgert_checkpoint_layer_weights");
+    assert_int_equal(q->view.struct_size, EDGERT_QWEIGHTS_V1_SIZE);
+    assert_string_equal(q->view.name, "l");
+    edgert_qtensor_free(q);
+    memset(buf, 0xA5, sizeof buf);
+    assert_int_equal(edgert_checkpoint_layer_weights(ck, 1, q, err, sizeof err), EDGERT_E_USAGE);
+    assert_tail_untouched(buf, "edgert_checkpoint_layer_weights refusing layer 1");
+    edgert_checkpoint_close(ck);
+    free(path);
+    tu_rmrf(dir);
+}
+
 /* ---- a gate fails closed ------------------------------------------------------------ */
 
 static void test_gate_without_memory_still_rejects(void **state)
@@ -421,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_abi2_plugins_that_load),
         cmocka_unit_test(test_abi2_contract_breaches_caught),
         cmocka_unit_test(test_callers_structs_by_size),
+        cmocka_unit_test(test_library_writes_callers_size),
         cmocka_unit_test(test_gate_without_memory_still_rejects),
     };
     return tu_run_group("test_abi", tests, NULL, NULL);

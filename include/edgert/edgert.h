@@ -21,6 +21,15 @@
  * use from several threads except where noted (edgert_gemm on distinct
  * outputs).
  *
+ * How this header grows (a program built against it keeps running with a
+ * later libedgert): a struct the caller fills and passes in carries
+ * struct_size and a named *_V1_SIZE, the least accepted; a struct the
+ * library returns is read through its pointer and gains fields only at its
+ * end; edgert_layout and edgert_figures, which sit inside edgert_candidate,
+ * never grow; edgert_qtensor, which the caller allocates and the library
+ * fills, is written only up to EDGERT_QTENSOR_V1_SIZE. tests/test_abi.c
+ * holds each of these.
+ *
  * Selection order (design.md §4), applied to eligible candidates only:
  *   1. tier: a backend for the device class's accelerator (manifest
  *      `processor: gpu|npu` on a `cuda_discrete`, `jetson` or `npu_phone`
@@ -163,7 +172,9 @@ typedef struct edgert_device {
                                      fingerprint. */
 } edgert_device;
 
-/** A backend's weight/activation layout, from its manifest. */
+/** A backend's weight/activation layout, from its manifest. Never grows:
+ *  it sits inside edgert_candidate (a field added here would move every
+ *  candidate field after it); a new fact is appended to edgert_candidate. */
 typedef struct edgert_layout {
     const char *format;          /**< weight format id, e.g. "int4-asym-g128" */
     int weight_bits;
@@ -175,7 +186,9 @@ typedef struct edgert_layout {
     const char *fallback_dtype;  /**< dtype used when the device lacks bf16, or NULL */
 } edgert_layout;
 
-/** Performance/fidelity figures; a NaN field is unknown. */
+/** Performance/fidelity figures; a NaN field is unknown. Never grows, as
+ *  edgert_layout: two sit inside edgert_candidate; a new figure is
+ *  appended to edgert_candidate (as first_contact_prefill_gflops was). */
 typedef struct edgert_figures {
     double decode_tokens_per_s;  /**< GEMM-only decode tokens/s on spark-1.7b */
     double prefill_gflops;       /**< prefill throughput, M = 512 */
@@ -598,13 +611,24 @@ EDGERT_API edgert_status edgert_export(edgert_ctx *ctx, const char *backend, con
 
 /* --- canonical weights helpers ----------------------------------------- */
 
-/** Owning canonical tensor; `view` points into the owned buffers. */
+/** Owning canonical tensor; `view` points into the owned buffers. Filled
+ *  by edgert_quantize_rtn and edgert_checkpoint_layer_weights, which write
+ *  its first EDGERT_QTENSOR_V1_SIZE bytes and none past them: the buffers,
+ *  then `view`'s version-1 fields (view.struct_size is
+ *  EDGERT_QWEIGHTS_V1_SIZE). `view` comes last because edgert_qweights
+ *  grows by the plugin ABI's rules: then neither the buffers move nor does
+ *  the library write past a smaller edgert_qtensor, so a program built
+ *  against an older header runs with a newer libedgert. No field is ever
+ *  added here; a newer view's fields would come with a new function. */
 typedef struct edgert_qtensor {
-    edgert_qweights view;
     uint8_t *codes;
     float *scales;
-    uint8_t *zeros; /**< NULL when symmetric */
+    uint8_t *zeros;       /**< NULL when symmetric */
+    edgert_qweights view; /**< last, see above */
 } edgert_qtensor;
+
+/** The bytes of edgert_qtensor the library writes. */
+#define EDGERT_QTENSOR_V1_SIZE (offsetof(edgert_qtensor, view) + EDGERT_QWEIGHTS_V1_SIZE)
 
 /** Round-to-nearest quantization of dense fp32 W[n][k] to canonical int4.
  *  symmetric: z = 8, s = max|w| / 7 (codes clamp to [1,15] .. [0,15]);
