@@ -52,6 +52,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -96,8 +97,18 @@ static void put(int fd, const void *p, size_t n)
 }
 
 /* Everything that runs plugin code, then the verdict; never returns. */
-static void child(struct edgert_ctx *ctx, er_cand *c, int out)
+static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
 {
+    /* Ends with the host: a host killed outright (SIGKILL, the OOM killer)
+     * no longer holds the deadline, and a plugin that hangs here would run
+     * on, holding whatever the host's descriptors hold (export's work
+     * folder lock among them). The signal follows the forking thread, which
+     * waits for this child; a parent gone before prctl is seen by getppid
+     * (0 when the host made a pid namespace of its own: then it is alive). */
+    (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    pid_t pp = getppid();
+    if (pp != parent && pp != 0)
+        _exit(127);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
         dup2(null, STDOUT_FILENO);
@@ -317,7 +328,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
         return;
     }
     fflush(NULL); /* nothing buffered is written twice */
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         int e = errno;
         close(fds[0]);
@@ -327,7 +338,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     }
     if (pid == 0) {
         close(fds[0]);
-        child(ctx, c, fds[1]);
+        child(ctx, c, fds[1], parent);
     }
     close(fds[1]);
     int pfd = child_pidfd(pid);
