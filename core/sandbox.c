@@ -103,8 +103,10 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
      * no longer holds the deadline, and a plugin that hangs here would run
      * on, holding whatever the host's descriptors hold (export's work
      * folder lock among them). The signal follows the forking thread, which
-     * waits for this child; a parent gone before prctl is seen by getppid
-     * (0 when the host made a pid namespace of its own: then it is alive). */
+     * waits for this child; a parent gone before prctl is seen by getppid.
+     * getppid is 0 when the parent is outside this child's pid namespace
+     * (a host that unshared one): there the check cannot tell, and only
+     * the prctl guards. */
     (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
     pid_t pp = getppid();
     if (pp != parent && pp != 0)

@@ -32,7 +32,7 @@ static void check_rtn_error(const float *w, uint32_t n, uint32_t k, uint32_t gro
     float *d = malloc((size_t)n * k * sizeof *d);
     assert_non_null(d);
     assert_int_equal(edgert_quantize_rtn(w, n, k, group, sym, &t), EDGERT_OK);
-    assert_int_equal(t.view.struct_size, sizeof(edgert_qweights));
+    assert_int_equal(t.view.struct_size, EDGERT_QWEIGHTS_V1_SIZE);
     assert_int_equal(t.view.n, n);
     assert_int_equal(t.view.k, k);
     assert_int_equal(t.view.group, group);
