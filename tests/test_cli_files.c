@@ -6,7 +6,8 @@
  * runaway nesting, misspelt keys), each at its line and column; options
  * an operator gets wrong; and an output file's writer killed half way
  * (Ctrl-C during `edgert pack`), or `edgert export` stopped by Ctrl-C,
- * which leave nothing behind.
+ * which leave nothing behind; and `edgert export` killed outright, whose
+ * work folder the next export removes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,10 +18,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include "edgert/export.h"
 #include "internal.h"
 #include "safetensors.h"
 #include "test_util.h"
@@ -470,13 +473,13 @@ static void test_killed_writer_leaves_nothing(void **state)
     tu_rmrf(dir);
 }
 
-/* `edgert export` stopped by Ctrl-C (SIGINT) while it works removes its
- * work folder next to --out, which holds gigabytes of generated weights
- * while it runs, and ends by SIGINT as the user asked (tools/sigclean.c). */
-static void test_export_interrupted(void **state)
+/* A full export started in dir (--out dir/exp), once it says "generating":
+ * its work folder is made and the handler armed, and generating the full
+ * model then takes seconds. Returns the pid; said[len] has its stderr so far,
+ * *err_fd the rest: close it only once the export ended (SIGPIPE otherwise). */
+static pid_t start_export(const char *dir, char *said, size_t len, int *err_fd)
 {
-    (void)state;
-    char *dir = tu_tmpdir(), cmd[8400], first[256] = "", said[4096] = "";
+    char cmd[8400];
     /* through the shell, which becomes the CLI (exec): CLI may be "qemu-aarch64 -L / ..." */
     snprintf(cmd, sizeof cmd, "exec %s export --out '%s/exp' --device '%s' >/dev/null", CLI, dir,
              EDGERT_TEST_FIXTURES "/devices/android-hexagon.yaml");
@@ -493,18 +496,30 @@ static void test_export_interrupted(void **state)
         _exit(127);
     }
     close(err_pipe[1]);
-    /* "export: generating ..." comes once the work folder is made and the
-     * handler armed; generating the full model then takes seconds */
     size_t have = 0;
     ssize_t got;
-    while (!strstr(said, "generating") && have + 1 < sizeof said &&
-           (got = read(err_pipe[0], said + have, sizeof said - 1 - have)) > 0)
+    said[0] = '\0';
+    while (!strstr(said, "generating") && have + 1 < len &&
+           (got = read(err_pipe[0], said + have, len - 1 - have)) > 0)
         said[have += (size_t)got] = '\0';
+    *err_fd = err_pipe[0];
+    return pid;
+}
+
+/* `edgert export` stopped by Ctrl-C (SIGINT) while it works removes its
+ * work folder next to --out, which holds gigabytes of generated weights
+ * while it runs, and ends by SIGINT as the user asked (tools/sigclean.c). */
+static void test_export_interrupted(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), first[256] = "", said[4096];
+    int err_fd;
+    pid_t pid = start_export(dir, said, sizeof said, &err_fd);
     int seen = dir_entries(dir, first, sizeof first);
     kill(pid, SIGINT);
-    close(err_pipe[0]);
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
+    close(err_fd);
     if (!seen)
         fail_msg("no work folder next to --out when export said: %s (status 0x%x)", said,
                  (unsigned)status);
@@ -513,6 +528,105 @@ static void test_export_interrupted(void **state)
                  (unsigned)status, first);
     if (dir_entries(dir, first, sizeof first) != 0)
         fail_msg("an interrupted export left '%s' next to --out", first);
+    tu_rmrf(dir);
+}
+
+/* A work folder dir/name with its owner file, marked (not empty) or not;
+ * with `previous`, an earlier export inside it as put_in_place moves one
+ * aside. */
+static void fake_work(const char *dir, const char *name, int marked, int previous)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    assert_int_equal(mkdir(path, 0700), 0);
+    free(tu_write(path, "owner", "%s", marked ? "pid 1\n" : ""));
+    if (!previous)
+        return;
+    snprintf(path, sizeof path, "%s/%s/previous", dir, name);
+    assert_int_equal(mkdir(path, 0755), 0);
+    char *f = tu_write(path, EDGERT_EXPORT_REPORT_FILE, "{\"%s\": 1}\n",
+                       EDGERT_EXPORT_REPORT_MARKER);
+    assert_non_null(f);
+    free(f);
+}
+
+/* The entries of dir other than . and .., each after a space. */
+static void entries_of(const char *dir, char *list, size_t len)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    list[0] = '\0';
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            snprintf(list + strlen(list), len - strlen(list), " %s", e->d_name);
+    closedir(d);
+}
+
+/* SIGKILL, which no handler sees, leaves the work folder; the next export
+ * to the same --out removes it, puts back an earlier export a killed one
+ * had moved aside, and leaves alone a folder whose export still runs (its
+ * lock held: here by this test) and one without the owner mark. An earlier
+ * export that cannot go back (something else is at --out now) keeps its
+ * folder, said in --json; one whose --out is an empty folder goes back. */
+static void test_export_killed_swept(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), first[256] = "", said[4096], path[4400], args[8400], *out;
+    char left[1024];
+    int err_fd;
+    pid_t pid = start_export(dir, said, sizeof said, &err_fd);
+    kill(pid, SIGKILL);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    close(err_fd);
+    if (dir_entries(dir, first, sizeof first) != 1 || !strstr(first, ".exp.edgert-export-"))
+        fail_msg("no work folder left by SIGKILL ('%s'); export said: %s", first, said);
+    fake_work(dir, ".exp.edgert-export-prev00", 1, 1);
+    fake_work(dir, ".exp.edgert-export-live00", 1, 0);
+    fake_work(dir, ".exp.edgert-export-nomark", 0, 0);
+    snprintf(path, sizeof path, "%s/.exp.edgert-export-live00/owner", dir);
+    int live = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(live >= 0);
+    assert_int_equal(flock(live, LOCK_EX), 0);
+    const char *dev = EDGERT_TEST_FIXTURES "/devices/android-hexagon.yaml";
+    snprintf(args, sizeof args, "export --quick --out '%s/exp' --device '%s'", dir, dev);
+    int rc = run_all(args, &out);
+    close(live);
+    if (rc != 0 || !strstr(out, "put back the earlier export") ||
+        !strstr(out, "replaced the earlier export") || !strstr(out, first))
+        fail_msg("export after a killed one: exit %d:\n%s", rc, out);
+    free(out);
+    entries_of(dir, left, sizeof left);
+    /* readdir's order is the file system's: look for each */
+    if (!strstr(left, " exp") || !strstr(left, "live00") || !strstr(left, "nomark") ||
+        strstr(left, "prev00") || strstr(left, first))
+        fail_msg("after the sweep, next to --out:%s", left);
+
+    /* --out is now someone's folder: the earlier export stays where it is */
+    fake_work(dir, ".exp2.edgert-export-prev00", 1, 1);
+    snprintf(path, sizeof path, "%s/exp2", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    free(tu_write(path, "mine.txt", "not an export\n"));
+    snprintf(args, sizeof args, "export --quick --json --out '%s/exp2' --device '%s'", dir, dev);
+    rc = run_all(args, &out);
+    if (rc != 2 || !strstr(out, "\"stale_work_folders_left\":1") ||
+        !strstr(out, "cannot go back"))
+        fail_msg("export to a folder that is not an export: exit %d:\n%s", rc, out);
+    free(out);
+    snprintf(path, sizeof path, "%s/.exp2.edgert-export-prev00/previous/%s", dir,
+             EDGERT_EXPORT_REPORT_FILE);
+    assert_int_equal(access(path, F_OK), 0);
+
+    /* an empty folder at --out: the earlier export goes back in its place */
+    fake_work(dir, ".exp3.edgert-export-prev00", 1, 1);
+    snprintf(path, sizeof path, "%s/exp3", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(args, sizeof args, "export --quick --json --out '%s/exp3' --device '%s'", dir, dev);
+    rc = run_all(args, &out);
+    if (rc != 0 || !strstr(out, "\"replaced_earlier_export\":true") ||
+        !strstr(out, "\"restored_earlier_export\":true"))
+        fail_msg("export to an empty folder beside a killed one: exit %d:\n%s", rc, out);
+    free(out);
     tu_rmrf(dir);
 }
 
@@ -527,6 +641,7 @@ int main(void)
         cmocka_unit_test(test_stale_packed_file),
         cmocka_unit_test(test_killed_writer_leaves_nothing),
         cmocka_unit_test(test_export_interrupted),
+        cmocka_unit_test(test_export_killed_swept),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,10 @@
  * --out (same file system), ".<name>.edgert-export-XXXXXX/out", and renamed
  * into place only when the plugin succeeded: a failed or refused export
  * leaves no partial output, nor does one stopped by SIGINT (Ctrl-C),
- * SIGTERM or SIGHUP, whose handler removes the work folder (sigclean.h). An
+ * SIGTERM or SIGHUP, whose handler removes the work folder (sigclean.h).
+ * SIGKILL (or the OOM killer) leaves it, its lock gone with the process:
+ * the next export to the same --out removes it (workdir.h), and puts back
+ * an earlier export it held when the kill came while replacing it. An
  * existing --out is replaced only when it is empty or holds an earlier
  * edgert export (its report.json carries edgert/export.h's marker); any
  * other existing folder is refused, so a typo cannot delete someone's data.
@@ -28,7 +31,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
-#include <ftw.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,10 @@
 #include "generate.h"
 #include "sigclean.h"
 #include "safetensors.h"
+#include "workdir.h"
+
+/* The work folder beside --out: ".<out>.edgert-export-XXXXXX" (workdir.h). */
+#define EXPORT_WORK_TAG "edgert-export"
 
 void export_help(FILE *f)
 {
@@ -230,18 +236,6 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
 
 /* ---- folders ------------------------------------------------------------------- */
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
-static void rmrf(const char *dir)
-{
-    if (dir)
-        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* 0: absent; 1: an earlier export; 2: an empty folder; -1: anything else (refuse). */
 static int out_state(const char *out)
 {
@@ -351,23 +345,93 @@ static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len, x
     return rc;
 }
 
-/* The work folder next to --out (same file system) and its out/ inside.
- * EXIT_OK, or EXIT_FAIL with work[0] == '\0' when nothing was created. */
+/* What the sweep of killed exports' work folders did: said on stderr, and
+ * in --json's object. */
+typedef struct export_sweep {
+    const cli *c;
+    size_t removed, left;
+    int restored; /* an earlier export went back to --out */
+} export_sweep;
+
+/* The work folder next to --out (same file system), locked while this
+ * process lives (workdir.h), and its out/ inside. EXIT_OK with *lock the
+ * lock's descriptor, or EXIT_FAIL (work[0] == '\0' when nothing was made). */
 static int make_work(const cli *c, const char *parent, const char *base, char *work,
-                     size_t work_len, char *tmp_out, size_t tmp_len, xerr *e)
+                     size_t work_len, char *tmp_out, size_t tmp_len, int *lock, int *locked,
+                     xerr *e)
 {
-    snprintf(work, work_len, "%s/.%s.edgert-export-XXXXXX", parent, base);
-    if (!mkdtemp(work)) {
+    *lock = workdir_make(parent, base, EXPORT_WORK_TAG, work, work_len, locked);
+    if (*lock < 0) {
         xfail(e, "cannot create a work folder next to %s: %s\n", c->out, strerror(errno));
-        work[0] = '\0';
         return EXIT_FAIL;
     }
+    if (!*locked && !c->quiet)
+        tfprintf(stderr, "export: warning: the file system of %s refuses locks: if this "
+                         "export is killed, the next one cannot tell its work folder %s is "
+                         "left over\n", c->out, work);
     snprintf(tmp_out, tmp_len, "%s/out", work);
     if (mkdir(tmp_out, 0755) != 0) {
         xfail(e, "%s: %s\n", tmp_out, strerror(errno));
         return EXIT_FAIL;
     }
     return EXIT_OK;
+}
+
+/* A stale work folder that holds an earlier export moved aside (an export
+ * killed between put_in_place's two renames: after the second, "previous"
+ * is renamed "replaced") gives it back when --out is missing or an empty
+ * folder. With an edgert export at --out (since put there by hand, or the
+ * rename to "replaced" failed), "previous" was being replaced, and goes.
+ * Anything else at --out keeps the folder: nonzero. */
+static int restore_previous(const char *stale, void *user)
+{
+    export_sweep *sw = user;
+    const cli *c = sw->c;
+    char old[4400];
+    struct stat st;
+    snprintf(old, sizeof old, "%s/previous", stale);
+    if (lstat(old, &st) != 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    int state = out_state(c->out);
+    if (state == 1)
+        return 0;
+    if ((state != 0 && state != 2) || rename(old, c->out) != 0) {
+        if (!c->quiet)
+            tfprintf(stderr, "export: left %s: it holds an earlier export that a killed export "
+                             "moved aside, which cannot go back to %s: %s\n", stale, c->out,
+                     state == -1 ? "it exists and is not an edgert export" : strerror(errno));
+        sw->left++;
+        return 1;
+    }
+    sw->restored = 1;
+    if (!c->quiet && !c->json)
+        tfprintf(stderr, "export: put back the earlier export %s, which a killed export had "
+                         "moved aside\n", c->out);
+    return 0;
+}
+
+static void said_swept(const char *stale, int ok, void *user)
+{
+    export_sweep *sw = user;
+    if (ok) {
+        sw->removed++;
+        if (!sw->c->quiet && !sw->c->json)
+            tfprintf(stderr, "export: removed %s, the work folder of an export that was "
+                             "killed\n", stale);
+    } else {
+        sw->left++;
+        if (!sw->c->quiet)
+            tfprintf(stderr, "export: cannot remove %s, the work folder of an export that "
+                             "was killed: %s\n", stale, strerror(errno));
+    }
+}
+
+/* --json's account of the sweep, in the one object export prints. */
+static void json_sweep(json_w *w, const export_sweep *sw)
+{
+    json_kbool(w, "restored_earlier_export", sw->restored);
+    json_kint(w, "stale_work_folders_removed", (long long)sw->removed);
+    json_kint(w, "stale_work_folders_left", (long long)sw->left);
 }
 
 /* The key=value request of the plugin, inputs generated into the work folder
@@ -418,7 +482,8 @@ static int exit_of(edgert_status st)
 /* --json's one object for a failed export: "ok": false, "status" refused
  * (the plugin declined the scheme, with its measured reason) or failed, the
  * exit code and the error; the backend when one was picked. */
-static void json_failure(const cli *c, xerr *e, const char *backend, const char *status, int rc)
+static void json_failure(const cli *c, xerr *e, const char *backend, const char *status, int rc,
+                         const export_sweep *sw)
 {
     if (!c->json || e->json_done)
         return;
@@ -431,6 +496,7 @@ static void json_failure(const cli *c, xerr *e, const char *backend, const char 
     json_kstr(&w, "backend", backend && *backend ? backend : NULL);
     json_kstr(&w, "out", c->out);
     json_kstr(&w, "error", e->msg[0] ? e->msg : "failed");
+    json_sweep(&w, sw);
     json_end_obj(&w);
     json_finish(&w);
     e->json_done = 1;
@@ -438,7 +504,8 @@ static void json_failure(const cli *c, xerr *e, const char *backend, const char 
 
 /* Into place: an earlier export moves aside first (into the work folder,
  * removed at the end), and comes back if the final rename fails. */
-static int put_in_place(const cli *c, int prior, const char *work, const char *tmp_out, xerr *e)
+static int put_in_place(const cli *c, int prior, const char *work, const char *tmp_out,
+                        int locked, int *keep_work, xerr *e)
 {
     char old[4300];
     snprintf(old, sizeof old, "%s/previous", work);
@@ -451,15 +518,32 @@ static int put_in_place(const cli *c, int prior, const char *work, const char *t
         return EXIT_FAIL;
     }
     if (rename(tmp_out, c->out) != 0) {
-        xfail(e, "cannot rename %s to %s: %s\n", tmp_out, c->out, strerror(errno));
-        if (prior == 1)
-            rename(old, c->out);
+        int e1 = errno;
+        if (prior == 1 && rename(old, c->out) != 0) {
+            /* kept, its lock gone at exit: the next export's sweep finds it */
+            *keep_work = 1;
+            if (locked)
+                xfail(e, "cannot rename %s to %s: %s; the earlier export stays in %s, which "
+                         "the next export to %s puts back while nothing else is there\n",
+                      tmp_out, c->out, strerror(e1), old, c->out);
+            else
+                xfail(e, "cannot rename %s to %s: %s; the earlier export stays in %s: move it "
+                         "back to %s\n", tmp_out, c->out, strerror(e1), old, c->out);
+            return EXIT_FAIL;
+        }
+        xfail(e, "cannot rename %s to %s: %s\n", tmp_out, c->out, strerror(e1));
         return EXIT_FAIL;
     }
+    /* a "previous" now means only: killed between the renames (restore_previous) */
+    char replaced[4300];
+    snprintf(replaced, sizeof replaced, "%s/replaced", work);
+    if (prior == 1)
+        rename(old, replaced);
     return EXIT_OK;
 }
 
-static void report_success(const cli *c, const edgert_device *dev, const char *backend, int prior)
+static void report_success(const cli *c, const edgert_device *dev, const char *backend, int prior,
+                           const export_sweep *sw)
 {
     char rpath[4300];
     if (c->json) {
@@ -475,6 +559,7 @@ static void report_success(const cli *c, const edgert_device *dev, const char *b
         snprintf(rpath, sizeof rpath, "%s/" EDGERT_EXPORT_REPORT_FILE, c->out);
         json_kstr(&w, "report", rpath);
         json_kbool(&w, "replaced_earlier_export", prior == 1);
+        json_sweep(&w, sw);
         json_end_obj(&w);
         json_finish(&w);
     } else {
@@ -497,7 +582,8 @@ int cmd_export(const cli *c)
     const char *status = "failed";
     char *request = NULL;
     edgert_ctx *ctx = NULL;
-    int prior = 0;
+    int prior = 0, lock = -1, locked = 0, keep_work = 0;
+    export_sweep sw = {.c = c};
     int rc = check_args(c, &e);
     if (rc != EXIT_OK)
         goto out;
@@ -515,6 +601,8 @@ int cmd_export(const cli *c)
         rc = EXIT_USAGE;
         goto out;
     }
+    /* before --out is looked at: a killed export's earlier one may come back */
+    workdir_sweep(parent, base, EXPORT_WORK_TAG, restore_previous, said_swept, &sw);
     prior = out_state(c->out);
     if (prior < 0) {
         xfail(&e,
@@ -532,7 +620,8 @@ int cmd_export(const cli *c)
     if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK)
         goto out;
     sigclean_arm(); /* held: a signal while the work folder is made waits for it */
-    rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out, &e);
+    rc = make_work(c, parent, base, work, sizeof work, tmp_out, sizeof tmp_out, &lock, &locked,
+                   &e);
     if (work[0])
         sigclean_folder(work);
     sigclean_release();
@@ -550,17 +639,21 @@ int cmd_export(const cli *c)
         goto out;
     }
     sigclean_hold(); /* an earlier export moves aside into work: never lost with it */
-    rc = put_in_place(c, prior, work, tmp_out, &e);
+    rc = put_in_place(c, prior, work, tmp_out, locked, &keep_work, &e);
+    if (keep_work)
+        sigclean_folder(""); /* not removed by a signal either */
     sigclean_release();
     if (rc != EXIT_OK)
         goto out;
-    report_success(c, edgert_device_facts(ctx), backend, prior);
+    report_success(c, edgert_device_facts(ctx), backend, prior, &sw);
 out:
     if (rc != EXIT_OK)
-        json_failure(c, &e, backend, status, rc);
-    if (work[0])
-        rmrf(work);
-    sigclean_disarm(); /* after: a signal during rmrf finishes the removal */
+        json_failure(c, &e, backend, status, rc, &sw);
+    if (work[0] && !keep_work)
+        workdir_remove(work);
+    sigclean_disarm(); /* after: a signal during the removal finishes it */
+    if (lock >= 0)
+        close(lock); /* after the folder is gone: a sweep never meets it unlocked */
     edgert_close(ctx);
     free(request);
     free(outc);

@@ -1,11 +1,12 @@
 /*
  * tools/sigclean.c — the folder removed on SIGINT, SIGTERM or SIGHUP
  * (sigclean.h). The handler uses only calls that are safe in one: open,
- * getdents64, unlinkat, rmdir, close, sigaction, raise, getpid. Found by
- * Ctrl-C during `edgert export`, which left its work folder (up to 3.4 GB of
- * generated weights) behind. A process forked after sigclean_arm (first
- * contact's child, which keeps the handlers) removes nothing: the folder is
- * its parent's.
+ * getdents64, lseek, unlinkat, rmdir, close, sigaction, raise, getpid,
+ * strcmp. It takes workdir.h's WORKDIR_OWNER last, once nothing else is
+ * left. Found by Ctrl-C during `edgert export`, which left its work folder
+ * (up to 3.4 GB of generated weights) behind. A process forked after
+ * sigclean_arm (first contact's child, which keeps the handlers) removes
+ * nothing: the folder is its parent's.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "sigclean.h"
+#include "workdir.h"
 
 #define SC_DEPTH 8 /* export's tree is two levels deep */
 
@@ -41,6 +43,8 @@ static void rm_below(int dfd, unsigned depth)
             const char *name = d->d_name;
             if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0')))
                 continue;
+            if (depth == 0 && strcmp(name, WORKDIR_OWNER) == 0)
+                continue; /* last (workdir.h): a removal cut short stays sweepable */
             if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM) ||
                 depth >= SC_DEPTH)
                 continue;
@@ -52,6 +56,27 @@ static void rm_below(int dfd, unsigned depth)
             unlinkat(dfd, name, AT_REMOVEDIR);
         }
     }
+}
+
+/* The open folder dfd holds nothing but WORKDIR_OWNER (read again from
+ * its start). */
+static int only_owner(int dfd)
+{
+    char buf[1024];
+    long n;
+    if (lseek(dfd, 0, SEEK_SET) != 0)
+        return 0;
+    while ((n = syscall(SYS_getdents64, dfd, buf, sizeof buf)) > 0) {
+        for (long off = 0; off < n;) {
+            const struct dirent64 *d = (const struct dirent64 *)(const void *)(buf + off);
+            off += d->d_reclen;
+            const char *name = d->d_name;
+            if (!(name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) &&
+                strcmp(name, WORKDIR_OWNER) != 0)
+                return 0;
+        }
+    }
+    return n == 0;
 }
 
 static void on_signal(int sig)
@@ -67,6 +92,8 @@ static void on_signal(int sig)
         int dfd = open(sc_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dfd >= 0) {
             rm_below(dfd, 0);
+            if (only_owner(dfd)) /* else the mark stays, for the next sweep */
+                unlinkat(dfd, WORKDIR_OWNER, 0);
             close(dfd);
         }
         rmdir(sc_dir);

@@ -3,7 +3,8 @@
  * process when the user stops it: SIGINT (Ctrl-C), SIGTERM or SIGHUP remove
  * it, then the signal's default action ends the process as it would have.
  * A signal the process ignores (nohup's SIGHUP) stays ignored. SIGKILL
- * cannot be caught: a folder named ".<name>...-XXXXXX" may then remain.
+ * cannot be caught: a folder named ".<name>...-XXXXXX" may then remain,
+ * for the next run to sweep (workdir.h).
  *
  *   sigclean_arm();            handlers in place, held: a signal waits
  *   make the folder; sigclean_folder(dir);
