@@ -393,7 +393,8 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
     c->pub.checksum_verified = -1;
     er_cand_reason(c, ER_GATE_CHECKSUM_MISMATCH, "CHECKSUM_MISMATCH");
     er_cand_detail(c, "%s has xxh3-64:%016llx, the manifest expects xxh3-64:%016llx (stale or "
-                      "swapped file?)",
+                      "swapped file? reinstall the backend, or if you rebuilt it yourself: "
+                      "edgert checksum --stamp %s)",
                    m->library_path, (unsigned long long)c->lib_hash,
-                   (unsigned long long)m->checksum);
+                   (unsigned long long)m->checksum, c->pub.manifest_path);
 }

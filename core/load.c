@@ -327,13 +327,17 @@ static int check_answer(er_cand *c, uint32_t lo, uint32_t hi, edgert_status st,
     const er_manifest *m = &c->m;
     if (st != EDGERT_OK || !p) {
         er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
-        er_cand_detail(c, "the plugin refused ABI %u..%u: %s", lo, hi,
+        er_cand_detail(c, "the plugin refused ABI %u..%u (the manifest's abi %u..%u, within "
+                       "the %u..%u edgert speaks): %s", lo, hi, m->abi_min, m->abi_max,
+                       EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX,
                        err[0] ? err : edgert_status_name(st));
         return -1;
     }
     if (p->abi_version < lo || p->abi_version > hi) {
         er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
-        er_cand_detail(c, "offered ABI %u..%u, the plugin answered %u", lo, hi, p->abi_version);
+        er_cand_detail(c, "offered ABI %u..%u (the manifest's abi %u..%u, within the %u..%u "
+                       "edgert speaks), the plugin answered %u", lo, hi, m->abi_min, m->abi_max,
+                       EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX, p->abi_version);
         return -1;
     }
     if (p->abi_version >= 2u && p->struct_size < EDGERT_PLUGIN_V2_SIZE) {
@@ -350,7 +354,13 @@ static int check_answer(er_cand *c, uint32_t lo, uint32_t hi, edgert_status st,
         bad = abi2_problem(p, what, sizeof what);
     if (bad) {
         er_cand_reason(c, ER_GATE_INVALID_DESCRIPTOR, "INVALID_DESCRIPTOR(%s)", bad);
-        er_cand_detail(c, "the plugin's descriptor is malformed: %s", bad);
+        if (p->struct_size < EDGERT_PLUGIN_V1_SIZE)
+            er_cand_detail(c, "the plugin's descriptor is malformed: its struct_size is %u, "
+                           "ABI 1's descriptor has %u bytes (EDGERT_PLUGIN_V1_SIZE): set it to "
+                           "sizeof(edgert_plugin)", (unsigned)p->struct_size,
+                           (unsigned)EDGERT_PLUGIN_V1_SIZE);
+        else
+            er_cand_detail(c, "the plugin's descriptor is malformed: %s", bad);
         return -1;
     }
     const char *want = er_manifest_plugin_name(m);

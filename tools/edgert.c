@@ -152,7 +152,10 @@ static void usage_cmd(FILE *f, const char *cmd)
     else if (strcmp(cmd, "list") == 0)
         fprintf(f, "usage: edgert list [options]\n\nList every backend manifest found, in search "
                    "order, with its verdict on this\ndevice: eligible, or the reason codes of the "
-                   "gates it failed.\n\n"
+                   "gates it failed. list runs no plugin\ncode: its verdict is the gates' that "
+                   "need none (files, CPU flags, checksum, ...)\nand a first contact cached "
+                   "by an earlier command; 'edgert select' loads and\nself-tests (\"eligible*\": "
+                   "verdict without loading the plugin).\n\n"
                    "  --evidence FILE     read evidence from FILE (as written by calibrate --out)"
                    "\n\n");
     else if (strcmp(cmd, "select") == 0)
@@ -633,14 +636,21 @@ static int cmd_list(const cli *c)
                 tprintf("  %s  [%s]\n", dir, origin);
             }
         }
+        int unmet = 0;
         for (size_t i = 0; i < n; i++) {
             const edgert_candidate *k = edgert_candidate_at(ctx, i);
             char reasons[512], lay[256];
             reasons_text(k, reasons, sizeof reasons);
+            int star = k->eligible && k->library_path && !k->loaded;
+            unmet |= star;
             tprintf("%-16s %-8s %-12s %s\n", k->name, k->version,
-                    k->eligible ? "eligible" : "not eligible",
+                    k->eligible ? (star ? "eligible*" : "eligible") : "not eligible",
                     k->eligible ? layout_text(k, lay, sizeof lay) : reasons);
         }
+        if (unmet)
+            tprintf("* gates that run no plugin code, and any first contact cached here; "
+                    "'edgert select' loads\n  and self-tests the plugin (list never runs its "
+                    "code)\n");
     }
     edgert_close(ctx);
     return EXIT_OK;
@@ -676,6 +686,9 @@ static void explain_candidate(const edgert_candidate *k, int r)
                 k->checksum_verified > 0   ? "(verified: the library's bytes match)"
                 : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
                                            : "(not checked)");
+    else if (k->library_path)
+        tprintf("  %-16s           checksum: none (a changed or swapped library goes unnoticed; "
+                "'edgert checksum --stamp %s' adds one)\n", "", k->manifest_path);
     if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement)) {
         tprintf("  %-16s           measured here:", "");
         if (!isnan(k->measured.decode_tokens_per_s))
