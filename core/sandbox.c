@@ -419,6 +419,12 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
                     "elsewhere than host->alloc, which a plugin must use for them, or aligned "
                     "above 4 KiB), so first contact cannot evict them before timing: no quick "
                     "decode figure", c->m.name);
+    if (r.pack_refused[0])
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, c->pub.manifest_path, 0, 0,
+                    "%s: first contact could not measure it: its library refused to pack int4 "
+                    "weights in the manifest's layout (%s); edgert_pack will refuse them too, "
+                    "so check the manifest's layout against the library", c->m.name,
+                    r.pack_refused);
     /* Figures of THIS host: none for a planned device (plan mode's export
      * meets its plugin here too). The quick decode rate is kept on its own,
      * whatever else was measured: the selector compares every backend of a

@@ -20,6 +20,7 @@ typedef struct sb_result {
     double read_gbs;       /* the read beside the decode calls (median), NaN when none */
     long long timeout_ms;  /* the limit a PLUGIN_TIMEOUT was given (parent side) */
     int packed_outside;    /* pack did not allocate through host->alloc: no decode figure */
+    char pack_refused[240]; /* the quick measurement's pack refused: its error, else "" */
     int passing;           /* 1: a verdict of the moment, not kept (killed from outside,
                             * no child could be made, its end could not be read) */
 } sb_result;

@@ -92,6 +92,7 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
  * so first contact runs again. */
 int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
 {
+    memset(r, 0, sizeof *r); /* a key an older edgert did not write reads as none */
     char *path = er_sb_cache_file(ctx, c, 0);
     char *text = path ? er_read_file(NULL, path, 4096, NULL) : NULL;
     free(path);
@@ -112,6 +113,7 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     take_line(text, "decode_tokens_per_s_min", lo, sizeof lo);
     take_line(text, "decode_tokens_per_s_max", hi, sizeof hi);
     take_line(text, "read_gbs", rd, sizeof rd);
+    take_line(text, "pack_refused", r->pack_refused, sizeof r->pack_refused);
     free(text);
     r->ok = strcmp(ok, "1") == 0;
     r->gate = atoi(gate);
@@ -153,10 +155,10 @@ void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result
         fprintf(f, "edgert-first-contact 4\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
                    "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
                    "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\nread_gbs %.17g\n"
-                   "timeout_ms %lld\npacked_outside %d\n",
+                   "timeout_ms %lld\npacked_outside %d\npack_refused %s\n",
                 c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
                 r->prefill_gflops, r->decode_min, r->decode_max, r->read_gbs, r->timeout_ms,
-                r->packed_outside);
+                r->packed_outside, r->pack_refused);
         if (fclose(f) == 0 && rename(tmp, path) == 0) {
             free(tmp);
             tmp = NULL;

@@ -220,13 +220,15 @@ out:
 
 /* Packs the first n rows of t (n <= t's rows) and times `reps` calls of
  * m rows (see time_gemm; rbuf pairs each with a read). NaNs when the
- * plugin refuses, and for decode
+ * plugin refuses (its first refusal kept in r->pack_refused, one line: a
+ * manifest whose layout its own library refuses, found by a vendor's
+ * walkthrough, said nothing), and for decode
  * (m = 1) when pack put under half of its packed bytes in the arena, which
- * is the only memory eviction reaches (*outside set): a plugin that
+ * is the only memory eviction reaches (r->packed_outside set): a plugin that
  * allocates them with malloc would be timed from the last-level cache (a
  * vendor's walkthrough: 47 tok/s against 28-31 for the same kernel). */
 static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n, int reps,
-                          const void *rbuf, int *outside)
+                          const void *rbuf, sb_result *r)
 {
     void *packed = NULL;
     size_t bytes = 0;
@@ -238,11 +240,19 @@ static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n,
     er_arena *prev = er_arena_packing(c->ctx->arena);
     edgert_status st = c->plugin->pack(c->state, &w, &packed, &bytes, err, sizeof err);
     er_arena_packing(prev);
-    if (st != EDGERT_OK)
+    if (st != EDGERT_OK) {
+        if (!r->pack_refused[0]) {
+            snprintf(r->pack_refused, sizeof r->pack_refused, "n=%u k=%u group %u: %s", n, w.k,
+                     w.group, err[0] ? err : edgert_status_name(st));
+            for (char *p = r->pack_refused; *p; p++)
+                if (*p == '\n' || *p == '\r')
+                    *p = ' ';
+        }
         return (sb_times){NAN, NAN, NAN, NAN};
+    }
     sb_times s = {NAN, NAN, NAN, NAN};
     if (m == 1u && c->ctx->arena && er_arena_live_bytes(c->ctx->arena) - before < bytes / 2u)
-        *outside = 1;
+        r->packed_outside = 1;
     else /* decode streams from memory */
         s = time_gemm(c, packed, m, n, w.k, reps, m == 1u, rbuf);
     c->plugin->packed_free(c->state, packed);
@@ -286,7 +296,7 @@ void er_sb_quick_measure(er_cand *c, sb_result *r)
      * range, six chose amx-w4a8 five times (in one decode group with
      * avx512-w4a16 each time, its prefill deciding), at no cost a user
      * could see (1.83 s for all five backends either way). */
-    sb_times s = time_rows(c, &t, 1u, n_small, 3, NULL, &r->packed_outside);
+    sb_times s = time_rows(c, &t, 1u, n_small, 3, NULL, r);
     double rows = n_small;
     if (s.med > 0.0 && s.med * n / n_small <= ER_MEASURE_SLOW_CALL) {
         /* the full shape streams fast enough for memory to bind: each call
@@ -296,7 +306,7 @@ void er_sb_quick_measure(er_cand *c, sb_result *r)
         void *rbuf = er_arena_alloc(c->ctx->arena, ER_MEASURE_BYTES, 4096u);
         if (rbuf)
             memset(rbuf, 1, ER_MEASURE_BYTES); /* backed, and not all zero pages */
-        s = time_rows(c, &t, 1u, n, 16, rbuf, &r->packed_outside);
+        s = time_rows(c, &t, 1u, n, 16, rbuf, r);
         if (rbuf && s.read > 0.0)
             r->read_gbs = ER_MEASURE_BYTES / s.read / 1e9;
         if (rbuf)
@@ -308,10 +318,10 @@ void er_sb_quick_measure(er_cand *c, sb_result *r)
         r->decode_min = rows * k / s.max / ER_SPARK_WEIGHTS;
         r->decode_max = rows * k / s.min / ER_SPARK_WEIGHTS;
     }
-    s = time_rows(c, &t, 64u, n_prefill_small, 3, NULL, &r->packed_outside);
+    s = time_rows(c, &t, 64u, n_prefill_small, 3, NULL, r);
     rows = n_prefill_small;
     if (s.med > 0.0 && s.med * n_prefill / n_prefill_small <= ER_MEASURE_SLOW_CALL) {
-        s = time_rows(c, &t, 64u, n_prefill, 3, NULL, &r->packed_outside);
+        s = time_rows(c, &t, 64u, n_prefill, 3, NULL, r);
         rows = n_prefill;
     }
     if (s.med > 0.0)

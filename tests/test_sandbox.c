@@ -340,6 +340,34 @@ static void test_packed_outside_arena(void **state)
     tu_rmrf(dir);
 }
 
+/* A library that refuses to pack its own manifest's layout: first contact
+ * passes it with no figures, and warns with the library's own error, met
+ * and from the cache. */
+static void test_pack_refused_said(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), *lib = tu_plugin("tp_pack_refuses");
+    free(tu_manifest(dir, "m.yaml", "test-pack-refuses", lib,
+                     "{format: int4-asym-g64, weight_bits: 4, group_size: 64, symmetric: false, "
+                     "activation_dtype: bf16, bits_per_weight: 4.5}", NULL));
+    free(lib);
+    for (int round = 0; round < 2; round++) {
+        edgert_ctx *ctx = open_folder(dir, round);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-pack-refuses");
+        assert_non_null(c);
+        assert_true(c->eligible);
+        int warned = 0;
+        for (size_t d = 0; d < edgert_diag_count(ctx); d++)
+            warned |= strstr(edgert_diag_at(ctx, d)->message,
+                             "refused to pack int4 weights in the manifest's layout (n=512 "
+                             "k=4096 group 64: group 64, only others supported)") != NULL;
+        if (!warned)
+            fail_msg("round %d: no warning naming pack's refusal", round);
+        edgert_close(ctx);
+    }
+    tu_rmrf(dir);
+}
+
 static void test_commands_complete(void **state)
 {
     (void)state;
@@ -640,6 +668,7 @@ int main(void)
         cmocka_unit_test(test_child_end_unknown),
         cmocka_unit_test(test_cache_follows_threads_and_figures),
         cmocka_unit_test(test_packed_outside_arena),
+        cmocka_unit_test(test_pack_refused_said),
         /* before test-stray-thread leaves its thread in this process: under
          * qemu, children forked beside it can end with 127 (short_timeout) */
         cmocka_unit_test(test_rewritten_in_place),

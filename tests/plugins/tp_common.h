@@ -26,6 +26,8 @@
  *                      core must refuse both, EDGERT_E_PLUGIN)
  *   TP_PACK_MALLOC     pack allocates the packed values with aligned_alloc,
  *                      not host->alloc (first contact must notice)
+ *   TP_PACK_REFUSES_GROUP  pack refuses weights of this group size (a library
+ *                      whose manifest declares a layout it does not take)
  * (The ABI-2 fields are set in the ABI-1 descriptor too: the core must not
  * read them from a descriptor that answered ABI 1.)
  * (the misbehaving plugins of issue 13: crash, abort, loop, exit, overfill the
@@ -119,6 +121,12 @@ static edgert_status tp_pack(void *state, const edgert_qweights *w, void **packe
                              size_t *packed_bytes, char *err, size_t err_len)
 {
     tp_state *s = state;
+#ifdef TP_PACK_REFUSES_GROUP
+    if (w->group == TP_PACK_REFUSES_GROUP) {
+        edgert_errf(err, err_len, "group %u, only others supported", w->group);
+        return EDGERT_E_UNSUPPORTED;
+    }
+#endif
     uint32_t groups = (w->k + w->group - 1) / w->group;
     tp_packed *p = s->host->alloc(s->host->host_ctx, sizeof *p, 16);
     if (!p) {
