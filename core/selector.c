@@ -326,6 +326,37 @@ static void load_for_selection(edgert_ctx *ctx, const char *forced)
     }
 }
 
+/* Why nothing is eligible when no manifest was taken: none found in the
+ * folders searched, or every one found refused by errors in it. */
+static edgert_status no_manifest(const struct edgert_ctx *ctx, char *err, size_t err_len)
+{
+    char dirs[1024] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < ctx->ndirs && used + 2 < sizeof dirs; i++) {
+        int w = snprintf(dirs + used, sizeof dirs - used, "%s%s", i ? ", " : "",
+                         ctx->dirs[i].path);
+        if (w < 0)
+            break;
+        used += (size_t)w < sizeof dirs - used ? (size_t)w : sizeof dirs - used - 1;
+    }
+    size_t bad = 0; /* errors in files: manifests found but refused */
+    for (size_t i = 0; i < ctx->diags.count; i++)
+        bad += ctx->diags.items[i].level == EDGERT_LOG_ERROR && ctx->diags.items[i].file;
+    if (bad)
+        edgert_errf(err, err_len,
+                    "no backend is eligible: no usable backend manifest in the folders "
+                    "searched (%s): %zu error%s in the files found (the handle's "
+                    "diagnostics name each)",
+                    dirs[0] ? dirs : "none", bad, bad == 1 ? "" : "s");
+    else
+        edgert_errf(err, err_len,
+                    "no backend is eligible: no backend manifest was found in any folder "
+                    "searched (%s); point EDGERT_ADD_MANIFEST_PATH or --manifests at a "
+                    "folder of manifests",
+                    dirs[0] ? dirs : "none");
+    return EDGERT_E_NOT_ELIGIBLE;
+}
+
 edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const char *forced,
                             edgert_selection **out, char *err, size_t err_len)
 {
@@ -399,21 +430,7 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
     } else if (s->count > 0) {
         s->selected = (int)s->order[0];
     } else if (ctx->ncands == 0) {
-        char dirs[1024] = "";
-        size_t used = 0;
-        for (size_t i = 0; i < ctx->ndirs && used + 2 < sizeof dirs; i++) {
-            int w = snprintf(dirs + used, sizeof dirs - used, "%s%s", i ? ", " : "",
-                             ctx->dirs[i].path);
-            if (w < 0)
-                break;
-            used += (size_t)w < sizeof dirs - used ? (size_t)w : sizeof dirs - used - 1;
-        }
-        edgert_errf(err, err_len,
-                    "no backend is eligible: no backend manifest was found in any folder "
-                    "searched (%s); point EDGERT_ADD_MANIFEST_PATH or --manifests at a folder "
-                    "of manifests",
-                    dirs[0] ? dirs : "none");
-        return EDGERT_E_NOT_ELIGIBLE;
+        return no_manifest(ctx, err, err_len);
     } else {
         edgert_errf(err, err_len, "no backend is eligible on this device%s",
                     ctx->strict ? " (strict mode excludes the reference backend)" : "");

@@ -459,6 +459,18 @@ static void test_json_with_bad_manifest(void **state)
     er_yaml_free(&y);
     tu_rmrf(jdir);
     free(out);
+    /* -q and EDGERT_LOG=error silence warnings, not a manifest's errors */
+    static const char *const quiet[] = {"list -q", "list"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(args, sizeof args, "%s --manifests %s --manifests %s", quiet[i], dir,
+                 EDGERT_TEST_BACKEND_DIR);
+        setenv("EDGERT_LOG", "error", 1);
+        int rc = run_all(args, &out);
+        unsetenv("EDGERT_LOG");
+        if (rc != 0 || !strstr(out, "broken.yaml:4:1: error"))
+            fail_msg("'%s' (EDGERT_LOG=error) hid the manifest's error: %s", args, out);
+        free(out);
+    }
     tu_rmrf(dir);
 
     /* a command failing on its own, and a usage error once --json was read:

@@ -641,19 +641,19 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len)
 }
 
 /* Warnings from opening (manifests skipped, evidence, settings) go to stderr
- * in text mode (JSON has them), unless -q or EDGERT_LOG=error (not with -v). */
+ * in text mode (JSON has them), unless -q or EDGERT_LOG=error (not with -v);
+ * errors always: a manifest not read (a misspelt key) never vanishes unsaid. */
 void warn_diags(const cli *c, const edgert_ctx *ctx)
 {
     const char *level = secure_getenv("EDGERT_LOG");
-    if (c->json || c->quiet || (!c->verbose && level && strcasecmp(level, "error") == 0))
-        return;
-    int any = 0;
+    int upto = c->quiet || (!c->verbose && level && strcasecmp(level, "error") == 0)
+                   ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, any = 0;
     for (size_t i = 0; i < edgert_diag_count(ctx); i++)
-        any |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
-    if (!any || c->explain)
+        any |= (int)edgert_diag_at(ctx, i)->level <= upto;
+    if (!any || c->explain || c->json)
         return;
-    tfprintf(stderr, "edgert: warnings:\n");
-    print_diags(ctx, stderr, EDGERT_LOG_WARN);
+    tfprintf(stderr, "edgert: %s:\n", upto == EDGERT_LOG_ERROR ? "errors" : "warnings");
+    print_diags(ctx, stderr, upto);
 }
 
 int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,
