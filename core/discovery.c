@@ -32,8 +32,9 @@
  * A manifest folder or file that is group- or world-writable lets someone
  * else choose what edgert loads: a warning naming the path and its mode, and
  * under secure execution (AT_SECURE: setuid, file capabilities) or as root
- * the folder is not read and the file not taken (a file named explicitly is
- * then an error). An explicit path that is neither a file nor a folder (a
+ * the folder is not read and the file not taken (a file or folder named
+ * explicitly is then an error, as is an explicit folder that cannot be
+ * read). An explicit path that is neither a file nor a folder (a
  * FIFO, a device) is an error and is never opened.
  */
 #define _GNU_SOURCE
@@ -53,11 +54,17 @@
 
 static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd);
 
+/* Writable by others, where that refuses it (as root, under secure execution). */
+static int refused_writable(const struct stat *st)
+{
+    return (st->st_mode & (S_IWGRP | S_IWOTH)) && (geteuid() == 0 || getauxval(AT_SECURE) != 0);
+}
+
 int er_refuse_writable(er_diags *d, const char *what, const char *path, const struct stat *st)
 {
     if (!(st->st_mode & (S_IWGRP | S_IWOTH)))
         return 0;
-    int strict = geteuid() == 0 || getauxval(AT_SECURE) != 0;
+    int strict = refused_writable(st);
     er_diag_add(d, EDGERT_LOG_WARN, path, 0, 0,
                 "%s is %s-writable (mode %04o): %s ('chmod go-w' it)", what,
                 (st->st_mode & S_IWOTH) ? "world" : "group", (unsigned)(st->st_mode & 07777),
@@ -349,6 +356,21 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
             if (!S_ISDIR(st.st_mode)) { /* never opened: a FIFO would block */
                 edgert_errf(err, err_len, "%s: is %s, not a manifest file or folder", p,
                             file_kind(st.st_mode));
+                return EDGERT_E_IO;
+            }
+            /* a folder named explicitly that cannot be read is an error, as a
+             * missing one is: a script must tell it from "nothing eligible" */
+            DIR *d = opendir(p);
+            if (!d) {
+                edgert_errf(err, err_len, "%s: manifest folder not readable: %s", p,
+                            strerror(errno));
+                return EDGERT_E_IO;
+            }
+            closedir(d);
+            if (refused_writable(&st)) {
+                size_t before = ctx->diags.count;
+                er_refuse_writable(&ctx->diags, "manifest folder", p, &st);
+                edgert_errf(err, err_len, "%s: %s", p, ctx->diags.items[before].message);
                 return EDGERT_E_IO;
             }
             if (search(ctx, p, "explicit") != 0)

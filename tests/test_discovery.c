@@ -266,24 +266,31 @@ static int warned_mode(const edgert_ctx *ctx, const char *path, const char *mode
 
 /* A 0777 folder, a 0666 manifest and a 0620 (group-writable) one, each with
  * a backend: all warned with path and mode; as root or under secure
- * execution (`strict`) they are not read, and the explicit file is an error;
- * otherwise they are used. Returns the number of failed checks (a forked
- * child reports it as its exit code). */
+ * execution (`strict`) they are not read, and the folder and the file, named
+ * explicitly, are errors; otherwise they are used. A folder named that
+ * cannot be read (0000, for anyone but root) is an error too. Returns the
+ * number of failed checks (a forked child reports it as its exit code). */
 static int check_writable(const char *root, int strict)
 {
-    char open_dir[4200], loose_dir[4200], err[4096];
+    char open_dir[4200], loose_dir[4200], locked[4200], err[4096];
     snprintf(open_dir, sizeof open_dir, "%s/open", root);
     snprintf(loose_dir, sizeof loose_dir, "%s/loose", root);
+    snprintf(locked, sizeof locked, "%s/locked", root);
     int bad = 0;
     edgert_status st;
     const char *paths[2] = {open_dir, loose_dir};
     edgert_ctx *ctx = open_with(paths, 2, 1, &st, err, sizeof err);
+    if (strict) {
+        bad += ctx != NULL || st != EDGERT_E_IO || !strstr(err, open_dir) || !strstr(err, "0777");
+        edgert_close(ctx);
+        ctx = open_with(paths + 1, 1, 1, &st, err, sizeof err);
+    }
     if (!ctx)
         return 100;
     char world[4400], group[4400];
     snprintf(world, sizeof world, "%s/world.yaml", loose_dir);
     snprintf(group, sizeof group, "%s/group.yaml", loose_dir);
-    bad += !warned_mode(ctx, open_dir, "0777", strict);
+    bad += !strict && !warned_mode(ctx, open_dir, "0777", strict);
     bad += !warned_mode(ctx, world, "0666", strict);
     bad += !warned_mode(ctx, group, "0664", strict);
     bad += (edgert_candidate_find(ctx, "in-open") != NULL) == strict;
@@ -298,6 +305,12 @@ static int check_writable(const char *root, int strict)
     else
         bad += ctx == NULL || !edgert_candidate_find(ctx, "world-writable");
     edgert_close(ctx);
+    if (geteuid() != 0) {
+        const char *lk[1] = {locked};
+        ctx = open_with(lk, 1, 1, &st, err, sizeof err);
+        bad += ctx != NULL || st != EDGERT_E_IO || !strstr(err, "not readable");
+        edgert_close(ctx);
+    }
     return bad;
 }
 
@@ -317,6 +330,10 @@ static void test_writable_refused_as_root(void **state)
     assert_int_equal(chmod(w, 0666), 0);
     assert_int_equal(chmod(g, 0664), 0); /* writable by the group only */
     assert_int_equal(chmod(o, 0644), 0);
+    snprintf(dir, sizeof dir, "%s/locked", root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    free(tu_manifest(dir, "m.yaml", "in-locked", NULL, NULL, NULL));
+    assert_int_equal(chmod(dir, 0), 0);
     assert_int_equal(chmod(root, 0755), 0);
     int strict = geteuid() == 0 || getauxval(AT_SECURE) != 0;
     assert_int_equal(check_writable(root, strict), 0);
@@ -337,6 +354,8 @@ static void test_writable_refused_as_root(void **state)
     free(w);
     free(g);
     free(o);
+    snprintf(dir, sizeof dir, "%s/locked", root);
+    chmod(dir, 0755); /* so that the folder can be removed by anyone */
     tu_rmrf(root);
 }
 
