@@ -4,6 +4,7 @@
  * read-only accessors of what the steps found.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 
 #include "context.h"
 
-#define NAME_SEPARATORS ", \t"
+#define NAME_SEPARATORS ",; \t" /* a ; list, as PATH-minded operators write, works too */
 
 /* The names of two lists (either NULL), NULL-terminated. Commas separate
  * them, and so do blanks: an operator's "a, b" or "a b" means two names.
@@ -40,8 +41,12 @@ static char **split_names(const char *a, const char *b)
             continue;
         for (char *t = strtok_r(copy, NAME_SEPARATORS, &save); t;
              t = strtok_r(NULL, NAME_SEPARATORS, &save))
-            if (n < cap + 1)
+            if (n < cap + 1) {
+                /* manifest names are lower case (manifest.c): AVX2-W4A16 means avx2-w4a16 */
+                for (char *q = t; *q; q++)
+                    *q = (char)tolower((unsigned char)*q);
                 out[n++] = er_strdup(t);
+            }
         free(copy);
     }
     return out;

@@ -3,6 +3,7 @@
  * manifests and docs.
  */
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 
@@ -139,11 +140,13 @@ int edgert_priority_parse(const char *s, edgert_priority *out)
 {
     if (!out)
         return -1;
-    int i = lookup(priority_names, COUNT(priority_names), s);
-    if (i < 0)
-        return -1;
-    *out = (edgert_priority)i;
-    return 0;
+    /* any case: an operator's EDGERT_PRIORITY=Fidelity must not fail every application */
+    for (size_t i = 0; s && i < COUNT(priority_names); i++)
+        if (strcasecmp(priority_names[i], s) == 0) {
+            *out = (edgert_priority)i;
+            return 0;
+        }
+    return -1;
 }
 
 int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out)

@@ -53,7 +53,7 @@ static const char env_help[] =
     "Environment:\n"
     "  EDGERT_MANIFEST_PATH      colon-separated absolute folders; replaces the defaults\n"
     "  EDGERT_ADD_MANIFEST_PATH  colon-separated absolute folders searched first\n"
-    "  EDGERT_DISABLE            comma-separated backend names never to use\n"
+    "  EDGERT_DISABLE            backend names never to use (, ; or space between)\n"
     "  EDGERT_PRIORITY           speed|fidelity, the default of --priority\n"
     "  EDGERT_BACKEND            the default of --backend (not for verify, which checks\n"
     "                            every eligible backend unless --backend names one)\n"

@@ -906,7 +906,8 @@ EDGERT_API const char *edgert_priority_name(edgert_priority p);
 /** NULL past the end */
 EDGERT_API const char *edgert_cpu_flag_name(edgert_cpu_flag f);
 /** Parse names; return 0 on success, -1 if unknown (or out is NULL).
- *  edgert_arch_parse also takes "aarch64" for arm64. */
+ *  edgert_arch_parse also takes "aarch64" for arm64; edgert_priority_parse
+ *  takes any case ("Fidelity"). */
 EDGERT_API int edgert_arch_parse(const char *s, edgert_arch *out);
 EDGERT_API int edgert_device_class_parse(const char *s, edgert_device_class *out);
 EDGERT_API int edgert_priority_parse(const char *s, edgert_priority *out);
