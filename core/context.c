@@ -147,6 +147,30 @@ static void warn_unknown_disabled(edgert_ctx *ctx)
     }
 }
 
+/* Options that cannot mean anything: E_USAGE, said in err. An empty or NULL
+ * manifest path searched nothing and opened a handle with no backend (the
+ * CLI refuses --manifests ''); a log level past debug read as debug. */
+static int check_options(const edgert_options *o, char *err, size_t err_len)
+{
+    if (o->manifest_path_count > 0 && !o->manifest_paths) {
+        edgert_errf(err, err_len, "edgert_open: options.manifest_path_count is %zu but "
+                    "manifest_paths is NULL", o->manifest_path_count);
+        return -1;
+    }
+    for (size_t i = 0; i < o->manifest_path_count; i++)
+        if (!o->manifest_paths[i] || !o->manifest_paths[i][0]) {
+            edgert_errf(err, err_len, "edgert_open: options.manifest_paths[%zu] is %s", i,
+                        o->manifest_paths[i] ? "empty" : "NULL");
+            return -1;
+        }
+    if (o->log_level < 0 || o->log_level > EDGERT_LOG_DEBUG) {
+        edgert_errf(err, err_len, "edgert_open: options.log_level %d is not an "
+                    "edgert_log_level (1 error .. 4 debug) or 0 (the default)", o->log_level);
+        return -1;
+    }
+    return 0;
+}
+
 /*
  * The data flow of design.md §2, one step per call, each in the file named
  * after it: the device (probe.c or device_profile.c), the manifests
@@ -170,11 +194,8 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
                                   "sizeof(edgert_options))", o->struct_size);
         return EDGERT_E_USAGE;
     }
-    if (o->manifest_path_count > 0 && !o->manifest_paths) {
-        edgert_errf(err, err_len, "edgert_open: options.manifest_path_count is %zu but "
-                    "manifest_paths is NULL", o->manifest_path_count);
+    if (check_options(o, err, err_len) != 0)
         return EDGERT_E_USAGE;
-    }
     edgert_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         edgert_errf(err, err_len, "out of memory");

@@ -365,10 +365,37 @@ static void test_writable_refused_as_root(void **state)
     tu_rmrf(root);
 }
 
+/* Options that cannot mean anything are refused, not read as something: an
+ * empty or NULL manifest path (which searched nothing), a log level that is
+ * no edgert_log_level (99 read as debug). */
+static void test_meaningless_options_refused(void **state)
+{
+    (void)state;
+    char err[512];
+    edgert_status st;
+    const char *empty[2] = {EDGERT_TEST_FIXTURES, ""}, *null[1] = {NULL};
+    assert_null(open_with(empty, 2, 1, &st, err, sizeof err));
+    assert_int_equal(st, EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "manifest_paths[1] is empty"));
+    assert_null(open_with(null, 1, 1, &st, err, sizeof err));
+    assert_int_equal(st, EDGERT_E_USAGE);
+    static const int levels[] = {-3, 5, 99};
+    for (size_t i = 0; i < 3; i++) {
+        edgert_options o = {.struct_size = sizeof o, .ignore_env = 1, .threads = 1};
+        o.device_profile = EDGERT_TEST_FIXTURES "/devices/x86-avx2.yaml";
+        o.log_level = levels[i];
+        edgert_ctx *ctx = NULL;
+        assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_E_USAGE);
+        assert_null(ctx);
+        assert_non_null(strstr(err, "log_level"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_replace_and_add),
+        cmocka_unit_test(test_meaningless_options_refused),
         cmocka_unit_test(test_never_cwd),
         cmocka_unit_test(test_mistakes_said),
         cmocka_unit_test(test_sorted_first_wins),

@@ -308,9 +308,13 @@ typedef struct edgert_options {
     const char *device_profile;     /**< YAML device profile replacing the probe (plan mode) */
     const char *const *manifest_paths; /**< folders or files; replace EDGERT_MANIFEST_PATH and
                                             the defaults (EDGERT_ADD_MANIFEST_PATH is still
-                                            searched first, unless ignore_env) */
+                                            searched first, unless ignore_env); none NULL
+                                            or empty (E_USAGE) */
     size_t manifest_path_count;
-    int ignore_env;                 /**< 1: read no EDGERT_* variable (hermetic tests) */
+    int ignore_env;                 /**< 1: read no EDGERT_* variable (hermetic tests;
+                                         without manifest_paths the default folders are
+                                         still searched, the per-user one named by
+                                         XDG_DATA_HOME or HOME among them) */
     const char *disable;            /**< comma-separated names, added to EDGERT_DISABLE */
     int strict;                     /**< 1: the reference backend is never eligible */
     int no_evidence;                /**< 1: ignore measured evidence */
@@ -323,7 +327,8 @@ typedef struct edgert_options {
                                          edgert_diag_count / edgert_diag_at */
     void *log_user;
     int log_level;                  /**< an edgert_log_level, or 0 for the default:
-                                         EDGERT_LOG, else EDGERT_LOG_WARN */
+                                         EDGERT_LOG, else EDGERT_LOG_WARN; another value
+                                         is E_USAGE */
     /* ---- version 1 ends here (EDGERT_OPTIONS_V1_SIZE); fields only ever append ---- */
     int no_env_selection;           /**< 1: EDGERT_PRIORITY and EDGERT_BACKEND do not
                                          replace edgert_select's arguments (a program
