@@ -137,6 +137,13 @@ static void test_cli_exit_codes(void **state)
     assert_int_equal(run(cmd, NULL), 1);
     free(tu_write(dir, "m.yaml", "manifest_version: 1\nname: [broken\n"));
     assert_int_equal(run(cmd, NULL), 4);
+    /* a manifest given without --stamp: its own checksum, and a note saying so */
+    char *out = NULL;
+    snprintf(cmd, sizeof cmd, "checksum %s", m);
+    assert_int_equal(run_all(cmd, &out), 0);
+    if (!strstr(out, "looks like a manifest") || !strstr(out, "--stamp"))
+        fail_msg("no note for a manifest checksummed without --stamp: %s", out);
+    free(out);
     free(m);
     tu_rmrf(dir);
 }

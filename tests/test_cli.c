@@ -485,6 +485,17 @@ static void test_json_with_bad_manifest(void **state)
         {"select --json --frob", "--frob", "E_USAGE", 2},
         {"quantize /nonexistent/in.safetensors /tmp/o --sym --json", "cannot read", "E_IO", 4},
     };
+    /* export's one object carries the status of a profile it cannot read */
+    char *pdir = tu_tmpdir(), eargs[8400];
+    assert_non_null(pdir);
+    free(tu_write(pdir, "empty.yaml", "%s", ""));
+    snprintf(eargs, sizeof eargs, "export --json --quick --device %s/empty.yaml --out %s/o",
+             pdir, pdir);
+    assert_int_equal(run(eargs, &out), 4);
+    if (!strstr(out, "\"status\":\"E_PARSE\""))
+        fail_msg("export --json on an empty profile: %s", out);
+    free(out);
+    tu_rmrf(pdir);
     for (size_t i = 0; i < sizeof fails / sizeof fails[0]; i++) {
         assert_int_equal(run(fails[i].args, &out), fails[i].rc);
         if (!strchr(out, '{') || strchr(out, '\n') != strrchr(out, '\n'))

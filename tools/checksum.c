@@ -40,6 +40,15 @@ static void checksum_help(FILE *f)
             "file named cannot be read or a manifest is bad.\n");
 }
 
+/* A .yaml / .yml name: given without --stamp, most likely meant with it (a
+ * vendor's walkthrough hashed a manifest and took it for the library's). */
+static int looks_like_manifest(const char *path)
+{
+    size_t n = strlen(path);
+    return (n > 5 && strcmp(path + n - 5, ".yaml") == 0) ||
+           (n > 4 && strcmp(path + n - 4, ".yml") == 0);
+}
+
 /* The exit code of one failure, the worst of all kept: bad file > I/O. A
  * file named to be checksummed that cannot be read is a bad input file (4,
  * as for every command); stamping's I/O failure may be a write (1). */
@@ -106,6 +115,10 @@ int cmd_checksum(int argc, char **argv)
             json_end_obj(&w);
         } else if (st == EDGERT_OK) {
             tprintf(stamp ? "%s  stamped into %s\n" : "%s  %s\n", sum, files[i]);
+            if (!stamp && looks_like_manifest(files[i]))
+                tfprintf(stderr, "edgert checksum: note: %s looks like a manifest: this is "
+                                 "its own checksum; 'edgert checksum --stamp %s' writes its "
+                                 "library's into it\n", files[i], files[i]);
         } else {
             tfprintf_lines(stderr, "edgert checksum: %s\n", err);
         }

@@ -61,6 +61,9 @@ typedef struct cli {
 void tprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tfprintf(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void tfprintf_lines(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/** The last error line these printed to stderr ("" when none): what --json
+ *  reports when a command fails before its document (json_failed). */
+const char *tprint_last_error(void);
 /** len bytes of s with what a terminal acts on shown as escapes: C0 controls
  *  (newline and tab kept when keep_lines) as \n \t \r \xHH, DEL, C1 controls,
  *  line separators and bidi controls as \xHH / \uHHHH, and bytes that are
@@ -124,8 +127,10 @@ int input_file_check(const char *opt, const char *path, char *msg, size_t msg_le
 /** Open a handle from the parsed options; prints the error and returns an
  *  exit code (0 on success). */
 int open_ctx(const cli *c, edgert_ctx **ctx);
-/* The same, also keeping the error (when msg is not NULL) for a --json object. */
-int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len);
+/* The same, also keeping the error (when msg is not NULL) for a --json object,
+ * and the edgert_status name of a failure in *status (when not NULL). */
+int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len,
+                 const char **status);
 
 /** The start of each command that measures this machine (bench, verify,
  *  calibrate): the workload (--workload FILE or the built-in), a live

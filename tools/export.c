@@ -614,7 +614,7 @@ int cmd_export(const cli *c)
     }
     cli oc = *c;
     oc.out = NULL; /* --out is the artifact folder here, not an evidence file */
-    if ((rc = open_ctx_msg(&oc, &ctx, e.msg, sizeof e.msg)) != EXIT_OK)
+    if ((rc = open_ctx_msg(&oc, &ctx, e.msg, sizeof e.msg, &status)) != EXIT_OK)
         goto out;
     warn_diags(c, ctx);
     if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK)
