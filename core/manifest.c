@@ -39,6 +39,7 @@ typedef struct mreader {
     er_diags *d;
     unsigned errors;
     int nomem;
+    int library_misspelt; /* 'libary:' was reported: no check of "no library" follows */
 } mreader;
 
 /* Every key of the schema, per mapping (internal.h; docs/manifest.md lists
@@ -342,7 +343,7 @@ static void read_plugin_name(mreader *r, yaml_node_t *root, int lib, er_manifest
         return;
     if (!valid_name(m->plugin_name))
         fail_name(r, root, "plugin_name", m->plugin_name);
-    else if (lib == 1)
+    else if (lib == 1 && !r->library_misspelt)
         fail_field(r, er_yaml_get(&r->y, root, "plugin_name"), "plugin_name",
                    "a plugin_name is only valid with a 'library' whose descriptor it names, "
                    "and this manifest names none");
@@ -365,7 +366,7 @@ static void read_library(mreader *r, yaml_node_t *root, er_manifest *m)
         if (parse_checksum(sum, &m->checksum) != 0)
             fail_field(r, n, "checksum",
                        "expected \"" CHECKSUM_PREFIX "\" followed by 16 hex digits, got '%s'", sum);
-        else if (lib == 1)
+        else if (lib == 1 && !r->library_misspelt)
             fail_field(r, n, "checksum",
                        "a checksum is only valid with a 'library' to check, and this manifest "
                        "names none");
@@ -690,6 +691,7 @@ edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d)
     if (read_manifest_version(&r, root) == -2)
         goto out;
     seen(&r, er_yaml_check_keys(&r.y, root, er_manifest_top_keys, d));
+    r.library_misspelt = er_yaml_misspelt(&r.y, root, er_manifest_top_keys, "library");
 
     read_identity(&r, root, &m);
     read_library(&r, root, &m);
@@ -707,7 +709,8 @@ edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d)
      * mistake, not a backend. Checked whatever else is wrong (every error
      * in one pass), but only when 'library' is absent: a 'library' with an
      * error of its own has that error. */
-    if (!er_yaml_get(&r.y, root, "library") && m.processor && strcmp(m.processor, "cpu") == 0) {
+    if (!er_yaml_get(&r.y, root, "library") && !r.library_misspelt && m.processor &&
+        strcmp(m.processor, "cpu") == 0) {
         yaml_node_t *at = er_yaml_get(&r.y, root, "processor");
         fail(&r, at ? at : root,
              "a manifest without 'library' is a declarative backend for an accelerator: "

@@ -95,6 +95,10 @@ int er_yaml_strlist(er_yaml *y, yaml_node_t *map, const char *key, int required,
 /** A mapping value (not a scalar): *out is the node. */
 int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required,
                 yaml_node_t **out, er_diags *d);
+/** 1 when `map` lacks `key` but has an unknown key that er_yaml_check_keys
+ *  reports as a misspelling of it: checks that depend on `key` being absent
+ *  then say nothing (the typo's error says it). */
+int er_yaml_misspelt(er_yaml *y, yaml_node_t *map, const char *const *known, const char *key);
 /** Check the keys of mapping `map`: a non-scalar or duplicate key is an error
  *  (-1); a key not in the NULL-terminated `known` list is a warning. Returns 0
  *  or -1. Also -1 (with an error) when `map` is not a mapping. */

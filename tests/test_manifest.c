@@ -777,6 +777,38 @@ static void test_typo_suggests_key(void **state)
     free(dir);
 }
 
+/* A misspelt `library` is one error at the typo: not also "a checksum (or
+ * plugin_name) needs a library" and "a CPU backend needs its library", which
+ * a vendor's walkthrough found following it and pointing elsewhere. */
+static void test_misspelt_library_one_error(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir_local();
+    char *p = write_in(dir, "libary.yaml",
+                       "manifest_version: 1\nname: typo\nversion: \"1\"\nvendor: t\n"
+                       "libary: libtypo.so\nchecksum: \"xxh3-64:0123456789abcdef\"\n"
+                       "plugin_name: other\nabi: {min: 1, max: 1}\n"
+                       "arch: any\ndevice_classes: [x86_cpu]\n"
+                       "layout: {format: f, weight_bits: 4, symmetric: true, "
+                       "activation_dtype: fp32, bits_per_weight: 4.5}\nruns_in_process: true\n"
+                       "verified: false\nrationale: \"t\"\n");
+    er_diags d = {0};
+    er_manifest m;
+    assert_int_equal(er_manifest_load(p, &m, &d), EDGERT_E_PARSE);
+    size_t errors = 0;
+    for (size_t i = 0; i < d.count; i++)
+        errors += d.items[i].level == EDGERT_LOG_ERROR;
+    const edgert_diag *w = find_diag(&d, EDGERT_LOG_ERROR, "libary");
+    if (errors != 1 || !w || !strstr(w->message, "did you mean 'library'?") || w->line != 5 ||
+        w->column != 1)
+        fail_msg("%zu errors; the first: %s", errors, d.count ? d.items[0].message : "-");
+    er_diags_free(&d);
+    unlink(p);
+    rmdir(dir);
+    free(p);
+    free(dir);
+}
+
 /* ---- the schema's documentation --------------------------------------------- */
 
 /* Every key core/manifest.c reads appears in docs/manifest.md as `key` (top
@@ -980,6 +1012,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_schema_documented),
         cmocka_unit_test(test_typo_suggests_key),
+        cmocka_unit_test(test_misspelt_library_one_error),
         cmocka_unit_test(test_typos_fail_closed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
