@@ -657,6 +657,12 @@ static void test_probe_profile_round_trip(void **state)
         fail_msg("a profile --device refuses, not said so: %s", err);
     free(err);
 #endif
+    /* a TMPDIR that is not there is not the profile's fault: /tmp is used */
+    char *err2 = NULL;
+    if (run_redirected("env TMPDIR=/nonexistent/edgert", "probe --profile", "2>&1 >/dev/null",
+                       &err2) != 0 || strstr(err2, "refuse"))
+        fail_msg("probe --profile with TMPDIR missing: %s", err2);
+    free(err2);
     /* a profile is YAML: not with --json; and not an option of other commands */
     assert_int_equal(run("probe --profile --json", NULL), 2);
     assert_int_equal(run("list --profile", NULL), 2);

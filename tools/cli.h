@@ -89,7 +89,8 @@ void print_device(const edgert_device *d);
  *  a comment saying so: the profile then needs them written in). */
 int print_profile(FILE *f, const edgert_device *d);
 /** Read a profile's text back through the core's own profile loader: 0 when
- *  --device would take it, else -1 with the loader's errors in why. */
+ *  --device would take it, else -1 with the loader's errors in why; -2 when
+ *  no scratch folder could be made to check it (why says so). */
 int profile_check(const char *text, char *why, size_t why_len);
 void json_figures(json_w *w, const char *key, const edgert_figures *f);
 void json_layout(json_w *w, const edgert_candidate *c);

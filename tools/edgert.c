@@ -561,13 +561,16 @@ static int probe_profile(const edgert_device *d)
         return EXIT_FAIL;
     }
     fputs(text, stdout);
-    int bad = missing == 0 && profile_check(text, why, sizeof why) != 0;
+    int checked = missing == 0 ? profile_check(text, why, sizeof why) : 0;
+    int bad = checked == -1;
     free(text);
     if (missing)
         tfprintf(stderr, "edgert probe: the probe could not tell this device's logical core "
                  "count: write logical_cores into the profile before using it\n");
     else if (bad)
         tfprintf(stderr, "edgert probe: --device would refuse this profile: %s\n", why);
+    else if (checked == -2) /* the environment's fault, not the profile's */
+        tfprintf(stderr, "edgert probe: warning: the profile was not checked: %s\n", why);
     return missing || bad ? EXIT_FAIL : EXIT_OK;
 }
 

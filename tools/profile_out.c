@@ -9,6 +9,7 @@
  * still reads back.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,8 @@ int print_profile(FILE *f, const edgert_device *d)
 }
 
 /* Read `text` back the way --device will (the core's own profile loader):
- * 0 when it takes it, else -1 with the loader's errors in `why`, one line,
+ * 0 when it takes it, else -1 with the loader's errors in `why`, one line
+ * (-2 when no scratch folder could be made to check it: why says so),
  * the scratch file's name replaced by "<stdout>". Whatever the writer's facts
  * cannot satisfy (a class the build's arch lacks when --sysroot holds
  * another machine's files, a core count above the profile's limit, a name
@@ -83,9 +85,14 @@ int profile_check(const char *text, char *why, size_t why_len)
     const char *tmp = secure_getenv("TMPDIR");
     char dir[4096], file[4200], sub[4200];
     snprintf(dir, sizeof dir, "%s/edgert-profile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) {
-        snprintf(why, why_len, "cannot make a scratch folder to check it in");
-        return -1;
+    if (!mkdtemp(dir)) { /* a TMPDIR that is not there: /tmp, before giving up */
+        int e = errno;
+        snprintf(dir, sizeof dir, "/tmp/edgert-profile-XXXXXX");
+        if (!mkdtemp(dir)) {
+            snprintf(why, why_len, "no scratch folder to check it in (%s: %s)",
+                     tmp && *tmp ? tmp : "/tmp", strerror(e));
+            return -2;
+        }
     }
     snprintf(file, sizeof file, "%s/profile.yaml", dir);
     snprintf(sub, sizeof sub, "%s/no-manifests", dir);
