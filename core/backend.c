@@ -112,6 +112,12 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
         er_ensure_loaded(ctx, c);
         c->pub.eligible = c->failed == 0;
     }
+    if (ctx->dev.planned && c->pub.eligible) {
+        edgert_errf(err, err_len, "backend '%s' is eligible for the planned device, but a "
+                    "handle opened on a device profile (plan mode) loads nothing: open one "
+                    "without device_profile on the device to run it", name);
+        return EDGERT_E_UNSUPPORTED;
+    }
     if (!c->pub.eligible || !c->plugin) {
         char why[1024];
         er_cand_why_not(c, why, sizeof why);

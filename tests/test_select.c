@@ -130,6 +130,12 @@ static void test_avx2_device_gets_avx2_backend(void **state)
         if (!got || strcmp(got, "avx2-w4a16") != 0)
             fail_msg("%s: got %s (%s)", p ? "fidelity" : "speed", got ? got : "(none)", err);
     }
+    /* selected for the plan, never run by it: opening it says why */
+    edgert_backend *b = NULL;
+    assert_int_equal(edgert_backend_open(ctx, "avx2-w4a16", NULL, &b, err, sizeof err),
+                     EDGERT_E_UNSUPPORTED);
+    assert_null(b);
+    assert_non_null(strstr(err, "plan mode"));
     edgert_close(ctx);
 }
 
