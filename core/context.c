@@ -4,7 +4,6 @@
  * read-only accessors of what the steps found.
  */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,8 +42,8 @@ static char **split_names(const char *a, const char *b)
              t = strtok_r(NULL, NAME_SEPARATORS, &save))
             if (n < cap + 1) {
                 /* manifest names are lower case (manifest.c): AVX2-W4A16 means avx2-w4a16 */
-                for (char *q = t; *q; q++)
-                    *q = (char)tolower((unsigned char)*q);
+                for (char *q = t; *q; q++) /* ASCII: not the caller's locale's rules */
+                    *q = (char)(*q >= 'A' && *q <= 'Z' ? *q - 'A' + 'a' : *q);
                 out[n++] = er_strdup(t);
             }
         free(copy);

@@ -338,7 +338,9 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
             if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
                 size_t before = ctx->diags.count;
                 if (er_refuse_writable(&ctx->diags, "manifest", p, &st)) {
-                    edgert_errf(err, err_len, "%s: %s", p, ctx->diags.items[before].message);
+                    edgert_errf(err, err_len, "%s: %s", p,
+                                ctx->diags.count > before ? ctx->diags.items[before].message
+                                                          : "writable by others: refused");
                     return EDGERT_E_IO;
                 }
                 if (take_manifest(ctx, p, 1) != 0) {
@@ -370,7 +372,9 @@ edgert_status er_discover(struct edgert_ctx *ctx, const edgert_options *o, char 
             if (refused_writable(&st)) {
                 size_t before = ctx->diags.count;
                 er_refuse_writable(&ctx->diags, "manifest folder", p, &st);
-                edgert_errf(err, err_len, "%s: %s", p, ctx->diags.items[before].message);
+                edgert_errf(err, err_len, "%s: %s", p,
+                            ctx->diags.count > before ? ctx->diags.items[before].message
+                                                      : "writable by others: refused");
                 return EDGERT_E_IO;
             }
             if (search(ctx, p, "explicit") != 0)

@@ -327,17 +327,18 @@ static int check_answer(er_cand *c, uint32_t lo, uint32_t hi, edgert_status st,
     const er_manifest *m = &c->m;
     if (st != EDGERT_OK || !p) {
         er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
-        er_cand_detail(c, "the plugin refused ABI %u..%u (the manifest's abi %u..%u, within "
-                       "the %u..%u edgert speaks): %s", lo, hi, m->abi_min, m->abi_max,
-                       EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX,
+        er_cand_detail(c, "the plugin refused ABI %u..%u (the manifest's abi %u..%u "
+                       "intersected with the %u..%u edgert speaks): %s", lo, hi, m->abi_min,
+                       m->abi_max, EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX,
                        err[0] ? err : edgert_status_name(st));
         return -1;
     }
     if (p->abi_version < lo || p->abi_version > hi) {
         er_cand_reason(c, ER_GATE_ABI_UNSUPPORTED, "ABI_UNSUPPORTED");
-        er_cand_detail(c, "offered ABI %u..%u (the manifest's abi %u..%u, within the %u..%u "
-                       "edgert speaks), the plugin answered %u", lo, hi, m->abi_min, m->abi_max,
-                       EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX, p->abi_version);
+        er_cand_detail(c, "offered ABI %u..%u (the manifest's abi %u..%u intersected with "
+                       "the %u..%u edgert speaks), the plugin answered %u", lo, hi,
+                       m->abi_min, m->abi_max, EDGERT_PLUGIN_ABI_MIN, EDGERT_PLUGIN_ABI_MAX,
+                       p->abi_version);
         return -1;
     }
     if (p->abi_version >= 2u && p->struct_size < EDGERT_PLUGIN_V2_SIZE) {

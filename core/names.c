@@ -3,7 +3,6 @@
  * manifests and docs.
  */
 #include <string.h>
-#include <strings.h>
 
 #include "internal.h"
 
@@ -140,12 +139,17 @@ int edgert_priority_parse(const char *s, edgert_priority *out)
 {
     if (!out)
         return -1;
-    /* any case: an operator's EDGERT_PRIORITY=Fidelity must not fail every application */
-    for (size_t i = 0; s && i < COUNT(priority_names); i++)
-        if (strcasecmp(priority_names[i], s) == 0) {
+    /* any case: an operator's EDGERT_PRIORITY=Fidelity must not fail every
+     * application; ASCII, whatever the caller's locale (a Turkish I) */
+    for (size_t i = 0; s && i < COUNT(priority_names); i++) {
+        const char *a = priority_names[i], *b = s;
+        while (*a && (*b == *a || (*b >= 'A' && *b <= 'Z' && *b - 'A' + 'a' == *a)))
+            a++, b++;
+        if (!*a && !*b) {
             *out = (edgert_priority)i;
             return 0;
         }
+    }
     return -1;
 }
 

@@ -216,6 +216,7 @@ static int read_child(int in, long long deadline, sb_result *r, int *last)
             }
             r->reason[sizeof r->reason - 1] = '\0'; /* from the child: terminate */
             r->detail[sizeof r->detail - 1] = '\0';
+            r->pack_refused[sizeof r->pack_refused - 1] = '\0';
             return 1;
         }
     }

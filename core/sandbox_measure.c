@@ -241,9 +241,13 @@ static sb_times time_rows(er_cand *c, edgert_qtensor *t, uint32_t m, uint32_t n,
     edgert_status st = c->plugin->pack(c->state, &w, &packed, &bytes, err, sizeof err);
     er_arena_packing(prev);
     if (st != EDGERT_OK) {
-        if (!r->pack_refused[0]) {
-            snprintf(r->pack_refused, sizeof r->pack_refused, "n=%u k=%u group %u: %s", n, w.k,
-                     w.group, err[0] ? err : edgert_status_name(st));
+        /* said only of what the manifest declares: its own group (not the
+         * 128 used when it does not divide K), on the decode shape */
+        if (!r->pack_refused[0] && m == 1u && c->m.group_size > 0 &&
+            w.group == (uint32_t)c->m.group_size) {
+            /* the error cut to fit beside the shape (240 bytes in all) */
+            snprintf(r->pack_refused, sizeof r->pack_refused, "n=%u k=%u group %u: %.190s", n,
+                     w.k, w.group, err[0] ? err : edgert_status_name(st));
             for (char *p = r->pack_refused; *p; p++)
                 if (*p == '\n' || *p == '\r')
                     *p = ' ';

@@ -327,7 +327,7 @@ static void load_for_selection(edgert_ctx *ctx, const char *forced)
 }
 
 /* Why nothing is eligible when no manifest was taken: none found in the
- * folders searched, or every one found refused by errors in it. */
+ * folders searched, or every one found refused. */
 static edgert_status no_manifest(const struct edgert_ctx *ctx, char *err, size_t err_len)
 {
     char dirs[1024] = "";
@@ -339,15 +339,11 @@ static edgert_status no_manifest(const struct edgert_ctx *ctx, char *err, size_t
             break;
         used += (size_t)w < sizeof dirs - used ? (size_t)w : sizeof dirs - used - 1;
     }
-    size_t bad = 0; /* errors in files: manifests found but refused */
-    for (size_t i = 0; i < ctx->diags.count; i++)
-        bad += ctx->diags.items[i].level == EDGERT_LOG_ERROR && ctx->diags.items[i].file;
-    if (bad)
+    if (ctx->nskipped) /* found, but each refused: invalid, or writable by others */
         edgert_errf(err, err_len,
-                    "no backend is eligible: no usable backend manifest in the folders "
-                    "searched (%s): %zu error%s in the files found (the handle's "
-                    "diagnostics name each)",
-                    dirs[0] ? dirs : "none", bad, bad == 1 ? "" : "s");
+                    "no backend is eligible: %zu manifest%s found in the folders searched "
+                    "(%s), none usable (the handle's diagnostics say why)",
+                    ctx->nskipped, ctx->nskipped == 1 ? "" : "s", dirs[0] ? dirs : "none");
     else
         edgert_errf(err, err_len,
                     "no backend is eligible: no backend manifest was found in any folder "

@@ -42,7 +42,7 @@ static const char common_help[] =
     "                      verify, calibrate and pack, which run here, refuse it\n"
     "  --manifests PATH    a manifest folder or file; repeatable; replaces the\n"
     "                      default folders and EDGERT_MANIFEST_PATH\n"
-    "  --disable LIST      comma-separated backend names never to use\n"
+    "  --disable LIST      backend names never to use (, ; or space between)\n"
     "  --strict            never fall back to the reference backend\n"
     "  --threads N         thread pool size (default: all logical cores)\n"
     "  -v, --verbose       log what the loader does (to stderr)\n"
@@ -652,8 +652,8 @@ static int cmd_list(const cli *c)
         }
         if (unmet)
             tprintf("* gates that run no plugin code, and any first contact cached here; "
-                    "'edgert select' loads\n  and self-tests the plugin (list never runs its "
-                    "code)\n");
+                    "'edgert select' (on\n  the device, without --device) loads and self-tests "
+                    "the plugin (list never runs its code)\n");
     }
     edgert_close(ctx);
     return EXIT_OK;

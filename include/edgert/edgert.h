@@ -78,7 +78,7 @@
  * edgert_options.ignore_env is set):
  *   EDGERT_MANIFEST_PATH      colon-separated folders; replaces the defaults
  *   EDGERT_ADD_MANIFEST_PATH  colon-separated folders searched before the rest
- *   EDGERT_DISABLE            comma-separated backend names never to use
+ *   EDGERT_DISABLE            backend names never to use (, ; or space between; any case)
  *   EDGERT_PRIORITY           speed|fidelity: replaces the priority an
  *                             application passes to edgert_select
  *   EDGERT_BACKEND            a backend name: replaces edgert_select's
@@ -315,7 +315,8 @@ typedef struct edgert_options {
                                          without manifest_paths the default folders are
                                          still searched, the per-user one named by
                                          XDG_DATA_HOME or HOME among them) */
-    const char *disable;            /**< comma-separated names, added to EDGERT_DISABLE */
+    const char *disable;            /**< names (, ; or space between; any case), added to
+                                         EDGERT_DISABLE */
     int strict;                     /**< 1: the reference backend is never eligible */
     int no_evidence;                /**< 1: ignore measured evidence */
     const char *evidence_file;      /**< evidence file to read; NULL = the per-user cache */
@@ -361,7 +362,11 @@ typedef struct edgert_options {
 
 /** Open a handle. On failure *out is NULL and err explains. A bad manifest is
  *  a diagnostic, not a failure, unless it was named explicitly as a file
- *  (then EDGERT_E_PARSE); a bad device profile is EDGERT_E_PARSE. */
+ *  (then EDGERT_E_PARSE); a bad device profile is EDGERT_E_PARSE. A path of
+ *  manifest_paths that is missing is EDGERT_E_NOT_FOUND; one that cannot be
+ *  read, is no file or folder, or is writable by others as root is
+ *  EDGERT_E_IO; options that mean nothing (a NULL or empty path, a log level
+ *  past debug) are EDGERT_E_USAGE. */
 EDGERT_API edgert_status edgert_open(const edgert_options *options, edgert_ctx **out, char *err,
                                      size_t err_len);
 /** Close a handle (NULL is fine) and unload its plugins. Free what was made
