@@ -100,6 +100,7 @@ struct edgert_ctx {
     long long sandbox_timeout_ms; /* first contact's limit (er_sandbox_timeout_ms) */
     int no_env_selection;       /**< EDGERT_PRIORITY / EDGERT_BACKEND not applied */
     int defer_load;             /**< edgert_open loads nothing; loading happens on demand */
+    int cache_unnamed_said;     /**< the warning that no verdict cache folder exists, given */
     struct {                    /**< options.weights: what the layout gate needs of them */
         char *path;             /**< NULL: no weights given */
         int int4;               /**< GPTQ or packed (int4 codes); 0: dense */

@@ -141,6 +141,13 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
 void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r)
 {
     char *path = er_sb_cache_file(ctx, c, 1), *tmp = NULL;
+    if (!path && !ctx->cache_unnamed_said) { /* once per handle, not per plugin */
+        ctx->cache_unnamed_said = 1;
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "first contact's verdicts are not kept: neither XDG_CACHE_HOME nor HOME "
+                    "names an absolute folder, so every process meets its plugins again "
+                    "(a child process each)");
+    }
     if (!path || asprintf(&tmp, "%s.XXXXXX", path) < 0) {
         free(path);
         return;

@@ -657,6 +657,14 @@ static void test_probe_profile_round_trip(void **state)
         fail_msg("a profile --device refuses, not said so: %s", err);
     free(err);
 #endif
+    /* what first contact finds while select loads is said too: here, that no
+     * cache folder can keep its verdicts */
+    char *said = NULL;
+    assert_int_equal(run_redirected("env -u HOME -u XDG_CACHE_HOME", "select",
+                                    "2>&1 >/dev/null", &said), 0);
+    if (!strstr(said, "first contact's verdicts are not kept"))
+        fail_msg("select without HOME or XDG_CACHE_HOME: %s", said);
+    free(said);
     /* a TMPDIR that is not there is not the profile's fault: /tmp is used */
     char *err2 = NULL;
     if (run_redirected("env TMPDIR=/nonexistent/edgert", "probe --profile", "2>&1 >/dev/null",

@@ -106,6 +106,10 @@ void text_append(char *buf, size_t len, const char *sep, const char *item);
 void reasons_text(const edgert_candidate *c, char *buf, size_t len);
 const char *layout_text(const edgert_candidate *c, char *buf, size_t len);
 void warn_diags(const cli *c, const edgert_ctx *ctx);
+/** warn_diags for the diagnostics from index `from` on: those that loading on
+ *  demand (select, pack, export) added after the first call. Returns the
+ *  count, the next call's `from`. */
+size_t warn_diags_since(const cli *c, const edgert_ctx *ctx, size_t from);
 /* --json: {"error": err, "status": name of st} on stdout, for a command that
  * fails before it has a result. */
 void json_error_object(const char *err, edgert_status st);

@@ -283,9 +283,9 @@ void json_search_paths(json_w *w, const edgert_ctx *ctx)
     json_end_arr(w);
 }
 
-void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
+static void print_diags_from(const edgert_ctx *ctx, FILE *f, int max_level, size_t from)
 {
-    for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+    for (size_t i = from; i < edgert_diag_count(ctx); i++) {
         const edgert_diag *d = edgert_diag_at(ctx, i);
         if ((int)d->level > max_level)
             continue;
@@ -297,6 +297,11 @@ void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
         else
             tfprintf(f, "  %s: %s\n", lv[d->level], d->message);
     }
+}
+
+void print_diags(const edgert_ctx *ctx, FILE *f, int max_level)
+{
+    print_diags_from(ctx, f, max_level, 0);
 }
 
 void text_append(char *buf, size_t len, const char *sep, const char *item)
@@ -455,17 +460,24 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len,
 /* Warnings from opening (manifests skipped, evidence, settings) go to stderr
  * in text mode (JSON has them), unless -q or EDGERT_LOG=error (not with -v);
  * errors always: a manifest not read (a misspelt key) never vanishes unsaid. */
-void warn_diags(const cli *c, const edgert_ctx *ctx)
+size_t warn_diags_since(const cli *c, const edgert_ctx *ctx, size_t from)
 {
     const char *level = secure_getenv("EDGERT_LOG");
     int upto = c->quiet || (!c->verbose && level && strcasecmp(level, "error") == 0)
                    ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, any = 0;
-    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
+    size_t n = edgert_diag_count(ctx);
+    for (size_t i = from; i < n; i++)
         any |= (int)edgert_diag_at(ctx, i)->level <= upto;
     if (!any || c->explain || c->json)
-        return;
+        return n;
     tfprintf(stderr, "edgert: %s:\n", upto == EDGERT_LOG_ERROR ? "errors" : "warnings");
-    print_diags(ctx, stderr, upto);
+    print_diags_from(ctx, stderr, upto, from);
+    return n;
+}
+
+void warn_diags(const cli *c, const edgert_ctx *ctx)
+{
+    warn_diags_since(c, ctx, 0);
 }
 
 int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,

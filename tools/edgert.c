@@ -1078,10 +1078,11 @@ static int cmd_select(const cli *c)
     int rc = open_ctx(c, &ctx);
     if (rc)
         return rc;
-    warn_diags(c, ctx);
+    size_t said = warn_diags_since(c, ctx, 0);
     edgert_selection *sel = NULL;
     char err[1024] = "";
     edgert_status st = edgert_select(ctx, c->priority, c->backend, &sel, err, sizeof err);
+    warn_diags_since(c, ctx, said); /* what first contact found while select loaded */
     const edgert_candidate *s = edgert_selection_selected(sel);
     const edgert_device *d = edgert_device_facts(ctx);
     if (c->json) {

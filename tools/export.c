@@ -616,7 +616,7 @@ int cmd_export(const cli *c)
     oc.out = NULL; /* --out is the artifact folder here, not an evidence file */
     if ((rc = open_ctx_msg(&oc, &ctx, e.msg, sizeof e.msg, &status)) != EXIT_OK)
         goto out;
-    warn_diags(c, ctx);
+    size_t said = warn_diags_since(c, ctx, 0);
     if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK)
         goto out;
     sigclean_arm(); /* held: a signal while the work folder is made waits for it */
@@ -632,6 +632,7 @@ int cmd_export(const cli *c)
     if (!c->quiet && !c->json)
         tfprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
     edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
+    warn_diags_since(c, ctx, said); /* what loading the backend on demand found */
     if (st != EDGERT_OK) {
         xfail(&e, "%s", err);
         status = st == EDGERT_E_UNSUPPORTED ? "refused" : "failed";

@@ -169,7 +169,7 @@ int cmd_pack(const cli *c)
         edgert_checkpoint_close(src);
         return rc;
     }
-    warn_diags(c, ctx);
+    size_t said = warn_diags_since(c, ctx, 0);
     const char *name = NULL;
     edgert_backend *b = NULL;
     if (edgert_device_facts(ctx)->planned) { /* as bench, verify and calibrate say it */
@@ -181,6 +181,7 @@ int cmd_pack(const cli *c)
     if ((rc = pick_backend(c, ctx, &name)) != EXIT_OK)
         goto out;
     st = edgert_backend_open(ctx, name, c->options, &b, err, sizeof err);
+    warn_diags_since(c, ctx, said); /* what first contact found while it loaded */
     if (!st && !edgert_backend_packed_layout(b))
         st = edgert_checkpoint_pack(b, src, c->out, err, sizeof err); /* says why not */
     edgert_status chk = st ? st : edgert_checkpoint_pack_check(b, src, c->out, err, sizeof err);
