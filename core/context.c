@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -55,7 +54,7 @@ static int parse_level(const char *s, int dflt)
 {
     static const char *const names[] = {"error", "warn", "info", "debug"};
     for (int i = 0; s && i < 4; i++)
-        if (strcasecmp(s, names[i]) == 0)
+        if (er_ascii_caseeq(s, names[i]))
             return EDGERT_LOG_ERROR + i;
     return dflt;
 }

@@ -265,9 +265,10 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
     int rc = 0;
     struct dirent *e;
     struct stat st;
-    if (fstat(dirfd(dir), &st) == 0 &&
-        er_refuse_writable(&ctx->diags, "manifest folder", sd->path, &st))
-        goto out;
+    /* refused: its manifests are counted as skipped (selector.c says "found,
+     * none usable"), never read */
+    int refused = fstat(dirfd(dir), &st) == 0 &&
+                  er_refuse_writable(&ctx->diags, "manifest folder", sd->path, &st);
     while ((e = readdir(dir)) != NULL) {
         if (e->d_name[0] == '.' || !has_yaml_suffix(e->d_name))
             continue;
@@ -287,6 +288,10 @@ static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd)
             goto out;
         }
         n++;
+    }
+    if (refused) {
+        ctx->nskipped += n;
+        goto out;
     }
     if (n > 1)
         qsort(names, n, sizeof *names, cmp_names);

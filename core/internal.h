@@ -52,6 +52,10 @@ char *er_path_join(const char *a, const char *b);
 char *er_rooted_path(const char *sysroot, const char *path);
 /** secure_getenv, or NULL when ignore_env. */
 const char *er_getenv(int ignore_env, const char *name);
+/** 1 when a and b are equal but for the case of ASCII letters: the rule for
+ *  names an operator types (EDGERT_PRIORITY, EDGERT_LOG), whatever the
+ *  caller's locale (a Turkish I folds otherwise). */
+int er_ascii_caseeq(const char *a, const char *b);
 /** Read a whole small text file under `sysroot` (NULL = "/") into a NUL-terminated
  *  malloc'd buffer. Returns NULL when absent/unreadable or larger than max. */
 char *er_read_file(const char *sysroot, const char *path, size_t max, size_t *len_out);

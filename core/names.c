@@ -63,6 +63,18 @@ _Static_assert(sizeof flag_table / sizeof flag_table[0] == EDGERT_CPU_FLAG_COUNT
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
+int er_ascii_caseeq(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        char x = *a >= 'A' && *a <= 'Z' ? (char)(*a - 'A' + 'a') : *a;
+        char y = *b >= 'A' && *b <= 'Z' ? (char)(*b - 'A' + 'a') : *b;
+        if (x != y)
+            return 0;
+        if (!x)
+            return 1;
+    }
+}
+
 static int lookup(const char *const *names, size_t n, const char *s)
 {
     if (!s)
@@ -140,16 +152,12 @@ int edgert_priority_parse(const char *s, edgert_priority *out)
     if (!out)
         return -1;
     /* any case: an operator's EDGERT_PRIORITY=Fidelity must not fail every
-     * application; ASCII, whatever the caller's locale (a Turkish I) */
-    for (size_t i = 0; s && i < COUNT(priority_names); i++) {
-        const char *a = priority_names[i], *b = s;
-        while (*a && (*b == *a || (*b >= 'A' && *b <= 'Z' && *b - 'A' + 'a' == *a)))
-            a++, b++;
-        if (!*a && !*b) {
+     * application */
+    for (size_t i = 0; s && i < COUNT(priority_names); i++)
+        if (er_ascii_caseeq(priority_names[i], s)) {
             *out = (edgert_priority)i;
             return 0;
         }
-    }
     return -1;
 }
 

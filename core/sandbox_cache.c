@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -84,7 +85,10 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
     }
 }
 
-/* Format 4: format 3's decode measured from memory (the packed bytes
+/* Format 5: format 4 with pack_refused, narrowed to the manifest's own
+ * group on the decode shape (a format-4 verdict could keep a refusal of the
+ * measurement's fallback group, and warn of it for ever).
+ * Format 4: format 3's decode measured from memory (the packed bytes
  * evicted before each call) with the range of its calls, each call now
  * scaled to the read beside it (sandbox_measure.c, time_gemm), and that read. An
  * older verdict (format 1's figure may be the L3's, format 2 has no range,
@@ -96,7 +100,7 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     char *path = er_sb_cache_file(ctx, c, 0);
     char *text = path ? er_read_file(NULL, path, 4096, NULL) : NULL;
     free(path);
-    if (!text || strncmp(text, "edgert-first-contact 4\n", 23) != 0) {
+    if (!text || strncmp(text, "edgert-first-contact 5\n", 23) != 0) {
         free(text);
         return -1;
     }
@@ -145,21 +149,23 @@ void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result
         ctx->cache_unnamed_said = 1;
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
                     "first contact's verdicts are not kept: neither XDG_CACHE_HOME nor HOME "
-                    "names an absolute folder, so every process meets its plugins again "
-                    "(a child process each)");
+                    "names an absolute folder (or, under secure execution, they are not "
+                    "read), so every process meets its plugins again (a child process each)");
     }
     if (!path || asprintf(&tmp, "%s.XXXXXX", path) < 0) {
         free(path);
         return;
     }
+    int e = 0;
     int fd = mkstemp(tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
     if (!f) {
+        e = errno;
         if (fd >= 0)
             close(fd);
     } else {
         /* newlines cannot be in the values: each is one line */
-        fprintf(f, "edgert-first-contact 4\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
+        fprintf(f, "edgert-first-contact 5\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
                    "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
                    "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\nread_gbs %.17g\n"
                    "timeout_ms %lld\npacked_outside %d\npack_refused %s\n",
@@ -169,7 +175,15 @@ void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result
         if (fclose(f) == 0 && rename(tmp, path) == 0) {
             free(tmp);
             tmp = NULL;
+        } else {
+            e = errno;
         }
+    }
+    if (tmp && !ctx->cache_unnamed_said) { /* a folder there, but not writable (HOME=/) */
+        ctx->cache_unnamed_said = 1;
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "first contact's verdicts are not kept: %s: %s, so every process meets "
+                    "its plugins again (a child process each)", path, strerror(e));
     }
     if (tmp)
         unlink(tmp);

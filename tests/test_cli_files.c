@@ -6,8 +6,9 @@
  * runaway nesting, misspelt keys), each at its line and column; options
  * an operator gets wrong; and an output file's writer killed half way
  * (Ctrl-C during `edgert pack`), or `edgert export` stopped by Ctrl-C,
- * which leave nothing behind; and `edgert export` killed outright, whose
- * work folder the next export removes.
+ * which leave nothing behind; `edgert export` killed outright, whose
+ * work folder the next export removes; and a first-contact verdict cache
+ * that cannot be used, said.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -630,6 +631,27 @@ static void test_export_killed_swept(void **state)
     tu_rmrf(dir);
 }
 
+/* A verdict cache that cannot be used: no folder named (neither HOME nor
+ * XDG_CACHE_HOME), or one that cannot be made. Every process then meets its
+ * plugins again; select says so, in the same run (first contact runs inside
+ * edgert_select, after the first round of warnings). */
+static void test_verdict_cache_unusable_said(void **state)
+{
+    (void)state;
+    char *said = NULL;
+    assert_int_equal(run_redirected("env -u HOME -u XDG_CACHE_HOME", "select",
+                                    "2>&1 >/dev/null", &said), 0);
+    if (!strstr(said, "first contact's verdicts are not kept"))
+        fail_msg("select without HOME or XDG_CACHE_HOME: %s", said);
+    free(said);
+    /* ... or that the folder named cannot hold them */
+    assert_int_equal(run_redirected("env XDG_CACHE_HOME=/dev/null/cache", "select",
+                                    "2>&1 >/dev/null", &said), 0);
+    if (!strstr(said, "verdicts are not kept: /dev/null/cache/edgert/first-contact/"))
+        fail_msg("select with an XDG_CACHE_HOME that cannot be made: %s", said);
+    free(said);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_killed_writer_leaves_nothing),
         cmocka_unit_test(test_export_interrupted),
         cmocka_unit_test(test_export_killed_swept),
+        cmocka_unit_test(test_verdict_cache_unusable_said),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

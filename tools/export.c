@@ -583,6 +583,7 @@ int cmd_export(const cli *c)
     char *request = NULL;
     edgert_ctx *ctx = NULL;
     int prior = 0, lock = -1, locked = 0, keep_work = 0;
+    size_t said = 0; /* diagnostics printed so far */
     export_sweep sw = {.c = c};
     int rc = check_args(c, &e);
     if (rc != EXIT_OK)
@@ -616,7 +617,7 @@ int cmd_export(const cli *c)
     oc.out = NULL; /* --out is the artifact folder here, not an evidence file */
     if ((rc = open_ctx_msg(&oc, &ctx, e.msg, sizeof e.msg, &status)) != EXIT_OK)
         goto out;
-    size_t said = warn_diags_since(c, ctx, 0);
+    said = warn_diags_since(c, ctx, 0);
     if ((rc = pick_backend(ctx, c, backend, sizeof backend, &e)) != EXIT_OK)
         goto out;
     sigclean_arm(); /* held: a signal while the work folder is made waits for it */
@@ -632,7 +633,6 @@ int cmd_export(const cli *c)
     if (!c->quiet && !c->json)
         tfprintf(stderr, "export: %s: quantizing, simulating and writing...\n", backend);
     edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
-    warn_diags_since(c, ctx, said); /* what loading the backend on demand found */
     if (st != EDGERT_OK) {
         xfail(&e, "%s", err);
         status = st == EDGERT_E_UNSUPPORTED ? "refused" : "failed";
@@ -648,6 +648,8 @@ int cmd_export(const cli *c)
         goto out;
     report_success(c, edgert_device_facts(ctx), backend, prior, &sw);
 out:
+    if (ctx) /* what selecting and loading the backend on demand found */
+        warn_diags_since(c, ctx, said);
     if (rc != EXIT_OK)
         json_failure(c, &e, backend, status, rc, &sw);
     if (work[0] && !keep_work)

@@ -181,7 +181,6 @@ int cmd_pack(const cli *c)
     if ((rc = pick_backend(c, ctx, &name)) != EXIT_OK)
         goto out;
     st = edgert_backend_open(ctx, name, c->options, &b, err, sizeof err);
-    warn_diags_since(c, ctx, said); /* what first contact found while it loaded */
     if (!st && !edgert_backend_packed_layout(b))
         st = edgert_checkpoint_pack(b, src, c->out, err, sizeof err); /* says why not */
     edgert_status chk = st ? st : edgert_checkpoint_pack_check(b, src, c->out, err, sizeof err);
@@ -212,6 +211,7 @@ int cmd_pack(const cli *c)
         rc = exit_of(st);
     }
 out:
+    warn_diags_since(c, ctx, said); /* what first contact found while pack loaded it */
     edgert_backend_close(b);
     edgert_checkpoint_close(src);
     edgert_close(ctx);
