@@ -379,15 +379,23 @@ static void test_tied_head_of_a_gptq_file(void **state)
     tu_rmrf(dir);
 }
 
-/* The entries of dir other than . and ..: how many, the first in *first. */
-static int dir_entries(const char *dir, char *first, size_t len)
+/* The entries of dir other than . and ..: how many, the first in *first
+ * and, when list is not NULL, each after a space in *list. */
+static int dir_entries(const char *dir, char *first, size_t len, char *list, size_t list_len)
 {
     DIR *d = opendir(dir);
     assert_non_null(d);
     int n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && n++ == 0)
+    if (list != NULL)
+        list[0] = '\0';
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (n++ == 0)
             snprintf(first, len, "%s", e->d_name);
+        if (list != NULL)
+            snprintf(list + strlen(list), list_len - strlen(list), " %s", e->d_name);
+    }
     closedir(d);
     return n;
 }
@@ -433,7 +441,7 @@ static void test_killed_writer_leaves_nothing(void **state)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
         fail_msg("the writer did not reach its kill (status 0x%x)", (unsigned)status);
-    if (dir_entries(dir, first, sizeof first) != 0) {
+    if (dir_entries(dir, first, sizeof first, NULL, 0) != 0) {
         /* the writer's own condition (core/tmpfile.c): an unnamed file here
          * that can be linked through /proc/self/fd */
         char probe[4300], proc[64];
@@ -464,7 +472,7 @@ static void test_killed_writer_leaves_nothing(void **state)
     assert_int_equal(stat(stale, &st), 0);
     assert_int_equal(st.st_size, 8);
     assert_int_equal(unlink(stale), 0);
-    assert_int_equal(dir_entries(dir, first, sizeof first), 1);
+    assert_int_equal(dir_entries(dir, first, sizeof first, NULL, 0), 1);
     assert_string_equal(first, "out.safetensors");
     mode_t mask = umask(022);
     umask(mask);
@@ -516,7 +524,7 @@ static void test_export_interrupted(void **state)
     char *dir = tu_tmpdir(), first[256] = "", said[4096];
     int err_fd;
     pid_t pid = start_export(dir, said, sizeof said, &err_fd);
-    int seen = dir_entries(dir, first, sizeof first);
+    int seen = dir_entries(dir, first, sizeof first, NULL, 0);
     kill(pid, SIGINT);
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
@@ -527,7 +535,7 @@ static void test_export_interrupted(void **state)
     if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGINT)
         fail_msg("export did not end by SIGINT (status 0x%x; work folder '%s')",
                  (unsigned)status, first);
-    if (dir_entries(dir, first, sizeof first) != 0)
+    if (dir_entries(dir, first, sizeof first, NULL, 0) != 0)
         fail_msg("an interrupted export left '%s' next to --out", first);
     tu_rmrf(dir);
 }
@@ -551,18 +559,6 @@ static void fake_work(const char *dir, const char *name, int marked, int previou
     free(f);
 }
 
-/* The entries of dir other than . and .., each after a space. */
-static void entries_of(const char *dir, char *list, size_t len)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    list[0] = '\0';
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-            snprintf(list + strlen(list), len - strlen(list), " %s", e->d_name);
-    closedir(d);
-}
-
 /* SIGKILL, which no handler sees, leaves the work folder; the next export
  * to the same --out removes it, puts back an earlier export a killed one
  * had moved aside, and leaves alone a folder whose export still runs (its
@@ -573,14 +569,15 @@ static void test_export_killed_swept(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir(), first[256] = "", said[4096], path[4400], args[8400], *out;
-    char left[1024];
+    char left[1024], any[256];
     int err_fd;
     pid_t pid = start_export(dir, said, sizeof said, &err_fd);
     kill(pid, SIGKILL);
     int status = 0;
     assert_int_equal(waitpid(pid, &status, 0), pid);
     close(err_fd);
-    if (dir_entries(dir, first, sizeof first) != 1 || !strstr(first, ".exp.edgert-export-"))
+    if (dir_entries(dir, first, sizeof first, NULL, 0) != 1 ||
+        !strstr(first, ".exp.edgert-export-"))
         fail_msg("no work folder left by SIGKILL ('%s'); export said: %s", first, said);
     fake_work(dir, ".exp.edgert-export-prev00", 1, 1);
     fake_work(dir, ".exp.edgert-export-live00", 1, 0);
@@ -597,7 +594,7 @@ static void test_export_killed_swept(void **state)
         !strstr(out, "replaced the earlier export") || !strstr(out, first))
         fail_msg("export after a killed one: exit %d:\n%s", rc, out);
     free(out);
-    entries_of(dir, left, sizeof left);
+    dir_entries(dir, any, sizeof any, left, sizeof left);
     /* readdir's order is the file system's: look for each */
     if (!strstr(left, " exp") || !strstr(left, "live00") || !strstr(left, "nomark") ||
         strstr(left, "prev00") || strstr(left, first))
