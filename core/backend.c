@@ -24,6 +24,7 @@ struct edgert_packed {
     edgert_backend *b;
     void *handle;
     size_t bytes;
+    uint32_t n, k; /* the weights' shape: the checks every GEMM gets up front */
 };
 
 /* The length of the key of the option word at w (up to '=', a blank or the
@@ -188,19 +189,28 @@ const char *edgert_backend_describe(const edgert_backend *b)
 edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_packed **out,
                           char *err, size_t err_len)
 {
-    if (!b || !w || !out || w->struct_size < EDGERT_QWEIGHTS_V1_SIZE || !w->codes || !w->scales ||
-        w->n == 0 || w->k == 0 || w->group == 0) {
-        edgert_errf(err, err_len, "edgert_pack: bad arguments (need n, k, group > 0, codes and "
-                                 "scales)");
+    if (out)
+        *out = NULL;
+    const char *bad = !b                                              ? "the backend is NULL"
+                      : !w                                            ? "the weights are NULL"
+                      : !out                                          ? "out is NULL"
+                      : w->struct_size < EDGERT_QWEIGHTS_V1_SIZE      ? "weights.struct_size is "
+                                                                        "below version 1's"
+                      : w->n == 0 || w->k == 0 || w->group == 0       ? "n, k and group must be > 0"
+                      : !w->codes || !w->scales ? "weights.codes and weights.scales must be set"
+                                                : NULL;
+    if (bad) {
+        edgert_errf(err, err_len, "edgert_pack: bad arguments: %s", bad);
         return EDGERT_E_USAGE;
     }
-    *out = NULL;
     edgert_packed *p = calloc(1, sizeof *p);
     if (!p) {
         edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
     p->b = b;
+    p->n = w->n;
+    p->k = w->k;
     char perr[512] = "";
     /* what the plugin allocates meanwhile is packed weights: the arena's */
     er_arena *prev = er_arena_packing(b->cand->ctx->arena);
@@ -297,6 +307,8 @@ edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape,
     }
     p->b = b;
     p->bytes = size;
+    p->n = shape->n;
+    p->k = shape->k;
     char perr[512] = "";
     edgert_status st = c->plugin->packed_map(b->state, &q, data, size, &p->handle, perr,
                                              sizeof perr);
@@ -327,32 +339,55 @@ void edgert_packed_free(edgert_packed *p)
     free(p);
 }
 
-/* Whether m rows `ld` floats apart span more bytes than a pointer offset
- * holds (the byte offset of the last row's start would wrap). The width
- * (k, n) is the plugin's to add: only it knows the weights' shape
- * (pk_check_gemm_args). */
-static int rows_overflow(size_t m, size_t ld)
+/* The bytes that m rows `ld` floats apart, each `width` floats wide, span
+ * from the first row's start; 0 when that is more than a pointer offset
+ * holds (the last row's end would wrap). */
+static size_t rows_span(size_t m, size_t ld, uint32_t width)
 {
-    return m > 1u && ld > (size_t)PTRDIFF_MAX / sizeof(float) / (m - 1u);
+    const size_t lim = (size_t)PTRDIFF_MAX / sizeof(float);
+    if (width > lim || (m > 1u && ld > (lim - width) / (m - 1u)))
+        return 0;
+    return ((m - 1u) * ld + width) * sizeof(float);
+}
+
+/* Whether a row of y shares a byte with a row of x (k floats of each of
+ * x's rows are read, n of each of y's written). Spans apart are the usual
+ * case, decided at once; else, per row of y, the first row of x that ends
+ * past its start is the only one that can begin before its end. */
+static int rows_overlap(const edgert_gemm_args *a, uint32_t n, uint32_t k, size_t xspan,
+                        size_t yspan)
+{
+    const uintptr_t x0 = (uintptr_t)a->x, y0 = (uintptr_t)a->y;
+    if (y0 >= x0 + xspan || x0 >= y0 + yspan)
+        return 0;
+    const size_t xw = (size_t)k * sizeof(float), yw = (size_t)n * sizeof(float);
+    const size_t xs = a->ldx * sizeof(float), ys = a->ldy * sizeof(float); /* ldx >= k >= 1 */
+    for (size_t j = 0; j < a->m; j++) {
+        const uintptr_t lo = y0 + j * ys;
+        const size_t i = lo < x0 + xw ? 0 : (lo - x0 - xw) / xs + 1u;
+        if (i < a->m && x0 + i * xs < lo + yw)
+            return 1;
+    }
+    return 0;
 }
 
 /* The checks edgert_gemm and every op of edgert_step make before the plugin
- * sees anything; `who` starts the message. */
+ * sees anything; `who` starts the message. The shape's checks are the
+ * plugins' too (pk_check_gemm_args): made here, a step refuses a bad op
+ * before its first op runs. */
 static edgert_status gemm_check(const edgert_backend *b, const edgert_packed *p,
                                 const edgert_gemm_args *a, const char *who, char *err,
                                 size_t err_len)
 {
-    const char *bad = !b                                             ? "the backend is NULL"
-                      : !p                                           ? "the weights are NULL"
-                      : !a                                           ? "args is NULL"
-                      : a->struct_size < EDGERT_GEMM_ARGS_V1_SIZE    ? "args.struct_size is "
-                                                                       "below version 1's"
-                      : !a->x                                        ? "args.x is NULL"
-                      : !a->y                                        ? "args.y is NULL"
-                      : a->m == 0                                    ? "args.m is 0"
-                      : rows_overflow(a->m, a->ldx) ? "(m - 1) * ldx floats overflow memory"
-                      : rows_overflow(a->m, a->ldy) ? "(m - 1) * ldy floats overflow memory"
-                                                    : NULL;
+    const char *bad = !b                                          ? "the backend is NULL"
+                      : !p                                        ? "the weights are NULL"
+                      : !a                                        ? "args is NULL"
+                      : a->struct_size < EDGERT_GEMM_ARGS_V1_SIZE ? "args.struct_size is "
+                                                                    "below version 1's"
+                      : !a->x                                     ? "args.x is NULL"
+                      : !a->y                                     ? "args.y is NULL"
+                      : a->m == 0                                 ? "args.m is 0"
+                                                                  : NULL;
     if (bad) {
         edgert_errf(err, err_len, "%s: bad arguments: %s", who, bad);
         return EDGERT_E_USAGE;
@@ -362,6 +397,19 @@ static edgert_status gemm_check(const edgert_backend *b, const edgert_packed *p,
         edgert_errf(err, err_len, "%s: weights were packed by another backend instance "
                                  "('%s'); pack them with this one ('%s')",
                    who, p->b->cand->m.name, b->cand->m.name);
+        return EDGERT_E_USAGE;
+    }
+    const size_t xspan = rows_span(a->m, a->ldx, p->k), yspan = rows_span(a->m, a->ldy, p->n);
+    bad = a->ldx < p->k ? "args.ldx is less than k, the weights' inputs"
+          : a->ldy < p->n ? "args.ldy is less than n, the weights' outputs"
+          : !xspan        ? "(m - 1) * ldx + k floats overflow memory"
+          : !yspan        ? "(m - 1) * ldy + n floats overflow memory"
+          : rows_overlap(a, p->n, p->k, xspan, yspan)
+              ? "args.y overlaps args.x (the output must not share memory with the activations)"
+              : NULL;
+    if (bad) {
+        edgert_errf(err, err_len, "%s: bad arguments [m=%u n=%u k=%u ldx=%zu ldy=%zu]: %s", who,
+                    (unsigned)a->m, (unsigned)p->n, (unsigned)p->k, a->ldx, a->ldy, bad);
         return EDGERT_E_USAGE;
     }
     return EDGERT_OK;

@@ -14,9 +14,12 @@
  * - Every op is checked before the first runs: a bad op anywhere (m = 0, a
  *   NULL x, weights of another instance, a struct_size below version 1 or
  *   unlike op 0's, or not a multiple of the struct's alignment, strides
- *   whose last row's byte offset wraps) is
+ *   whose last row's byte offset wraps, strides below the weights' k or n,
+ *   a y that overlaps x) is
  *   EDGERT_E_USAGE naming it and the field, with every output untouched.
  * - count 0 does nothing, with or without an array.
+ * - x and y may share a matrix as blocks of columns; y overlapping x is
+ *   refused.
  * The read-ahead of the next weights runs inside these steps (the shapes
  * split over the 2-thread pool); .ci/tsan runs this program under
  * ThreadSanitizer and the ASan build under ASan.
@@ -254,7 +257,7 @@ static void test_bad_ops(void **state)
     net_open(&n, ctx, ref);
     net_open(&other, ctx, ref); /* another instance of the same backend */
     char err[1024];
-    for (int bad = 0; bad < 9; bad++) {
+    for (int bad = 0; bad < 12; bad++) {
         edgert_gemm_args a[NOPS];
         edgert_step_op ops[NOPS];
         start(&n, 1);
@@ -274,6 +277,12 @@ static void test_bad_ops(void **state)
             for (size_t o = 0; o < NOPS; o++)
                 ops[o].struct_size = sizeof ops[o] + 1u;
             want = "the array's stride"; break;
+        /* the weights' shape, known to the core (the plugin would refuse
+         * these only as op 3 starts, after ops 0-2 had run) */
+        case 8: a[3].ldx = F - 1u; field = "ldx is less than k"; break;
+        case 9: a[3].ldy = D - 1u; field = "ldy is less than n"; break;
+        case 10: /* y's first row in x's second (m = 2) */
+            a[3].m = 2; a[3].y = n.a + F + 5u; field = "overlaps"; break;
         default: ops[3].args = NULL; field = "args is NULL"; break;
         }
         err[0] = '\0';
@@ -294,12 +303,42 @@ static void test_bad_ops(void **state)
     edgert_close(ctx);
 }
 
+/* x and y as column blocks of one matrix (rows D + F floats): their spans
+ * interleave but no element is shared, so the GEMM runs, bit for bit as
+ * with separate buffers; y one float to the left would overlap x's last
+ * column, and is refused. */
+static void test_rows_side_by_side(void **state)
+{
+    (void)state;
+    edgert_ctx *ctx = open_ctx();
+    static net n;
+    static float both[3 * (D + F)], ysep[3 * F];
+    net_open(&n, ctx, edgert_candidate_find(ctx, "ref-w4a16"));
+    start(&n, 3);
+    for (size_t r = 0; r < 3u; r++)
+        memcpy(both + r * (D + F), n.h + r * D, D * sizeof(float));
+    char err[1024] = "";
+    edgert_gemm_args sep = {sizeof sep, 3, n.h, D, ysep, F};
+    edgert_gemm_args side = {sizeof side, 3, both, D + F, both + D, D + F};
+    assert_int_equal(edgert_gemm(n.be, n.w[0], &sep, err, sizeof err), EDGERT_OK);
+    if (edgert_gemm(n.be, n.w[0], &side, err, sizeof err) != EDGERT_OK)
+        fail_msg("x and y side by side refused: %s", err);
+    for (size_t r = 0; r < 3u; r++)
+        assert_memory_equal(both + r * (D + F) + D, ysep + r * F, F * sizeof(float));
+    side.y = both + D - 1u;
+    assert_int_equal(edgert_gemm(n.be, n.w[0], &side, err, sizeof err), EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "overlaps"));
+    net_close(&n);
+    edgert_close(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_equals_calls),
         cmocka_unit_test(test_callback_error),
         cmocka_unit_test(test_bad_ops),
+        cmocka_unit_test(test_rows_side_by_side),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -360,7 +360,8 @@ typedef struct edgert_options {
 /** Size of edgert_options in its first version: the least struct_size accepted. */
 #define EDGERT_OPTIONS_V1_SIZE (offsetof(edgert_options, log_level) + sizeof(int))
 
-/** Open a handle. On failure *out is NULL and err explains. A bad manifest is
+/** Open a handle (`options` NULL: every field's default). On failure *out
+ *  is NULL and err explains. A bad manifest is
  *  a diagnostic, not a failure, unless it was named explicitly as a file
  *  (then EDGERT_E_PARSE); a bad device profile is EDGERT_E_PARSE. A path of
  *  manifest_paths that is missing is EDGERT_E_NOT_FOUND; one that cannot be
@@ -406,8 +407,12 @@ EDGERT_API void edgert_parallel_for(edgert_ctx *ctx, size_t n, size_t grain, edg
 /**
  * Rank the eligible candidates for `priority`. With `forced` non-NULL the
  * selection is that backend, or EDGERT_E_NOT_ELIGIBLE / EDGERT_E_NOT_FOUND with
- * the reasons in err. With nothing eligible: EDGERT_E_NOT_ELIGIBLE, and *out
- * is still set (all ranks -1) so callers can explain.
+ * the reasons in err. With nothing eligible: EDGERT_E_NOT_ELIGIBLE.
+ * *out: with EDGERT_OK, EDGERT_E_NOT_ELIGIBLE and EDGERT_E_NOT_FOUND it is
+ * a selection to free (edgert_selection_free) whatever the status, so
+ * callers can explain: on the two errors edgert_selection_selected is NULL
+ * and the ranks are those of the candidates that are eligible (all -1 when
+ * none is). On EDGERT_E_USAGE and EDGERT_E_NOMEM it is NULL.
  */
 EDGERT_API edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority,
                                        const char *forced, edgert_selection **out, char *err,
@@ -497,6 +502,15 @@ EDGERT_API void edgert_backend_close(edgert_backend *b);
 EDGERT_API const char *edgert_backend_name(const edgert_backend *b);
 EDGERT_API const char *edgert_backend_describe(const edgert_backend *b);
 
+/** Pack canonical weights into backend b's layout. The packed weights are
+ *  a copy: `w`'s buffers may be freed on return. They belong to this
+ *  instance of the backend (the layout may depend on its code path): GEMMs
+ *  on another instance, even of the same backend, are refused. *out is NULL
+ *  on any failure: EDGERT_E_USAGE for a NULL argument, a struct_size below
+ *  EDGERT_QWEIGHTS_V1_SIZE, n, k or group 0, or NULL codes or scales;
+ *  EDGERT_E_UNSUPPORTED for a shape or group the layout cannot hold; what
+ *  the plugin returns otherwise (EDGERT_E_NOMEM among them), its reason in
+ *  err. */
 EDGERT_API edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w,
                                      edgert_packed **out, char *err, size_t err_len);
 /** Bytes the packed weights occupy (for a handle from edgert_packed_map: the
@@ -504,7 +518,8 @@ EDGERT_API edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w
 EDGERT_API size_t edgert_packed_bytes(const edgert_packed *p);
 /** Free packed weights (from edgert_pack or edgert_packed_map; NULL is fine;
  *  once, like free()). Call it before edgert_backend_close of the backend
- *  that made them. */
+ *  that made them: after it, freeing them is undefined (the backend's code
+ *  frees them). */
 EDGERT_API void edgert_packed_free(edgert_packed *p);
 
 /*
@@ -558,7 +573,12 @@ EDGERT_API edgert_status edgert_packed_data(const edgert_packed *p, const void *
 EDGERT_API edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape,
                                            const void *data, size_t size, edgert_packed **out,
                                            char *err, size_t err_len);
-/** y[m][n] = x[m][k] * W^T. */
+/** y[m][n] = x[m][k] * W^T, k and n those of the packed weights. Refused
+ *  (EDGERT_E_USAGE, nothing written) before the backend runs: a NULL
+ *  argument, a struct_size below EDGERT_GEMM_ARGS_V1_SIZE, m 0, ldx < k,
+ *  ldy < n, rows past what a pointer offset holds, weights packed by
+ *  another instance, and a y whose rows share memory with x's (x and y may
+ *  be blocks of columns of one matrix). */
 EDGERT_API edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p,
                                      const edgert_gemm_args *args, char *err, size_t err_len);
 
@@ -597,7 +617,9 @@ typedef struct edgert_step_op {
  * runs (a bad op later in the list leaves every output untouched), and again
  * as it starts, since a callback may have changed its args; a GEMM
  * that fails or a callback that returns an error ends the step, with the op
- * named in `err`. count 0 does nothing. `edgert bench` times decode this
+ * named in `err`. count 0 does nothing (b is still checked). A callback's
+ * status that is none of edgert_status's ends the step as it is (its name:
+ * "E_UNKNOWN"). `edgert bench` times decode this
  * way (--calls: one edgert_gemm per GEMM instead).
  */
 EDGERT_API edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t count,
@@ -642,7 +664,11 @@ typedef struct edgert_qtensor {
 
 /** Round-to-nearest quantization of dense fp32 W[n][k] to canonical int4.
  *  symmetric: z = 8, s = max|w| / 7 (codes clamp to [1,15] .. [0,15]);
- *  asymmetric: s = (max - min) / 15, z = round(-min / s) clamped to [0,15]. */
+ *  asymmetric: s = (max - min) / 15, z = round(-min / s) clamped to [0,15].
+ *  *out is written whole (free a tensor it held first: edgert_qtensor_free)
+ *  and holds nothing on failure: EDGERT_E_USAGE for a NULL argument, n, k
+ *  or group 0, or a weight that is not finite; EDGERT_E_NOMEM when the
+ *  buffers cannot be had. */
 EDGERT_API edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32_t group,
                                              int symmetric, edgert_qtensor *out);
 EDGERT_API void edgert_qtensor_free(edgert_qtensor *t);
