@@ -11,6 +11,7 @@
 #include <cmocka.h>
 #include <math.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "test_util.h"
@@ -187,10 +188,28 @@ static void test_calibrate_then_select(void **state)
     tu_rmrf(dir);
 }
 
+/* Nothing here to measure (no manifest in the folder named): exit 3, as
+ * select's, and no evidence file (it exited 0 and wrote an empty one). */
+static void test_calibrate_nothing(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), args[8600], path[4200], *out;
+    snprintf(path, sizeof path, "%s/ev.json", dir);
+    snprintf(args, sizeof args, "calibrate --quick --manifests %s --workload %s --out %s", dir,
+             EDGERT_TEST_FIXTURES "/workloads/tiny.yaml", path);
+    int rc = run_all(args, &out);
+    if (rc != 3 || !strstr(out, "nothing to measure"))
+        fail_msg("calibrate with nothing eligible: exit %d\n%s", rc, out);
+    assert_int_equal(access(path, F_OK), -1);
+    free(out);
+    tu_rmrf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_calibrate_then_select),
+        cmocka_unit_test(test_calibrate_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -212,6 +212,12 @@ int cmd_calibrate(const cli *c)
             names[nb++] = k->name;
         }
     }
+    if (nb == 0) { /* no evidence file: an empty one would say "measured", of nothing */
+        tfprintf(stderr, "edgert calibrate: no backend here is eligible, loaded and runs in "
+                 "process: nothing to measure, no evidence written (see 'edgert list')\n");
+        rc = EXIT_NONE;
+        goto out;
+    }
     for (unsigned r = 0; r < CAL_ROUNDS; r++)
         for (size_t i = 0; i < nb; i++)
             if (ok[i] && bench_one(ctx, c, &w, names[i], r, br, &tps[i][r]) != EXIT_OK) {
