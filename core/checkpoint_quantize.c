@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "checkpoint.h"
@@ -242,13 +243,23 @@ static edgert_status write_config(const char *out, uint32_t group, int sym, er_t
                                   char *err, size_t len)
 {
     char *dup = strdup(out), *path = NULL;
+    edgert_status st;
     if (!dup || asprintf(&path, "%s/quantize_config.json", dirname(dup)) < 0) {
         free(dup);
         return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
     free(dup);
+    /* what would make its rename fail after the checkpoint's, leaving OUT
+     * without its config: refused before either is committed */
+    struct stat sb;
+    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+        st = er_fail(EDGERT_E_IO, err, len, "%s: cannot write: it exists and is not a regular "
+                     "file (a folder?)", path);
+        free(path);
+        return st;
+    }
     int bad = er_tmpfile_open(cfg, path) != 0;
-    edgert_status st = bad ? er_fail(EDGERT_E_IO, err, len, "%s: cannot create: %s", path,
+    st = bad ? er_fail(EDGERT_E_IO, err, len, "%s: cannot create: %s", path,
                                      strerror(errno))
                            : EDGERT_OK;
     free(path);
@@ -329,12 +340,13 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
         bmax = 4u * (size_t)p.l[i].n > bmax ? 4u * (size_t)p.l[i].n : bmax;
     if (!st && !(buf = malloc(bmax)))
         st = er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
+    /* first: a config that cannot be written fails before the minutes of work */
+    st = st ? st : write_config(out, group, sym, &cfg, err, err_len);
     st = st ? st : declare(&w, &p, group, sym, err, err_len);
     st = st ? st : (st_writer_begin(&w, 64, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
     for (size_t i = 0; !st && i < p.nl; i++)
         st = quantize_layer(&w, &sf, pool, &p.l[i], group, sym, buf, err, err_len);
     st = st ? st : copy_tensors(&w, &sf, &p, err, err_len);
-    st = st ? st : write_config(out, group, sym, &cfg, err, err_len);
     st = st ? st : (st_writer_commit(&w, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
     if (!st && er_tmpfile_commit(&cfg) != 0)
         st = er_fail(EDGERT_E_IO, err, err_len, "%s: cannot write: %s", cfg.path,

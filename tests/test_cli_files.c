@@ -416,6 +416,28 @@ static int write_some(st_writer *w, const char *path, size_t values, char *err, 
     return values == shape[0] ? st_writer_commit(w, err, len) : 0;
 }
 
+/* quantize_config.json is a folder: refused before any work, and OUT never
+ * appears (an operator found OUT written and then the config refused). */
+static void test_quantize_config_folder(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), args[4400], first[256], list[1024], *out = NULL;
+    const char *names[] = {"model.layers.0.mlp.up_proj.weight"};
+    const unsigned rows[] = {256};
+    char *in = dense_of(dir, "in.safetensors", names, rows, 1);
+    snprintf(args, sizeof args, "%s/quantize_config.json", dir);
+    assert_int_equal(mkdir(args, 0755), 0);
+    snprintf(args, sizeof args, "quantize %s %s/q.safetensors --asym", in, dir);
+    int rc = run_all(args, &out);
+    if (rc != 1 || !strstr(out, "quantize_config.json") || !strstr(out, "not a regular file"))
+        fail_msg("quantize with a folder for its config: exit %d\n%s", rc, out);
+    if (dir_entries(dir, first, sizeof first, list, sizeof list) != 2)
+        fail_msg("left beside the input:%s", list);
+    free(out);
+    free(in);
+    tu_rmrf(dir);
+}
+
 /* The writer behind quantize's and pack's outputs, killed while writing
  * (SIGKILL: no handler, no cleanup runs), leaves nothing in the folder: the
  * file has no name until it is complete (O_TMPFILE). A folder whose
@@ -659,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_tied_head_of_a_gptq_file),
         cmocka_unit_test(test_stale_packed_file),
         cmocka_unit_test(test_killed_writer_leaves_nothing),
+        cmocka_unit_test(test_quantize_config_folder),
         cmocka_unit_test(test_export_interrupted),
         cmocka_unit_test(test_export_killed_swept),
         cmocka_unit_test(test_verdict_cache_unusable_said),
