@@ -217,7 +217,7 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
 {
     er_diags d = {0};
     er_manifest m;
-    char sum[EDGERT_CHECKSUM_LEN], *text = NULL, *edited = NULL, *tmp = NULL;
+    char sum[EDGERT_CHECKSUM_LEN], *text = NULL, *edited = NULL, *tmp = NULL, *target = NULL;
     size_t len = 0, elen = 0;
     edgert_status st = EDGERT_E_PARSE;
     if (!manifest || (checksum_out && out_len < EDGERT_CHECKSUM_LEN)) {
@@ -254,7 +254,13 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
         st = EDGERT_E_PARSE;
         goto out;
     }
-    if (write_beside(manifest, edited, elen, &tmp) != 0) {
+    /* a symlink's target is stamped: replacing the link by a copy would
+     * leave the file it names, which others may read, unstamped */
+    if (!(target = realpath(manifest, NULL))) {
+        edgert_errf(err, err_len, "%s: cannot resolve: %s", manifest, strerror(errno));
+        goto out;
+    }
+    if (write_beside(target, edited, elen, &tmp) != 0) {
         edgert_errf(err, err_len, "%s: cannot write beside it: %s", manifest, strerror(errno));
         goto out;
     }
@@ -263,8 +269,8 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
         st = EDGERT_E_INTERNAL;
         goto out;
     }
-    if (rename(tmp, manifest) != 0) {
-        edgert_errf(err, err_len, "cannot replace %s: %s", manifest, strerror(errno));
+    if (rename(tmp, target) != 0) {
+        edgert_errf(err, err_len, "cannot replace %s: %s", target, strerror(errno));
         goto out;
     }
     free(tmp);
@@ -277,6 +283,7 @@ out:
         unlink(tmp);
         free(tmp);
     }
+    free(target);
     free(edited);
     free(text);
     er_manifest_free(&m);

@@ -7,6 +7,7 @@
  *   a lone LF added), or replaces the value in place, keeping the rest;
  * - a manifest whose library is missing is named in the error, and nothing
  *   changes;
+ * - a manifest named through a symlink: its file is stamped, the link kept;
  * - `edgert checksum` of a file that is not there exits 4, like every
  *   command given a missing input file.
  */
@@ -14,6 +15,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
@@ -126,6 +129,27 @@ static void test_stamp_missing_library(void **state)
     tu_rmrf(dir);
 }
 
+/* A manifest named through a symlink (an operator's link into a shared
+ * folder): the file it names is stamped and the link stays a link (before,
+ * the link was replaced by a stamped copy and the file left unstamped). */
+static void test_stamp_through_symlink(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), sum[EDGERT_CHECKSUM_LEN], err[1024] = "", link[4200];
+    free(tu_write(dir, "libx.so", "a library"));
+    char *m = write_manifest(dir, "\n");
+    snprintf(link, sizeof link, "%s/link.yaml", dir);
+    assert_int_equal(symlink("m.yaml", link), 0);
+    if (edgert_manifest_stamp(link, sum, sizeof sum, err, sizeof err) != EDGERT_OK)
+        fail_msg("stamping through a link: %s", err);
+    struct stat sb;
+    assert_int_equal(lstat(link, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    assert_non_null(strstr(slurp(m), sum));
+    free(m);
+    tu_rmrf(dir);
+}
+
 static void test_cli_exit_codes(void **state)
 {
     (void)state;
@@ -154,6 +178,7 @@ int main(void)
         cmocka_unit_test(test_checksum_file),
         cmocka_unit_test(test_stamp_keeps_line_endings),
         cmocka_unit_test(test_stamp_missing_library),
+        cmocka_unit_test(test_stamp_through_symlink),
         cmocka_unit_test(test_cli_exit_codes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -919,7 +919,8 @@ EDGERT_API edgert_status edgert_checksum_file(const char *path, char *out, size_
  * value is replaced in place, or a `checksum:` line is added after `library`;
  * the rest of the file (comments, order) is kept. The manifest is validated
  * before and after; the new file replaces the old one atomically, and a
- * failure leaves it untouched. The checksum written goes to checksum_out
+ * failure leaves it untouched. A manifest that is a symlink stays one: the
+ * file it names is stamped. The checksum written goes to checksum_out
  * (NULL, or EDGERT_CHECKSUM_LEN bytes at least). EDGERT_E_PARSE for a bad
  * manifest, EDGERT_E_USAGE for one without a library (or a short
  * checksum_out), EDGERT_E_IO when a file cannot be read or written.
