@@ -477,17 +477,21 @@ static void test_json_with_bad_manifest(void **state)
             fail_msg("'%s' (EDGERT_LOG=error) hid the manifest's error: %s", args, out);
         free(out);
     }
+    snprintf(args, sizeof args, "verify --json --backend no-such-backend --manifests %s", dir);
+    if (run(args, &out) != 3 || !strstr(out, "broken.yaml\",\"line\":4,") ||
+        !strstr(out, "\"exit_code\":3"))
+        fail_msg("'%s': no manifest error or exit code in the object: %s", args, out);
+    free(out);
     tu_rmrf(dir);
 
-    /* a command failing on its own, and a usage error once --json was read:
-     * one object each, with the error line (an integrator's walkthrough got
-     * nothing on stdout from these) */
+    /* a command failing on its own, and a usage error once --json was read: one
+     * object each, with the error line (an integrator's walkthrough got none) */
     static const struct {
         const char *args, *says, *status;
         int rc;
     } fails[] = {
-        {"bench --json --backend no-such-backend", "no-such-backend", "failed", 3},
-        {"verify --json --backend no-such-backend", "no-such-backend", "failed", 3},
+        {"bench --json --backend no-such-backend", "no-such-backend", "E_NOT_FOUND", 3},
+        {"verify --json --backend no-such-backend", "no-such-backend", "E_NOT_FOUND", 3},
         {"select --json --frob", "--frob", "E_USAGE", 2},
         {"quantize /nonexistent/in.safetensors /tmp/o --sym --json", "cannot read", "E_IO", 4},
     };

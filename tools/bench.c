@@ -462,8 +462,11 @@ int cmd_bench(const cli *c)
     const char *name = c->backend;
     edgert_selection *sel = NULL;
     if (!name) {
-        if (edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err) != EDGERT_OK) {
+        edgert_status sst = edgert_select(ctx, c->priority, NULL, &sel, err, sizeof err);
+        if (sst != EDGERT_OK) {
             tfprintf(stderr, "edgert: %s\n", err);
+            cli_fail_status(sst);
+            edgert_selection_free(sel);
             edgert_close(ctx);
             wl_free(&w);
             return EXIT_NONE;
@@ -480,6 +483,7 @@ int cmd_bench(const cli *c)
         rc = EXIT_OK;
     } else {
         tfprintf(stderr, "edgert bench: %s\n", err[0] ? err : edgert_status_name(st));
+        cli_fail_status(st);
         rc = (st == EDGERT_E_NOT_ELIGIBLE || st == EDGERT_E_NOT_FOUND) ? EXIT_NONE
              : st == EDGERT_E_USAGE                                    ? EXIT_USAGE
                                                                        : EXIT_FAIL;

@@ -250,6 +250,7 @@ void bench_print_json(const bench_result *r, const workload *w, const cli *c)
     json_knum(&j, "transient_above_packed_mb", r->pack_transient_mb);
     json_end_obj(&j);
     json_shapes(&j, r, w);
+    json_said_diags(&j);
     json_end_obj(&j);
     json_finish(&j);
 }

@@ -142,6 +142,7 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             json_end_obj(&j);
         }
         json_end_arr(&j);
+        json_said_diags(&j);
         json_end_obj(&j);
         json_finish(&j);
         return;
@@ -215,6 +216,7 @@ int cmd_calibrate(const cli *c)
     if (nb == 0) { /* no evidence file: an empty one would say "measured", of nothing */
         tfprintf(stderr, "edgert calibrate: no backend here is eligible, loaded and runs in "
                  "process: nothing to measure, no evidence written (see 'edgert list')\n");
+        cli_fail_status(EDGERT_E_NOT_ELIGIBLE);
         rc = EXIT_NONE;
         goto out;
     }

@@ -112,6 +112,7 @@ int cmd_checksum(int argc, char **argv)
             json_obj(&w);
             json_kstr(&w, "path", files[i]);
             json_kstr(&w, st == EDGERT_OK ? "checksum" : "error", st == EDGERT_OK ? sum : err);
+            json_kstr(&w, "status", edgert_status_name(st));
             json_end_obj(&w);
         } else if (st == EDGERT_OK) {
             tprintf(stamp ? "%s  stamped into %s\n" : "%s  %s\n", sum, files[i]);
@@ -125,6 +126,7 @@ int cmd_checksum(int argc, char **argv)
     }
     if (json) {
         json_end_arr(&w);
+        json_said_diags(&w); /* none: checksum opens no handle; the key as every command's */
         json_end_obj(&w);
         json_finish(&w);
     }

@@ -108,15 +108,30 @@ const char *layout_text(const edgert_candidate *c, char *buf, size_t len);
 void warn_diags(const cli *c, const edgert_ctx *ctx);
 /** warn_diags for the diagnostics from index `from` on: those that loading on
  *  demand (select, pack, export) added after the first call. Returns the
- *  count, the next call's `from`. */
+ *  count, the next call's `from`. With --json they are set aside for the
+ *  document instead (json_said_diags). */
 size_t warn_diags_since(const cli *c, const edgert_ctx *ctx, size_t from);
 /* --json: {"error": err, "status": name of st} on stdout, for a command that
  * fails before it has a result. */
 void json_error_object(const char *err, edgert_status st);
 /* --json: when a command ends with exit code rc != 0 and wrote no document,
- * the error object from its last error line on stderr (status: E_USAGE for
- * exit code 2, else "failed"). Returns rc. */
+ * the error object from its last error line on stderr: "error", "status"
+ * (E_USAGE for exit code 2, else what cli_fail_status said, else
+ * "failed"), "exit_code", "diagnostics" ("ok": false too for export, whose
+ * result object has it). Returns rc. */
 int json_failed(int rc);
+/* The status json_failed reports: the edgert_status of the failure that
+ * ends the command, where it has one. */
+void cli_fail_status(edgert_status st);
+/* The command json_failed writes for. */
+void json_command(const char *cmd);
+/* --json: "diagnostics", what warn_diags_since set aside instead of
+ * printing (warnings and errors, -q or not), as probe, list and select's
+ * json_diags give them. Every command's document has it. */
+void json_said_diags(json_w *w);
+/* One diagnostic for json_said_diags (a file the CLI reads itself: a
+ * workload). */
+void cli_said(const edgert_diag *d);
 /* Whether argv (a command with its own argument loop: checksum, quantize)
  * has --json before any "--", so that a usage error met before the loop
  * reaches it still gets the JSON error object. */

@@ -59,6 +59,56 @@ FILE *json_out(void)
     return json_stream ? json_stream : stdout;
 }
 
+/* What the JSON document says besides its result: the diagnostics that
+ * warn_diags_since set aside rather than print, and the status of the
+ * failure that ends the command. The CLI's own: one process, one command. */
+typedef struct said_diag {
+    int level;
+    char *file, *message;
+    unsigned line, column;
+} said_diag;
+static said_diag *said;
+static size_t nsaid;
+static const char *fail_status;
+static const char *json_cmd = "";
+
+void cli_said(const edgert_diag *d)
+{
+    said_diag *grown = realloc(said, (nsaid + 1u) * sizeof *said);
+    if (!grown)
+        return; /* the document then says fewer: never a reason to fail */
+    said = grown;
+    said[nsaid] = (said_diag){(int)d->level, d->file ? strdup(d->file) : NULL,
+                              strdup(d->message ? d->message : ""), d->line, d->column};
+    nsaid++;
+}
+
+void json_said_diags(json_w *w)
+{
+    json_key(w, "diagnostics");
+    json_arr(w);
+    for (size_t i = 0; i < nsaid; i++) {
+        json_obj(w);
+        json_kstr(w, "level", lv[said[i].level]);
+        json_kstr(w, "file", said[i].file);
+        json_kint(w, "line", said[i].line);
+        json_kint(w, "column", said[i].column);
+        json_kstr(w, "message", said[i].message);
+        json_end_obj(w);
+    }
+    json_end_arr(w);
+}
+
+void cli_fail_status(edgert_status st)
+{
+    fail_status = edgert_status_name(st);
+}
+
+void json_command(const char *cmd)
+{
+    json_cmd = cmd ? cmd : "";
+}
+
 int json_failed(int rc)
 {
     if (rc == EXIT_OK || json_used)
@@ -66,11 +116,18 @@ int json_failed(int rc)
     json_w w;
     json_init(&w, json_out());
     json_obj(&w);
+    if (strcmp(json_cmd, "export") == 0) /* export's result object, on failure too */
+        json_kbool(&w, "ok", 0);
     const char *last_error = tprint_last_error();
     json_kstr(&w, "error", last_error[0] ? last_error : "failed");
     /* only a usage error's status is certain from the exit code (3 is also
-     * an unknown backend, 4 also a missing file) */
-    json_kstr(&w, "status", rc == EXIT_USAGE ? edgert_status_name(EDGERT_E_USAGE) : "failed");
+     * an unknown backend, 4 also a missing file): else the failure's own,
+     * where the command said it (cli_fail_status) */
+    json_kstr(&w, "status", rc == EXIT_USAGE ? edgert_status_name(EDGERT_E_USAGE)
+                            : fail_status    ? fail_status
+                                             : "failed");
+    json_kint(&w, "exit_code", rc);
+    json_said_diags(&w);
     json_end_obj(&w);
     json_finish(&w);
     return rc;
@@ -350,6 +407,7 @@ void json_error_object(const char *err, edgert_status st)
     json_obj(&w);
     json_kstr(&w, "error", err);
     json_kstr(&w, "status", edgert_status_name(st));
+    json_said_diags(&w);
     json_end_obj(&w);
     json_finish(&w);
 }
@@ -374,6 +432,7 @@ int input_file_check(const char *opt, const char *path, char *msg, size_t msg_le
         why = "not a regular file";
     if (!why)
         return 0;
+    cli_fail_status(EDGERT_E_IO); /* as the library's for a checkpoint or profile not there */
     snprintf(msg, msg_len, "%s%s%s: cannot read: %s", opt ? opt : "", opt ? " " : "",
              path && *path ? path : "\"\"", why);
     return -1;
@@ -466,9 +525,15 @@ size_t warn_diags_since(const cli *c, const edgert_ctx *ctx, size_t from)
     int upto = c->quiet || (!c->verbose && level && strcasecmp(level, "error") == 0)
                    ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, any = 0;
     size_t n = edgert_diag_count(ctx);
+    if (c->json) { /* the document says them, -q or not (json_said_diags) */
+        for (size_t i = from; i < n; i++)
+            if (edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN)
+                cli_said(edgert_diag_at(ctx, i));
+        return n;
+    }
     for (size_t i = from; i < n; i++)
         any |= (int)edgert_diag_at(ctx, i)->level <= upto;
-    if (!any || c->explain || c->json)
+    if (!any || c->explain)
         return n;
     tfprintf(stderr, "edgert: %s:\n", upto == EDGERT_LOG_ERROR ? "errors" : "warnings");
     print_diags_from(ctx, stderr, upto, from);

@@ -1107,6 +1107,7 @@ static int cmd_select(const cli *c)
             json_null(&w);
         }
         json_kstr(&w, "error", st == EDGERT_OK ? NULL : err);
+        json_kstr(&w, "status", edgert_status_name(st)); /* as every failure's object */
         json_key(&w, "candidates");
         json_arr(&w);
         for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
@@ -1169,6 +1170,7 @@ int main(int argc, char **argv)
                 EDGERT_PLUGIN_ABI_MAX);
         return EXIT_OK;
     }
+    json_command(cmd);
     if (strcmp(cmd, "checksum") == 0) /* its own arguments: files, not options */
         return cmd_checksum(argc - 1, argv + 1);
     if (strcmp(cmd, "quantize") == 0) /* its own arguments: files, no device */

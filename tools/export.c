@@ -498,6 +498,7 @@ static void json_failure(const cli *c, xerr *e, const char *backend, const char 
     json_kstr(&w, "out", c->out);
     json_kstr(&w, "error", e->msg[0] ? e->msg : "failed");
     json_sweep(&w, sw);
+    json_said_diags(&w);
     json_end_obj(&w);
     json_finish(&w);
     e->json_done = 1;
@@ -561,6 +562,7 @@ static void report_success(const cli *c, const edgert_device *dev, const char *b
         json_kstr(&w, "report", rpath);
         json_kbool(&w, "replaced_earlier_export", prior == 1);
         json_sweep(&w, sw);
+        json_said_diags(&w);
         json_end_obj(&w);
         json_finish(&w);
     } else {
@@ -647,6 +649,7 @@ int cmd_export(const cli *c)
     sigclean_release();
     if (rc != EXIT_OK)
         goto out;
+    said = warn_diags_since(c, ctx, said); /* before the document, which says them */
     report_success(c, edgert_device_facts(ctx), backend, prior, &sw);
 out:
     if (ctx) /* what selecting and loading the backend on demand found */

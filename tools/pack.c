@@ -94,6 +94,7 @@ static int pick_backend(const cli *c, edgert_ctx *ctx, const char **name)
     if (!*name) {
         tfprintf_lines(stderr, "edgert pack: no eligible backend here can map a packed form%s%s\n",
                        err[0] ? ": " : "", err);
+        cli_fail_status(EDGERT_E_NOT_ELIGIBLE);
         return EXIT_NONE;
     }
     return EXIT_OK;
@@ -140,6 +141,7 @@ static void report(const cli *c, const char *backend, const char *what, size_t l
         json_kint(&w, "packed_bytes", (long long)bytes);
         json_knum(&w, "seconds", secs);
         json_kint(&w, "peak_rss_bytes", (long long)hwm);
+        json_said_diags(&w);
         json_end_obj(&w);
         json_finish(&w);
         return;
@@ -161,6 +163,7 @@ int cmd_pack(const cli *c)
     edgert_status st = edgert_checkpoint_open(c->input, &src, err, sizeof err);
     if (st) { /* IN could not be taken: missing, malformed or refused */
         tfprintf(stderr, "edgert pack: %s\n", err);
+        cli_fail_status(st);
         return EXIT_BADFILE;
     }
     edgert_ctx *ctx = NULL;
@@ -188,6 +191,7 @@ int cmd_pack(const cli *c)
     unsigned long long bytes = 0;
     if (!st && chk == EDGERT_OK && !c->force) {
         st = map_all(b, c->out, &layers, &bytes, err, sizeof err);
+        said = warn_diags_since(c, ctx, said); /* --json: into the document */
         if (!st)
             report(c, name, "up to date (mapped, not repacked)", layers, bytes, now_s() - t0);
     } else if (!st && chk != EDGERT_E_NOT_FOUND && chk != EDGERT_E_UNSUPPORTED) {
@@ -203,11 +207,13 @@ int cmd_pack(const cli *c)
     } else if (!st) {
         st = edgert_checkpoint_pack(b, src, c->out, err, sizeof err);
         st = st ? st : map_all(b, c->out, &layers, &bytes, err, sizeof err);
+        said = warn_diags_since(c, ctx, said); /* --json: into the document */
         if (!st)
             report(c, name, "packed", layers, bytes, now_s() - t0);
     }
     if (st) {
         tfprintf(stderr, "edgert pack: %s\n", err);
+        cli_fail_status(st);
         rc = exit_of(st);
     }
 out:

@@ -80,6 +80,7 @@ static void report(const char *out, int json, edgert_quantize_options *o)
             json_end_obj(&w);
         }
         json_end_arr(&w);
+        json_said_diags(&w); /* none: quantize opens no handle; the key as every command's */
         json_end_obj(&w);
         json_finish(&w);
     } else {

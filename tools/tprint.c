@@ -170,9 +170,10 @@ static void vtext(FILE *f, int keep_lines, const char *fmt, va_list ap)
 {
     va_list aq;
     /* an error line: not a log line (cli_log: "edgert: info: ..."), a
-     * warning or an indented line of a list */
+     * warning, an indented line of a list or a note in parentheses after
+     * the error (EDGERT_BACKEND named the backend) */
     if (f == stderr && strncmp(fmt, "edgert: %s: %s", 14) != 0 && fmt[0] != ' ' &&
-        !strstr(fmt, "warning")) {
+        !strstr(fmt, "warning") && strncmp(fmt, "edgert: (", 9) != 0) {
         va_copy(aq, ap);
         vsnprintf(last_error, sizeof last_error, fmt, aq);
         va_end(aq);

@@ -271,11 +271,13 @@ static int pick_backends(edgert_ctx *ctx, const cli *c, const char **names, size
         if (!k) {
             tfprintf(stderr, "edgert verify: no backend named '%s' (see 'edgert list')\n",
                      c->backend);
+            cli_fail_status(EDGERT_E_NOT_FOUND);
             return EXIT_NONE;
         }
         if (!usable(k)) {
             why_not(k, why, sizeof why);
             tfprintf(stderr, "edgert verify: backend '%s' %s\n", k->name, why);
+            cli_fail_status(EDGERT_E_NOT_ELIGIBLE);
             return EXIT_NONE;
         }
         names[(*nb)++] = k->name;
@@ -293,6 +295,7 @@ static int pick_backends(edgert_ctx *ctx, const cli *c, const char **names, size
                  "edgert verify: the reference backend %s, the oracle of the correctness "
                  "check, is %s\n",
                  VERIFY_REF, ref ? why : "not installed (no manifest found)");
+        cli_fail_status(ref ? EDGERT_E_NOT_ELIGIBLE : EDGERT_E_NOT_FOUND);
         return EXIT_NONE;
     }
     int has_ref = 0;
@@ -320,6 +323,7 @@ static void report(edgert_ctx *ctx, const cli *c, const workload *wl, const veri
         for (size_t i = 0; i < nb; i++)
             json_result(&j, &res[i], errors[i]);
         json_end_arr(&j);
+        json_said_diags(&j);
         json_end_obj(&j);
         json_finish(&j);
         return;

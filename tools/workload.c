@@ -81,6 +81,9 @@ static int wl_shape_read(er_yaml *y, yaml_node_t *s, wl_shape *sh, er_diags *d)
  * unless quiet. */
 static void wl_report(const er_diags *d, int quiet)
 {
+    for (size_t i = 0; i < d->count; i++) /* --json's document says them too */
+        if (d->items[i].level <= EDGERT_LOG_WARN)
+            cli_said(&d->items[i]);
     char lines[8192];
     er_diag_lines(d, 0, quiet ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, lines, sizeof lines);
     if (lines[0])
@@ -97,7 +100,9 @@ int wl_load(const char *path, workload *w, int quiet)
     er_yaml y;
     er_diags d = {0};
     int bad = 0;
-    if (er_yaml_load(&y, path, &d) != EDGERT_OK) {
+    edgert_status lst = er_yaml_load(&y, path, &d);
+    if (lst != EDGERT_OK) {
+        cli_fail_status(lst);
         wl_report(&d, quiet);
         er_diags_free(&d);
         return -1;
@@ -130,8 +135,10 @@ int wl_load(const char *path, workload *w, int quiet)
     wl_report(&d, quiet);
     er_yaml_free(&y);
     er_diags_free(&d);
-    if (bad)
+    if (bad) {
         memset(w, 0, sizeof *w);
+        cli_fail_status(EDGERT_E_PARSE);
+    }
     return bad ? -1 : 0;
 }
 
@@ -171,6 +178,7 @@ int wl_from_checkpoint(const char *path, workload *w)
     edgert_status st = edgert_checkpoint_open(path, &w->ck, err, sizeof err);
     if (st != EDGERT_OK) {
         tfprintf_lines(stderr, "edgert: %s\n", err);
+        cli_fail_status(st);
         return -1;
     }
     snprintf(w->name, sizeof w->name, "%s", path);
