@@ -111,9 +111,10 @@ void warn_diags(const cli *c, const edgert_ctx *ctx);
  *  count, the next call's `from`. With --json they are set aside for the
  *  document instead (json_said_diags). */
 size_t warn_diags_since(const cli *c, const edgert_ctx *ctx, size_t from);
-/* --json: {"error": err, "status": name of st} on stdout, for a command that
- * fails before it has a result. */
-void json_error_object(const char *err, edgert_status st);
+/* --json: {"error": err, "status": name of st, "exit_code": rc,
+ * "diagnostics"} on stdout, for a command that fails before it has a
+ * result. */
+void json_error_object(const char *err, edgert_status st, int rc);
 /* --json: when a command ends with exit code rc != 0 and wrote no document,
  * the error object from its last error line on stderr: "error", "status"
  * (E_USAGE for exit code 2, else what cli_fail_status said, else

@@ -400,13 +400,14 @@ int open_ctx(const cli *c, edgert_ctx **ctx)
 
 /* --json: the one object on stdout when a command fails before it has a
  * result (the man page's {"error", "status"}). */
-void json_error_object(const char *err, edgert_status st)
+void json_error_object(const char *err, edgert_status st, int rc)
 {
     json_w w;
     json_init(&w, json_out());
     json_obj(&w);
     json_kstr(&w, "error", err);
     json_kstr(&w, "status", edgert_status_name(st));
+    json_kint(&w, "exit_code", rc);
     json_said_diags(&w);
     json_end_obj(&w);
     json_finish(&w);
@@ -454,7 +455,7 @@ static int check_evidence_arg(const cli *c, char *msg, size_t msg_len)
     if (msg && msg_len)
         snprintf(msg, msg_len, "%s", err);
     else if (c->json)
-        json_error_object(err, EDGERT_E_NOT_FOUND);
+        json_error_object(err, EDGERT_E_NOT_FOUND, EXIT_BADFILE);
     return EXIT_BADFILE;
 }
 
@@ -506,14 +507,15 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len,
         *status = edgert_status_name(st);
     if (msg && msg_len)
         snprintf(msg, msg_len, "%s", err[0] ? err : edgert_status_name(st));
-    else if (c->json) /* a caller that words its own (export) passed msg */
-        json_error_object(err[0] ? err : edgert_status_name(st), st);
     /* E_UNSUPPORTED: --weights a checkpoint edgert refuses (act-order), as
      * bench, verify and pack exit for it */
-    if (st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND ||
-        st == EDGERT_E_UNSUPPORTED)
-        return EXIT_BADFILE;
-    return EXIT_FAIL;
+    rc = st == EDGERT_E_PARSE || st == EDGERT_E_IO || st == EDGERT_E_NOT_FOUND ||
+                 st == EDGERT_E_UNSUPPORTED
+             ? EXIT_BADFILE
+             : EXIT_FAIL;
+    if (!(msg && msg_len) && c->json) /* a caller that words its own (export) passed msg */
+        json_error_object(err[0] ? err : edgert_status_name(st), st, rc);
+    return rc;
 }
 
 /* Warnings from opening (manifests skipped, evidence, settings) go to stderr
@@ -563,7 +565,8 @@ int open_measuring(const cli *c, const char *cmd, const char *runs, workload *w,
                      "reference can be made of; verify the checkpoint it was packed from\n",
                      c->weights);
             wl_free(w);
-            return EXIT_BADFILE;
+            cli_fail_status(EDGERT_E_USAGE);
+            return EXIT_FAIL; /* bench --weights takes it: this command's refusal */
         }
     } else if (c->workload) {
         if (wl_load(c->workload, w, c->quiet) != 0)

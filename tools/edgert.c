@@ -67,7 +67,10 @@ static const char env_help[] =
     "install, or the build tree, which mirrors it); $XDG_DATA_HOME/edgert/backends\n"
     "(default ~/.local/share/edgert/backends; not under setuid); <sysconfdir>/edgert/\n"
     "backends.d; <datadir>/edgert/backends. 'edgert select --explain' lists them with\n"
-    "their origin. The current directory is never searched.\n"
+    "their origin. The current directory is never searched.\n";
+
+/* The commands' exit codes; pack and export print their own instead. */
+static const char exit_help[] =
     "Exit codes: 0 ok, 1 failure (including a backend failing verify), 2 usage\n"
     "error, 3 nothing eligible (or the forced backend is not), 4 a file named\n"
     "explicitly (manifest, device profile, workload, checkpoint or other input) is\n"
@@ -99,8 +102,8 @@ static void usage_main(FILE *f)
             "  pack       pack a checkpoint for one backend into a file later runs map\n"
             "\n"
             "Run 'edgert COMMAND --help' (or 'edgert help COMMAND') for a command's\n"
-            "options; 'edgert --version' prints the version and the plugin ABI range.\n\n%s\n%s",
-            common_help, env_help);
+            "options; 'edgert --version' prints the version and the plugin ABI range.\n\n%s\n%s%s",
+            common_help, env_help, exit_help);
 }
 
 /* select's --help: how the ranking works, in the words of edgert.h */
@@ -259,7 +262,9 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "                      by them as by any others\n"
                 "  --tokens T          tokens for verify's top-1/KL (default 64)\n"
                 "  --seed N            generator seed (default 1)\n\n");
-    fprintf(f, "%s\n%s", common_help, env_help);
+    /* pack and export end their own part with their exit codes */
+    int own = strcmp(cmd, "export") == 0 || strcmp(cmd, "pack") == 0;
+    fprintf(f, "%s\n%s%s", common_help, env_help, own ? "" : exit_help);
 }
 
 /* ---- option parsing ---------------------------------------------------------- */

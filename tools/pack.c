@@ -9,9 +9,10 @@
  * not match, it is refused with the key that differs (exit 1), unless
  * --force repacks it. Each run reports its time and the process's peak
  * resident memory (VmHWM) beside the packed size.
- * Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the
- * backend is not eligible, 4 IN is missing, malformed or refused (act order,
- * not 4-bit), or OUT is malformed.
+ * Exit codes: 0 packed or up to date, 1 refused or failed (IN already
+ * packed included: bench takes it), 2 usage, 3 the backend is not eligible,
+ * 4 IN is missing, malformed or refused (act order, not 4-bit), or OUT is
+ * malformed.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -45,7 +46,8 @@ void pack_help(FILE *f)
             "                      file that 'edgert pack' did not write is never replaced)\n"
             "  --options STR       plugin options, after the manifest's (e.g. path=fma)\n"
             "  --priority P        speed|fidelity, for auto (default speed)\n\n"
-            "Exit codes: 0 packed or up to date, 1 refused or failed, 2 usage, 3 the backend\n"
+            "Exit codes: 0 packed or up to date, 1 refused or failed (IN already packed\n"
+            "included), 2 usage, 3 the backend\n"
             "is not eligible, 4 IN or OUT is missing or malformed, or IN is a checkpoint\n"
             "edgert never takes (act-order).\n\n");
 }
@@ -165,6 +167,14 @@ int cmd_pack(const cli *c)
         tfprintf(stderr, "edgert pack: %s\n", err);
         cli_fail_status(st);
         return EXIT_BADFILE;
+    }
+    if (strcmp(edgert_checkpoint_kind(src), "packed") == 0) {
+        /* a file bench and select --weights take: this command's refusal */
+        tfprintf(stderr, "edgert pack: %s is already packed; pack its source (bench --weights "
+                 "and select --weights take it as it is)\n", c->input);
+        cli_fail_status(EDGERT_E_USAGE);
+        edgert_checkpoint_close(src);
+        return EXIT_FAIL;
     }
     edgert_ctx *ctx = NULL;
     int rc = open_ctx(c, &ctx); /* with IN as options.weights: the layout gate */

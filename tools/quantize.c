@@ -4,7 +4,8 @@
  * then opened again to list what was written.
  *
  *   edgert quantize IN OUT --sym|--asym [--group N] [--threads N] [--json]
- * Exit codes: 0 written, 1 cannot write, 2 usage, 4 the input is missing or
+ * Exit codes: 0 written, 1 cannot write or the input is already 4-bit (GPTQ
+ * or packed: other commands take it), 2 usage, 4 the input is missing or
  * malformed (its message names the file and the tensor). Nothing is left at OUT on
  * failure.
  */
@@ -33,7 +34,8 @@ static void quantize_help(FILE *f)
             "  --threads N  threads (default: all logical cores)\n"
             "  --json       one JSON object on stdout\n"
             "  -h, --help   this text\n\n"
-            "Exit codes: 0 ok, 1 cannot write, 2 usage error, 4 missing or malformed input.\n");
+            "Exit codes: 0 ok, 1 cannot write or the input is already 4-bit (GPTQ or\n"
+            "packed), 2 usage error, 4 missing or malformed input.\n");
 }
 
 static int parse_u32(const char *opt, const char *v, unsigned lo, unsigned hi, unsigned *out)
@@ -140,14 +142,32 @@ int cmd_quantize(int argc, char **argv)
     if (input_file_check(NULL, pos[0], err, sizeof err) != 0) { /* named explicitly: exit 4 */
         tfprintf(stderr, "edgert quantize: %s\n", err);
         if (json)
-            json_error_object(err, EDGERT_E_IO);
+            json_error_object(err, EDGERT_E_IO, EXIT_BADFILE);
         return EXIT_BADFILE;
     }
+    /* a 4-bit file (GPTQ, or packed for a backend) is one pack, verify and
+     * bench take: this command's refusal, exit 1, not a malformed file */
+    edgert_checkpoint *ck = NULL;
+    if (edgert_checkpoint_open(pos[0], &ck, err, sizeof err) == EDGERT_OK &&
+        strcmp(edgert_checkpoint_kind(ck), "dense") != 0) {
+        int packed = strcmp(edgert_checkpoint_kind(ck), "packed") == 0;
+        snprintf(err, sizeof err, "%s is a %s checkpoint, already 4-bit: quantize reads a dense "
+                 "F32/F16/BF16 one (%s take it)", pos[0], edgert_checkpoint_kind(ck),
+                 packed ? "bench --weights and select --weights"
+                        : "pack, verify --weights and bench --weights");
+        edgert_checkpoint_close(ck);
+        tfprintf(stderr, "edgert quantize: %s\n", err);
+        if (json)
+            json_error_object(err, EDGERT_E_USAGE, EXIT_FAIL);
+        return EXIT_FAIL;
+    }
+    edgert_checkpoint_close(ck);
+    err[0] = '\0';
     edgert_status st = edgert_checkpoint_quantize(pos[0], pos[1], &o, err, sizeof err);
     if (st) {
         tfprintf(stderr, "edgert quantize: %s\n", err);
         if (json)
-            json_error_object(err, st);
+            json_error_object(err, st, exit_code(st));
         return exit_code(st);
     }
     report(pos[1], json, &o);
