@@ -394,9 +394,15 @@ static edgert_status gemm_check(const edgert_backend *b, const edgert_packed *p,
     }
     if (p->b != b) {
         /* The packed layout may depend on the instance's code path. */
-        edgert_errf(err, err_len, "%s: weights were packed by another backend instance "
-                                 "('%s'); pack them with this one ('%s')",
-                   who, p->b->cand->m.name, b->cand->m.name);
+        if (p->b->cand == b->cand)
+            edgert_errf(err, err_len, "%s: weights were packed by another instance of '%s' "
+                                     "(each instance packs its own: the layout may depend on "
+                                     "its options); pack them with this one", who,
+                        b->cand->m.name);
+        else
+            edgert_errf(err, err_len, "%s: weights were packed by backend '%s'; pack them "
+                                     "with this one ('%s')", who, p->b->cand->m.name,
+                        b->cand->m.name);
         return EDGERT_E_USAGE;
     }
     const size_t xspan = rows_span(a->m, a->ldx, p->k), yspan = rows_span(a->m, a->ldy, p->n);

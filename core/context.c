@@ -14,7 +14,9 @@
 
 #include "context.h"
 
-#define NAME_SEPARATORS ",; \t" /* a ; list, as PATH-minded operators write, works too */
+/* a ; or : list, as PATH-minded operators write, works too (names hold
+ * neither: docs/manifest.md) */
+#define NAME_SEPARATORS ",;: \t"
 
 /* The names of two lists (either NULL), NULL-terminated. Commas separate
  * them, and so do blanks: an operator's "a, b" or "a b" means two names.

@@ -87,12 +87,14 @@ static void test_env_replace_and_add(void **state)
     ctx = open_with(paths, 1, 0, &st, err, sizeof err);
     assert_false(edgert_candidate_find(ctx, "from-c")->eligible);
     edgert_close(ctx);
-    /* in any case, split by ';' too: an operator's kill switch that misses
-     * by a capital letter or a separator disables nothing */
-    setenv("EDGERT_DISABLE", "other;FROM-C", 1);
-    ctx = open_with(paths, 1, 0, &st, err, sizeof err);
-    assert_false(edgert_candidate_find(ctx, "from-c")->eligible);
-    edgert_close(ctx);
+    /* in any case, split by ';' and ':' too: an operator's kill switch that
+     * misses by a capital letter or a separator disables nothing */
+    for (int i = 0; i < 2; i++) {
+        setenv("EDGERT_DISABLE", i ? "other:From-C" : "other;FROM-C", 1);
+        ctx = open_with(paths, 1, 0, &st, err, sizeof err);
+        assert_false(edgert_candidate_find(ctx, "from-c")->eligible);
+        edgert_close(ctx);
+    }
     clear_env();
     tu_rmrf(a);
     tu_rmrf(b);

@@ -53,7 +53,7 @@ static const char env_help[] =
     "Environment:\n"
     "  EDGERT_MANIFEST_PATH      colon-separated absolute folders; replaces the defaults\n"
     "  EDGERT_ADD_MANIFEST_PATH  colon-separated absolute folders searched first\n"
-    "  EDGERT_DISABLE            backend names never to use (, ; or space between)\n"
+    "  EDGERT_DISABLE            backend names never to use (, ; : or space between)\n"
     "  EDGERT_PRIORITY           speed|fidelity, the default of --priority\n"
     "  EDGERT_BACKEND            the default of --backend (not for verify, which checks\n"
     "                            every eligible backend unless --backend names one)\n"
@@ -1166,11 +1166,37 @@ int main(int argc, char **argv)
         char help[] = "--help", *again[] = {argv[0], argv[2], help, NULL};
         return main(3, again);
     }
+    if (strcmp(cmd, "--json") == 0 && argc > 2 &&
+        (argv[2][0] != '-' || strcmp(argv[2], "--version") == 0)) {
+        /* edgert --json COMMAND ...: as COMMAND --json ... (every command takes it) */
+        char **again = calloc((size_t)argc + 1u, sizeof *again);
+        if (!again)
+            return EXIT_FAIL;
+        again[0] = argv[0];
+        again[1] = argv[2];
+        again[2] = argv[1];
+        for (int i = 3; i < argc; i++)
+            again[i] = argv[i];
+        int rc = main(argc, again);
+        free(again);
+        return rc;
+    }
     if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
         usage_main(stdout);
         return EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0) {
+        if (json_asked(argc - 1, argv + 1)) { /* a script reads the ABI range */
+            json_w w;
+            json_init(&w, json_out());
+            json_obj(&w);
+            json_kstr(&w, "version", EDGERT_VERSION_STRING);
+            json_kint(&w, "plugin_abi_min", EDGERT_PLUGIN_ABI_MIN);
+            json_kint(&w, "plugin_abi_max", EDGERT_PLUGIN_ABI_MAX);
+            json_end_obj(&w);
+            json_finish(&w);
+            return EXIT_OK;
+        }
         tprintf("edgert %s (plugin ABI %u..%u)\n", EDGERT_VERSION_STRING, EDGERT_PLUGIN_ABI_MIN,
                 EDGERT_PLUGIN_ABI_MAX);
         return EXIT_OK;
@@ -1208,5 +1234,6 @@ int main(int argc, char **argv)
              "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "
              "calibrate, export, checksum, quantize, pack; see 'edgert --help')\n",
              cmd);
-    return EXIT_USAGE;
+    return strcmp(cmd, "--json") == 0 || json_asked(argc - 1, argv + 1) ? json_failed(EXIT_USAGE)
+                                                                         : EXIT_USAGE;
 }

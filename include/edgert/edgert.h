@@ -78,7 +78,7 @@
  * edgert_options.ignore_env is set):
  *   EDGERT_MANIFEST_PATH      colon-separated folders; replaces the defaults
  *   EDGERT_ADD_MANIFEST_PATH  colon-separated folders searched before the rest
- *   EDGERT_DISABLE            backend names never to use (, ; or space between; any case)
+ *   EDGERT_DISABLE            backend names never to use (, ; : or space between; any case)
  *   EDGERT_PRIORITY           speed|fidelity: replaces the priority an
  *                             application passes to edgert_select
  *   EDGERT_BACKEND            a backend name: replaces edgert_select's
@@ -315,7 +315,7 @@ typedef struct edgert_options {
                                          without manifest_paths the default folders are
                                          still searched, the per-user one named by
                                          XDG_DATA_HOME or HOME among them) */
-    const char *disable;            /**< names (, ; or space between; any case), added to
+    const char *disable;            /**< names (, ; : or space between; any case), added to
                                          EDGERT_DISABLE */
     int strict;                     /**< 1: the reference backend is never eligible */
     int no_evidence;                /**< 1: ignore measured evidence */
