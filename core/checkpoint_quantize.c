@@ -101,6 +101,13 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
             return er_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': dtype '%s' is not one "
                            "edgert knows, so it cannot be copied to the output", sf->path,
                            t->name, t->dtype_name);
+        if (t->ndim == 2 && !st_is_float(t->dtype) && t->dtype_name[0] == 'F' &&
+            er_ck_ends_with(t->name, ".weight") && !er_ck_is_embedding(t->name))
+            /* a linear layer in a float edgert does not read (F64, F8):
+             * copied, it would stay dense without a word */
+            return er_fail(EDGERT_E_USAGE, err, len, "%s: tensor '%s': a linear layer in %s; "
+                           "quantize reads F32, F16 and BF16 (convert it first)", sf->path,
+                           t->name, t->dtype_name);
         if (!er_ck_is_dense_linear(t)) {
             p->copy[p->nc++] = t;
             continue;

@@ -413,12 +413,15 @@ static ck_case cases[] = {
        "{'P.weight':{'dtype':'F16','shape':[16,256],'data_offsets':[0,8192]}}", b_f16_inf),
      .layer_st = PARSE, .tensor = "P.weight", .want = {"non-finite value"}, .quantize = 4,
      .pack = 4},
-    /* valid, but not for quantize (E_USAGE: exit 2); pack takes them */
+    /* valid, but not for quantize (E_USAGE); pack takes them: a refusal, exit 1 */
     {C("dense_unknown_dtype_beside",
        "{" DENSE ",'x':{'dtype':'F4','shape':[4],'data_offsets':[16384,16386]}}", b_dense),
-     .tensor = "'x'", .want = {"dtype 'F4'"}, .quantize = 2},
+     .tensor = "'x'", .want = {"dtype 'F4'"}, .quantize = 1},
     {C("dense_beyond_fp16", "{" DENSE "}", b_dense_huge), .tensor = "P.weight",
-     .want = {"does not fit fp16"}, .quantize = 2},
+     .want = {"does not fit fp16"}, .quantize = 1},
+    {C("dense_f64_layer_beside", /* copied, it would stay dense unsaid */
+       "{" DENSE ",'Q.weight':{'dtype':'F64','shape':[1,2],'data_offsets':[16384,16400]}}",
+       b_dense), .tensor = "Q.weight", .want = {"F64"}, .quantize = 1},
 
     /* packed files (core/packfile.c); quantize does not read them */
     {C("packed_layer_key_missing", PACKED_META("1") "}," PACKED_T("P.packed"), b_zeros),

@@ -8,7 +8,8 @@
  * - a failure's object has "exit_code" equal to the exit code, and the
  *   failure's own status, not "failed", where it has one;
  * - --version --json, --json before the command, and an unknown command
- *   with --json each give one object.
+ *   with --json each give one object;
+ * - select says where a forced backend was named (forced_by).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -98,11 +99,31 @@ static void test_one_object_always(void **state)
     free(out);
 }
 
+/* Where a forced backend was named: EDGERT_BACKEND names it for an
+ * application that never did (edgert(1), ENVIRONMENT). */
+static void test_forced_by(void **state)
+{
+    (void)state;
+    char *out;
+    assert_int_equal(run_redirected("EDGERT_BACKEND=ref-w4a16", "select --json", "2>/dev/null",
+                                    &out), 0);
+    if (!strstr(out, "\"forced\":\"ref-w4a16\",\"forced_by\":\"EDGERT_BACKEND\""))
+        fail_msg("select --json under EDGERT_BACKEND: %.400s", out);
+    free(out);
+    assert_int_equal(run("select --json --backend ref-w4a16", &out), 0);
+    assert_non_null(strstr(out, "\"forced_by\":\"--backend\""));
+    free(out);
+    assert_int_equal(run("select --json", &out), 0);
+    assert_non_null(strstr(out, "\"forced\":null,\"forced_by\":null"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diagnostics_everywhere),
         cmocka_unit_test(test_one_object_always),
+        cmocka_unit_test(test_forced_by),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

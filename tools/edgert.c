@@ -1097,6 +1097,9 @@ static int cmd_select(const cli *c)
         json_kstr(&w, "mode", d->planned ? "plan" : "live");
         json_kstr(&w, "priority", edgert_priority_name(c->priority));
         json_kstr(&w, "forced", c->backend);
+        json_kstr(&w, "forced_by", !c->backend           ? NULL
+                                   : c->backend_from_env ? "EDGERT_BACKEND"
+                                                         : "--backend");
         json_device(&w, d);
         json_key(&w, "selected");
         if (s) {

@@ -4,8 +4,9 @@
  * then opened again to list what was written.
  *
  *   edgert quantize IN OUT --sym|--asym [--group N] [--threads N] [--json]
- * Exit codes: 0 written, 1 cannot write or the input is already 4-bit (GPTQ
- * or packed: other commands take it), 2 usage, 4 the input is missing or
+ * Exit codes: 0 written, 1 cannot write, or the input refused for what it
+ * holds (already 4-bit, a dtype or K it cannot write, a scale past fp16:
+ * files pack takes), 2 usage, 4 the input is missing or
  * malformed (its message names the file and the tensor). Nothing is left at OUT on
  * failure.
  */
@@ -34,8 +35,9 @@ static void quantize_help(FILE *f)
             "  --threads N  threads (default: all logical cores)\n"
             "  --json       one JSON object on stdout\n"
             "  -h, --help   this text\n\n"
-            "Exit codes: 0 ok, 1 cannot write or the input is already 4-bit (GPTQ or\n"
-            "packed), 2 usage error, 4 missing or malformed input.\n");
+            "Exit codes: 0 ok, 1 cannot write, or the input refused for what it holds\n"
+            "(already 4-bit, a dtype or K quantize cannot write, a scale past fp16), 2\n"
+            "usage error, 4 missing or malformed input.\n");
 }
 
 static int parse_u32(const char *opt, const char *v, unsigned lo, unsigned hi, unsigned *out)
@@ -52,9 +54,24 @@ static int parse_u32(const char *opt, const char *v, unsigned lo, unsigned hi, u
     return 0;
 }
 
+/* The library's E_USAGE, once the options are checked here, is the input
+ * refused for what it holds (4-bit already, a dtype or K quantize cannot
+ * write, a scale past fp16): a file pack takes, so this command's refusal,
+ * 1 (README's exit codes); the one usage error it shares with them (OUT
+ * is IN) is found here first. */
 static int exit_code(edgert_status st)
 {
-    return st == EDGERT_E_PARSE ? EXIT_BADFILE : st == EDGERT_E_USAGE ? EXIT_USAGE : EXIT_FAIL;
+    return st == EDGERT_E_PARSE ? EXIT_BADFILE : EXIT_FAIL;
+}
+
+/* OUT names IN (through a link or another path): a usage error, 2. */
+static int same_file(const char *in, const char *out)
+{
+    char *a = realpath(in, NULL), *b = realpath(out, NULL);
+    int same = a && b && strcmp(a, b) == 0;
+    free(a);
+    free(b);
+    return same;
 }
 
 static void report(const char *out, int json, edgert_quantize_options *o)
@@ -144,6 +161,13 @@ int cmd_quantize(int argc, char **argv)
         if (json)
             json_error_object(err, EDGERT_E_IO, EXIT_BADFILE);
         return EXIT_BADFILE;
+    }
+    if (same_file(pos[0], pos[1])) {
+        snprintf(err, sizeof err, "%s: the output would replace the input", pos[1]);
+        tfprintf(stderr, "edgert quantize: %s\n", err);
+        if (json)
+            json_error_object(err, EDGERT_E_USAGE, EXIT_USAGE);
+        return EXIT_USAGE;
     }
     /* a 4-bit file (GPTQ, or packed for a backend) is one pack, verify and
      * bench take: this command's refusal, exit 1, not a malformed file */

@@ -818,8 +818,9 @@ typedef struct edgert_quantize_options {
  * without a linear layer too, as for edgert_checkpoint_open),
  * EDGERT_E_USAGE for bad options or an input that is already quantized, has
  * a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32), a
- * tensor of a dtype edgert does not know (it could not be copied) or a
- * scale beyond fp16's range, EDGERT_E_IO for an input that cannot be read
+ * linear layer in a float it does not read (F64), a tensor of a dtype
+ * edgert does not know (it could not be copied) or a scale beyond fp16's
+ * range, EDGERT_E_IO for an input that cannot be read
  * (or is not a regular file) and for a write failure.
  */
 EDGERT_API edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
