@@ -165,9 +165,15 @@ yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int q
                         "evidence file cannot be read (%s): its measurements and failed "
                         "verifies are not applied; a store leaves it as it is", msg);
         } else {
-            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
-                        "evidence file is corrupt and is ignored (%s); the next 'edgert "
-                        "calibrate' that writes it moves it aside and starts a new one", msg);
+            /* at the syntax error's line and column, as a manifest's */
+            const edgert_diag *at = NULL;
+            for (size_t i = 0; i < local.count; i++)
+                if (local.items[i].level == EDGERT_LOG_ERROR && local.items[i].line)
+                    at = &local.items[i];
+            er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, at ? at->line : 0,
+                        at ? at->column : 0, "evidence file is corrupt and is ignored (%s); "
+                        "the next 'edgert calibrate' that writes it moves it aside and starts "
+                        "a new one", at ? at->message : msg);
         }
         er_diags_free(&local);
         return NULL;

@@ -923,11 +923,17 @@ static void test_corrupt_file(void **state)
         free(cache);
         edgert_ctx *ctx = open_fx(f, 0, NULL); /* never fatal */
         int warned = 0;
+        unsigned line = 0;
         for (size_t d = 0; d < edgert_diag_count(ctx); d++)
-            warned |= edgert_diag_at(ctx, d)->level == EDGERT_LOG_WARN &&
-                      edgert_diag_at(ctx, d)->file &&
-                      strstr(edgert_diag_at(ctx, d)->file, "evidence.json");
+            if (edgert_diag_at(ctx, d)->level == EDGERT_LOG_WARN &&
+                edgert_diag_at(ctx, d)->file &&
+                strstr(edgert_diag_at(ctx, d)->file, "evidence.json")) {
+                warned = 1;
+                line = edgert_diag_at(ctx, d)->line;
+            }
         assert_true(warned);
+        if (i == 0 && line == 0) /* a syntax error: at its line, as a manifest's */
+            fail_msg("the truncated evidence file's warning has no line");
         assert_false(from_evidence(edgert_candidate_find(ctx, "test-good"), f));
         /* calibrate replaces it with a valid file */
         char err[512];
