@@ -38,6 +38,8 @@
 #include "checkpoint.h"
 #include "internal.h"
 
+#define QZ_CONFIG "quantize_config.json"
+
 typedef struct qz_layer {
     const st_tensor *src; /* the dense tensor */
     char *name;           /* P */
@@ -244,27 +246,25 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
     return st;
 }
 
+/* The path of quantize_config.json beside `out` (malloc'd), or NULL. */
+static char *config_path(const char *out)
+{
+    char *dup = strdup(out), *path = NULL;
+    if (dup && asprintf(&path, "%s/" QZ_CONFIG, dirname(dup)) < 0)
+        path = NULL;
+    free(dup);
+    return path;
+}
+
 /* quantize_config.json beside `out`, into *cfg (tmpfile.h), which the caller
- * commits once `out` is complete. */
+ * commits once `out` is complete (check_paths has vetted the path). */
 static edgert_status write_config(const char *out, uint32_t group, int sym, er_tmpfile *cfg,
                                   char *err, size_t len)
 {
-    char *dup = strdup(out), *path = NULL;
+    char *path = config_path(out);
     edgert_status st;
-    if (!dup || asprintf(&path, "%s/quantize_config.json", dirname(dup)) < 0) {
-        free(dup);
+    if (!path)
         return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
-    }
-    free(dup);
-    /* what would make its rename fail after the checkpoint's, leaving OUT
-     * without its config: refused before either is committed */
-    struct stat sb;
-    if (lstat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
-        st = er_fail(EDGERT_E_IO, err, len, "%s: cannot write: it exists and is not a regular "
-                     "file (a folder?)", path);
-        free(path);
-        return st;
-    }
     int bad = er_tmpfile_open(cfg, path) != 0;
     st = bad ? er_fail(EDGERT_E_IO, err, len, "%s: cannot create: %s", path,
                                      strerror(errno))
@@ -311,13 +311,58 @@ static edgert_status check_options(const char *in, const char *out,
     if (o->symmetric != 0 && o->symmetric != 1)
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: symmetric must be "
                        "0 or 1");
-    char *a = realpath(in, NULL), *b = realpath(out, NULL);
-    int same = a && b && strcmp(a, b) == 0;
-    free(a);
-    free(b);
-    if (same)
-        return er_fail(EDGERT_E_USAGE, err, len, "%s: the output would replace the input", out);
     return EDGERT_OK;
+}
+
+/* Whether a and b name the same existing file. */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
+}
+
+/* What the two renames at the end would replace, vetted before any work:
+ * OUT and its config must be new or regular files (a rename over a device
+ * or FIFO replaces it: an adversary's /dev/null became a checkpoint), never
+ * the input or each other, and a config there that edgert did not write
+ * (another model's, in the same folder) is never replaced. */
+static edgert_status check_paths(const char *in, const char *out, char *err, size_t len)
+{
+    struct stat sb;
+    if (same_file(in, out))
+        return er_fail(EDGERT_E_USAGE, err, len, "%s: the output would replace the input", out);
+    if (lstat(out, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode))
+        return er_fail(EDGERT_E_IO, err, len, "%s: exists and is not a regular file (a device, "
+                       "FIFO or folder): name another OUT", out);
+    const char *base = strrchr(out, '/');
+    if (strcmp(base ? base + 1 : out, QZ_CONFIG) == 0)
+        return er_fail(EDGERT_E_USAGE, err, len, "%s: OUT cannot be named " QZ_CONFIG ": the "
+                       "config is written beside OUT under that name", out);
+    char *cfg = config_path(out);
+    if (!cfg)
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    edgert_status st = EDGERT_OK;
+    char head[4096] = "";
+    if (same_file(in, cfg)) {
+        st = er_fail(EDGERT_E_USAGE, err, len, "%s: the config written beside OUT would "
+                     "replace the input", cfg);
+    } else if (lstat(cfg, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISLNK(sb.st_mode)) {
+        st = er_fail(EDGERT_E_IO, err, len, "%s: cannot write: it exists and is not a regular "
+                     "file (a folder?)", cfg);
+    } else if (lstat(cfg, &sb) == 0 && S_ISREG(sb.st_mode)) { /* a link: replaced, not its file */
+        FILE *f = fopen(cfg, "rb");
+        size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
+        if (f)
+            fclose(f);
+        head[n] = '\0';
+        if (!strstr(head, "\"quantizer\": \"edgert "))
+            st = er_fail(EDGERT_E_USAGE, err, len, "%s: there already, and not written by "
+                         "edgert (another model's?): it is never replaced; write OUT into a "
+                         "folder of its own", cfg);
+    }
+    free(cfg);
+    return st;
 }
 
 edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
@@ -325,6 +370,7 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
                                          size_t err_len)
 {
     edgert_status st = check_options(in, out, options, err, err_len);
+    st = st ? st : check_paths(in, out, err, err_len);
     if (st)
         return st;
     uint32_t group = options->group ? options->group : 128u;

@@ -225,11 +225,20 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
                     : "checksum_out needs EDGERT_CHECKSUM_LEN bytes (or NULL)");
         return EDGERT_E_USAGE;
     }
+    /* A symlink's target is stamped, read as itself: its `library` is
+     * relative to its own folder (another .so of the same name may sit
+     * beside the link), and replacing the link by a copy would leave the
+     * file it names, which others may read, unstamped. */
+    const char *given = manifest;
+    struct stat ls;
+    target = lstat(given, &ls) == 0 && S_ISLNK(ls.st_mode) ? realpath(given, NULL) : NULL;
+    manifest = target ? target : given;
     if (er_manifest_load(manifest, &m, &d) != EDGERT_OK) {
         char msg[2048];
         er_diag_last_error(&d, 0, msg, sizeof msg);
-        edgert_errf(err, err_len, "bad manifest:\n  %s", msg[0] ? msg : manifest);
+        edgert_errf(err, err_len, "bad manifest:\n  %s", msg[0] ? msg : given);
         er_diags_free(&d);
+        free(target);
         return EDGERT_E_PARSE;
     }
     if (!m.library_path) {
@@ -254,13 +263,7 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
         st = EDGERT_E_PARSE;
         goto out;
     }
-    /* a symlink's target is stamped: replacing the link by a copy would
-     * leave the file it names, which others may read, unstamped */
-    if (!(target = realpath(manifest, NULL))) {
-        edgert_errf(err, err_len, "%s: cannot resolve: %s", manifest, strerror(errno));
-        goto out;
-    }
-    if (write_beside(target, edited, elen, &tmp) != 0) {
+    if (write_beside(manifest, edited, elen, &tmp) != 0) {
         edgert_errf(err, err_len, "%s: cannot write beside it: %s", manifest, strerror(errno));
         goto out;
     }
@@ -269,8 +272,8 @@ edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out, si
         st = EDGERT_E_INTERNAL;
         goto out;
     }
-    if (rename(tmp, target) != 0) {
-        edgert_errf(err, err_len, "cannot replace %s: %s", target, strerror(errno));
+    if (rename(tmp, manifest) != 0) {
+        edgert_errf(err, err_len, "cannot replace %s: %s", manifest, strerror(errno));
         goto out;
     }
     free(tmp);

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "internal.h"
 
@@ -676,7 +677,14 @@ edgert_status er_manifest_load(const char *path, er_manifest *out, er_diags *d)
         return st; /* reported; er_yaml_load keeps nothing on failure */
 
     m.path = er_strdup(path);
-    m.dir = dir_of(path);
+    /* `library` is relative to the folder the manifest file really is in:
+     * a manifest that is a symlink (published into a backends folder) is
+     * read next to its library, and stamping reads it the same way
+     * (checksum.c); a folder that is a link already is that folder */
+    struct stat ls;
+    char *real = lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode) ? realpath(path, NULL) : NULL;
+    m.dir = dir_of(real ? real : path);
+    free(real);
     if (!m.path || !m.dir) {
         out_of_memory(&r);
         goto out;

@@ -458,7 +458,7 @@ static void test_usage_refusals(void **state)
     float x[256] = {0}, y[2] = {0};
     edgert_gemm_args a = {sizeof a, 1, x, 255, y, 2};
     assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_E_USAGE);
-    assert_non_null(strstr(err, "ldx=255")); /* the core's check (the plugin's: test_ref) */
+    assert_non_null(strstr(err, "ldx is less than k")); /* the core's (plugin's: test_ref) */
     a.ldx = 256;
     a.ldy = 1;
     assert_int_equal(edgert_gemm(b, pk, &a, err, sizeof err), EDGERT_E_USAGE);

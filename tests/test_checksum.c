@@ -130,22 +130,41 @@ static void test_stamp_missing_library(void **state)
 }
 
 /* A manifest named through a symlink (an operator's link into a shared
- * folder): the file it names is stamped and the link stays a link (before,
- * the link was replaced by a stamped copy and the file left unstamped). */
+ * folder) is read and stamped where it really is: the file it names gets
+ * the checksum of the library beside it, not of a .so of the same name
+ * beside the link, and the link stays a link (before, it was replaced by a
+ * stamped copy and the file left unstamped). Loading it through the link
+ * finds the same library. */
 static void test_stamp_through_symlink(void **state)
 {
     (void)state;
-    char *dir = tu_tmpdir(), sum[EDGERT_CHECKSUM_LEN], err[1024] = "", link[4200];
-    free(tu_write(dir, "libx.so", "a library"));
+    char *dir = tu_tmpdir(), sum[EDGERT_CHECKSUM_LEN], want[EDGERT_CHECKSUM_LEN];
+    char err[1024] = "", link[4300], sub[4200];
+    char *lib = tu_write(dir, "libx.so", "the library beside the manifest");
     char *m = write_manifest(dir, "\n");
-    snprintf(link, sizeof link, "%s/link.yaml", dir);
-    assert_int_equal(symlink("m.yaml", link), 0);
+    snprintf(sub, sizeof sub, "%s/elsewhere", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    free(tu_write(sub, "libx.so", "another library of the same name"));
+    snprintf(link, sizeof link, "%s/link.yaml", sub);
+    assert_int_equal(symlink("../m.yaml", link), 0);
     if (edgert_manifest_stamp(link, sum, sizeof sum, err, sizeof err) != EDGERT_OK)
         fail_msg("stamping through a link: %s", err);
+    assert_int_equal(edgert_checksum_file(lib, want, sizeof want, err, sizeof err), EDGERT_OK);
+    assert_string_equal(sum, want);
     struct stat sb;
     assert_int_equal(lstat(link, &sb), 0);
     assert_true(S_ISLNK(sb.st_mode));
     assert_non_null(strstr(slurp(m), sum));
+    er_diags d = {0};
+    er_manifest mf;
+    assert_int_equal(er_manifest_load(link, &mf, &d), EDGERT_OK);
+    char *real = realpath(lib, NULL); /* the folder as resolved (a /tmp that is a link) */
+    assert_non_null(real);
+    assert_string_equal(mf.library_path, real);
+    free(real);
+    er_manifest_free(&mf);
+    er_diags_free(&d);
+    free(lib);
     free(m);
     tu_rmrf(dir);
 }

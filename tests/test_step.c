@@ -271,8 +271,8 @@ static void test_bad_ops(void **state)
         case 3: ops[3].struct_size = 8; break;
         case 4: ops[0].struct_size = 8; want = "op 0"; break;
         case 5: /* row 1 at 2^62 floats: the byte offset wraps (an integrator's walkthrough) */
-            a[3].m = 2; a[3].ldx = (size_t)1 << 62; field = "ldx"; break;
-        case 6: a[3].m = 3; a[3].ldy = SIZE_MAX / 2u; field = "ldy"; break;
+            a[3].m = 2; a[3].ldx = (size_t)1 << 62; field = "ldx + k floats overflow"; break;
+        case 6: a[3].m = 3; a[3].ldy = SIZE_MAX / 2u; field = "ldy + n floats overflow"; break;
         case 7: /* a stride no array of the struct has: op 1 would be misaligned */
             for (size_t o = 0; o < NOPS; o++)
                 ops[o].struct_size = sizeof ops[o] + 1u;

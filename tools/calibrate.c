@@ -170,6 +170,25 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             "decides between them).\n", c->out ? " --evidence " : "", c->out ? c->out : "");
 }
 
+/* Store what was measured and say it; EXIT_FAIL when nothing was (every
+ * backend failed, said above: an empty store would claim figures) or the
+ * store failed. */
+static int store(edgert_ctx *ctx, const cli *c, const workload *w, const char *path,
+                 const edgert_evidence *ev, size_t count)
+{
+    char err[1024] = "";
+    if (count == 0) {
+        tfprintf(stderr, "edgert calibrate: no backend was measured: no evidence written\n");
+        return EXIT_FAIL;
+    }
+    if (edgert_evidence_store(ctx, path, ev, count, err, sizeof err) != EDGERT_OK) {
+        tfprintf(stderr, "edgert calibrate: %s\n", err);
+        return EXIT_FAIL;
+    }
+    print_stored(ctx, c, w, path, ev, count);
+    return EXIT_OK;
+}
+
 int cmd_calibrate(const cli *c)
 {
     workload w;
@@ -251,13 +270,8 @@ int cmd_calibrate(const cli *c)
         }
         count++;
     }
-    char err[1024] = "";
-    if (edgert_evidence_store(ctx, path, ev, count, err, sizeof err) != EDGERT_OK) {
-        tfprintf(stderr, "edgert calibrate: %s\n", err);
+    if (store(ctx, c, &w, path, ev, count) != EXIT_OK)
         rc = EXIT_FAIL;
-        goto out;
-    }
-    print_stored(ctx, c, &w, path, ev, count);
 out:
     free(ev);
     free(br);

@@ -124,6 +124,8 @@ int json_failed(int rc);
 /* The status json_failed reports: the edgert_status of the failure that
  * ends the command, where it has one. */
 void cli_fail_status(edgert_status st);
+/* What cli_fail_status said last, or NULL. */
+const char *cli_failed_status(void);
 /* The command json_failed writes for. */
 void json_command(const char *cmd);
 /* --json: "diagnostics", what warn_diags_since set aside instead of

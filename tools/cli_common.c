@@ -104,6 +104,11 @@ void cli_fail_status(edgert_status st)
     fail_status = edgert_status_name(st);
 }
 
+const char *cli_failed_status(void)
+{
+    return fail_status;
+}
+
 void json_command(const char *cmd)
 {
     json_cmd = cmd ? cmd : "";

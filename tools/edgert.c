@@ -1171,16 +1171,19 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "--json") == 0 && argc > 2 &&
         (argv[2][0] != '-' || strcmp(argv[2], "--version") == 0)) {
-        /* edgert --json COMMAND ...: as COMMAND --json ... (every command takes it) */
+        /* edgert --json COMMAND ...: as COMMAND --json ... (every command takes
+         * it); help is text, --json or not */
+        int help = strcmp(argv[2], "help") == 0, n = 0;
         char **again = calloc((size_t)argc + 1u, sizeof *again);
         if (!again)
             return EXIT_FAIL;
-        again[0] = argv[0];
-        again[1] = argv[2];
-        again[2] = argv[1];
+        again[n++] = argv[0];
+        again[n++] = argv[2];
+        if (!help)
+            again[n++] = argv[1];
         for (int i = 3; i < argc; i++)
-            again[i] = argv[i];
-        int rc = main(argc, again);
+            again[n++] = argv[i];
+        int rc = main(n, again);
         free(again);
         return rc;
     }

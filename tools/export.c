@@ -338,6 +338,7 @@ static int pick_backend(edgert_ctx *ctx, const cli *c, char *name, size_t len, x
               "(npu-export is for npu_phone devices) or --backend NAME\n",
               edgert_device_facts(ctx)->planned ? "the profiled" : "this", s ? s->name : "none",
               s ? "runs in process" : "is none");
+        cli_fail_status(st != EDGERT_OK ? st : EDGERT_E_NOT_ELIGIBLE);
         rc = EXIT_NONE;
     } else {
         snprintf(name, len, "%s", s->name);
@@ -492,7 +493,11 @@ static void json_failure(const cli *c, xerr *e, const char *backend, const char 
     json_init(&w, json_out());
     json_obj(&w);
     json_kbool(&w, "ok", 0);
-    json_kstr(&w, "status", rc == EXIT_USAGE ? "E_USAGE" : status); /* as every command's */
+    /* as every command's: the failure's own status where one was said */
+    const char *said = cli_failed_status();
+    json_kstr(&w, "status", rc == EXIT_USAGE                          ? "E_USAGE"
+                            : strcmp(status, "failed") == 0 && said ? said
+                                                                    : status);
     json_kint(&w, "exit_code", rc);
     json_kstr(&w, "backend", backend && *backend ? backend : NULL);
     json_kstr(&w, "out", c->out);
@@ -638,7 +643,7 @@ int cmd_export(const cli *c)
     edgert_status st = edgert_export(ctx, backend, tmp_out, request, err, sizeof err);
     if (st != EDGERT_OK) {
         xfail(&e, "%s", err);
-        status = st == EDGERT_E_UNSUPPORTED ? "refused" : "failed";
+        status = st == EDGERT_E_UNSUPPORTED ? "refused" : edgert_status_name(st);
         rc = exit_of(st);
         goto out;
     }

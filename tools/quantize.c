@@ -57,21 +57,31 @@ static int parse_u32(const char *opt, const char *v, unsigned lo, unsigned hi, u
 /* The library's E_USAGE, once the options are checked here, is the input
  * refused for what it holds (4-bit already, a dtype or K quantize cannot
  * write, a scale past fp16): a file pack takes, so this command's refusal,
- * 1 (README's exit codes); the one usage error it shares with them (OUT
- * is IN) is found here first. */
+ * 1 (README's exit codes); the usage errors it shares with them are found
+ * here first (out_misnamed). */
 static int exit_code(edgert_status st)
 {
     return st == EDGERT_E_PARSE ? EXIT_BADFILE : EXIT_FAIL;
 }
 
-/* OUT names IN (through a link or another path): a usage error, 2. */
-static int same_file(const char *in, const char *out)
+/* The usage errors among the library's E_USAGE (2): OUT names IN (through
+ * a link or another path), or the config's name, into which the config
+ * beside it would be written; why into why_len, or 0 when neither. */
+static int out_misnamed(const char *in, const char *out, char *why, size_t why_len)
 {
     char *a = realpath(in, NULL), *b = realpath(out, NULL);
     int same = a && b && strcmp(a, b) == 0;
     free(a);
     free(b);
-    return same;
+    const char *base = strrchr(out, '/');
+    if (same)
+        snprintf(why, why_len, "%s: the output would replace the input", out);
+    else if (strcmp(base ? base + 1 : out, "quantize_config.json") == 0)
+        snprintf(why, why_len, "%s: OUT cannot be named quantize_config.json: the config is "
+                 "written beside OUT under that name", out);
+    else
+        return 0;
+    return 1;
 }
 
 static void report(const char *out, int json, edgert_quantize_options *o)
@@ -162,8 +172,7 @@ int cmd_quantize(int argc, char **argv)
             json_error_object(err, EDGERT_E_IO, EXIT_BADFILE);
         return EXIT_BADFILE;
     }
-    if (same_file(pos[0], pos[1])) {
-        snprintf(err, sizeof err, "%s: the output would replace the input", pos[1]);
+    if (out_misnamed(pos[0], pos[1], err, sizeof err)) {
         tfprintf(stderr, "edgert quantize: %s\n", err);
         if (json)
             json_error_object(err, EDGERT_E_USAGE, EXIT_USAGE);
