@@ -586,6 +586,7 @@ static void fake_work(const char *dir, const char *name, int marked, int previou
                        EDGERT_EXPORT_REPORT_MARKER);
     assert_non_null(f);
     free(f);
+    free(tu_write(path, ".edgert-export-files", "report.json\n")); /* export_files.h */
 }
 
 /* SIGKILL, which no handler sees, leaves the work folder; the next export

@@ -30,6 +30,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@
 
 #include "cli.h"
 #include "edgert/export.h"
+#include "export_files.h"
 #include "generate.h"
 #include "sigclean.h"
 #include "safetensors.h"
@@ -237,28 +239,42 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
 
 /* ---- folders ------------------------------------------------------------------- */
 
-/* 0: absent; 1: an earlier export; 2: an empty folder; -1: anything else (refuse). */
-static int out_state(const char *out)
+/* 0: absent; 1: an earlier export, and nothing else (export_files.h); 2:
+ * an empty folder; -1: anything else (refuse), why in `why` (len bytes). */
+static int out_state(const char *out, char *why, size_t len)
 {
     struct stat st;
+    snprintf(why, len, "it exists and is not an edgert export");
     if (lstat(out, &st) != 0)
         return 0;
     if (!S_ISDIR(st.st_mode))
         return -1;
     char path[4200];
     snprintf(path, sizeof path, "%s/" EDGERT_EXPORT_REPORT_FILE, out);
-    FILE *f = fopen(path, "r");
-    if (f) {
+    /* not blocking on a FIFO named so, nor following a link */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
         char head[256] = "";
-        size_t n = fread(head, 1, sizeof head - 1, f);
-        head[n] = '\0';
-        fclose(f);
+        ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head - 1)
+                                                               : -1;
+        close(fd);
+        head[n > 0 ? n : 0] = '\0';
         /* the contract's marker (edgert/export.h), or npu-export's format
          * name, which exports before the marker carry */
-        return strstr(head, "\"" EDGERT_EXPORT_REPORT_MARKER "\": 1") ||
-                       strstr(head, "\"edgert-npu-export-report\"")
-                   ? 1
-                   : -1;
+        if (!strstr(head, "\"" EDGERT_EXPORT_REPORT_MARKER "\": 1") &&
+            !strstr(head, "\"edgert-npu-export-report\""))
+            return -1;
+        char unlisted[512];
+        if (exfiles_match(out, unlisted, sizeof unlisted))
+            return 1;
+        if (unlisted[0])
+            snprintf(why, len, "it holds an earlier export and '%s', which no export wrote "
+                     "(it would be lost)", unlisted);
+        else
+            snprintf(why, len, "it holds an export without the list of what it wrote ("
+                     EXPORT_FILES ": one made before edgert listed them), which is never "
+                     "replaced");
+        return -1;
     }
     DIR *d = opendir(out);
     if (!d)
@@ -394,14 +410,15 @@ static int restore_previous(const char *stale, void *user)
     snprintf(old, sizeof old, "%s/previous", stale);
     if (lstat(old, &st) != 0 || !S_ISDIR(st.st_mode))
         return 0;
-    int state = out_state(c->out);
+    char why[1024];
+    int state = out_state(c->out, why, sizeof why);
     if (state == 1)
         return 0;
     if ((state != 0 && state != 2) || rename(old, c->out) != 0) {
         if (!c->quiet)
             tfprintf(stderr, "export: left %s: it holds an earlier export that a killed export "
                              "moved aside, which cannot go back to %s: %s\n", stale, c->out,
-                     state == -1 ? "it exists and is not an edgert export" : strerror(errno));
+                     state == -1 ? why : strerror(errno));
         sw->left++;
         return 1;
     }
@@ -612,12 +629,10 @@ int cmd_export(const cli *c)
     }
     /* before --out is looked at: a killed export's earlier one may come back */
     workdir_sweep(parent, base, EXPORT_WORK_TAG, restore_previous, said_swept, &sw);
-    prior = out_state(c->out);
+    char why[1024];
+    prior = out_state(c->out, why, sizeof why);
     if (prior < 0) {
-        xfail(&e,
-              "%s exists and is not an earlier edgert export; choose another --out or "
-              "empty it first",
-              c->out);
+        xfail(&e, "%s: %s; choose another --out or empty it first", c->out, why);
         rc = EXIT_USAGE;
         goto out;
     }
@@ -647,6 +662,9 @@ int cmd_export(const cli *c)
         rc = exit_of(st);
         goto out;
     }
+    if (exfiles_write(tmp_out) != 0 && !c->quiet) /* what a later export may replace */
+        tfprintf(stderr, "export: warning: could not list what this export wrote (%s): a "
+                 "later export to %s will not replace it\n", strerror(errno), c->out);
     sigclean_hold(); /* an earlier export moves aside into work: never lost with it */
     rc = put_in_place(c, prior, work, tmp_out, locked, &keep_work, &e);
     if (keep_work)
