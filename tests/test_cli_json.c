@@ -9,7 +9,8 @@
  *   failure's own status, not "failed", where it has one;
  * - --version --json, --json before the command, and an unknown command
  *   with --json each give one object;
- * - select says where a forced backend was named (forced_by).
+ * - select says where a forced backend was named (forced_by);
+ * - output that does not reach stdout (/dev/full) is exit 1, not 0.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -118,12 +119,26 @@ static void test_forced_by(void **state)
     free(out);
 }
 
+/* Output that did not reach stdout is a failure: a full disk left a
+ * truncated document or an empty profile behind exit 0. */
+static void test_output_not_written(void **state)
+{
+    (void)state;
+    static const char *const cmds[] = {"list", "list --json", "probe --profile", "--version"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        int rc = run_redirected("", cmds[i], ">/dev/full 2>/dev/null", NULL);
+        if (rc != 1)
+            fail_msg("'%s' > /dev/full: exit %d, want 1", cmds[i], rc);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_diagnostics_everywhere),
         cmocka_unit_test(test_one_object_always),
         cmocka_unit_test(test_forced_by),
+        cmocka_unit_test(test_output_not_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

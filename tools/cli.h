@@ -124,6 +124,9 @@ int json_failed(int rc);
 /* The status json_failed reports: the edgert_status of the failure that
  * ends the command, where it has one. */
 void cli_fail_status(edgert_status st);
+/* Make the exit status 1 when stdout's output (or --json's document) did
+ * not all reach it (a full disk, /dev/full): called once, first thing. */
+void cli_check_output_at_exit(void);
 /* What cli_fail_status said last, or NULL. */
 const char *cli_failed_status(void);
 /* The command json_failed writes for. */

@@ -51,6 +51,28 @@ int json_keep_stdout(void)
     return 0;
 }
 
+/* At exit: what was written to stdout (and the JSON document's stream) must
+ * have reached it. A full disk or /dev/full left a truncated document or an
+ * empty profile behind an exit code of 0 (an adversary's walkthrough). A
+ * reader that went away (EPIPE, SIGPIPE ignored) is not an error. */
+static void output_check(void)
+{
+    int e = 0;
+    if (json_stream && (fflush(json_stream) != 0 || ferror(json_stream)))
+        e = errno ? errno : EIO;
+    if (fflush(stdout) != 0 || ferror(stdout))
+        e = errno ? errno : EIO;
+    if (e && e != EPIPE) {
+        fprintf(stderr, "edgert: the output could not be written: %s\n", strerror(e));
+        _exit(EXIT_FAIL);
+    }
+}
+
+void cli_check_output_at_exit(void)
+{
+    atexit(output_check);
+}
+
 static int json_used; /* something was written as the JSON document */
 
 FILE *json_out(void)

@@ -1160,6 +1160,9 @@ static int cmd_select(const cli *c)
 
 int main(int argc, char **argv)
 {
+    static int once;
+    if (!once++)
+        cli_check_output_at_exit();
     if (argc < 2) {
         usage_main(stderr);
         return EXIT_USAGE;
