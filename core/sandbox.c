@@ -111,6 +111,10 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
     pid_t pp = getppid();
     if (pp != parent && pp != 0)
         _exit(127);
+    /* Its own process group: a plugin's kill(0, ...) ends this child, not
+     * the host that shared its group (an adversary's constructor's
+     * kill(0, SIGTERM) ended the CLI with nothing said). */
+    (void)setpgid(0, 0);
     int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (null >= 0) {
         dup2(null, STDOUT_FILENO);
@@ -118,8 +122,11 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
     }
     /* The host's handlers must not catch a plugin's crash (a crash reporter,
      * a test framework that longjmps back into its runner...): the default
-     * action for every fatal signal, none of them blocked. */
-    static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS};
+     * action for every fatal signal, none of them blocked; and for those a
+     * host may ignore (SIGTERM, SIGINT, SIGHUP...), so that a plugin that
+     * sends one to its process group ends this child, as it would a host. */
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL,  SIGFPE,  SIGABRT, SIGTRAP, SIGSYS,
+                                SIGTERM, SIGINT, SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -180,19 +187,30 @@ static long long now_ms(void)
 
 /* Read the child's records until its verdict, EOF or the deadline (ms on
  * now_ms's clock). Returns 1 with *r filled, 0 at EOF, -1 at the timeout;
- * *last is the last stage. */
-static int read_child(int in, long long deadline, sb_result *r, int *last)
+ * *last is the last stage. With the child's pidfd (pfd >= 0), a child
+ * that has ended with nothing more in the pipe is EOF too: a process it
+ * started (setsid, a grandchild) may hold the pipe open for ever, and its
+ * end was a PLUGIN_TIMEOUT at the deadline instead of how it ended. */
+static int read_child(int in, int pfd, long long deadline, sb_result *r, int *last)
 {
     for (;;) {
         long long left = deadline - now_ms();
-        struct pollfd p = {.fd = in, .events = POLLIN};
+        struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
         if (left <= 0)
             return -1;
-        int n = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
+        int n = poll(p, pfd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             continue;
+        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            /* only the pidfd: the child ended; whatever it wrote before is
+             * in the pipe already, so a pipe still empty is its end */
+            struct pollfd again = {.fd = in, .events = POLLIN};
+            if (poll(&again, 1, 0) == 0)
+                return 0;
+            continue;
+        }
         unsigned char tag;
         ssize_t got = read(in, &tag, 1);
         if (got == 0)
@@ -347,7 +365,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     int pfd = child_pidfd(pid);
     int last = ER_STAGE_DLOPEN, status = 0, werr = 0, killed = 0;
     long long limit = er_sb_timeout_ms(ctx), deadline = now_ms() + limit;
-    int got = read_child(fds[0], deadline, r, &last);
+    int got = read_child(fds[0], pfd, deadline, r, &last);
     close(fds[0]);
     pid_t waited = reap_child(pid, pfd, got < 0 ? 0 : deadline, &status, &werr, &killed);
     if (got > 0)
