@@ -93,6 +93,11 @@ void er_evidence_init(struct edgert_ctx *ctx, const edgert_options *o)
      * when the caller did not ask to ignore the environment. */
     const char *xdg = er_getenv(o->ignore_env, "XDG_CACHE_HOME");
     const char *home = er_getenv(o->ignore_env, "HOME");
+    if (xdg && xdg[0] && xdg[0] != '/') /* the XDG rule, said: it was silent */
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "XDG_CACHE_HOME=%s is not an absolute path: ignored, as the XDG base "
+                    "directory rules say; evidence and first-contact verdicts go under %s",
+                    xdg, home && home[0] == '/' ? "$HOME/.cache" : "no folder (HOME unset)");
     if (xdg && xdg[0] == '/')
         ctx->evidence_path = er_path_join(xdg, "edgert/evidence.json");
     else if (home && home[0] == '/')

@@ -482,9 +482,20 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         goto out;
     }
     if (unreadable == 2) {
+        /* said from errno, not from the diagnostic: the handle said the
+         * same when it opened, and the same diagnostic is not added twice
+         * (the message was empty: "; nothing is stored") */
         char why[512];
         er_diag_lines(&ctx->diags, mark, EDGERT_LOG_WARN, why, sizeof why);
-        edgert_errf(err, err_len, "%s; nothing is stored", why);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        int e = fd < 0 ? errno : EIO;
+        if (fd >= 0)
+            close(fd);
+        if (why[0])
+            edgert_errf(err, err_len, "%s; nothing is stored", why);
+        else
+            edgert_errf(err, err_len, "the evidence file %s cannot be read (%s): it is left "
+                        "as it was, nothing is stored", path, strerror(e));
         goto out;
     }
     if (unreadable > 0 && move_aside(ctx, path, err, err_len) != 0)

@@ -117,6 +117,12 @@ static void test_forced_by(void **state)
     assert_int_equal(run("select --json", &out), 0);
     assert_non_null(strstr(out, "\"forced\":null,\"forced_by\":null"));
     free(out);
+    /* a relative XDG_CACHE_HOME is ignored (XDG's rule), and said: an
+     * adversary's calibrate wrote to ~/.cache without a word */
+    assert_int_equal(run_redirected("XDG_CACHE_HOME=relative/cache", "list --json", "2>/dev/null",
+                                    &out), 0);
+    assert_non_null(strstr(out, "XDG_CACHE_HOME=relative/cache is not an absolute path"));
+    free(out);
 }
 
 /* Output that did not reach stdout is a failure: a full disk left a
