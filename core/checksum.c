@@ -184,8 +184,11 @@ static int write_beside(const char *path, const char *text, size_t len, char **t
     if (fd < 0)
         return -1;
     struct stat sb;
-    if (stat(path, &sb) == 0)
-        (void)fchmod(fd, sb.st_mode & 07777); /* keep the manifest's permissions */
+    if (stat(path, &sb) == 0) { /* keep the manifest's permissions and, as root, its owner */
+        (void)fchmod(fd, sb.st_mode & 07777);
+        if (geteuid() == 0)
+            (void)fchown(fd, sb.st_uid, sb.st_gid);
+    }
     FILE *f = fdopen(fd, "w");
     if (!f) {
         close(fd);

@@ -54,16 +54,39 @@
 
 static int scan_dir(struct edgert_ctx *ctx, const er_search_dir *sd);
 
-/* Writable by others, where that refuses it (as root, under secure execution). */
+/* Where others' writes refuse a file (as root, under secure execution). */
+static int strict_about_writers(void)
+{
+    return geteuid() == 0 || getauxval(AT_SECURE) != 0;
+}
+
+int er_owned_by_another(const struct stat *st)
+{
+    return st->st_uid != 0 && st->st_uid != geteuid();
+}
+
+/* Writable by others, or owned by another user (who may rewrite it), where
+ * that refuses it. */
 static int refused_writable(const struct stat *st)
 {
-    return (st->st_mode & (S_IWGRP | S_IWOTH)) && (geteuid() == 0 || getauxval(AT_SECURE) != 0);
+    return strict_about_writers() &&
+           ((st->st_mode & (S_IWGRP | S_IWOTH)) || er_owned_by_another(st));
 }
 
 int er_refuse_writable(er_diags *d, const char *what, const char *path, const struct stat *st)
 {
-    if (!(st->st_mode & (S_IWGRP | S_IWOTH)))
-        return 0;
+    if (!(st->st_mode & (S_IWGRP | S_IWOTH))) {
+        /* its owner may rewrite it as surely as a world-writable mode lets
+         * anyone: as root, only root's (an adversary's plugin and manifest
+         * owned by nobody, mode 0755, were taken) */
+        if (!refused_writable(st))
+            return 0;
+        er_diag_add(d, EDGERT_LOG_WARN, path, 0, 0,
+                    "%s is owned by uid %u, neither root nor this user: refused, %s ('chown "
+                    "root' it)", what, (unsigned)st->st_uid,
+                    geteuid() == 0 ? "edgert runs as root" : "under secure execution");
+        return 1;
+    }
     int strict = refused_writable(st);
     er_diag_add(d, EDGERT_LOG_WARN, path, 0, 0,
                 "%s is %s-writable (mode %04o): %s ('chmod go-w' it)", what,

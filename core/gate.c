@@ -269,11 +269,23 @@ static int check_elf(er_cand *c, int fd, const char *path)
 
 /* A file or folder others may write can be swapped under us: a warning,
  * and refused when it matters most (secure execution, or running as root). */
-static int check_writers(struct edgert_ctx *ctx, er_cand *c, const char *path, mode_t mode)
+static int check_writers(struct edgert_ctx *ctx, er_cand *c, const char *path,
+                         const struct stat *st)
 {
+    mode_t mode = st->st_mode;
+    int strict = getauxval(AT_SECURE) != 0 || geteuid() == 0;
+    if (strict && !(mode & (S_IWGRP | S_IWOTH)) && er_owned_by_another(st)) {
+        /* its owner may rewrite it: as root, a plugin only root could swap */
+        er_diag_add(&ctx->diags, EDGERT_LOG_ERROR, path, 0, 0,
+                    "plugin file is owned by uid %u, neither root nor this user; refused "
+                    "(running as root or setuid) ('chown root' it)", (unsigned)st->st_uid);
+        er_cand_reason(c, ER_GATE_UNSAFE_FILE, "UNSAFE_FILE");
+        er_cand_detail(c, "%s is owned by uid %u, who may rewrite it; refused when running as "
+                          "root or setuid ('chown root' it)", path, (unsigned)st->st_uid);
+        return -1;
+    }
     if (!(mode & (S_IWGRP | S_IWOTH)))
         return 0;
-    int strict = getauxval(AT_SECURE) != 0 || geteuid() == 0;
     er_diag_add(&ctx->diags, strict ? EDGERT_LOG_ERROR : EDGERT_LOG_WARN, path, 0, 0,
                 "plugin file is writable by %s (mode %04o)%s ('chmod go-w' it)",
                 (mode & S_IWOTH) ? "anyone" : "its group", (unsigned)(mode & 07777),
@@ -358,7 +370,7 @@ void er_gate_file(struct edgert_ctx *ctx, er_cand *c)
             close(fd);
         return;
     }
-    if (check_writers(ctx, c, m->library_path, st.st_mode) != 0 ||
+    if (check_writers(ctx, c, m->library_path, &st) != 0 ||
         check_elf(c, fd, m->library_path) != 0) {
         close(fd);
         return;

@@ -166,6 +166,8 @@ struct stat;
  *  (returns 1) when running as root or under secure execution (AT_SECURE),
  *  else 0. Returns 0 without a word for a path only its owner can write. */
 int er_refuse_writable(er_diags *d, const char *what, const char *path, const struct stat *st);
+/** Owned by a user other than root and this process's effective user. */
+int er_owned_by_another(const struct stat *st);
 
 /* ---- thread pool (threadpool.c) ---------------------------------------- */
 

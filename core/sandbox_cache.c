@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -98,6 +99,16 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
 {
     memset(r, 0, sizeof *r); /* a key an older edgert did not write reads as none */
     char *path = er_sb_cache_file(ctx, c, 0);
+    /* as root (or setuid), a verdict another user could have written is
+     * not taken: met again instead (an adversary planted a failed verdict
+     * for a good plugin in a cache folder owned by nobody) */
+    struct stat st;
+    if (path && (geteuid() == 0 || getauxval(AT_SECURE) != 0) &&
+        (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || er_owned_by_another(&st) ||
+         (st.st_mode & (S_IWGRP | S_IWOTH)))) {
+        free(path);
+        return -1;
+    }
     char *text = path ? er_read_file(NULL, path, 4096, NULL) : NULL;
     free(path);
     if (!text || strncmp(text, "edgert-first-contact 5\n", 23) != 0) {

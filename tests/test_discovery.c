@@ -367,6 +367,49 @@ static void test_writable_refused_as_root(void **state)
     tu_rmrf(root);
 }
 
+/* As root, a manifest or plugin owned by another user, who may rewrite it
+ * (an adversary's, owned by nobody, mode 0644/0755, were taken): refused,
+ * naming the owner. Only root can give a file away: skipped otherwise. */
+static void test_owned_by_another_refused_as_root(void **state)
+{
+    (void)state;
+    if (geteuid() != 0) {
+        printf("skipped: only root can make a file another user's\n");
+        skip();
+    }
+    char *dir = tu_tmpdir(), lib[4300], cmd[9000], err[1024] = "";
+    snprintf(lib, sizeof lib, "%s/libgood.so", dir);
+    char *built = tu_plugin("tp_good");
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", built, lib);
+    assert_int_equal(system(cmd), 0);
+    free(built);
+    free(tu_manifest(dir, "good.yaml", "test-good", lib, NULL, NULL));
+    char *theirs = tu_manifest(dir, "theirs.yaml", "theirs", NULL, NULL, NULL);
+    assert_int_equal(chown(lib, 65534, 65534), 0);
+    assert_int_equal(chown(theirs, 65534, 65534), 0);
+    const char *paths[1] = {dir};
+    edgert_options o = {.struct_size = sizeof o, .manifest_paths = paths,
+                        .manifest_path_count = 1, .threads = 1, .log_level = EDGERT_LOG_ERROR};
+    char *saved = NULL, *cache = tu_fresh_cache(&saved); /* live: the plugin's gate runs */
+    edgert_ctx *ctx = NULL;
+    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+        fail_msg("edgert_open: %s", err);
+    tu_restore_cache(cache, saved);
+    assert_null(edgert_candidate_find(ctx, "theirs")); /* the manifest: skipped */
+    const edgert_candidate *g = edgert_candidate_find(ctx, "test-good");
+    assert_non_null(g);
+    if (g->eligible || !strstr(g->detail, "owned by uid 65534"))
+        fail_msg("a plugin owned by nobody, as root: %s", g->detail);
+    int said = 0;
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
+        said |= strstr(edgert_diag_at(ctx, i)->message, "owned by uid 65534") != NULL &&
+                strstr(edgert_diag_at(ctx, i)->file, "theirs.yaml") != NULL;
+    assert_true(said);
+    edgert_close(ctx);
+    free(theirs);
+    tu_rmrf(dir);
+}
+
 /* Options that cannot mean anything are refused, not read as something: an
  * empty or NULL manifest path (which searched nothing), a log level that is
  * no edgert_log_level (99 read as debug). */
@@ -403,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_sorted_first_wins),
         cmocka_unit_test(test_explicit_files),
         cmocka_unit_test(test_writable_refused_as_root),
+        cmocka_unit_test(test_owned_by_another_refused_as_root),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
