@@ -129,9 +129,9 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
                                 SIGTERM, SIGINT, SIGHUP,  SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
     sigset_t none;
     sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
     for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
-        signal(fatal[i], SIG_DFL);
+        signal(fatal[i], SIG_DFL); /* first: the host's handler never runs here */
+    sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* The parent's pool workers did not survive the fork: a pool of our own. */
     ctx->pool = er_pool_create(er_pool_threads(ctx->pool));
@@ -185,53 +185,63 @@ static long long now_ms(void)
     return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
 }
 
-/* Read the child's records until its verdict, EOF or the deadline (ms on
- * now_ms's clock). Returns 1 with *r filled, 0 at EOF, -1 at the timeout;
- * *last is the last stage. With the child's pidfd (pfd >= 0), a child
- * that has ended with nothing more in the pipe is EOF too: a process it
- * started (setsid, a grandchild) may hold the pipe open for ever, and its
- * end was a PLUGIN_TIMEOUT at the deadline instead of how it ended. */
-static int read_child(int in, int pfd, long long deadline, sb_result *r, int *last)
+/* Read n bytes of the child's pipe `in` (non-blocking) into buf by the
+ * deadline (ms on now_ms's clock): 1 when they are all read, 0 at EOF or
+ * when the child has ended with nothing more in the pipe (its pidfd pfd,
+ * when there is one: a process it started, setsid, may hold the pipe open
+ * for ever, and that end was a PLUGIN_TIMEOUT at the deadline instead of
+ * how it ended), -1 at the deadline. Every byte is read this way: a lone
+ * tag byte from a plugin that writes to the inherited pipe cannot block
+ * the host either. */
+static int read_bytes(int in, int pfd, void *buf, size_t n, long long deadline)
 {
-    for (;;) {
+    size_t have = 0;
+    while (have < n) {
+        ssize_t g = read(in, (char *)buf + have, n - have);
+        if (g > 0) {
+            have += (size_t)g;
+            continue;
+        }
+        if (g == 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return 0;
         long long left = deadline - now_ms();
-        struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
         if (left <= 0)
             return -1;
-        int n = poll(p, pfd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            continue;
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
+        int k = poll(p, pfd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
+        if (k > 0 && !(p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
             /* only the pidfd: the child ended; whatever it wrote before is
              * in the pipe already, so a pipe still empty is its end */
             struct pollfd again = {.fd = in, .events = POLLIN};
             if (poll(&again, 1, 0) == 0)
                 return 0;
-            continue;
         }
-        unsigned char tag;
-        ssize_t got = read(in, &tag, 1);
-        if (got == 0)
-            return 0;
-        if (got < 0)
-            continue;
+    }
+    return 1;
+}
+
+/* Read the child's records until its verdict, EOF, its end or the
+ * deadline. Returns 1 with *r filled, 0 at EOF or its end (a verdict cut
+ * short included), -1 at the timeout; *last is the last stage. */
+static int read_child(int in, int pfd, long long deadline, sb_result *r, int *last)
+{
+    for (;;) {
+        unsigned char tag, s;
+        int got = read_bytes(in, pfd, &tag, 1, deadline);
+        if (got <= 0)
+            return got;
         if (tag == 'S') {
-            unsigned char s;
-            if (read(in, &s, 1) == 1 && s < ER_STAGE_COUNT)
+            if ((got = read_bytes(in, pfd, &s, 1, deadline)) <= 0)
+                return got;
+            if (s < ER_STAGE_COUNT)
                 *last = s;
         } else if (tag == 'R') {
-            char *b = (char *)r;
-            size_t have = 0;
-            while (have < sizeof *r) {
-                ssize_t g = read(in, b + have, sizeof *r - have);
-                if (g < 0 && errno == EINTR)
-                    continue;
-                if (g <= 0)
-                    return 0; /* a truncated verdict: the child died writing it */
-                have += (size_t)g;
-            }
+            if ((got = read_bytes(in, pfd, r, sizeof *r, deadline)) <= 0)
+                return got < 0 ? -1 : 0; /* cut short: the child died writing it */
             r->reason[sizeof r->reason - 1] = '\0'; /* from the child: terminate */
             r->detail[sizeof r->detail - 1] = '\0';
             r->pack_refused[sizeof r->pack_refused - 1] = '\0';
@@ -362,6 +372,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
         child(ctx, c, fds[1], parent);
     }
     close(fds[1]);
+    (void)fcntl(fds[0], F_SETFL, O_NONBLOCK); /* read_bytes polls, with the deadline */
     int pfd = child_pidfd(pid);
     int last = ER_STAGE_DLOPEN, status = 0, werr = 0, killed = 0;
     long long limit = er_sb_timeout_ms(ctx), deadline = now_ms() + limit;

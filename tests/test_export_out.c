@@ -65,6 +65,13 @@ static void test_replaces_only_its_own(void **state)
     assert_int_equal(export_to(dir, "e", &out), 2);
     free(out);
     assert_true(exists(dir, "e/extra"));
+    assert_int_equal(rmdir(sub), 0);
+    /* a name holding a newline between two listed names is not listed */
+    snprintf(sub, sizeof sub, "%s/e", dir);
+    free(tu_write(sub, "report.json\nreport.txt", "mine\n"));
+    assert_int_equal(export_to(dir, "e", &out), 2);
+    free(out);
+    assert_true(exists(dir, "e/report.json\nreport.txt"));
     tu_rmrf(dir);
 }
 

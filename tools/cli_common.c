@@ -57,9 +57,13 @@ int json_keep_stdout(void)
  * reader that went away (EPIPE, SIGPIPE ignored) is not an error. */
 static void output_check(void)
 {
+    /* errno only from a flush that failed here: an earlier failed write
+     * (json_finish flushes) leaves just the error flag, and a stale errno */
     int e = 0;
+    errno = 0;
     if (json_stream && (fflush(json_stream) != 0 || ferror(json_stream)))
         e = errno ? errno : EIO;
+    errno = 0;
     if (fflush(stdout) != 0 || ferror(stdout))
         e = errno ? errno : EIO;
     if (e && e != EPIPE) {

@@ -239,53 +239,6 @@ static int generate_inputs(edgert_ctx *ctx, const cli *c, const char *wpath, con
 
 /* ---- folders ------------------------------------------------------------------- */
 
-/* 0: absent; 1: an earlier export, and nothing else (export_files.h); 2:
- * an empty folder; -1: anything else (refuse), why in `why` (len bytes). */
-static int out_state(const char *out, char *why, size_t len)
-{
-    struct stat st;
-    snprintf(why, len, "it exists and is not an edgert export");
-    if (lstat(out, &st) != 0)
-        return 0;
-    if (!S_ISDIR(st.st_mode))
-        return -1;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/" EDGERT_EXPORT_REPORT_FILE, out);
-    /* not blocking on a FIFO named so, nor following a link */
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd >= 0) {
-        char head[256] = "";
-        ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head - 1)
-                                                               : -1;
-        close(fd);
-        head[n > 0 ? n : 0] = '\0';
-        /* the contract's marker (edgert/export.h), or npu-export's format
-         * name, which exports before the marker carry */
-        if (!strstr(head, "\"" EDGERT_EXPORT_REPORT_MARKER "\": 1") &&
-            !strstr(head, "\"edgert-npu-export-report\""))
-            return -1;
-        char unlisted[512];
-        if (exfiles_match(out, unlisted, sizeof unlisted))
-            return 1;
-        if (unlisted[0])
-            snprintf(why, len, "it holds an earlier export and '%s', which no export wrote "
-                     "(it would be lost)", unlisted);
-        else
-            snprintf(why, len, "it holds an export without the list of what it wrote ("
-                     EXPORT_FILES ": one made before edgert listed them), which is never "
-                     "replaced");
-        return -1;
-    }
-    DIR *d = opendir(out);
-    if (!d)
-        return -1;
-    int empty = 1;
-    for (struct dirent *e; empty && (e = readdir(d));)
-        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-    closedir(d);
-    return empty ? 2 : -1;
-}
-
 /* The plugin's text report, whole (a UTF-8 sequence is never cut between
  * reads), with what a terminal would act on escaped; lines and tabs kept. */
 static void print_file(const char *path)
@@ -411,7 +364,7 @@ static int restore_previous(const char *stale, void *user)
     if (lstat(old, &st) != 0 || !S_ISDIR(st.st_mode))
         return 0;
     char why[1024];
-    int state = out_state(c->out, why, sizeof why);
+    int state = exfiles_out_state(c->out, why, sizeof why);
     if (state == 1)
         return 0;
     if ((state != 0 && state != 2) || rename(old, c->out) != 0) {
@@ -541,6 +494,17 @@ static int put_in_place(const cli *c, int prior, const char *work, const char *t
         xfail(e, "cannot move the earlier export %s aside: %s\n", c->out, strerror(errno));
         return EXIT_FAIL;
     }
+    /* again, now that it is aside: something written into it while this
+     * export ran (minutes) goes back with it, and nothing is replaced */
+    char unlisted[512];
+    if (prior == 1 && !exfiles_match(old, unlisted, sizeof unlisted)) {
+        int back = rename(old, c->out) == 0;
+        *keep_work = !back;
+        xfail(e, "%s: '%s' was added to the earlier export while this one ran; it would be "
+                 "lost, so nothing is replaced%s%s\n", c->out, unlisted[0] ? unlisted : "?",
+              back ? "" : "; the earlier export stays in ", back ? "" : old);
+        return EXIT_USAGE;
+    }
     if (rename(tmp_out, c->out) != 0) {
         int e1 = errno;
         if (prior == 1 && rename(old, c->out) != 0) {
@@ -630,7 +594,7 @@ int cmd_export(const cli *c)
     /* before --out is looked at: a killed export's earlier one may come back */
     workdir_sweep(parent, base, EXPORT_WORK_TAG, restore_previous, said_swept, &sw);
     char why[1024];
-    prior = out_state(c->out, why, sizeof why);
+    prior = exfiles_out_state(c->out, why, sizeof why);
     if (prior < 0) {
         xfail(&e, "%s: %s; choose another --out or empty it first", c->out, why);
         rc = EXIT_USAGE;

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "edgert/export.h"
+
 #define EXF_MAX_DEPTH 16
 #define EXF_MAX_LIST (1u << 20) /* bytes of list read back: far past any export's */
 
@@ -55,7 +57,11 @@ static int walk(const char *root, const char *rel, int depth, exf_visit fn, void
 static int write_one(const char *rel, void *user)
 {
     /* a name with a newline cannot be listed: no list, so never replaced */
-    return strchr(rel, '\n') || fprintf((FILE *)user, "%s\n", rel) < 0 ? -1 : 0;
+    if (strchr(rel, '\n')) {
+        errno = EILSEQ;
+        return -1;
+    }
+    return fprintf((FILE *)user, "%s\n", rel) < 0 ? -1 : 0;
 }
 
 int exfiles_write(const char *dir)
@@ -86,7 +92,9 @@ static int check_one(const char *rel, void *user)
     listed *l = user;
     char line[4300];
     snprintf(line, sizeof line, "\n%s\n", rel);
-    if (strstr(l->list, line))
+    /* a name with a newline is never listed (write_one): it would match two
+     * listed names side by side */
+    if (!strchr(rel, '\n') && strstr(l->list, line))
         return 0;
     snprintf(l->unlisted, sizeof l->unlisted, "%.500s", rel);
     return 1;
@@ -126,4 +134,49 @@ int exfiles_match(const char *dir, char *unlisted, size_t len)
     if (rc != 0 && len)
         snprintf(unlisted, len, "%s", l.unlisted[0] ? l.unlisted : "(a folder not read)");
     return rc == 0;
+}
+
+int exfiles_out_state(const char *out, char *why, size_t len)
+{
+    struct stat st;
+    snprintf(why, len, "it exists and is not an edgert export");
+    if (lstat(out, &st) != 0)
+        return 0;
+    if (!S_ISDIR(st.st_mode))
+        return -1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" EDGERT_EXPORT_REPORT_FILE, out);
+    /* not blocking on a FIFO named so, nor following a link */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) {
+        char head[256] = "";
+        ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, head, sizeof head - 1)
+                                                               : -1;
+        close(fd);
+        head[n > 0 ? n : 0] = '\0';
+        /* the contract's marker (edgert/export.h), or npu-export's format
+         * name, which exports before the marker carry */
+        if (!strstr(head, "\"" EDGERT_EXPORT_REPORT_MARKER "\": 1") &&
+            !strstr(head, "\"edgert-npu-export-report\""))
+            return -1;
+        char unlisted[512];
+        if (exfiles_match(out, unlisted, sizeof unlisted))
+            return 1;
+        if (unlisted[0])
+            snprintf(why, len, "it holds an earlier export and '%s', which no export wrote "
+                     "(it would be lost)", unlisted);
+        else
+            snprintf(why, len, "it holds an export without the list of what it wrote ("
+                     EXPORT_FILES ": one made before edgert listed them), which is never "
+                     "replaced");
+        return -1;
+    }
+    DIR *d = opendir(out);
+    if (!d)
+        return -1;
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(d));)
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty ? 2 : -1;
 }

@@ -29,4 +29,10 @@ int exfiles_write(const char *dir);
  *  list itself is missing or unreadable). */
 int exfiles_match(const char *dir, char *unlisted, size_t len);
 
+/** What `out` holds: 0 nothing (absent); 1 an earlier export and nothing
+ *  else (its report's marker, every path listed); 2 an empty folder; -1
+ *  anything else, to refuse, why in `why` (len bytes). report.json is read
+ *  without following a link or blocking on a FIFO. */
+int exfiles_out_state(const char *out, char *why, size_t len);
+
 #endif /* EDGERT_TOOLS_EXPORT_FILES_H */

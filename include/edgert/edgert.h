@@ -365,7 +365,8 @@ typedef struct edgert_options {
  *  a diagnostic, not a failure, unless it was named explicitly as a file
  *  (then EDGERT_E_PARSE); a bad device profile is EDGERT_E_PARSE. A path of
  *  manifest_paths that is missing is EDGERT_E_NOT_FOUND; one that cannot be
- *  read, is no file or folder, or is writable by others as root is
+ *  read, is no file or folder, or is writable by others or owned by another
+ *  user (neither root nor the effective one) as root is
  *  EDGERT_E_IO; options that mean nothing (a NULL or empty path, a log level
  *  past debug) are EDGERT_E_USAGE. */
 EDGERT_API edgert_status edgert_open(const edgert_options *options, edgert_ctx **out, char *err,
