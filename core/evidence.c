@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,6 +157,18 @@ yaml_node_t *ev_load(struct edgert_ctx *ctx, er_yaml *y, const char *path, int q
         if (!quiet_missing)
             er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
                         "not a regular file, so not an evidence file; ignored");
+        return NULL;
+    }
+    /* as root (or setuid), figures another user could have written are not
+     * taken (a planted correct: 0 failed a good backend's verify); a store
+     * leaves the file as it is (unreadable 2) */
+    if ((geteuid() == 0 || getauxval(AT_SECURE) != 0) &&
+        (er_owned_by_another(&st) || (st.st_mode & (S_IWGRP | S_IWOTH)))) {
+        *unreadable = 2;
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, path, 0, 0,
+                    "evidence file owned by uid %u, mode %04o: another user could have written "
+                    "it; ignored, edgert runs as root (a store leaves it as it is)",
+                    (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         return NULL;
     }
     *unreadable = 1;

@@ -489,10 +489,17 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
         er_diag_lines(&ctx->diags, mark, EDGERT_LOG_WARN, why, sizeof why);
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         int e = fd < 0 ? errno : EIO;
+        struct stat fs;
+        int theirs = fd >= 0 && fstat(fd, &fs) == 0 &&
+                     (er_owned_by_another(&fs) || (fs.st_mode & (S_IWGRP | S_IWOTH)));
         if (fd >= 0)
             close(fd);
         if (why[0])
             edgert_errf(err, err_len, "%s; nothing is stored", why);
+        else if (theirs) /* ev_load's refusal as root (evidence.c) */
+            edgert_errf(err, err_len, "the evidence file %s is owned by uid %u, mode %04o: "
+                        "another user could have written it; it is left as it was, nothing "
+                        "is stored", path, (unsigned)fs.st_uid, (unsigned)(fs.st_mode & 07777));
         else
             edgert_errf(err, err_len, "the evidence file %s cannot be read (%s): it is left "
                         "as it was, nothing is stored", path, strerror(e));

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
@@ -95,21 +96,46 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
  * older verdict (format 1's figure may be the L3's, format 2 has no range,
  * format 3 no read: its figure is of its moment's bandwidth) is not read,
  * so first contact runs again. */
+/* The verdict file's text (malloc'd, at most 4 KiB), or NULL. It is read
+ * from the descriptor it was checked on, never through a link or from a
+ * FIFO; as root (or setuid), a file another user could have written, or
+ * one in a folder another user owns, is not taken: met again instead (an
+ * adversary planted a failed verdict for a good plugin in a cache folder
+ * owned by nobody). */
+static char *read_verdict(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st, dir;
+    char *slash = strrchr(path, '/'), *text = NULL;
+    int strict = geteuid() == 0 || getauxval(AT_SECURE) != 0;
+    if (fd < 0)
+        return NULL;
+    int bad = fstat(fd, &st) != 0 || !S_ISREG(st.st_mode);
+    if (!bad && strict && slash) {
+        char *folder = strndup(path, (size_t)(slash - path));
+        bad = !folder || stat(folder, &dir) != 0 || er_owned_by_another(&dir) ||
+              (dir.st_mode & (S_IWGRP | S_IWOTH)) || er_owned_by_another(&st) ||
+              (st.st_mode & (S_IWGRP | S_IWOTH));
+        free(folder);
+    }
+    if (!bad && (text = malloc(4097)) != NULL) {
+        ssize_t n = read(fd, text, 4096);
+        if (n < 0) {
+            free(text);
+            text = NULL;
+        } else {
+            text[n] = '\0';
+        }
+    }
+    close(fd);
+    return text;
+}
+
 int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
 {
     memset(r, 0, sizeof *r); /* a key an older edgert did not write reads as none */
     char *path = er_sb_cache_file(ctx, c, 0);
-    /* as root (or setuid), a verdict another user could have written is
-     * not taken: met again instead (an adversary planted a failed verdict
-     * for a good plugin in a cache folder owned by nobody) */
-    struct stat st;
-    if (path && (geteuid() == 0 || getauxval(AT_SECURE) != 0) &&
-        (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || er_owned_by_another(&st) ||
-         (st.st_mode & (S_IWGRP | S_IWOTH)))) {
-        free(path);
-        return -1;
-    }
-    char *text = path ? er_read_file(NULL, path, 4096, NULL) : NULL;
+    char *text = path ? read_verdict(path) : NULL;
     free(path);
     if (!text || strncmp(text, "edgert-first-contact 5\n", 23) != 0) {
         free(text);

@@ -367,9 +367,10 @@ static void test_writable_refused_as_root(void **state)
     tu_rmrf(root);
 }
 
-/* As root, a manifest or plugin owned by another user, who may rewrite it
- * (an adversary's, owned by nobody, mode 0644/0755, were taken): refused,
- * naming the owner. Only root can give a file away: skipped otherwise. */
+/* As root, a manifest, plugin or evidence file owned by another user, who
+ * may rewrite it (an adversary's, owned by nobody, mode 0644/0755, were
+ * taken): refused or ignored, naming the owner. Only root can give a file
+ * away: skipped otherwise. */
 static void test_owned_by_another_refused_as_root(void **state)
 {
     (void)state;
@@ -406,6 +407,18 @@ static void test_owned_by_another_refused_as_root(void **state)
                 strstr(edgert_diag_at(ctx, i)->file, "theirs.yaml") != NULL;
     assert_true(said);
     edgert_close(ctx);
+    /* an evidence file another user could have written: ignored, said */
+    char *ev = tu_write(dir, "ev.json", "{\"evidence_version\": 1, \"entries\": []}\n");
+    assert_int_equal(chown(ev, 65534, 65534), 0);
+    o.evidence_file = ev;
+    if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
+        fail_msg("edgert_open: %s", err);
+    said = 0;
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
+        said |= strstr(edgert_diag_at(ctx, i)->message, "evidence file owned by uid 65534") != 0;
+    assert_true(said);
+    edgert_close(ctx);
+    free(ev);
     free(theirs);
     tu_rmrf(dir);
 }
