@@ -1,7 +1,7 @@
 /*
  * tests/test_npu_export.c — `edgert export` with the npu-export plugin, and
- * its artifact run by ONNX Runtime (onnxruntime-node), a runtime nobody here
- * wrote.
+ * its artifact run by ONNX Runtime (the onnxruntime package from PyPI), a
+ * runtime nobody here wrote.
  *
  * What is checked:
  *   - the phone profile still selects npu-export for both priorities;
@@ -27,13 +27,13 @@
  * Length: just over 700 lines because the onnxruntime case checks three
  * graphs (the default prefill rows, a decode graph, forced w4a16) against
  * one set of golden files, and its helpers live with it.
- * onnxruntime-node comes from $EDGERT_TEST_ORT_DIR, where .ci/deps installs
- * it (cached); failing that, from EDGERT_TEST_NPM_CACHE in the build tree,
- * installed there once by this test (for developers who did not run
- * .ci/deps). When it cannot be had at all (no node/npm, or the npm registry
- * cannot be reached) the onnxruntime case reports skipped with the reason
- * (tu_skip), never passed and never failed; its export checks still ran.
+ * onnxruntime runs in $EDGERT_TEST_PYTHON, the virtual environment .ci/deps
+ * fills from .ci/requirements.txt (tests/npu_export_check.py). When it
+ * cannot be had (no environment: .ci/deps not run, or PyPI unreachable) the
+ * onnxruntime case reports skipped with the reason (tu_skip), never passed
+ * and never failed; its export checks still ran.
  */
+#include <errno.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -218,18 +218,6 @@ static void test_select_phone(void **state)
     }
 }
 
-static int have_tool(const char *name)
-{
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
-    return system(cmd) == 0;
-}
-
-static int has_ort(const char *dir)
-{
-    return dir && *dir && exists(dir, "node_modules/onnxruntime-node/package.json");
-}
-
 /* The first line of a command's output, for a one-line reason. */
 static const char *first_line(char *text)
 {
@@ -239,65 +227,40 @@ static const char *first_line(char *text)
     return text && *text ? text : "(no output)";
 }
 
-/* The folder holding node_modules/onnxruntime-node, into dir: the one .ci/deps
- * filled, else the build tree's npm-cache, installed there once. 0 ok; 1 when
- * onnxruntime-node cannot be had, with the reason in why. */
-static int ensure_ort(char *dir, size_t dir_len, char *why, size_t why_len)
+/* The Python that runs onnxruntime, into py: $EDGERT_TEST_PYTHON, the
+ * interpreter of the virtual environment .ci/deps fills from
+ * .ci/requirements.txt. 0 ok; 1 when it is missing or cannot import
+ * onnxruntime, with the reason in why. */
+static int ensure_ort(char *py, size_t py_len, char *why, size_t why_len)
 {
-    const char *ci = getenv("EDGERT_TEST_ORT_DIR");
-    const char *cache = EDGERT_TEST_NPM_CACHE;
-    if (!have_tool("node")) {
-        snprintf(why, why_len, "node not found: the onnxruntime validation of the exported "
-                 "graph needs Node.js and npm (.ci/deps installs them, or apt-get install "
-                 "nodejs npm)");
+    const char *env = getenv("EDGERT_TEST_PYTHON");
+    if (!env || !*env) {
+        snprintf(why, why_len, "EDGERT_TEST_PYTHON is not set: the onnxruntime validation of "
+                 "the exported graph runs in the virtual environment .ci/deps makes");
         return 1;
     }
-    if (has_ort(ci)) {
-        snprintf(dir, dir_len, "%s", ci);
-        return 0;
-    }
-    snprintf(dir, dir_len, "%s", cache);
-    if (has_ort(cache))
-        return 0;
-    if (!have_tool("npm")) {
-        snprintf(why, why_len, "npm not found, and onnxruntime-node is not in %s (.ci/deps "
-                 "installs it there) nor in %s", ci ? ci : "$EDGERT_TEST_ORT_DIR (unset)", cache);
+    if (access(env, X_OK) != 0) {
+        snprintf(why, why_len, "%s: %s: run .ci/deps, which installs .ci/requirements.txt "
+                 "(onnxruntime) there from PyPI", env, strerror(errno));
         return 1;
     }
     char cmd[8192], *out = NULL;
-    /* few retries: offline, npm's defaults take over a minute to give up */
-    snprintf(cmd, sizeof cmd, "npm view --fetch-retries=1 --fetch-retry-mintimeout=1000 "
-             "--fetch-retry-maxtimeout=5000 onnxruntime-node version");
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import onnxruntime, numpy'", env);
     if (sh(cmd, 1, &out) != 0) {
-        snprintf(why, why_len, "onnxruntime-node cannot be had: not in %s (.ci/deps installs "
-                 "it there), and 'npm view onnxruntime-node version' failed (registry "
-                 "unreachable?): %.200s", ci ? ci : "$EDGERT_TEST_ORT_DIR (unset)",
+        snprintf(why, why_len, "%s cannot import onnxruntime (run .ci/deps): %.200s", env,
                  first_line(out));
         free(out);
         return 1;
     }
-    print_message("installing onnxruntime-node %s into %s (once)\n", strtok(out, "\n"), cache);
     free(out);
-    snprintf(cmd, sizeof cmd,
-             "mkdir -p '%s' && cd '%s' && { [ -f package.json ] || echo '{\"private\": true}' > "
-             "package.json; } && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund "
-             "onnxruntime-node",
-             cache, cache);
-    if (sh(cmd, 1, &out) != 0 || !has_ort(cache)) {
-        snprintf(why, why_len, "onnxruntime-node cannot be had: npm install into %s failed: "
-                 "%.200s", cache, first_line(out));
-        free(out);
-        return 1;
-    }
-    free(out);
+    snprintf(py, py_len, "%s", env);
     return 0;
 }
 
-static int run_ort(const char *ort_dir, const char *exp, const char *outdir, const char *level)
+static int run_ort(const char *py, const char *exp, const char *outdir, const char *level)
 {
     char cmd[16384], *out = NULL;
-    snprintf(cmd, sizeof cmd,
-             "NODE_PATH='%s/node_modules' node '%s/npu_export_check.js' '%s' '%s' %s", ort_dir,
+    snprintf(cmd, sizeof cmd, "'%s' '%s/npu_export_check.py' '%s' '%s' %s", py,
              EDGERT_TEST_SOURCE_DIR, exp, outdir, level);
     int rc = sh(cmd, 1, &out);
     if (rc != 0)
@@ -348,6 +311,43 @@ static void check_against_ort(report *r, const char *exp, const char *ortdir, co
     }
 }
 
+/* ORT's defaults (tests/npu_export_check.py "all-default") fold each 8-bit
+ * DequantizeLinear + MatMul into MatMulNBits computing with int8
+ * activations: w8a8 arithmetic, not the graph's w8a16, so its outputs are
+ * not the simulation's to the step. What a user running the graph with a
+ * plain InferenceSession gets is still held to the w8a16 floor of 30 dB
+ * against fp32 on every projection (issue 16's target; 37.0-37.7 dB seen with
+ * onnxruntime 1.32 against the report's 43.1-44.1), and never above the
+ * report's figure by more than the 0.05 dB the exact runs are allowed. */
+static void check_ort_default(report *r, const char *exp, const char *ortdir)
+{
+    yaml_node_t *ps = get(r, r->root, "projections");
+    size_t t = (size_t)num(r, r->root, "tokens");
+    size_t tc = (size_t)num(r, r->root, "calibration_tokens");
+    double worst = INFINITY, worst_claim = 0;
+    for (size_t i = 0; i < seq_len(ps); i++) {
+        yaml_node_t *p = seq_at(r, ps, i);
+        const char *name = str(r, p, "name");
+        size_t n = (size_t)num(r, p, "n") * t, nc = (size_t)num(r, p, "n") * tc;
+        float *ref = read_f32(exp, str(r, get(r, p, "golden"), "y_fp32"), n);
+        char on[64];
+        snprintf(on, sizeof on, "%03zu.y_ort.f32", i);
+        float *ort = read_f32(ortdir, on, n);
+        double claimed = num(r, get(r, p, "sqnr_db"), "exported"), got = sqnr(ref, ort, nc);
+        if (got < 30.0 || got > claimed + 0.05)
+            fail_msg("ort-default, %s: SQNR vs fp32 %.3f dB: outside [30, the report's %.3f + "
+                     "0.05]", name, got, claimed);
+        if (got < worst) {
+            worst = got;
+            worst_claim = claimed;
+        }
+        free(ref);
+        free(ort);
+    }
+    print_message("  ort-default (int8 activations inside MatMulNBits): worst projection %.2f dB "
+                  "vs fp32, the report's w8a16 %.2f dB\n", worst, worst_claim);
+}
+
 static void test_export_quick_onnxruntime(void **state)
 {
     (void)state;
@@ -395,13 +395,16 @@ static void test_export_quick_onnxruntime(void **state)
         tu_rmrf(tmp);
         tu_skip("%s", why);
     }
-    print_message("  onnxruntime-node from %s\n", ort);
+    print_message("  onnxruntime from %s\n", ort);
     snprintf(ortdir, sizeof ortdir, "%s/ort", tmp);
     run_ort(ort, exp, ortdir, "disabled");
     check_against_ort(&r, exp, ortdir, "ort");
     snprintf(ortdir, sizeof ortdir, "%s/ort-all", tmp);
     run_ort(ort, exp, ortdir, "all");
     check_against_ort(&r, exp, ortdir, "ort-opt");
+    snprintf(ortdir, sizeof ortdir, "%s/ort-default", tmp);
+    run_ort(ort, exp, ortdir, "all-default");
+    check_ort_default(&r, exp, ortdir);
     er_yaml_free(&r.y);
 
     /* A decode graph (--rows 1): the same samples, one token per call. */
