@@ -46,8 +46,19 @@ typedef struct cli {
     int calls;     /**< bench --calls: decode as edgert_gemm calls, not edgert_step */
     int paired_read; /**< bench --paired-read: a step read after each decode step */
     unsigned rows; /**< --rows N: the exported graph's rows per call, 0 = the backend's */
-    /* pack */
-    const char *input; /**< the one positional argument: the checkpoint */
+    /* pack, run */
+    const char *input; /**< the one positional argument: the checkpoint (pack), the model
+                            folder (run) */
+    /* run */
+    const char *prompt_ids;   /**< --prompt-ids FILE|LIST */
+    const char *prompts;      /**< --prompts FILE (--compare) */
+    unsigned max_new;         /**< --max-new-tokens N (default 32) */
+    int compare;              /**< --compare */
+    const char *compare_list; /**< --compare's backends (the positional after MODEL) */
+    unsigned group, context;  /**< --group N, --context N (0: the runner's defaults) */
+    const char *packed;       /**< --packed FILE */
+    int ignore_eos;           /**< --ignore-eos */
+    const char *logits;       /**< --logits FILE */
     int backend_from_env;      /**< `backend` is EDGERT_BACKEND's, not --backend's */
     char disable_list[4096];   /**< every --disable, joined with commas */
 } cli;
@@ -173,9 +184,11 @@ int cmd_verify(const cli *c);
 int cmd_calibrate(const cli *c);
 int cmd_export(const cli *c);
 int cmd_pack(const cli *c);
+int cmd_run(const cli *c);
 int cmd_checksum(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 void export_help(FILE *f);
 void pack_help(FILE *f);
+void run_help(FILE *f);
 
 #endif

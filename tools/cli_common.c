@@ -528,7 +528,7 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len,
      * backend on demand. bench, verify and calibrate work on loaded ones. */
     o.defer_load = strcmp(c->cmd, "probe") == 0 || strcmp(c->cmd, "list") == 0 ||
                    strcmp(c->cmd, "select") == 0 || strcmp(c->cmd, "export") == 0 ||
-                   strcmp(c->cmd, "pack") == 0;
+                   strcmp(c->cmd, "pack") == 0 || strcmp(c->cmd, "run") == 0;
     char err[4096] = "";
     edgert_status st = edgert_open(&o, ctx, err, sizeof err);
     if (st == EDGERT_OK)

@@ -100,6 +100,8 @@ static void usage_main(FILE *f)
             "             (--stamp)\n"
             "  quantize   quantize a dense safetensors checkpoint to 4-bit GPTQ\n"
             "  pack       pack a checkpoint for one backend into a file later runs map\n"
+            "  run        run a Hugging Face model folder (Llama, Mistral, Qwen2/3) on a\n"
+            "             backend: greedy tokens, tokens/s; --compare: fidelity vs fp32\n"
             "\n"
             "Run 'edgert COMMAND --help' (or 'edgert help COMMAND') for a command's\n"
             "options; 'edgert --version' prints the version and the plugin ABI range.\n\n%s\n%s%s",
@@ -245,6 +247,8 @@ static void usage_cmd(FILE *f, const char *cmd)
         export_help(f);
     else if (strcmp(cmd, "pack") == 0)
         pack_help(f);
+    else if (strcmp(cmd, "run") == 0)
+        run_help(f);
     else
         fprintf(f,
                 "usage: edgert calibrate [--out FILE] [--quick] [options]\n\n"
@@ -274,7 +278,9 @@ enum {
     OPT_PRIORITY, OPT_BACKEND, OPT_EXPLAIN, OPT_NO_EVIDENCE, OPT_WORKLOAD, OPT_PHASE, OPT_M,
     OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
     OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
-    OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE
+    OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
+    OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_PACKED, OPT_IGNORE_EOS,
+    OPT_LOGITS
 };
 
 /* Which command takes which command-specific option. */
@@ -284,8 +290,8 @@ static int allowed(const char *cmd, int o)
         int opt;
         const char *cmds;
     } table[] = {
-        {OPT_PRIORITY, " select bench export pack "},
-        {OPT_BACKEND, " select bench verify export pack "},
+        {OPT_PRIORITY, " select bench export pack run "},
+        {OPT_BACKEND, " select bench verify export pack run "},
         {OPT_EXPLAIN, " select "},
         {OPT_NO_EVIDENCE, " select bench "},
         {OPT_WORKLOAD, " bench verify calibrate "},
@@ -293,7 +299,7 @@ static int allowed(const char *cmd, int o)
         {OPT_M, " bench "},
         {OPT_REPEAT, " bench calibrate "},
         {OPT_SEED, " bench verify calibrate export "},
-        {OPT_TOKENS, " verify calibrate export "},
+        {OPT_TOKENS, " verify calibrate export run "},
         {OPT_QUICK, " verify calibrate export "},
         {OPT_OUT, " calibrate export pack "},
         {OPT_WEIGHTS, " export select bench verify "},
@@ -307,7 +313,16 @@ static int allowed(const char *cmd, int o)
         {OPT_PAIRED_READ, " bench "},
         {OPT_VERSUS, " bench "},
         {OPT_VERSUS_OPTIONS, " bench "},
-        {OPT_OPTIONS, " bench verify pack "},
+        {OPT_OPTIONS, " bench verify pack run "},
+        {OPT_PROMPT_IDS, " run "},
+        {OPT_PROMPTS, " run "},
+        {OPT_MAX_NEW, " run "},
+        {OPT_COMPARE, " run "},
+        {OPT_GROUP, " run "},
+        {OPT_CONTEXT, " run "},
+        {OPT_PACKED, " run "},
+        {OPT_IGNORE_EOS, " run "},
+        {OPT_LOGITS, " run "},
         {OPT_EVIDENCE, " select list bench "},
         {OPT_PROFILE, " probe "},
     };
@@ -400,11 +415,21 @@ static int parse_args(cli *c, int argc, char **argv)
         {"profile", no_argument, 0, OPT_PROFILE},
         {"versus", required_argument, 0, OPT_VERSUS},
         {"versus-options", required_argument, 0, OPT_VERSUS_OPTIONS},
+        {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
+        {"prompts", required_argument, 0, OPT_PROMPTS},
+        {"max-new-tokens", required_argument, 0, OPT_MAX_NEW},
+        {"compare", no_argument, 0, OPT_COMPARE},
+        {"group", required_argument, 0, OPT_GROUP},
+        {"context", required_argument, 0, OPT_CONTEXT},
+        {"packed", required_argument, 0, OPT_PACKED},
+        {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
+        {"logits", required_argument, 0, OPT_LOGITS},
         {0, 0, 0, 0},
     };
     c->m = 512;
     c->seed = 1;
     c->tokens = 64;
+    c->max_new = 32;
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -476,6 +501,31 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_PROFILE: c->profile = 1; break;
         case OPT_VERSUS: c->versus = optarg; break;
         case OPT_VERSUS_OPTIONS: c->versus_options = optarg; break;
+        case OPT_PROMPT_IDS: c->prompt_ids = optarg; break;
+        case OPT_PROMPTS: c->prompts = optarg; break;
+        case OPT_COMPARE: c->compare = 1; break;
+        case OPT_PACKED: c->packed = optarg; break;
+        case OPT_IGNORE_EOS: c->ignore_eos = 1; break;
+        case OPT_LOGITS: c->logits = optarg; break;
+        case OPT_MAX_NEW:
+            if (parse_uint("--max-new-tokens", optarg, 1, 1 << 20, &v))
+                return -1;
+            c->max_new = (unsigned)v;
+            break;
+        case OPT_GROUP:
+            if (parse_uint("--group", optarg, 32, 128, &v))
+                return -1;
+            if (v != 32 && v != 64 && v != 128) {
+                tfprintf(stderr, "edgert run: --group is 32, 64 or 128, not %llu\n", v);
+                return -1;
+            }
+            c->group = (unsigned)v;
+            break;
+        case OPT_CONTEXT:
+            if (parse_uint("--context", optarg, 1, 1 << 24, &v))
+                return -1;
+            c->context = (unsigned)v;
+            break;
         case OPT_PHASE:
             if (strcmp(optarg, "decode") == 0)
                 c->phase = PHASE_DECODE;
@@ -522,8 +572,10 @@ static int parse_args(cli *c, int argc, char **argv)
             return -1;
         }
     }
-    if (optind < argc && strcmp(c->cmd, "pack") == 0)
+    if (optind < argc && (strcmp(c->cmd, "pack") == 0 || strcmp(c->cmd, "run") == 0))
         c->input = argv[optind++];
+    if (optind < argc && c->compare) /* run MODEL --compare LIST */
+        c->compare_list = argv[optind++];
     if (optind < argc) {
         tfprintf(stderr, "edgert %s: unexpected argument '%s'\n", c->cmd, argv[optind]);
         return -1;
@@ -1220,7 +1272,7 @@ int main(int argc, char **argv)
         int (*run)(const cli *);
     } cmds[] = {{"probe", cmd_probe},   {"list", cmd_list},         {"select", cmd_select},
                 {"bench", cmd_bench},   {"verify", cmd_verify},     {"calibrate", cmd_calibrate},
-                {"export", cmd_export}, {"pack", cmd_pack}};
+                {"export", cmd_export}, {"pack", cmd_pack},         {"run", cmd_run}};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         if (strcmp(cmd, cmds[i].name) != 0)
             continue;
@@ -1241,7 +1293,7 @@ int main(int argc, char **argv)
     }
     tfprintf(stderr,
              "edgert: unknown command '%s' (commands: probe, list, select, bench, verify, "
-             "calibrate, export, checksum, quantize, pack; see 'edgert --help')\n",
+             "calibrate, export, checksum, quantize, pack, run; see 'edgert --help')\n",
              cmd);
     return strcmp(cmd, "--json") == 0 || json_asked(argc - 1, argv + 1) ? json_failed(EXIT_USAGE)
                                                                          : EXIT_USAGE;

@@ -1,0 +1,333 @@
+/*
+ * runner/forward.c — the forward pass of a chunk of tokens: the model's
+ * GEMMs as one edgert_step (in order: per layer q/k/v, o, gate/up, down;
+ * then the head), the caller's work in the step's callbacks between them:
+ *
+ *   before the step   x = embedding rows; xn = RMSNorm(x) (layer 0)
+ *   after q/k/v       bias (qwen2), q/k RMSNorm per head (qwen3), rotary
+ *                     embedding of q and k, k and v into the cache, then
+ *                     causal attention of every row over the cache -> att
+ *   after o           x += o; xn = RMSNorm(x) (post-attention)
+ *   after gate/up     act = SiLU(gate) * up
+ *   after down        x += down; xn = RMSNorm(x) (the next layer's, or the
+ *                     final norm after the last)
+ *   the head          logits of the rows asked for
+ *
+ * The fp32 reference runs the same list one GEMM at a time with its own
+ * GEMM. Row-wise work runs on the handle's pool, one row per item (a prefill
+ * chunk), or inline for a single row; attention runs one (row, head) per
+ * item. The rotary embedding follows Hugging Face's rotate_half: dimension
+ * j of a head pairs with j + d/2, at angle position * inv_freq[j], inv_freq
+ * = theta^(-2j/d) (llama3 rope_scaling applied to it), cos and sin taken
+ * from a table made once per model in double precision.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+enum { OP_QKV, OP_O, OP_GU, OP_DOWN, OP_HEAD };
+
+typedef struct rn_op_tag {
+    uint32_t layer;
+    uint8_t kind, last; /* last: the final part of its layer's linears */
+    const rn_linear *lin;
+} rn_op_tag;
+
+typedef struct rn_run {
+    edgert_model *m;
+    uint32_t n, pos0;
+    const int32_t *ids;
+    int all_logits;
+    float *logits;
+    rn_op_tag *tags;
+    edgert_gemm_args *args;
+    edgert_step_op *ops;
+    size_t nops;
+    uint32_t layer; /* for the row callbacks */
+} rn_run;
+
+/* ---- state ------------------------------------------------------------------------ */
+
+static void *zalloc(size_t bytes, int *fail)
+{
+    void *p = bytes ? calloc(1, bytes) : NULL;
+    *fail |= bytes && !p;
+    return p;
+}
+
+static void rope_table(edgert_model *m)
+{
+    const rn_config *c = &m->c;
+    uint32_t half = c->head_dim / 2;
+    for (uint32_t j = 0; j < half; j++) {
+        double inv = pow(c->rope_theta, -2.0 * j / c->head_dim);
+        if (c->rope_llama3) { /* transformers' _compute_llama3_parameters */
+            double wavelen = 2 * M_PI / inv, lo_wl = c->rs_orig / c->rs_low;
+            double hi_wl = c->rs_orig / c->rs_high;
+            if (wavelen > lo_wl) {
+                inv /= c->rs_factor;
+            } else if (wavelen >= hi_wl) {
+                double smooth = (c->rs_orig / wavelen - c->rs_low) / (c->rs_high - c->rs_low);
+                inv = (1 - smooth) * inv / c->rs_factor + smooth * inv;
+            }
+        }
+        for (uint32_t p = 0; p < m->ctx_len; p++) {
+            double a = (double)p * inv;
+            m->rope_cos[(size_t)p * half + j] = (float)cos(a);
+            m->rope_sin[(size_t)p * half + j] = (float)sin(a);
+        }
+    }
+}
+
+edgert_status rn_alloc_state(edgert_model *m, char *err, size_t len)
+{
+    const rn_config *c = &m->c;
+    size_t R = EDGERT_RUNNER_CHUNK, nq = (size_t)c->heads * c->head_dim;
+    size_t nkv = (size_t)c->kv_heads * c->head_dim, L = c->layers;
+    int fail = 0;
+    m->threads = edgert_thread_count(m->ctx);
+    m->kcache = zalloc(L * m->ctx_len * nkv * sizeof(float), &fail);
+    m->vcache = zalloc(L * m->ctx_len * nkv * sizeof(float), &fail);
+    m->rope_cos = zalloc((size_t)m->ctx_len * c->head_dim / 2 * sizeof(float), &fail);
+    m->rope_sin = zalloc((size_t)m->ctx_len * c->head_dim / 2 * sizeof(float), &fail);
+    m->x = zalloc(R * c->hidden * sizeof(float), &fail);
+    m->xn = zalloc(R * c->hidden * sizeof(float), &fail);
+    m->tmp = zalloc(R * c->hidden * sizeof(float), &fail);
+    m->qkv = zalloc(R * (nq + 2 * nkv) * sizeof(float), &fail);
+    m->att = zalloc(R * nq * sizeof(float), &fail);
+    m->gu = zalloc(R * 2 * c->mlp * sizeof(float), &fail);
+    m->act = zalloc(R * c->mlp * sizeof(float), &fail);
+    m->scores = zalloc((size_t)(m->threads ? m->threads : 1) * m->ctx_len * sizeof(float), &fail);
+    if (fail)
+        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory for the KV cache (%u positions) "
+                       "and activations", m->ctx_len);
+    m->info.kv_cache_bytes = 2 * L * m->ctx_len * nkv * sizeof(float);
+    rope_table(m);
+    return EDGERT_OK;
+}
+
+void rn_free_state(edgert_model *m)
+{
+    float **bufs[] = {&m->kcache, &m->vcache, &m->rope_cos, &m->rope_sin, &m->x, &m->xn,
+                      &m->tmp, &m->qkv, &m->att, &m->gu, &m->act, &m->scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        free(*bufs[i]);
+        *bufs[i] = NULL;
+    }
+}
+
+/* ---- row work -------------------------------------------------------------------- */
+
+static void for_rows(rn_run *r, size_t items, edgert_range_fn fn)
+{
+    if (items == 1)
+        fn(r, 0, 1, 0);
+    else
+        edgert_parallel_for(r->m->ctx, items, 1, fn, r);
+}
+
+/* Rows [b, e): bias, q/k norm, rotary embedding, k and v into the cache. */
+static void qkv_rows(void *arg, size_t b, size_t e, unsigned worker)
+{
+    rn_run *r = arg;
+    edgert_model *m = r->m;
+    const rn_config *c = &m->c;
+    const rn_layer *L = &m->layers[r->layer];
+    uint32_t d = c->head_dim, half = d / 2, nq = c->heads * d, nkv = c->kv_heads * d;
+    uint32_t width = nq + 2 * nkv;
+    (void)worker;
+    for (size_t i = b; i < e; i++) {
+        float *row = m->qkv + i * width;
+        uint32_t p = r->pos0 + (uint32_t)i;
+        if (L->qkv_bias)
+            for (uint32_t j = 0; j < width; j++)
+                row[j] += L->qkv_bias[j];
+        const float *cs = m->rope_cos + (size_t)p * half, *sn = m->rope_sin + (size_t)p * half;
+        for (uint32_t h = 0; h < c->heads + c->kv_heads; h++) {
+            float *v = row + (size_t)h * d;
+            if (L->q_norm)
+                rn_rmsnorm(v, v, h < c->heads ? L->q_norm : L->k_norm, d, c->eps);
+            for (uint32_t j = 0; j < half; j++) {
+                float a = v[j], bb = v[j + half];
+                v[j] = a * cs[j] - bb * sn[j];
+                v[j + half] = bb * cs[j] + a * sn[j];
+            }
+        }
+        size_t at = ((size_t)r->layer * m->ctx_len + p) * nkv;
+        memcpy(m->kcache + at, row + nq, nkv * sizeof(float));
+        memcpy(m->vcache + at, row + nq + nkv, nkv * sizeof(float));
+    }
+}
+
+/* Items [b, e) of (row, head): causal attention over the cache. */
+static void attn_items(void *arg, size_t b, size_t e, unsigned worker)
+{
+    rn_run *r = arg;
+    edgert_model *m = r->m;
+    const rn_config *c = &m->c;
+    uint32_t d = c->head_dim, nq = c->heads * d, nkv = c->kv_heads * d;
+    uint32_t width = nq + 2 * nkv, group = c->heads / c->kv_heads;
+    float *s = m->scores + (size_t)worker * m->ctx_len;
+    const float scale = (float)(1.0 / sqrt((double)d));
+    const float *kc = m->kcache + (size_t)r->layer * m->ctx_len * nkv;
+    const float *vc = m->vcache + (size_t)r->layer * m->ctx_len * nkv;
+    for (size_t it = b; it < e; it++) {
+        uint32_t i = (uint32_t)(it / c->heads), h = (uint32_t)(it % c->heads);
+        uint32_t kvh = h / group, npos = r->pos0 + i + 1;
+        const float *q = m->qkv + (size_t)i * width + (size_t)h * d;
+        float mx = -INFINITY;
+        for (uint32_t p = 0; p < npos; p++) {
+            s[p] = rn_dot(q, kc + (size_t)p * nkv + (size_t)kvh * d, d) * scale;
+            mx = s[p] > mx ? s[p] : mx;
+        }
+        double sum = 0;
+        for (uint32_t p = 0; p < npos; p++) {
+            s[p] = expf(s[p] - mx);
+            sum += s[p];
+        }
+        float *o = m->att + (size_t)i * nq + (size_t)h * d, inv = (float)(1.0 / sum);
+        memset(o, 0, d * sizeof(float));
+        for (uint32_t p = 0; p < npos; p++)
+            rn_axpy(o, s[p] * inv, vc + (size_t)p * nkv + (size_t)kvh * d, d);
+    }
+}
+
+static void o_rows(void *arg, size_t b, size_t e, unsigned worker)
+{
+    rn_run *r = arg;
+    edgert_model *m = r->m;
+    uint32_t h = m->c.hidden;
+    (void)worker;
+    for (size_t i = b; i < e; i++) {
+        float *x = m->x + i * h;
+        for (uint32_t j = 0; j < h; j++)
+            x[j] += m->tmp[i * h + j];
+        rn_rmsnorm(m->xn + i * h, x, m->layers[r->layer].mlp_norm, h, m->c.eps);
+    }
+}
+
+static void gu_rows(void *arg, size_t b, size_t e, unsigned worker)
+{
+    rn_run *r = arg;
+    edgert_model *m = r->m;
+    uint32_t f = m->c.mlp;
+    (void)worker;
+    for (size_t i = b; i < e; i++) {
+        const float *g = m->gu + i * 2 * f, *u = g + f;
+        float *a = m->act + i * f;
+        for (uint32_t j = 0; j < f; j++)
+            a[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    }
+}
+
+static void down_rows(void *arg, size_t b, size_t e, unsigned worker)
+{
+    rn_run *r = arg;
+    edgert_model *m = r->m;
+    uint32_t h = m->c.hidden;
+    const float *g = r->layer + 1 < m->c.layers ? m->layers[r->layer + 1].attn_norm
+                                                : m->final_norm;
+    (void)worker;
+    for (size_t i = b; i < e; i++) {
+        float *x = m->x + i * h;
+        for (uint32_t j = 0; j < h; j++)
+            x[j] += m->tmp[i * h + j];
+        rn_rmsnorm(m->xn + i * h, x, g, h, m->c.eps);
+    }
+}
+
+static edgert_status after(void *user, size_t index)
+{
+    rn_run *r = user;
+    const rn_op_tag *t = &r->tags[index];
+    if (!t->last)
+        return EDGERT_OK;
+    r->layer = t->layer;
+    switch (t->kind) {
+    case OP_QKV:
+        for_rows(r, r->n, qkv_rows);
+        for_rows(r, (size_t)r->n * r->m->c.heads, attn_items);
+        break;
+    case OP_O: for_rows(r, r->n, o_rows); break;
+    case OP_GU: for_rows(r, r->n, gu_rows); break;
+    case OP_DOWN: for_rows(r, r->n, down_rows); break;
+    default: break;
+    }
+    return EDGERT_OK;
+}
+
+/* ---- the op list ------------------------------------------------------------------ */
+
+static void add(rn_run *r, const rn_linears *ls, uint32_t layer, int kind, uint32_t rows,
+                const float *x, size_t ldx, float *y, size_t ldy)
+{
+    for (unsigned p = 0; p < ls->count; p++) {
+        size_t i = r->nops++;
+        r->tags[i] = (rn_op_tag){layer, (uint8_t)kind, p + 1 == ls->count, &ls->part[p]};
+        r->args[i] = (edgert_gemm_args){.struct_size = sizeof(edgert_gemm_args), .m = rows,
+                                        .x = x, .ldx = ldx, .y = y + ls->part[p].col,
+                                        .ldy = ldy};
+        r->ops[i] = (edgert_step_op){.struct_size = sizeof(edgert_step_op),
+                                     .weights = ls->part[p].packed, .args = &r->args[i],
+                                     .after = after, .user = r};
+    }
+}
+
+static void build(rn_run *r)
+{
+    edgert_model *m = r->m;
+    const rn_config *c = &m->c;
+    uint32_t n = r->n, h = c->hidden, nq = c->heads * c->head_dim;
+    for (uint32_t l = 0; l < c->layers; l++) {
+        const rn_layer *L = &m->layers[l];
+        add(r, &L->qkv, l, OP_QKV, n, m->xn, h, m->qkv, L->qkv.n);
+        add(r, &L->o, l, OP_O, n, m->att, nq, m->tmp, h);
+        add(r, &L->gate_up, l, OP_GU, n, m->xn, h, m->gu, L->gate_up.n);
+        add(r, &L->down, l, OP_DOWN, n, m->act, c->mlp, m->tmp, h);
+    }
+    uint32_t rows = r->all_logits ? n : 1;
+    add(r, &m->head, c->layers, OP_HEAD, rows, m->xn + (size_t)(n - rows) * h, h, r->logits,
+        c->vocab);
+}
+
+edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, float *logits,
+                               int all_logits, char *err, size_t len)
+{
+    const rn_config *c = &m->c;
+    size_t cap = (size_t)c->layers * 7 + RN_MAX_PARTS;
+    rn_run r = {.m = m, .n = n, .pos0 = m->pos, .ids = ids, .all_logits = all_logits,
+                .logits = logits};
+    r.tags = malloc(cap * sizeof *r.tags);
+    r.args = malloc(cap * sizeof *r.args);
+    r.ops = malloc(cap * sizeof *r.ops);
+    edgert_status st = EDGERT_OK;
+    if (!r.tags || !r.args || !r.ops)
+        st = rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    if (!st) {
+        build(&r);
+        for (uint32_t i = 0; i < n; i++) {
+            rn_row_f32(st_data(m->embed_file, m->embed), m->embed->dtype,
+                       (uint64_t)ids[i] * c->hidden, c->hidden, m->x + (size_t)i * c->hidden);
+            rn_rmsnorm(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
+                       m->layers[0].attn_norm, c->hidden, c->eps);
+        }
+    }
+    if (!st && m->be) {
+        st = edgert_step(m->be, r.ops, r.nops, err, len);
+    } else if (!st) { /* the fp32 reference: the same list, one GEMM at a time */
+        for (size_t i = 0; !st && i < r.nops; i++) {
+            const edgert_gemm_args *a = &r.args[i];
+            const rn_linear *l = r.tags[i].lin;
+            rn_gemm_f32(m->ctx, l, a->m, a->x, a->ldx, a->y - l->col, a->ldy);
+            st = after(&r, i);
+        }
+    }
+    if (!st)
+        m->pos += n;
+    free(r.tags);
+    free(r.args);
+    free(r.ops);
+    return st;
+}

@@ -1,0 +1,143 @@
+/*
+ * edgert/runner.h — a whole model on an edgert backend: the model runner.
+ *
+ * A reference integrator built on edgert.h's public API only, installed
+ * beside it as libedgert-runner: it loads a Hugging Face model folder of
+ * the Llama family and runs it, every linear layer through edgert_step on
+ * the backend the caller names or the selector picks, everything else
+ * (embedding, RMSNorm, rotary embedding, causal attention over a KV cache,
+ * the SiLU-gated MLP, residuals) on the caller's side through
+ * edgert_parallel_for. `edgert run` is its command line.
+ *
+ * The folder: config.json and the weights, model.safetensors or the shards
+ * model.safetensors.index.json names; dense (F32/F16/BF16) or 4-bit GPTQ
+ * (edgert quantize writes one). Architectures (config.json "model_type"):
+ * llama (Llama 2 and 3, rope_scaling of type llama3), mistral, qwen2 (q/k/v
+ * bias), qwen3 (q/k RMSNorm per head); grouped KV heads; a tied or untied
+ * head. Anything else — another model_type or activation, a missing tensor,
+ * a shape that disagrees with config.json, a rope_scaling of another type —
+ * is refused by edgert_model_open before any work, the message naming the
+ * file and the key (with line and column) or the tensor: EDGERT_E_PARSE
+ * (EDGERT_E_UNSUPPORTED for a valid model it does not run).
+ *
+ * Weights on a backend: GPTQ layers as they are; dense layers quantized by
+ * round to nearest (edgert_quantize_rtn), asymmetric, or symmetric for a
+ * symmetric layout, with one group size for the whole model: the largest of
+ * 128, 64 and 32 that divides every K, unless the options name one. So
+ * every backend of one kind of layout runs the same quantized weights, and
+ * comparing them compares their arithmetic. q/k/v, and gate/up, are packed
+ * into one matrix each (one GEMM instead of three, and two) when their
+ * groups and zero points agree. The backend "fp32" is the reference: the
+ * dense values as they are in the file (a GPTQ layer's dequantized), fp32
+ * arithmetic, no backend.
+ *
+ * Memory: a dense file stays mapped (its pages are read as needed); what is
+ * resident is the packed weights, the KV cache (fp32, `context` positions),
+ * the activations of one prefill chunk of at most EDGERT_RUNNER_CHUNK
+ * tokens, and, for the fp32 reference of a GPTQ file, its dequantized
+ * weights.
+ *
+ * A model handle is used by one thread at a time; several handles may run
+ * at once on one edgert_ctx.
+ */
+#ifndef EDGERT_RUNNER_H
+#define EDGERT_RUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "edgert/edgert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef EDGERT_RUNNER_API
+#define EDGERT_RUNNER_API __attribute__((visibility("default")))
+#endif
+
+/** Tokens a prefill runs through the layers at once: longer inputs are cut
+ *  into chunks of this many. */
+#define EDGERT_RUNNER_CHUNK 512u
+
+typedef struct edgert_model edgert_model;
+
+/** Options of edgert_model_open. Zero-initialise, set struct_size. */
+typedef struct edgert_model_options {
+    uint32_t struct_size;     /**< sizeof(edgert_model_options) */
+    /** The backend to run on; "fp32" for the dense reference; NULL: the one
+     *  edgert_select ranks first for `priority` among those whose layout
+     *  takes the weights (the handle's options.weights gate decides that
+     *  when set). */
+    const char *backend;
+    edgert_priority priority;
+    const char *backend_options; /**< for edgert_backend_open, or NULL */
+    /** KV cache positions; 0: max_position_embeddings, at most 4096. */
+    uint32_t context;
+    /** Group size for quantizing dense layers; 0: the largest of 128, 64
+     *  and 32 that divides every K (else 128, the last group partial). */
+    uint32_t group;
+    /** A packed file (`edgert pack`) of this model's linear layers for the
+     *  backend, mapped instead of packing; NULL: pack them. */
+    const char *packed;
+} edgert_model_options;
+
+/** Size of edgert_model_options in its first version. */
+#define EDGERT_MODEL_OPTIONS_V1_SIZE \
+    (offsetof(edgert_model_options, packed) + sizeof(const char *))
+
+/** What was loaded. Owned by the model. */
+typedef struct edgert_model_info {
+    const char *model_type;   /**< "llama", "mistral", "qwen2" or "qwen3" */
+    const char *backend;      /**< the backend's name, or "fp32" */
+    const char *backend_path; /**< edgert_backend_describe(), or the reference's */
+    const char *weights;      /**< "dense-bf16", "dense-f16", "dense-f32", "gptq", "packed" */
+    uint32_t layers, hidden, heads, kv_heads, head_dim, mlp, vocab;
+    uint32_t context;         /**< KV cache positions */
+    uint32_t group;           /**< dense layers' group (0: none were quantized) */
+    int symmetric;            /**< dense layers quantized symmetric */
+    int tied;                 /**< the head is the embedding */
+    int fused_qkv, fused_gate_up; /**< 1 when every layer's were packed as one matrix */
+    /** Bytes one decode step reads of weights: every linear layer's packed
+     *  (or, for fp32, stored) bytes, the head's included; the embedding row
+     *  and norms not counted. */
+    uint64_t step_weight_bytes;
+    uint64_t kv_cache_bytes;
+    unsigned gemms_per_step;  /**< GEMMs of one forward pass */
+    int32_t eos;              /**< config.json's eos_token_id (the first of a list), -1: none */
+    /** With no backend named: the backends ranked above this one that
+     *  could not pack these weights, each with why ("" when none). */
+    const char *passed_over;
+} edgert_model_info;
+
+/** Open the model folder `dir` on handle ctx (which must outlive it). On
+ *  failure *out is NULL and err explains; see the file's comment for the
+ *  statuses. EDGERT_E_NOT_ELIGIBLE / EDGERT_E_NOT_FOUND: the backend
+ *  (named or selected) cannot run here. */
+EDGERT_RUNNER_API edgert_status edgert_model_open(edgert_ctx *ctx, const char *dir,
+                                                  const edgert_model_options *options,
+                                                  edgert_model **out, char *err,
+                                                  size_t err_len);
+EDGERT_RUNNER_API void edgert_model_close(edgert_model *m);
+EDGERT_RUNNER_API const edgert_model_info *edgert_model_get_info(const edgert_model *m);
+
+/** Forget every position: the next forward starts at position 0. */
+EDGERT_RUNNER_API void edgert_model_reset(edgert_model *m);
+/** Positions held in the KV cache (the next token's position). */
+EDGERT_RUNNER_API uint32_t edgert_model_position(const edgert_model *m);
+
+/**
+ * Run n tokens at the next n positions, appending them to the KV cache.
+ * logits: with all_logits, [n][vocab] (row i: the distribution after token
+ * i); else [vocab], after the last token. EDGERT_E_USAGE, nothing run and
+ * the cache unchanged: n 0, an id outside [0, vocab) (err names its index),
+ * or positions past the context.
+ */
+EDGERT_RUNNER_API edgert_status edgert_model_forward(edgert_model *m, const int32_t *ids,
+                                                     uint32_t n, float *logits, int all_logits,
+                                                     char *err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

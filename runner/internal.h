@@ -1,0 +1,122 @@
+/*
+ * runner/internal.h — the model runner's own types (edgert/runner.h is its
+ * public face): the configuration, the weights of each layer, the forward
+ * pass's buffers. The runner uses edgert.h's public API and the formats
+ * library's safetensors and YAML readers (core/safetensors.h,
+ * core/yamldoc.h: JSON is YAML), nothing of libedgert's internals.
+ */
+#ifndef EDGERT_RUNNER_INTERNAL_H
+#define EDGERT_RUNNER_INTERNAL_H
+
+#include <stdint.h>
+
+#include "edgert/runner.h"
+#include "safetensors.h"
+#include "yamldoc.h"
+
+/* ---- config.json (config.c) ------------------------------------------------ */
+
+typedef struct rn_config {
+    char model_type[16];       /* llama, mistral, qwen2, qwen3 */
+    uint32_t layers, hidden, heads, kv_heads, head_dim, mlp, vocab, max_pos;
+    double eps, rope_theta;
+    int rope_llama3;           /* rope_scaling of type llama3 */
+    double rs_factor, rs_low, rs_high, rs_orig;
+    int tied;                  /* tie_word_embeddings */
+    int qkv_bias;              /* qwen2, or llama's attention_bias */
+    int qk_norm;               /* qwen3 */
+    int32_t eos;               /* eos_token_id (the first of a list), -1: none */
+} rn_config;
+
+/** Read dir/config.json into c. EDGERT_OK, or with every problem at
+ *  file:line:col in err: EDGERT_E_IO (cannot read), EDGERT_E_PARSE
+ *  (malformed, missing or out-of-range fields), EDGERT_E_UNSUPPORTED (a
+ *  model this runner does not run). */
+edgert_status rn_config_read(const char *path, rn_config *c, char *err, size_t len);
+
+/* ---- weights (load.c) ---------------------------------------------------------- */
+
+/** One GEMM's weights: W[n][k] producing columns [col, col + n) of its
+ *  output buffer (a fused or sliced matrix is several of these or one). */
+typedef struct rn_linear {
+    edgert_packed *packed;     /* on a backend */
+    const void *w;             /* fp32 reference: the file's values, row-major */
+    st_dtype dt;               /* ST_F32, ST_F16 or ST_BF16 */
+    float *owned;              /* fp32 reference of a GPTQ layer: dequantized here */
+    uint32_t n, k, col;
+    uint64_t bytes;            /* what a GEMV reads of it */
+} rn_linear;
+
+#define RN_MAX_PARTS 16 /* q, k, v unfused; a head cut into slices */
+
+typedef struct rn_linears {
+    rn_linear part[RN_MAX_PARTS];
+    unsigned count;
+    uint32_t n;                /* the output's columns: sum of the parts' n */
+} rn_linears;
+
+typedef struct rn_layer {
+    rn_linears qkv, o, gate_up, down;
+    float *attn_norm, *mlp_norm; /* [hidden] */
+    float *q_norm, *k_norm;      /* [head_dim] (qwen3), or NULL */
+    float *qkv_bias;             /* [q + 2 kv] (qwen2), or NULL */
+} rn_layer;
+
+/* ---- the model --------------------------------------------------------------- */
+
+struct edgert_model {
+    edgert_ctx *ctx;
+    edgert_backend *be;        /* NULL for the fp32 reference */
+    rn_config c;
+    edgert_model_info info;
+    char *dir, *backend_name, *backend_path, *weights_kind;
+
+    st_file *shards;
+    size_t nshards;
+    edgert_checkpoint **cks;   /* one per shard (the linear layers) */
+    edgert_checkpoint *packed; /* options.packed, or NULL */
+
+    rn_layer *layers;
+    rn_linears head;
+    float *final_norm;
+    const st_file *embed_file;
+    const st_tensor *embed;
+
+    /* forward state */
+    uint32_t pos, ctx_len;
+    float *kcache, *vcache;    /* [layers][ctx_len][kv_heads * head_dim] */
+    float *rope_cos, *rope_sin; /* [ctx_len][head_dim / 2] */
+    float *x, *xn, *qkv, *att, *tmp, *gu, *act; /* [CHUNK][...] */
+    float *scores;             /* [threads][ctx_len] */
+    unsigned threads;
+    char passed_over[2048];    /* info.passed_over */
+};
+
+/** Load every weight (load.c). */
+edgert_status rn_load(edgert_model *m, const edgert_model_options *o, char *err, size_t len);
+void rn_unload(edgert_model *m);
+void rn_unload_layers(edgert_model *m);
+
+/** The forward pass over n <= EDGERT_RUNNER_CHUNK tokens (forward.c). */
+edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, float *logits,
+                               int all_logits, char *err, size_t len);
+edgert_status rn_alloc_state(edgert_model *m, char *err, size_t len);
+void rn_free_state(edgert_model *m);
+
+/* ---- arithmetic (math.c) ------------------------------------------------------ */
+
+void rn_rmsnorm(float *y, const float *x, const float *g, uint32_t n, double eps);
+/** y[m][n] (row stride ldy) = x[m][k] * W^T for the fp32 reference, on the pool. */
+void rn_gemm_f32(edgert_ctx *ctx, const rn_linear *l, uint32_t m, const float *x, size_t ldx,
+                 float *y, size_t ldy);
+/** Row `r`'s dense values of a stored tensor row (F32/F16/BF16) as fp32. */
+void rn_row_f32(const void *base, st_dtype dt, uint64_t first, uint32_t count, float *out);
+float rn_dot(const float *a, const float *b, uint32_t n);
+/** y += a * x */
+void rn_axpy(float *y, float a, const float *x, uint32_t n);
+
+/** Formatting into an error buffer; returns st. */
+edgert_status rn_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif
