@@ -165,9 +165,10 @@ static void consistent(er_yaml *y, yaml_node_t *root, rn_config *c, int *bad, er
     yaml_node_t *kv = er_yaml_get(y, root, "num_key_value_heads");
     yaml_node_t *hd = er_yaml_get(y, root, "head_dim");
     yaml_node_t *at = kv ? kv : er_yaml_get(y, root, "num_attention_heads");
-    if (c->heads % c->kv_heads) {
+    if (c->heads % c->kv_heads || c->heads / c->kv_heads > RN_ATTN_MAX_GROUP) {
         er_diag_add(d, EDGERT_LOG_ERROR, y->path, er_yaml_line(at), er_yaml_col(at),
-                    "num_attention_heads %u is not a multiple of num_key_value_heads %u",
+                    "num_attention_heads %u is not a multiple of num_key_value_heads %u (at most "
+                    "64 query heads per KV head)",
                     c->heads, c->kv_heads);
         *bad = 1;
     }

@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "attn.h"
 #include "edgert/runner.h"
 #include "safetensors.h"
 #include "yamldoc.h"
@@ -84,12 +85,17 @@ struct edgert_model {
 
     /* forward state */
     uint32_t pos, ctx_len;
-    float *kcache, *vcache;    /* [layers][ctx_len][kv_heads * head_dim] */
+    uint32_t kv_stride;        /* ctx_len rounded up to whole K blocks */
+    size_t cache_bytes;        /* of each of kcache and vcache (mapped) */
+    float *kcache;             /* [layers][kv_heads][kv_stride / 16][head_dim][16] (attn.h) */
+    float *vcache;             /* [layers][kv_heads][kv_stride][head_dim] */
+    const rn_attn_kern *attn;  /* picked once from the CPU flags */
     float *rope_cos, *rope_sin; /* [ctx_len][head_dim / 2] */
     float *x, *xn, *qkv, *att, *tmp, *gu, *act; /* [CHUNK][...] */
     float *scores;             /* [threads][ctx_len] */
     unsigned threads;
     char passed_over[2048];    /* info.passed_over */
+    int stepped;               /* a single-token step ran on the backend */
 };
 
 /** Load every weight (load.c). */

@@ -59,6 +59,7 @@ typedef struct cli {
     const char *packed;       /**< --packed FILE */
     int ignore_eos;           /**< --ignore-eos */
     const char *logits;       /**< --logits FILE */
+    unsigned paired;          /**< --paired N */
     int backend_from_env;      /**< `backend` is EDGERT_BACKEND's, not --backend's */
     char disable_list[4096];   /**< every --disable, joined with commas */
 } cli;

@@ -280,7 +280,7 @@ enum {
     OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
     OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
     OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_PACKED, OPT_IGNORE_EOS,
-    OPT_LOGITS
+    OPT_LOGITS, OPT_PAIRED
 };
 
 /* Which command takes which command-specific option. */
@@ -323,6 +323,7 @@ static int allowed(const char *cmd, int o)
         {OPT_PACKED, " run "},
         {OPT_IGNORE_EOS, " run "},
         {OPT_LOGITS, " run "},
+        {OPT_PAIRED, " run "},
         {OPT_EVIDENCE, " select list bench "},
         {OPT_PROFILE, " probe "},
     };
@@ -424,6 +425,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"packed", required_argument, 0, OPT_PACKED},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"logits", required_argument, 0, OPT_LOGITS},
+        {"paired", required_argument, 0, OPT_PAIRED},
         {0, 0, 0, 0},
     };
     c->m = 512;
@@ -507,6 +509,11 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_PACKED: c->packed = optarg; break;
         case OPT_IGNORE_EOS: c->ignore_eos = 1; break;
         case OPT_LOGITS: c->logits = optarg; break;
+        case OPT_PAIRED:
+            if (parse_uint("--paired", optarg, 1, 100000, &v))
+                return -1;
+            c->paired = (unsigned)v;
+            break;
         case OPT_MAX_NEW:
             if (parse_uint("--max-new-tokens", optarg, 1, 1 << 20, &v))
                 return -1;

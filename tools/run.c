@@ -67,6 +67,9 @@ void run_help(FILE *f)
             "                      at most 4096)\n"
             "  --packed FILE       map the linear layers from 'edgert pack' output\n"
             "  --options STR       plugin options, after the manifest's\n"
+            "  --paired N          after each prompt's tokens, N more steps, each timed\n"
+            "                      beside the same step's GEMMs alone (what the runner's\n"
+            "                      own work adds: the ratio, median [min..max])\n"
             "  --logits FILE       write every step's logits there (float32, vocab per\n"
             "                      step, the prompts one after the other)\n"
             "  --compare [LIST]    fidelity against the fp32 reference, for every eligible\n"
@@ -242,6 +245,8 @@ typedef struct gen {
     int32_t *out;
     uint32_t n;
     double prefill_s, *step_s;
+    double *pair_full, *pair_gemm; /* --paired: seconds of each pair's two steps */
+    uint32_t pairs;
     FILE *logits; /* --logits: every step's logits appended, or NULL */
 } gen;
 
@@ -278,6 +283,25 @@ static int generate(const cli *c, edgert_model *m, const int32_t *ids, uint32_t 
         if (show)
             fprintf(stderr, "\r  decoding %u/%u tokens, %.1f ms/step ", g->n, c->max_new,
                     1e3 * g->step_s[g->n - 1]);
+    }
+    /* --paired N: more steps, each beside one of its GEMMs alone (the order
+     * alternating, so neither always runs second) */
+    g->pair_full = c->paired ? calloc(c->paired, sizeof(double)) : NULL;
+    g->pair_gemm = c->paired ? calloc(c->paired, sizeof(double)) : NULL;
+    for (uint32_t i = 0; !st && g->pair_full && g->pair_gemm && i < c->paired &&
+                         edgert_model_position(m) < info->context; i++) {
+        int32_t t = argmax(logits, info->vocab);
+        for (int k = 0; !st && k < 2; k++) {
+            t0 = measure_now_s();
+            if ((k == 0) == (i % 2 == 0)) {
+                st = edgert_model_forward(m, &t, 1, logits, 0, err, sizeof err);
+                g->pair_full[i] = measure_now_s() - t0;
+            } else {
+                st = edgert_model_gemm_step(m, err, sizeof err);
+                g->pair_gemm[i] = measure_now_s() - t0;
+            }
+        }
+        g->pairs += !st;
     }
     if (show)
         fprintf(stderr, "\r%60s\r", "");
@@ -357,10 +381,38 @@ static figures step_figures(const gen *g)
     return f;
 }
 
+/* --paired: the medians of the whole steps and of their GEMMs alone, and
+ * of the ratio within each pair, with its range. */
+typedef struct paired {
+    double full, gemm, ratio, lo, hi;
+} paired;
+
+static paired pair_figures(const gen *g)
+{
+    paired r = {NAN, NAN, NAN, NAN, NAN};
+    double *a = g->pairs ? malloc(3 * g->pairs * sizeof *a) : NULL;
+    if (!a)
+        return r;
+    double *b = a + g->pairs, *q = b + g->pairs;
+    for (uint32_t i = 0; i < g->pairs; i++) {
+        a[i] = g->pair_full[i];
+        b[i] = g->pair_gemm[i];
+        q[i] = a[i] / b[i];
+    }
+    r.full = measure_median(a, g->pairs);
+    r.gemm = measure_median(b, g->pairs);
+    r.ratio = measure_median(q, g->pairs);
+    r.lo = q[0];
+    r.hi = q[g->pairs - 1];
+    free(a);
+    return r;
+}
+
 static void print_result(const cli *c, json_w *w, const edgert_model_info *info, uint32_t plen,
                          const gen *g, double ceiling)
 {
     figures f = step_figures(g);
+    paired pr = pair_figures(g);
     double gbs = info->step_weight_bytes / f.med / 1e9;
     if (c->json) {
         json_obj(w);
@@ -376,6 +428,17 @@ static void print_result(const cli *c, json_w *w, const edgert_model_info *info,
         json_knum(w, "decode_tokens_per_s", 1.0 / f.med);
         json_knum(w, "decode_weight_gbs", gbs);
         json_knum(w, "decode_fraction_of_ceiling", gbs / ceiling);
+        if (g->pairs) {
+            json_key(w, "paired");
+            json_obj(w);
+            json_kint(w, "pairs", g->pairs);
+            json_knum(w, "whole_step_ms", 1e3 * pr.full);
+            json_knum(w, "gemm_step_ms", 1e3 * pr.gemm);
+            json_knum(w, "ratio_median", pr.ratio);
+            json_knum(w, "ratio_min", pr.lo);
+            json_knum(w, "ratio_max", pr.hi);
+            json_end_obj(w);
+        }
         json_end_obj(w);
         return;
     }
@@ -387,6 +450,10 @@ static void print_result(const cli *c, json_w *w, const edgert_model_info *info,
                 "%.1f GB/s = %.2f of the read ceiling (%.1f GB/s)", f.steps, 1e3 * f.med,
                 1e3 * f.lo, 1e3 * f.hi, 1.0 / f.med, gbs, gbs / ceiling, ceiling);
     tprintf("\n");
+    if (g->pairs)
+        tprintf("  paired (%u steps at positions %u..%u, each beside its GEMMs alone): whole "
+                "step %.2f ms, GEMMs %.2f ms: %.3fx [%.3f..%.3f]\n", g->pairs, plen + g->n,
+                plen + g->n + g->pairs - 1, 1e3 * pr.full, 1e3 * pr.gemm, pr.ratio, pr.lo, pr.hi);
 }
 
 /* Every prompt first (peak RSS is then the model's), the read ceiling right
@@ -466,6 +533,8 @@ static int cmd_generate(const cli *c, edgert_ctx *ctx, const prompts *p)
     for (size_t i = 0; g && i < p->count; i++) {
         free(g[i].out);
         free(g[i].step_s);
+        free(g[i].pair_full);
+        free(g[i].pair_gemm);
     }
     free(g);
     edgert_model_close(m);

@@ -137,6 +137,17 @@ EDGERT_RUNNER_API edgert_status edgert_model_forward(edgert_model *m, const int3
                                                      uint32_t n, float *logits, int all_logits,
                                                      char *err, size_t err_len);
 
+/**
+ * One decode step's GEMMs alone: the same packed weights and op list as
+ * the last single-token edgert_model_forward, run through edgert_step on
+ * the activations as they are, without the runner's own work (embedding,
+ * norms, rotary embedding, attention, SiLU, residuals) and without touching
+ * the KV cache or the position. Timed beside real steps, it is what the
+ * runner adds to its GEMMs. EDGERT_E_USAGE before any single-token forward.
+ */
+EDGERT_RUNNER_API edgert_status edgert_model_gemm_step(edgert_model *m, char *err,
+                                                       size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif

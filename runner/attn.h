@@ -1,0 +1,57 @@
+/*
+ * runner/attn.h — the attention kernels, one set per ISA, picked once per
+ * model from the device's CPU flags (attn.c): the portable C set always,
+ * AVX2+FMA and AVX-512F sets on x86-64 (attn_avx2.c, attn_avx512.c, each
+ * compiled with its own flags only; the rest of the runner never is).
+ *
+ * The K cache of one KV head is kept in blocks of RN_KBLOCK positions,
+ * each block transposed: dimension j of position p is
+ * kt[(p / 16) * 16 d + 16 j + p % 16]. The scores of 16 consecutive
+ * positions are then 16 lanes of one register, accumulated over j with a
+ * broadcast of q[j] and no horizontal sum, and a block's d rows are one
+ * contiguous 64 d bytes, read as a stream (a layout with one row per
+ * dimension over the whole context made d streams, more than the hardware
+ * prefetcher follows: decode at context 512 spent 26% over its GEMMs). V is
+ * one row per position of the head, v[p * d + j].
+ */
+#ifndef EDGERT_RUNNER_ATTN_H
+#define EDGERT_RUNNER_ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RN_KBLOCK 16u
+
+/*
+ * The g query heads that share one KV head (grouped-query attention) are
+ * done together, so K and V are read once for all of them: head h's query
+ * is q + h * d, its scores s + h * ls, its output o + h * d.
+ */
+typedef struct rn_attn_kern {
+    const char *name;
+    /** s[h * ls + p] = scale * sum_j q[h * d + j] K[p][j], h < g, p < n (kt: the blocked
+     *  layout above) */
+    void (*qk)(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t n, float scale,
+               float *s, size_t ls);
+    /** s[p] = exp(s[p] - max(s)) in place; returns their sum */
+    double (*softmax)(float *s, uint32_t n);
+    /** o[h * d + j] = scale[h] * sum_p w[h * lw + p] v[p * d + j], h < g, j < d */
+    void (*pv)(const float *w, size_t lw, uint32_t g, const float *v, uint32_t d, uint32_t n,
+               const float *scale, float *o);
+    /** a[i] = SiLU(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n (the MLP's gate) */
+    void (*silu_mul)(const float *g, const float *u, float *a, uint32_t n);
+} rn_attn_kern;
+
+/** The most query heads per KV head the kernels take at once. */
+#define RN_ATTN_MAX_GROUP 64u
+
+/** The best set the CPU flags (edgert_device.cpu_flags) allow. */
+const rn_attn_kern *rn_attn_pick(uint64_t cpu_flags);
+
+extern const rn_attn_kern rn_attn_portable;
+#if defined(__x86_64__)
+extern const rn_attn_kern rn_attn_avx2;
+extern const rn_attn_kern rn_attn_avx512;
+#endif
+
+#endif
