@@ -19,7 +19,8 @@ static inline __m256i tail_mask(uint32_t left)
 
 /* Up to 4 heads x 16 positions: 8 accumulators, K loaded once per dimension;
  * inlined with g a constant so they stay in registers (attn_avx512.c). */
-static inline __attribute__((always_inline)) void qk_4x16(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t p,
+static inline __attribute__((always_inline)) void
+qk_4x16(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t p,
                     __m256i m0, __m256i m1, __m256 sc, float *s, size_t ls)
 {
     __m256 a[4][2];
@@ -115,7 +116,8 @@ static double softmax_256(float *s, uint32_t n)
 
 /* Up to 4 heads x 16 dimensions: 8 accumulators, V loaded once per position;
  * inlined with g a constant, as qk_4x16. */
-static inline __attribute__((always_inline)) void pv_4x16(const float *w, size_t lw, uint32_t g, const float *v, uint32_t n,
+static inline __attribute__((always_inline)) void
+pv_4x16(const float *w, size_t lw, uint32_t g, const float *v, uint32_t n,
                     uint32_t j0, __m256i m0, __m256i m1, const float *scale, float *o, uint32_t d)
 {
     __m256 a[4][2];

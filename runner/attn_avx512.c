@@ -116,7 +116,8 @@ static double softmax_512(float *s, uint32_t n)
 
 /* Up to 4 heads x 64 dimensions: 16 accumulators; per position four loads
  * of V shared by the heads. Inlined with g a constant, as qk_4x32. */
-static inline __attribute__((always_inline)) void pv_4x64(const float *w, size_t lw, uint32_t g, const float *v, uint32_t n,
+static inline __attribute__((always_inline)) void
+pv_4x64(const float *w, size_t lw, uint32_t g, const float *v, uint32_t n,
                     uint32_t j0, __mmask16 *mk, const float *scale, float *o, uint32_t d)
 {
     __m512 a[4][4];
@@ -167,8 +168,9 @@ static void pv_512(const float *w, size_t lw, uint32_t g, const float *v, uint32
     }
 }
 
-/* g / (1 + e^-g) * u, e^-g clamped to [e^-88, e^87.3] (attn.h's exp): a
- * gate below -88 gives 0 instead of -0, one above 87.3 gives g * u as it is */
+/* g / (1 + e^-g) * u, e^-g clamped to [e^-87.3, e^88] (exp_512): a gate
+ * below -88 gives g u e^-88 (under 1e-35 in size) for g u e^g, one above
+ * 87.3 gives g u as it is */
 static void silu_mul_512(const float *g, const float *u, float *a, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i += 16) {

@@ -114,8 +114,9 @@ static int parse_line(const char *line, const char *where, unsigned lineno, int3
             return 0;
         const char *start = p;
         if (!isdigit((unsigned char)*p)) {
-            snprintf(msg, len, "%s:%u:%zu: expected a token id (a number), not '%.20s'", where,
-                     lineno, (size_t)(start - line) + 1, start);
+            snprintf(msg, len, "%s:%u:%zu: expected a token id (a number), not '%.*s'", where,
+                     lineno, (size_t)(start - line) + 1, (int)strcspn(start, " \t,\r\n"),
+                     start);
             return -1;
         }
         errno = 0;

@@ -7,7 +7,7 @@ benchmarks.
                        [--seed N] [--dtype bf16|f32] [--untied] [--shards N]
 
 Shapes (layers, hidden, query/KV heads x head size, MLP, vocabulary):
-  tiny     2 layers,  256, 4/2 x 64,  MLP  704, vocabulary  1024
+  tiny     2 layers,  256, 4/2 x 64,  MLP  768, vocabulary  1024
   small    4 layers,  576, 9/3 x 64,  MLP 1536, vocabulary  4096 (SmolLM2's widths)
   spark   28 layers, 2048, 16/4 x 128, MLP 6656, vocabulary 131072, tied
           (spark-1.7b, the design notes' reference workload: 3.4 GB in bf16)
@@ -51,7 +51,7 @@ import tempfile
 import numpy as np
 
 SHAPES = {
-    "tiny": dict(layers=2, hidden=256, heads=4, kv=2, head_dim=64, mlp=704, vocab=1024),
+    "tiny": dict(layers=2, hidden=256, heads=4, kv=2, head_dim=64, mlp=768, vocab=1024),
     "small": dict(layers=4, hidden=576, heads=9, kv=3, head_dim=64, mlp=1536, vocab=4096),
     "spark": dict(layers=28, hidden=2048, heads=16, kv=4, head_dim=128, mlp=6656, vocab=131072),
 }
