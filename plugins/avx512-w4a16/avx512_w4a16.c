@@ -56,11 +56,6 @@
 #include "aw_internal.h"
 #include "plugin_kit.h"
 
-/* The packed bytes' layout (plugin_kit.h, pk_blob_header): one section. */
-static const pk_blob_id aw_blob = {
-    AW_NAME, AW_LAYOUT, AW_BLOB_MAGIC, AW_LAYOUT_VERSION, 1u, {"panels"},
-};
-
 typedef struct aw_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
     aw_path path;
@@ -131,11 +126,6 @@ static const struct {
 };
 
 /* ---- small helpers -------------------------------------------------------- */
-
-static size_t aw_round64(size_t a)
-{
-    return (a + (AW_ALIGN - 1u)) & ~(size_t)(AW_ALIGN - 1u);
-}
 
 /* The first flag path `p` needs that `flags` lacks, or NULL. */
 static const char *aw_missing_flag(uint64_t flags, aw_path p)
@@ -348,184 +338,18 @@ static const char *aw_describe(void *state)
     return st != NULL ? st->describe : NULL;
 }
 
-/* ---- pack ------------------------------------------------------------------------- */
-
-typedef struct aw_pack_job {
-    const edgert_qweights *w;
-    uint8_t *data;
-    size_t panel_bytes;
-    uint32_t groups;
-} aw_pack_job;
-
-/* fp32 scale rounded to 20 significant bits, z in the freed 4 bits. */
-static uint32_t aw_meta_word(float s, unsigned z)
-{
-    uint32_t u;
-    memcpy(&u, &s, sizeof u);
-    uint32_t r = (u + 8u) & ~15u; /* round half up on the magnitude */
-    if (((r >> 23) & 0xFFu) == 0xFFu)
-        r = u & ~15u; /* rounding would overflow to inf: truncate instead */
-    return r | (uint32_t)z;
-}
-
-/*
- * Pack panels [begin, end). Works straight from the canonical tensor into the
- * final allocation, 4 input bytes -> one code dword at a time: the transient
- * memory above the packed size is zero (a few registers), whatever n and k.
- */
-static void aw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
-{
-    const aw_pack_job *pj = arg;
-    const edgert_qweights *w = pj->w;
-    const size_t stride = (size_t)w->k / 2u; /* k is a multiple of 128 */
-    static const unsigned nib_k[8] = AW_NIB_K;
-    (void)worker;
-
-    for (size_t p = begin; p < end; p++) {
-        uint8_t *blk = pj->data + p * pj->panel_bytes;
-        for (uint32_t g = 0; g < pj->groups; g++, blk += AW_BLOCK_BYTES) {
-            for (unsigned j = 0; j < AW_PANEL; j++) {
-                size_t col = p * AW_PANEL + j;
-                uint32_t meta = 0u;
-                if (col < w->n) {
-                    const uint8_t *src = w->codes + col * stride + (size_t)g * (AW_GROUP / 2u);
-                    for (unsigned t = 0; t < AW_OCTETS; t++) {
-                        const uint8_t *b = src + 4u * t; /* codes of inputs 8t .. 8t+7 */
-                        uint32_t d = 0u;
-                        for (unsigned i = 0; i < 8u; i++) {
-                            unsigned kk = nib_k[i];
-                            unsigned q = (kk & 1u) ? (unsigned)(b[kk / 2u] >> 4)
-                                                   : (unsigned)(b[kk / 2u] & 15u);
-                            d |= (uint32_t)q << (4u * i);
-                        }
-                        memcpy(blk + 64u * t + 4u * j, &d, 4u);
-                    }
-                    size_t gi = col * pj->groups + g;
-                    meta = aw_meta_word(w->scales[gi], w->zeros != NULL ? w->zeros[gi] : 8u);
-                } else {
-                    for (unsigned t = 0; t < AW_OCTETS; t++)
-                        memset(blk + 64u * t + 4u * j, 0, 4u);
-                }
-                memcpy(blk + AW_CODE_BYTES + 4u * j, &meta, 4u);
-            }
-        }
-    }
-}
-
-/* The header of the packed bytes of [n, k]: the panels, ceil(n / 16) of
- * groups * AW_BLOCK_BYTES each (k a multiple of 128). 0, or -1 when a size
- * overflows (or a panel would not fit the handle's 32 bits). */
-static int aw_layout(uint32_t n, uint32_t k, uint32_t flags, pk_blob_header *h)
-{
-    const size_t panels = ((size_t)n + AW_PANEL - 1u) / AW_PANEL;
-    const size_t panel_bytes = (size_t)(k / AW_GROUP) * AW_BLOCK_BYTES;
-    size_t bytes;
-    if (panel_bytes > UINT32_MAX || pk_mul(panels, panel_bytes, &bytes) != 0)
-        return -1;
-    return pk_blob_layout(&aw_blob, n, k, AW_GROUP, flags, &bytes, h);
-}
-
-/* A handle over checked packed bytes (`blob`, described by `h`). */
-static void aw_handle(aw_packed *p, const pk_blob_header *h, const void *blob, const char *name)
-{
-    memset(p, 0, sizeof *p);
-    p->magic = AW_PACKED_MAGIC;
-    p->n = h->n;
-    p->k = h->k;
-    p->groups = h->k / AW_GROUP;
-    p->panels = (uint32_t)(((size_t)h->n + AW_PANEL - 1u) / AW_PANEL);
-    p->panel_bytes = p->groups * AW_BLOCK_BYTES;
-    p->data = pk_blob_at(blob, h, 0);
-    p->blob = blob;
-    p->blob_bytes = (size_t)h->total;
-    snprintf(p->name, sizeof p->name, "%s", name);
-}
-
-static edgert_status aw_pack(void *state, const edgert_qweights *w, void **packed,
-                             size_t *packed_bytes, char *err, size_t err_len)
-{
-    /* group 128 only, whole groups; finite scales (the meta word keeps 20
-     * significant bits of the scale: an inf or NaN would lose its meaning) */
-    static const pk_layout_needs needs = {"int4-asym-g128", AW_GROUP, 1, 1};
-    aw_state *st = state;
-    const char *name = NULL;
-    pk_blob_header h;
-    edgert_status rc = pk_check_pack(AW_NAME, st, w, packed, packed_bytes, &needs, &name, err,
-                                     err_len);
-    if (rc != EDGERT_OK)
-        return rc;
-
-    size_t total;
-    const size_t off = aw_round64(sizeof(aw_packed)); /* the handle, then the packed bytes */
-    if (aw_layout(w->n, w->k, w->zeros == NULL ? PK_BLOB_SYMMETRIC : 0u, &h) != 0 ||
-        pk_add(off, (size_t)h.total, &total) != 0) {
-        edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
-                    name, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_NOMEM;
-    }
-    const edgert_host *host = st->host;
-    uint8_t *mem = host->alloc(host->host_ctx, total, AW_ALIGN);
-    if (mem == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": pack '%s' [n=%u k=%u]: cannot allocate %zu bytes",
-                    name, (unsigned)w->n, (unsigned)w->k, total);
-        return EDGERT_E_NOMEM;
-    }
-
-    aw_packed *p = (aw_packed *)(void *)mem;
-    pk_blob_write_header(mem + off, &h);
-    aw_handle(p, &h, mem + off, name);
-    aw_pack_job pj = {.w = w, .data = mem + off + h.section[0].offset,
-                      .panel_bytes = p->panel_bytes, .groups = p->groups};
-    host->parallel_for(host->host_ctx, p->panels, 16u, aw_pack_panels, &pj);
-
-    *packed = p;
-    *packed_bytes = total;
-    return EDGERT_OK;
-}
-
-/* ---- mappable packed bytes (plugin ABI 2) ----------------------------------------- */
-
-static edgert_status aw_packed_data(void *state, const void *packed, const void **data,
-                                    size_t *size, char *err, size_t err_len)
-{
-    const aw_packed *p = packed;
-    const int ok = p != NULL && p->magic == AW_PACKED_MAGIC;
-    return pk_packed_data(AW_NAME, state, ok, ok ? p->blob : NULL, ok ? p->blob_bytes : 0u, data,
-                          size, err, err_len);
-}
-
-static edgert_status aw_packed_map(void *state, const edgert_qweights *shape, const void *data,
-                                   size_t size, void **packed, char *err, size_t err_len)
-{
-    static const pk_layout_needs needs = {"int4-asym-g128", AW_GROUP, 1, 0};
-    aw_state *st = state;
-    const char *name = NULL;
-    pk_blob_header expect, h;
-    edgert_status rc = pk_check_map(&aw_blob, st, shape, data, size, packed, &needs, &name, err,
-                                    err_len);
-    if (rc != EDGERT_OK)
-        return rc;
-    if (aw_layout(shape->n, shape->k, 0u, &expect) != 0) {
-        edgert_errf(err, err_len, AW_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
-                    name, (unsigned)shape->n, (unsigned)shape->k);
-        return EDGERT_E_UNSUPPORTED;
-    }
-    rc = pk_blob_check(&aw_blob, name, data, size, &expect, &h, err, err_len);
-    if (rc != EDGERT_OK)
-        return rc;
-    const edgert_host *host = st->host;
-    aw_packed *p = host->alloc(host->host_ctx, sizeof *p, AW_ALIGN);
-    if (p == NULL) {
-        edgert_errf(err, err_len, AW_NAME ": map '%s': cannot allocate %zu bytes of header", name,
-                    sizeof *p);
-        return EDGERT_E_NOMEM;
-    }
-    aw_handle(p, &h, data, name);
-    *packed = p;
-    return EDGERT_OK;
-}
-
 /* ---- gemm ------------------------------------------------------------------------- */
+
+/* x's rows copied into xp, kpad apart, zero past k: whole blocks for every
+ * path when k is no multiple of 128 (aw_internal.h). */
+static const float *aw_pad_x(const aw_packed *w, const edgert_gemm_args *args, float *xp)
+{
+    for (size_t i = 0; i < args->m; i++) {
+        memcpy(xp + i * w->kpad, args->x + i * args->ldx, (size_t)w->k * sizeof(float));
+        memset(xp + i * w->kpad + w->k, 0, (size_t)(w->kpad - w->k) * sizeof(float));
+    }
+    return xp;
+}
 
 static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_args *args,
                              char *err, size_t err_len)
@@ -542,24 +366,30 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         return ast;
 
     /* Per-call scratch: activations as the path needs them (rows padded to
-     * the prefill kernel's row_pad), plus per (row, group) sums and scales.
-     * Bounded by (m + row_pad - 1) * 2 k + m * 8 k / 128 bytes; on path
-     * amx's prefill also AW_AMX_SCRATCH (80 KiB) per thread of the pool. */
+     * the prefill kernel's row_pad), plus per (row, group) sums and per
+     * (row, block) scales. Bounded by (m + row_pad - 1) * 2 kpad + m * (4
+     * k / 32 + 4 kpad / 128) bytes; on path amx's prefill also
+     * AW_AMX_SCRATCH (80 KiB) per thread of the pool; with k not a multiple
+     * of 128, a copy of x zero-padded to kpad, 4 m kpad bytes, so that every
+     * path reads whole blocks. */
     const edgert_host *host = st->host;
     const int decode = args->m <= AW_DECODE_MAX_M;
     const edgert_range_fn prep = decode ? st->kern.decode_prep : st->kern.prefill_prep;
     const edgert_range_fn gemm = decode ? st->kern.decode_gemm : st->kern.prefill_gemm;
     const size_t pad = decode ? 1u : st->kern.row_pad;
     const size_t rows = ((size_t)args->m + pad - 1u) / pad * pad;
-    size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->k * 2u);
+    size_t row_bytes = st->path == AW_PATH_FMA ? 0u : aw_round64((size_t)w->kpad * 2u);
     size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
     const int tiles = !decode && st->path == AW_PATH_AMX;
-    size_t tile_bytes = 0, tile_off = 0;
+    const int xpad = w->kpad != w->k;
+    size_t tile_bytes = 0, tile_off = 0, x_bytes = 0, x_off = 0;
     if (pk_mul(row_bytes, rows, &act_bytes) != 0 ||
-        pk_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
+        pk_mul(mg, (1u + w->sub) * sizeof(float), &sums_bytes) != 0 ||
         pk_add(act_bytes, aw_round64(sums_bytes), &tile_off) != 0 ||
         (tiles && pk_mul(host->thread_count(host->host_ctx), AW_AMX_SCRATCH, &tile_bytes) != 0) ||
-        pk_add(tile_off, tile_bytes, &total) != 0) {
+        pk_add(tile_off, tile_bytes, &x_off) != 0 ||
+        (xpad && pk_mul((size_t)args->m * sizeof(float), w->kpad, &x_bytes) != 0) ||
+        pk_add(x_off, x_bytes, &total) != 0) {
         edgert_errf(err, err_len, AW_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                     w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
@@ -584,12 +414,14 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
         for (uint32_t g = 0; g < (gmajor ? w->groups : 1u); g++)
             memset(scratch + g * group_bytes + (size_t)args->m * row_bytes, 0,
                    (rows - args->m) * row_bytes);
+    const float *x = xpad ? aw_pad_x(w, args, (float *)(void *)(scratch + x_off)) : args->x;
     aw_job job = {
-        .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
+        .w = w, .m = args->m, .x = x, .ldx = xpad ? w->kpad : args->ldx, .y = args->y,
+        .ldy = args->ldy,
         .act = row_bytes != 0u ? scratch : NULL, .act_row_bytes = row_bytes,
         .act_group_bytes = group_bytes,
-        .gsum = (float *)(void *)(scratch + act_bytes),
-        .gscale = (float *)(void *)(scratch + act_bytes) + mg,
+        .gscale = (float *)(void *)(scratch + act_bytes),
+        .gsum = (float *)(void *)(scratch + act_bytes) + mg,
         .pf_near = st->pf_near,
         .pf_streams = st->pf_streams,
         .streams = st->streams,
@@ -647,6 +479,10 @@ static double aw_bound(aw_path path, uint32_t m, double sum_xw, double sum_act, 
 static const pk_case aw_cases[] = {
     {1u, 37u, 256u, AW_GROUP, 0},  {1u, 61u, 256u, AW_GROUP, 0}, {3u, 20u, 128u, AW_GROUP, 1},
     {7u, 37u, 256u, AW_GROUP, 0},  {10u, 50u, 128u, AW_GROUP, 0}, {40u, 87u, 256u, AW_GROUP, 0},
+    /* groups of 64 and 32, k not a multiple of 128 (a last block half or a
+     * quarter full), decode and prefill */
+    {1u, 37u, 192u, 64u, 0},       {2u, 20u, 96u, 32u, 1},        {9u, 33u, 320u, 64u, 0},
+    {40u, 21u, 160u, 32u, 0},
 };
 
 static double aw_self_test_bound(const void *state, uint32_t m, const pk_sums *s)
@@ -664,6 +500,7 @@ static edgert_status aw_self_test(void *state, char *err, size_t err_len)
         .ncases = sizeof aw_cases / sizeof aw_cases[0], .seed = 0x9E3779B9u, .pack = aw_pack,
         .packed_free = pk_packed_free, .gemm = aw_gemm, .bound = aw_self_test_bound,
         .packed_data = aw_packed_data, .packed_map = aw_packed_map,
+        .act_block = AW_GROUP, /* int16: one exponent per block of 128 */
     };
     return pk_run_self_test(&t, err, err_len);
 }

@@ -8,11 +8,15 @@
  * ---- Packed layout (one layout for every path, decode and prefill) --------
  *
  * Output columns (rows of W) are cut into panels of AW_PANEL = 16 columns,
- * one per dword lane of a zmm register. A panel holds K / 128 blocks, one per
- * group of 128 inputs, stored back to back; panels follow each other, so a
- * thread that owns a range of panels reads one contiguous stream.
+ * one per dword lane of a zmm register. A panel holds ceil(K / 128) blocks,
+ * one per 128 inputs, stored back to back; panels follow each other, so a
+ * thread that owns a range of panels reads one contiguous stream. The
+ * weights' group size G is 128, 64 or 32: a block holds S = 128 / G groups
+ * (S "sub-groups"), and K is any multiple of G, the last block holding
+ * zeros past K (codes 0, meta 0) that the activations, zero there too,
+ * never let count.
  *
- *   block (panel p, group g) = 1088 bytes:
+ *   block (panel p, block g) = 1024 + 64 S bytes (1088 at G = 128):
  *     codes: 16 octets t = 0..15, 64 bytes each (one zmm). Dword lane j holds
  *            the 8 codes of column 16p + j, inputs k = 128g + 8t + 0..7,
  *            nibble i of the dword (bits 4i..4i+3) = code of input
@@ -20,8 +24,9 @@
  *              k:    0  2  4  6  1  3  5  7     (AW_NIB_K below)
  *            i.e. byte 0 = k0 | k2<<4, byte 1 = k4 | k6<<4,
  *                 byte 2 = k1 | k3<<4, byte 3 = k5 | k7<<4.
- *     meta:  16 dwords, lane j = fp32 scale of column 16p + j, group g, with
- *            its 4 lowest mantissa bits replaced by the zero point z (0..15).
+ *     meta:  S times 16 dwords, sub-group s's lane j = fp32 scale of column
+ *            16p + j, weight group S g + s, with its 4 lowest mantissa bits
+ *            replaced by the zero point z (0..15); 0 past K.
  *
  * Why that nibble order: one 64-byte load feeds every path with one shift
  * and one mask or table lookup per step —
@@ -39,7 +44,11 @@
  *   y += s * (sum_k x_k q_k  -  z * sum_k x_k)        per (column, group)
  * with sum_k x_k computed once per (row of x, group) from the activations
  * exactly as the kernel sees them (bf16-rounded, or integer). s * z is exact
- * in fp32 (20-bit scale times a 4-bit integer).
+ * in fp32 (20-bit scale times a 4-bit integer). With S > 1 a kernel's sums
+ * over a block are cut at the groups' edges: the epilogue runs S times per
+ * block, each on its group's meta (the codes are read once, as at G = 128).
+ * Activations are quantized per block of 128 (path int16: one exponent per
+ * block), whatever G: finer weight groups change only the epilogue.
  *
  * Scale precision: the canonical fp32 scale is rounded to 20 significant
  * bits (relative change <= 2^-20) to make room for z, so scale and zero point
@@ -80,11 +89,11 @@
 #define AW_VERSION EDGERT_VERSION_STRING /* in-tree plugins version with edgert */
 
 #define AW_PANEL 16u          /* output columns per panel (zmm dword lanes) */
-#define AW_GROUP 128u         /* inputs per group: the only group size accepted */
+#define AW_GROUP 128u         /* inputs per block (and the largest group size) */
 #define AW_OCTETS 16u         /* 8-input octets per group */
 #define AW_CODE_BYTES 1024u   /* codes of one (panel, group) block */
 #define AW_META_BYTES 64u     /* scales + zero points of one block */
-#define AW_BLOCK_BYTES (AW_CODE_BYTES + AW_META_BYTES)
+#define AW_BLOCK_BYTES (AW_CODE_BYTES + AW_META_BYTES) /* at G = 128; aw_packed.block_bytes */
 #define AW_ALIGN 64u
 #define AW_PACKED_MAGIC 0x36317761u /* "aw16": the in-memory handle */
 #define AW_BLOB_MAGIC 0x50317761u   /* "aw1P": the packed bytes */
@@ -129,9 +138,13 @@ typedef enum aw_path {
 typedef struct aw_packed {
     uint32_t magic;
     uint32_t n, k;
-    uint32_t groups;      /* k / 128 */
+    uint32_t groups;      /* blocks: ceil(k / 128) */
     uint32_t panels;      /* ceil(n / 16) */
-    uint32_t panel_bytes; /* groups * AW_BLOCK_BYTES (< 2^32: k < 2^32) */
+    uint32_t panel_bytes; /* groups * block_bytes (< 2^32: checked at pack and map) */
+    uint32_t group;       /* the weights' group size: 128, 64 or 32 */
+    uint32_t sub;         /* groups per block: 128 / group */
+    uint32_t block_bytes; /* AW_CODE_BYTES + sub * AW_META_BYTES */
+    uint32_t kpad;        /* groups * 128: k rounded up to whole blocks */
     const uint8_t *data;  /* the panels, 64-byte aligned (aw_data) */
     const void *blob;     /* the packed bytes: pk_blob_header, then the panels */
     size_t blob_bytes;
@@ -159,9 +172,11 @@ static inline const uint8_t *aw_data(const aw_packed *p)
  *          [-16384, 16383]; bytes in the order the vpdpbusd steps read them
  *          (quad 2t = inputs 8t + {0,4,1,5}, quad 2t+1 = 8t + {2,6,3,7});
  *          also path amx in decode.
- * `gsum` [m][groups]: sum of the group's activations as the kernel sees
- * them (fp32 values; int16: 2^-sh * sum a). `gscale` [m][groups]: int16 only,
- * 2^-sh (NaN when the group holds a non-finite value).
+ * `gsum` [m][groups][sub]: sum of each weight group's activations as the
+ * kernel sees them (fp32 values; int16: 2^-sh * sum a). `gscale`
+ * [m][groups]: int16 only, 2^-sh of the block (NaN when the block holds a
+ * non-finite value). x is read as it is, or (k not a multiple of 128) from
+ * a copy the gemm makes, each row zero past k up to kpad.
  */
 typedef struct aw_job {
     const aw_packed *w;
@@ -203,6 +218,21 @@ typedef struct aw_kernels {
     unsigned prefill_pb;
     unsigned row_pad;
 } aw_kernels;
+
+static inline size_t aw_round64(size_t a)
+{
+    return (a + (AW_ALIGN - 1u)) & ~(size_t)(AW_ALIGN - 1u);
+}
+
+/* The packed layout (aw_pack.c, no ISA flags): the plugin's pack, packed_data
+ * and packed_map, and the id of its mappable bytes. */
+extern const pk_blob_id aw_blob;
+edgert_status aw_pack(void *state, const edgert_qweights *w, void **packed, size_t *packed_bytes,
+                      char *err, size_t err_len);
+edgert_status aw_packed_data(void *state, const void *packed, const void **data, size_t *size,
+                             char *err, size_t err_len);
+edgert_status aw_packed_map(void *state, const edgert_qweights *shape, const void *data,
+                            size_t size, void **packed, char *err, size_t err_len);
 
 /* Defined in the ISA files; only called after the host's flags were checked. */
 void aw_fma_prep(void *job, size_t begin, size_t end, unsigned worker);

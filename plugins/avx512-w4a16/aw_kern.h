@@ -87,14 +87,14 @@ static inline float aw_hsum16(const float *v)
     return _mm512_reduce_add_ps(_mm512_loadu_ps(v));
 }
 
-/* Per-panel epilogue data of group g for panels p0 .. p0+P-1: scale, s * z
- * and the mask of the columns that exist. */
-AW_INLINE void aw_block_meta(const aw_packed *w, size_t p0, unsigned P, uint32_t g, __m512 *sc,
-                             __m512 *sz, __mmask16 *mask)
+/* Per-panel epilogue data of sub-group s of block g for panels p0 ..
+ * p0+P-1: scale, s * z and the mask of the columns that exist. */
+AW_INLINE void aw_block_meta(const aw_packed *w, size_t p0, unsigned P, uint32_t g, unsigned s,
+                             __m512 *sc, __m512 *sz, __mmask16 *mask)
 {
     for (unsigned p = 0; p < P; p++) { /* P is known only at run time */
-        aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES +
-                    AW_CODE_BYTES, &sc[p], &sz[p]);
+        aw_meta(aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * w->block_bytes +
+                    AW_CODE_BYTES + (size_t)s * AW_META_BYTES, &sc[p], &sz[p]);
         mask[p] = aw_panel_mask(w, p0 + p);
     }
 }
@@ -151,7 +151,7 @@ AW_INLINE void aw_expand_pairs(const aw_packed *w, size_t p0, unsigned P, uint32
     const __m512i qtab = aw_bf16_qtab();
     const __m512i low4 = _mm512_set1_epi32(0x000F000F);
     for (unsigned p = 0; p < P; p++) {
-        const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * AW_BLOCK_BYTES;
+        const uint8_t *codes = aw_data(w) + (p0 + p) * w->panel_bytes + (size_t)g * w->block_bytes;
         for (unsigned t = 0; t < AW_OCTETS; t++) {
             __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
             AW_UNROLL

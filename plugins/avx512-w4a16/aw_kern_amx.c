@@ -91,8 +91,8 @@ _Static_assert(sizeof(amx_scratch) == AW_AMX_SCRATCH, "aw_internal.h's scratch s
  * to cbuf[panel][row]. Per step of 32 inputs: two A tiles, then per panel
  * its B tile from wexp (row stride P * 64: aw_expand_pairs' layout) and two
  * TDPBF16PS, so each A tile feeds P products. */
-AW_INLINE void amx_tiles(const aw_job *j, const uint16_t *wexp, unsigned P, uint32_t g, size_t r0,
-                         float (*cbuf)[AMX_RB][16])
+AW_INLINE void amx_tiles(const aw_job *j, const uint16_t *wexp, unsigned P, uint32_t g,
+                         unsigned s0, unsigned s1, size_t r0, float (*cbuf)[AMX_RB][16])
 {
     const size_t arb = j->act_row_bytes; /* 256: group-major */
     const uint8_t *a0 = (const uint8_t *)j->act + (size_t)g * j->act_group_bytes + r0 * arb;
@@ -101,7 +101,7 @@ AW_INLINE void amx_tiles(const aw_job *j, const uint16_t *wexp, unsigned P, uint
     AMX_TILE_ZERO(1);
     AMX_TILE_ZERO(2);
     AMX_TILE_ZERO(3);
-    for (unsigned s = 0; s < 4u; s++) { /* inputs 32 s .. 32 s + 31 */
+    for (unsigned s = s0; s < s1; s++) { /* inputs 32 s .. 32 s + 31: one weight group's */
         const uint16_t *b = wexp + (size_t)16u * s * P * 32u;
         /* the next block's rows into L1, 2 KiB per step (8 KiB in all,
          * contiguous group-major): its A tiles loaded from L2 stalled */
@@ -131,11 +131,11 @@ AW_INLINE void amx_tiles(const aw_job *j, const uint16_t *wexp, unsigned P, uint
  * padding rows are never added. */
 AW_INLINE void amx_accumulate(const aw_job *j, const float (*cbuf)[16],
                               float (*acc)[AMX_PB * AW_PANEL], unsigned q, size_t r0, size_t rows,
-                              uint32_t g, __m512 sc, __m512 sz)
+                              uint32_t g, unsigned gq, __m512 sc, __m512 sz)
 {
-    const uint32_t groups = j->w->groups;
+    const uint32_t groups = j->w->groups, sub = j->w->sub;
     for (size_t r = 0; r < rows; r++) {
-        const __m512 gs = _mm512_set1_ps(j->gsum[(r0 + r) * groups + g]);
+        const __m512 gs = _mm512_set1_ps(j->gsum[((r0 + r) * groups + g) * sub + gq]);
         const __m512 t = _mm512_fnmadd_ps(sz, gs, _mm512_mul_ps(_mm512_load_ps(cbuf[r]), sc));
         float *ap = acc[r] + q * AW_PANEL;
         _mm512_store_ps(ap, _mm512_add_ps(_mm512_load_ps(ap), t));
@@ -152,19 +152,24 @@ static void amx_chunk(const aw_job *j, size_t p0, unsigned P, size_t r0, size_t 
     const size_t blocks = (rows + AMX_RB - 1u) / AMX_RB;
     __mmask16 mask[AMX_PB] = {0};
     memset(s->acc, 0, blocks * AMX_RB * sizeof s->acc[0]);
+    const unsigned steps = 4u / w->sub; /* steps of 32 inputs per weight group */
     for (uint32_t g = 0; g < w->groups; g++) {
-        __m512 sc[AMX_PB], sz[AMX_PB];
-        aw_block_meta(w, p0, P, g, sc, sz, mask);
         aw_expand_pairs(w, p0, P, g, s->wexp, 1);
-        for (size_t b = 0; b <= blocks; b++) {
-            if (b < blocks)
-                amx_tiles(j, s->wexp, P, g, r0 + b * AMX_RB, s->cbuf[b & 1u]);
-            if (b > 0) { /* the previous block, while this one's tiles drain */
-                const size_t rb = r0 + (b - 1u) * AMX_RB;
-                const size_t n = j->m - rb < AMX_RB ? j->m - rb : AMX_RB;
-                for (unsigned q = 0; q < P; q++)
-                    amx_accumulate(j, (const float (*)[16])s->cbuf[(b - 1u) & 1u][q],
-                                   &s->acc[(b - 1u) * AMX_RB], q, rb, n, g, sc[q], sz[q]);
+        for (unsigned gq = 0; gq < w->sub; gq++) { /* each weight group of the block */
+            __m512 sc[AMX_PB], sz[AMX_PB];
+            aw_block_meta(w, p0, P, g, gq, sc, sz, mask);
+            for (size_t b = 0; b <= blocks; b++) {
+                if (b < blocks)
+                    amx_tiles(j, s->wexp, P, g, gq * steps, (gq + 1u) * steps, r0 + b * AMX_RB,
+                              s->cbuf[b & 1u]);
+                if (b > 0) { /* the previous block, while this one's tiles drain */
+                    const size_t rb = r0 + (b - 1u) * AMX_RB;
+                    const size_t n = j->m - rb < AMX_RB ? j->m - rb : AMX_RB;
+                    for (unsigned q = 0; q < P; q++)
+                        amx_accumulate(j, (const float (*)[16])s->cbuf[(b - 1u) & 1u][q],
+                                       &s->acc[(b - 1u) * AMX_RB], q, rb, n, g, gq, sc[q],
+                                       sz[q]);
+                }
             }
         }
     }

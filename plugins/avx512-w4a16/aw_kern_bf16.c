@@ -30,6 +30,8 @@ void aw_bf16_prep(void *arg, size_t begin, size_t end, unsigned worker)
         uint8_t *row = (uint8_t *)j->act + i * j->act_row_bytes;
         for (uint32_t g = 0; g < groups; g++) {
             uint16_t *xg = (uint16_t *)(void *)(row + (size_t)g * j->act_group_bytes);
+            const uint32_t gsz = j->w->group;
+            float *gsum = &j->gsum[(i * groups + g) * j->w->sub];
             __m512 sum = _mm512_setzero_ps();
             for (unsigned c = 0; c < AW_GROUP; c += 16) {
                 size_t kk = (size_t)g * AW_GROUP + c;
@@ -39,8 +41,11 @@ void aw_bf16_prep(void *arg, size_t begin, size_t end, unsigned worker)
                 /* back to fp32: the exact value the kernel multiplies */
                 sum = _mm512_add_ps(sum, _mm512_castsi512_ps(
                                              _mm512_slli_epi32(_mm512_cvtepu16_epi32(hi), 16)));
+                if ((c + 16u) % gsz == 0u) { /* a weight group's end: its sum */
+                    gsum[c / gsz] = _mm512_reduce_add_ps(sum);
+                    sum = _mm512_setzero_ps();
+                }
             }
-            j->gsum[i * groups + g] = _mm512_reduce_add_ps(sum);
         }
     }
 }
@@ -69,36 +74,43 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R, co
         xr[r] = (const uint16_t *)((const uint8_t *)j->act + r * j->act_row_bytes);
         yacc[r] = _mm512_setzero_ps();
     }
-    for (uint32_t g = 0; g < w->groups; g++, blk += AW_BLOCK_BYTES) {
-        __m512 acc[4][4];
-        AW_UNROLL
-        for (unsigned r = 0; r < R; r++)
-            AW_UNROLL
-            for (unsigned c = 0; c < NC; c++)
-                acc[r][c] = _mm512_setzero_ps();
+    const unsigned T = AW_OCTETS / w->sub; /* octets per weight group */
+    for (uint32_t g = 0; g < w->groups; g++, blk += w->block_bytes) {
         const size_t k0 = (size_t)g * AW_GROUP;
-        for (unsigned t = 0; t < AW_OCTETS; t++) {
-            aw_prefetch(blk + 64u * t, near);
-            __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
+        for (unsigned gq = 0; gq < w->sub; gq++) { /* each weight group of the block */
+            __m512 acc[4][4];
             AW_UNROLL
-            for (unsigned s = 0; s < 4u; s++) {
-                __m512bh q = aw_as_bh(_mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
+            for (unsigned r = 0; r < R; r++)
                 AW_UNROLL
-                for (unsigned r = 0; r < R; r++)
-                    acc[r][s % NC] = _mm512_dpbf16_ps(acc[r][s % NC], q,
-                                                      bf16_pair(xr[r], k0 + 8u * t + 2u * s));
+                for (unsigned c = 0; c < NC; c++)
+                    acc[r][c] = _mm512_setzero_ps();
+            for (unsigned t = gq * T; t < (gq + 1u) * T; t++) {
+                aw_prefetch(blk + 64u * t, near);
+                __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
+                AW_UNROLL
+                for (unsigned s = 0; s < 4u; s++) {
+                    __m512bh q =
+                        aw_as_bh(_mm512_permutexvar_epi16(_mm512_srli_epi32(v, 4u * s), qtab));
+                    AW_UNROLL
+                    for (unsigned r = 0; r < R; r++)
+                        acc[r][s % NC] = _mm512_dpbf16_ps(acc[r][s % NC], q,
+                                                          bf16_pair(xr[r], k0 + 8u * t + 2u * s));
+                }
             }
-        }
-        aw_prefetch(blk + AW_CODE_BYTES, near);
-        __m512 sc, sz;
-        aw_meta(blk + AW_CODE_BYTES, &sc, &sz);
-        AW_UNROLL
-        for (unsigned r = 0; r < R; r++) {
-            __m512 a = acc[r][0];
-            for (unsigned c = 1; c < NC; c++)
-                a = _mm512_add_ps(a, acc[r][c]);
-            yacc[r] = _mm512_fmadd_ps(a, sc, yacc[r]);
-            yacc[r] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(j->gsum[r * w->groups + g]), yacc[r]);
+            const uint8_t *meta = blk + AW_CODE_BYTES + (size_t)gq * AW_META_BYTES;
+            aw_prefetch(meta, near);
+            __m512 sc, sz;
+            aw_meta(meta, &sc, &sz);
+            AW_UNROLL
+            for (unsigned r = 0; r < R; r++) {
+                __m512 a = acc[r][0];
+                for (unsigned c = 1; c < NC; c++)
+                    a = _mm512_add_ps(a, acc[r][c]);
+                yacc[r] = _mm512_fmadd_ps(a, sc, yacc[r]);
+                yacc[r] = _mm512_fnmadd_ps(
+                    sz, _mm512_set1_ps(j->gsum[((size_t)r * w->groups + g) * w->sub + gq]),
+                    yacc[r]);
+            }
         }
     }
     __mmask16 mask = aw_panel_mask(w, p);
@@ -119,10 +131,11 @@ AW_INLINE void bf16_decode_panel(const aw_job *j, size_t p, const unsigned R, co
 
 /* rows [r0, r0 + R) x panels [p0, p0 + P) for group g, added into acc (row r
  * at acc + r * BF16_ACC_ROW; set by group 0) */
-AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, uint32_t g, size_t r0,
-                         const unsigned R, const unsigned P, const __m512 *sc, const __m512 *sz,
-                         float *abuf)
+AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, uint32_t g, unsigned gq,
+                         size_t r0, const unsigned R, const unsigned P, const __m512 *sc,
+                         const __m512 *sz, float *abuf)
 {
+    const unsigned npr = AW_GROUP / 2u / j->w->sub; /* input pairs per weight group */
     __m512 acc[BF16_RB][BF16_PB];
     const uint16_t *xr[BF16_RB];
     const uint8_t *a0 = (const uint8_t *)j->act + (size_t)g * j->act_group_bytes;
@@ -133,7 +146,7 @@ AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, uint32_t g, size
         for (unsigned p = 0; p < P; p++)
             acc[r][p] = _mm512_setzero_ps();
     }
-    for (unsigned pr = 0; pr < AW_GROUP / 2u; pr++) {
+    for (unsigned pr = gq * npr; pr < (gq + 1u) * npr; pr++) {
         /* the next tile's rows into L1, as int16_kern does (bench prefill
          * path=bf16 on the Xeon with AMX, 4 rounds: 212 -> 224 GFLOP/s) */
         _mm_prefetch((const char *)(a0 + (r0 + R) * j->act_row_bytes) + 32u * pr, _MM_HINT_T0);
@@ -151,28 +164,29 @@ AW_INLINE void bf16_tile(const aw_job *j, const uint16_t *wexp, uint32_t g, size
     }
     AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
-        __m512 gs = _mm512_set1_ps(j->gsum[(r0 + r) * j->w->groups + g]);
+        __m512 gs = _mm512_set1_ps(j->gsum[((r0 + r) * j->w->groups + g) * j->w->sub + gq]);
         float *ar = abuf + r * BF16_ACC_ROW;
         AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             __m512 v = _mm512_fnmadd_ps(sz[p], gs, _mm512_mul_ps(acc[r][p], sc[p]));
-            if (g != 0u)
+            if (g != 0u || gq != 0u)
                 v = _mm512_add_ps(v, _mm512_load_ps(ar + p * AW_PANEL));
             _mm512_store_ps(ar + p * AW_PANEL, v);
         }
     }
 }
 
-/* rows [c0, c1) of a chunk for group g */
-AW_INLINE void bf16_rows(const aw_job *j, const uint16_t *wexp, uint32_t g, size_t c0, size_t c1,
-                         const unsigned P, const __m512 *sc, const __m512 *sz, float *abuf)
+/* rows [c0, c1) of a chunk for weight group gq of block g */
+AW_INLINE void bf16_rows(const aw_job *j, const uint16_t *wexp, uint32_t g, unsigned gq,
+                         size_t c0, size_t c1, const unsigned P, const __m512 *sc,
+                         const __m512 *sz, float *abuf)
 {
     size_t r0 = c0;
     for (; r0 + BF16_RB <= c1; r0 += BF16_RB)
-        bf16_tile(j, wexp, g, r0, BF16_RB, P, sc, sz, abuf + (r0 - c0) * BF16_ACC_ROW);
+        bf16_tile(j, wexp, g, gq, r0, BF16_RB, P, sc, sz, abuf + (r0 - c0) * BF16_ACC_ROW);
     float *ar = abuf + (r0 - c0) * BF16_ACC_ROW;
     switch (c1 - r0) {
-#define BF16_CASE(R) case R: bf16_tile(j, wexp, g, r0, R, P, sc, sz, ar); break;
+#define BF16_CASE(R) case R: bf16_tile(j, wexp, g, gq, r0, R, P, sc, sz, ar); break;
         BF16_CASE(1) BF16_CASE(2) BF16_CASE(3) BF16_CASE(4) BF16_CASE(5) BF16_CASE(6) BF16_CASE(7)
 #undef BF16_CASE
     default: break;
@@ -187,13 +201,15 @@ static void bf16_prefill_block(const aw_job *j, size_t p0, unsigned P, uint16_t 
         const size_t c1 = j->m - c0 < BF16_RC ? j->m : c0 + BF16_RC;
         __mmask16 mask[BF16_PB] = {0};
         for (uint32_t g = 0; g < w->groups; g++) {
-            __m512 sc[BF16_PB] = {0}, sz[BF16_PB] = {0};
-            aw_block_meta(w, p0, P, g, sc, sz, mask);
             aw_expand_pairs(w, p0, P, g, wexp, 1);
-            switch (P) {
-            case 3: bf16_rows(j, wexp, g, c0, c1, 3, sc, sz, abuf); break;
-            case 2: bf16_rows(j, wexp, g, c0, c1, 2, sc, sz, abuf); break;
-            default: bf16_rows(j, wexp, g, c0, c1, 1, sc, sz, abuf); break;
+            for (unsigned gq = 0; gq < w->sub; gq++) { /* each weight group of the block */
+                __m512 sc[BF16_PB] = {0}, sz[BF16_PB] = {0};
+                aw_block_meta(w, p0, P, g, gq, sc, sz, mask);
+                switch (P) {
+                case 3: bf16_rows(j, wexp, g, gq, c0, c1, 3, sc, sz, abuf); break;
+                case 2: bf16_rows(j, wexp, g, gq, c0, c1, 2, sc, sz, abuf); break;
+                default: bf16_rows(j, wexp, g, gq, c0, c1, 1, sc, sz, abuf); break;
+                }
             }
         }
         aw_acc_to_y(j, p0, P, c0, c1, mask, abuf, BF16_ACC_ROW);

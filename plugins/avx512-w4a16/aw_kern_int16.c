@@ -102,23 +102,30 @@ void aw_int16_prep(void *arg, size_t begin, size_t end, unsigned worker)
                 bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
             }
             float m = _mm512_reduce_max_ps(mx);
-            float *gsum = &j->gsum[i * groups + g], *gscale = &j->gscale[i * groups + g];
+            const uint32_t sub = j->w->sub, gsz = j->w->group;
+            float *gsum = &j->gsum[(i * groups + g) * sub], *gscale = &j->gscale[i * groups + g];
             if (bad != 0 || m == 0.0f) {
                 memset(hi, 0, 256u);
-                /* a non-finite activation makes the whole group's output NaN */
+                /* a non-finite activation makes the whole block's output NaN */
                 *gscale = bad != 0 ? NAN : 1.0f;
-                *gsum = bad != 0 ? NAN : 0.0f;
+                for (uint32_t q = 0; q < sub; q++)
+                    gsum[q] = bad != 0 ? NAN : 0.0f;
                 continue;
             }
             int sh = 13 - i16_ilogb(m);
             if (sh > 126)
                 sh = 126; /* keep 2^sh and 2^-sh normal: only for |x| < 2^-113 */
             const __m512 scale = _mm512_set1_ps(i16_exp2(sh));
+            const float f = i16_exp2(-sh);
             __m512i asum = _mm512_setzero_si512();
             for (unsigned c = 0; c < AW_GROUP; c += 16) {
                 __m512i a = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + c), scale));
                 a = _mm512_min_epi32(_mm512_max_epi32(a, amin), amax);
                 asum = _mm512_add_epi32(asum, a);
+                if ((c + 16u) % gsz == 0u) { /* a weight group's end: its sum */
+                    gsum[c / gsz] = (float)_mm512_reduce_add_epi32(asum) * f; /* |sum| <= 2^21 */
+                    asum = _mm512_setzero_si512();
+                }
                 if (words) {
                     _mm256_storeu_si256((__m256i *)(void *)(hi + 2u * c),
                                         _mm512_cvtepi32_epi16(a));
@@ -130,9 +137,7 @@ void aw_int16_prep(void *arg, size_t begin, size_t end, unsigned worker)
                 _mm_storeu_si128((__m128i *)(void *)(lo + c),
                                  _mm512_cvtepi32_epi8(_mm512_and_si512(a, lo_mask)));
             }
-            float f = i16_exp2(-sh);
             *gscale = f;
-            *gsum = (float)_mm512_reduce_add_epi32(asum) * f; /* |sum a| <= 2^21: exact */
         }
     }
 }
@@ -158,50 +163,56 @@ AW_INLINE void int16_decode_panel(const aw_job *j, size_t p, const unsigned R, c
     const aw_packed *w = j->w;
     const uint8_t *blk = aw_data(w) + p * w->panel_bytes;
     const __m512i nib = _mm512_set1_epi8(0x0F), nib_hi = _mm512_set1_epi8((char)0xF0);
+    const unsigned T = AW_OCTETS / w->sub; /* octets per weight group */
     __m512 yacc[4];
 
     AW_UNROLL
     for (unsigned r = 0; r < R; r++)
         yacc[r] = _mm512_setzero_ps();
-    for (uint32_t g = 0; g < w->groups; g++, blk += AW_BLOCK_BYTES) {
-        __m512i hA[4], hB[4], lA[4], lB[4];
+    for (uint32_t g = 0; g < w->groups; g++, blk += w->block_bytes) {
         const int8_t *xa[4];
         AW_UNROLL
-        for (unsigned r = 0; r < R; r++) {
-            hA[r] = hB[r] = lA[r] = lB[r] = _mm512_setzero_si512();
+        for (unsigned r = 0; r < R; r++)
             xa[r] = (const int8_t *)j->act + r * j->act_row_bytes + (size_t)g * j->act_group_bytes;
-        }
-        /* rolled: with the shift gone GCC 12 unrolled the m = 1 loop fully
-         * and hoisted its 16 prefetches ahead of the loads, and the step
-         * from DRAM ran 25% slower (Xeon with AMX, 5 alternating rounds) */
-        _Pragma("GCC unroll 1")
-        for (unsigned t = 0; t < AW_OCTETS; t++) {
-            aw_prefetch(blk + 64u * t, near);
-            __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
-            __m512i a = _mm512_and_si512(v, nib);
-            __m512i b = _mm512_and_si512(v, nib_hi); /* 16 x the high nibbles */
+        for (unsigned q = 0; q < w->sub; q++) { /* each weight group of the block */
+            __m512i hA[4], hB[4], lA[4], lB[4];
+            AW_UNROLL
+            for (unsigned r = 0; r < R; r++)
+                hA[r] = hB[r] = lA[r] = lB[r] = _mm512_setzero_si512();
+            /* rolled: with the shift gone GCC 12 unrolled the m = 1 loop fully
+             * and hoisted its 16 prefetches ahead of the loads, and the step
+             * from DRAM ran 25% slower (Xeon with AMX, 5 alternating rounds) */
+            _Pragma("GCC unroll 1")
+            for (unsigned t = q * T; t < (q + 1u) * T; t++) {
+                aw_prefetch(blk + 64u * t, near);
+                __m512i v = _mm512_load_si512((const void *)(blk + 64u * t));
+                __m512i a = _mm512_and_si512(v, nib);
+                __m512i b = _mm512_and_si512(v, nib_hi); /* 16 x the high nibbles */
+                AW_UNROLL
+                for (unsigned r = 0; r < R; r++) {
+                    I16_DPBUSD(hA[r], a, i16_bcast(xa[r] + 8u * t));
+                    I16_DPBUSD(hB[r], b, i16_bcast(xa[r] + 8u * t + 4u));
+                    I16_DPBUSD(lA[r], a, i16_bcast(xa[r] + 128u + 8u * t));
+                    I16_DPBUSD(lB[r], b, i16_bcast(xa[r] + 128u + 8u * t + 4u));
+                }
+            }
+            const uint8_t *meta = blk + AW_CODE_BYTES + (size_t)q * AW_META_BYTES;
+            aw_prefetch(meta, near);
+            __m512 sc, sz;
+            aw_meta(meta, &sc, &sz);
             AW_UNROLL
             for (unsigned r = 0; r < R; r++) {
-                I16_DPBUSD(hA[r], a, i16_bcast(xa[r] + 8u * t));
-                I16_DPBUSD(hB[r], b, i16_bcast(xa[r] + 8u * t + 4u));
-                I16_DPBUSD(lA[r], a, i16_bcast(xa[r] + 128u + 8u * t));
-                I16_DPBUSD(lB[r], b, i16_bcast(xa[r] + 128u + 8u * t + 4u));
+                /* hB, lB are 16 x their sums: 16 acc, exact, then >> 4 */
+                __m512i h16 = _mm512_add_epi32(_mm512_slli_epi32(hA[r], 4), hB[r]);
+                __m512i l16 = _mm512_add_epi32(_mm512_slli_epi32(lA[r], 4), lB[r]);
+                __m512i acc =
+                    _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(h16, 7), l16), 4);
+                size_t gi = r * w->groups + g;
+                yacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
+                                          _mm512_mul_ps(sc, _mm512_set1_ps(j->gscale[gi])),
+                                          yacc[r]);
+                yacc[r] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(j->gsum[gi * w->sub + q]), yacc[r]);
             }
-        }
-        aw_prefetch(blk + AW_CODE_BYTES, near);
-        __m512 sc, sz;
-        aw_meta(blk + AW_CODE_BYTES, &sc, &sz);
-        AW_UNROLL
-        for (unsigned r = 0; r < R; r++) {
-            /* hB, lB are 16 x their sums: 16 acc, exact, then >> 4 */
-            __m512i h16 = _mm512_add_epi32(_mm512_slli_epi32(hA[r], 4), hB[r]);
-            __m512i l16 = _mm512_add_epi32(_mm512_slli_epi32(lA[r], 4), lB[r]);
-            __m512i acc =
-                _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(h16, 7), l16), 4);
-            size_t gi = r * w->groups + g;
-            yacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc),
-                                      _mm512_mul_ps(sc, _mm512_set1_ps(j->gscale[gi])), yacc[r]);
-            yacc[r] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(j->gsum[gi]), yacc[r]);
         }
     }
     __mmask16 mask = aw_panel_mask(w, p);
@@ -227,43 +238,50 @@ AW_INLINE void int16_decode_streams(const aw_job *j, const size_t *pp, const uns
         blk[s] = aw_data(w) + pp[s] * w->panel_bytes;
         yacc[s] = _mm512_setzero_ps();
     }
+    const unsigned T = AW_OCTETS / w->sub; /* octets per weight group */
     for (uint32_t g = 0; g < w->groups; g++) {
-        __m512i hA[4], hB[4], lA[4], lB[4];
         const int8_t *xa = (const int8_t *)j->act + (size_t)g * j->act_group_bytes;
-        AW_UNROLL
-        for (unsigned s = 0; s < S; s++)
-            hA[s] = hB[s] = lA[s] = lB[s] = _mm512_setzero_si512();
-        _Pragma("GCC unroll 1")
-        for (unsigned t = 0; t < AW_OCTETS; t++) {
-            const __m512i x0 = i16_bcast(xa + 8u * t), x1 = i16_bcast(xa + 8u * t + 4u);
-            const __m512i x2 = i16_bcast(xa + 128u + 8u * t);
-            const __m512i x3 = i16_bcast(xa + 128u + 8u * t + 4u);
+        const __m512 f = _mm512_set1_ps(j->gscale[g]);
+        for (unsigned q = 0; q < w->sub; q++) { /* each weight group of the block */
+            __m512i hA[4], hB[4], lA[4], lB[4];
+            AW_UNROLL
+            for (unsigned s = 0; s < S; s++)
+                hA[s] = hB[s] = lA[s] = lB[s] = _mm512_setzero_si512();
+            _Pragma("GCC unroll 1")
+            for (unsigned t = q * T; t < (q + 1u) * T; t++) {
+                const __m512i x0 = i16_bcast(xa + 8u * t), x1 = i16_bcast(xa + 8u * t + 4u);
+                const __m512i x2 = i16_bcast(xa + 128u + 8u * t);
+                const __m512i x3 = i16_bcast(xa + 128u + 8u * t + 4u);
+                AW_UNROLL
+                for (unsigned s = 0; s < S; s++) {
+                    aw_prefetch(blk[s] + 64u * t, near);
+                    __m512i v = _mm512_load_si512((const void *)(blk[s] + 64u * t));
+                    __m512i a = _mm512_and_si512(v, nib);
+                    __m512i b = _mm512_and_si512(v, nib_hi);
+                    I16_DPBUSD(hA[s], a, x0);
+                    I16_DPBUSD(hB[s], b, x1);
+                    I16_DPBUSD(lA[s], a, x2);
+                    I16_DPBUSD(lB[s], b, x3);
+                }
+            }
+            const __m512 gs = _mm512_set1_ps(j->gsum[(size_t)g * w->sub + q]);
             AW_UNROLL
             for (unsigned s = 0; s < S; s++) {
-                aw_prefetch(blk[s] + 64u * t, near);
-                __m512i v = _mm512_load_si512((const void *)(blk[s] + 64u * t));
-                __m512i a = _mm512_and_si512(v, nib);
-                __m512i b = _mm512_and_si512(v, nib_hi);
-                I16_DPBUSD(hA[s], a, x0);
-                I16_DPBUSD(hB[s], b, x1);
-                I16_DPBUSD(lA[s], a, x2);
-                I16_DPBUSD(lB[s], b, x3);
+                const uint8_t *meta = blk[s] + AW_CODE_BYTES + (size_t)q * AW_META_BYTES;
+                aw_prefetch(meta, near);
+                __m512 sc, sz;
+                aw_meta(meta, &sc, &sz);
+                __m512i h16 = _mm512_add_epi32(_mm512_slli_epi32(hA[s], 4), hB[s]);
+                __m512i l16 = _mm512_add_epi32(_mm512_slli_epi32(lA[s], 4), lB[s]);
+                __m512i acc =
+                    _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(h16, 7), l16), 4);
+                yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sc, f), yacc[s]);
+                yacc[s] = _mm512_fnmadd_ps(sz, gs, yacc[s]);
             }
         }
-        const __m512 f = _mm512_set1_ps(j->gscale[g]), gs = _mm512_set1_ps(j->gsum[g]);
         AW_UNROLL
-        for (unsigned s = 0; s < S; s++) {
-            aw_prefetch(blk[s] + AW_CODE_BYTES, near);
-            __m512 sc, sz;
-            aw_meta(blk[s] + AW_CODE_BYTES, &sc, &sz);
-            __m512i h16 = _mm512_add_epi32(_mm512_slli_epi32(hA[s], 4), hB[s]);
-            __m512i l16 = _mm512_add_epi32(_mm512_slli_epi32(lA[s], 4), lB[s]);
-            __m512i acc =
-                _mm512_srai_epi32(_mm512_add_epi32(_mm512_slli_epi32(h16, 7), l16), 4);
-            yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sc, f), yacc[s]);
-            yacc[s] = _mm512_fnmadd_ps(sz, gs, yacc[s]);
-            blk[s] += AW_BLOCK_BYTES;
-        }
+        for (unsigned s = 0; s < S; s++)
+            blk[s] += w->block_bytes;
     }
     AW_UNROLL
     for (unsigned s = 0; s < S; s++)
@@ -301,8 +319,8 @@ AW_INLINE void int16_decode_range(const aw_job *j, size_t begin, size_t end, con
  * (24 accumulators in registers; inlined into the flush code below it
  * spilled them every step): out[r * P + p] = sum over the group of
  * codes(p) . a(row r). Rows are `rs` bytes apart. */
-AW_INLINE void int16_kern(const int16_t *wexp, const int8_t *xa, size_t rs, const unsigned R,
-                          const unsigned P, __m512i *out)
+AW_INLINE void int16_kern(const int16_t *wexp, const int8_t *xa, size_t rs, unsigned pr0,
+                          unsigned pr1, const unsigned R, const unsigned P, __m512i *out)
 {
     __m512i acc[INT16_RB][INT16_PB];
     AW_UNROLL
@@ -310,7 +328,7 @@ AW_INLINE void int16_kern(const int16_t *wexp, const int8_t *xa, size_t rs, cons
         AW_UNROLL
         for (unsigned p = 0; p < P; p++)
             acc[r][p] = _mm512_setzero_si512();
-    for (unsigned pr = 0; pr < AW_GROUP / 2u; pr++) {
+    for (unsigned pr = pr0; pr < pr1; pr++) { /* the weight group's input pairs */
         /* The next tile's activations into L1 while this one computes: R
          * rows on, contiguous group-major (2 KiB at R = 8), 32 bytes per
          * pair step. Without it each tile's first touch of its 8 rows
@@ -339,9 +357,10 @@ AW_INLINE void int16_kern(const int16_t *wexp, const int8_t *xa, size_t rs, cons
 
 #define INT16_KERN_FN(R, P)                                                                 \
     static __attribute__((noinline)) void int16_kern_##R##_##P(                             \
-        const int16_t *wexp, const int8_t *xa, size_t rs, __m512i *out)                     \
+        const int16_t *wexp, const int8_t *xa, size_t rs, unsigned pr0, unsigned pr1,       \
+        __m512i *out)                                                                       \
     {                                                                                       \
-        int16_kern(wexp, xa, rs, R, P, out);                                                \
+        int16_kern(wexp, xa, rs, pr0, pr1, R, P, out);                                      \
     }
 #define INT16_KERN_ROW(R) INT16_KERN_FN(R, 1) INT16_KERN_FN(R, 2) INT16_KERN_FN(R, 3)
 INT16_KERN_ROW(1) INT16_KERN_ROW(2) INT16_KERN_ROW(3) INT16_KERN_ROW(4)
@@ -349,7 +368,8 @@ INT16_KERN_ROW(5) INT16_KERN_ROW(6) INT16_KERN_ROW(7) INT16_KERN_ROW(8)
 #undef INT16_KERN_ROW
 #undef INT16_KERN_FN
 
-typedef void (*int16_kern_fn)(const int16_t *, const int8_t *, size_t, __m512i *);
+typedef void (*int16_kern_fn)(const int16_t *, const int8_t *, size_t, unsigned, unsigned,
+                              __m512i *);
 #define INT16_KERN_ROW(R) {int16_kern_##R##_1, int16_kern_##R##_2, int16_kern_##R##_3}
 static const int16_kern_fn int16_kerns[INT16_RB][INT16_PB] = {
     INT16_KERN_ROW(1), INT16_KERN_ROW(2), INT16_KERN_ROW(3), INT16_KERN_ROW(4),
@@ -364,25 +384,28 @@ static const int16_kern_fn int16_kerns[INT16_RB][INT16_PB] = {
 #define INT16_RC 128u
 #define INT16_ACC_ROW (INT16_PB * AW_PANEL) /* floats per row of the buffer */
 
-/* rows [r0, r0 + R) of the chunk x panels [p0, p0 + P) for group g, added
- * into acc (row r at acc + r * INT16_ACC_ROW; set by group 0) */
-static void int16_tile(const aw_job *j, const int16_t *wexp, uint32_t g, size_t r0, unsigned R,
-                       unsigned P, const __m512 *sc, const __m512 *sz, float *acc)
+/* rows [r0, r0 + R) of the chunk x panels [p0, p0 + P) for weight group q of
+ * block g, added into acc (row r at acc + r * INT16_ACC_ROW; set by the
+ * first group of block 0) */
+static void int16_tile(const aw_job *j, const int16_t *wexp, uint32_t g, unsigned q, size_t r0,
+                       unsigned R, unsigned P, const __m512 *sc, const __m512 *sz, float *acc)
 {
     _Alignas(64) __m512i out[INT16_RB * INT16_PB];
+    const aw_packed *w = j->w;
+    const unsigned npr = AW_GROUP / 2u / w->sub; /* input pairs per weight group */
     const int8_t *xa =
         (const int8_t *)j->act + r0 * j->act_row_bytes + (size_t)g * j->act_group_bytes;
-    int16_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, out);
+    int16_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, q * npr, (q + 1u) * npr, out);
     AW_UNROLL
     for (unsigned r = 0; r < R; r++) {
-        size_t gi = (r0 + r) * j->w->groups + g;
-        __m512 f = _mm512_set1_ps(j->gscale[gi]), gs = _mm512_set1_ps(j->gsum[gi]);
+        size_t gi = (r0 + r) * w->groups + g;
+        __m512 f = _mm512_set1_ps(j->gscale[gi]), gs = _mm512_set1_ps(j->gsum[gi * w->sub + q]);
         float *ar = acc + r * INT16_ACC_ROW;
         AW_UNROLL
         for (unsigned p = 0; p < P; p++) {
             __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(out[r * P + p]), _mm512_mul_ps(sc[p], f));
             v = _mm512_fnmadd_ps(sz[p], gs, v);
-            if (g != 0u)
+            if (g != 0u || q != 0u)
                 v = _mm512_add_ps(v, _mm512_load_ps(ar + p * AW_PANEL));
             _mm512_store_ps(ar + p * AW_PANEL, v);
         }
@@ -398,15 +421,18 @@ static void int16_prefill_block(const aw_job *j, size_t p0, unsigned P, int16_t 
         const size_t c1 = j->m - c0 < INT16_RC ? j->m : c0 + INT16_RC;
         __mmask16 mask[INT16_PB] = {0};
         for (uint32_t g = 0; g < w->groups; g++) {
-            __m512 sc[INT16_PB] = {0}, sz[INT16_PB] = {0};
-            aw_block_meta(w, p0, P, g, sc, sz, mask);
             aw_expand_pairs(w, p0, P, g, (uint16_t *)wexp, 0);
-            size_t r0 = c0;
-            for (; r0 + INT16_RB <= c1; r0 += INT16_RB)
-                int16_tile(j, wexp, g, r0, INT16_RB, P, sc, sz, acc + (r0 - c0) * INT16_ACC_ROW);
-            if (r0 < c1)
-                int16_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sc, sz,
-                           acc + (r0 - c0) * INT16_ACC_ROW);
+            for (unsigned q = 0; q < w->sub; q++) { /* each weight group of the block */
+                __m512 sc[INT16_PB] = {0}, sz[INT16_PB] = {0};
+                aw_block_meta(w, p0, P, g, q, sc, sz, mask);
+                size_t r0 = c0;
+                for (; r0 + INT16_RB <= c1; r0 += INT16_RB)
+                    int16_tile(j, wexp, g, q, r0, INT16_RB, P, sc, sz,
+                               acc + (r0 - c0) * INT16_ACC_ROW);
+                if (r0 < c1)
+                    int16_tile(j, wexp, g, q, r0, (unsigned)(c1 - r0), P, sc, sz,
+                               acc + (r0 - c0) * INT16_ACC_ROW);
+            }
         }
         aw_acc_to_y(j, p0, P, c0, c1, mask, acc, INT16_ACC_ROW);
     }

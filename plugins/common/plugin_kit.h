@@ -489,6 +489,11 @@ typedef struct pk_self_test {
                                  size_t *size, char *err, size_t err_len);
     edgert_status (*packed_map)(void *state, const edgert_qweights *shape, const void *data,
                                 size_t size, void **packed, char *err, size_t err_len);
+    /* Optional: the inputs per activation block when the path quantizes
+     * activations per block of its own (avx512-w4a16's int16: 128,
+     * whatever the weights' group); 0: the weights' group. pk_sums.sum_grid
+     * takes each input's block maximum from it. */
+    uint32_t act_block;
 } pk_self_test;
 
 /*
