@@ -39,3 +39,12 @@ def edgert_cli():
     if not cli:
         pytest.fail("EDGERT_TEST_CLI is not set (tests/CMakeLists.txt sets it)")
     return cli.split()
+
+
+# What runs no edgert code (conversions, the numpy forward pass) gives the same
+# result in every build: the plain native build checks it; a sanitizer build
+# (EDGERT_TEST_SANITIZED) or a cross build under an emulator
+# (EDGERT_TEST_EMULATED) skips it, saying so, and keeps what runs edgert.
+native_only = pytest.mark.skipif(
+    "1" in (os.environ.get("EDGERT_TEST_EMULATED"), os.environ.get("EDGERT_TEST_SANITIZED")),
+    reason="runs no edgert code: checked by the plain native build")
