@@ -34,6 +34,7 @@
 
 #define U (1.0 / 16777216.0)
 
+#if defined(__x86_64__)
 static uint64_t cpu_flags(void)
 {
     edgert_options o = {.struct_size = sizeof o, .ignore_env = 1, .manifest_paths = NULL};
@@ -49,6 +50,7 @@ static uint64_t cpu_flags(void)
     edgert_close(ctx);
     return f;
 }
+#endif
 
 static float frand(uint64_t *s)
 {
