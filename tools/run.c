@@ -601,7 +601,7 @@ static int compare_one(const cli *c, edgert_ctx *ctx, const char *backend, const
     if (rc)
         return rc;
     uint32_t T = c->tokens, V = edgert_model_get_info(m)->vocab;
-    snprintf(row->name, sizeof row->name, "%s", edgert_model_get_info(m)->backend);
+    snprintf(row->name, sizeof row->name, "%.127s", edgert_model_get_info(m)->backend);
     int32_t *mine = malloc(T * sizeof *mine);
     char err[4096] = "";
     double kl_sum = 0, top1 = 0, div_sum = 0;
@@ -664,14 +664,14 @@ static size_t compare_names(const cli *c, edgert_ctx *ctx, char names[][128], si
         char *copy = strdup(c->compare_list), *save = NULL;
         for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t && n < max;
              t = strtok_r(NULL, ",", &save))
-            snprintf(names[n++], 128, "%s", t);
+            snprintf(names[n++], 128, "%.127s", t);
         free(copy);
         return n;
     }
     for (size_t i = 0; i < edgert_candidate_count(ctx) && n < max; i++) {
         const edgert_candidate *k = edgert_candidate_at(ctx, i);
         if (k->eligible && k->runs_in_process)
-            snprintf(names[n++], 128, "%s", k->name);
+            snprintf(names[n++], 128, "%.127s", k->name);
     }
     return n;
 }
@@ -709,7 +709,7 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
         int r = compare_one(c, ctx, names[b], p, ref, &rows[b]);
         if (r) {
             rows[b].failed = 1;
-            snprintf(rows[b].name, sizeof rows[b].name, "%s", names[b]);
+            snprintf(rows[b].name, sizeof rows[b].name, "%.127s", names[b]);
             if (c->compare_list)
                 rc = r; /* named: its failure is the command's */
         }

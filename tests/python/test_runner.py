@@ -158,11 +158,12 @@ def test_compare_table(gptq, edgert_cli, tmp_path):
     print(json.dumps(rows, indent=1))
     ref = rows["ref-w4a16"]  # fp32 activations on the very weights the reference dequantizes
     assert ref["ok"] and ref["exact_reproductions"] == 2
-    assert ref["mean_tokens_to_divergence"] == 6 and ref["mean_kl"] < 1e-6
+    assert ref["mean_tokens_to_divergence"] == 6 and abs(ref["mean_kl"]) < 1e-6
     assert ref["top1_forced"] == 1.0
     for b in rows.values():
         assert b["ok"], b
-        assert 0 <= b["exact_reproductions"] <= 2 and 0 <= b["mean_kl"] < 0.05
+        # KL >= 0, but summed in double from fp32 log-probabilities: -1e-6 is rounding
+        assert 0 <= b["exact_reproductions"] <= 2 and -1e-6 <= b["mean_kl"] < 0.05
         assert b["top1_forced"] >= 0.75
     text = cli(edgert_cli, "run", gptq["sym"], "--compare", "ref-w4a16", "--prompts", prompts,
                "--tokens", 4).stdout
