@@ -21,6 +21,13 @@ its code is part of edgert; it lives in the cache.
                                    tools/models/make_test_model.py, seed 1,
                                    bf16), as GGUF (tools/models/hf_to_gguf.py),
                                    quantized by llama-quantize; then bench
+    llamacpp.py versus MODEL_DIR GGUF [--edgert PATH] [--rounds R] [--backend B]
+                                   the whole-model comparison in one window:
+                                   rounds alternating llama-bench on GGUF and
+                                   `edgert run` on MODEL_DIR (the same weights,
+                                   edgert quantizing them its own way), prefill
+                                   of 512 tokens and decode of 128; per round
+                                   and overall, tok/s and edgert over llama.cpp
     llamacpp.py path TOOL          the path of a built tool
 
 Run it with the project's virtual environment
@@ -212,6 +219,49 @@ def spark(quants, repeat):
     return 0
 
 
+def edgert_run(edgert, model, backend, prompt, gen):
+    """(prefill tok/s, decode tok/s) of one `edgert run` of prompt, gen tokens."""
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write(" ".join(map(str, prompt)) + "\n")
+        path = f.name
+    try:
+        cmd = [edgert, "run", model, "--prompt-ids", path, "--max-new-tokens", str(gen + 1),
+               "--ignore-eos", "--context", str(len(prompt) + gen + 8), "--json"]
+        if backend:
+            cmd += ["--backend", backend]
+        doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    finally:
+        os.unlink(path)
+    p = doc["prompts"][0]
+    return p["prefill_tokens_per_s"], p["decode_tokens_per_s"], doc["backend"]
+
+
+def versus(model, gguf, edgert, rounds, backend, prompt=512, gen=128):
+    import random
+
+    with open(os.path.join(model, "config.json")) as f:
+        vocab = json.load(f)["vocab_size"]
+    rng = random.Random(1)
+    ids = [rng.randrange(3, vocab) for _ in range(prompt)]
+    build()
+    rows = []
+    for r in range(rounds):
+        lc = bench(gguf, repeat=3, prompt=prompt, gen=gen)
+        e_pf, e_dec, name = edgert_run(edgert, model, backend, ids, gen)
+        l_pf, l_dec = statistics.median(lc["prefill"]), statistics.median(lc["decode"])
+        rows.append((l_pf, l_dec, e_pf, e_dec))
+        print(f"round {r + 1}: llama.cpp prefill {l_pf:.1f} decode {l_dec:.1f} tok/s; edgert "
+              f"({name}) prefill {e_pf:.1f} decode {e_dec:.1f} tok/s: decode x{e_dec / l_dec:.2f}, "
+              f"prefill x{e_pf / l_pf:.2f}", flush=True)
+    ratio_d = [e[3] / e[1] for e in rows]
+    ratio_p = [e[2] / e[0] for e in rows]
+    print(f"edgert over llama.cpp, {rounds} alternating rounds: decode "
+          f"x{statistics.median(ratio_d):.2f} [{min(ratio_d):.2f}..{max(ratio_d):.2f}], prefill "
+          f"x{statistics.median(ratio_p):.2f} [{min(ratio_p):.2f}..{max(ratio_p):.2f}] "
+          f"(median [min..max] of the rounds' ratios)")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -229,6 +279,12 @@ def main(argv=None):
     sp = sub.add_parser("spark")
     sp.add_argument("--quant", default="Q4_0,Q4_K_M")
     sp.add_argument("--repeat", type=int, default=5)
+    v = sub.add_parser("versus")
+    v.add_argument("model")
+    v.add_argument("gguf")
+    v.add_argument("--edgert", default=os.path.join(ROOT, "build", "bin", "edgert"))
+    v.add_argument("--rounds", type=int, default=3)
+    v.add_argument("--backend")
     t = sub.add_parser("path")
     t.add_argument("tool", choices=TOOLS)
     a = ap.parse_args(argv)
@@ -244,6 +300,8 @@ def main(argv=None):
             print_bench(res)
     elif a.cmd == "smollm2":
         return smollm2(a.repeat, a.tokens)
+    elif a.cmd == "versus":
+        return versus(a.model, a.gguf, a.edgert, a.rounds, a.backend)
     elif a.cmd == "spark":
         return spark(a.quant.split(","), a.repeat)
     return 0

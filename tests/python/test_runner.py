@@ -42,6 +42,11 @@ import llama_numpy  # noqa: E402
 import make_test_model  # noqa: E402
 
 PROMPT = [5, 17, 300, 42, 7, 900, 33, 2, 11, 64, 5, 17, 300]
+# Under a sanitizer or an emulator every edgert process is 10-25x slower:
+# there the runner is exercised on two architectures (llama and qwen3: the
+# plain path and the most different one) and the symmetric GPTQ file (every
+# backend takes it, W4A8 included); the plain native build checks them all.
+THIN = "1" in (os.environ.get("EDGERT_TEST_EMULATED"), os.environ.get("EDGERT_TEST_SANITIZED"))
 STEPS = 10
 ARCHS = {"llama": {}, "llama3": {"arch": "llama3"}, "qwen2": {"arch": "qwen2"},
          "qwen3": {"arch": "qwen3"}, "untied-sharded": {"tied": False, "shards": 3}}
@@ -89,17 +94,23 @@ def run_logits(edgert_cli, model, backend, tmp, prompt=PROMPT, steps=STEPS):
     return tokens, np.fromfile(lg, dtype=np.float32).reshape(len(tokens), -1)
 
 
+_eligible = []
+
+
 def eligible(edgert_cli):
-    """(name, activation bits) of every eligible in-process backend here."""
+    """(name, activation bits) of every eligible in-process backend here (asked once)."""
+    if _eligible:
+        return _eligible
     r = cli(edgert_cli, "select", "--json")
     out = []
     for c in json.loads(r.stdout)["candidates"]:
         if c["eligible"] and c.get("runs_in_process", True) and c.get("processor") == "cpu":
             out.append((c["name"], c["layout"]["activation_bits"]))
+    _eligible.extend(out)
     return out
 
 
-@pytest.mark.parametrize("arch", sorted(ARCHS))
+@pytest.mark.parametrize("arch", ["llama", "qwen3"] if THIN else sorted(ARCHS))
 def test_fp32_path_equals_numpy(models, edgert_cli, tmp_path, arch):
     tokens, lg = run_logits(edgert_cli, models[arch], "fp32", tmp_path)
     ref = llama_numpy.Llama(models[arch]).forward(np.asarray(PROMPT + tokens[:-1]), [], 0)
@@ -118,7 +129,7 @@ def crest(model_dir):
     return float(np.max(np.abs(xn).max(axis=1) / np.sqrt((xn ** 2).mean(axis=1))))
 
 
-@pytest.mark.parametrize("kind", ["asym", "sym"])
+@pytest.mark.parametrize("kind", ["sym"] if THIN else ["asym", "sym"])
 def test_every_backend_near_fp32_on_the_same_weights(models, gptq, edgert_cli, tmp_path, kind):
     ref_tokens, ref = run_logits(edgert_cli, gptq[kind], "fp32", tmp_path)
     gemms = 2 * 4 + 1
