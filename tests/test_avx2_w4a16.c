@@ -16,17 +16,20 @@
  * Tolerance, per output y[i][r] (derivation; the plugin's self-test uses the
  * same bound, examples/vendor-plugin/a2_selftest.c), with w_k = s (q_k - z)
  * the exact weight and x~ the activation as the kernel sees it:
- *   - activations: per group g of 128, integers a = round(x 2^sh) with
- *     m_g 2^sh in [2^13, 2^14) (m_g = max |x| of the group), so
- *     |a 2^-sh - x| <= 2^-sh <= 2^-13 m_g (the clamp of +16384 included):
- *     the output moves by at most sum_g 2^-13 m_g sum_{k in g} |w_k|; and
+ *   - activations: per block b of 128 inputs (whatever the weights' group:
+ *     128, 64 or 32; the last block cut at k), integers a = round(x 2^sh)
+ *     with m_b 2^sh in [2^13, 2^14) (m_b = max |x| of the block), so
+ *     |a 2^-sh - x| <= 2^-sh <= 2^-13 m_b (the clamp of +16384 included):
+ *     the output moves by at most sum_k 2^-13 m_b(k) |w_k|; and
  *     |x~| <= 2 |x| (rounding to nearest). Integer group sums are exact.
  *   - the scale is stored with 20 significant bits: 2^-20 sum |x~ w|
  *     <= 2^-19 sum |x w|.
- *   - fp32 after the integer sums: per group 3 roundings (int32 -> fp32, the
- *     scale multiply, the zero-point fnmadd) and one add into the row's sum,
- *     each relative to at most sum_k 2 * 15 |x~_k s_k|: for G groups
- *     (G + 3) 2^-24 * 4 * sum_k 15 |x_k s_k|.
+ *   - fp32 after the integer sums: per weight group at most 3 roundings
+ *     (int32 -> fp32, the scale's multiply(-add), the zero point's) and per
+ *     block of 128 inputs at most 2 more (the prefill's combination of its
+ *     groups, the add into the row's sum), each of a value no larger than
+ *     sum_k 2 * 15 |x~_k s_k|: for G groups in B blocks
+ *     (3 G + 2 B) 2^-24 * 4 * sum_k 15 |x_k s_k|.
  *   Against ref-w4a16 add its own fp32 error: Higham's (K + 2) 2^-24 sum |x w|
  *   for a dot product of K terms in any order.
  */
@@ -105,6 +108,7 @@ static int setup(void **state)
     /* x86-64 with AVX-512 VNNI only: elsewhere the gates keep it out */
     char *mf = tu_manifest_abi(f->evex_dir, "evex.yaml", A2_EVEX, lib, 2u, /* ABI 2: mappable */
                            "{format: int4-asym-g128, weight_bits: 4, group_size: 128, "
+                           "group_sizes: [32, 64, 128], "
                            "symmetric: false, activation_dtype: int16, bits_per_weight: 4.25}",
                            "requires:\n  cpu_flags: [avx, avx2, fma, avx512vl, avx512_vnni]\n");
     free(lib);
@@ -221,22 +225,27 @@ static void fill_x(float *x, uint32_t m, uint32_t k, size_t ldx, uint64_t seed)
 static double exact_and_bounds(const edgert_qweights *w, const float *x, uint32_t r,
                                double *bound, double *bound_ref)
 {
-    const uint32_t groups = w->k / 128u;
-    double exact = 0, sum_xw = 0, sum_grid = 0, sum_xs15 = 0;
+    const uint32_t G = w->group, groups = w->k / G;
+    double exact = 0, sum_xw = 0, sum_grid = 0, sum_xs15 = 0, mx = 0;
     for (uint32_t g = 0; g < groups; g++) {
-        double s = w->scales[(size_t)r * groups + g], mx = 0, sw = 0;
+        double s = w->scales[(size_t)r * groups + g];
         int z = w->zeros ? w->zeros[(size_t)r * groups + g] : 8;
-        for (uint32_t c = g * 128u; c < (g + 1u) * 128u; c++) {
+        for (uint32_t c = g * G; c < (g + 1u) * G; c++) {
+            if (c % 128u == 0u) { /* a block of 128 inputs begins: its max |x| */
+                mx = 0;
+                for (uint32_t d = c; d < c + 128u && d < w->k; d++)
+                    mx = fmax(mx, fabs((double)x[d]));
+            }
             double xv = x[c], wv = s * ((int)edgert_qcode(w, r, c) - z);
             exact += xv * wv;
             sum_xw += fabs(xv * wv);
             sum_xs15 += 15.0 * fabs(xv * s);
-            sw += fabs(wv);
-            mx = fmax(mx, fabs(xv));
+            sum_grid += ldexp(mx, -13) * fabs(wv);
         }
-        sum_grid += ldexp(mx, -13) * sw;
     }
-    *bound = sum_grid + ldexp(sum_xw, -19) + ldexp((groups + 3.0) * sum_xs15, -22) + 1e-30;
+    const double blocks = (w->k + 127u) / 128u;
+    *bound = sum_grid + ldexp(sum_xw, -19) + ldexp((3.0 * groups + 2.0 * blocks) * sum_xs15, -22) +
+             1e-30;
     *bound_ref = *bound + ldexp((w->k + 2.0) * sum_xw, -24);
     return exact;
 }
@@ -295,15 +304,21 @@ static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edger
     free(yr);
 }
 
-/* Canonical weights n x k (group 128) with a spread like a model's. */
-static void make_weights(uint32_t n, uint32_t k, int sym, uint64_t *seed, edgert_qtensor *t)
+/* Canonical weights n x k in groups of `group` with a spread like a model's. */
+static void make_weights_g(uint32_t n, uint32_t k, uint32_t group, int sym, uint64_t *seed,
+                           edgert_qtensor *t)
 {
     float *w = malloc(sizeof(float) * n * k);
     assert_non_null(w);
     for (size_t i = 0; i < (size_t)n * k; i++)
         w[i] = 0.05f * rng_unit(seed) + (i % 7u == 0 ? 0.01f : 0.0f);
-    assert_int_equal(edgert_quantize_rtn(w, n, k, 128, sym, t), EDGERT_OK);
+    assert_int_equal(edgert_quantize_rtn(w, n, k, group, sym, t), EDGERT_OK);
     free(w);
+}
+
+static void make_weights(uint32_t n, uint32_t k, int sym, uint64_t *seed, edgert_qtensor *t)
+{
+    make_weights_g(n, k, 128u, sym, seed, t);
 }
 
 /* Decode (m <= 4: one row over both halves, two rows per pass and a tail)
@@ -337,6 +352,44 @@ static void test_against_ref(void **state)
                 check_shape(f, b, p, &t, pk, pref, ms[mi], seed++);
             if (n <= 129u)
                 check_shape(f, b, p, &t, pk, pref, 512u, seed++);
+            edgert_packed_free(pk);
+            edgert_packed_free(pref);
+            edgert_qtensor_free(&t);
+        }
+    }
+    edgert_backend_close(b);
+}
+
+/* Groups of 64 and 32, and k no multiple of 128 (the last block half or a
+ * quarter full: SmolLM2's hidden 576 in groups of 64), decode and prefill,
+ * symmetric and not; a block holds 128 / group meta rows of 64 bytes. */
+static void test_groups_against_ref(void **state)
+{
+    fx *f = *state;
+    PATH_OR_SKIP(f);
+    const path_def *p = &paths[f->pi];
+    static const uint32_t ms[] = {1, 2, 3, 5, 17, 100};
+    static const uint32_t ns[] = {7, 33, 129};
+    static const struct {
+        uint32_t group, k;
+    } gk[] = {{64, 576}, {32, 96}, {64, 192}, {32, 320}, {64, 1536}, {32, 2048}};
+    char err[512] = "";
+    uint64_t seed = 4242;
+    edgert_backend *b = open_path(f, p);
+    for (size_t ci = 0; ci < sizeof gk / sizeof gk[0]; ci++) {
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            uint32_t n = ns[ni], k = gk[ci].k, g = gk[ci].group;
+            edgert_qtensor t;
+            make_weights_g(n, k, g, (ci + ni) % 2u == 1u, &seed, &t);
+            edgert_packed *pk = NULL, *pref = NULL;
+            if (edgert_pack(b, &t.view, &pk, err, sizeof err) != EDGERT_OK)
+                fail_msg("%s n=%u k=%u group %u: pack: %s", p->name, n, k, g, err);
+            assert_int_equal(edgert_pack(f->ref, &t.view, &pref, err, sizeof err), EDGERT_OK);
+            size_t expect = A2_HEADERS + (size_t)((n + A2_PANEL - 1u) / A2_PANEL) *
+                                             ((k + 127u) / 128u) * (1024u + 64u * (128u / g));
+            assert_int_equal(edgert_packed_bytes(pk), expect);
+            for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+                check_shape(f, b, p, &t, pk, pref, ms[mi], seed++);
             edgert_packed_free(pk);
             edgert_packed_free(pref);
             edgert_qtensor_free(&t);
@@ -385,8 +438,9 @@ static void test_strides_and_zero_x(void **state)
     edgert_qtensor_free(&t);
 }
 
-/* Pack refusals: K % 128 != 0 and another group size (E_UNSUPPORTED, with
- * the numbers and the tensor's name); values the layout cannot hold. */
+/* Pack refusals: K no multiple of the group and a group size the layout
+ * does not hold (E_UNSUPPORTED, with the numbers and the tensor's name);
+ * values the layout cannot hold. */
 static void test_pack_refusals(void **state)
 {
     fx *f = *state;
@@ -412,9 +466,9 @@ static void test_pack_refusals(void **state)
     float w2[2 * 256];
     for (int i = 0; i < 512; i++)
         w2[i] = 0.01f * (float)(i % 11 - 5);
-    assert_int_equal(edgert_quantize_rtn(w2, 2, 256, 32, 0, &t), EDGERT_OK);
+    assert_int_equal(edgert_quantize_rtn(w2, 2, 256, 16, 0, &t), EDGERT_OK);
     assert_int_equal(edgert_pack(b, &t.view, &pk, err, sizeof err), EDGERT_E_UNSUPPORTED);
-    assert_non_null(strstr(err, "group size 32"));
+    assert_non_null(strstr(err, "group size 16"));
     edgert_qtensor_free(&t);
 
     /* a zero point above 15, a non-finite scale: E_USAGE, naming where */
@@ -650,6 +704,9 @@ int main(void)
         PATH_TEST(test_against_ref, avx2),
         PATH_TEST(test_against_ref, avxvnni),
         PATH_TEST(test_against_ref, avxvnni_evex),
+        PATH_TEST(test_groups_against_ref, avx2),
+        PATH_TEST(test_groups_against_ref, avxvnni),
+        PATH_TEST(test_groups_against_ref, avxvnni_evex),
         PATH_TEST(test_packed_round_trip, avx2),
         PATH_TEST(test_packed_round_trip, avxvnni),
         PATH_TEST(test_packed_round_trip, avxvnni_evex),

@@ -158,7 +158,7 @@ static void test_bench_compute_family(void **state)
                                           16, &p),
                      PEAK_INT16_VNNI);
     /* the avx2 example's paths: vpmaddwd without VNNI, the ymm vpdpwssd with it */
-    const char *avx2 = "avx2: AVX2, 15-bit integer activations per group of 128 (decode: "
+    const char *avx2 = "avx2: AVX2, 15-bit integer activations per block of 128 (decode: "
                        "vpmaddubsw on two int8 halves; prefill: vpmaddwd), exact int32 group "
                        "sums, fp32 accumulate";
     assert_int_equal(bench_compute_family(avx2, 16, &p), PEAK_INT16_MADD);

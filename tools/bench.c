@@ -170,7 +170,12 @@ static edgert_status pack_all(bench_run *b, char *err, size_t err_len)
     const workload *w = b->w;
     bench_result *r = b->r;
     int sym = b->cand->layout.symmetric;
-    uint32_t group = b->cand->layout.group_size > 0 ? (uint32_t)b->cand->layout.group_size : 128u;
+    /* generated weights: the run's own (--versus-group), --group, else the
+     * layout's own group */
+    uint32_t group = b->group                         ? b->group
+                     : b->c->group                    ? b->c->group
+                     : b->cand->layout.group_size > 0 ? (uint32_t)b->cand->layout.group_size
+                                                      : 128u;
     edgert_status st = EDGERT_OK;
     sampler smp;
     int sampling = 0;
@@ -388,6 +393,7 @@ edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, co
     if (st == EDGERT_OK && c->versus) {
         vs.r = calloc(1, sizeof *vs.r);
         vs.salt = 1u;
+        vs.group = c->versus_group;
         if (!vs.r) {
             edgert_errf(err, err_len, "out of memory");
             st = EDGERT_E_NOMEM;
@@ -440,9 +446,9 @@ int cmd_bench(const cli *c)
 {
     workload w;
     edgert_ctx *ctx = NULL;
-    if (c->versus_options && !c->versus) {
-        tfprintf(stderr, "edgert bench: --versus-options needs --versus (the backend they are "
-                         "for)\n");
+    if ((c->versus_options || c->versus_group) && !c->versus) {
+        tfprintf(stderr, "edgert bench: --versus-%s needs --versus (the backend it is for)\n",
+                 c->versus_options ? "options" : "group");
         return EXIT_USAGE;
     }
     if (c->paired_read && (c->versus || c->phase == PHASE_PREFILL)) {

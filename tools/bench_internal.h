@@ -19,6 +19,7 @@ typedef struct bench_run {
     edgert_packed **packed[WL_MAX_SHAPES];
     bench_result *r;
     unsigned salt; /* generated weights: 0, or another seed (--versus: no two runs alike) */
+    unsigned group; /* generated weights' group: 0, --group's or the layout's */
 } bench_run;
 
 /** Progress on stderr, when it is a terminal (bench.c). */

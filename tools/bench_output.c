@@ -109,6 +109,7 @@ static void json_versus(json_w *j, const bench_result *r, const cli *c)
     json_kstr(j, "backend", v->backend);
     json_kstr(j, "path", v->path);
     json_kstr(j, "options", c->versus_options);
+    json_kint(j, "group", c->versus_group); /* 0: --group's, or the layout's */
     json_kint(j, "pairs", v->pairs);
     json_kspread(j, "ms_per_step", "median", v->ms_median, v->ms_min, v->ms_max);
     json_kint(j, "weight_bytes", (long long)v->weight_bytes);
@@ -116,6 +117,11 @@ static void json_versus(json_w *j, const bench_result *r, const cli *c)
     json_knum(j, "fraction_before", v->fraction_of_bandwidth);
     json_knum(j, "fraction_after", v->fraction_after);
     json_kspread(j, "step_ratio", "median", v->ratio_median, v->ratio_min, v->ratio_max);
+    /* the ratio per byte read: differs from step_ratio when the two read
+     * different bytes (another group size, --versus-group; another layout) */
+    double per = v->weight_bytes > 0 ? (double)r->weight_bytes / (double)v->weight_bytes : NAN;
+    json_kspread(j, "step_ratio_per_byte", "median", v->ratio_median * per, v->ratio_min * per,
+                 v->ratio_max * per);
     json_kint(j, "shorter_in_pairs", v->faster);
     json_end_obj(j);
 }
@@ -344,6 +350,14 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
         tprintf("         its step time over %s's, pair by pair: %.3f median [%.3f..%.3f]; its "
                 "step the shorter in %u of %u pairs\n",
                 r->backend, v->ratio_median, v->ratio_min, v->ratio_max, v->faster, v->pairs);
+        if (v->weight_bytes != r->weight_bytes && v->weight_bytes > 0) {
+            /* another group size (--versus-group): the same ratio per byte read */
+            double per = (double)r->weight_bytes / (double)v->weight_bytes;
+            tprintf("         per byte (its %.1f MB/step%s, these %.1f): %.3f median [%.3f..%.3f]\n",
+                    v->weight_bytes / 1e6, c->versus_group ? " in its --versus-group" : "",
+                    r->weight_bytes / 1e6, v->ratio_median * per, v->ratio_min * per,
+                    v->ratio_max * per);
+        }
     }
     if (r->have_prefill) {
         tprintf("peaks:  ");

@@ -32,6 +32,7 @@ typedef struct cli {
     const char *options;      /**< --options STR, passed to the plugin's init */
     const char *versus;       /**< bench --versus NAME: decode steps paired with this one's */
     const char *versus_options; /**< bench --versus-options STR: options for --versus */
+    unsigned versus_group;      /**< bench --versus-group N: --versus's group (0: --group's) */
     const char *out;          /**< --out FILE (calibrate) */
     const char *evidence;     /**< --evidence FILE: read evidence from here */
     bench_phase phase;

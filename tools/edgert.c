@@ -222,6 +222,10 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "  --versus-options STR  plugin options for --versus (to compare options,\n"
                 "                      name the same backend as --backend)\n"
                 "  --seed N            weight generator seed (default 1)\n"
+                "  --group N           generated weights in groups of N: 32, 64 or 128\n"
+                "                      (default: the layout's own group)\n"
+                "  --versus-group N    --versus's generated weights in groups of N (to compare\n"
+                "                      group sizes per byte, name the same backend)\n"
                 "  --evidence FILE     evidence to pick the backend by (as 'edgert select')\n"
                 "  --no-evidence       pick the backend by declared figures only\n\n");
     else if (strcmp(cmd, "verify") == 0)
@@ -280,7 +284,7 @@ enum {
     OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
     OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
     OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_PACKED, OPT_IGNORE_EOS,
-    OPT_LOGITS, OPT_PAIRED
+    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP
 };
 
 /* Which command takes which command-specific option. */
@@ -313,12 +317,13 @@ static int allowed(const char *cmd, int o)
         {OPT_PAIRED_READ, " bench "},
         {OPT_VERSUS, " bench "},
         {OPT_VERSUS_OPTIONS, " bench "},
+        {OPT_VERSUS_GROUP, " bench "},
         {OPT_OPTIONS, " bench verify pack run "},
         {OPT_PROMPT_IDS, " run "},
         {OPT_PROMPTS, " run "},
         {OPT_MAX_NEW, " run "},
         {OPT_COMPARE, " run "},
-        {OPT_GROUP, " run "},
+        {OPT_GROUP, " run bench "},
         {OPT_CONTEXT, " run "},
         {OPT_PACKED, " run "},
         {OPT_IGNORE_EOS, " run "},
@@ -416,6 +421,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"profile", no_argument, 0, OPT_PROFILE},
         {"versus", required_argument, 0, OPT_VERSUS},
         {"versus-options", required_argument, 0, OPT_VERSUS_OPTIONS},
+        {"versus-group", required_argument, 0, OPT_VERSUS_GROUP},
         {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
         {"prompts", required_argument, 0, OPT_PROMPTS},
         {"max-new-tokens", required_argument, 0, OPT_MAX_NEW},
@@ -520,14 +526,17 @@ static int parse_args(cli *c, int argc, char **argv)
             c->max_new = (unsigned)v;
             break;
         case OPT_GROUP:
-            if (parse_uint("--group", optarg, 32, 128, &v))
+        case OPT_VERSUS_GROUP: {
+            const char *oname = o == OPT_GROUP ? "--group" : "--versus-group";
+            if (parse_uint(oname, optarg, 32, 128, &v))
                 return -1;
             if (v != 32 && v != 64 && v != 128) {
-                tfprintf(stderr, "edgert run: --group is 32, 64 or 128, not %llu\n", v);
+                tfprintf(stderr, "edgert %s: %s is 32, 64 or 128, not %llu\n", c->cmd, oname, v);
                 return -1;
             }
-            c->group = (unsigned)v;
+            *(o == OPT_GROUP ? &c->group : &c->versus_group) = (unsigned)v;
             break;
+        }
         case OPT_CONTEXT:
             if (parse_uint("--context", optarg, 1, 1 << 24, &v))
                 return -1;

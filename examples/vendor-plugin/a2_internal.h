@@ -11,11 +11,15 @@
  *
  * Output columns (rows of W) are cut into panels of A2_PANEL = 16 columns,
  * two halves of 8, one column per dword lane of a ymm register. A panel
- * holds K / 128 blocks, one per group of 128 inputs, back to back; panels
+ * holds ceil(K / 128) blocks, one per 128 inputs, back to back; panels
  * follow each other, so a thread that owns a range of panels reads one
- * contiguous stream.
+ * contiguous stream. The weights' group size G is 128, 64 or 32: a block
+ * holds S = 128 / G groups ("sub-groups"), and K is any multiple of G, the
+ * last block holding zeros past K (codes 0, meta 0) that the activations,
+ * zero there too (a2_gemm pads x), never let count.
  *
- *   block (panel p, group g) = 1088 bytes (17 x 64: every load is aligned):
+ *   block (panel p, block g) = 1024 + 64 S bytes (1088, 1152, 1280 at
+ *   G = 128, 64, 32; multiples of 64: every load is aligned):
  *     codes: 16 octets t = 0..15, 64 bytes each (a cache line, two ymm:
  *            half h = 0, 1 at byte 32h, 64 codes each). Dword lane j of
  *            half h holds the 8 codes of column 16p + 8h + j, inputs
@@ -25,9 +29,10 @@
  *              k:    0  2  4  6  1  3  5  7     (A2_NIB_K below)
  *            i.e. byte 0 = k0 | k2<<4, byte 1 = k4 | k6<<4,
  *                 byte 2 = k1 | k3<<4, byte 3 = k5 | k7<<4.
- *     meta:  16 dwords (half h at byte 32h), lane j = fp32 scale of column
- *            16p + 8h + j, group g, with its 4 lowest mantissa bits replaced
- *            by the zero point z (0..15).
+ *     meta:  S times 16 dwords (sub-group s's half h at byte 64s + 32h),
+ *            lane j = fp32 scale of column 16p + 8h + j, weight group
+ *            S g + s, with its 4 lowest mantissa bits replaced by the zero
+ *            point z (0..15); 0 past K.
  *
  * Why that nibble order: one 32-byte load feeds 64 codes to every kernel
  * with one shift and one mask per step —
@@ -44,12 +49,16 @@
  * The zero point is never applied per weight: every path computes
  *   y += s * (sum_k a_k q_k * 2^-sh  -  z * 2^-sh * sum_k a_k)
  * per (column, group), with the activations as 15-bit integers a_k (a_k *
- * 2^-sh ~ x_k, one power-of-two scale per row and group) and the integer sums
- * exact. s * z is exact in fp32 (20-bit scale times a 4-bit integer).
+ * 2^-sh ~ x_k, one power-of-two scale per row and block of 128 inputs,
+ * whatever G) and the integer sums exact. s * z is exact in fp32 (20-bit
+ * scale times a 4-bit integer). With S > 1 a kernel's integer sums over a
+ * block are cut at the groups' edges and the epilogue runs S times per
+ * block, each on its group's meta: the codes are read once, as at G = 128.
  *
  * Scale precision: the canonical fp32 scale is rounded to 20 significant
  * bits (relative change <= 2^-20) to make room for z, so scale and zero point
- * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight, plus 256
+ * cost 32 bits per group: 4 + 32 / 128 = 4.25 bits per weight (4.5 and 5
+ * at G = 64 and 32), plus 256
  * bytes of headers (the handle's and the packed bytes') and the zero padding
  * of the last panel when n % 16 != 0.
  *
@@ -86,19 +95,20 @@
 
 #define A2_PANEL 16u         /* output columns per panel: two halves */
 #define A2_HALF 8u           /* columns per half (ymm dword lanes) */
-#define A2_GROUP 128u        /* inputs per group: the only group size accepted */
-#define A2_OCTETS 16u        /* 8-input octets per group */
+#define A2_GROUP 128u        /* inputs per block (and the largest group size) */
+#define A2_MIN_GROUP 32u     /* the smallest group size: 4 sub-groups a block */
+#define A2_OCTETS 16u        /* 8-input octets per block */
 #define A2_OCTET_BYTES 64u   /* one octet of a panel: two ymm halves */
 #define A2_CODE_BYTES 1024u  /* codes of one (panel, group) block */
 #define A2_META_BYTES 64u    /* scales + zero points of one block */
-#define A2_BLOCK_BYTES (A2_CODE_BYTES + A2_META_BYTES)
+#define A2_BLOCK_BYTES (A2_CODE_BYTES + A2_META_BYTES) /* at G = 128; a2_packed.block_bytes */
 #define A2_ALIGN 64u
 #define A2_PACKED_MAGIC 0x36313261u /* "a216": the packed bytes' header */
 #define A2_HANDLE_MAGIC 0x64683261u /* "a2hd": an in-memory handle */
 #define A2_LAYOUT_VERSION 1u        /* the number A2_LAYOUT ends with */
 #define A2_LAYOUT "avx2-w4a16/1"    /* packed_layout: change with the bytes' meaning */
 
-/* Activation scratch per (row, group): 256 bytes (see a2_job). */
+/* Activation scratch per (row, block of 128 inputs): 256 bytes (a2_job). */
 #define A2_ACT_GROUP_BYTES 256u
 
 /* Rows of x up to which gemm streams the codes directly (GEMV kernels, two
@@ -122,7 +132,7 @@ typedef struct a2_blob_header {
     uint32_t version;      /* A2_LAYOUT_VERSION */
     uint32_t header_bytes; /* sizeof(a2_blob_header) */
     uint32_t flags;        /* none defined: 0 */
-    uint32_t n, k, group;  /* the tensor's shape; group A2_GROUP */
+    uint32_t n, k, group;  /* the tensor's shape; group 128, 64 or 32 */
     uint32_t nsections;    /* 1: the blocks */
     uint64_t total;        /* header and blocks */
     struct {
@@ -139,9 +149,13 @@ _Static_assert(sizeof(a2_blob_header) == 128, "the packed bytes' header is 128 b
 typedef struct a2_packed {
     uint32_t magic;          /* A2_HANDLE_MAGIC */
     uint32_t n, k;
-    uint32_t groups;         /* k / 128 */
+    uint32_t groups;         /* blocks: ceil(k / 128) */
     uint32_t panels;         /* ceil(n / 16) */
-    uint32_t panel_bytes;    /* groups * A2_BLOCK_BYTES (< 2^32: a2_blob_layout) */
+    uint32_t panel_bytes;    /* groups * block_bytes (< 2^32: a2_blob_layout) */
+    uint32_t group;          /* the weights' group size: 128, 64 or 32 */
+    uint32_t sub;            /* groups per block: 128 / group */
+    uint32_t block_bytes;    /* A2_CODE_BYTES + sub * A2_META_BYTES */
+    uint32_t kpad;           /* groups * 128: k rounded up to whole blocks */
     const uint8_t *blocks;   /* panels * panel_bytes */
     const uint8_t *blob;     /* header and blocks: what packed_data returns */
     size_t blob_bytes;
@@ -151,10 +165,11 @@ typedef struct a2_packed {
 #define A2_HANDLE_BYTES 128u /* the handle's room in pack's allocation */
 _Static_assert(sizeof(a2_packed) <= A2_HANDLE_BYTES, "the handle must fit its room");
 
-/* The header of a tensor [n, k] (k a multiple of 128): the blocks right
- * after it. pack writes it and packed_map expects it, so the two agree.
- * 0, or -1 when a size overflows. */
-int a2_blob_layout(uint32_t n, uint32_t k, a2_blob_header *out);
+/* The header of a tensor [n, k] in groups of `group` (128, 64 or 32; k a
+ * multiple of it): the blocks right after it. pack writes it and
+ * packed_map expects it, so the two agree. 0, or -1 when a size
+ * overflows. */
+int a2_blob_layout(uint32_t n, uint32_t k, uint32_t group, a2_blob_header *out);
 
 /* Fill a handle (zeroed first) over checked packed bytes `blob` (header h). */
 void a2_handle(a2_packed *p, const a2_blob_header *h, const uint8_t *blob, const char *name);
@@ -163,16 +178,19 @@ void a2_handle(a2_packed *p, const a2_blob_header *h, const uint8_t *blob, const
  * One GEMM call, shared read-only by all chunks of its parallel_for.
  *
  * Activation scratch `act` (allocated per call, never per worker), per
- * (row, group) A2_ACT_GROUP_BYTES bytes; a = round(x * 2^sh) in
- * [-16384, 16383], sh chosen per (row, group) so that max |x| * 2^sh lies in
- * [2^13, 2^14):
+ * (row, block of 128 inputs) A2_ACT_GROUP_BYTES bytes; a = round(x * 2^sh)
+ * in [-16384, 16383], sh chosen per (row, block) so that max |x| * 2^sh
+ * lies in [2^13, 2^14):
  *   decode (m <= A2_DECODE_MAX_M): 128 signed bytes `hi` then 128 `lo`,
  *     a = 128 hi + lo, lo in [0, 127]; in the order the u8 x s8 steps read
  *     them (quad 2t = inputs 8t + {0,4,1,5}, quad 2t+1 = 8t + {2,6,3,7});
  *   prefill: 128 int16 a in input order.
- * `gsum` [m][groups]: 2^-sh * sum a (exact in fp32: |sum a| <= 2^21);
- * `gscale` [m][groups]: 2^-sh. Both NaN when the group holds a non-finite
- * value (the group's outputs become NaN, as an fp32 loop's would).
+ * `gsum` [m][groups * sub]: per weight group, 2^-sh * sum a over it (exact
+ * in fp32: |sum a| <= 2^21); `gscale` [m][groups]: 2^-sh per block. Both
+ * NaN when the block holds a non-finite value (its outputs become NaN, as
+ * an fp32 loop's would). x is the caller's, or a copy zero-padded to kpad
+ * when k is no multiple of 128 (ldx then kpad), so every kernel reads
+ * whole blocks.
  */
 typedef struct a2_job {
     const a2_packed *w;
@@ -225,8 +243,8 @@ edgert_status a2_packed_map(void *state, const edgert_qweights *shape, const voi
                             size_t size, void **packed, char *err, size_t err_len);
 const char *a2_tensor_name(const edgert_qweights *w);
 /* The layout's shape rule, for pack and map alike ("pack" or "map" names
- * the caller): group 128, whole groups; else EDGERT_E_UNSUPPORTED saying
- * which. */
+ * the caller): group 128, 64 or 32, k a multiple of it; else
+ * EDGERT_E_UNSUPPORTED saying which. */
 edgert_status a2_check_groups(const char *verb, const char *name, const edgert_qweights *w,
                               char *err, size_t err_len);
 const char *a2_path_name(a2_path p);

@@ -74,10 +74,16 @@ A2_INLINE void a2_meta(const uint8_t *meta, __m256 *s, __m256 *sz)
     *sz = _mm256_mul_ps(sc, _mm256_cvtepi32_ps(_mm256_and_si256(mv, z4))); /* exact */
 }
 
-/* The block of panel p, group g. */
+/* The block of panel p, block g (inputs 128 g ..). */
 A2_INLINE const uint8_t *a2_block(const a2_packed *w, size_t p, uint32_t g)
 {
-    return w->blocks + p * w->panel_bytes + (size_t)g * A2_BLOCK_BYTES;
+    return w->blocks + p * w->panel_bytes + (size_t)g * w->block_bytes;
+}
+
+/* Sub-group s's meta of half h in a block (a2_internal.h). */
+A2_INLINE const uint8_t *a2_block_meta(const uint8_t *blk, unsigned s, unsigned h)
+{
+    return blk + A2_CODE_BYTES + A2_META_BYTES * s + 32u * h;
 }
 
 /* Store one half's 8 outputs of one row; the columns past n untouched. */
@@ -98,7 +104,7 @@ A2_INLINE void a2_add_y(float *yp, a2_cols c, int first, __m256 v)
 }
 
 /*
- * Expand group g of halves 0 .. H-1 of panel p into int16 pairs (codes
+ * Expand block g of halves 0 .. H-1 of panel p into int16 pairs (codes
  * 0..15):
  *   wexp[pair][h][16 words], pair = 0..63: words 2j, 2j+1 = codes of inputs
  *   (128 g + 2 pair, 128 g + 2 pair + 1) of column 16 p + 8 h + j,

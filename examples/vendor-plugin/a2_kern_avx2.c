@@ -2,7 +2,8 @@
  * examples/vendor-plugin/a2_kern_avx2.c — path "avx2", and the activation
  * prep every path shares. Compiled with -mavx2 -mfma.
  *
- * Activations, per (row, group of 128): m = max |x|, sh = 13 - floor(log2 m)
+ * Activations, per (row, block of 128 inputs, whatever the weights' group
+ * size): m = max |x|, sh = 13 - floor(log2 m)
  * (so m * 2^sh is in [2^13, 2^14)), a = round(x * 2^sh) clamped to
  * [-16384, 16383] (15-bit signed). |a * 2^-sh - x| <= 2^-sh <= 2^-13 * m
  * (the clamp of +16384 included): every value within 6 octaves of the
@@ -97,17 +98,20 @@ A2_INLINE int32_t a2_hsum_epi32(__m256i v)
     return _mm_cvtsi128_si32(s);
 }
 
-/* One (row, group): 256 bytes of `dst` in the decode or prefill format
- * (a2_internal.h, a2_job), its sum and scale. */
-static void a2_prep_group(const float *xg, int8_t *dst, int words, float *gsum, float *gscale)
+/* One (row, block of 128 inputs): 256 bytes of `dst` in the decode or
+ * prefill format (a2_internal.h, a2_job), the sums of its S weight groups
+ * (gsum[0 .. S-1]) and its scale. */
+static void a2_prep_group(const float *xg, int8_t *dst, int words, unsigned S, float *gsum,
+                          float *gscale)
 {
     int bad = 0;
     float m = a2_group_max(xg, &bad);
     if (bad || m == 0.0f) {
         memset(dst, 0, A2_ACT_GROUP_BYTES);
-        /* a non-finite activation makes the whole group's output NaN */
+        /* a non-finite activation makes the whole block's output NaN */
         *gscale = bad ? NAN : 1.0f;
-        *gsum = bad ? NAN : 0.0f;
+        for (unsigned s = 0; s < S; s++)
+            gsum[s] = bad ? NAN : 0.0f;
         return;
     }
     int sh = 13 - ilogbf(m);
@@ -116,6 +120,8 @@ static void a2_prep_group(const float *xg, int8_t *dst, int words, float *gsum, 
     const __m256 scale = _mm256_set1_ps(ldexpf(1.0f, sh));
     const __m256i amin = _mm256_set1_epi32(-16384), amax = _mm256_set1_epi32(16383);
     const __m256i lo_mask = _mm256_set1_epi32(127);
+    const float f = ldexpf(1.0f, -sh);
+    const unsigned qper = 4u / S; /* 32-input steps per weight group */
     __m256i asum = _mm256_setzero_si256();
     for (unsigned q = 0; q < A2_GROUP / 32u; q++) { /* 4 octets at a time */
         __m256i a[4], hi[4], lo[4];
@@ -124,6 +130,10 @@ static void a2_prep_group(const float *xg, int8_t *dst, int words, float *gsum, 
             __m256 v = _mm256_mul_ps(_mm256_loadu_ps(xg + 32u * q + 8u * t), scale); /* exact */
             a[t] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(v), amin), amax);
             asum = _mm256_add_epi32(asum, a[t]);
+        }
+        if ((q + 1u) % qper == 0u) { /* a weight group's end: |sum a| <= 2^21, exact */
+            gsum[q / qper] = (float)a2_hsum_epi32(asum) * f;
+            asum = _mm256_setzero_si256();
         }
         if (words) { /* int16 in input order */
             __m256i w0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(a[0], a[1]), 0xD8);
@@ -143,23 +153,21 @@ static void a2_prep_group(const float *xg, int8_t *dst, int words, float *gsum, 
         _mm256_storeu_si256((__m256i *)(void *)(dst + 128u + 32u * q),
                             a2_pack_bytes(lo[0], lo[1], lo[2], lo[3]));
     }
-    float f = ldexpf(1.0f, -sh);
     *gscale = f;
-    *gsum = (float)a2_hsum_epi32(asum) * f; /* |sum a| <= 2^21: exact */
 }
 
 void a2_avx2_prep(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a2_job *j = arg;
-    const uint32_t groups = j->w->groups;
+    const uint32_t groups = j->w->groups, S = j->w->sub;
     const int words = j->m > A2_DECODE_MAX_M; /* prefill reads whole int16 */
     (void)worker;
     for (size_t i = begin; i < end; i++) {
         const float *x = j->x + i * j->ldx;
         int8_t *row = j->act + i * j->act_row_bytes;
         for (uint32_t g = 0; g < groups; g++)
-            a2_prep_group(x + (size_t)g * A2_GROUP, row + (size_t)g * A2_ACT_GROUP_BYTES, words,
-                          &j->gsum[i * groups + g], &j->gscale[i * groups + g]);
+            a2_prep_group(x + (size_t)g * A2_GROUP, row + (size_t)g * A2_ACT_GROUP_BYTES, words, S,
+                          &j->gsum[(i * groups + g) * S], &j->gscale[i * groups + g]);
     }
 }
 
@@ -177,81 +185,99 @@ A2_INLINE void a2_dot4(__m256i *s, const __m256i *c, __m256i x, const unsigned P
     }
 }
 
+/* acc[r][h] += the integer sums of octets [t0, t0 + nt) of a block (`blk`,
+ * at half h0) for rows r < R (activations xa[r]) and halves h < H; nt a
+ * multiple of 4. */
+A2_INLINE void a2_avx2_octets(const uint8_t *blk, const int8_t *const *xa, unsigned t0, unsigned nt,
+                              const unsigned R, const unsigned H, __m256i acc[2][2])
+{
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    const __m256i one = _mm256_set1_epi16(1), c128 = _mm256_set1_epi16(128);
+    for (unsigned q = t0; q < t0 + nt; q += 4u) {
+        __m256i h16[2][2], l16[2][2];
+        A2_UNROLL
+        for (unsigned r = 0; r < R; r++)
+            A2_UNROLL
+            for (unsigned h = 0; h < H; h++)
+                h16[r][h] = l16[r][h] = _mm256_setzero_si256();
+        A2_UNROLL
+        for (unsigned t = q; t < q + 4u; t++) {
+            const uint8_t *c = blk + A2_OCTET_BYTES * t;
+            __m256i a[2], b[2];
+            a2_prefetch(c);
+            A2_UNROLL
+            for (unsigned h = 0; h < H; h++) {
+                __m256i v = _mm256_load_si256((const __m256i *)(const void *)(c + 32u * h));
+                A2_KEEP(v);
+                a[h] = _mm256_and_si256(v, nib);
+                b[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+            }
+            A2_UNROLL
+            for (unsigned r = 0; r < R; r++) {
+                const int8_t *xt = xa[r] + 8u * t;
+                a2_dot4(h16[r], a, a2_bcast(xt), H);
+                a2_dot4(h16[r], b, a2_bcast(xt + 4), H);
+                a2_dot4(l16[r], a, a2_bcast(xt + 128), H);
+                a2_dot4(l16[r], b, a2_bcast(xt + 132), H);
+            }
+        }
+        A2_UNROLL
+        for (unsigned r = 0; r < R; r++)
+            A2_UNROLL
+            for (unsigned h = 0; h < H; h++)
+                acc[r][h] = _mm256_add_epi32(acc[r][h],
+                                             _mm256_add_epi32(_mm256_madd_epi16(h16[r][h], c128),
+                                                              _mm256_madd_epi16(l16[r][h], one)));
+    }
+}
+
 /* Rows [r0, r0 + R) x halves [h0, h0 + H) of panel p, R * H <= 2 (16 ymm
  * registers: per output half-row a pair of int16 sums, an int32 and an fp32
- * accumulator). One row over both halves is the m = 1 case: each broadcast
- * of activation bytes then feeds two halves, and the loads (2 per cycle)
- * are what limits this kernel. */
+ * accumulator), S weight groups per block (a constant: one instance per
+ * group size, the loop over a block's groups unrolled; the codes are read
+ * once, the epilogue runs per group). One row over both halves is the
+ * m = 1 case: each broadcast of activation bytes then feeds two halves, and
+ * the loads (2 per cycle) are what limits this kernel. */
 A2_INLINE void a2_avx2_decode_tile(const a2_job *j, size_t p, unsigned h0, size_t r0,
-                                   const unsigned R, const unsigned H)
+                                   const unsigned R, const unsigned H, const unsigned S)
 {
     const a2_packed *w = j->w;
     const uint8_t *blk = a2_block(w, p, 0) + 32u * h0;
-    const __m256i nib = _mm256_set1_epi8(0x0F);
-    const __m256i one = _mm256_set1_epi16(1), c128 = _mm256_set1_epi16(128);
     __m256 yacc[2][2];
     A2_UNROLL
     for (unsigned r = 0; r < R; r++)
         A2_UNROLL
         for (unsigned h = 0; h < H; h++)
             yacc[r][h] = _mm256_setzero_ps();
-    for (uint32_t g = 0; g < w->groups; g++, blk += A2_BLOCK_BYTES) {
-        __m256i acc[2][2];
+    for (uint32_t g = 0; g < w->groups; g++, blk += w->block_bytes) {
         const int8_t *xa[2];
         A2_UNROLL
-        for (unsigned r = 0; r < R; r++) {
+        for (unsigned r = 0; r < R; r++)
             xa[r] = j->act + (r0 + r) * j->act_row_bytes + (size_t)g * A2_ACT_GROUP_BYTES;
-            A2_UNROLL
-            for (unsigned h = 0; h < H; h++)
-                acc[r][h] = _mm256_setzero_si256();
-        }
-        for (unsigned q = 0; q < A2_OCTETS; q += 4u) {
-            __m256i h16[2][2], l16[2][2];
+        A2_UNROLL
+        for (unsigned s = 0; s < S; s++) {
+            __m256i acc[2][2];
             A2_UNROLL
             for (unsigned r = 0; r < R; r++)
                 A2_UNROLL
                 for (unsigned h = 0; h < H; h++)
-                    h16[r][h] = l16[r][h] = _mm256_setzero_si256();
+                    acc[r][h] = _mm256_setzero_si256();
+            a2_avx2_octets(blk, xa, s * (A2_OCTETS / S), A2_OCTETS / S, R, H, acc);
+            if (s == 0u)
+                for (unsigned l = 0; l < S; l++) /* the block's S lines of meta */
+                    a2_prefetch(a2_block_meta(blk, l, 0));
             A2_UNROLL
-            for (unsigned t = q; t < q + 4u; t++) {
-                const uint8_t *c = blk + A2_OCTET_BYTES * t;
-                __m256i a[2], b[2];
-                a2_prefetch(c);
-                A2_UNROLL
-                for (unsigned h = 0; h < H; h++) {
-                    __m256i v = _mm256_load_si256((const __m256i *)(const void *)(c + 32u * h));
-                    A2_KEEP(v);
-                    a[h] = _mm256_and_si256(v, nib);
-                    b[h] = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-                }
+            for (unsigned h = 0; h < H; h++) {
+                __m256 sc, sz;
+                a2_meta(a2_block_meta(blk, s, h), &sc, &sz); /* blk is at half h0 */
                 A2_UNROLL
                 for (unsigned r = 0; r < R; r++) {
-                    const int8_t *xt = xa[r] + 8u * t;
-                    a2_dot4(h16[r], a, a2_bcast(xt), H);
-                    a2_dot4(h16[r], b, a2_bcast(xt + 4), H);
-                    a2_dot4(l16[r], a, a2_bcast(xt + 128), H);
-                    a2_dot4(l16[r], b, a2_bcast(xt + 132), H);
+                    size_t gi = (r0 + r) * w->groups + g;
+                    __m256 f = _mm256_mul_ps(sc, _mm256_set1_ps(j->gscale[gi]));
+                    yacc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][h]), f, yacc[r][h]);
+                    yacc[r][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(j->gsum[gi * S + s]),
+                                                  yacc[r][h]);
                 }
-            }
-            A2_UNROLL
-            for (unsigned r = 0; r < R; r++)
-                A2_UNROLL
-                for (unsigned h = 0; h < H; h++)
-                    acc[r][h] = _mm256_add_epi32(
-                        acc[r][h], _mm256_add_epi32(_mm256_madd_epi16(h16[r][h], c128),
-                                                    _mm256_madd_epi16(l16[r][h], one)));
-        }
-        a2_prefetch(blk + A2_CODE_BYTES);
-        A2_UNROLL
-        for (unsigned h = 0; h < H; h++) {
-            __m256 sc, sz;
-            a2_meta(blk + A2_CODE_BYTES + 32u * h, &sc, &sz);
-            A2_UNROLL
-            for (unsigned r = 0; r < R; r++) {
-                size_t gi = (r0 + r) * w->groups + g;
-                __m256 f = _mm256_mul_ps(sc, _mm256_set1_ps(j->gscale[gi]));
-                yacc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][h]), f, yacc[r][h]);
-                yacc[r][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(j->gsum[gi]), yacc[r][h]);
             }
         }
     }
@@ -264,26 +290,41 @@ A2_INLINE void a2_avx2_decode_tile(const a2_job *j, size_t p, unsigned h0, size_
                        yacc[r][h]);
     }
 }
-
 /* Panels [begin, end), every row: m = 1 both halves per pass, else two rows
- * of one half per pass (the other passes over a panel read it from cache). */
-void a2_avx2_decode(void *arg, size_t begin, size_t end, unsigned worker)
+ * of one half per pass (the other passes over a panel read it from cache);
+ * S weight groups per block. */
+A2_INLINE void a2_avx2_decode_s(const a2_job *j, size_t begin, size_t end, const unsigned S)
 {
-    const a2_job *j = arg;
-    (void)worker;
     for (size_t p = begin; p < end; p++) {
         const unsigned halves = a2_halves(j->w, p);
         if (j->m == 1u && halves == 2u) {
-            a2_avx2_decode_tile(j, p, 0, 0, 1, 2);
+            a2_avx2_decode_tile(j, p, 0, 0, 1, 2, S);
             continue;
         }
         for (unsigned h = 0; h < halves; h++) {
             size_t r0 = 0;
             for (; r0 + 2u <= j->m; r0 += 2u)
-                a2_avx2_decode_tile(j, p, h, r0, 2, 1);
+                a2_avx2_decode_tile(j, p, h, r0, 2, 1, S);
             if (r0 < j->m)
-                a2_avx2_decode_tile(j, p, h, r0, 1, 1);
+                a2_avx2_decode_tile(j, p, h, r0, 1, 1, S);
         }
+    }
+}
+
+void a2_avx2_decode(void *arg, size_t begin, size_t end, unsigned worker)
+{
+    const a2_job *j = arg;
+    (void)worker;
+    switch (j->w->sub) {
+    case 1u:
+        a2_avx2_decode_s(j, begin, end, 1u);
+        break;
+    case 2u:
+        a2_avx2_decode_s(j, begin, end, 2u);
+        break;
+    default: /* 4: groups of 32 (the layout holds no other) */
+        a2_avx2_decode_s(j, begin, end, 4u);
+        break;
     }
 }
 

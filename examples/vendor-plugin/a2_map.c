@@ -17,12 +17,18 @@
 
 #include "a2_internal.h"
 
-int a2_blob_layout(uint32_t n, uint32_t k, a2_blob_header *out)
+/* Bytes of one block of 128 inputs holding 128 / group weight groups. */
+static uint32_t a2_block_bytes(uint32_t group)
+{
+    return A2_CODE_BYTES + (A2_GROUP / group) * A2_META_BYTES;
+}
+
+int a2_blob_layout(uint32_t n, uint32_t k, uint32_t group, a2_blob_header *out)
 {
     memset(out, 0, sizeof *out);
-    const uint32_t groups = k / A2_GROUP;
+    const uint64_t groups = ((uint64_t)k + A2_GROUP - 1u) / A2_GROUP;
     const size_t panels = ((size_t)n + A2_PANEL - 1u) / A2_PANEL;
-    const uint64_t panel_bytes = (uint64_t)groups * A2_BLOCK_BYTES; /* < 2^36: no wrap */
+    const uint64_t panel_bytes = groups * a2_block_bytes(group); /* < 2^37: no wrap */
     size_t blocks, total;
     if (panel_bytes > UINT32_MAX || a2_mul(panels, (size_t)panel_bytes, &blocks) != 0 ||
         a2_add(sizeof *out, blocks, &total) != 0)
@@ -32,7 +38,7 @@ int a2_blob_layout(uint32_t n, uint32_t k, a2_blob_header *out)
     out->header_bytes = sizeof *out;
     out->n = n;
     out->k = k;
-    out->group = A2_GROUP;
+    out->group = group;
     out->nsections = 1u;
     out->total = total;
     out->section[0].offset = sizeof *out; /* 128: a multiple of EDGERT_PACKED_ALIGN */
@@ -46,9 +52,13 @@ void a2_handle(a2_packed *p, const a2_blob_header *h, const uint8_t *blob, const
     p->magic = A2_HANDLE_MAGIC;
     p->n = h->n;
     p->k = h->k;
-    p->groups = h->k / A2_GROUP;
+    p->groups = (uint32_t)(((uint64_t)h->k + A2_GROUP - 1u) / A2_GROUP);
     p->panels = (uint32_t)(((size_t)h->n + A2_PANEL - 1u) / A2_PANEL);
-    p->panel_bytes = p->groups * A2_BLOCK_BYTES;
+    p->group = h->group;
+    p->sub = A2_GROUP / h->group;
+    p->block_bytes = a2_block_bytes(h->group);
+    p->panel_bytes = p->groups * p->block_bytes; /* < 2^32: a2_blob_layout */
+    p->kpad = p->groups * A2_GROUP;
     p->blocks = blob + h->section[0].offset;
     p->blob = blob;
     p->blob_bytes = (size_t)h->total;
@@ -199,7 +209,7 @@ edgert_status a2_packed_map(void *state, const edgert_qweights *shape, const voi
     if (rc != EDGERT_OK)
         return rc;
     a2_blob_header want, h;
-    if (a2_blob_layout(shape->n, shape->k, &want) != 0) {
+    if (a2_blob_layout(shape->n, shape->k, shape->group, &want) != 0) {
         edgert_errf(err, err_len, A2_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
                     tensor, (unsigned)shape->n, (unsigned)shape->k);
         return EDGERT_E_UNSUPPORTED;

@@ -27,27 +27,27 @@ const char *a2_tensor_name(const edgert_qweights *w)
 edgert_status a2_check_groups(const char *verb, const char *name, const edgert_qweights *w,
                               char *err, size_t err_len)
 {
-    if (w->group != A2_GROUP) {
+    const unsigned g = w->group;
+    if (g != A2_GROUP && g != A2_GROUP / 2u && g != A2_MIN_GROUP) {
         edgert_errf(err, err_len,
                     A2_NAME ": %s '%s' [n=%u k=%u group=%u]: group size %u is not supported "
-                            "(layout int4-asym-g128 holds whole groups of %u)",
-                    verb, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
-                    (unsigned)w->group, A2_GROUP);
+                            "(layout int4-asym-g128 holds groups of 32, 64 and 128)",
+                    verb, name, (unsigned)w->n, (unsigned)w->k, g, g);
         return EDGERT_E_UNSUPPORTED;
     }
-    if (w->k % A2_GROUP != 0u) {
+    if (w->k % g != 0u) {
         edgert_errf(err, err_len,
                     A2_NAME ": %s '%s' [n=%u k=%u group=%u]: k=%u is not a multiple of %u, "
                             "the group size (k %% %u = %u); layout int4-asym-g128 has no "
                             "partial groups",
-                    verb, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
-                    (unsigned)w->k, A2_GROUP, A2_GROUP, (unsigned)(w->k % A2_GROUP));
+                    verb, name, (unsigned)w->n, (unsigned)w->k, g, (unsigned)w->k, g, g,
+                    (unsigned)(w->k % g));
         return EDGERT_E_UNSUPPORTED;
     }
     return EDGERT_OK;
 }
 
-/* Shape and form: the layout holds whole groups of 128 only. */
+/* Shape and form: the layout holds whole groups of 128, 64 or 32. */
 static edgert_status a2_check_shape(const edgert_qweights *w, const char *name, char *err,
                                     size_t err_len)
 {
@@ -66,7 +66,7 @@ static edgert_status a2_check_shape(const edgert_qweights *w, const char *name, 
 static edgert_status a2_check_values(const edgert_qweights *w, const char *name, char *err,
                                      size_t err_len)
 {
-    const size_t groups = w->k / A2_GROUP, ng = (size_t)w->n * groups;
+    const size_t groups = w->k / w->group, ng = (size_t)w->n * groups;
     for (size_t i = 0; i < ng; i++) {
         if (w->zeros != NULL && w->zeros[i] > 15u) {
             edgert_errf(err, err_len,
@@ -91,7 +91,9 @@ typedef struct a2_pack_job {
     const edgert_qweights *w;
     uint8_t *data;
     size_t panel_bytes;
-    uint32_t groups;
+    uint32_t groups; /* blocks per panel */
+    uint32_t sub;    /* weight groups per block */
+    size_t block_bytes;
 } a2_pack_job;
 
 /* fp32 scale rounded to 20 significant bits, z in the freed 4 bits. */
@@ -119,27 +121,29 @@ static uint32_t a2_octet_dword(const uint8_t *b)
     return d;
 }
 
-/* One (panel, group) block; columns past n are zero codes and zero meta. */
+/* One (panel, block) block; columns past n, and inputs past k, are zero
+ * codes and zero meta. */
 static void a2_pack_block(const a2_pack_job *pj, size_t p, uint32_t g, uint8_t *blk)
 {
     const edgert_qweights *w = pj->w;
-    const size_t stride = (size_t)w->k / 2u; /* k is a multiple of 128 */
+    const size_t stride = (size_t)w->k / 2u; /* k is a multiple of the group: even */
+    const size_t wgroups = (size_t)w->k / w->group, k0 = (size_t)g * A2_GROUP;
     for (unsigned j = 0; j < A2_PANEL; j++) {
         size_t col = p * A2_PANEL + j;
-        uint32_t meta = 0u;
-        if (col < w->n) {
-            const uint8_t *src = w->codes + col * stride + (size_t)g * (A2_GROUP / 2u);
-            for (unsigned t = 0; t < A2_OCTETS; t++) {
-                uint32_t d = a2_octet_dword(src + 4u * t);
-                memcpy(blk + A2_OCTET_BYTES * t + 4u * j, &d, 4u);
-            }
-            size_t gi = col * pj->groups + g;
-            meta = a2_meta_word(w->scales[gi], w->zeros != NULL ? w->zeros[gi] : 8u);
-        } else {
-            for (unsigned t = 0; t < A2_OCTETS; t++)
-                memset(blk + A2_OCTET_BYTES * t + 4u * j, 0, 4u);
+        const int have = col < w->n;
+        const uint8_t *src = w->codes + col * stride + k0 / 2u;
+        for (unsigned t = 0; t < A2_OCTETS; t++) {
+            /* an octet lies wholly before or past k (k is a multiple of 32) */
+            uint32_t d = have && k0 + 8u * t < w->k ? a2_octet_dword(src + 4u * t) : 0u;
+            memcpy(blk + A2_OCTET_BYTES * t + 4u * j, &d, 4u);
         }
-        memcpy(blk + A2_CODE_BYTES + 4u * j, &meta, 4u);
+        for (uint32_t s = 0; s < pj->sub; s++) {
+            size_t wg = (size_t)g * pj->sub + s, gi = col * wgroups + wg;
+            uint32_t meta = have && wg < wgroups
+                                ? a2_meta_word(w->scales[gi], w->zeros != NULL ? w->zeros[gi] : 8u)
+                                : 0u;
+            memcpy(blk + A2_CODE_BYTES + A2_META_BYTES * s + 4u * j, &meta, 4u);
+        }
     }
 }
 
@@ -150,7 +154,7 @@ static void a2_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
     (void)worker;
     for (size_t p = begin; p < end; p++) {
         uint8_t *blk = pj->data + p * pj->panel_bytes;
-        for (uint32_t g = 0; g < pj->groups; g++, blk += A2_BLOCK_BYTES)
+        for (uint32_t g = 0; g < pj->groups; g++, blk += pj->block_bytes)
             a2_pack_block(pj, p, g, blk);
     }
 }
@@ -192,7 +196,8 @@ edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size
 
     a2_blob_header h;
     size_t total;
-    if (a2_blob_layout(w->n, w->k, &h) != 0 || a2_add(A2_HANDLE_BYTES, h.total, &total) != 0) {
+    if (a2_blob_layout(w->n, w->k, w->group, &h) != 0 ||
+        a2_add(A2_HANDLE_BYTES, h.total, &total) != 0) {
         edgert_errf(err, err_len, A2_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
@@ -213,7 +218,8 @@ edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size
     a2_handle(p, &h, blob, name);
 
     a2_pack_job pj = {.w = w, .data = blob + h.section[0].offset,
-                      .panel_bytes = p->panel_bytes, .groups = p->groups};
+                      .panel_bytes = p->panel_bytes, .groups = p->groups, .sub = p->sub,
+                      .block_bytes = p->block_bytes};
     host->parallel_for(host->host_ctx, p->panels, 16u, a2_pack_panels, &pj);
 
     *packed = p;

@@ -1,8 +1,9 @@
 /*
  * examples/vendor-plugin/avx2_w4a16.c — entry, options, init and GEMM
  * dispatch of the avx2-w4a16 backend: int4 weights with a scale and a zero
- * point per (column, group of 128), 16-bit activations (15-bit integers with
- * a power-of-two scale per group), exact integer group sums, fp32
+ * point per (column, group of 128, 64 or 32), 16-bit activations (15-bit
+ * integers with a power-of-two scale per block of 128 inputs), exact
+ * integer group sums, fp32
  * accumulation. For the x86 CPUs with AVX2 but no AVX-512 (Intel 12th-14th
  * gen, Core Ultra, AMD Zen 2/3), which otherwise get the reference backend.
  *
@@ -23,7 +24,10 @@
  *                 partial sums widened by vpmaddwd; prefill vpmaddwd on the
  *                 int16 activations against codes expanded to int16 in L1.
  *   path=avxvnni  AVX-VNNI on ymm: vpdpbusd (decode) and vpdpwssd (prefill),
- *                 the same integers accumulated straight into int32.
+ *                 the same integers accumulated straight into int32. Groups
+ *                 of 64 and 32 run the avx2 kernels (the same integers, the
+ *                 same results): the VNNI kernels cut at sub-groups wait for
+ *                 a machine with AVX-VNNI to be measured and tested on.
  *   path=auto     (default, also for NULL or "") avxvnni where the CPU has
  *                 avx_vnni, else avx2.
  * Any other option text is refused with EDGERT_E_USAGE; a path whose CPU flag
@@ -62,12 +66,12 @@ typedef struct a2_path_info {
 
 static const a2_path_info a2_paths[A2_PATH_COUNT] = {
     [A2_PATH_AVX2] = {"avx2", {{EDGERT_CPU_AVX2, "avx2"}},
-                      "avx2: AVX2, 15-bit integer activations per group of 128 (decode: "
+                      "avx2: AVX2, 15-bit integer activations per block of 128 (decode: "
                       "vpmaddubsw on two int8 halves; prefill: vpmaddwd), exact int32 group "
                       "sums, fp32 accumulate",
                       {a2_avx2_prep, a2_avx2_decode, a2_avx2_prefill}},
     [A2_PATH_VNNI] = {"avxvnni", {A2_VNNI_NEEDS},
-                      "avxvnni: " A2_VNNI_ISA ", 15-bit integer activations per group of 128 "
+                      "avxvnni: " A2_VNNI_ISA ", 15-bit integer activations per block of 128 "
                       "(decode: vpdpbusd on two int8 halves; prefill: vpdpwssd), exact int32 "
                       "group sums, fp32 accumulate",
                       {a2_avx2_prep, a2_vnni_decode, a2_vnni_prefill}},
@@ -272,13 +276,25 @@ static edgert_status a2_check_args(const a2_packed *w, const edgert_gemm_args *a
     return EDGERT_OK;
 }
 
+/* x's rows copied into xp, kpad apart, zero past k: whole blocks of 128
+ * inputs for every kernel when k is no multiple of 128. */
+static const float *a2_pad_x(const a2_packed *w, const edgert_gemm_args *args, float *xp)
+{
+    for (size_t i = 0; i < args->m; i++) {
+        memcpy(xp + i * w->kpad, args->x + i * args->ldx, (size_t)w->k * sizeof(float));
+        memset(xp + i * w->kpad + w->k, 0, (size_t)(w->kpad - w->k) * sizeof(float));
+    }
+    return xp;
+}
+
 /*
  * y = x W^T. Per-call scratch (never indexed by worker): the activations as
- * 15-bit integers, m * (2 k + 64) bytes, plus per (row, group) the sum and
- * the scale, m * k / 16 bytes. prep runs first (on the caller for small m:
- * it is O(m k)), then the kernels over panels: decode streams each panel's
- * codes once, prefill expands each panel into L1 once per group and block
- * of 64 rows.
+ * 15-bit integers, m * (2 kpad + 64) bytes, plus per (row, block) the scale
+ * and per (row, weight group) the sum, m * (kpad / 32 + 4 k / group) bytes;
+ * with k no multiple of 128 also x zero-padded to kpad, 4 m kpad bytes.
+ * prep runs first (on the caller for small m: it is O(m k)), then the
+ * kernels over panels: decode streams each panel's codes once, prefill
+ * expands each panel into L1 once per block of inputs and of 64 rows.
  */
 edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *args, char *err,
                       size_t err_len)
@@ -299,10 +315,13 @@ edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *a
      * 4 KiB apart, so the broadcasts of a row tile do not all fall in one
      * L1 set (k = 2048 is 4 KiB of activations; measured 10% slower) */
     const size_t row_bytes = (size_t)w->groups * A2_ACT_GROUP_BYTES + A2_ALIGN;
-    size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, total;
+    const int xpad = w->kpad != w->k;
+    size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, x_off, x_bytes = 0, total;
     if (a2_mul(row_bytes, args->m, &act_bytes) != 0 ||
-        a2_mul(mg, 2u * sizeof(float), &sums_bytes) != 0 ||
-        a2_add(act_bytes, sums_bytes, &total) != 0) {
+        a2_mul(mg, (1u + w->sub) * sizeof(float), &sums_bytes) != 0 ||
+        a2_add(act_bytes, sums_bytes, &x_off) != 0 ||
+        (xpad && a2_mul((size_t)args->m * sizeof(float), w->kpad, &x_bytes) != 0) ||
+        a2_add(x_off, x_bytes, &total) != 0) {
         edgert_errf(err, err_len, A2_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                     w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
@@ -315,24 +334,28 @@ edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *a
                     w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, total);
         return EDGERT_E_NOMEM;
     }
+    /* x_off is a multiple of 4: act_bytes of 64, sums_bytes of 4 */
+    const float *x = xpad ? a2_pad_x(w, args, (float *)(void *)(scratch + x_off)) : args->x;
     a2_job job = {
-        .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
-        .act = (int8_t *)scratch, .act_row_bytes = row_bytes,
-        .gsum = (float *)(void *)(scratch + act_bytes),
-        .gscale = (float *)(void *)(scratch + act_bytes) + mg,
+        .w = w, .m = args->m, .x = x, .ldx = xpad ? w->kpad : args->ldx, .y = args->y,
+        .ldy = args->ldy, .act = (int8_t *)scratch, .act_row_bytes = row_bytes,
+        .gscale = (float *)(void *)(scratch + act_bytes),
+        .gsum = (float *)(void *)(scratch + act_bytes) + mg,
     };
+    /* groups of 64 and 32: the avx2 kernels on every path (see the top) */
+    const a2_kernels *kern = w->sub > 1u ? &a2_paths[A2_PATH_AVX2].kern : &st->kern;
     if (args->m <= 8u)
-        st->kern.prep(&job, 0, args->m, 0);
+        kern->prep(&job, 0, args->m, 0);
     else
-        host->parallel_for(host->host_ctx, args->m, 4u, st->kern.prep, &job);
+        host->parallel_for(host->host_ctx, args->m, 4u, kern->prep, &job);
 
     if (args->m <= A2_DECODE_MAX_M) {
         /* at least about 64 KiB of codes per chunk: the hand-off costs
          * microseconds, streaming 64 KiB about as much */
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
-        host->parallel_for(host->host_ctx, w->panels, grain, st->kern.decode, &job);
+        host->parallel_for(host->host_ctx, w->panels, grain, kern->decode, &job);
     } else {
-        host->parallel_for(host->host_ctx, w->panels, 1u, st->kern.prefill, &job);
+        host->parallel_for(host->host_ctx, w->panels, 1u, kern->prefill, &job);
     }
     host->free(host->host_ctx, scratch);
     return EDGERT_OK;
