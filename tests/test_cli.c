@@ -37,7 +37,7 @@ static void help_lists_what_parses(void)
         "--phase decode", "--m 1", "--repeat 1", "--seed 1", "--tokens 8", "--quick",
         "--out x", "-o x", "--options x", "--evidence x", "--weights x", "--calibration x",
         "--scheme x", "--ranges x", "--force", "--golden", "--rows 1", "--calls", "--versus x",
-        "--versus-options x",
+        "--versus-options x", "--group 64", "--versus-group 64",
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         for (size_t j = 0; j < sizeof opts / sizeof opts[0]; j++) {

@@ -283,6 +283,30 @@ static void test_bench_versus(void **state)
     free(out);
     assert_int_equal(run("bench --backend ref-w4a16 --versus no-such-backend --workload " TINY,
                          NULL), 3);
+
+    /* --versus-group: the other run's weights in groups of 64, its step
+     * time per byte beside its step time (ref-w4a16 reads a scale and a
+     * zero point more per 64 weights than per 128) */
+    assert_int_equal(run("bench --backend ref-w4a16 --versus ref-w4a16 --versus-group 64 --json "
+                         "--repeat 3 --threads 2 --workload " TINY, &out), 0);
+    root = parse(out, &y, &dir);
+    dec = er_yaml_get(&y, root, "decode");
+    vs = er_yaml_get(&y, root, "versus");
+    assert_int_equal((int)num(&y, vs, "group"), 64);
+    double bytes = num(&y, dec, "weight_bytes"), vbytes = num(&y, vs, "weight_bytes");
+    assert_true(vbytes > bytes);
+    ra = er_yaml_get(&y, vs, "step_ratio");
+    yaml_node_t *rb = er_yaml_get(&y, vs, "step_ratio_per_byte");
+    assert_true(fabs(num(&y, rb, "median") - num(&y, ra, "median") * bytes / vbytes) <=
+                1e-4 * num(&y, rb, "median"));
+    er_yaml_free(&y);
+    tu_rmrf(dir);
+    free(out);
+    /* refusals: without --versus, a group no layout has, a command without it */
+    assert_int_equal(run("bench --versus-group 64 --workload " TINY, NULL), 2);
+    assert_int_equal(run("bench --group 48 --workload " TINY, NULL), 2);
+    assert_int_equal(run("bench --versus ref-w4a16 --versus-group 256 --workload " TINY, NULL), 2);
+    assert_int_equal(run("select --versus-group 64", NULL), 2);
     assert_int_equal(run("bench --backend ref-w4a16 --versus " OTHER_ARCH_BACKEND
                          " --workload " TINY, NULL), 3);
 }
