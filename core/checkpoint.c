@@ -632,6 +632,12 @@ edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i, uint
     return EDGERT_OK;
 }
 
+void edgert_checkpoint_layer_release(edgert_checkpoint *c, size_t i)
+{
+    if (c && i < c->n)
+        er_ck_release(c, i);
+}
+
 /* The layout gate's facts of the groups (context.h): every group size with
  * its first layer, and the first layer with a partial group. */
 static edgert_status summarize_groups(struct edgert_ctx *ctx, const edgert_checkpoint *c)

@@ -29,6 +29,7 @@
 
 #define RN_SLICE_BYTES (32u << 20) /* the most codes converted at once */
 #define RN_ROW_BLOCK 256u          /* dense rows quantized at once */
+#define RN_RELEASE_BYTES (16u << 20) /* dense bytes read between drops of their pages */
 
 edgert_status rn_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
 {
@@ -293,10 +294,17 @@ static edgert_status layer_rows(edgert_model *m, const rn_src *s, const edgert_q
         q_free(q);
         return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
+    uint64_t read = 0; /* bytes of the file read since its pages were last dropped (at most) */
     for (uint32_t r = 0; !st && r < rows; r += RN_ROW_BLOCK) {
         uint32_t nr = rows - r < RN_ROW_BLOCK ? rows - r : RN_ROW_BLOCK;
         edgert_qtensor t = {0};
         st = edgert_checkpoint_layer_dense(s->ck, s->idx, r0 + r, nr, buf, err, len);
+        /* a big layer (a head of 100s of MiB) never resides whole beside
+         * its packed copy: its file pages go every 16 MiB read */
+        if ((read += (uint64_t)nr * s->l->k * sizeof(float)) >= RN_RELEASE_BYTES) {
+            edgert_checkpoint_layer_release(s->ck, s->idx);
+            read = 0;
+        }
         if (!st && edgert_quantize_rtn(buf, nr, s->l->k, group, sym, &t) != EDGERT_OK)
             st = rn_fail(EDGERT_E_PARSE, err, len, "%s: rows %u..%u cannot be quantized (a "
                          "weight that is not finite?)", s->l->name, r0 + r, r0 + r + nr - 1);
@@ -389,6 +397,7 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
         for (unsigned i = 0, col = 0; !st && i < count; col += w[i].n, i++) {
             st = dense_linear(m, &s[i], &dst->part[i], err, len);
             dst->part[i].col = col;
+            edgert_checkpoint_layer_release(s[i].ck, s[i].idx); /* copied: the file's pages go */
         }
         dst->count = count;
         return st;
@@ -458,8 +467,13 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
             q_free(&q);
         }
     }
-    for (unsigned i = 0; i < count; i++)
+    /* packed: the file's pages of these layers leave the resident set (the
+     * mapping stays), so what a model holds is its packed weights, not
+     * those and the file */
+    for (unsigned i = 0; i < count; i++) {
         edgert_qtensor_free(&full[i]);
+        edgert_checkpoint_layer_release(s[i].ck, s[i].idx);
+    }
     return st;
 }
 

@@ -457,6 +457,75 @@ static void test_dense_for_symmetric_backend(void **state)
         tu_skip("no backend with a symmetric layout is eligible on this machine");
 }
 
+/* This process's resident pages of mapped files, in KiB (-1: unknown). */
+static long rss_file_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "RssFile: %ld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* edgert_checkpoint_layer_release: a dense layer read whole leaves this
+ * process's resident set (its 16 MiB of file pages, less at most the two
+ * pages it shares with the header and the file's end), the file stays
+ * mapped and reads the same values again; NULL and an index out of range
+ * do nothing. */
+static void test_layer_release(void **state)
+{
+    (void)state;
+    if (EDGERT_TEST_EMULATED)
+        tu_skip("under qemu user mode the resident set is the emulator's");
+    enum { N = 1024, K = 4096 };
+    const size_t bytes = sizeof(float) * N * K;
+    float *w = malloc(bytes), *out = malloc(bytes);
+    assert_non_null(w);
+    assert_non_null(out);
+    for (size_t i = 0; i < (size_t)N * K; i++)
+        w[i] = (float)((i * 2654435761u) % 2001u) * 1e-3f - 1.0f;
+    char header[256];
+    int hl = snprintf(header, sizeof header,
+                      "{\"model.layers.0.mlp.up_proj.weight\":{\"dtype\":\"F32\",\"shape\":"
+                      "[%d,%d],\"data_offsets\":[0,%zu]}}",
+                      N, K, bytes);
+    while (hl % 8 != 0) /* data on an 8-byte boundary */
+        header[hl++] = ' ';
+    header[hl] = '\0';
+    char *dir = tu_tmpdir(), *path = tu_safetensors(dir, "w.safetensors", header, w, bytes);
+    assert_non_null(path);
+    edgert_checkpoint *ck = open_ck(path);
+    char err[1024] = "";
+    long before = rss_file_kb();
+    assert_int_equal(edgert_checkpoint_layer_dense(ck, 0, 0, N, out, err, sizeof err), EDGERT_OK);
+    assert_memory_equal(out, w, bytes);
+    long read = rss_file_kb();
+    edgert_checkpoint_layer_release(ck, 0);
+    long after = rss_file_kb();
+    printf("  RssFile %ld KiB before, %ld after reading 16 MiB, %ld after the release\n", before,
+           read, after);
+    assert_true(before >= 0);
+    /* the read pages in the tensor (its first pages may be resident since
+     * open: the kernel maps up to 64 KiB around the header's page fault),
+     * the release drops all of it but the two edge pages */
+    assert_true(read - before >= 16384 - 64 - 8);
+    assert_true(read - after >= 16384 - 8);
+    memset(out, 0, bytes);
+    assert_int_equal(edgert_checkpoint_layer_dense(ck, 0, 0, N, out, err, sizeof err), EDGERT_OK);
+    assert_memory_equal(out, w, bytes);
+    edgert_checkpoint_layer_release(NULL, 0);
+    edgert_checkpoint_layer_release(ck, 1);
+    edgert_checkpoint_close(ck);
+    free(path);
+    tu_rmrf(dir);
+    free(w);
+    free(out);
+}
+
 static int run_fmt(char **out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int run_fmt(char **out, const char *fmt, ...)
 {
@@ -692,6 +761,7 @@ int main(void)
         cmocka_unit_test(test_pack_cache),
         cmocka_unit_test(test_weights_commands),
         cmocka_unit_test(test_act_order_refused),
+        cmocka_unit_test(test_layer_release),
     };
     return tu_run_group("checkpoint", tests, setup, teardown);
 }

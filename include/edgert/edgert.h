@@ -757,6 +757,16 @@ EDGERT_API edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, siz
                                                        uint32_t row0, uint32_t rows, float *out,
                                                        char *err, size_t err_len);
 /**
+ * Drop layer i's pages of the mapped file from this process's resident
+ * memory. The file stays mapped and every call above still works: a later
+ * read pages them in again from the file. For a caller that has packed a
+ * layer and will not read it again soon, so that what stays resident is
+ * the packed copy, not both (edgert_checkpoint_pack does it itself). Pages
+ * a tensor shares with its neighbours in the file stay. NULL or i out of
+ * range: nothing.
+ */
+EDGERT_API void edgert_checkpoint_layer_release(edgert_checkpoint *c, size_t i);
+/**
  * Whether `path`, a packed file, is what packing `src` for backend `b` would
  * write now: its format version, backend name, packed layout and plugin
  * file (XXH3) match `b`, and every layer's source tensors (XXH3) match

@@ -156,3 +156,10 @@ def test_run_answers_as_the_model(model, tokenizer, edgert_cli):
     print(f"{doc['backend']} (group {doc['model']['group']}): {text!r}")
     assert doc["model"]["group"] == 64
     assert "Paris" in text
+    # resident: the packed weights, the KV cache and at most 64 MiB more: the
+    # 270 MB bf16 file stays mapped, its pages dropped once packed
+    m = doc["model"]
+    extra = doc["peak_rss_bytes"] - m["step_weight_bytes"] - m["kv_cache_bytes"]
+    print(f"peak RSS {doc['peak_rss_bytes'] / 2**20:.1f} MiB, {extra / 2**20:.1f} MiB above the "
+          f"packed weights and the KV cache")
+    assert extra <= 64 << 20
