@@ -15,6 +15,10 @@ into OUT/<target>/ (replaced on every run, never committed):
   beside an embedding, a packed-file header.
 - safetensors: small valid files of each float dtype, with metadata and
   escaped names, and a few that break one rule each.
+- config: config.json of each model type the runner runs (llama with and
+  without llama3 rope scaling and attention bias, mistral with a sliding
+  window, qwen2, qwen3 with head_dim), SmolLM2's own, and a few that break
+  one rule each.
 """
 import json
 import os
@@ -185,6 +189,42 @@ def checkpoint_seeds(out):
         open(os.path.join(out, name + ".safetensors"), "wb").write(blob)
 
 
+def config_seeds(out):
+    """config.json files: one per model type and option, and broken ones."""
+    base = {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+            "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3,
+            "vocab_size": 49152, "rms_norm_eps": 1e-5, "rope_theta": 100000,
+            "max_position_embeddings": 8192, "tie_word_embeddings": True, "hidden_act": "silu",
+            "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
+    llama3 = dict(base, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
+                  vocab_size=128256, eos_token_id=[128001, 128008, 128009],
+                  rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                "high_freq_factor": 4.0,
+                                "original_max_position_embeddings": 8192},
+                  attention_bias=False)
+    files = {
+        "smollm2": base,
+        "llama3": llama3,
+        "llama-bias": dict(base, attention_bias=True, eos_token_id=None),
+        "mistral": dict(base, model_type="mistral", sliding_window=4096, rope_scaling=None),
+        "qwen2": dict(base, model_type="qwen2", use_sliding_window=False, sliding_window=1024),
+        "qwen3": dict(base, model_type="qwen3", head_dim=128, num_attention_heads=16,
+                      num_key_value_heads=8),
+        "bad-kv-heads": dict(base, num_key_value_heads=4),
+        "bad-odd-head": dict(base, hidden_size=27, num_attention_heads=9),
+        "bad-rope": dict(llama3, rope_scaling={"type": "llama3", "factor": 8,
+                                               "low_freq_factor": 4, "high_freq_factor": 1,
+                                               "original_max_position_embeddings": 8192}),
+        "bad-type": dict(base, model_type="gpt2", hidden_act="gelu"),
+        "bad-eos": dict(base, eos_token_id=49152),
+    }
+    for name, doc in files.items():
+        with open(os.path.join(out, name + ".json"), "w") as f:
+            json.dump(doc, f, indent=2)
+    with open(os.path.join(out, "not-an-object.json"), "w") as f:
+        f.write("[1, 2, 3]\n")
+
+
 def main():
     if len(sys.argv) != 3:
         print("usage: make_seeds.py OUT FIXTURES", file=sys.stderr)
@@ -192,7 +232,7 @@ def main():
     out, fixtures = sys.argv[1], sys.argv[2]
     for target, make in (("probe", lambda d: probe_seeds(d, fixtures)),
                          ("evidence", evidence_seeds), ("safetensors", safetensors_seeds),
-                         ("checkpoint", checkpoint_seeds)):
+                         ("checkpoint", checkpoint_seeds), ("config", config_seeds)):
         d = os.path.join(out, target)
         shutil.rmtree(d, ignore_errors=True)
         os.makedirs(d)

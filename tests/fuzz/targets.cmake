@@ -6,8 +6,10 @@
 set(EDGERT_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 # One per parser of outside input: core/yamldoc.c, core/manifest.c,
 # core/device_profile.c, the probe's sysroot files (core/probe_*.c),
-# core/evidence.c, core/safetensors.c, core/checkpoint.c (with packfile.c).
-set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors checkpoint)
+# core/evidence.c, core/safetensors.c, core/checkpoint.c (with packfile.c),
+# and the model runner's config.json (runner/config.c).
+set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors checkpoint
+  config)
 
 # Add fuzz target `t`'s sources to executable `exe`: tests/fuzz/fuzz_<t>.c
 # and the code under test. The core's parsers come from edgert_core_obj;
@@ -16,7 +18,12 @@ set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors 
 function(edgert_fuzz_sources exe t)
   target_sources(${exe} PRIVATE ${EDGERT_FUZZ_DIR}/fuzz_${t}.c)
   target_include_directories(${exe} PRIVATE ${EDGERT_FUZZ_DIR})
-  if(t STREQUAL "safetensors")
+  if(t STREQUAL "config") # the runner's reader, over the core's YAML layer
+    target_sources(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/runner/config.c)
+    target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/runner
+      ${PROJECT_SOURCE_DIR}/runner/include)
+    target_link_libraries(${exe} PRIVATE edgert_core_obj)
+  elseif(t STREQUAL "safetensors")
     target_sources(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/core/safetensors.c
       ${PROJECT_SOURCE_DIR}/core/json_string.c)
     target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/core ${EDGERT_INCLUDE_DIRS})
