@@ -554,13 +554,22 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
 }
 
 /* The group size layer i comes in as canonical int4: a dense layer is
- * quantized in groups of CK_DENSE_GROUP (or one group, when K is smaller). */
+ * quantized in groups of CK_DENSE_GROUP, or of 64 or 32 when K is a
+ * multiple of one of those and not of 128 (SmolLM2's 576: whole groups of
+ * 64, which the fast layouts take, instead of a partial group of 128, which
+ * they refuse), or in one group when K is smaller than 128; otherwise 128
+ * with a partial last group (K = 200). */
 static uint32_t layer_group(const edgert_checkpoint *c, size_t i)
 {
     const edgert_layer *l = &c->pub[i];
     if (!c->src[i].dense)
         return l->group;
-    return l->k < CK_DENSE_GROUP ? l->k : CK_DENSE_GROUP;
+    if (l->k < CK_DENSE_GROUP)
+        return l->k;
+    for (uint32_t g = CK_DENSE_GROUP; g >= 32u; g /= 2u)
+        if (l->k % g == 0)
+            return g;
+    return CK_DENSE_GROUP;
 }
 
 edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, edgert_qtensor *out,

@@ -457,6 +457,66 @@ static void test_dense_for_symmetric_backend(void **state)
         tu_skip("no backend with a symmetric layout is eligible on this machine");
 }
 
+/* The groups a dense layer is quantized in (edgert_checkpoint_layer_weights):
+ * 128 where K is a multiple of it; else 64 or 32 where K is a multiple of
+ * those (SmolLM2's 576: whole groups the fast layouts take); one group when
+ * K < 128; 128 with a partial last group otherwise. The codes dequantize
+ * back within half a step of each group. */
+static void test_dense_groups(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t k, group;
+    } cases[] = {{256, 128}, {576, 64}, {320, 64}, {160, 32}, {96, 96}, {200, 128}};
+    enum { N = 5 };
+    char *dir = tu_tmpdir(), *path = NULL, err[512] = "";
+    assert_true(asprintf(&path, "%s/groups.safetensors", dir) > 0);
+    st_writer w;
+    st_writer_init(&w, path);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char name[64];
+        snprintf(name, sizeof name, "model.layers.%zu.mlp.up_proj.weight", c);
+        uint64_t shape[2] = {N, cases[c].k};
+        assert_int_equal(st_writer_tensor(&w, name, ST_F32, 2, shape, err, sizeof err), 0);
+    }
+    assert_int_equal(st_writer_begin(&w, 8, err, sizeof err), 0);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t i = 0; i < (size_t)N * cases[c].k; i++) {
+            float f = dense_value(c, i);
+            assert_int_equal(st_writer_write(&w, &f, 4, err, sizeof err), 0);
+        }
+    if (st_writer_commit(&w, err, sizeof err) != 0)
+        fail_msg("writing %s: %s", path, err);
+    st_writer_free(&w);
+    edgert_checkpoint *ck = open_ck(path);
+    assert_int_equal(edgert_checkpoint_layer_count(ck), sizeof cases / sizeof cases[0]);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const edgert_layer *l = edgert_checkpoint_layer_at(ck, c);
+        uint32_t k = cases[c].k, g = cases[c].group;
+        edgert_qtensor q;
+        assert_int_equal(l->k, k);
+        assert_int_equal(edgert_checkpoint_layer_weights(ck, c, &q, err, sizeof err), EDGERT_OK);
+        if (q.view.group != g)
+            fail_msg("k=%u: group %u, expected %u", k, q.view.group, g);
+        float *dq = malloc(sizeof(float) * N * k);
+        assert_non_null(dq);
+        edgert_dequantize(&q.view, dq);
+        size_t groups = (k + g - 1) / g;
+        for (size_t r = 0; r < N; r++)
+            for (size_t i = 0; i < k; i++) {
+                double want = dense_value(c, r * k + i), s = q.view.scales[r * groups + i / g];
+                if (fabs(dq[r * k + i] - want) > 0.5 * s * (1 + 1e-5) + 1e-7)
+                    fail_msg("k=%u row %zu col %zu: %g, dense %g (scale %g)", k, r, i,
+                             dq[r * k + i], want, s);
+            }
+        free(dq);
+        edgert_qtensor_free(&q);
+    }
+    edgert_checkpoint_close(ck);
+    free(path);
+    tu_rmrf(dir);
+}
+
 /* This process's resident pages of mapped files, in KiB (-1: unknown). */
 static long rss_file_kb(void)
 {
@@ -762,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_weights_commands),
         cmocka_unit_test(test_act_order_refused),
         cmocka_unit_test(test_layer_release),
+        cmocka_unit_test(test_dense_groups),
     };
     return tu_run_group("checkpoint", tests, setup, teardown);
 }

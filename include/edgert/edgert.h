@@ -703,7 +703,7 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
  * is listed last as a dense layer "lm_head" whose weights are the token
  * embedding's ("embed_tokens", "wte", "word_embeddings", "embed_in"), as
  * edgert_checkpoint_quantize unties it; in a GPTQ file it is a dense layer
- * too, quantized (round to nearest, group 128) when it is packed.
+ * too, quantized (round to nearest, groups as below) when it is packed.
  */
 typedef struct edgert_checkpoint edgert_checkpoint;
 
@@ -737,7 +737,9 @@ EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoin
  * edgert_qtensor_free; view.name is the layer's name while the checkpoint is
  * open). GPTQ codes, zeros and fp16 scales are converted (GPTQ stores W
  * transposed, so this is a copy); a dense layer is quantized by round to
- * nearest, asymmetric, group 128 (`edgert quantize` writes a file that skips
+ * nearest, asymmetric, in groups of 128 (of 64 or 32 when K is a multiple
+ * of those and not of 128, as SmolLM2's 576; one group when K < 128; 128
+ * with a partial last group otherwise) (`edgert quantize` writes a file that skips
  * this; edgert_checkpoint_layer_packed and edgert_checkpoint_pack quantize
  * it symmetric instead for a backend whose layout is symmetric, such as
  * amx-w4a8); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
