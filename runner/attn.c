@@ -8,9 +8,10 @@
 #include "attn.h"
 #include "edgert/plugin.h" /* edgert_cpu_flag */
 
-static void qk_c(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t n, float scale,
-                 float *s, size_t ls)
+static void qk_c(const float *q, uint32_t g, const void *kt_, uint32_t d, uint32_t n,
+                 float scale, float *s, size_t ls)
 {
+    const float *kt = kt_;
     for (uint32_t h = 0; h < g; h++) {
         float *sh = s + h * ls;
         const float *qh = q + (size_t)h * d;
@@ -40,9 +41,10 @@ static double softmax_c(float *s, uint32_t n)
     return sum;
 }
 
-static void pv_c(const float *w, size_t lw, uint32_t g, const float *v, uint32_t d, uint32_t n,
+static void pv_c(const float *w, size_t lw, uint32_t g, const void *v_, uint32_t d, uint32_t n,
                  const float *scale, float *o)
 {
+    const float *v = v_;
     for (uint32_t h = 0; h < g; h++) {
         float *oh = o + (size_t)h * d;
         const float *wh = w + h * lw;
@@ -65,18 +67,34 @@ static void silu_mul_c(const float *g, const float *u, float *a, uint32_t n)
         a[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-const rn_attn_kern rn_attn_portable = {"portable C", qk_c, softmax_c, pv_c, silu_mul_c};
+void rn_kv_put_f32(const float *src, uint32_t n, void *dst, size_t stride)
+{
+    float *d = dst;
+    for (uint32_t i = 0; i < n; i++)
+        d[(size_t)i * stride] = src[i];
+}
 
-const rn_attn_kern *rn_attn_pick(uint64_t f)
+const rn_attn_kern rn_attn_portable = {"portable C", 4, qk_c, softmax_c, pv_c, silu_mul_c,
+                                       rn_kv_put_f32};
+
+const rn_attn_kern *rn_attn_pick(uint64_t f, int kv16)
 {
 #if defined(__x86_64__)
 #define HAS(x) ((f >> (x)) & 1u)
+    const int avx2 = HAS(EDGERT_CPU_AVX2) && HAS(EDGERT_CPU_FMA);
+    /* an fp16 cache halves what attention reads; only the AVX2 set has one
+     * so far: where AVX-512 runs, its fp32 set stays (measured there; an
+     * fp16 AVX-512 set, or the AVX2 one against it, waits for such a
+     * machine to be measured on) */
     if (HAS(EDGERT_CPU_AVX512F))
         return &rn_attn_avx512;
-    if (HAS(EDGERT_CPU_AVX2) && HAS(EDGERT_CPU_FMA))
+    if (kv16 && avx2 && HAS(EDGERT_CPU_F16C))
+        return &rn_attn_avx2_f16;
+    if (avx2)
         return &rn_attn_avx2;
 #undef HAS
 #endif
     (void)f;
+    (void)kv16;
     return &rn_attn_portable;
 }

@@ -13,6 +13,13 @@
  * dimension over the whole context made d streams, more than the hardware
  * prefetcher follows: decode at context 512 spent 26% over its GEMMs). V is
  * one row per position of the head, v[p * d + j].
+ *
+ * A set's cache holds fp32 (kv_bytes 4) or IEEE fp16 (kv_bytes 2: half the
+ * bytes a decode step reads of it; rounded to nearest, relative error at
+ * most 2^-11, magnitudes saturated at 65504 so no finite value becomes
+ * inf); kv_put writes it, qk and pv read it. The fp16 set exists where F16C
+ * converts 8 values per instruction (attn_avx2.c); the fp32 reference
+ * always keeps fp32.
  */
 #ifndef EDGERT_RUNNER_ATTN_H
 #define EDGERT_RUNNER_ATTN_H
@@ -29,28 +36,37 @@
  */
 typedef struct rn_attn_kern {
     const char *name;
+    unsigned kv_bytes; /**< bytes of one cached value: 4 (fp32) or 2 (fp16) */
     /** s[h * ls + p] = scale * sum_j q[h * d + j] K[p][j], h < g, p < n (kt: the blocked
-     *  layout above) */
-    void (*qk)(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t n, float scale,
+     *  layout above, in the set's format) */
+    void (*qk)(const float *q, uint32_t g, const void *kt, uint32_t d, uint32_t n, float scale,
                float *s, size_t ls);
     /** s[p] = exp(s[p] - max(s)) in place; returns their sum */
     double (*softmax)(float *s, uint32_t n);
     /** o[h * d + j] = scale[h] * sum_p w[h * lw + p] v[p * d + j], h < g, j < d */
-    void (*pv)(const float *w, size_t lw, uint32_t g, const float *v, uint32_t d, uint32_t n,
+    void (*pv)(const float *w, size_t lw, uint32_t g, const void *v, uint32_t d, uint32_t n,
                const float *scale, float *o);
     /** a[i] = SiLU(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n (the MLP's gate) */
     void (*silu_mul)(const float *g, const float *u, float *a, uint32_t n);
+    /** value i of the cache at dst + i * stride (in values), i < n, = src[i] in the set's
+     *  format */
+    void (*kv_put)(const float *src, uint32_t n, void *dst, size_t stride);
 } rn_attn_kern;
 
 /** The most query heads per KV head the kernels take at once. */
 #define RN_ATTN_MAX_GROUP 64u
 
-/** The best set the CPU flags (edgert_device.cpu_flags) allow. */
-const rn_attn_kern *rn_attn_pick(uint64_t cpu_flags);
+/** The best set the CPU flags (edgert_device.cpu_flags) allow; with kv16,
+ *  the best whose cache is fp16 when one runs here (else an fp32 one). */
+const rn_attn_kern *rn_attn_pick(uint64_t cpu_flags, int kv16);
+
+/** The fp32 cache's kv_put, for every set that keeps fp32. */
+void rn_kv_put_f32(const float *src, uint32_t n, void *dst, size_t stride);
 
 extern const rn_attn_kern rn_attn_portable;
 #if defined(__x86_64__)
 extern const rn_attn_kern rn_attn_avx2;
+extern const rn_attn_kern rn_attn_avx2_f16;
 extern const rn_attn_kern rn_attn_avx512;
 #endif
 

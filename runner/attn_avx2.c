@@ -5,9 +5,17 @@
  * registers: 4 heads x 16 positions (qk) or 16 dimensions (pv) per pass;
  * its comment derives the exp polynomial's accuracy; 2^n is built in the
  * exponent bits (n >= -126 after the clamp at -87.3).
+ *
+ * Two sets: the fp32 cache, and the fp16 one (rn_attn_avx2_f16, -mf16c):
+ * the same code with each 8 cached values loaded as 16 bytes and widened
+ * by vcvtph2ps, so attention reads half the bytes; a K block is always
+ * whole (16 positions), and a V row's last chunk of fewer than 16 values
+ * (a head size no multiple of 16) goes through a zeroed copy, so no load
+ * passes the cache's end.
  */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "attn.h"
 
@@ -19,17 +27,31 @@ static inline __m256i tail_mask(uint32_t left)
 
 /* Up to 4 heads x 16 positions: 8 accumulators, K loaded once per dimension;
  * inlined with g a constant so they stay in registers (attn_avx512.c). */
+static inline __attribute__((always_inline)) __m256 load8h(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
+}
+
 static inline __attribute__((always_inline)) void
-qk_4x16(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t p,
-                    __m256i m0, __m256i m1, __m256 sc, float *s, size_t ls)
+qk_4x16(const float *q, uint32_t g, const void *kt, uint32_t d, uint32_t p,
+                    __m256i m0, __m256i m1, __m256 sc, float *s, size_t ls, const int f16)
 {
     __m256 a[4][2];
     for (uint32_t h = 0; h < 4; h++)
         a[h][0] = a[h][1] = _mm256_setzero_ps();
-    const float *blk = kt + (size_t)p * d; /* the block of positions p..p+15 */
+    /* the block of positions p..p+15 */
+    const float *blk = f16 ? NULL : (const float *)kt + (size_t)p * d;
+    const uint16_t *blkh = f16 ? (const uint16_t *)kt + (size_t)p * d : NULL;
     for (uint32_t j = 0; j < d; j++) {
-        const float *k = blk + 16 * j;
-        __m256 k0 = _mm256_maskload_ps(k, m0), k1 = _mm256_maskload_ps(k + 8, m1);
+        __m256 k0, k1;
+        if (f16) { /* a whole block: 16 values, in bounds whatever n */
+            k0 = load8h(blkh + 16 * j);
+            k1 = load8h(blkh + 16 * j + 8);
+        } else {
+            const float *k = blk + 16 * j;
+            k0 = _mm256_maskload_ps(k, m0);
+            k1 = _mm256_maskload_ps(k + 8, m1);
+        }
         for (uint32_t h = 0; h < 4; h++) {
             if (h < g) {
                 __m256 qj = _mm256_set1_ps(q[h * d + j]);
@@ -44,8 +66,9 @@ qk_4x16(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t p,
     }
 }
 
-static void qk_256(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t n,
-                   float scale, float *s, size_t ls)
+static inline __attribute__((always_inline)) void
+qk_gen(const float *q, uint32_t g, const void *kt, uint32_t d, uint32_t n, float scale, float *s,
+       size_t ls, const int f16)
 {
     const __m256 sc = _mm256_set1_ps(scale);
     for (uint32_t h0 = 0; h0 < g; h0 += 4) {
@@ -56,13 +79,25 @@ static void qk_256(const float *q, uint32_t g, const float *kt, uint32_t d, uint
             float *sh = s + h0 * ls;
             __m256i m0 = tail_mask(left), m1 = tail_mask(left > 8 ? left - 8 : 0);
             switch (gh) {
-            case 1: qk_4x16(qh, 1, kt, d, p, m0, m1, sc, sh, ls); break;
-            case 2: qk_4x16(qh, 2, kt, d, p, m0, m1, sc, sh, ls); break;
-            case 3: qk_4x16(qh, 3, kt, d, p, m0, m1, sc, sh, ls); break;
-            default: qk_4x16(qh, 4, kt, d, p, m0, m1, sc, sh, ls); break;
+            case 1: qk_4x16(qh, 1, kt, d, p, m0, m1, sc, sh, ls, f16); break;
+            case 2: qk_4x16(qh, 2, kt, d, p, m0, m1, sc, sh, ls, f16); break;
+            case 3: qk_4x16(qh, 3, kt, d, p, m0, m1, sc, sh, ls, f16); break;
+            default: qk_4x16(qh, 4, kt, d, p, m0, m1, sc, sh, ls, f16); break;
             }
         }
     }
+}
+
+static void qk_256(const float *q, uint32_t g, const void *kt, uint32_t d, uint32_t n,
+                   float scale, float *s, size_t ls)
+{
+    qk_gen(q, g, kt, d, n, scale, s, ls, 0);
+}
+
+static void qk_256h(const float *q, uint32_t g, const void *kt, uint32_t d, uint32_t n,
+                    float scale, float *s, size_t ls)
+{
+    qk_gen(q, g, kt, d, n, scale, s, ls, 1);
 }
 
 static inline __m256 exp_256(__m256 x)
@@ -117,15 +152,32 @@ static double softmax_256(float *s, uint32_t n)
 /* Up to 4 heads x 16 dimensions: 8 accumulators, V loaded once per position;
  * inlined with g a constant, as qk_4x16. */
 static inline __attribute__((always_inline)) void
-pv_4x16(const float *w, size_t lw, uint32_t g, const float *v, uint32_t n,
-                    uint32_t j0, __m256i m0, __m256i m1, const float *scale, float *o, uint32_t d)
+pv_4x16(const float *w, size_t lw, uint32_t g, const void *v, uint32_t n,
+                    uint32_t j0, __m256i m0, __m256i m1, const float *scale, float *o, uint32_t d,
+                    const int f16)
 {
     __m256 a[4][2];
     for (uint32_t h = 0; h < 4; h++)
         a[h][0] = a[h][1] = _mm256_setzero_ps();
+    const uint32_t left = d - j0;
     for (uint32_t p = 0; p < n; p++) {
-        const float *vp = v + (size_t)p * d + j0;
-        __m256 x0 = _mm256_maskload_ps(vp, m0), x1 = _mm256_maskload_ps(vp + 8, m1);
+        __m256 x0, x1;
+        if (f16) {
+            const uint16_t *vp = (const uint16_t *)v + (size_t)p * d + j0;
+            if (left >= 16) {
+                x0 = load8h(vp);
+                x1 = load8h(vp + 8);
+            } else { /* the row's last values: a copy, no load past them */
+                uint16_t t[16] = {0};
+                memcpy(t, vp, left * sizeof t[0]);
+                x0 = load8h(t);
+                x1 = load8h(t + 8);
+            }
+        } else {
+            const float *vp = (const float *)v + (size_t)p * d + j0;
+            x0 = _mm256_maskload_ps(vp, m0);
+            x1 = _mm256_maskload_ps(vp + 8, m1);
+        }
         for (uint32_t h = 0; h < 4; h++) {
             if (h < g) {
                 __m256 wp = _mm256_set1_ps(w[h * lw + p]);
@@ -141,8 +193,9 @@ pv_4x16(const float *w, size_t lw, uint32_t g, const float *v, uint32_t n,
     }
 }
 
-static void pv_256(const float *w, size_t lw, uint32_t g, const float *v, uint32_t d, uint32_t n,
-                   const float *scale, float *o)
+static inline __attribute__((always_inline)) void
+pv_gen(const float *w, size_t lw, uint32_t g, const void *v, uint32_t d, uint32_t n,
+       const float *scale, float *o, const int f16)
 {
     for (uint32_t h0 = 0; h0 < g; h0 += 4) {
         uint32_t gh = g - h0 < 4 ? g - h0 : 4;
@@ -152,13 +205,25 @@ static void pv_256(const float *w, size_t lw, uint32_t g, const float *v, uint32
             float *oh = o + (size_t)h0 * d;
             __m256i m0 = tail_mask(left), m1 = tail_mask(left > 8 ? left - 8 : 0);
             switch (gh) {
-            case 1: pv_4x16(wh, lw, 1, v, n, j0, m0, m1, sc, oh, d); break;
-            case 2: pv_4x16(wh, lw, 2, v, n, j0, m0, m1, sc, oh, d); break;
-            case 3: pv_4x16(wh, lw, 3, v, n, j0, m0, m1, sc, oh, d); break;
-            default: pv_4x16(wh, lw, 4, v, n, j0, m0, m1, sc, oh, d); break;
+            case 1: pv_4x16(wh, lw, 1, v, n, j0, m0, m1, sc, oh, d, f16); break;
+            case 2: pv_4x16(wh, lw, 2, v, n, j0, m0, m1, sc, oh, d, f16); break;
+            case 3: pv_4x16(wh, lw, 3, v, n, j0, m0, m1, sc, oh, d, f16); break;
+            default: pv_4x16(wh, lw, 4, v, n, j0, m0, m1, sc, oh, d, f16); break;
             }
         }
     }
+}
+
+static void pv_256(const float *w, size_t lw, uint32_t g, const void *v, uint32_t d, uint32_t n,
+                   const float *scale, float *o)
+{
+    pv_gen(w, lw, g, v, d, n, scale, o, 0);
+}
+
+static void pv_256h(const float *w, size_t lw, uint32_t g, const void *v, uint32_t d, uint32_t n,
+                    const float *scale, float *o)
+{
+    pv_gen(w, lw, g, v, d, n, scale, o, 1);
 }
 
 static void silu_mul_256(const float *g, const float *u, float *a, uint32_t n)
@@ -172,4 +237,29 @@ static void silu_mul_256(const float *g, const float *u, float *a, uint32_t n)
     }
 }
 
-const rn_attn_kern rn_attn_avx2 = {"AVX2+FMA", qk_256, softmax_256, pv_256, silu_mul_256};
+/* The fp16 cache's values: rounded to nearest even by vcvtps2ph, finite
+ * magnitudes above fp16's largest (65504) saturated to it (vcvtps2ph would
+ * give inf, and one inf key makes every score of its position NaN); NaN
+ * stays NaN, as in an fp32 cache. */
+static void kv_put_f16(const float *src, uint32_t n, void *dst, size_t stride)
+{
+    uint16_t *d = dst;
+    const __m256 lim = _mm256_set1_ps(65504.0f), nlim = _mm256_set1_ps(-65504.0f);
+    for (uint32_t i = 0; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        __m256 x0 = _mm256_maskload_ps(src + i, m);
+        /* max/min give their second operand for NaN: the blend puts it back */
+        __m256 x = _mm256_min_ps(_mm256_max_ps(x0, nlim), lim);
+        x = _mm256_blendv_ps(x, x0, _mm256_cmp_ps(x0, x0, _CMP_UNORD_Q));
+        uint16_t h[8];
+        _mm_storeu_si128((__m128i *)(void *)h, _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+        uint32_t c = n - i < 8 ? n - i : 8;
+        for (uint32_t t = 0; t < c; t++)
+            d[(size_t)(i + t) * stride] = h[t];
+    }
+}
+
+const rn_attn_kern rn_attn_avx2 = {"AVX2+FMA", 4,         qk_256,       softmax_256,
+                                   pv_256,     silu_mul_256, rn_kv_put_f32};
+const rn_attn_kern rn_attn_avx2_f16 = {"AVX2+FMA, fp16 KV cache", 2, qk_256h, softmax_256,
+                                       pv_256h, silu_mul_256, kv_put_f16};

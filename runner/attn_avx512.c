@@ -55,9 +55,10 @@ qk_4x64(const float *q, const uint32_t g, const float *kt, uint32_t d, uint32_t 
             _mm512_mask_storeu_ps(s + h * ls + p + 16 * c, mk[c], _mm512_mul_ps(a[h][c], sc));
 }
 
-static void qk_512(const float *q, uint32_t g, const float *kt, uint32_t d, uint32_t n,
+static void qk_512(const float *q, uint32_t g, const void *kt_, uint32_t d, uint32_t n,
                    float scale, float *s, size_t ls)
 {
+    const float *kt = kt_; /* this set's cache is fp32 */
     const __m512 sc = _mm512_set1_ps(scale);
     for (uint32_t h0 = 0; h0 < g; h0 += 4) {
         uint32_t gh = g - h0 < 4 ? g - h0 : 4;
@@ -145,9 +146,10 @@ pv_4x64(const float *w, size_t lw, uint32_t g, const float *v, uint32_t n,
                                   _mm512_mul_ps(a[h][c], _mm512_set1_ps(scale[h])));
 }
 
-static void pv_512(const float *w, size_t lw, uint32_t g, const float *v, uint32_t d, uint32_t n,
+static void pv_512(const float *w, size_t lw, uint32_t g, const void *v_, uint32_t d, uint32_t n,
                    const float *scale, float *o)
 {
+    const float *v = v_; /* this set's cache is fp32 */
     for (uint32_t h0 = 0; h0 < g; h0 += 4) {
         uint32_t gh = g - h0 < 4 ? g - h0 : 4;
         for (uint32_t j0 = 0; j0 < d; j0 += 64) {
@@ -182,4 +184,5 @@ static void silu_mul_512(const float *g, const float *u, float *a, uint32_t n)
     }
 }
 
-const rn_attn_kern rn_attn_avx512 = {"AVX-512F", qk_512, softmax_512, pv_512, silu_mul_512};
+const rn_attn_kern rn_attn_avx512 = {"AVX-512F", 4,      qk_512,       softmax_512,
+                                     pv_512,     silu_mul_512, rn_kv_put_f32};

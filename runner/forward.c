@@ -28,6 +28,8 @@
 
 #include "internal.h"
 
+#define RN_EMBED_READS 64u /* embedding rows looked up between drops of their pages */
+
 enum { OP_QKV, OP_O, OP_GU, OP_DOWN, OP_HEAD };
 
 typedef struct rn_op_tag {
@@ -65,7 +67,7 @@ static void *zalloc(size_t bytes, int *fail)
  * its pages are had (and zeroed) when the model opens, not inside the
  * first prefill's attention (where their faults cost a 512-token prompt
  * 4% of its time); the cache is resident memory anyway. */
-static float *cache_alloc(size_t bytes, int *fail)
+static void *cache_alloc(size_t bytes, int *fail)
 {
     void *p = bytes ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
                            0)
@@ -107,16 +109,24 @@ static void rope_table(edgert_model *m)
     }
 }
 
-edgert_status rn_alloc_state(edgert_model *m, char *err, size_t len)
+edgert_status rn_alloc_state(edgert_model *m, uint32_t kv_bits, char *err, size_t len)
 {
     const rn_config *c = &m->c;
     size_t R = EDGERT_RUNNER_CHUNK, nq = (size_t)c->heads * c->head_dim;
     size_t nkv = (size_t)c->kv_heads * c->head_dim, L = c->layers;
     int fail = 0;
     m->threads = edgert_thread_count(m->ctx);
-    m->attn = rn_attn_pick(edgert_device_facts(m->ctx)->cpu_flags);
+    /* fp16 where asked, or by default on a backend where the kernels have
+     * it; the fp32 reference keeps fp32 (it is what backends are compared
+     * with). 16 asked where no set has it: refused, saying why. */
+    int kv16 = m->be && kv_bits != 32;
+    m->attn = rn_attn_pick(edgert_device_facts(m->ctx)->cpu_flags, kv16);
+    if (kv_bits == 16 && m->attn->kv_bytes != 2)
+        return rn_fail(EDGERT_E_UNSUPPORTED, err, len, "an fp16 KV cache: %s", !m->be
+                       ? "the fp32 reference keeps fp32" : "this CPU's attention kernels ("
+                       "AVX2 and F16C without AVX-512) keep fp32 here");
     m->kv_stride = (m->ctx_len + RN_KBLOCK - 1) / RN_KBLOCK * RN_KBLOCK; /* whole K blocks */
-    m->cache_bytes = L * m->kv_stride * nkv * sizeof(float);
+    m->cache_bytes = L * m->kv_stride * nkv * m->attn->kv_bytes;
     m->kcache = cache_alloc(m->cache_bytes, &fail);
     m->vcache = cache_alloc(m->cache_bytes, &fail);
     m->rope_cos = zalloc((size_t)m->ctx_len * c->head_dim / 2 * sizeof(float), &fail);
@@ -133,7 +143,7 @@ edgert_status rn_alloc_state(edgert_model *m, char *err, size_t len)
     if (fail)
         return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory for the KV cache (%u positions) "
                        "and activations", m->ctx_len);
-    m->info.kv_cache_bytes = 2 * L * m->kv_stride * nkv * sizeof(float);
+    m->info.kv_cache_bytes = 2 * m->cache_bytes;
     rope_table(m);
     return EDGERT_OK;
 }
@@ -190,14 +200,14 @@ static void qkv_rows(void *arg, size_t b, size_t e, unsigned worker)
                 v[j + half] = bb * cs[j] + a * sn[j];
             }
         }
-        for (uint32_t h = 0; h < c->kv_heads; h++) { /* attn.h: the caches' layouts */
+        const size_t vb = m->attn->kv_bytes; /* attn.h: the caches' layouts and formats */
+        for (uint32_t h = 0; h < c->kv_heads; h++) {
             size_t head = (size_t)r->layer * c->kv_heads + h;
-            memcpy(m->vcache + (head * m->kv_stride + p) * d, row + nq + nkv + h * d,
-                   d * sizeof(float));
-            float *kb = m->kcache + head * m->kv_stride * d +
-                        (size_t)(p / RN_KBLOCK) * RN_KBLOCK * d + p % RN_KBLOCK;
-            for (uint32_t j = 0; j < d; j++)
-                kb[(size_t)j * RN_KBLOCK] = row[nq + h * d + j];
+            m->attn->kv_put(row + nq + nkv + h * d, d,
+                            (char *)m->vcache + (head * m->kv_stride + p) * d * vb, 1);
+            size_t kb = head * m->kv_stride * d + (size_t)(p / RN_KBLOCK) * RN_KBLOCK * d +
+                        p % RN_KBLOCK;
+            m->attn->kv_put(row + nq + h * d, d, (char *)m->kcache + kb * vb, RN_KBLOCK);
         }
     }
 }
@@ -214,17 +224,17 @@ static void attn_items(void *arg, size_t b, size_t e, unsigned worker)
     uint32_t width = nq + 2 * nkv, g = c->heads / c->kv_heads;
     size_t ls = m->ctx_len;
     float *s = m->scores + (size_t)worker * g * ls, scale[RN_ATTN_MAX_GROUP];
-    const float *kc = m->kcache + (size_t)r->layer * nkv * m->kv_stride;
-    const float *vc = m->vcache + (size_t)r->layer * nkv * m->kv_stride;
+    const size_t vb = k->kv_bytes, head_bytes = (size_t)d * m->kv_stride * vb;
+    const char *kc = (const char *)m->kcache + (size_t)r->layer * nkv * m->kv_stride * vb;
+    const char *vc = (const char *)m->vcache + (size_t)r->layer * nkv * m->kv_stride * vb;
     for (size_t it = b; it < e; it++) {
         uint32_t i = (uint32_t)(it / c->kv_heads), kvh = (uint32_t)(it % c->kv_heads);
         uint32_t npos = r->pos0 + i + 1;
         const float *q = m->qkv + (size_t)i * width + (size_t)kvh * g * d;
-        k->qk(q, g, kc + (size_t)kvh * d * m->kv_stride, d, npos, (float)(1.0 / sqrt((double)d)),
-              s, ls);
+        k->qk(q, g, kc + kvh * head_bytes, d, npos, (float)(1.0 / sqrt((double)d)), s, ls);
         for (uint32_t h = 0; h < g; h++)
             scale[h] = (float)(1.0 / k->softmax(s + h * ls, npos));
-        k->pv(s, ls, g, vc + (size_t)kvh * d * m->kv_stride, d, npos, scale,
+        k->pv(s, ls, g, vc + kvh * head_bytes, d, npos, scale,
               m->att + (size_t)i * nq + (size_t)kvh * g * d);
     }
 }
@@ -343,6 +353,14 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
                        (uint64_t)ids[i] * c->hidden, c->hidden, m->x + (size_t)i * c->hidden);
             rn_rmsnorm(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
                        m->layers[0].attn_norm, c->hidden, c->eps);
+        }
+        /* Each row looked up maps the kernel's fault-around window of the
+         * file (64 KiB) around it: over a conversation much of the
+         * embedding (57 MB of SmolLM2's) became resident. Its pages go
+         * every RN_EMBED_READS rows, so at most a few MiB of it ever are. */
+        if ((m->embed_reads += n) >= RN_EMBED_READS) {
+            st_release(m->embed_file, m->embed);
+            m->embed_reads = 0;
         }
     }
     if (!st && m->be) {

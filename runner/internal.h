@@ -82,13 +82,15 @@ struct edgert_model {
     float *final_norm;
     const st_file *embed_file;
     const st_tensor *embed;
+    uint32_t embed_reads;      /* rows looked up since its pages were last dropped */
 
     /* forward state */
     uint32_t pos, ctx_len;
     uint32_t kv_stride;        /* ctx_len rounded up to whole K blocks */
     size_t cache_bytes;        /* of each of kcache and vcache (mapped) */
-    float *kcache;             /* [layers][kv_heads][kv_stride / 16][head_dim][16] (attn.h) */
-    float *vcache;             /* [layers][kv_heads][kv_stride][head_dim] */
+    void *kcache;              /* [layers][kv_heads][kv_stride / 16][head_dim][16] (attn.h) */
+    void *vcache;              /* [layers][kv_heads][kv_stride][head_dim]; values of
+                                  attn->kv_bytes each */
     const rn_attn_kern *attn;  /* picked once from the CPU flags */
     float *rope_cos, *rope_sin; /* [ctx_len][head_dim / 2] */
     float *x, *xn, *qkv, *att, *tmp, *gu, *act; /* [CHUNK][...] */
@@ -106,7 +108,7 @@ void rn_unload_layers(edgert_model *m);
 /** The forward pass over n <= EDGERT_RUNNER_CHUNK tokens (forward.c). */
 edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, float *logits,
                                int all_logits, char *err, size_t len);
-edgert_status rn_alloc_state(edgert_model *m, char *err, size_t len);
+edgert_status rn_alloc_state(edgert_model *m, uint32_t kv_bits, char *err, size_t len);
 void rn_free_state(edgert_model *m);
 
 /* ---- arithmetic (math.c) ------------------------------------------------------ */

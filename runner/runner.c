@@ -30,6 +30,9 @@ edgert_status edgert_model_open(edgert_ctx *ctx, const char *dir,
     }
     if (o.group && o.group != 32 && o.group != 64 && o.group != 128)
         return rn_fail(EDGERT_E_USAGE, err, err_len, "group %u: 32, 64 or 128", o.group);
+    if (o.kv_cache_bits && o.kv_cache_bits != 16 && o.kv_cache_bits != 32)
+        return rn_fail(EDGERT_E_USAGE, err, err_len, "kv_cache_bits %u: 16 or 32",
+                       o.kv_cache_bits);
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return rn_fail(EDGERT_E_IO, err, err_len, "%s: %s", dir,
@@ -55,7 +58,7 @@ edgert_status edgert_model_open(edgert_ctx *ctx, const char *dir,
     if (!st)
         st = rn_load(m, &o, err, err_len);
     if (!st)
-        st = rn_alloc_state(m, err, err_len);
+        st = rn_alloc_state(m, o.kv_cache_bits, err, err_len);
     if (st) {
         edgert_model_close(m);
         return st;
@@ -77,6 +80,7 @@ edgert_status edgert_model_open(edgert_ctx *ctx, const char *dir,
     i->tied = c->tied;
     i->eos = c->eos;
     i->passed_over = m->passed_over;
+    i->kv_cache_bits = m->attn->kv_bytes * 8u;
     if (!m->be || m->packed || strncmp(m->weights_kind, "dense", 5) != 0)
         i->group = 0; /* nothing was quantized here */
     *out = m;

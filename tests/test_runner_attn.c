@@ -3,7 +3,8 @@
  * (runner/attn.h): every set this CPU can run against a double-precision
  * loop written here, over odd shapes: positions 1, 3, 15, 16, 17, 63, 64,
  * 65, 200 (the 16-position blocks and the 64-position passes, whole and
- * cut), head sizes 64, 80 (not a multiple of the 64-dimension pass) and
+ * cut), head sizes 64, 72 (a last 16-value chunk of 8), 80 (not a
+ * multiple of the 64-dimension pass) and
  * 128, and 1 to 9 query heads per KV head (the passes of 4, whole and cut).
  * A set whose flags this CPU lacks is reported skipped, naming the flag;
  * the portable set runs everywhere.
@@ -18,6 +19,13 @@
  * vector ones) within (n + 8) u of the exact one. silu_mul: the same exp
  * in 1 + e^-g, a division and a product: 12 u relative; below g = -88 the
  * vector exp's clamp gives g e^-88 (under 1e-35 in size) for g e^g.
+ *
+ * K and V reach each set through its kv_put, in its cache's format; the
+ * double loops use the values as cached (decoded here from fp16 with code
+ * of this file's own), so the bounds above hold for the fp16 sets too, and
+ * kv_put is checked on its own: fp16 rounded to nearest (within 2^-11 of
+ * the value, 2^-25 absolute below fp16's normal range), magnitudes past
+ * 65504 saturated, NaN kept.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -58,19 +66,83 @@ static float frand(uint64_t *s)
     return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
 }
 
-/* K of n positions in the blocked layout (attn.h) from rows k[p][d]. */
-static void block_k(const float *k, uint32_t n, uint32_t d, float *kt)
+/* IEEE binary16 to float, written here (not the kernels' vcvtph2ps). */
+static float half_to_float(uint16_t h)
 {
-    for (uint32_t p = 0; p < n; p++)
-        for (uint32_t j = 0; j < d; j++)
-            kt[(size_t)(p / RN_KBLOCK) * RN_KBLOCK * d + j * RN_KBLOCK + p % RN_KBLOCK] =
-                k[(size_t)p * d + j];
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(1024 + m, e - 25);
+    return (float)(h >> 15 ? -v : v);
+}
+
+/* Cached value i of a set's cache at `base` (its format), as a float. */
+static float cached(const rn_attn_kern *ks, const void *base, size_t i)
+{
+    return ks->kv_bytes == 2 ? half_to_float(((const uint16_t *)base)[i])
+                             : ((const float *)base)[i];
+}
+
+/* K of n positions in the blocked layout (attn.h) from rows k[p][d], and V
+ * rows, written by the set's kv_put; k and v then get the cached values. */
+static void put_kv(const rn_attn_kern *ks, float *k, float *v, uint32_t n, uint32_t d, void *kt,
+                   void *vc)
+{
+    const size_t vb = ks->kv_bytes;
+    for (uint32_t p = 0; p < n; p++) {
+        size_t at = (size_t)(p / RN_KBLOCK) * RN_KBLOCK * d + p % RN_KBLOCK;
+        ks->kv_put(k + (size_t)p * d, d, (char *)kt + at * vb, RN_KBLOCK);
+        ks->kv_put(v + (size_t)p * d, d, (char *)vc + (size_t)p * d * vb, 1);
+        for (uint32_t j = 0; j < d; j++) {
+            k[(size_t)p * d + j] = cached(ks, kt, at + (size_t)j * RN_KBLOCK);
+            v[(size_t)p * d + j] = cached(ks, vc, (size_t)p * d + j);
+        }
+    }
+}
+
+/* kv_put on its own: every value within the format's rounding, saturation
+ * at fp16's largest, NaN kept; a stride leaves the values between alone. */
+static void check_put(const rn_attn_kern *ks)
+{
+    enum { N = 21 };
+    float src[N];
+    uint64_t seed = 11;
+    for (int i = 0; i < N; i++)
+        src[i] = frand(&seed) * (float)ldexp(1, (i % 9) * 4 - 12);
+    src[3] = 1e6f;
+    src[4] = -70000.0f;
+    src[5] = NAN;
+    src[6] = 65504.0f;
+    src[7] = 3e-8f; /* below fp16's normal range */
+    unsigned char buf[N * 3 * 4];
+    memset(buf, 0xA5, sizeof buf);
+    ks->kv_put(src, N, buf, 3);
+    for (int i = 0; i < N * 3; i++) {
+        if (i % 3 != 0) {
+            for (unsigned b = 0; b < ks->kv_bytes; b++)
+                if (buf[(size_t)i * ks->kv_bytes + b] != 0xA5)
+                    fail_msg("%s kv_put: value %d between the strided ones written", ks->name, i);
+            continue;
+        }
+        float x = src[i / 3], got = cached(ks, buf, (size_t)i);
+        if (ks->kv_bytes == 4) {
+            if (memcmp(&got, &x, 4) != 0)
+                fail_msg("%s kv_put: %g stored as %g", ks->name, (double)x, (double)got);
+        } else if (isnan(x)) {
+            if (!isnan(got))
+                fail_msg("%s kv_put: NaN stored as %g", ks->name, (double)got);
+        } else if (fabsf(x) >= 65504.0f) {
+            if (got != copysignf(65504.0f, x))
+                fail_msg("%s kv_put: %g stored as %g, not saturated", ks->name, (double)x,
+                         (double)got);
+        } else if (fabs((double)got - x) > fmax(ldexp(fabs(x), -11), ldexp(1, -25))) {
+            fail_msg("%s kv_put: %.9g stored as %.9g", ks->name, (double)x, (double)got);
+        }
+    }
 }
 
 static void check_set(const rn_attn_kern *ks)
 {
     static const uint32_t ns[] = {1, 3, 15, 16, 17, 63, 64, 65, 200};
-    static const uint32_t ds[] = {64, 80, 128};
+    static const uint32_t ds[] = {64, 72, 80, 128}; /* 72: a last chunk of 8 values */
     uint64_t seed = 7;
     for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++) {
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -78,17 +150,19 @@ static void check_set(const rn_attn_kern *ks)
             for (uint32_t g = 1; g <= 9; g += (g < 5 ? 1 : 4)) {
                 size_t ls = nb + 5; /* a score row stride that is no multiple of anything */
                 float *q = malloc(sizeof(float) * g * d), *k = calloc((size_t)nb * d, 4);
-                float *kt = calloc((size_t)nb * d, 4), *v = malloc(sizeof(float) * n * d);
+                void *kt = calloc((size_t)nb * d, ks->kv_bytes);
+                float *v = malloc(sizeof(float) * n * d);
+                void *vc = malloc((size_t)n * d * ks->kv_bytes);
                 float *s = calloc(g * ls, 4), *o = malloc(sizeof(float) * g * d);
                 float scale[16];
-                assert_non_null(q && k && kt && v && s && o);
+                assert_non_null(q && k && kt && v && vc && s && o);
                 for (size_t i = 0; i < (size_t)g * d; i++)
                     q[i] = frand(&seed);
                 for (size_t i = 0; i < (size_t)n * d; i++) {
                     k[i] = frand(&seed);
                     v[i] = frand(&seed);
                 }
-                block_k(k, n, d, kt);
+                put_kv(ks, k, v, n, d, kt, vc);
                 ks->qk(q, g, kt, d, n, 0.125f, s, ls);
                 for (uint32_t h = 0; h < g; h++) {
                     for (uint32_t p = 0; p < n; p++) {
@@ -120,7 +194,7 @@ static void check_set(const rn_attn_kern *ks)
                         fail_msg("%s softmax n=%u: sum %.9g, exact %.9g", ks->name, n, sum, ref);
                     scale[h] = (float)(1.0 / sum);
                 }
-                ks->pv(s, ls, g, v, d, n, scale, o);
+                ks->pv(s, ls, g, vc, d, n, scale, o);
                 for (uint32_t h = 0; h < g; h++)
                     for (uint32_t j = 0; j < d; j++) {
                         double e = 0, S = 0;
@@ -138,6 +212,7 @@ static void check_set(const rn_attn_kern *ks)
                 free(k);
                 free(kt);
                 free(v);
+                free(vc);
                 free(s);
                 free(o);
             }
@@ -161,7 +236,8 @@ static void check_set(const rn_attn_kern *ks)
                          (double)a[i], (double)g[i], e);
         }
     }
-    print_message("  %s: qk, softmax, pv, silu_mul within their bounds\n", ks->name);
+    check_put(ks);
+    print_message("  %s: kv_put, qk, softmax, pv, silu_mul within their bounds\n", ks->name);
 }
 
 static void test_portable(void **state)
@@ -188,6 +264,13 @@ static void test_avx2(void **state)
     test_x86_set(&rn_attn_avx2, need, 2, "avx2 or fma");
 }
 
+static void test_avx2_f16(void **state)
+{
+    (void)state;
+    static const edgert_cpu_flag need[] = {EDGERT_CPU_AVX2, EDGERT_CPU_FMA, EDGERT_CPU_F16C};
+    test_x86_set(&rn_attn_avx2_f16, need, 3, "avx2, fma or f16c");
+}
+
 static void test_avx512(void **state)
 {
     (void)state;
@@ -200,12 +283,18 @@ static void test_avx512(void **state)
 static void test_pick(void **state)
 {
     (void)state;
-    assert_ptr_equal(rn_attn_pick(0), &rn_attn_portable);
+    assert_ptr_equal(rn_attn_pick(0, 0), &rn_attn_portable);
+    assert_ptr_equal(rn_attn_pick(0, 1), &rn_attn_portable); /* no fp16 set: fp32 */
 #if defined(__x86_64__)
     uint64_t avx2 = (1ull << EDGERT_CPU_AVX2) | (1ull << EDGERT_CPU_FMA);
-    assert_ptr_equal(rn_attn_pick(1ull << EDGERT_CPU_AVX2), &rn_attn_portable);
-    assert_ptr_equal(rn_attn_pick(avx2), &rn_attn_avx2);
-    assert_ptr_equal(rn_attn_pick(avx2 | (1ull << EDGERT_CPU_AVX512F)), &rn_attn_avx512);
+    uint64_t f16c = 1ull << EDGERT_CPU_F16C, avx512 = 1ull << EDGERT_CPU_AVX512F;
+    assert_ptr_equal(rn_attn_pick(1ull << EDGERT_CPU_AVX2, 1), &rn_attn_portable);
+    assert_ptr_equal(rn_attn_pick(avx2, 0), &rn_attn_avx2);
+    assert_ptr_equal(rn_attn_pick(avx2, 1), &rn_attn_avx2); /* no F16C */
+    assert_ptr_equal(rn_attn_pick(avx2 | f16c, 1), &rn_attn_avx2_f16);
+    assert_ptr_equal(rn_attn_pick(avx2 | f16c, 0), &rn_attn_avx2);
+    assert_ptr_equal(rn_attn_pick(avx2 | f16c | avx512, 1), &rn_attn_avx512);
+    assert_ptr_equal(rn_attn_pick(avx2 | avx512, 0), &rn_attn_avx512);
 #endif
 }
 
@@ -215,6 +304,7 @@ int main(void)
         cmocka_unit_test(test_portable),
 #if defined(__x86_64__)
         cmocka_unit_test(test_avx2),
+        cmocka_unit_test(test_avx2_f16),
         cmocka_unit_test(test_avx512),
 #endif
         cmocka_unit_test(test_pick),

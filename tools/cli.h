@@ -57,6 +57,7 @@ typedef struct cli {
     int compare;              /**< --compare */
     const char *compare_list; /**< --compare's backends (the positional after MODEL) */
     unsigned group, context;  /**< --group N, --context N (0: the runner's defaults) */
+    unsigned kv_cache_bits;   /**< run --kv-cache f16|f32: 16 or 32 (0: the runner's default) */
     const char *packed;       /**< --packed FILE */
     int ignore_eos;           /**< --ignore-eos */
     const char *logits;       /**< --logits FILE */

@@ -283,7 +283,8 @@ enum {
     OPT_REPEAT, OPT_SEED, OPT_TOKENS, OPT_QUICK, OPT_OUT, OPT_OPTIONS, OPT_EVIDENCE,
     OPT_WEIGHTS, OPT_CALIBRATION, OPT_SCHEME, OPT_RANGES, OPT_FORCE, OPT_GOLDEN, OPT_ROWS,
     OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
-    OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_PACKED, OPT_IGNORE_EOS,
+    OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_KV_CACHE, OPT_PACKED,
+    OPT_IGNORE_EOS,
     OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP
 };
 
@@ -325,6 +326,7 @@ static int allowed(const char *cmd, int o)
         {OPT_COMPARE, " run "},
         {OPT_GROUP, " run bench "},
         {OPT_CONTEXT, " run "},
+        {OPT_KV_CACHE, " run "},
         {OPT_PACKED, " run "},
         {OPT_IGNORE_EOS, " run "},
         {OPT_LOGITS, " run "},
@@ -428,6 +430,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"compare", no_argument, 0, OPT_COMPARE},
         {"group", required_argument, 0, OPT_GROUP},
         {"context", required_argument, 0, OPT_CONTEXT},
+        {"kv-cache", required_argument, 0, OPT_KV_CACHE},
         {"packed", required_argument, 0, OPT_PACKED},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"logits", required_argument, 0, OPT_LOGITS},
@@ -537,6 +540,13 @@ static int parse_args(cli *c, int argc, char **argv)
             *(o == OPT_GROUP ? &c->group : &c->versus_group) = (unsigned)v;
             break;
         }
+        case OPT_KV_CACHE:
+            if (strcmp(optarg, "f16") == 0 || strcmp(optarg, "f32") == 0) {
+                c->kv_cache_bits = optarg[1] == '1' ? 16u : 32u;
+                break;
+            }
+            tfprintf(stderr, "edgert run: --kv-cache is f16 or f32, not '%s'\n", optarg);
+            return -1;
         case OPT_CONTEXT:
             if (parse_uint("--context", optarg, 1, 1 << 24, &v))
                 return -1;

@@ -65,6 +65,10 @@ void run_help(FILE *f)
             "                      default the largest dividing every layer's K)\n"
             "  --context N         KV cache positions (default max_position_embeddings,\n"
             "                      at most 4096)\n"
+            "  --kv-cache f16|f32  the KV cache's values: fp16 (half the bytes attention\n"
+            "                      reads) or fp32; default f16 on a backend where this\n"
+            "                      CPU's attention kernels have it (AVX2 + F16C without\n"
+            "                      AVX-512 today), else f32; the fp32 reference keeps f32\n"
             "  --packed FILE       map the linear layers from 'edgert pack' output\n"
             "  --options STR       plugin options, after the manifest's\n"
             "  --paired N          after each prompt's tokens, N more steps, each timed\n"
@@ -220,7 +224,8 @@ static int open_model(const cli *c, edgert_ctx *ctx, const char *backend, edgert
 {
     edgert_model_options o = {.struct_size = sizeof o, .backend = backend,
                               .priority = c->priority, .backend_options = c->options,
-                              .context = c->context, .group = c->group, .packed = c->packed};
+                              .context = c->context, .group = c->group, .packed = c->packed,
+                              .kv_cache_bits = c->kv_cache_bits};
     char err[4096] = "";
     edgert_status st = edgert_model_open(ctx, c->input, &o, m, err, sizeof err);
     if (st) {
@@ -345,6 +350,7 @@ static void model_json(json_w *w, const edgert_model_info *i)
     json_kint(w, "gemms_per_step", i->gemms_per_step);
     json_kint(w, "step_weight_bytes", (long long)i->step_weight_bytes);
     json_kint(w, "kv_cache_bytes", (long long)i->kv_cache_bytes);
+    json_kint(w, "kv_cache_bits", i->kv_cache_bits);
     json_end_obj(w);
 }
 
@@ -531,8 +537,9 @@ static int cmd_generate(const cli *c, edgert_ctx *ctx, const prompts *p)
         json_end_obj(&w);
         json_finish(&w);
     } else if (!rc) {
-        tprintf("peak RSS %.1f MiB (KV cache %.1f MiB for %u positions)\n", hwm / 1048576.0,
-                info->kv_cache_bytes / 1048576.0, info->context);
+        tprintf("peak RSS %.1f MiB (KV cache %.1f MiB, fp%u, for %u positions)\n",
+                hwm / 1048576.0, info->kv_cache_bytes / 1048576.0, info->kv_cache_bits,
+                info->context);
     }
     for (size_t i = 0; g && i < p->count; i++) {
         free(g[i].out);

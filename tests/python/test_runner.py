@@ -24,6 +24,12 @@ on the steps before the backend's greedy tokens part from the reference's:
     bound is loose (an outlier row is not every row), so W4A8 is also held
     to what a wrong wiring would break: teacher-forced top-1 agreement at
     least 0.75 and KL below 0.05 nats.
+  These run with an fp32 KV cache (--kv-cache f32). An fp16 one, on a
+  backend against the same backend with fp32: every cached K and V value
+  within 2^-11 of itself (fp16's unit roundoff; the test values stay far
+  inside its range), 2 such inputs per layer (K into the scores, V into the
+  output), independent signs, and the same factor 4 for the network's gain:
+  4 * 2^-11 * sqrt(2 L).
 """
 import json
 import math
@@ -85,11 +91,11 @@ def gptq(models, edgert_cli, tmp_path_factory):
     return out
 
 
-def run_logits(edgert_cli, model, backend, tmp, prompt=PROMPT, steps=STEPS):
+def run_logits(edgert_cli, model, backend, tmp, prompt=PROMPT, steps=STEPS, kv=None):
     lg = os.path.join(tmp, f"{backend}.f32")
     r = cli(edgert_cli, "run", model, "--backend", backend, "--prompt-ids",
             ",".join(map(str, prompt)), "--max-new-tokens", steps, "--ignore-eos", "--logits",
-            lg, "--json")
+            lg, "--json", *(["--kv-cache", kv] if kv else []))
     tokens = json.loads(r.stdout)["prompts"][0]["tokens"]
     return tokens, np.fromfile(lg, dtype=np.float32).reshape(len(tokens), -1)
 
@@ -141,7 +147,7 @@ def test_every_backend_near_fp32_on_the_same_weights(models, gptq, edgert_cli, t
         if r.returncode == 3 and "LAYOUT_MISMATCH" in r.stderr:
             print(f"{kind}: {name} does not take {kind} weights (LAYOUT_MISMATCH)")
             continue
-        tokens, lg = run_logits(edgert_cli, gptq[kind], name, tmp_path)
+        tokens, lg = run_logits(edgert_cli, gptq[kind], name, tmp_path, kv="f32")
         same = 0
         while same < len(tokens) and tokens[same] == ref_tokens[same]:
             same += 1
@@ -154,6 +160,36 @@ def test_every_backend_near_fp32_on_the_same_weights(models, gptq, edgert_cli, t
         assert dev <= tol, f"{name}: logits {dev:.3g} std from fp32's, tolerance {tol:.3g}"
         if bits >= 32:
             assert tokens == ref_tokens
+        ran += 1
+    assert ran >= 1
+
+
+def test_fp16_kv_cache_near_fp32(gptq, edgert_cli, tmp_path):
+    """Each backend with an fp16 KV cache against itself with fp32 (the
+    tolerance in the file's comment); where no attention kernels keep fp16
+    here, asking for it is refused (exit 4, saying so) and the test skips."""
+    model = gptq["sym"]
+    layers = json.load(open(os.path.join(model, "config.json")))["num_hidden_layers"]
+    tol = 4 * 2 ** -11 * math.sqrt(2 * layers)
+    ran = 0
+    for name, _ in eligible(edgert_cli):
+        r = cli(edgert_cli, "run", model, "--backend", name, "--prompt-ids", "1",
+                "--max-new-tokens", 1, "--kv-cache", "f16", check=False)
+        if r.returncode == 3 and "LAYOUT_MISMATCH" in r.stderr:
+            continue
+        if r.returncode == 4 and "keep fp32 here" in r.stderr:
+            pytest.skip(f"no fp16 KV cache on this CPU: {r.stderr.strip()}")
+        assert r.returncode == 0, r.stderr
+        t32, l32 = run_logits(edgert_cli, model, name, tmp_path, kv="f32")
+        t16, l16 = run_logits(edgert_cli, model, name, tmp_path, kv="f16")
+        same = 0
+        while same < len(t16) and t16[same] == t32[same]:
+            same += 1
+        k = max(1, same)
+        dev = float(np.abs(l16[:k] - l32[:k]).max() / l32[:k].std())
+        print(f"{name}: fp16 KV cache {same}/{len(t16)} tokens as fp32's, logits within "
+              f"{dev:.3g} std (tolerance {tol:.3g})")
+        assert dev <= tol
         ran += 1
     assert ran >= 1
 

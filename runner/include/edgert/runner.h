@@ -80,6 +80,14 @@ typedef struct edgert_model_options {
     /** A packed file (`edgert pack`) of this model's linear layers for the
      *  backend, mapped instead of packing; NULL: pack them. */
     const char *packed;
+    /* ---- version 1 ends here (EDGERT_MODEL_OPTIONS_V1_SIZE) ---- */
+    /** Bits of each KV cache value: 32 (fp32) or 16 (IEEE fp16: half the
+     *  bytes attention reads, each value within 2^-11 of itself, magnitudes
+     *  above 65504 saturated); 0: 16 on a backend where this CPU's
+     *  attention kernels keep fp16 (AVX2 and F16C without AVX-512, today),
+     *  else 32. The fp32 reference always keeps 32. Read only when
+     *  struct_size covers it. */
+    uint32_t kv_cache_bits;
 } edgert_model_options;
 
 /** Size of edgert_model_options in its first version. */
@@ -108,6 +116,7 @@ typedef struct edgert_model_info {
     /** With no backend named: the backends ranked above this one that
      *  could not pack these weights, each with why ("" when none). */
     const char *passed_over;
+    uint32_t kv_cache_bits;   /**< 32 (fp32) or 16 (fp16): options.kv_cache_bits as decided */
 } edgert_model_info;
 
 /** Open the model folder `dir` on handle ctx (which must outlive it). On
