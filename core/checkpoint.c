@@ -553,23 +553,38 @@ static edgert_status dense_convert(const edgert_checkpoint *c, const er_ck_layer
     return st;
 }
 
-/* The group size layer i comes in as canonical int4: a dense layer is
- * quantized in groups of CK_DENSE_GROUP, or of 64 or 32 when K is a
- * multiple of one of those and not of 128 (SmolLM2's 576: whole groups of
- * 64, which the fast layouts take, instead of a partial group of 128, which
- * they refuse), or in one group when K is smaller than 128; otherwise 128
- * with a partial last group (K = 200). */
+/* The group a file's dense layers are quantized in, one for the file as
+ * a model's layers share one (and as the model runner picks for a model,
+ * runner/load.c): the largest of CK_DENSE_GROUP, 64 and 32 that divides
+ * every dense layer's K (SmolLM2's 576 and 1536: whole groups of 64, which
+ * the fast layouts take, instead of partial groups of 128, which they
+ * refuse); else CK_DENSE_GROUP, a last group partial (K = 200). */
+static uint32_t dense_group(const edgert_checkpoint *c)
+{
+    for (uint32_t g = CK_DENSE_GROUP; g >= 32u; g /= 2u) {
+        int all = 1;
+        for (size_t i = 0; i < c->n; i++)
+            all &= !c->src[i].dense || c->pub[i].k % g == 0;
+        if (all)
+            return g;
+    }
+    return CK_DENSE_GROUP;
+}
+
+/* The group size layer i comes in as canonical int4: its own (GPTQ), or
+ * the file's dense group (one group when K is smaller). */
 static uint32_t layer_group(const edgert_checkpoint *c, size_t i)
 {
     const edgert_layer *l = &c->pub[i];
     if (!c->src[i].dense)
         return l->group;
-    if (l->k < CK_DENSE_GROUP)
-        return l->k;
-    for (uint32_t g = CK_DENSE_GROUP; g >= 32u; g /= 2u)
-        if (l->k % g == 0)
-            return g;
-    return CK_DENSE_GROUP;
+    uint32_t g = dense_group(c);
+    return l->k < g ? l->k : g;
+}
+
+uint32_t er_ck_layer_group(const edgert_checkpoint *c, size_t i)
+{
+    return layer_group(c, i);
 }
 
 edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, edgert_qtensor *out,

@@ -30,6 +30,8 @@ struct edgert_checkpoint {
     char config_source[600];
 };
 
+/** The group layer i is converted in (its own, or the file's dense group). */
+uint32_t er_ck_layer_group(const edgert_checkpoint *c, size_t i);
 /** 1 when s ends with suf and is longer than it (checkpoint_names.c). */
 int er_ck_ends_with(const char *s, const char *suf);
 /** 1 when a dense tensor name marks an embedding (looked up, not multiplied). */

@@ -202,6 +202,12 @@ edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint 
             st = er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' was packed from "
                          "other weights than %s's '%s' (source XXH3 differs)", path,
                          p->pub[i].name, src->sf.path, src->pub[i].name);
+        else if (p->pub[i].group != er_ck_layer_group(src, i)) /* the same weights, grouped
+                                                                   by an older rule */
+            st = er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: layer '%s' was packed in "
+                         "groups of %u; %s's converts in groups of %u now", path,
+                         p->pub[i].name, p->pub[i].group, src->sf.path,
+                         er_ck_layer_group(src, i));
     }
     edgert_checkpoint_close(p);
     return st;

@@ -294,7 +294,9 @@ static edgert_status layer_rows(edgert_model *m, const rn_src *s, const edgert_q
         q_free(q);
         return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
-    uint64_t read = 0; /* bytes of the file read since its pages were last dropped (at most) */
+    /* file bytes read since its pages were last dropped, counted as fp32:
+     * an F16/BF16 file's go every 8 MiB read, an F32 one's every 16 */
+    uint64_t read = 0;
     for (uint32_t r = 0; !st && r < rows; r += RN_ROW_BLOCK) {
         uint32_t nr = rows - r < RN_ROW_BLOCK ? rows - r : RN_ROW_BLOCK;
         edgert_qtensor t = {0};
@@ -397,7 +399,9 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
         for (unsigned i = 0, col = 0; !st && i < count; col += w[i].n, i++) {
             st = dense_linear(m, &s[i], &dst->part[i], err, len);
             dst->part[i].col = col;
-            edgert_checkpoint_layer_release(s[i].ck, s[i].idx); /* copied: the file's pages go */
+            /* a GPTQ layer was read to dequantize it: its pages go (a dense
+             * one is read in place through the shards' own mapping) */
+            edgert_checkpoint_layer_release(s[i].ck, s[i].idx);
         }
         dst->count = count;
         return st;

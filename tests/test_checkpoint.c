@@ -457,63 +457,117 @@ static void test_dense_for_symmetric_backend(void **state)
         tu_skip("no backend with a symmetric layout is eligible on this machine");
 }
 
-/* The groups a dense layer is quantized in (edgert_checkpoint_layer_weights):
- * 128 where K is a multiple of it; else 64 or 32 where K is a multiple of
- * those (SmolLM2's 576: whole groups the fast layouts take); one group when
- * K < 128; 128 with a partial last group otherwise. The codes dequantize
- * back within half a step of each group. */
-static void test_dense_groups(void **state)
+/* A dense file of one F32 layer per K in ks (5 rows each): its path. */
+static char *dense_file(const char *dir, const char *name, const uint32_t *ks, size_t nk)
 {
-    (void)state;
-    static const struct {
-        uint32_t k, group;
-    } cases[] = {{256, 128}, {576, 64}, {320, 64}, {160, 32}, {96, 96}, {200, 128}};
     enum { N = 5 };
-    char *dir = tu_tmpdir(), *path = NULL, err[512] = "";
-    assert_true(asprintf(&path, "%s/groups.safetensors", dir) > 0);
+    char *path = NULL, err[512] = "";
+    assert_true(asprintf(&path, "%s/%s", dir, name) > 0);
     st_writer w;
     st_writer_init(&w, path);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        char name[64];
-        snprintf(name, sizeof name, "model.layers.%zu.mlp.up_proj.weight", c);
-        uint64_t shape[2] = {N, cases[c].k};
-        assert_int_equal(st_writer_tensor(&w, name, ST_F32, 2, shape, err, sizeof err), 0);
+    for (size_t c = 0; c < nk; c++) {
+        char t[64];
+        snprintf(t, sizeof t, "model.layers.%zu.mlp.up_proj.weight", c);
+        uint64_t shape[2] = {N, ks[c]};
+        assert_int_equal(st_writer_tensor(&w, t, ST_F32, 2, shape, err, sizeof err), 0);
     }
     assert_int_equal(st_writer_begin(&w, 8, err, sizeof err), 0);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
-        for (size_t i = 0; i < (size_t)N * cases[c].k; i++) {
+    for (size_t c = 0; c < nk; c++)
+        for (size_t i = 0; i < (size_t)N * ks[c]; i++) {
             float f = dense_value(c, i);
             assert_int_equal(st_writer_write(&w, &f, 4, err, sizeof err), 0);
         }
     if (st_writer_commit(&w, err, sizeof err) != 0)
         fail_msg("writing %s: %s", path, err);
     st_writer_free(&w);
-    edgert_checkpoint *ck = open_ck(path);
-    assert_int_equal(edgert_checkpoint_layer_count(ck), sizeof cases / sizeof cases[0]);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const edgert_layer *l = edgert_checkpoint_layer_at(ck, c);
-        uint32_t k = cases[c].k, g = cases[c].group;
-        edgert_qtensor q;
-        assert_int_equal(l->k, k);
-        assert_int_equal(edgert_checkpoint_layer_weights(ck, c, &q, err, sizeof err), EDGERT_OK);
-        if (q.view.group != g)
-            fail_msg("k=%u: group %u, expected %u", k, q.view.group, g);
-        float *dq = malloc(sizeof(float) * N * k);
-        assert_non_null(dq);
-        edgert_dequantize(&q.view, dq);
-        size_t groups = (k + g - 1) / g;
-        for (size_t r = 0; r < N; r++)
-            for (size_t i = 0; i < k; i++) {
-                double want = dense_value(c, r * k + i), s = q.view.scales[r * groups + i / g];
-                if (fabs(dq[r * k + i] - want) > 0.5 * s * (1 + 1e-5) + 1e-7)
-                    fail_msg("k=%u row %zu col %zu: %g, dense %g (scale %g)", k, r, i,
-                             dq[r * k + i], want, s);
-            }
-        free(dq);
-        edgert_qtensor_free(&q);
+    return path;
+}
+
+/* The group a file's dense layers are quantized in
+ * (edgert_checkpoint_layer_weights): one for the file, the largest of 128,
+ * 64 and 32 dividing every dense layer's K (SmolLM2's 576 and 1536: 64,
+ * whole groups the fast layouts take, as edgert run picks for it); else
+ * 128 with partial last groups; one group when K is smaller. The codes
+ * dequantize back within half a step of each group. */
+static void test_dense_groups(void **state)
+{
+    (void)state;
+    static const struct {
+        uint32_t ks[3];
+        size_t nk;
+        uint32_t group[3];
+    } files[] = {
+        {{256, 512}, 2, {128, 128}},    {{576, 1536}, 2, {64, 64}}, {{320}, 1, {64}},
+        {{160, 96}, 2, {32, 32}},       {{64}, 1, {64}},            {{256, 200}, 2, {128, 128}},
+        {{16, 256}, 2, {16, 128}},
+    };
+    char *dir = tu_tmpdir(), err[512] = "";
+    for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
+        char name[32];
+        snprintf(name, sizeof name, "g%zu.safetensors", fi);
+        char *path = dense_file(dir, name, files[fi].ks, files[fi].nk);
+        edgert_checkpoint *ck = open_ck(path);
+        assert_int_equal(edgert_checkpoint_layer_count(ck), files[fi].nk);
+        for (size_t c = 0; c < files[fi].nk; c++) {
+            uint32_t k = files[fi].ks[c], g = files[fi].group[c];
+            edgert_qtensor q;
+            assert_int_equal(edgert_checkpoint_layer_weights(ck, c, &q, err, sizeof err),
+                             EDGERT_OK);
+            if (q.view.group != g)
+                fail_msg("file %zu, k=%u: group %u, expected %u", fi, k, q.view.group, g);
+            float *dq = malloc(sizeof(float) * 5 * k);
+            assert_non_null(dq);
+            edgert_dequantize(&q.view, dq);
+            size_t groups = (k + g - 1) / g;
+            for (size_t r = 0; r < 5; r++)
+                for (size_t i = 0; i < k; i++) {
+                    double want = dense_value(c, r * k + i);
+                    double sc = q.view.scales[r * groups + i / g];
+                    if (fabs(dq[r * k + i] - want) > 0.5 * sc * (1 + 1e-5) + 1e-7)
+                        fail_msg("k=%u row %zu col %zu: %g, dense %g (scale %g)", k, r, i,
+                                 dq[r * k + i], want, sc);
+                }
+            free(dq);
+            edgert_qtensor_free(&q);
+        }
+        edgert_checkpoint_close(ck);
+        free(path);
     }
+    tu_rmrf(dir);
+}
+
+/* A packed file stays fresh only while its layers' groups are what their
+ * source converts in now: the same layer bytes under another file-wide
+ * dense group (another layer's K changed it) are refused, naming both
+ * groups, so `edgert pack` repacks instead of mapping a stale grouping. */
+static void test_pack_check_group(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir(), err[1024] = "";
+    static const uint32_t k64[2] = {576, 1536}, k32[2] = {576, 1568};
+    char *src64 = dense_file(dir, "a.safetensors", k64, 2);
+    char *packed = NULL;
+    assert_true(asprintf(&packed, "%s/a.packed", dir) > 0);
+    edgert_ctx *ctx = open_ctx_here();
+    edgert_backend *b = NULL;
+    assert_int_equal(edgert_backend_open(ctx, "ref-w4a16", NULL, &b, err, sizeof err), EDGERT_OK);
+    edgert_checkpoint *ck = open_ck(src64);
+    assert_int_equal(edgert_checkpoint_pack(b, ck, packed, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_checkpoint_pack_check(b, ck, packed, err, sizeof err), EDGERT_OK);
     edgert_checkpoint_close(ck);
-    free(path);
+    /* the same first layer, a second whose K makes the file's group 32 */
+    char *src32 = dense_file(dir, "a.safetensors", k32, 2);
+    ck = open_ck(src32);
+    assert_int_equal(edgert_checkpoint_pack_check(b, ck, packed, err, sizeof err),
+                     EDGERT_E_UNSUPPORTED);
+    if (!strstr(err, "groups of 64") || !strstr(err, "groups of 32"))
+        fail_msg("the refusal names the groups: %s", err);
+    edgert_checkpoint_close(ck);
+    edgert_backend_close(b);
+    edgert_close(ctx);
+    free(src64);
+    free(src32);
+    free(packed);
     tu_rmrf(dir);
 }
 
@@ -823,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_act_order_refused),
         cmocka_unit_test(test_layer_release),
         cmocka_unit_test(test_dense_groups),
+        cmocka_unit_test(test_pack_check_group),
     };
     return tu_run_group("checkpoint", tests, setup, teardown);
 }

@@ -302,7 +302,21 @@ static void test_bench_versus(void **state)
     er_yaml_free(&y);
     tu_rmrf(dir);
     free(out);
-    /* refusals: without --versus, a group no layout has, a command without it */
+    /* --group alone: the expected bytes follow the group (ref-w4a16: 4.3125
+     * bits per weight at 128, its 40 bits per group over 64: 4.625), the
+     * packed bytes then within their headers of them */
+    assert_int_equal(run("bench --backend ref-w4a16 --group 64 --phase decode --repeat 1 --json "
+                         "--workload " TINY, &out), 0);
+    root = parse(out, &y, &dir);
+    dec = er_yaml_get(&y, root, "decode");
+    double got = num(&y, dec, "weight_bytes"), want = num(&y, dec, "expected_weight_bytes");
+    assert_true(got >= want && got <= want * 1.01);
+    er_yaml_free(&y);
+    tu_rmrf(dir);
+    free(out);
+    /* refusals: without --versus, a group no layout has, a command without it, with
+     * --weights (whose groups are the file's) */
+    assert_int_equal(run("bench --group 64 --weights no-such.safetensors", NULL), 2);
     assert_int_equal(run("bench --versus-group 64 --workload " TINY, NULL), 2);
     assert_int_equal(run("bench --group 48 --workload " TINY, NULL), 2);
     assert_int_equal(run("bench --versus ref-w4a16 --versus-group 256 --workload " TINY, NULL), 2);

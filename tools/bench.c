@@ -358,9 +358,17 @@ static edgert_status run_open(bench_run *b, const char *name, const char *option
 static edgert_status run_pack(bench_run *b, char *err, size_t err_len)
 {
     edgert_status st = pack_all(b, err, err_len);
+    /* the layout's bits per weight, its per-group bits scaled to the
+     * generated weights' group (--group, --versus-group): 4.25 at 128 is
+     * 4.5 at 64 */
+    const edgert_layout *lo = &b->cand->layout;
+    uint32_t lg = lo->group_size > 0 ? (uint32_t)lo->group_size : 128u;
+    uint32_t g = b->group ? b->group : b->c->group ? b->c->group : lg;
+    double bpw = lo->bits_per_weight;
+    if (g != lg && lo->weight_bits > 0 && !b->w->ck)
+        bpw = lo->weight_bits + (bpw - lo->weight_bits) * lg / g;
     if (st == EDGERT_OK)
-        b->r->expected_weight_bytes =
-            (uint64_t)((double)wl_weights(b->w) * b->cand->layout.bits_per_weight / 8.0 + 0.5);
+        b->r->expected_weight_bytes = (uint64_t)((double)wl_weights(b->w) * bpw / 8.0 + 0.5);
     return st;
 }
 
@@ -446,6 +454,11 @@ int cmd_bench(const cli *c)
 {
     workload w;
     edgert_ctx *ctx = NULL;
+    if ((c->group || c->versus_group) && c->weights) {
+        tfprintf(stderr, "edgert bench: --%sgroup generates weights in groups of N; --weights "
+                         "has its own\n", c->group ? "" : "versus-");
+        return EXIT_USAGE;
+    }
     if ((c->versus_options || c->versus_group) && !c->versus) {
         tfprintf(stderr, "edgert bench: --versus-%s needs --versus (the backend it is for)\n",
                  c->versus_options ? "options" : "group");

@@ -131,7 +131,8 @@ static void a2_pack_block(const a2_pack_job *pj, size_t p, uint32_t g, uint8_t *
     for (unsigned j = 0; j < A2_PANEL; j++) {
         size_t col = p * A2_PANEL + j;
         const int have = col < w->n;
-        const uint8_t *src = w->codes + col * stride + k0 / 2u;
+        /* a row's codes only for rows that exist (no pointer past the array) */
+        const uint8_t *src = have ? w->codes + col * stride + k0 / 2u : NULL;
         for (unsigned t = 0; t < A2_OCTETS; t++) {
             /* an octet lies wholly before or past k (k is a multiple of 32) */
             uint32_t d = have && k0 + 8u * t < w->k ? a2_octet_dword(src + 4u * t) : 0u;

@@ -290,7 +290,7 @@ static const float *a2_pad_x(const a2_packed *w, const edgert_gemm_args *args, f
 /*
  * y = x W^T. Per-call scratch (never indexed by worker): the activations as
  * 15-bit integers, m * (2 kpad + 64) bytes, plus per (row, block) the scale
- * and per (row, weight group) the sum, m * (kpad / 32 + 4 k / group) bytes;
+ * and per (row, weight group) the sum, m * (kpad / 32 + 4 kpad / group) bytes;
  * with k no multiple of 128 also x zero-padded to kpad, 4 m kpad bytes.
  * prep runs first (on the caller for small m: it is O(m k)), then the
  * kernels over panels: decode streams each panel's codes once, prefill

@@ -737,9 +737,10 @@ EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoin
  * edgert_qtensor_free; view.name is the layer's name while the checkpoint is
  * open). GPTQ codes, zeros and fp16 scales are converted (GPTQ stores W
  * transposed, so this is a copy); a dense layer is quantized by round to
- * nearest, asymmetric, in groups of 128 (of 64 or 32 when K is a multiple
- * of those and not of 128, as SmolLM2's 576; one group when K < 128; 128
- * with a partial last group otherwise) (`edgert quantize` writes a file that skips
+ * nearest, asymmetric, in the file's dense group: the largest of 128, 64
+ * and 32 dividing every dense layer's K (64 for SmolLM2's 576 and 1536),
+ * else 128 with partial last groups; one group when K is smaller
+ * (`edgert quantize` writes a file that skips
  * this; edgert_checkpoint_layer_packed and edgert_checkpoint_pack quantize
  * it symmetric instead for a backend whose layout is symmetric, such as
  * amx-w4a8); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
