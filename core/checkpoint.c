@@ -2,6 +2,10 @@
  * core/checkpoint.c — a user's weights (edgert.h "checkpoints"): open and
  * validate a GPTQ or dense safetensors checkpoint, list its linear layers,
  * convert one layer to canonical int4. Packed files: packfile.c.
+ * Length: over 700 lines because opening (the layer listing and the GPTQ
+ * settings' three sources), each layer's conversions, its dense group and
+ * the layout gate's facts all read the same per-layer tables; the GPTQ
+ * settings' own reader (checkpoint_names.c) and packed files are apart.
  *
  * GPTQ layout (AutoGPTQ / GPTQModel, 4 bits), per linear layer P, with
  * W[N][K], G groups along K:

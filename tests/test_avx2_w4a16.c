@@ -12,6 +12,9 @@
  * test-only build avx2-w4a16-evex (tests/CMakeLists.txt): the same sources
  * with the EVEX encoding of the same instructions on ymm (AVX512_VNNI +
  * AVX512VL), so its kernels are checked on AVX-512 CPUs without AVX-VNNI.
+ * Length: over 700 lines because one backend's three paths are each run on
+ * every shape family (groups of 128, 64 and 32, decode and prefill), with
+ * its refusals and its mapped bytes, all against one fixture and bound.
  *
  * Tolerance, per output y[i][r] (derivation; the plugin's self-test uses the
  * same bound, examples/vendor-plugin/a2_selftest.c), with w_k = s (q_k - z)

@@ -353,7 +353,8 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
         if (v->weight_bytes != r->weight_bytes && v->weight_bytes > 0) {
             /* another group size (--versus-group): the same ratio per byte read */
             double per = (double)r->weight_bytes / (double)v->weight_bytes;
-            tprintf("         per byte (its %.1f MB/step%s, these %.1f): %.3f median [%.3f..%.3f]\n",
+            tprintf("         per byte (its %.1f MB/step%s, these %.1f): %.3f median "
+                    "[%.3f..%.3f]\n",
                     v->weight_bytes / 1e6, c->versus_group ? " in its --versus-group" : "",
                     r->weight_bytes / 1e6, v->ratio_median * per, v->ratio_min * per,
                     v->ratio_max * per);

@@ -146,8 +146,9 @@ static edgert_status a2_check_case(const a2_state *st, const a2_case *tc, const 
                         A2_NAME ": self-test (path %s) m=%u n=%u k=%u group=%u %s: y[%zu][%zu] = "
                                 "%.9g but the scalar loop gives %.9g (|err| %.3g > bound %.3g)",
                         a2_path_name(st->path), (unsigned)tc->m, (unsigned)tc->n,
-                        (unsigned)tc->k, (unsigned)tc->group, tc->symmetric ? "symmetric" : "asymmetric", i, r, got,
-                        exact, fabs(got - exact), bound);
+                        (unsigned)tc->k, (unsigned)tc->group,
+                        tc->symmetric ? "symmetric" : "asymmetric", i, r, got, exact,
+                        fabs(got - exact), bound);
             return EDGERT_E_PLUGIN;
         }
     }
