@@ -8,8 +8,8 @@ set(EDGERT_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR})
 # core/device_profile.c, the probe's sysroot files (core/probe_*.c),
 # core/evidence.c, core/safetensors.c, core/checkpoint.c (with packfile.c),
 # and the model runner's config.json (runner/config.c).
-set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors checkpoint
-  config)
+# One line: .ci/fuzz reads the list with sed.
+set(EDGERT_FUZZ_TARGETS yaml manifest device_profile probe evidence safetensors checkpoint config)
 
 # Add fuzz target `t`'s sources to executable `exe`: tests/fuzz/fuzz_<t>.c
 # and the code under test. The core's parsers come from edgert_core_obj;
