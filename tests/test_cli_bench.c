@@ -292,8 +292,8 @@ static void test_bench_versus(void **state)
  * step time per byte beside its step time; the expected bytes following
  * the group; their refusals. The two bench runs with their read ceilings
  * would take this file past its time limit under an emulator (the ARM64
- * build's qemu), for CLI code the native build checks: skipped there, the
- * refusals kept. */
+ * build's qemu) or ASan (276 of 300 s with them), for CLI code the plain
+ * native build checks: skipped there, the refusals kept. */
 static void test_bench_group(void **state)
 {
     (void)state;
@@ -304,8 +304,14 @@ static void test_bench_group(void **state)
     assert_int_equal(run("bench --group 48 --workload " TINY, NULL), 2);
     assert_int_equal(run("bench --versus ref-w4a16 --versus-group 256 --workload " TINY, NULL), 2);
     assert_int_equal(run("select --versus-group 64", NULL), 2);
-    if (EDGERT_TEST_EMULATED)
-        tu_skip("two more bench runs under an emulator: the native build checks this CLI code");
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    const int sanitized = 1;
+#else
+    const int sanitized = 0;
+#endif
+    if (EDGERT_TEST_EMULATED || sanitized)
+        tu_skip("two more bench runs under %s: the plain native build checks this CLI code",
+                sanitized ? "a sanitizer" : "an emulator");
     char *out, *dir;
     er_yaml y;
     yaml_node_t *root, *dec, *vs, *ra;
