@@ -40,7 +40,13 @@ static size_t step_order(const workload *w, step_call *out)
     return n;
 }
 
-/* 2. The read ceiling, on the same threads, over 1 GiB (far beyond any LLC):
+/* The read ceiling's buffer: --read-mib's, else 1 GiB (far beyond any LLC). */
+static size_t ceiling_bytes(const bench_run *b)
+{
+    return (size_t)(b->c->read_mib ? b->c->read_mib : 1024u) << 20;
+}
+
+/* 2. The read ceiling, on the same threads, over ceiling_bytes:
  * the best of a plain, three prefetched and two interleaved-streams reads
  * (the streams spread over each thread's range, and 4 MiB at a time), also
  * read in calls of the step's GEMM sizes, in the order it runs them. */
@@ -56,10 +62,11 @@ static edgert_status decode_ceiling(bench_run *b, const step_call *order, size_t
     for (size_t i = 0; i < ncalls; i++)
         calls[i] = edgert_packed_bytes(b->packed[order[i].s][order[i].idx]);
     uint64_t flags = edgert_device_facts(b->ctx)->cpu_flags;
-    int bw_rc = peak_bandwidth(r->threads, (size_t)1 << 30, 7, flags, calls, ncalls, &r->bw);
+    int bw_rc = peak_bandwidth(r->threads, ceiling_bytes(b), 7, flags, calls, ncalls, &r->bw);
     free(calls);
     if (bw_rc != 0) {
-        edgert_errf(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
+        edgert_errf(err, err_len, "cannot measure bandwidth (%zu MiB buffer)",
+                    ceiling_bytes(b) >> 20);
         return EDGERT_E_NOMEM;
     }
     r->ceiling_gbs = bw_ceiling(&r->bw);
@@ -76,9 +83,10 @@ static edgert_status decode_ceiling_after(bench_run *b, char *err, size_t err_le
 {
     bench_result *r = b->r;
     bw_result after;
-    if (peak_bandwidth(r->threads, (size_t)1 << 30, 5, edgert_device_facts(b->ctx)->cpu_flags,
+    if (peak_bandwidth(r->threads, ceiling_bytes(b), 5, edgert_device_facts(b->ctx)->cpu_flags,
                        NULL, 0, &after) != 0) {
-        edgert_errf(err, err_len, "cannot measure bandwidth (1 GiB buffer)");
+        edgert_errf(err, err_len, "cannot measure bandwidth (%zu MiB buffer)",
+                    ceiling_bytes(b) >> 20);
         return EDGERT_E_NOMEM;
     }
     r->ceiling_after_gbs = bw_ceiling(&after);

@@ -46,6 +46,7 @@ typedef struct cli {
     int force, golden;
     int calls;     /**< bench --calls: decode as edgert_gemm calls, not edgert_step */
     int paired_read; /**< bench --paired-read: a step read after each decode step */
+    unsigned read_mib; /**< bench --read-mib N: the read ceiling's buffer (0: 1024 MiB) */
     unsigned rows; /**< --rows N: the exported graph's rows per call, 0 = the backend's */
     /* pack, run */
     const char *input; /**< the one positional argument: the checkpoint (pack), the model

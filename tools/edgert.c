@@ -226,6 +226,9 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "                      (default: the layout's own group)\n"
                 "  --versus-group N    --versus's generated weights in groups of N (to compare\n"
                 "                      group sizes per byte, name the same backend)\n"
+                "  --read-mib N        the read ceiling's buffer, in MiB (default 1024; at\n"
+                "                      least 16): a device short of memory can take less, but\n"
+                "                      a buffer the last-level cache holds measures the cache\n"
                 "  --evidence FILE     evidence to pick the backend by (as 'edgert select')\n"
                 "  --no-evidence       pick the backend by declared figures only\n\n");
     else if (strcmp(cmd, "verify") == 0)
@@ -285,7 +288,7 @@ enum {
     OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
     OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_KV_CACHE, OPT_PACKED,
     OPT_IGNORE_EOS,
-    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP
+    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP, OPT_READ_MIB
 };
 
 /* Which command takes which command-specific option. */
@@ -319,6 +322,7 @@ static int allowed(const char *cmd, int o)
         {OPT_VERSUS, " bench "},
         {OPT_VERSUS_OPTIONS, " bench "},
         {OPT_VERSUS_GROUP, " bench "},
+        {OPT_READ_MIB, " bench "},
         {OPT_OPTIONS, " bench verify pack run "},
         {OPT_PROMPT_IDS, " run "},
         {OPT_PROMPTS, " run "},
@@ -424,6 +428,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"versus", required_argument, 0, OPT_VERSUS},
         {"versus-options", required_argument, 0, OPT_VERSUS_OPTIONS},
         {"versus-group", required_argument, 0, OPT_VERSUS_GROUP},
+        {"read-mib", required_argument, 0, OPT_READ_MIB},
         {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
         {"prompts", required_argument, 0, OPT_PROMPTS},
         {"max-new-tokens", required_argument, 0, OPT_MAX_NEW},
@@ -522,6 +527,11 @@ static int parse_args(cli *c, int argc, char **argv)
             if (parse_uint("--paired", optarg, 1, 100000, &v))
                 return -1;
             c->paired = (unsigned)v;
+            break;
+        case OPT_READ_MIB:
+            if (parse_uint("--read-mib", optarg, 16, 1 << 20, &v))
+                return -1;
+            c->read_mib = (unsigned)v;
             break;
         case OPT_MAX_NEW:
             if (parse_uint("--max-new-tokens", optarg, 1, 1 << 20, &v))
