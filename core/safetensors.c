@@ -749,6 +749,20 @@ void st_release(const st_file *sf, const st_tensor *t)
         madvise((void *)a, e - a, MADV_DONTNEED);
 }
 
+void st_release_near(const st_file *sf, const st_tensor *t)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    if (!sf->map || !t || pg <= 0)
+        return;
+    uint64_t a = (sf->data_start + t->begin) & ~(ST_FOLIO_BYTES - 1);
+    uint64_t e = (sf->data_start + t->end + ST_FOLIO_BYTES - 1) & ~(ST_FOLIO_BYTES - 1);
+    uint64_t mapped = (sf->file_size + (uint64_t)pg - 1) & ~((uint64_t)pg - 1);
+    if (e > mapped)
+        e = mapped;
+    if (e > a)
+        madvise((void *)(sf->map + a), e - a, MADV_DONTNEED);
+}
+
 float st_f16_to_f32(uint16_t h)
 {
     uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 31, m = h & 1023, bits;

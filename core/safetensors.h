@@ -88,6 +88,14 @@ uint64_t st_numel(const st_tensor *t);
 /** Drop the whole pages of t's bytes from this process's resident set (the
  *  mapping stays valid; a later access reads them again). */
 void st_release(const st_file *sf, const st_tensor *t);
+/** The same for the file's pages around a small tensor t (a norm's weights,
+ *  an embedding row's tensor): every page of the ST_FOLIO_BYTES-aligned
+ *  spans that t's bytes touch. A read maps more than its own pages: the
+ *  kernel maps the page cache's whole large folio around a fault (up to
+ *  2 MiB, a PMD, on 6.x kernels), so each of SmolLM2's 60 norm vectors
+ *  read left about 2 MiB of its neighbours resident, 72 MiB in all. */
+#define ST_FOLIO_BYTES ((uint64_t)2 << 20)
+void st_release_near(const st_file *sf, const st_tensor *t);
 int st_is_float(st_dtype d);
 /** Bits per element; 0 for ST_UNKNOWN. */
 unsigned st_dtype_bits(st_dtype d);

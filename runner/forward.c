@@ -28,7 +28,6 @@
 
 #include "internal.h"
 
-#define RN_EMBED_READS 64u /* embedding rows looked up between drops of their pages */
 
 enum { OP_QKV, OP_O, OP_GU, OP_DOWN, OP_HEAD };
 
@@ -354,14 +353,15 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
             rn_rmsnorm(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
                        m->layers[0].attn_norm, c->hidden, c->eps);
         }
-        /* Each row looked up maps the kernel's fault-around window of the
-         * file (64 KiB) around it: over a conversation much of the
-         * embedding (57 MB of SmolLM2's) became resident. Its pages go
-         * every RN_EMBED_READS rows, so at most a few MiB of it ever are. */
-        if ((m->embed_reads += n) >= RN_EMBED_READS) {
-            st_release(m->embed_file, m->embed);
-            m->embed_reads = 0;
-        }
+        /* Each row looked up maps the page cache's folio around it (up to
+         * 2 MiB: st_release_near), so over a conversation much of the
+         * embedding (57 MB of SmolLM2's) became resident, and a prompt's
+         * rows mapped up to 2 MiB each. On a backend its pages go after
+         * every lookup: a walk over its few page-table entries, and a fault
+         * per row (the fp32 reference reads a tied head from the same pages,
+         * in place, every step: they stay). */
+        if (m->be)
+            st_release_near(m->embed_file, m->embed);
     }
     if (!st && m->be) {
         st = edgert_step(m->be, r.ops, r.nops, err, len);

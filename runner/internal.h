@@ -82,7 +82,6 @@ struct edgert_model {
     float *final_norm;
     const st_file *embed_file;
     const st_tensor *embed;
-    uint32_t embed_reads;      /* rows looked up since its pages were last dropped */
 
     /* forward state */
     uint32_t pos, ctx_len;

@@ -175,7 +175,9 @@ static edgert_status vector(edgert_model *m, const char *name, uint32_t n, int r
                        "F32/F16/BF16", n);
     if (!(*out = malloc(n * sizeof(float))))
         return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
-    if (st_read_f32(sf, t, 0, n, *out, err, len) != 0)
+    int bad = st_read_f32(sf, t, 0, n, *out, err, len) != 0;
+    st_release_near(sf, t); /* the read mapped up to a folio around it */
+    if (bad)
         return EDGERT_E_PARSE;
     for (uint32_t i = 0; i < n; i++)
         if (!isfinite((*out)[i]))
@@ -638,13 +640,12 @@ static edgert_status load_weights(edgert_model *m, uint32_t group, char *err, si
     if (!st)
         st = vector(m, "model.norm.weight", c->hidden, 1, &m->final_norm, err, len);
     /* On a backend nothing of the files is read again but embedding rows:
-     * what reads left mapped of them goes (the kernel maps up to 64 KiB
-     * around each page a read touches, so the small tensors read here left
-     * some 0.5 MiB of their neighbours resident per layer; measured: 14 MiB
-     * of SmolLM2's) */
+     * what reads left mapped of them goes (the kernel maps the page
+     * cache's folio around each page a read touches, up to 2 MiB:
+     * st_release_near) */
     for (size_t f = 0; !st && m->be && f < m->nshards; f++) {
         for (size_t t = 0; t < m->shards[f].n; t++)
-            st_release(&m->shards[f], &m->shards[f].t[t]);
+            st_release_near(&m->shards[f], &m->shards[f].t[t]);
         for (size_t i = 0; m->cks[f] && i < edgert_checkpoint_layer_count(m->cks[f]); i++)
             edgert_checkpoint_layer_release(m->cks[f], i);
     }

@@ -4,7 +4,8 @@
  * dense layers are quantized in (the largest of 128, 64 and 32 dividing
  * every K, as edgert run picks), a packed file refused once the group its
  * source converts in has changed, and edgert_checkpoint_layer_release
- * dropping a layer's file pages from the resident set.
+ * dropping a layer's file pages from the resident set, and st_release_near
+ * those the kernel maps around a small tensor's read.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -230,12 +231,70 @@ static void test_layer_release(void **state)
     free(out);
 }
 
+/* st_release_near: a tensor smaller than a page has no whole page of its
+ * own, so st_release drops nothing; st_release_near drops the 2 MiB-aligned
+ * span its bytes lie in (what a large folio of the page cache maps around a
+ * read), and the file's other pages stay. a and c are 4 MiB of F32 each, b
+ * 576 floats between them at file offset 4 MiB + 8 + the header: its span
+ * is [4, 6) MiB. */
+static void test_release_near(void **state)
+{
+    (void)state;
+    if (EDGERT_TEST_EMULATED)
+        tu_skip("under qemu user mode the resident set is the emulator's");
+    enum { BIG = 1 << 20, SMALL = 576 };
+    const size_t big = sizeof(float) * BIG, small = sizeof(float) * SMALL;
+    char header[512];
+    int hl = snprintf(header, sizeof header,
+                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[0,%zu]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]},"
+                      "\"c\":{\"dtype\":\"F32\",\"shape\":[%d],\"data_offsets\":[%zu,%zu]}}",
+                      BIG, big, SMALL, big, big + small, BIG, big + small, 2 * big + small);
+    while (hl % 8 != 0)
+        header[hl++] = ' ';
+    header[hl] = '\0';
+    float *w = calloc(2 * BIG + SMALL, sizeof *w);
+    assert_non_null(w);
+    for (size_t i = 0; i < 2u * BIG + SMALL; i++)
+        w[i] = (float)(i % 1000u);
+    char *dir = tu_tmpdir(), *path = tu_safetensors(dir, "w.safetensors", header, w,
+                                                    2 * big + small);
+    assert_non_null(path);
+    st_file sf;
+    char err[1024] = "";
+    assert_int_equal(st_open(&sf, path, err, sizeof err), EDGERT_OK);
+    const st_tensor *b = st_find(&sf, "b");
+    assert_non_null(b);
+    /* every page of the file mapped */
+    volatile unsigned sum = 0;
+    for (uint64_t at = 0; at < sf.file_size; at += 4096)
+        sum += sf.map[at];
+    long all = rss_file_kb();
+    st_release(&sf, b);
+    long after_own = rss_file_kb();
+    st_release_near(&sf, b);
+    long after_near = rss_file_kb();
+    printf("  RssFile %ld KiB with the file read, %ld after st_release(b), %ld after "
+           "st_release_near(b)\n", all, after_own, after_near);
+    assert_true(all - after_own <= 8);
+    /* [4, 6) MiB of the file: 2048 KiB (the process's other files may move a page) */
+    assert_true(after_own - after_near >= 2048 - 8 && after_own - after_near <= 2048 + 8);
+    /* still readable: the mapping stays */
+    const float *bv = st_data(&sf, b);
+    assert_true(bv[0] == w[BIG] && bv[SMALL - 1] == w[BIG + SMALL - 1]);
+    st_close(&sf);
+    free(path);
+    tu_rmrf(dir);
+    free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dense_groups),
         cmocka_unit_test(test_pack_check_group),
         cmocka_unit_test(test_layer_release),
+        cmocka_unit_test(test_release_near),
     };
     return tu_run_group("checkpoint_groups", tests, NULL, NULL);
 }
