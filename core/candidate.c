@@ -92,6 +92,7 @@ void er_cand_free(er_cand *c)
     free(c->path_chosen);
     free(c->series);
     free(c->workload);
+    free(c->fidelity_source);
     er_manifest_free(&c->m);
     free(c);
 }

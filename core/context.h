@@ -73,6 +73,7 @@ typedef struct er_cand {
     int calibrated;             /**< pub.measured holds calibrate's figures (evidence.c) */
     char *series;               /**< their evidence series (pub.measured_series), or NULL */
     char *workload;             /**< their workload (pub.measured_workload), or NULL */
+    char *fidelity_source;      /**< pub.measured_fidelity_source, or NULL */
 } er_cand;
 
 /* The stages of loading a plugin, in order (load.c); the sandbox's child

@@ -47,6 +47,13 @@
  * one series. An old entry without it counts as the series of its
  * measured_at, which one store call writes alike into all its entries.
  *
+ * `fidelity_source` (likewise; "" or absent: calibrate's verify of
+ * `workload`) names what top1_agreement and kl_mean were measured on when
+ * something else measured them: `edgert run --compare --store` on a model.
+ * Such a store keeps the entry's other figures (keep_unmeasured), so one
+ * entry can hold a calibrate run's rates, with their series and time, and
+ * a model's fidelity.
+ *
  * This file reads; core/evidence_store.c writes (edgert_evidence_store).
  */
 #define _GNU_SOURCE
@@ -304,6 +311,10 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             free(c->workload);
             c->workload = wl && wl[0] ? er_strdup(wl) : NULL;
             c->pub.measured_workload = c->workload;
+            const char *fs = ev_str(&y, e, "fidelity_source");
+            free(c->fidelity_source);
+            c->fidelity_source = fs && fs[0] ? er_strdup(fs) : NULL;
+            c->pub.measured_fidelity_source = c->fidelity_source;
             double lo = ev_num(&y, e, "decode_tokens_per_s_min"),
                    hi = ev_num(&y, e, "decode_tokens_per_s_max"),
                    v = c->pub.measured.decode_tokens_per_s;

@@ -45,7 +45,8 @@ static void jnum(FILE *f, double v)
 static void copy_entry(FILE *f, er_yaml *y, yaml_node_t *e)
 {
     static const char *const strs[] = {"device", "device_name", "backend", "plugin_xxh3",
-                                       "workload", "measured_at", "series", "edgert_version"};
+                                       "workload", "measured_at", "series", "edgert_version",
+                                       "fidelity_source"};
     static const char *const nums[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement",
                                        "kl_mean", "sqnr_min_db", "threads", "correct",
                                        "decode_tokens_per_s_min", "decode_tokens_per_s_max",
@@ -91,6 +92,14 @@ static const edgert_evidence *item(const edgert_evidence *items, size_t i)
                                                    i * (size_t)items[0].struct_size);
 }
 
+/* Item e asks that what it leaves unmeasured keep the file's (its struct,
+ * struct_size bytes, covers keep_unmeasured and it is 1). */
+static int keeps(const edgert_evidence *e, uint32_t struct_size)
+{
+    return struct_size >= offsetof(edgert_evidence, keep_unmeasured) + sizeof(int) &&
+           e->keep_unmeasured == 1;
+}
+
 /* What is wrong with an item's figures, or NULL: an evidence file is trusted
  * by every later selection, so nothing out of range goes into it. */
 static const char *figure_out_of_range(const edgert_evidence *e)
@@ -107,6 +116,9 @@ static const char *figure_out_of_range(const edgert_evidence *e)
         return "sqnr_min_db must not be -inf";
     if (e->correct < -1 || e->correct > 1)
         return "correct must be 1, 0 or -1";
+    if (e->struct_size >= offsetof(edgert_evidence, keep_unmeasured) + sizeof(int) &&
+        e->keep_unmeasured != 0 && e->keep_unmeasured != 1)
+        return "keep_unmeasured must be 0 or 1";
     return NULL;
 }
 
@@ -180,11 +192,13 @@ static void replace_failure(edgert_ctx *ctx, const char *path, er_yaml *y, yaml_
 
 /* The old file's entries that the new ones do not replace (same device and
  * backend), copied as they were; what replacing a failed verify means is
- * decided per item in verdict[]. An entry that cannot be kept (no device or
- * backend) is dropped with a warning. Returns whether anything was written. */
+ * decided per item in verdict[], and an item that keeps what it leaves
+ * unmeasured gets the entry it replaces in was[] (same plugin file only).
+ * An entry that cannot be kept (no device or backend) is dropped with a
+ * warning. Returns whether anything was written. */
 static int write_kept(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, yaml_node_t *old,
                       const edgert_evidence *items, size_t count, char (*hashes)[17],
-                      int *verdict)
+                      int *verdict, yaml_node_t **was)
 {
     int first = 1;
     for (yaml_node_item_t *it = old->data.sequence.items.start; it < old->data.sequence.items.top;
@@ -203,6 +217,9 @@ static int write_kept(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, ya
                              strcmp(be, item(items, i)->backend) != 0))
             i++;
         if (i < count) {
+            const char *ph = ev_str(y, e, "plugin_xxh3");
+            if (keeps(item(items, i), items[0].struct_size) && ph && strcmp(ph, hashes[i]) == 0)
+                was[i] = e;
             if (failed)
                 replace_failure(ctx, path, y, e, item(items, i), hashes[i], &verdict[i]);
             continue;
@@ -228,9 +245,29 @@ static void decode_range(const edgert_evidence *e, uint32_t struct_size, double 
     }
 }
 
+/* The entry of item e, at `when` in `series`; with `was` (keep_unmeasured),
+ * what e leaves unmeasured is that old entry's: a decode rate with its
+ * range, series, threads, workload and time, each other figure alone. */
 static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint32_t struct_size,
-                        const char *hash, const char *when, const char *series, int correct)
+                        const char *hash, const char *when, const char *series, int correct,
+                        er_yaml *y, yaml_node_t *was)
 {
+    const int old_rate = was && isnan(e->decode_tokens_per_s);
+    double lo, hi;
+    decode_range(e, struct_size, &lo, &hi);
+    /* appended later in version 1 too: only when the caller's struct has them */
+    unsigned tokens = struct_size >= offsetof(edgert_evidence, top1_tokens) + sizeof(unsigned)
+                          ? e->top1_tokens
+                          : 0u;
+    const char *source = struct_size >= offsetof(edgert_evidence, fidelity_source) +
+                                            sizeof(const char *)
+                             ? e->fidelity_source
+                             : NULL;
+    const int old_fidelity = was && isnan(e->top1_agreement) && isnan(e->kl_mean);
+    if (old_fidelity)
+        source = ev_str(y, was, "fidelity_source");
+    if (was && correct < 0 && (ev_num(y, was, "correct") == 1.0))
+        correct = 1;
     fputs("\"device\": ", f);
     jstr(f, ctx->fingerprint);
     fputs(", \"device_name\": ", f);
@@ -240,45 +277,46 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint
     fputs(", \"plugin_xxh3\": ", f);
     jstr(f, hash);
     fputs(", \"workload\": ", f);
-    jstr(f, e->workload ? e->workload : "");
+    jstr(f, old_rate ? ev_str(y, was, "workload") : e->workload ? e->workload : "");
     fputs(", \"measured_at\": ", f);
-    jstr(f, when);
+    jstr(f, old_rate ? ev_str(y, was, "measured_at") : when);
     fputs(", \"series\": ", f);
-    jstr(f, series);
+    jstr(f, old_rate ? ev_str(y, was, "series") : series);
     fputs(", \"edgert_version\": ", f);
     jstr(f, EDGERT_VERSION_STRING);
     const char *names[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean",
-                           "sqnr_min_db"};
+                           "sqnr_min_db", "decode_tokens_per_s_min", "decode_tokens_per_s_max"};
     double vals[] = {e->decode_tokens_per_s, e->prefill_gflops, e->top1_agreement, e->kl_mean,
-                     e->sqnr_min_db};
+                     e->sqnr_min_db, lo, hi};
+    for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++)
+        if (was && (k >= 5 ? old_rate : isnan(vals[k]))) /* the range goes with its rate */
+            vals[k] = ev_num(y, was, names[k]);
     for (size_t k = 0; k < 5; k++) {
         fprintf(f, ", \"%s\": ", names[k]);
         jnum(f, vals[k]);
     }
-    fprintf(f, ", \"threads\": %u", e->threads);
+    fputs(", \"threads\": ", f);
+    jnum(f, old_rate ? ev_num(y, was, "threads") : (double)e->threads);
     if (correct >= 0)
         fprintf(f, ", \"correct\": %d", correct ? 1 : 0);
     else
         fputs(", \"correct\": null", f);
-    double lo, hi;
-    decode_range(e, struct_size, &lo, &hi);
-    fputs(", \"decode_tokens_per_s_min\": ", f);
-    jnum(f, lo);
-    fputs(", \"decode_tokens_per_s_max\": ", f);
-    jnum(f, hi);
-    /* appended later in version 1 too: only when the caller's struct has it */
-    unsigned tokens = struct_size >= offsetof(edgert_evidence, top1_tokens) + sizeof(unsigned)
-                          ? e->top1_tokens
-                          : 0u;
+    for (size_t k = 5; k < 7; k++) {
+        fprintf(f, ", \"%s\": ", names[k]);
+        jnum(f, vals[k]);
+    }
     fputs(", \"top1_tokens\": ", f);
-    jnum(f, tokens ? (double)tokens : NAN);
+    jnum(f, tokens ? (double)tokens : was && isnan(e->top1_agreement)
+                                           ? ev_num(y, was, "top1_tokens") : NAN);
+    fputs(", \"fidelity_source\": ", f); /* "": calibrate's verify of the workload */
+    jstr(f, source);
     fputs("}", f);
 }
 
 /* The whole new file: the old entries kept, then the new ones. */
 static void write_all(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, yaml_node_t *old,
                       const edgert_evidence *items, size_t count, char (*hashes)[17],
-                      int *verdict)
+                      int *verdict, yaml_node_t **was)
 {
     char when[32], stamp[32], series[64];
     struct timespec now;
@@ -293,11 +331,11 @@ static void write_all(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, ya
     for (size_t i = 0; i < count; i++)
         verdict[i] = item(items, i)->correct < 0 ? -1 : item(items, i)->correct != 0;
     fprintf(f, "{\"evidence_version\": %d, \"entries\": [\n", ER_EVIDENCE_VERSION);
-    int first = !(old && write_kept(f, ctx, path, y, old, items, count, hashes, verdict));
+    int first = !(old && write_kept(f, ctx, path, y, old, items, count, hashes, verdict, was));
     for (size_t i = 0; i < count; i++, first = 0) {
         fputs(first ? "    {" : ",\n    {", f);
         write_entry(f, ctx, item(items, i), items[0].struct_size, hashes[i], when, series,
-                    verdict[i]);
+                    verdict[i], y, was[i]);
     }
     fputs("\n]}\n", f);
 }
@@ -454,6 +492,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     char *dir = NULL, *tmp = NULL;
     char (*hashes)[17] = NULL;
     int *verdict = NULL;
+    yaml_node_t **was = NULL;
     FILE *f = NULL;
     yaml_node_t *old = NULL;
     er_yaml y;
@@ -508,7 +547,8 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
     if (unreadable > 0 && move_aside(ctx, path, err, err_len) != 0)
         goto out;
     verdict = calloc(count ? count : 1, sizeof *verdict);
-    if (!verdict || asprintf(&tmp, "%s/.evidence.json.XXXXXX", dir[0] ? dir : "/") < 0) {
+    was = calloc(count ? count : 1, sizeof *was);
+    if (!verdict || !was || asprintf(&tmp, "%s/.evidence.json.XXXXXX", dir[0] ? dir : "/") < 0) {
         tmp = NULL;
         st = EDGERT_E_NOMEM;
         goto out;
@@ -520,7 +560,7 @@ edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path, const edg
             close(fd);
         goto out;
     }
-    write_all(f, ctx, path, &y, old, items, count, hashes, verdict);
+    write_all(f, ctx, path, &y, old, items, count, hashes, verdict, was);
     st = commit_file(f, tmp, path, err, err_len);
     f = NULL;
 out:
@@ -536,5 +576,6 @@ out:
     free(dir);
     free(hashes);
     free(verdict);
+    free(was);
     return st;
 }

@@ -100,7 +100,7 @@ static int from_evidence(const edgert_candidate *c, const fx *f)
 static edgert_evidence ev(const char *name, double tps, double top1, double kl, int correct)
 {
     edgert_evidence e = {sizeof e, name, tps, NAN, top1, kl, 20.0, 1, "test", correct, NAN, NAN,
-                         0u};
+                         0u, 0, NULL};
     return e;
 }
 
@@ -261,6 +261,57 @@ static void store(fx *f, const edgert_evidence *items, size_t n)
     edgert_ctx *ctx = open_fx(f, 0, NULL);
     char err[512];
     assert_int_equal(edgert_evidence_store(ctx, NULL, items, n, err, sizeof err), EDGERT_OK);
+    edgert_close(ctx);
+}
+
+/* keep_unmeasured: a fidelity measured apart (edgert run --compare --store)
+ * joins calibrate's entry instead of replacing it: the rate, its range and
+ * its series stay (test-good's and test-fast's are still one series), the
+ * verdict stays, and the source is named; a later item with a rate and no
+ * fidelity keeps that fidelity and its source; an item without the flag
+ * replaces the whole entry again; a flag other than 0 or 1 is refused. */
+static void test_keep_unmeasured(void **state)
+{
+    fx *f = *state;
+    edgert_evidence cal[2] = {evs("test-good", 10.0, 9.0, 11.0),
+                              evs("test-fast", 20.0, 19.0, 21.0)};
+    store(f, cal, 2);
+    edgert_evidence fid = ev("test-good", NAN, 0.7, 0.2, -1);
+    fid.top1_tokens = 768;
+    fid.keep_unmeasured = 1;
+    fid.fidelity_source = "model /m, 12 prompts x 64 tokens";
+    store(f, &fid, 1);
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    const edgert_candidate *g = edgert_candidate_find(ctx, "test-good"),
+                           *k = edgert_candidate_find(ctx, "test-fast");
+    assert_true(g->measured.decode_tokens_per_s == 10.0);
+    assert_true(g->measured_decode_min == 9.0 && g->measured_decode_max == 11.0);
+    assert_string_equal(g->measured_series, k->measured_series);
+    assert_true(g->measured.top1_agreement == 0.7 && g->measured.kl_mean == 0.2);
+    assert_int_equal(g->measured_top1_tokens, 768);
+    assert_true(g->eligible); /* the verdict kept: correct -1 keeps calibrate's 1 */
+    assert_string_equal(g->measured_fidelity_source, "model /m, 12 prompts x 64 tokens");
+    assert_null(k->measured_fidelity_source);
+    edgert_close(ctx);
+    explain_says(f, "; top-1 and KL from model /m, 12 prompts x 64 tokens)");
+    /* a rate, no fidelity: the model's fidelity stays */
+    edgert_evidence rate = ev("test-good", 12.0, NAN, NAN, -1);
+    rate.keep_unmeasured = 1;
+    store(f, &rate, 1);
+    ctx = open_fx(f, 0, NULL);
+    g = edgert_candidate_find(ctx, "test-good");
+    assert_true(g->measured.decode_tokens_per_s == 12.0 && g->measured.top1_agreement == 0.7);
+    assert_string_equal(g->measured_fidelity_source, "model /m, 12 prompts x 64 tokens");
+    edgert_close(ctx);
+    /* without the flag: replaced whole */
+    store(f, cal, 1);
+    ctx = open_fx(f, 0, NULL);
+    g = edgert_candidate_find(ctx, "test-good");
+    assert_true(g->measured.top1_agreement == 0.9 && !g->measured_fidelity_source);
+    char err[512];
+    fid.keep_unmeasured = 2;
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &fid, 1, err, sizeof err), EDGERT_E_USAGE);
+    assert_non_null(strstr(err, "keep_unmeasured"));
     edgert_close(ctx);
 }
 
@@ -1283,6 +1334,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_store_and_rank, setup, teardown),
         cmocka_unit_test_setup_teardown(test_merge_and_replace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_keep_unmeasured, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_groups, setup, teardown),
         cmocka_unit_test_setup_teardown(test_decode_ranges_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_decode_source, setup, teardown),

@@ -56,6 +56,7 @@ typedef struct cli {
     const char *prompts;      /**< --prompts FILE (--compare) */
     unsigned max_new;         /**< --max-new-tokens N (default 32) */
     int compare;              /**< --compare */
+    int store;                /**< run --compare --store: its fidelity as evidence */
     const char *compare_list; /**< --compare's backends (the positional after MODEL) */
     unsigned group, context;  /**< --group N, --context N (0: the runner's defaults) */
     unsigned kv_cache_bits;   /**< run --kv-cache f16|f32: 16 or 32 (0: the runner's default) */

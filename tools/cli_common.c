@@ -308,6 +308,7 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     json_knum(w, "measured_decode_max", c->measured_decode_max);
     json_kstr(w, "measured_series", c->measured_series); /* null: not calibrate's */
     json_kstr(w, "measured_workload", c->measured_workload);
+    json_kstr(w, "measured_fidelity_source", c->measured_fidelity_source); /* null: verify's */
     json_knum(w, "first_contact_decode_tokens_per_s", c->first_contact_decode_tokens_per_s);
     json_knum(w, "first_contact_decode_min", c->first_contact_decode_min);
     json_knum(w, "first_contact_decode_max", c->first_contact_decode_max);
@@ -507,9 +508,10 @@ int open_ctx_msg(const cli *c, edgert_ctx **ctx, char *msg, size_t msg_len,
     o.disable = c->disable;
     o.strict = c->strict;
     o.no_evidence = c->no_evidence;
-    o.evidence_file = c->evidence                           ? c->evidence
-                      : strcmp(c->cmd, "calibrate") == 0 ? c->out
-                                                         : NULL;
+    /* calibrate and run --compare --store write their evidence to --out */
+    o.evidence_file = c->evidence                                          ? c->evidence
+                      : strcmp(c->cmd, "calibrate") == 0 || c->store ? c->out
+                                                                        : NULL;
     o.threads = c->threads;
     o.log = cli_log;
     o.log_level = c->verbose ? EDGERT_LOG_INFO : (c->quiet ? EDGERT_LOG_ERROR : 0);

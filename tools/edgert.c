@@ -288,7 +288,7 @@ enum {
     OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
     OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_KV_CACHE, OPT_PACKED,
     OPT_IGNORE_EOS,
-    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP, OPT_READ_MIB
+    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP, OPT_READ_MIB, OPT_STORE
 };
 
 /* Which command takes which command-specific option. */
@@ -309,7 +309,8 @@ static int allowed(const char *cmd, int o)
         {OPT_SEED, " bench verify calibrate export "},
         {OPT_TOKENS, " verify calibrate export run "},
         {OPT_QUICK, " verify calibrate export "},
-        {OPT_OUT, " calibrate export pack "},
+        {OPT_OUT, " calibrate export pack run "},
+        {OPT_STORE, " run "},
         {OPT_WEIGHTS, " export select bench verify "},
         {OPT_CALIBRATION, " export "},
         {OPT_SCHEME, " export "},
@@ -433,6 +434,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"prompts", required_argument, 0, OPT_PROMPTS},
         {"max-new-tokens", required_argument, 0, OPT_MAX_NEW},
         {"compare", no_argument, 0, OPT_COMPARE},
+        {"store", no_argument, 0, OPT_STORE},
         {"group", required_argument, 0, OPT_GROUP},
         {"context", required_argument, 0, OPT_CONTEXT},
         {"kv-cache", required_argument, 0, OPT_KV_CACHE},
@@ -520,6 +522,7 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_PROMPT_IDS: c->prompt_ids = optarg; break;
         case OPT_PROMPTS: c->prompts = optarg; break;
         case OPT_COMPARE: c->compare = 1; break;
+        case OPT_STORE: c->store = 1; break;
         case OPT_PACKED: c->packed = optarg; break;
         case OPT_IGNORE_EOS: c->ignore_eos = 1; break;
         case OPT_LOGITS: c->logits = optarg; break;
@@ -805,6 +808,8 @@ static void explain_candidate(const edgert_candidate *k, int r)
         tprintf(" (%s", k->measured.where ? k->measured.where : "evidence");
         if (k->measured_workload) /* its tok/s are that workload's (calibrate --workload) */
             tprintf("; workload %s", k->measured_workload);
+        if (k->measured_fidelity_source && !isnan(k->measured.top1_agreement))
+            tprintf("; top-1 and KL from %s", k->measured_fidelity_source);
         tprintf(")\n");
     }
     double fc = k->first_contact_decode_tokens_per_s;

@@ -82,7 +82,14 @@ void run_help(FILE *f)
             "                      mean tokens until the first that differs, and with the\n"
             "                      reference's tokens forced, mean KL(ref || backend) and\n"
             "                      how often its top-1 is the reference's token\n"
-            "  --tokens T          tokens per prompt for --compare (default 64)\n\n"
+            "  --tokens T          tokens per prompt for --compare (default 64)\n"
+            "  --store             with --compare: keep each backend's top-1 and KL as\n"
+            "                      evidence of this device (its other figures, from\n"
+            "                      'edgert calibrate', kept), so that --priority fidelity\n"
+            "                      ranks by what the model measured; 'select --explain'\n"
+            "                      names the source\n"
+            "  -o, --out FILE      with --store: the evidence file to write (default the\n"
+            "                      per-user one that every command reads)\n\n"
             "Exit codes: 0 ok, 1 failure, 2 usage, 3 the backend is not eligible, 4 the\n"
             "model folder or a prompt file is missing or malformed, or a model the runner\n"
             "does not run (another architecture, rope_scaling type).\n\n");
@@ -686,6 +693,49 @@ static size_t compare_names(const cli *c, edgert_ctx *ctx, char names[][128], si
     return n;
 }
 
+/* --store: the compared backends' top-1 and KL as evidence of this device,
+ * beside what the file holds of them (keep_unmeasured), their source named.
+ * *where: the file written, or NULL. EXIT_OK, or EXIT_FAIL after saying why. */
+static int store_compare(const cli *c, edgert_ctx *ctx, const prompts *p, const cmp_row *rows,
+                         size_t nb, const char **where)
+{
+    edgert_evidence *items = calloc(nb ? nb : 1, sizeof *items);
+    char source[4400], err[4096] = "";
+    size_t n = 0;
+    *where = NULL;
+    if (!items) {
+        tfprintf(stderr, "edgert run --compare --store: out of memory\n");
+        return EXIT_FAIL;
+    }
+    snprintf(source, sizeof source, "model %.4096s, %zu prompts x %u tokens, teacher-forced "
+             "against its fp32 reference", c->input, p->count, c->tokens);
+    for (size_t b = 0; b < nb; b++) {
+        if (rows[b].failed)
+            continue;
+        edgert_evidence *e = &items[n++];
+        *e = (edgert_evidence){.struct_size = sizeof *e, .backend = rows[b].name,
+                               .decode_tokens_per_s = NAN, .prefill_gflops = NAN,
+                               .top1_agreement = rows[b].top1,
+                               /* summed in double from fp32 log-probabilities: a
+                                * backend equal to the reference reads -1e-7 */
+                               .kl_mean = rows[b].kl > 0 ? rows[b].kl : 0.0,
+                               .sqnr_min_db = NAN, .threads = edgert_thread_count(ctx),
+                               .correct = -1, .top1_tokens = (unsigned)(p->count * c->tokens),
+                               .keep_unmeasured = 1, .fidelity_source = source};
+    }
+    edgert_status st = n ? edgert_evidence_store(ctx, NULL, items, n, err, sizeof err)
+                         : EDGERT_OK;
+    free(items);
+    if (st) {
+        tfprintf_lines(stderr, "edgert run --compare --store: %s\n", err);
+        return EXIT_FAIL;
+    }
+    *where = n ? edgert_evidence_path(ctx) : NULL;
+    if (!c->json && !c->quiet && *where)
+        tfprintf(stderr, "stored %zu backends' top-1 and KL as evidence in %s\n", n, *where);
+    return EXIT_OK;
+}
+
 static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
 {
     uint32_t T = c->tokens;
@@ -724,11 +774,15 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
                 rc = r; /* named: its failure is the command's */
         }
     }
+    const char *stored = NULL;
+    if (!rc && c->store)
+        rc = store_compare(c, ctx, p, rows, nb, &stored);
     if (c->json) {
         json_w w;
         json_init(&w, json_out());
         json_obj(&w);
         json_kstr(&w, "model", c->input);
+        json_kstr(&w, "evidence_stored", stored); /* --store's file, else null */
         json_kint(&w, "prompts", (long long)p->count);
         json_kint(&w, "tokens", T);
         json_kstr(&w, "reference", "fp32");
@@ -777,6 +831,11 @@ int cmd_run(const cli *c)
 {
     if (!c->input) {
         tfprintf(stderr, "edgert run: name the model folder (see 'edgert run --help')\n");
+        return EXIT_USAGE;
+    }
+    if ((c->store && !c->compare) || (c->out && !c->store)) {
+        tfprintf(stderr, "edgert run: %s\n", c->store ? "--store keeps --compare's figures: "
+                 "add --compare" : "--out names --store's evidence file: add --compare --store");
         return EXIT_USAGE;
     }
     if (c->compare ? !c->prompts : !c->prompt_ids) {

@@ -289,6 +289,11 @@ typedef struct edgert_candidate {
      *  rate each first contact happened to meet. Added with
      *  edgert_selection_decode_range. */
     double first_contact_read_gbs;
+    /** What `measured.top1_agreement` and `measured.kl_mean` were measured
+     *  on when the evidence names it (edgert_evidence.fidelity_source: a
+     *  model's greedy runs, say), NULL when they are calibrate's verify of
+     *  measured_workload or there are none. */
+    const char *measured_fidelity_source;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */
@@ -868,6 +873,20 @@ typedef struct edgert_evidence {
      *  sampling noise (edgert_selection_fidelity_group). Read only when
      *  struct_size covers it. */
     unsigned top1_tokens;
+    /** 1: what this item leaves unmeasured (a NaN figure, top1_tokens 0,
+     *  `correct` -1) keeps what the file holds for the same device, backend
+     *  and plugin file, so figures measured apart make one entry:
+     *  `edgert run --compare --store`'s fidelity beside `edgert calibrate`'s
+     *  rates. A decode rate kept keeps its range, series, threads, workload
+     *  and time. 0: the entry is replaced whole. Read only when struct_size
+     *  covers it. */
+    int keep_unmeasured;
+    /** What top1_agreement and kl_mean were measured on when not `workload`'s
+     *  verify, as a reader would want it named ("model /models/smollm2,
+     *  12 prompts x 64 tokens, against its fp32 reference"); NULL: verify's.
+     *  Given back as edgert_candidate.measured_fidelity_source. Read only
+     *  when struct_size covers it. */
+    const char *fidelity_source;
 } edgert_evidence;
 
 /** Size of edgert_evidence in its first version: the least struct_size
@@ -890,7 +909,8 @@ EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
 /**
  * Merge `items` for this device into the evidence file (`path`, or
  * edgert_evidence_path when NULL): entries for the same device and backend
- * are replaced, others kept. Each entry records the backend's library XXH3,
+ * are replaced (whole, unless the item's keep_unmeasured keeps what it
+ * leaves unmeasured), others kept. Each entry records the backend's library XXH3,
  * so evidence for a changed plugin file is ignored when read. The items of
  * one call are one *series* (edgert_candidate.measured_series): the
  * selector compares a tier by calibrated decode rates only when they are
@@ -909,7 +929,8 @@ EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
  * item's figures are outside their meaning: a rate (decode_tokens_per_s,
  * prefill_gflops) <= 0 or infinite, top1_agreement outside [0, 1], kl_mean
  * < 0, sqnr_min_db -inf (+inf: exact output), `correct` other than 1, 0 or
- * -1 (NaN is always "not measured"); when two items name one backend; when
+ * -1, keep_unmeasured other than 0 or 1 (NaN is always "not measured");
+ * when two items name one backend; when
  * struct_size is below version 1's, or is no stride (not a multiple of the
  * struct's alignment) for more than one item. A `path` that is not a
  * regular file (a folder) is EDGERT_E_IO, and left as it is.

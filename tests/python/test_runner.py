@@ -217,6 +217,39 @@ def test_compare_table(gptq, edgert_cli, tmp_path):
     assert "ref-w4a16" in text and "2/2" in text and "against the fp32 reference" in text
 
 
+def test_compare_stored_as_evidence(gptq, edgert_cli, tmp_path):
+    """--store: each compared backend's top-1 and KL become evidence of this
+    device, beside calibrate's rates (kept, one series still), and select
+    names where they came from."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("5 17 300 42 7\n900, 33, 2, 11\n")
+    ev = tmp_path / "ev.json"
+    tiny = os.path.join(os.path.dirname(__file__), "..", "fixtures", "workloads", "tiny.yaml")
+    cli(edgert_cli, "calibrate", "--quick", "--workload", tiny, "--out", ev)
+    before = {e["backend"]: e for e in json.load(open(ev))["entries"]}
+    r = cli(edgert_cli, "run", gptq["sym"], "--compare", "--prompts", prompts, "--tokens", 6,
+            "--store", "--out", ev, "--json")
+    doc = json.loads(r.stdout)
+    assert doc["evidence_stored"] == str(ev)
+    rows = {b["backend"]: b for b in doc["backends"]}
+    after = {e["backend"]: e for e in json.load(open(ev))["entries"]}
+    assert set(after) == set(before)
+    for name, e in after.items():
+        b, row = before[name], rows[name]
+        for key in ("decode_tokens_per_s", "decode_tokens_per_s_min", "series", "measured_at",
+                    "workload", "correct", "prefill_gflops", "sqnr_min_db"):
+            assert e[key] == b[key], (name, key)
+        assert abs(e["top1_agreement"] - row["top1_forced"]) < 1e-6
+        assert abs(e["kl_mean"] - max(row["mean_kl"], 0)) < 1e-6
+        assert e["top1_tokens"] == 12
+        assert e["fidelity_source"].startswith(f"model {gptq['sym']}, 2 prompts x 6 tokens")
+    sel = cli(edgert_cli, "select", "--explain", "--evidence", ev).stdout
+    assert f"top-1 and KL from model {gptq['sym']}, 2 prompts x 6 tokens" in sel
+    expect(edgert_cli, 2, ["add --compare"], "run", gptq["sym"], "--prompt-ids", "1", "--store")
+    expect(edgert_cli, 2, ["add --compare --store"], "run", gptq["sym"], "--compare",
+           "--prompts", prompts, "--out", ev)
+
+
 # ---- bad input: its own error, a non-zero exit, nothing written -------------------------
 
 def copy_model(src, dst):
