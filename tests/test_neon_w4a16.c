@@ -25,7 +25,7 @@
  *     <= 2^-25 below the fp16 normal range, and values past +-65504 are not
  *     used here). Products with w are exact in both, so the activation part of
  *     the difference is at most 2^-11 S + 2^-25 sum|w|. The int8 dot-product
- *     paths (dotprod, i8mm) put the fp16 values of each (row, group of 128)
+ *     paths (dotprod, i8mm) put the fp16 values of each (row, weight group)
  *     on an int16 grid of step 2^E, E = floor(log2 max|x16|) - 14: at most
  *     2^(E-1) more per element, so + sum_g 2^(E_g - 1) sum_{k in g} |w_k|.
  *     (A bf16 path that rounded x to bf16 would need 2^-8 S; this backend's
@@ -35,7 +35,8 @@
  *   - Against the oracle (the path's own activation values, exact products,
  *     double sums): only the backend's fp32 sums remain, per group at most
  *     ~20 rounding steps plus one add per group into y, i.e. below
- *     (36 + K / 128) 2^-24 S for these K; the test allows 2^-16 S, still
+ *     (36 + K / 32) 2^-24 S for these K and groups of 32 or more (at most
+ *     100 2^-24 S < 2^-17 S); the test allows 2^-16 S, still
  *     8x tighter than one dropped term at K = 2048 (S / 2048 = 2^-11 S on
  *     average), so a kernel that skips or repeats a column fails.
  */
@@ -235,15 +236,15 @@ static float to_fp16(float v)
 /* The activation values a path multiplies with, per the plugin's documented
  * arithmetic (written here independently); *grid_half[g] = 2^(E_g - 1) for
  * the int16 paths, 0 otherwise. */
-static void path_activations(const path_def *p, const float *x, uint32_t k, double *xe,
-                             double *grid_half)
+static void path_activations(const path_def *p, const float *x, uint32_t k, uint32_t G,
+                             double *xe, double *grid_half)
 {
-    for (uint32_t g = 0; g < k / 128u; g++) {
+    for (uint32_t g = 0; g < k / G; g++) {
         double mx = 0.0;
-        for (uint32_t c = 0; c < 128u; c++) {
-            xe[g * 128u + c] = to_fp16(x[g * 128u + c]);
-            if (fabs(xe[g * 128u + c]) > mx)
-                mx = fabs(xe[g * 128u + c]);
+        for (uint32_t c = 0; c < G; c++) {
+            xe[g * G + c] = to_fp16(x[g * G + c]);
+            if (fabs(xe[g * G + c]) > mx)
+                mx = fabs(xe[g * G + c]);
         }
         grid_half[g] = 0.0;
         if (!p->int16_grid || mx == 0.0)
@@ -251,8 +252,8 @@ static void path_activations(const path_def *p, const float *x, uint32_t k, doub
         int e;
         (void)frexp(mx, &e);
         const double step = ldexp(1.0, e - 1 - 14);
-        for (uint32_t c = 0; c < 128u; c++)
-            xe[g * 128u + c] = nearbyint(xe[g * 128u + c] / step) * step;
+        for (uint32_t c = 0; c < G; c++)
+            xe[g * G + c] = nearbyint(xe[g * G + c] / step) * step;
         grid_half[g] = step / 2.0;
     }
 }
@@ -277,6 +278,7 @@ typedef struct shape_run {
     edgert_backend *be, *ref;
     const path_def *path;
     uint32_t m, n, k;
+    uint32_t group; /* 0: 128 */
     int symmetric;
     size_t pad; /* extra columns in ldx and ldy */
     double worst_ref, worst_oracle; /* largest err / tolerance seen */
@@ -286,13 +288,13 @@ typedef struct shape_run {
 
 static void run_shape(shape_run *r, uint32_t seed)
 {
-    const uint32_t m = r->m, n = r->n, k = r->k;
+    const uint32_t m = r->m, n = r->n, k = r->k, G = r->group ? r->group : 128u;
     const size_t ldx = k + r->pad, ldy = n + r->pad;
     float *w = malloc(sizeof(float) * n * k);
     float *x = malloc(sizeof(float) * m * ldx);
     float *y = malloc(sizeof(float) * m * ldy), *yr = malloc(sizeof(float) * m * n);
     float *deq = malloc(sizeof(float) * n * k);
-    double *xe = malloc(sizeof(double) * k), *gh = malloc(sizeof(double) * (k / 128u));
+    double *xe = malloc(sizeof(double) * k), *gh = malloc(sizeof(double) * (k / G));
     assert_true(w && x && y && yr && deq && xe && gh);
 
     for (size_t i = 0; i < (size_t)n * k; i++)
@@ -309,12 +311,12 @@ static void run_shape(shape_run *r, uint32_t seed)
         y[i] = SENTINEL;
 
     edgert_qtensor q;
-    assert_int_equal(edgert_quantize_rtn(w, n, k, 128, r->symmetric, &q), EDGERT_OK);
+    assert_int_equal(edgert_quantize_rtn(w, n, k, G, r->symmetric, &q), EDGERT_OK);
     edgert_dequantize(&q.view, deq);
     char err[512] = "";
     edgert_packed *pb = NULL, *pr = NULL;
     if (edgert_pack(r->be, &q.view, &pb, err, sizeof err) != EDGERT_OK)
-        fail_msg("pack m=%u n=%u k=%u: %s", m, n, k, err);
+        fail_msg("pack m=%u n=%u k=%u g=%u: %s", m, n, k, G, err);
     assert_int_equal(edgert_pack(r->ref, &q.view, &pr, err, sizeof err), EDGERT_OK);
     edgert_gemm_args a = {sizeof a, m, x, ldx, y, ldy};
     if (edgert_gemm(r->be, pb, &a, err, sizeof err) != EDGERT_OK)
@@ -325,7 +327,7 @@ static void run_shape(shape_run *r, uint32_t seed)
     const double u = ldexp(1.0, -24);
     for (uint32_t i = 0; i < m; i++) {
         const float *xi = x + (size_t)i * ldx;
-        path_activations(r->path, xi, k, xe, gh);
+        path_activations(r->path, xi, k, G, xe, gh);
         for (uint32_t j = 0; j < ldy; j++) {
             const float got = y[(size_t)i * ldy + j];
             if (j >= n) {
@@ -341,7 +343,7 @@ static void run_shape(shape_run *r, uint32_t seed)
                 s_abs += fabs((double)xi[c] * (double)wj[c]);
                 se_abs += fabs(xe[c] * (double)wj[c]);
                 w_abs += fabs((double)wj[c]);
-                grid += gh[c / 128u] * fabs((double)wj[c]);
+                grid += gh[c / G] * fabs((double)wj[c]);
             }
             const double tol_ref = ldexp(s_abs, -11) + ldexp(w_abs, -25) + grid +
                                    2.0 * (k + 16.0) * u * s_abs + 1e-30;
@@ -349,9 +351,9 @@ static void run_shape(shape_run *r, uint32_t seed)
             const double e_ref = fabs((double)got - (double)yr[(size_t)i * n + j]);
             const double e_or = fabs((double)got - exact);
             if (!(e_ref <= tol_ref) || !(e_or <= tol_oracle))
-                fail_msg("%s m=%u n=%u k=%u %s: y[%u][%u] = %.9g, ref-w4a16 %.9g (|err| %.3g, "
-                         "tolerance %.3g), oracle %.9g (|err| %.3g, tolerance %.3g)",
-                         r->path->name, m, n, k, r->symmetric ? "symmetric" : "asymmetric", i, j,
+                fail_msg("%s m=%u n=%u k=%u g=%u %s: y[%u][%u] = %.9g, ref-w4a16 %.9g (|err| "
+                         "%.3g, tolerance %.3g), oracle %.9g (|err| %.3g, tolerance %.3g)",
+                         r->path->name, m, n, k, G, r->symmetric ? "symmetric" : "asymmetric", i, j,
                          (double)got, (double)yr[(size_t)i * n + j], e_ref, tol_ref, exact, e_or,
                          tol_oracle);
             if (e_ref / tol_ref > r->worst_ref)
@@ -412,6 +414,22 @@ static void test_paths_against_ref(void **state)
                     run_shape(&r, 0x9E3779B9u ^ (uint32_t)(a * 131u + b * 17u + c * 7u + pi));
                     cases++;
                 }
+        /* groups of 64 and 32: K of 1, 3 and 9 groups (not multiples of 128:
+         * 192, 576 as SmolLM2's, 96, 288), one of each M kind */
+        static const uint32_t gs[] = {64, 32}, gk[] = {1, 3, 9}, gm[] = {1, 3, 17, 64};
+        for (size_t gi = 0; gi < 2u; gi++)
+            for (size_t c = 0; c < 3u; c++)
+                for (size_t a = 0; a < 4u; a++) {
+                    r.m = gm[a];
+                    r.n = ns[(a + c) % 3u];
+                    r.group = gs[gi];
+                    r.k = gs[gi] * gk[c];
+                    r.symmetric = (a + c) % 4u == 3u;
+                    r.pad = a % 2u;
+                    run_shape(&r, 0x7F4A7C15u ^ (uint32_t)(gi * 97u + c * 13u + a * 5u + pi));
+                    cases++;
+                }
+        r.group = 0;
         print_message("%-8s %u shapes passed; worst err/tolerance: %.3f vs ref-w4a16, %.3f vs "
                       "exact oracle (%s)\n",
                       paths[pi].name, cases, r.worst_ref, r.worst_oracle,
@@ -502,11 +520,17 @@ static void test_pack_refusals(void **state)
     print_message("k=200: %s\n", err);
     edgert_qtensor_free(&q);
 
-    /* group 64: another layout, refused */
-    assert_int_equal(edgert_quantize_rtn(w, 5, 128, 64, 0, &q), EDGERT_OK);
+    /* group 16: no tile holds it, refused naming the groups it takes */
+    assert_int_equal(edgert_quantize_rtn(w, 5, 128, 16, 0, &q), EDGERT_OK);
     assert_int_equal(edgert_pack(be, &q.view, &p, err, sizeof err), EDGERT_E_UNSUPPORTED);
     assert_null(p);
-    assert_non_null(strstr(err, "group"));
+    assert_non_null(strstr(err, "groups of 32, 64 and 128"));
+    edgert_qtensor_free(&q);
+    /* K = 200 in groups of 64: not whole groups, refused */
+    assert_int_equal(edgert_quantize_rtn(w, 5, 200, 64, 0, &q), EDGERT_OK);
+    assert_int_equal(edgert_pack(be, &q.view, &p, err, sizeof err), EDGERT_E_UNSUPPORTED);
+    assert_null(p);
+    assert_non_null(strstr(err, "multiple of 64"));
     edgert_qtensor_free(&q);
 
     /* a zero point outside [0, 15] */
@@ -530,6 +554,16 @@ static void test_pack_refusals(void **state)
     assert_true(edgert_packed_bytes(p) >= body);
     assert_true(edgert_packed_bytes(p) <= body + 512u);
     edgert_packed_free(p);
+    /* ... 4.625 and 5.25 in groups of 64 and 32 */
+    for (uint32_t g = 32; g <= 64u; g *= 2u) {
+        edgert_qtensor qg;
+        assert_int_equal(edgert_quantize_rtn(w2, n, k, g, 0, &qg), EDGERT_OK);
+        assert_int_equal(edgert_pack(be, &qg.view, &p, err, sizeof err), EDGERT_OK);
+        const size_t bg = panel_rows * k / 2u + panel_rows * (k / g) * 5u;
+        assert_true(edgert_packed_bytes(p) >= bg && edgert_packed_bytes(p) <= bg + 512u);
+        edgert_packed_free(p);
+        edgert_qtensor_free(&qg);
+    }
 
     /* bad gemm arguments: refused, not crashed */
     assert_int_equal(edgert_pack(be, &q.view, &p, err, sizeof err), EDGERT_OK);

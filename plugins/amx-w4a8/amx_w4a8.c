@@ -599,9 +599,11 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
 
 /* The activations the kernels multiply with, x_e = s_x a (a8_kern_vnni.c's
  * prep, in the same fp32 operations: the same codes). */
-static void a8_effective_x(const void *state, const float *x, uint32_t k, double *out)
+static void a8_effective_x(const void *state, const float *x, uint32_t k, uint32_t group,
+                           double *out)
 {
     (void)state;
+    (void)group; /* one scale per row, whatever the weights' group */
     float m = 0.0f;
     for (uint32_t c = 0; c < k; c++)
         m = fabsf(x[c]) > m ? fabsf(x[c]) : m;

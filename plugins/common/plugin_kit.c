@@ -534,7 +534,7 @@ static edgert_status check_case(const pk_self_test *t, const pk_case *tc, const 
     for (size_t i = 0; i < tc->m; i++) {
         const float *x = b->x + i * b->ldx;
         if (t->effective_x)
-            t->effective_x(t->state, x, tc->k, b->xe);
+            t->effective_x(t->state, x, tc->k, tc->group, b->xe);
         else
             for (size_t c = 0; c < tc->k; c++)
                 b->xe[c] = x[c];

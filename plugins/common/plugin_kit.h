@@ -478,8 +478,9 @@ typedef struct pk_self_test {
     /* Optional: change x after it was drawn (outliers, values out of range). */
     void (*shape_x)(float *x, uint32_t m, uint32_t k, size_t ldx);
     /* Optional: the activation values the path multiplies with, x_e, for one
-     * row of x (NULL: x itself, exactly). */
-    void (*effective_x)(const void *state, const float *x, uint32_t k, double *out);
+     * row of x of the case's k and weight group (NULL: x itself, exactly). */
+    void (*effective_x)(const void *state, const float *x, uint32_t k, uint32_t group,
+                        double *out);
     /* The largest |y - exact| the plugin's arithmetic allows for this output. */
     double (*bound)(const void *state, uint32_t m, const pk_sums *s);
     /* Optional (plugin ABI 2): every case also maps the packed bytes of its

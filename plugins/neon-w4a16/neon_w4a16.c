@@ -180,10 +180,10 @@ typedef struct nw_act_layout {
     size_t xf, xb, xh, xl, xp, sv, fe, total;
 } nw_act_layout;
 
-static int nw_act_size(nw_path path, uint32_t m, uint32_t k, nw_act_layout *o)
+static int nw_act_size(nw_path path, uint32_t m, uint32_t k, uint32_t group, nw_act_layout *o)
 {
     size_t mk, mg, off = 0, b;
-    const size_t groups = k / NW_G, pairs = ((size_t)m + 1u) / 2u;
+    const size_t groups = k / group, pairs = ((size_t)m + 1u) / 2u;
 
     memset(o, 0, sizeof *o);
     if (pk_mul(m, k, &mk) != 0 || pk_mul(m, groups, &mg) != 0)
@@ -214,11 +214,12 @@ static int nw_act_size(nw_path path, uint32_t m, uint32_t k, nw_act_layout *o)
     return 0;
 }
 
-/* Fill the prepared activations of `path` into mem (laid out by *o). */
-static void nw_prepare(nw_path path, const edgert_gemm_args *args, uint32_t k,
+/* Fill the prepared activations of `path` into mem (laid out by *o), the
+ * int16 grids per weight group of G inputs. */
+static void nw_prepare(nw_path path, const edgert_gemm_args *args, uint32_t k, uint32_t G,
                        const nw_act_layout *o, unsigned char *mem, nw_act *a)
 {
-    const size_t groups = k / NW_G;
+    const size_t groups = k / G;
     const uint32_t m = args->m;
 
     memset(a, 0, sizeof *a);
@@ -238,16 +239,16 @@ static void nw_prepare(nw_path path, const edgert_gemm_args *args, uint32_t k,
         const float *x = args->x + (size_t)i * args->ldx;
         for (size_t g = 0; g < groups; g++) {
             float x16[NW_G];
-            for (size_t c = 0; c < NW_G; c++)
-                x16[c] = nw_fp16(x[g * NW_G + c]);
+            for (size_t c = 0; c < G; c++)
+                x16[c] = nw_fp16(x[g * G + c]);
 
             if (path == NW_PATH_NEON) {
-                memcpy((float *)(void *)(mem + o->xf) + (size_t)i * k + g * NW_G, x16,
-                       sizeof x16);
+                memcpy((float *)(void *)(mem + o->xf) + (size_t)i * k + g * G, x16,
+                       G * sizeof x16[0]);
             } else if (path == NW_PATH_BF16) {
                 /* per k-quad: 4 x hi, then 4 x lo; hi + lo == x16 exactly */
-                uint16_t *xb = (uint16_t *)(void *)(mem + o->xb) + ((size_t)i * k + g * NW_G) * 2u;
-                for (size_t c = 0; c < NW_G; c++) {
+                uint16_t *xb = (uint16_t *)(void *)(mem + o->xb) + ((size_t)i * k + g * G) * 2u;
+                for (size_t c = 0; c < G; c++) {
                     uint32_t hb = nw_bits(x16[c]) & 0xffff0000u;
                     float lo = x16[c] - nw_from_bits(hb);
                     xb[(c / 4u) * 8u + c % 4u] = (uint16_t)(hb >> 16);
@@ -256,21 +257,21 @@ static void nw_prepare(nw_path path, const edgert_gemm_args *args, uint32_t k,
             } else {
                 int16_t v[NW_G];
                 float fe;
-                int32_t sv = nw_grid(x16, NW_G, v, &fe);
+                int32_t sv = nw_grid(x16, G, v, &fe);
                 ((int32_t *)(void *)(mem + o->sv))[(size_t)i * groups + g] = sv;
                 ((float *)(void *)(mem + o->fe))[(size_t)i * groups + g] = fe;
                 if (path == NW_PATH_DOTPROD) {
-                    int8_t *xh = (int8_t *)(void *)(mem + o->xh) + (size_t)i * k + g * NW_G;
-                    uint8_t *xl = mem + o->xl + (size_t)i * k + g * NW_G;
-                    for (size_t c = 0; c < NW_G; c++) {
+                    int8_t *xh = (int8_t *)(void *)(mem + o->xh) + (size_t)i * k + g * G;
+                    uint8_t *xl = mem + o->xl + (size_t)i * k + g * G;
+                    for (size_t c = 0; c < G; c++) {
                         xh[c] = (int8_t)(v[c] >> 8); /* arithmetic shift: floor */
                         xl[c] = (uint8_t)(v[c] & 0xff);
                     }
                 } else {
                     /* pair i / 2, slot i % 2; blocks of 8 columns */
                     uint8_t *xp =
-                        mem + o->xp + ((size_t)(i / 2u) * (k / 8u) + g * (NW_G / 8u)) * 32u;
-                    for (size_t c = 0; c < NW_G; c++) {
+                        mem + o->xp + ((size_t)(i / 2u) * (k / 8u) + g * (G / 8u)) * 32u;
+                    for (size_t c = 0; c < G; c++) {
                         uint8_t *blk = xp + (c / 8u) * 32u + (i % 2u) * 8u + c % 8u;
                         blk[0] = (uint8_t)(int8_t)(v[c] >> 8);
                         blk[16] = (uint8_t)(v[c] & 0xff);
@@ -412,7 +413,7 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
     edgert_status ast = pk_check_gemm_args(NW_NAME, w->name, w->n, w->k, args, err, err_len);
     if (ast != EDGERT_OK)
         return ast;
-    if (nw_act_size(st->path, args->m, w->k, &lay) != 0) {
+    if (nw_act_size(st->path, args->m, w->k, w->group, &lay) != 0) {
         edgert_errf(err, err_len, NW_NAME ": gemm on '%s' [m=%u n=%u k=%u]: sizes overflow size_t",
                     w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_USAGE;
@@ -429,7 +430,7 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
         return EDGERT_E_NOMEM;
     }
     nw_act act;
-    nw_prepare(st->path, args, w->k, &lay, mem, &act);
+    nw_prepare(st->path, args, w->k, w->group, &lay, mem, &act);
 
     nw_run run = {
         .job = {.w = w, .a = &act, .y = args->y, .ldy = args->ldy},
@@ -446,11 +447,14 @@ static edgert_status nw_gemm(void *state, const void *packed, const edgert_gemm_
 
 /* ---- self-test ---------------------------------------------------------------- */
 
-/* A partial panel (n = 6, 5), an odd m (the i8mm pair with zeros), two
- * groups, and symmetric weights. */
+/* A partial panel (n = 6, 5, 7), an odd m (the i8mm pair with zeros), two
+ * groups, symmetric weights, and groups of 64 and 32 (K not a multiple of
+ * 128: 192, 96). */
 static const pk_case nw_cases[] = {
     {3u, 6u, 256u, NW_G, 0},
     {2u, 5u, 128u, NW_G, 1},
+    {3u, 7u, 192u, 64u, 0},
+    {1u, 5u, 96u, 32u, 0},
 };
 
 /* x in [-1, 1] from the kit, then one outlier per row (the int16 grid's
@@ -465,22 +469,23 @@ static void nw_shape_x(float *x, uint32_t m, uint32_t k, size_t ldx)
 
 /* The activation value a path multiplies with (what nw_prepare encodes):
  * fp16, or fp16 on the per-group int16 grid. */
-static void nw_effective_x(const void *state, const float *x, uint32_t k, double *out)
+static void nw_effective_x(const void *state, const float *x, uint32_t k, uint32_t G,
+                           double *out)
 {
     const nw_path path = ((const nw_state *)state)->path;
-    for (uint32_t g = 0; g < k / NW_G; g++) {
-        float x16[NW_G];
-        for (uint32_t c = 0; c < NW_G; c++)
-            x16[c] = nw_fp16(x[g * NW_G + c]);
+    for (uint32_t g = 0; g < k / G; g++) {
+        float x16[NW_G] = {0}; /* G <= NW_G, which the compiler cannot see */
+        for (uint32_t c = 0; c < G; c++)
+            x16[c] = nw_fp16(x[g * G + c]);
         if (path == NW_PATH_NEON || path == NW_PATH_BF16) {
-            for (uint32_t c = 0; c < NW_G; c++)
-                out[g * NW_G + c] = x16[c];
+            for (uint32_t c = 0; c < G; c++)
+                out[g * G + c] = x16[c];
         } else {
             int16_t v[NW_G];
             float fe;
-            (void)nw_grid(x16, NW_G, v, &fe);
-            for (uint32_t c = 0; c < NW_G; c++)
-                out[g * NW_G + c] = (double)v[c] * fe;
+            (void)nw_grid(x16, G, v, &fe);
+            for (uint32_t c = 0; c < G; c++)
+                out[g * G + c] = (double)v[c] * fe;
         }
     }
 }

@@ -6,8 +6,9 @@
  * Packed layout (one layout for every path; see neon_w4a16.c for the
  * packing): W is cut into panels of NW_NR = 4 output rows (the last panel is
  * padded with zero rows: code 0, scale 0, zero point 0) and along K into
- * groups of NW_G = 128. One (panel, group) tile is 256 bytes of codes: 16
- * chunks of 16 bytes, chunk t covering columns [8t, 8t + 8):
+ * the weights' groups of G = 128, 64 or 32 inputs. One (panel, group) tile
+ * is 2G bytes of codes: G / 8 chunks of 16 bytes (16 for G = 128), chunk t
+ * covering columns [8t, 8t + 8):
  *
  *     byte j of chunk t (r = j / 4, i = j % 4):
  *         low nibble  = q[row r][8t + i]       (k-quad 2t)
@@ -20,16 +21,19 @@
  * Codes: panels x groups x 256 bytes, panel-major (a panel's K is
  * contiguous); scales: panels x groups x 4 fp32 (canonical values, not
  * rounded); zero points: panels x groups x 4 bytes. Bits per weight:
- * 4 + (32 + 8) / 128 = 4.3125 when n is a multiple of 4.
+ * 4 + (32 + 8) / G: 4.3125 for G = 128, 4.625 for 64, 5.25 for 32, when n
+ * is a multiple of 4.
  *
  * In memory, and as mappable bytes (plugin ABI 2, nw_pack.c): pack makes
  * one allocation, the nw_packed handle (rounded up to 64 bytes), then the
  * position-independent packed bytes, layout "neon-w4a16/1" (NW_LAYOUT): the
- * kit's 128-byte pk_blob_header (magic NW_BLOB_MAGIC, version, n, k, group
- * 128, three sections), codes, scales and zero points as above, each on a
- * 64-byte boundary. Every path reads the same bytes, so the id names no
- * path. packed_map checks them (header and every zero point) and allocates
- * only an nw_packed whose pointers lead into the caller's bytes.
+ * kit's 128-byte pk_blob_header (magic NW_BLOB_MAGIC, version, n, k, group,
+ * three sections; bytes of group 128 read as they did before the other
+ * groups were taken, so the layout's id and version stay), codes, scales
+ * and zero points as above, each on a 64-byte boundary. Every path reads
+ * the same bytes, so the id names no path. packed_map checks them (header
+ * and every zero point) and allocates only an nw_packed whose pointers lead
+ * into the caller's bytes.
  */
 #ifndef NW_KERN_H
 #define NW_KERN_H
@@ -48,16 +52,17 @@
 #define NW_MIN_TASK_MACS 65536u     /* smallest parallel_for chunk worth a hand-off */
 
 #define NW_NR 4u        /* output rows per panel */
-#define NW_G 128u       /* group size along K (the only one accepted) */
-#define NW_TILE 256u    /* code bytes per (panel, group) */
-#define NW_CHUNKS 16u   /* 16-byte chunks per tile */
+#define NW_G 128u       /* the largest group size along K (also 64 and 32) */
+#define NW_CHUNKS 16u   /* 16-byte chunks per tile of the largest group */
 
 typedef struct nw_packed {
     uint32_t magic;
     uint32_t n, k;
-    size_t groups;        /* k / NW_G */
+    uint32_t group;       /* 128, 64 or 32 */
+    unsigned chunks;      /* group / 8: 16-byte chunks per tile */
+    size_t groups;        /* k / group */
     size_t panels;        /* ceil(n / NW_NR) */
-    const uint8_t *codes; /* panels * groups * NW_TILE */
+    const uint8_t *codes; /* panels * groups * 16 * chunks */
     const float *scales;  /* panels * groups * NW_NR */
     const uint8_t *zeros; /* panels * groups * NW_NR */
     const void *blob;     /* the packed bytes: pk_blob_header, then the three above */
@@ -74,7 +79,7 @@ typedef struct nw_packed {
  *   bf16:    xb[m][k / 4][8] bf16 bits, per k-quad {hi x4, lo x4} with
  *            hi + lo == the fp16 value exactly (hi: its top 8 significant
  *            bits, lo: the remaining 3)
- *   dotprod: each (row, group) on an int16 grid: v = round(x16 / 2^E), E =
+ *   dotprod: each (row, weight group) on an int16 grid: v = round(x16 / 2^E), E =
  *            floor(log2 max|x16|) - 14, so |v| < 2^15; xh[m][k] = v >> 8
  *            (signed), xl[m][k] = v & 255 (unsigned), v = 256 xh + xl;
  *            sv[m][g] = sum of v, fe[m][g] = 2^E
@@ -103,6 +108,26 @@ typedef struct nw_job {
 } nw_job;
 
 typedef void (*nw_kernel_fn)(const nw_job *job, size_t panel_begin, size_t panel_end);
+
+/* A kernel's body, inlined into its entry once per group with the chunks
+ * per tile a constant (ch), so the group-128 loops compile as they did
+ * before groups of 64 and 32 were taken. */
+#define NW_BODY static inline __attribute__((always_inline))
+#define NW_KERNEL_BY_GROUP(entry, body)                                                       \
+    void entry(const nw_job *job, size_t panel_begin, size_t panel_end)                       \
+    {                                                                                         \
+        switch (job->w->chunks) {                                                             \
+        case 4u: body(job, panel_begin, panel_end, 4u); break;                               \
+        case 8u: body(job, panel_begin, panel_end, 8u); break;                               \
+        default: body(job, panel_begin, panel_end, NW_CHUNKS); break;                         \
+        }                                                                                     \
+    }
+
+/* Whether the layout takes weights in groups of g. */
+static inline int nw_group_ok(uint32_t g)
+{
+    return g == 128u || g == 64u || g == 32u;
+}
 
 /* y[m][n0 .. n0 + valid) += v[0 .. valid) */
 static inline void nw_y_add(float *y, const float *v, unsigned valid)

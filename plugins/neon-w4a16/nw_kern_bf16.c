@@ -44,8 +44,8 @@ static uint8x16x4_t nw_qz_table(void)
     return t;
 }
 
-static void nw_decode_btile(const uint8_t *codes, const uint8_t *zeros, uint8x16x4_t table,
-                            nw_btile *tile)
+NW_BODY void nw_decode_btile(const uint8_t *codes, const uint8_t *zeros, uint8x16x4_t table,
+                             nw_btile *tile, const unsigned ch)
 {
     /* byte j holds a code of row j / 4: its table offset is 2 (q - z + 15) */
     static const uint8_t spread[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
@@ -54,7 +54,7 @@ static void nw_decode_btile(const uint8_t *codes, const uint8_t *zeros, uint8x16
     const uint8x16_t base = vqtbl1q_u8(vld1q_u8(base4), vld1q_u8(spread));
     const uint8x16_t mask = vdupq_n_u8(15u), one = vdupq_n_u8(1u);
 
-    for (unsigned t = 0; t < NW_CHUNKS; t++) {
+    for (unsigned t = 0; t < ch; t++) {
         uint8x16_t b = vld1q_u8(codes + 16u * t);
         uint8x16_t q[2] = {vandq_u8(b, mask), vshrq_n_u8(b, 4)};
         for (unsigned h = 0; h < 2u; h++) {
@@ -68,7 +68,8 @@ static void nw_decode_btile(const uint8_t *codes, const uint8_t *zeros, uint8x16
     }
 }
 
-void nw_kern_bf16(const nw_job *job, size_t panel_begin, size_t panel_end)
+NW_BODY void nw_bf16_g(const nw_job *job, size_t panel_begin, size_t panel_end,
+                       const unsigned ch)
 {
     const nw_packed *w = job->w;
     const nw_act *a = job->a;
@@ -85,20 +86,20 @@ void nw_kern_bf16(const nw_job *job, size_t panel_begin, size_t panel_end)
 
         for (size_t g = 0; g < groups; g++) {
             const size_t pg = p * groups + g;
-            nw_decode_btile(w->codes + pg * NW_TILE, w->zeros + pg * NW_NR, table, &tile);
+            nw_decode_btile(w->codes + pg * 16u * ch, w->zeros + pg * NW_NR, table, &tile, ch);
             const float32x4_t s = vld1q_f32(w->scales + pg * NW_NR);
 
             for (uint32_t m = 0; m < a->m; m++) {
-                /* 32 k-quads of 8 bf16 {hi x4, lo x4} for this group */
+                /* 2 ch k-quads of 8 bf16 {hi x4, lo x4} for this group */
                 const bfloat16_t *x = (const bfloat16_t *)(const void *)(a->xb + m * k * 2u) +
-                                      g * NW_G * 2u;
+                                      g * 8u * ch * 2u;
                 /* [hi.r0, hi.r1, lo.r0, lo.r1] (and r2, r3); two sets for ILP */
                 float32x4_t acc[2][2];
                 for (unsigned h = 0; h < 2u; h++) {
                     acc[h][0] = vdupq_n_f32(0.0f);
                     acc[h][1] = vdupq_n_f32(0.0f);
                 }
-                for (unsigned t = 0; t < NW_CHUNKS; t++) {
+                for (unsigned t = 0; t < ch; t++) {
                     const bfloat16x8_t x0 = vld1q_bf16(x + 16u * t);
                     const bfloat16x8_t x1 = vld1q_bf16(x + 16u * t + 8u);
                     acc[0][0] = vbfmmlaq_f32(acc[0][0], x0, tile.v[t][0][0]);
@@ -124,3 +125,5 @@ void nw_kern_bf16(const nw_job *job, size_t panel_begin, size_t panel_end)
         }
     }
 }
+
+NW_KERNEL_BY_GROUP(nw_kern_bf16, nw_bf16_g)

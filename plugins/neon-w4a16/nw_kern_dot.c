@@ -44,7 +44,8 @@
         al1 = vdotq_laneq_u32(al1, q3, xl16, 3);                                            \
     } while (0)
 
-void nw_kern_dotprod(const nw_job *job, size_t panel_begin, size_t panel_end)
+NW_BODY void nw_dot_g(const nw_job *job, size_t panel_begin, size_t panel_end,
+                      const unsigned ch)
 {
     const nw_packed *w = job->w;
     const nw_act *a = job->a;
@@ -60,25 +61,29 @@ void nw_kern_dotprod(const nw_job *job, size_t panel_begin, size_t panel_end)
 
         for (size_t g = 0; g < groups; g++) {
             const size_t pg = p * groups + g;
-            const uint8_t *codes = w->codes + pg * NW_TILE;
+            const uint8_t *codes = w->codes + pg * 16u * ch;
             const float32x4_t s = vld1q_f32(w->scales + pg * NW_NR);
             const uint8_t *zp = w->zeros + pg * NW_NR;
             const int32_t z_in[NW_NR] = {zp[0], zp[1], zp[2], zp[3]};
             const int32x4_t z = vld1q_s32(z_in);
 
             for (uint32_t m = 0; m < a->m; m++) {
-                const int8_t *xh = a->xh + m * k + g * NW_G;
-                const uint8_t *xl = a->xl + m * k + g * NW_G;
+                const int8_t *xh = a->xh + m * k + g * 8u * ch;
+                const uint8_t *xl = a->xl + m * k + g * 8u * ch;
                 int32x4_t ah0 = vdupq_n_s32(0), ah1 = vdupq_n_s32(0);
                 uint32x4_t al0 = vdupq_n_u32(0), al1 = vdupq_n_u32(0);
-                NW_DOT_BLOCK(0);
+                NW_DOT_BLOCK(0); /* groups of 32 */
                 NW_DOT_BLOCK(1);
-                NW_DOT_BLOCK(2);
-                NW_DOT_BLOCK(3);
-                NW_DOT_BLOCK(4);
-                NW_DOT_BLOCK(5);
-                NW_DOT_BLOCK(6);
-                NW_DOT_BLOCK(7);
+                if (ch > 4u) { /* of 64 */
+                    NW_DOT_BLOCK(2);
+                    NW_DOT_BLOCK(3);
+                }
+                if (ch > 8u) { /* of 128 */
+                    NW_DOT_BLOCK(4);
+                    NW_DOT_BLOCK(5);
+                    NW_DOT_BLOCK(6);
+                    NW_DOT_BLOCK(7);
+                }
                 int32x4_t d = vaddq_s32(vshlq_n_s32(vaddq_s32(ah0, ah1), 8),
                                         vreinterpretq_s32_u32(vaddq_u32(al0, al1)));
                 d = vmlsq_s32(d, z, vdupq_n_s32(a->sv[m * groups + g]));
@@ -95,3 +100,5 @@ void nw_kern_dotprod(const nw_job *job, size_t panel_begin, size_t panel_end)
         }
     }
 }
+
+NW_KERNEL_BY_GROUP(nw_kern_dotprod, nw_dot_g)

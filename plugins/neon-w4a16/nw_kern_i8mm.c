@@ -34,7 +34,8 @@ static inline void nw_i8mm_store(const nw_job *job, uint32_t m, size_t n0, unsig
     }
 }
 
-void nw_kern_i8mm(const nw_job *job, size_t panel_begin, size_t panel_end)
+NW_BODY void nw_i8mm_g(const nw_job *job, size_t panel_begin, size_t panel_end,
+                       const unsigned ch)
 {
     const nw_packed *w = job->w;
     const nw_act *a = job->a;
@@ -51,7 +52,7 @@ void nw_kern_i8mm(const nw_job *job, size_t panel_begin, size_t panel_end)
 
         for (size_t g = 0; g < groups; g++) {
             const size_t pg = p * groups + g;
-            const uint8_t *codes = w->codes + pg * NW_TILE;
+            const uint8_t *codes = w->codes + pg * 16u * ch;
             const float32x4_t s = vld1q_f32(w->scales + pg * NW_NR);
             const uint8_t *zp = w->zeros + pg * NW_NR;
             const int32_t z_in[NW_NR] = {zp[0], zp[1], zp[2], zp[3]};
@@ -59,7 +60,7 @@ void nw_kern_i8mm(const nw_job *job, size_t panel_begin, size_t panel_end)
 
             /* weight operands: rows {0,1} and {2,3} x 8 columns, per chunk */
             uint8x16_t w01[NW_CHUNKS], w23[NW_CHUNKS];
-            for (unsigned t = 0; t < NW_CHUNKS; t++) {
+            for (unsigned t = 0; t < ch; t++) {
                 const uint8x16_t b = vld1q_u8(codes + 16u * t);
                 const uint32x4_t lo = vreinterpretq_u32_u8(vandq_u8(b, mask));
                 const uint32x4_t hi = vreinterpretq_u32_u8(vshrq_n_u8(b, 4));
@@ -68,12 +69,12 @@ void nw_kern_i8mm(const nw_job *job, size_t panel_begin, size_t panel_end)
             }
 
             for (uint32_t pr = 0; pr < pairs; pr++) {
-                /* 16 blocks of 32 bytes: {h row 2pr, h row 2pr+1, l ..., l ...} */
-                const uint8_t *x = a->xp + ((size_t)pr * (k / 8u) + g * (NW_G / 8u)) * 32u;
+                /* ch blocks of 32 bytes: {h row 2pr, h row 2pr+1, l ..., l ...} */
+                const uint8_t *x = a->xp + ((size_t)pr * (k / 8u) + g * ch) * 32u;
                 /* [m0.r0, m0.r1, m1.r0, m1.r1] and the same for r2, r3 */
                 int32x4_t h01 = vdupq_n_s32(0), h23 = vdupq_n_s32(0);
                 uint32x4_t l01 = vdupq_n_u32(0), l23 = vdupq_n_u32(0);
-                for (unsigned t = 0; t < NW_CHUNKS; t++) {
+                for (unsigned t = 0; t < ch; t++) {
                     const int8x16_t xh = vld1q_s8((const int8_t *)(x + 32u * t));
                     const uint8x16_t xl = vld1q_u8(x + 32u * t + 16u);
                     h01 = vmmlaq_s32(h01, xh, vreinterpretq_s8_u8(w01[t]));
@@ -93,3 +94,5 @@ void nw_kern_i8mm(const nw_job *job, size_t panel_begin, size_t panel_end)
         }
     }
 }
+
+NW_KERNEL_BY_GROUP(nw_kern_i8mm, nw_i8mm_g)

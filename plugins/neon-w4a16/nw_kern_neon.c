@@ -19,7 +19,8 @@ typedef struct nw_tile {
     float32x4_t v[NW_CHUNKS][2][NW_NR];
 } nw_tile;
 
-static void nw_decode_tile(const uint8_t *codes, const uint8_t *zeros, nw_tile *tile)
+NW_BODY void nw_decode_tile(const uint8_t *codes, const uint8_t *zeros, nw_tile *tile,
+                            const unsigned ch)
 {
     /* zero point of row j / 4 in byte j */
     static const uint8_t spread[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
@@ -27,7 +28,7 @@ static void nw_decode_tile(const uint8_t *codes, const uint8_t *zeros, nw_tile *
     const int8x16_t z = vreinterpretq_s8_u8(vqtbl1q_u8(vld1q_u8(z4), vld1q_u8(spread)));
     const uint8x16_t mask = vdupq_n_u8(15u);
 
-    for (unsigned t = 0; t < NW_CHUNKS; t++) {
+    for (unsigned t = 0; t < ch; t++) {
         uint8x16_t b = vld1q_u8(codes + 16u * t);
         int8x16_t h[2];
         h[0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, mask)), z);
@@ -50,7 +51,8 @@ static inline float32x4_t nw_hsum4(float32x4_t a0, float32x4_t a1, float32x4_t a
     return vpaddq_f32(vpaddq_f32(a0, a1), vpaddq_f32(a2, a3));
 }
 
-void nw_kern_neon(const nw_job *job, size_t panel_begin, size_t panel_end)
+NW_BODY void nw_neon_g(const nw_job *job, size_t panel_begin, size_t panel_end,
+                       const unsigned ch)
 {
     const nw_packed *w = job->w;
     const nw_act *a = job->a;
@@ -66,16 +68,16 @@ void nw_kern_neon(const nw_job *job, size_t panel_begin, size_t panel_end)
 
         for (size_t g = 0; g < groups; g++) {
             const size_t pg = p * groups + g;
-            nw_decode_tile(w->codes + pg * NW_TILE, w->zeros + pg * NW_NR, &tile);
+            nw_decode_tile(w->codes + pg * 16u * ch, w->zeros + pg * NW_NR, &tile, ch);
             const float32x4_t s = vld1q_f32(w->scales + pg * NW_NR);
 
             for (uint32_t m = 0; m < a->m; m++) {
-                const float *x = a->xf + m * k + g * NW_G;
+                const float *x = a->xf + m * k + g * 8u * ch;
                 float32x4_t acc[2][NW_NR];
                 for (unsigned h = 0; h < 2u; h++)
                     for (unsigned r = 0; r < NW_NR; r++)
                         acc[h][r] = vdupq_n_f32(0.0f);
-                for (unsigned t = 0; t < NW_CHUNKS; t++) {
+                for (unsigned t = 0; t < ch; t++) {
                     const float32x4_t x0 = vld1q_f32(x + 8u * t);
                     const float32x4_t x1 = vld1q_f32(x + 8u * t + 4u);
                     for (unsigned r = 0; r < NW_NR; r++) {
@@ -98,3 +100,5 @@ void nw_kern_neon(const nw_job *job, size_t panel_begin, size_t panel_end)
         }
     }
 }
+
+NW_KERNEL_BY_GROUP(nw_kern_neon, nw_neon_g)

@@ -6,7 +6,8 @@
  * more than it.
  *
  * Packed bytes (layout NW_LAYOUT, "neon-w4a16/1"): the kit's pk_blob_header
- * (plugin_kit.h), then codes [panels][groups][256], scales fp32
+ * (plugin_kit.h, which records the group G: 128, 64 or 32), then codes
+ * [panels][groups][2G], scales fp32
  * [panels][groups][4], zero points [panels][groups][4], each on a 64-byte
  * boundary, the gaps zero. pack allocates an nw_packed handle followed by
  * them; packed_map checks them (the header against the shape and the size,
@@ -38,6 +39,7 @@ typedef struct nw_pack_job {
     float *scales;
     uint8_t *zeros;
     size_t groups;
+    unsigned chunks; /* group / 8 */
 } nw_pack_job;
 
 /* parallel_for task: panels [begin, end), written straight from the canonical form */
@@ -46,24 +48,25 @@ static void nw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
     const nw_pack_job *job = arg;
     const edgert_qweights *w = job->w;
     const size_t stride = ((size_t)w->k + 1u) / 2u, groups = job->groups;
+    const unsigned chunks = job->chunks;
 
     (void)worker;
     for (size_t p = begin; p < end; p++) {
         for (size_t g = 0; g < groups; g++) {
             const size_t pg = p * groups + g;
-            uint8_t *tile = job->codes + pg * NW_TILE;
+            uint8_t *tile = job->codes + pg * 16u * chunks;
             for (unsigned r = 0; r < NW_NR; r++) {
                 const size_t row = p * NW_NR + r;
                 if (row >= w->n) { /* padding row: contributes 0 */
-                    for (unsigned t = 0; t < NW_CHUNKS; t++)
+                    for (unsigned t = 0; t < chunks; t++)
                         memset(tile + 16u * t + 4u * r, 0, 4u);
                     job->scales[pg * NW_NR + r] = 0.0f;
                     job->zeros[pg * NW_NR + r] = 0u;
                     continue;
                 }
                 const uint8_t *rc = w->codes + row * stride;
-                for (unsigned t = 0; t < NW_CHUNKS; t++) {
-                    const size_t c0 = g * NW_G + 8u * t;
+                for (unsigned t = 0; t < chunks; t++) {
+                    const size_t c0 = g * w->group + 8u * t;
                     for (unsigned i = 0; i < 4u; i++)
                         tile[16u * t + 4u * r + i] =
                             (uint8_t)(pk_code(rc, c0 + i) | (pk_code(rc, c0 + 4u + i) << 4));
@@ -75,17 +78,30 @@ static void nw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
     }
 }
 
-/* The header of the packed bytes of [n, k] (k a multiple of 128): codes,
- * scales and zero points of ceil(n / 4) panels x k / 128 groups. pack and
- * packed_map both derive it from the shape. 0, or -1 when a size overflows. */
-static int nw_layout(uint32_t n, uint32_t k, uint32_t flags, pk_blob_header *h)
+/* The header of the packed bytes of [n, k] in groups of g (k a multiple of
+ * g): codes, scales and zero points of ceil(n / 4) panels x k / g groups.
+ * pack and packed_map both derive it from the shape. 0, or -1 when a size
+ * overflows. */
+static int nw_layout(uint32_t n, uint32_t k, uint32_t g, uint32_t flags, pk_blob_header *h)
 {
-    const size_t panels = ((size_t)n + NW_NR - 1u) / NW_NR, groups = k / NW_G;
+    const size_t panels = ((size_t)n + NW_NR - 1u) / NW_NR, groups = k / g;
     size_t pg, bytes[3];
-    if (pk_mul(panels, groups, &pg) != 0 || pk_mul(pg, NW_TILE, &bytes[0]) != 0 ||
+    if (pk_mul(panels, groups, &pg) != 0 || pk_mul(pg, 2u * (size_t)g, &bytes[0]) != 0 ||
         pk_mul(pg, NW_NR * sizeof(float), &bytes[1]) != 0 || pk_mul(pg, NW_NR, &bytes[2]) != 0)
         return -1;
-    return pk_blob_layout(&nw_blob, n, k, NW_G, flags, bytes, h);
+    return pk_blob_layout(&nw_blob, n, k, g, flags, bytes, h);
+}
+
+/* A group the layout does not hold: EDGERT_E_UNSUPPORTED, naming it. */
+static edgert_status nw_group_refused(const char *what, const char *name,
+                                      const edgert_qweights *w, char *err, size_t err_len)
+{
+    edgert_errf(err, err_len,
+                NW_NAME ": %s '%s' [n=%u k=%u group=%u]: group size %u is not supported "
+                        "(layout int4-asym-g128 holds groups of 32, 64 and 128)",
+                what, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                (unsigned)w->group);
+    return EDGERT_E_UNSUPPORTED;
 }
 
 /* A handle over checked packed bytes (`blob`, described by `h`). */
@@ -95,7 +111,9 @@ static void nw_handle(nw_packed *p, const pk_blob_header *h, const void *blob, c
     p->magic = NW_PACKED_MAGIC;
     p->n = h->n;
     p->k = h->k;
-    p->groups = h->k / NW_G;
+    p->group = h->group;
+    p->chunks = h->group / 8u;
+    p->groups = h->k / h->group;
     p->panels = ((size_t)h->n + NW_NR - 1u) / NW_NR;
     p->codes = pk_blob_at(blob, h, 0);
     p->scales = (const float *)(const void *)pk_blob_at(blob, h, 1);
@@ -108,8 +126,8 @@ static void nw_handle(nw_packed *p, const pk_blob_header *h, const void *blob, c
 edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
                       size_t *packed_bytes, char *err, size_t err_len)
 {
-    /* group 128 only, whole groups: a packed tile holds a whole group */
-    static const pk_layout_needs needs = {"int4-asym-g128", NW_G, 1, 0};
+    /* groups of 128, 64 or 32, whole groups: a packed tile holds a whole group */
+    static const pk_layout_needs needs = {"int4-asym-g128", 0u, 1, 0};
     const char *name = NULL;
     pk_blob_header h;
     size_t off, total;
@@ -118,7 +136,9 @@ edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
                                      err_len);
     if (rc != EDGERT_OK)
         return rc;
-    if (nw_layout(w->n, w->k, w->zeros == NULL ? PK_BLOB_SYMMETRIC : 0u, &h) != 0 ||
+    if (!nw_group_ok(w->group))
+        return nw_group_refused("pack", name, w, err, err_len);
+    if (nw_layout(w->n, w->k, w->group, w->zeros == NULL ? PK_BLOB_SYMMETRIC : 0u, &h) != 0 ||
         pk_round_up(sizeof(nw_packed), NW_ALIGN, &off) != 0 ||
         pk_add(off, (size_t)h.total, &total) != 0) {
         edgert_errf(err, err_len, NW_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
@@ -143,6 +163,7 @@ edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
         .scales = (float *)(void *)(blob + h.section[1].offset),
         .zeros = blob + h.section[2].offset,
         .groups = p->groups,
+        .chunks = p->chunks,
     };
     size_t grain = NW_MIN_TASK_MACS / (NW_NR * (size_t)w->k) + 1u;
     host->parallel_for(host->host_ctx, p->panels, grain, nw_pack_panels, &job);
@@ -165,7 +186,7 @@ edgert_status nw_packed_data(void *state, const void *packed, const void **data,
 edgert_status nw_packed_map(void *state, const edgert_qweights *shape, const void *data,
                             size_t size, void **packed, char *err, size_t err_len)
 {
-    static const pk_layout_needs needs = {"int4-asym-g128", NW_G, 1, 0};
+    static const pk_layout_needs needs = {"int4-asym-g128", 0u, 1, 0};
     const char *name = NULL;
     pk_blob_header expect, h;
 
@@ -173,7 +194,9 @@ edgert_status nw_packed_map(void *state, const edgert_qweights *shape, const voi
                                     err, err_len);
     if (rc != EDGERT_OK)
         return rc;
-    if (nw_layout(shape->n, shape->k, 0u, &expect) != 0) {
+    if (!nw_group_ok(shape->group))
+        return nw_group_refused("map", name, shape, err, err_len);
+    if (nw_layout(shape->n, shape->k, shape->group, 0u, &expect) != 0) {
         edgert_errf(err, err_len, NW_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)shape->n, (unsigned)shape->k);
         return EDGERT_E_UNSUPPORTED;
