@@ -48,7 +48,8 @@ from conftest import native_only  # noqa: E402
 pytestmark = pytest.mark.skipif(
     "1" in (os.environ.get("EDGERT_TEST_EMULATED"), os.environ.get("EDGERT_TEST_SANITIZED")),
     reason="a 135M model under an emulator or a sanitizer: minutes of CI for code the native "
-    "build runs on it and test_runner runs under both (no ARM64 backend packs groups of 64)")
+    "build runs on it and test_runner runs under both (neon-w4a16's groups of 64: "
+    "test_neon_w4a16)")
 
 
 @pytest.fixture(scope="module")
