@@ -801,10 +801,14 @@ static void explain_candidate(const edgert_candidate *k, int r)
         if (k->measured.decode_tokens_per_s == k->first_contact_decode_tokens_per_s &&
             !isnan(k->first_contact_read_gbs))
             tprintf(" beside a %.1f GB/s read", k->first_contact_read_gbs);
+        /* the first figure after a blank, the others after a comma */
+        const int rate = !isnan(k->measured.decode_tokens_per_s);
         if (!isnan(k->measured.prefill_gflops))
-            tprintf(", %.0f GFLOP/s prefill", k->measured.prefill_gflops);
+            tprintf("%s %.0f GFLOP/s prefill", rate ? "," : "", k->measured.prefill_gflops);
         if (!isnan(k->measured.top1_agreement))
-            tprintf(", top-1 %.3f, KL %.3g", k->measured.top1_agreement, k->measured.kl_mean);
+            tprintf("%s top-1 %.3f, KL %.3g",
+                    rate || !isnan(k->measured.prefill_gflops) ? "," : "",
+                    k->measured.top1_agreement, k->measured.kl_mean);
         tprintf(" (%s", k->measured.where ? k->measured.where : "evidence");
         if (k->measured_workload) /* its tok/s are that workload's (calibrate --workload) */
             tprintf("; workload %s", k->measured_workload);
