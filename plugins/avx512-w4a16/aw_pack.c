@@ -92,12 +92,6 @@ static void aw_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
     }
 }
 
-/* The group sizes the layout holds (k a multiple of the group). */
-static int aw_group_ok(uint32_t group)
-{
-    return group == 128u || group == 64u || group == 32u;
-}
-
 /* The header of the packed bytes of [n, k] in groups of `group`: the panels,
  * ceil(n / 16) of ceil(k / 128) blocks of 1024 + 64 * 128 / group bytes
  * each. 0, or -1 when a size overflows (or a panel would not fit the
@@ -133,32 +127,19 @@ static void aw_handle(aw_packed *p, const pk_blob_header *h, const void *blob, c
     snprintf(p->name, sizeof p->name, "%s", name);
 }
 
-static edgert_status aw_group_refused(const char *what, const char *name, const edgert_qweights *w,
-                                      char *err, size_t err_len)
-{
-    edgert_errf(err, err_len,
-                AW_NAME ": %s '%s' [n=%u k=%u group=%u]: group size %u is not supported "
-                        "(layout int4-asym-g128 holds groups of 32, 64 and 128)",
-                what, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
-                (unsigned)w->group);
-    return EDGERT_E_UNSUPPORTED;
-}
-
 edgert_status aw_pack(void *state, const edgert_qweights *w, void **packed, size_t *packed_bytes,
                       char *err, size_t err_len)
 {
     /* groups of 128, 64 or 32, whole groups (k a multiple of the group);
      * finite scales (the meta word keeps 20 significant bits of the scale:
      * an inf or NaN would lose its meaning) */
-    static const pk_layout_needs needs = {"int4-asym-g128", 0u, 1, 1};
+    static const pk_layout_needs needs = {"int4-asym-g128", PK_GROUPS_32_64_128, 1, 1};
     const char *name = NULL;
     pk_blob_header h;
     edgert_status rc = pk_check_pack(AW_NAME, state, w, packed, packed_bytes, &needs, &name, err,
                                      err_len);
     if (rc != EDGERT_OK)
         return rc;
-    if (!aw_group_ok(w->group))
-        return aw_group_refused("pack", name, w, err, err_len);
 
     size_t total;
     const size_t off = aw_round64(sizeof(aw_packed)); /* the handle, then the packed bytes */
@@ -203,15 +184,13 @@ edgert_status aw_packed_data(void *state, const void *packed, const void **data,
 edgert_status aw_packed_map(void *state, const edgert_qweights *shape, const void *data,
                             size_t size, void **packed, char *err, size_t err_len)
 {
-    static const pk_layout_needs needs = {"int4-asym-g128", 0u, 1, 0};
+    static const pk_layout_needs needs = {"int4-asym-g128", PK_GROUPS_32_64_128, 1, 0};
     const char *name = NULL;
     pk_blob_header expect, h;
     edgert_status rc = pk_check_map(&aw_blob, state, shape, data, size, packed, &needs, &name,
                                     err, err_len);
     if (rc != EDGERT_OK)
         return rc;
-    if (!aw_group_ok(shape->group))
-        return aw_group_refused("map", name, shape, err, err_len);
     if (aw_layout(shape->n, shape->k, shape->group, 0u, &expect) != 0) {
         edgert_errf(err, err_len, AW_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)shape->n, (unsigned)shape->k);

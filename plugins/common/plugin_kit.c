@@ -116,7 +116,16 @@ static edgert_status check_layout(const char *plugin, const char *verb, const ch
                                   const edgert_qweights *w, const pk_layout_needs *needs,
                                   char *err, size_t err_len)
 {
-    if (needs->group != 0u && w->group != needs->group) {
+    if (needs->group == PK_GROUPS_32_64_128) {
+        if (w->group != 128u && w->group != 64u && w->group != 32u) {
+            edgert_errf(err, err_len,
+                        "%s: %s '%s' [n=%u k=%u group=%u]: group size %u is not supported "
+                        "(layout %s holds groups of 32, 64 and 128)",
+                        plugin, verb, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
+                        (unsigned)w->group, needs->layout);
+            return EDGERT_E_UNSUPPORTED;
+        }
+    } else if (needs->group != 0u && w->group != needs->group) {
         edgert_errf(err, err_len,
                     "%s: %s '%s' [n=%u k=%u group=%u]: group size %u is not supported (layout "
                     "%s holds whole groups of %u)",

@@ -298,10 +298,15 @@ void pk_decode_describe(char *out, size_t out_len, const char *const said[PK_PF_
 
 /* ---- pack ----------------------------------------------------------------------- */
 
+/* pk_layout_needs.group of a layout that holds groups of 32, 64 and 128 (no
+ * group is that large). */
+#define PK_GROUPS_32_64_128 0xFFFFFFFFu
+
 /* What a layout requires of canonical weights beyond the canonical form. */
 typedef struct pk_layout_needs {
     const char *layout;   /* the manifest's layout id, for messages */
-    uint32_t group;       /* the only group size the layout holds; 0: any */
+    uint32_t group;       /* the only group size the layout holds; 0: any;
+                             PK_GROUPS_32_64_128: 32, 64 or 128 */
     int whole_groups;     /* k must be a multiple of the group */
     int finite_scales;    /* every scale must be finite */
 } pk_layout_needs;

@@ -123,12 +123,6 @@ typedef void (*nw_kernel_fn)(const nw_job *job, size_t panel_begin, size_t panel
         }                                                                                     \
     }
 
-/* Whether the layout takes weights in groups of g. */
-static inline int nw_group_ok(uint32_t g)
-{
-    return g == 128u || g == 64u || g == 32u;
-}
-
 /* y[m][n0 .. n0 + valid) += v[0 .. valid) */
 static inline void nw_y_add(float *y, const float *v, unsigned valid)
 {

@@ -92,18 +92,6 @@ static int nw_layout(uint32_t n, uint32_t k, uint32_t g, uint32_t flags, pk_blob
     return pk_blob_layout(&nw_blob, n, k, g, flags, bytes, h);
 }
 
-/* A group the layout does not hold: EDGERT_E_UNSUPPORTED, naming it. */
-static edgert_status nw_group_refused(const char *what, const char *name,
-                                      const edgert_qweights *w, char *err, size_t err_len)
-{
-    edgert_errf(err, err_len,
-                NW_NAME ": %s '%s' [n=%u k=%u group=%u]: group size %u is not supported "
-                        "(layout int4-asym-g128 holds groups of 32, 64 and 128)",
-                what, name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group,
-                (unsigned)w->group);
-    return EDGERT_E_UNSUPPORTED;
-}
-
 /* A handle over checked packed bytes (`blob`, described by `h`). */
 static void nw_handle(nw_packed *p, const pk_blob_header *h, const void *blob, const char *name)
 {
@@ -127,7 +115,7 @@ edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
                       size_t *packed_bytes, char *err, size_t err_len)
 {
     /* groups of 128, 64 or 32, whole groups: a packed tile holds a whole group */
-    static const pk_layout_needs needs = {"int4-asym-g128", 0u, 1, 0};
+    static const pk_layout_needs needs = {"int4-asym-g128", PK_GROUPS_32_64_128, 1, 0};
     const char *name = NULL;
     pk_blob_header h;
     size_t off, total;
@@ -136,8 +124,6 @@ edgert_status nw_pack(void *state, const edgert_qweights *w, void **packed,
                                      err_len);
     if (rc != EDGERT_OK)
         return rc;
-    if (!nw_group_ok(w->group))
-        return nw_group_refused("pack", name, w, err, err_len);
     if (nw_layout(w->n, w->k, w->group, w->zeros == NULL ? PK_BLOB_SYMMETRIC : 0u, &h) != 0 ||
         pk_round_up(sizeof(nw_packed), NW_ALIGN, &off) != 0 ||
         pk_add(off, (size_t)h.total, &total) != 0) {
@@ -186,7 +172,7 @@ edgert_status nw_packed_data(void *state, const void *packed, const void **data,
 edgert_status nw_packed_map(void *state, const edgert_qweights *shape, const void *data,
                             size_t size, void **packed, char *err, size_t err_len)
 {
-    static const pk_layout_needs needs = {"int4-asym-g128", 0u, 1, 0};
+    static const pk_layout_needs needs = {"int4-asym-g128", PK_GROUPS_32_64_128, 1, 0};
     const char *name = NULL;
     pk_blob_header expect, h;
 
@@ -194,8 +180,6 @@ edgert_status nw_packed_map(void *state, const edgert_qweights *shape, const voi
                                     err, err_len);
     if (rc != EDGERT_OK)
         return rc;
-    if (!nw_group_ok(shape->group))
-        return nw_group_refused("map", name, shape, err, err_len);
     if (nw_layout(shape->n, shape->k, shape->group, 0u, &expect) != 0) {
         edgert_errf(err, err_len, NW_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)shape->n, (unsigned)shape->k);
