@@ -158,15 +158,6 @@ static void check_codes(const char *path, edgert_checkpoint *ck, size_t l, int s
 
 /* ---- running every eligible backend ----------------------------------------------------- */
 
-static edgert_ctx *open_ctx_here(void)
-{
-    char err[1024] = "";
-    edgert_ctx *ctx = tu_open(EDGERT_TEST_BACKEND_DIR, 2, err, sizeof err);
-    if (ctx == NULL)
-        fail_msg("edgert_open: %s", err);
-    return ctx;
-}
-
 static void gemm(edgert_backend *b, const edgert_packed *p, uint32_t m, const float *x, uint32_t k,
                  float *y, uint32_t n)
 {
@@ -299,15 +290,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static edgert_checkpoint *open_ck(const char *path)
-{
-    edgert_checkpoint *ck = NULL;
-    char err[1024] = "";
-    if (edgert_checkpoint_open(path, &ck, err, sizeof err) != EDGERT_OK)
-        fail_msg("edgert_checkpoint_open(%s): %s", path, err);
-    return ck;
-}
-
 /* The quantized files read back as GPTQ: layers, settings, codes, the
  * error bound of checkpoint_quantize.c, the tensors copied as they were. */
 static void read_back(const char *dense, const char *path, int sym, uint32_t group)
@@ -316,7 +298,7 @@ static void read_back(const char *dense, const char *path, int sym, uint32_t gro
                                         "model.layers.0.mlp.down_proj",
                                         "model.layers.1.mlp.up_proj", "lm_head"};
     static const size_t src[] = {1, 2, 3, 0}; /* DENSE index of each */
-    edgert_checkpoint *ck = open_ck(path), *dk = open_ck(dense);
+    edgert_checkpoint *ck = tu_open_checkpoint(path), *dk = tu_open_checkpoint(dense);
     char err[1024] = "";
     assert_string_equal(edgert_checkpoint_kind(ck), "gptq");
     assert_string_equal(edgert_checkpoint_config_source(ck), "metadata");
@@ -389,11 +371,11 @@ static void test_quantize_read_back(void **state)
 static void test_every_backend_on_the_codes(void **state)
 {
     fx *f = *state;
-    edgert_ctx *ctx = open_ctx_here();
+    edgert_ctx *ctx = tu_open_backends();
     const char *files[] = {f->asym, f->sym, f->g64};
     size_t compared = 0;
     for (size_t i = 0; i < 3; i++) {
-        edgert_checkpoint *ck = open_ck(files[i]);
+        edgert_checkpoint *ck = tu_open_checkpoint(files[i]);
         printf("%s:\n", files[i]);
         size_t ran = every_backend(ctx, ck, i == 1);
         if (ran == 0)
@@ -414,8 +396,8 @@ static void test_every_backend_on_the_codes(void **state)
 static void test_dense_for_symmetric_backend(void **state)
 {
     fx *f = *state;
-    edgert_ctx *ctx = open_ctx_here();
-    edgert_checkpoint *ck = open_ck(f->whole);
+    edgert_ctx *ctx = tu_open_backends();
+    edgert_checkpoint *ck = tu_open_checkpoint(f->whole);
     char err[1024] = "";
     size_t ran = 0;
     for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
@@ -472,7 +454,7 @@ static int run_fmt(char **out, const char *fmt, ...)
  * memory gives. */
 static void mapped_equals_packed(edgert_backend *b, const char *packed, const char *src)
 {
-    edgert_checkpoint *pk = open_ck(packed), *ck = open_ck(src);
+    edgert_checkpoint *pk = tu_open_checkpoint(packed), *ck = tu_open_checkpoint(src);
     char err[1024] = "";
     assert_string_equal(edgert_checkpoint_kind(pk), "packed");
     assert_int_equal(edgert_checkpoint_layer_count(pk), edgert_checkpoint_layer_count(ck));
@@ -501,7 +483,7 @@ static void mapped_equals_packed(edgert_backend *b, const char *packed, const ch
 static void test_pack_cache(void **state)
 {
     fx *f = *state;
-    edgert_ctx *ctx = open_ctx_here();
+    edgert_ctx *ctx = tu_open_backends();
     char err[1024] = "", *out = NULL, *p = NULL;
     size_t mappable = 0;
     for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
@@ -564,7 +546,7 @@ static void test_pack_cache(void **state)
             other = NULL;
     }
     if (other) {
-        edgert_checkpoint *pk = open_ck(p);
+        edgert_checkpoint *pk = tu_open_checkpoint(p);
         edgert_packed *pm = NULL;
         assert_int_equal(edgert_checkpoint_layer_packed(pk, 0, other, &pm, err, sizeof err),
                          EDGERT_E_UNSUPPORTED);
@@ -623,7 +605,7 @@ static void test_weights_commands(void **state)
     /* verify on a dense file, for a backend with a symmetric layout: its
      * layers quantized symmetric, as pack does (they were handed the
      * asymmetric form, which such a backend refuses: 'ERROR', exit 1) */
-    edgert_ctx *ctx = open_ctx_here();
+    edgert_ctx *ctx = tu_open_backends();
     for (size_t i = 0; i < edgert_candidate_count(ctx); i++) {
         const edgert_candidate *c = edgert_candidate_at(ctx, i);
         if (!c->eligible || !c->runs_in_process || c->layout.symmetric != 1)

@@ -30,24 +30,6 @@ static float dense_value(size_t t, size_t i)
     return (float)v;
 }
 
-static edgert_checkpoint *open_ck(const char *path)
-{
-    edgert_checkpoint *ck = NULL;
-    char err[1024] = "";
-    if (edgert_checkpoint_open(path, &ck, err, sizeof err) != EDGERT_OK)
-        fail_msg("edgert_checkpoint_open(%s): %s", path, err);
-    return ck;
-}
-
-static edgert_ctx *open_ctx_here(void)
-{
-    char err[1024] = "";
-    edgert_ctx *ctx = tu_open(EDGERT_TEST_BACKEND_DIR, 2, err, sizeof err);
-    if (ctx == NULL)
-        fail_msg("edgert_open: %s", err);
-    return ctx;
-}
-
 /* A dense file of one F32 layer per K in ks (5 rows each): its path. */
 static char *dense_file(const char *dir, const char *name, const uint32_t *ks, size_t nk)
 {
@@ -97,7 +79,7 @@ static void test_dense_groups(void **state)
         char name[32];
         snprintf(name, sizeof name, "g%zu.safetensors", fi);
         char *path = dense_file(dir, name, files[fi].ks, files[fi].nk);
-        edgert_checkpoint *ck = open_ck(path);
+        edgert_checkpoint *ck = tu_open_checkpoint(path);
         assert_int_equal(edgert_checkpoint_layer_count(ck), files[fi].nk);
         for (size_t c = 0; c < files[fi].nk; c++) {
             uint32_t k = files[fi].ks[c], g = files[fi].group[c];
@@ -139,16 +121,16 @@ static void test_pack_check_group(void **state)
     char *src64 = dense_file(dir, "a.safetensors", k64, 2);
     char *packed = NULL;
     assert_true(asprintf(&packed, "%s/a.packed", dir) > 0);
-    edgert_ctx *ctx = open_ctx_here();
+    edgert_ctx *ctx = tu_open_backends();
     edgert_backend *b = NULL;
     assert_int_equal(edgert_backend_open(ctx, "ref-w4a16", NULL, &b, err, sizeof err), EDGERT_OK);
-    edgert_checkpoint *ck = open_ck(src64);
+    edgert_checkpoint *ck = tu_open_checkpoint(src64);
     assert_int_equal(edgert_checkpoint_pack(b, ck, packed, err, sizeof err), EDGERT_OK);
     assert_int_equal(edgert_checkpoint_pack_check(b, ck, packed, err, sizeof err), EDGERT_OK);
     edgert_checkpoint_close(ck);
     /* the same first layer, a second whose K makes the file's group 32 */
     char *src32 = dense_file(dir, "a.safetensors", k32, 2);
-    ck = open_ck(src32);
+    ck = tu_open_checkpoint(src32);
     assert_int_equal(edgert_checkpoint_pack_check(b, ck, packed, err, sizeof err),
                      EDGERT_E_UNSUPPORTED);
     if (!strstr(err, "groups of 64") || !strstr(err, "groups of 32"))
@@ -203,7 +185,7 @@ static void test_layer_release(void **state)
     header[hl] = '\0';
     char *dir = tu_tmpdir(), *path = tu_safetensors(dir, "w.safetensors", header, w, bytes);
     assert_non_null(path);
-    edgert_checkpoint *ck = open_ck(path);
+    edgert_checkpoint *ck = tu_open_checkpoint(path);
     char err[1024] = "";
     long before = rss_file_kb();
     assert_int_equal(edgert_checkpoint_layer_dense(ck, 0, 0, N, out, err, sizeof err), EDGERT_OK);

@@ -194,6 +194,26 @@ __attribute__((unused)) static edgert_ctx *tu_open(const char *dir, unsigned thr
     return tu_open_for(dir, threads, NULL, NULL, err, err_len);
 }
 
+/* The build's backends on 2 threads, or the case fails saying why. */
+__attribute__((unused)) static edgert_ctx *tu_open_backends(void)
+{
+    char err[1024] = "";
+    edgert_ctx *ctx = tu_open(EDGERT_TEST_BACKEND_DIR, 2, err, sizeof err);
+    if (ctx == NULL)
+        fail_msg("edgert_open: %s", err);
+    return ctx;
+}
+
+/* edgert_checkpoint_open, or the case fails saying why. */
+__attribute__((unused)) static edgert_checkpoint *tu_open_checkpoint(const char *path)
+{
+    edgert_checkpoint *ck = NULL;
+    char err[1024] = "";
+    if (edgert_checkpoint_open(path, &ck, err, sizeof err) != EDGERT_OK)
+        fail_msg("edgert_checkpoint_open(%s): %s", path, err);
+    return ck;
+}
+
 /* The CPU vendor the x86 plugins' decode defaults follow (plugin_kit.h,
  * pk_cpu_is_intel): CPUID's vendor string is "GenuineIntel". */
 __attribute__((unused)) static int tu_cpu_is_intel(void)
