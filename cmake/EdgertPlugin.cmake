@@ -1,5 +1,5 @@
 # cmake/EdgertPlugin.cmake — edgert_add_plugin(): one backend plugin, built the
-# way every plugin must be (design.md §3, include/edgert/plugin.h):
+# way every plugin must be (include/edgert/plugin.h):
 #
 #   edgert_add_plugin(<target>
 #     SOURCES <file>...                 the plugin's sources

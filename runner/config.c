@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "internal.h"
+#include "common/diag.h"
+#include "formats/yamldoc.h"
 
 static int is_null(yaml_node_t *n)
 {

@@ -2,8 +2,8 @@
  * runner/internal.h — the model runner's own types (edgert/runner.h is its
  * public face): the configuration, the weights of each layer, the forward
  * pass's buffers. The runner uses edgert.h's public API and the formats
- * library's safetensors and YAML readers (core/safetensors.h,
- * core/yamldoc.h: JSON is YAML), nothing of libedgert's internals.
+ * library's safetensors and YAML readers (core/formats/safetensors.h,
+ * core/formats/yamldoc.h: JSON is YAML), nothing of libedgert's internals.
  */
 #ifndef EDGERT_RUNNER_INTERNAL_H
 #define EDGERT_RUNNER_INTERNAL_H
@@ -12,8 +12,8 @@
 
 #include "attn.h"
 #include "edgert/runner.h"
-#include "safetensors.h"
-#include "yamldoc.h"
+#include "formats/safetensors.h"
+#include "formats/yamldoc.h"
 
 /* ---- config.json (config.c) ------------------------------------------------ */
 

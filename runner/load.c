@@ -26,6 +26,8 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "common/diag.h"
+#include "formats/yamldoc.h"
 
 #define RN_SLICE_BYTES (32u << 20) /* the most codes converted at once */
 #define RN_ROW_BLOCK 256u          /* dense rows quantized at once */

@@ -37,7 +37,7 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 
 /* ---- allocation failure, injected (linked with -Wl,--wrap=er_strdup) --------- */

@@ -106,8 +106,8 @@
 #include "edgert/edgert.h"
 #include "edgert/plugin.h"
 #include "generate.h"
-#include "internal.h" /* er_yaml, for test_cli_util.h */
-#include "safetensors.h" /* st_f32_to_f16, st_f16_to_f32: the fp16 rounding of verify */
+#include "common/internal.h" /* er_yaml, for test_cli_util.h */
+#include "formats/safetensors.h" /* st_f32_to_f16, st_f16_to_f32: the fp16 rounding of verify */
 #include "test_util.h"
 #include "test_cli_util.h"
 #include "test_fake_host.h"

@@ -1,5 +1,5 @@
 /*
- * tests/test_arena.c — where packed weights live (core/arena.c): blocks back
+ * tests/test_arena.c — where packed weights live (core/run/arena.c): blocks back
  * to back in 2 MiB-aligned regions, freed spans reused (merged with their
  * neighbours, or given back to the unused end), a region unmapped when its
  * last block is freed, a double free harmless, bad arguments refused, the
@@ -21,9 +21,10 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "edgert/edgert.h"
 #include "test_util.h"
+#include "run/arena.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>

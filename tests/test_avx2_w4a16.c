@@ -53,7 +53,7 @@
 
 #include "edgert/edgert.h"
 #include "generate.h"
-#include "internal.h" /* er_yaml, for test_cli_util.h */
+#include "common/internal.h" /* er_yaml, for test_cli_util.h */
 #include "test_util.h"
 #include "test_cli_util.h"
 #include "test_fake_host.h"

@@ -40,8 +40,8 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
-#include "internal.h" /* er_yaml, for test_cli_util.h */
-#include "safetensors.h"
+#include "common/internal.h" /* er_yaml, for test_cli_util.h */
+#include "formats/safetensors.h"
 #include "test_util.h"
 #include "test_cli_util.h"
 #include "test_st_util.h"

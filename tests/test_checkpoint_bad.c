@@ -37,7 +37,7 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
 
@@ -254,7 +254,7 @@ typedef struct ck_case {
 #define C(nm, hdr, dat) .name = nm, .header = hdr, .data = dat
 
 static ck_case cases[] = {
-    /* the container (core/safetensors.c) */
+    /* the container (core/formats/safetensors.c) */
     {C("empty_file", NULL, f_empty), .open_st = PARSE,
      .want = {"shorter than the 8-byte header length"}, .quantize = 4, .pack = 4},
     {C("seven_bytes", NULL, f_seven), .open_st = PARSE,
@@ -319,7 +319,7 @@ static ck_case cases[] = {
     {C("a_folder", NULL, NULL), .folder = 1, .open_st = EDGERT_E_IO,
      .want = {"not a regular file"}, .quantize = 4, .pack = 4},
 
-    /* GPTQ tensors (core/checkpoint.c) */
+    /* GPTQ tensors (core/weights/checkpoint.c) */
     {C("qweight_f32",
        GPTQ_WITH("'P.qweight':{'dtype':'F32','shape':[32,16],'data_offsets':[0,2048]}", QZ, SC,
                  GI), b_gptq), .open_st = PARSE, .tensor = "P.qweight",
@@ -423,7 +423,7 @@ static ck_case cases[] = {
        "{" DENSE ",'Q.weight':{'dtype':'F64','shape':[1,2],'data_offsets':[16384,16400]}}",
        b_dense), .tensor = "Q.weight", .want = {"F64"}, .quantize = 1},
 
-    /* packed files (core/packfile.c); quantize does not read them */
+    /* packed files (core/weights/packfile.c); quantize does not read them */
     {C("packed_layer_key_missing", PACKED_META("1") "}," PACKED_T("P.packed"), b_zeros),
      .align = 4096, .open_st = PARSE, .tensor = "P.packed",
      .want = {"metadata 'layer:P' is missing"}, .pack = 4},

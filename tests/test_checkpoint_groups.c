@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 #include "test_util.h"
 
 /* Smooth values with an outlier every 37 elements (test_checkpoint.c's). */

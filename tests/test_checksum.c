@@ -1,6 +1,6 @@
 /*
  * tests/test_checksum.c — edgert_checksum_file and edgert_manifest_stamp
- * (core/checksum.c), and `edgert checksum`'s exit codes:
+ * (core/gate/checksum.c), and `edgert checksum`'s exit codes:
  * - a checksum is "xxh3-64:" and 16 hex digits, and changes with the bytes;
  * - stamping adds a `checksum:` line after `library:`, in the file's own
  *   line ending (a CRLF manifest stays CRLF: a vendor's walkthrough found
@@ -20,9 +20,10 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
-#include "internal.h" /* test_cli_util.h reads YAML with the core's reader */
+#include "common/internal.h" /* test_cli_util.h reads YAML with the core's reader */
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "discover/manifest.h"
 
 static const char *const manifest_lines[] = {
     "manifest_version: 1", "name: stamped", "version: \"1\"", "vendor: t", "library: libx.so",

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <sys/wait.h>
 
-#include "internal.h"
+#include "formats/yamldoc.h"
 #include "test_util.h"
 #include "test_cli_util.h"
 

@@ -11,9 +11,10 @@
 #include <math.h>
 #include <sys/wait.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "formats/yamldoc.h"
 
 #define DEVICES EDGERT_TEST_FIXTURES "/devices"
 #define TINY EDGERT_TEST_FIXTURES "/workloads/tiny.yaml"

@@ -13,9 +13,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "formats/yamldoc.h"
 
 /* select --explain over test_calibrate_then_select's evidence */
 static char *explain_calibrated(const char *dir)

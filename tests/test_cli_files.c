@@ -25,11 +25,12 @@
 #include <time.h>
 
 #include "edgert/export.h"
-#include "internal.h"
-#include "safetensors.h"
+#include "common/internal.h"
+#include "formats/safetensors.h"
 #include "test_util.h"
 #include "test_cli_util.h"
 #include "test_st_util.h"
+#include "formats/yamldoc.h"
 
 /* A FIFO or a device named with --manifests is a bad file (exit 4, not 3 for
  * "nothing eligible"), said so, and never opened: reading a FIFO blocks. */
@@ -471,7 +472,7 @@ static void test_killed_writer_leaves_nothing(void **state)
     if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
         fail_msg("the writer did not reach its kill (status 0x%x)", (unsigned)status);
     if (dir_entries(dir, first, sizeof first, NULL, 0) != 0) {
-        /* the writer's own condition (core/tmpfile.c): an unnamed file here
+        /* the writer's own condition (core/formats/tmpfile.c): an unnamed file here
          * that can be linked through /proc/self/fd */
         char probe[4300], proc[64];
         snprintf(probe, sizeof probe, "%s/probe", dir);

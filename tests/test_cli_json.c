@@ -18,9 +18,10 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "formats/yamldoc.h"
 
 /* A folder with one manifest whose YAML breaks (met at line 3, the end). */
 static char *broken_dir(void)

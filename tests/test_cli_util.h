@@ -7,6 +7,8 @@
 #define EDGERT_TEST_CLI_UTIL_H
 
 #include <sys/wait.h>
+#include "common/diag.h"
+#include "formats/yamldoc.h"
 
 #define CLI EDGERT_TEST_CLI
 

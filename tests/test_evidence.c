@@ -19,9 +19,10 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "formats/yamldoc.h"
 
 typedef struct fx {
     char *dir;      /* manifests + plugin copies */

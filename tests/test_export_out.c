@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "edgert/export.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
 

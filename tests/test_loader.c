@@ -12,8 +12,9 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
+#include "gate/gate.h"
 
 static edgert_ctx *open_dir(const char *dir, const char *disable, int strict, edgert_status *st_out)
 {

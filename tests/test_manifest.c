@@ -1,5 +1,5 @@
 /*
- * tests/test_manifest.c — manifest parsing and validation (core/manifest.c).
+ * tests/test_manifest.c — manifest parsing and validation (core/discover/manifest.c).
  *
  * - every shipped manifest (manifests/ folder, *.yaml) loads cleanly, with its key facts;
  * - every good fixture loads; unknown keys are warnings at exact positions;
@@ -29,8 +29,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
+#include "discover/manifest.h"
+#include "formats/yamldoc.h"
 
 #define FIXTURES EDGERT_TEST_FIXTURES "/manifests"
 #define GOOD FIXTURES "/good"
@@ -811,7 +813,7 @@ static void test_misspelt_library_one_error(void **state)
 
 /* ---- the schema's documentation --------------------------------------------- */
 
-/* Every key core/manifest.c reads appears in docs/manifest.md as `key` (top
+/* Every key core/discover/manifest.c reads appears in docs/manifest.md as `key` (top
  * level) or `section.key` (abi's min and max in its `{min: N, max: M}`). */
 static void test_schema_documented(void **state)
 {

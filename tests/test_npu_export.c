@@ -42,8 +42,9 @@
 #include <cmocka.h>
 #include <sys/wait.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
+#include "formats/yamldoc.h"
 
 #define CLI EDGERT_TEST_CLI
 #define PHONE EDGERT_TEST_FIXTURES "/devices/android-hexagon.yaml"

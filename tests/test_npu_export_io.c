@@ -38,8 +38,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
+#include "formats/yamldoc.h"
 
 #define CLI EDGERT_TEST_CLI
 #define PHONE EDGERT_TEST_FIXTURES "/devices/android-hexagon.yaml"

@@ -1,5 +1,5 @@
 /*
- * tests/test_probe.c — the probe as a whole (er_probe, core/probe.c): with a
+ * tests/test_probe.c — the probe as a whole (er_probe, core/probe/probe.c): with a
  * sysroot (files from it, flags from this CPU), and the live probe of this
  * machine, checked against /proc/cpuinfo. Each step has its own test file:
  * test_probe_cpu.c, test_probe_host.c, test_probe_class.c; device profiles,
@@ -10,6 +10,8 @@
 #endif
 #include "test_probe_util.h"
 #include "test_util.h"
+#include "common/diag.h"
+#include "probe/probe.h"
 
 #include <unistd.h>
 #if defined(__x86_64__)

@@ -1,5 +1,5 @@
 /*
- * tests/test_probe_class.c — the probe's device class and bf16 (core/probe_class.c):
+ * tests/test_probe_class.c — the probe's device class and bf16 (core/probe/probe_class.c):
  * the GPU-name bf16 rule, the class of every fake sysroot in fixtures/sysroots,
  * and cases built at test time (several GPUs, conflicting facts, odd files).
  */
@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "test_probe_util.h"
+#include "probe/probe.h"
 
 /* ----------------------------------------------------------------------- */
 /* bf16 of a discrete GPU, from its name                                   */

@@ -1,5 +1,5 @@
 /*
- * tests/test_probe_cpu.c — the probe's CPU flags (core/probe_cpu.c): the pure x86
+ * tests/test_probe_cpu.c — the probe's CPU flags (core/probe/probe_cpu.c): the pure x86
  * (CPUID/XCR0, and the AMX tile-data rule over Linux's arch_prctl masks) and
  * arm64 (HWCAP) decoders, fed synthetic values. They run on every host: this
  * is where the AMX cases are exercised on machines without AMX.

@@ -1,5 +1,5 @@
 /*
- * tests/test_probe_host.c — the probe's host facts (core/probe_host.c): the CPU
+ * tests/test_probe_host.c — the probe's host facts (core/probe/probe_host.c): the CPU
  * list and meminfo parsers, including hostile input, and cores / memory / name
  * read from the fake sysroots in fixtures/sysroots and from trees built here.
  */
@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #endif
 #include "test_probe_util.h"
+#include "common/diag.h"
 
 /* ----------------------------------------------------------------------- */
 /* text parsers                                                            */

@@ -1,5 +1,5 @@
 /*
- * tests/test_probe_profile.c — device profiles (core/device_profile.c), the YAML
+ * tests/test_probe_profile.c — device profiles (core/probe/device_profile.c), the YAML
  * stand-in for the probe: every good profile in fixtures/devices, and every
  * bad one in fixtures/devices/bad with the exact line:col of its error.
  */
@@ -8,6 +8,8 @@
 #endif
 #include "test_probe_util.h"
 #include "test_util.h"
+#include "common/diag.h"
+#include "probe/probe.h"
 
 #include <dirent.h>
 

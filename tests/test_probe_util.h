@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "probe_internal.h"
+#include "probe/probe_internal.h"
 
 #ifndef EDGERT_TEST_FIXTURES
 #error "EDGERT_TEST_FIXTURES must name the tests/fixtures folder"

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <sys/stat.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
 

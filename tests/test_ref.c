@@ -28,9 +28,10 @@
 #include <setjmp.h> /* cmocka needs these before its header */
 #include <cmocka.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "generate.h"
 #include "test_util.h"
+#include "run/pool.h"
 
 static const char *g_plugin_path; /* set once in main, read-only afterwards */
 

@@ -1,7 +1,7 @@
 /*
  * tests/test_sandbox.c — first contact with a plugin in a child process
- * (core/sandbox.c), and the library loaded from the descriptor that was
- * checked (core/gate.c, core/load.c). Issue 13.
+ * (core/load/sandbox.c), and the library loaded from the descriptor that was
+ * checked (core/gate/gate.c, core/load/load.c). Issue 13.
  *
  * - Plugins that segfault in init, abort in the self-test, loop in the
  *   self-test (one after closing first contact's pipe), call exit(0) in a
@@ -48,9 +48,10 @@
 #include <unistd.h>
 
 #include "edgert/edgert.h"
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "formats/yamldoc.h"
 
 static const struct bad {
     const char *name, *plugin, *reason, *stage;
@@ -479,7 +480,7 @@ static void test_quick_measurement(void **state)
 }
 
 /* Beside each decode call of first contact, a read of as many bytes from
- * memory (core/sandbox_measure.c, time_gemm): an in-tree kernel that streams gets
+ * memory (core/load/sandbox_measure.c, time_gemm): an in-tree kernel that streams gets
  * that read's rate with its figure, and the reference, which its
  * arithmetic binds (26-28 ms calls beside ~1 ms reads), gets none. */
 static void test_quick_measurement_read(void **state)

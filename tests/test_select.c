@@ -1,5 +1,5 @@
 /*
- * tests/test_select.c — the selection table of design.md §4 for the fixture
+ * tests/test_select.c — the selection table of architecture.md, Selection for the fixture
  * device profiles (plan mode, the project's real manifests), user controls,
  * and live ranking with test-only plugins.
  */
@@ -63,7 +63,7 @@ static void test_table(void **state)
 {
     (void)state;
     static const struct row rows[] = {
-        /* design.md §4: amx-w4a8 for speed on AMX. Its decode figure is
+        /* architecture.md, Selection: amx-w4a8 for speed on AMX. Its decode figure is
          * avx512-w4a8's (one library, the same GEMV, measured by edgert),
          * so the two tie on evidence and amx-w4a8, which requires more of
          * the device (the tiles), ranks first. Without AMX, avx512-w4a8 is

@@ -1,5 +1,5 @@
 /*
- * tests/test_threadpool.c — the thread pool (core/threadpool.c) tested
+ * tests/test_threadpool.c — the thread pool (core/run/threadpool.c) tested
  * directly: coverage of [0, n) in chunks of at least grain, repeated runs,
  * nested and concurrent callers, real parallelism, life cycle.
  *
@@ -20,8 +20,9 @@
 #include <setjmp.h> /* cmocka needs these before its header */
 #include <cmocka.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
+#include "run/pool.h"
 
 typedef struct cover_ctx {
     atomic_uchar *hits;

@@ -12,9 +12,10 @@
 #include <cmocka.h>
 #include <sys/wait.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_cli_util.h"
+#include "formats/yamldoc.h"
 
 
 /* A number (not null, finite). */

@@ -1,5 +1,5 @@
 /*
- * tests/test_weights.c — the canonical quantizer (core/weights.c:
+ * tests/test_weights.c — the canonical quantizer (core/weights/weights.c:
  * edgert_quantize_rtn, edgert_dequantize, edgert_qcode) and the seeded
  * weight generator of tools/generate.c, tested directly.
  *
@@ -16,10 +16,12 @@
 #include <setjmp.h> /* cmocka needs these before its header */
 #include <cmocka.h>
 
-#include "internal.h"
-#include "context.h"
+#include "common/internal.h"
+#include "context/context.h"
 #include "generate.h"
 #include "test_util.h"
+#include "gate/gate.h"
+#include "run/backend.h"
 
 /* Check |w - dequant(w)| <= s/2 for every element (plus the rounding of one
  * fp32 multiply: |s * (q - z)| <= 15 s, so 15 s * 2^-24 < 1e-6 s). The

@@ -1,7 +1,7 @@
 /*
  * tests/test_yaml_util.h — assertions on YAML documents and their
  * diagnostics (file, line, column, message), for the direct tests of
- * core/yamldoc.c (test_yamldoc.c, test_yamldoc_fields.c).
+ * core/formats/yamldoc.c (test_yamldoc.c, test_yamldoc_fields.c).
  * Header-only; include after cmocka.h, internal.h and test_util.h.
  */
 #ifndef EDGERT_TEST_YAML_UTIL_H
@@ -9,6 +9,8 @@
 
 #include <stdio.h>
 #include <string.h>
+#include "common/diag.h"
+#include "formats/yamldoc.h"
 
 #define YDIR EDGERT_TEST_FIXTURES "/yaml"
 

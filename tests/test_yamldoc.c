@@ -1,5 +1,5 @@
 /*
- * tests/test_yamldoc.c — loading YAML documents (core/yamldoc.c,
+ * tests/test_yamldoc.c — loading YAML documents (core/formats/yamldoc.c,
  * er_yaml_load), tested directly rather than through the manifest schema:
  * missing, non-regular and oversized files (refused before a byte is
  * parsed), empty files, syntax errors, several documents, NUL bytes, input
@@ -31,9 +31,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_yaml_util.h"
+#include "formats/yamldoc.h"
+#include "discover/manifest.h"
 
 #define BAD YDIR "/bad"
 
@@ -247,7 +249,7 @@ static void test_nul_byte_column_in_characters(void **state)
     free(p);
     tu_rmrf(dir);
     if (col == 6)
-        tu_known_bug("core/yamldoc.c: the column of a NUL byte counts bytes, not characters "
+        tu_known_bug("formats/yamldoc.c: the column of a NUL byte counts bytes, not characters "
                      "like every other column (after \"\xc3\xa9: x\": 6, not 5)");
     assert_int_equal(col, 5);
 }
@@ -320,7 +322,7 @@ static void test_not_utf8(void **state)
 
     if (at_1_1 == sizeof bad_texts / sizeof bad_texts[0]) {
         tu_rmrf(dir);
-        tu_known_bug("core/yamldoc.c: invalid UTF-8 and control characters are reported at "
+        tu_known_bug("formats/yamldoc.c: invalid UTF-8 and control characters are reported at "
                      "1:1 wherever they are (libyaml's reader errors carry problem_offset, not "
                      "problem_mark)");
     }
@@ -407,7 +409,7 @@ static void test_depth_within_reason(void **state)
 }
 
 /*
- * A nesting-depth limit (ER_YAML_MAX_DEPTH, core/yamldoc.c): the byte limit
+ * A nesting-depth limit (ER_YAML_MAX_DEPTH, core/formats/yamldoc.c): the byte limit
  * does not bound the work, since libyaml's scanner checks every open flow
  * level on every token, so N nested flow collections cost O(N^2) (10000
  * deep took 0.4 s, a 1 MiB file of brackets minutes — one hostile manifest in
@@ -433,7 +435,7 @@ static void test_depth_limit(void **state)
         er_diags_free(&d);
         free(p);
         tu_rmrf(dir);
-        tu_known_bug("core/yamldoc.c: no nesting-depth limit; %d nested flow lists (%d bytes) "
+        tu_known_bug("formats/yamldoc.c: no nesting-depth limit; %d nested flow lists (%d bytes) "
                      "loaded in %.2f s, and the cost grows with the square of the depth",
                      DEEP, 2 * DEEP + 5, secs);
     }

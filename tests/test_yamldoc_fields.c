@@ -1,5 +1,5 @@
 /*
- * tests/test_yamldoc_fields.c — reading loaded YAML documents (core/yamldoc.c:
+ * tests/test_yamldoc_fields.c — reading loaded YAML documents (core/formats/yamldoc.c:
  * the typed field readers er_yaml_str/bool/int/num/strlist/map,
  * er_yaml_get, er_yaml_check_keys), tested directly on the documents of
  * tests/fixtures/yaml/:
@@ -21,9 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "common/internal.h"
 #include "test_util.h"
 #include "test_yaml_util.h"
+#include "formats/yamldoc.h"
 
 /* ---- positions and lookups ------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
  * tools/calibrate.c — `edgert calibrate`: measure every eligible in-process
  * backend on this device (bench decode + verify) and store the figures as
- * evidence the selector ranks by (core/evidence.c).
+ * evidence the selector ranks by (core/evidence/evidence.c).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -60,7 +60,7 @@ static int bench_one(edgert_ctx *ctx, const cli *c, const workload *w, const cha
 }
 
 /* Prefill of `name` at M = CAL_PREFILL_M into *gflops (bench's own repeats).
- * Inside a decode group prefill decides (core/selector.c), so it is measured
+ * Inside a decode group prefill decides (core/select/selector.c), so it is measured
  * here rather than taken from a manifest's claim: avx512-w4a16 declares its
  * int16 prefill (689 GFLOP/s) and prefills on AMX-BF16 tiles where it can
  * (1131 measured on a Xeon with AMX). Bound by compute, not by the memory

@@ -889,7 +889,7 @@ static void series_text(edgert_ctx *ctx, const edgert_selection *sel, size_t r, 
 }
 
 /* Whether k's measured decode rate is calibrate's (measured.where is the
- * evidence file, core/evidence.c), not first contact's. */
+ * evidence file, core/evidence/evidence.c), not first contact's. */
 static int calibrated_decode(edgert_ctx *ctx, const edgert_candidate *k)
 {
     const char *ev = edgert_evidence_path(ctx);
@@ -898,7 +898,7 @@ static int calibrated_decode(edgert_ctx *ctx, const edgert_candidate *k)
 }
 
 /* The read rate first-contact figures were compared at (one per tier, the
- * median of the reads beside them: core/selector_figures.c), once per rate. */
+ * median of the reads beside them: core/select/selector_figures.c), once per rate. */
 static void explain_read_rate(edgert_ctx *ctx, const edgert_selection *sel)
 {
     double said = NAN;
@@ -921,7 +921,7 @@ static void explain_read_rate(edgert_ctx *ctx, const edgert_selection *sel)
 /* What the ranking's measured decode rates are, where that needs saying:
  * quick figures standing in for calibrate's in a tier (naming the backends
  * without a calibrated rate for their current build: measured.where is the
- * evidence file, core/evidence.c; or, when all have one, the separate
+ * evidence file, core/evidence/evidence.c; or, when all have one, the separate
  * calibrate runs they came from), or sources that could not be made one. */
 static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
 {
@@ -1000,7 +1000,7 @@ static void explain_fidelity_group(edgert_ctx *ctx, const edgert_selection *sel,
 
 /* Rank r's measured decode median, and the range it was grouped by, from
  * the source it was compared by (edgert.h): calibrate's rounds, or first
- * contact's calls (*quick; core/selector.c, by_first_contact). 1 when it
+ * contact's calls (*quick; core/select/selector.c, by_first_contact). 1 when it
  * has all three. */
 static int decode_figures(edgert_ctx *ctx, const edgert_selection *sel, size_t r, double *lo,
                           double *hi, double *med, int *quick)
@@ -1026,7 +1026,7 @@ static int decimals_apart(double a, double b)
 
 /* Under rank r's line, when it starts a decode group right after a group of
  * the same tier and kind of figure: which median fell outside which range
- * (the selector's test, core/selector.c decode_groups), so a backend that
+ * (the selector's test, core/select/selector.c decode_groups), so a backend that
  * measured close to the one above it is not left unexplained. */
 static void explain_decode_split(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
 {

@@ -5,7 +5,7 @@
  *
  * Inputs: --weights FILE (dense safetensors, "<proj>.weight" [N][K]) and
  * --calibration FILE ("<proj>.x" [T][K] activation samples). Without them the
- * command generates spark-1.7b (design.md §6; --quick: a reduced model with
+ * command generates spark-1.7b (architecture.md, Reference workload; --quick: a reduced model with
  * hidden 256, intermediate 832, 2 layers, vocabulary 4096) as seeded dense bf16
  * weights (gen_dense, std 0.02) and LLM-like activations per
  * projection (gen_activations: heavy tails, outlier channels).
@@ -25,7 +25,7 @@
  * other existing folder is refused, so a typo cannot delete someone's data.
  *
  * The generated inputs are written with the tree's one safetensors writer
- * (core/safetensors.h), which npu-export's reader shares.
+ * (core/formats/safetensors.h), which npu-export's reader shares.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -44,7 +44,7 @@
 #include "export_files.h"
 #include "generate.h"
 #include "sigclean.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 #include "workdir.h"
 
 /* The work folder beside --out: ".<out>.edgert-export-XXXXXX" (workdir.h). */
@@ -134,7 +134,7 @@ typedef struct gen_proj {
     uint32_t n, k;
 } gen_proj;
 
-/* spark-1.7b (design.md §6) or the quick configuration, in model order. */
+/* spark-1.7b (architecture.md, Reference workload) or the quick configuration, in model order. */
 static size_t gen_shapes(int quick, gen_proj **out)
 {
     uint32_t hidden = quick ? 256 : 2048, qkv = quick ? 384 : 3072;

@@ -36,6 +36,6 @@ void json_finish(json_w *w); /* newline at the end */
 
 /* utf8_seq, which the text printers (cli.h) decide what to escape with, and
  * the string escaper are the core's one copy. */
-#include "json_string.h"
+#include "formats/json_string.h"
 
 #endif

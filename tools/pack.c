@@ -1,7 +1,7 @@
 /*
  * tools/pack.c — `edgert pack IN --backend NAME|auto -o OUT [--force]`: a
  * checkpoint (GPTQ or dense) packed for one backend into a file that later
- * runs map (edgert_checkpoint_pack, core/packfile.c).
+ * runs map (edgert_checkpoint_pack, core/weights/packfile.c).
  *
  * When OUT exists and its keys match (format, backend, layout, plugin file,
  * every layer's source tensors), nothing is repacked: OUT is mapped, every

@@ -389,7 +389,7 @@ __attribute__((target("amx-tile,amx-int8,amx-bf16"))) static double amx_loop(int
 
 #if defined(__x86_64__)
 /* Linux keeps AMX tile data off for each process until it asks
- * (core/probe_cpu.c), and the first tile instruction without it dies with
+ * (core/probe/probe_cpu.c), and the first tile instruction without it dies with
  * SIGILL. The probe only says the permission is grantable; the AMX backends
  * ask in their own init. bench may run with none of them loaded (--manifests
  * naming other backends only), so it asks here before its tile loops: held

@@ -263,7 +263,7 @@ int peak_bandwidth(unsigned threads, size_t bytes, unsigned passes, uint64_t cpu
     if (threads == 0 || passes == 0)
         return -1;
     bytes &= ~(size_t)((4096u * threads) - 1);
-    /* Huge pages, as the host gives large packed-weight buffers (core/loader.c):
+    /* Huge pages, as the host gives large packed-weight buffers (core/load/host.c):
      * the ceiling is the best read this machine can do. */
     size_t alloc = (bytes + PF_FAR_ONLY + 4096 + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
     uint8_t *buf = aligned_alloc(2u << 20, alloc);

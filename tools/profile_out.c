@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "json_string.h"
+#include "formats/json_string.h"
 
 static void flag_list(FILE *f, const char *key, uint64_t mask)
 {

@@ -75,7 +75,7 @@
 #define _GNU_SOURCE
 #include "verify_internal.h"
 #include "generate.h"
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "edgert/edgert.h"
-#include "yamldoc.h"
+#include "formats/yamldoc.h"
 
 void wl_builtin(workload *w)
 {
@@ -90,7 +90,7 @@ static void wl_report(const er_diags *d, int quiet)
         tfprintf_lines(stderr, "edgert: %s\n", lines);
 }
 
-/* Read through the core's YAML layer (core/yamldoc.h), as manifests and
+/* Read through the core's YAML layer (core/formats/yamldoc.h), as manifests and
  * device profiles are: the same size and nesting limits, duplicate keys
  * refused, unknown keys warned of (one a typo away from a key the shape
  * lacks refused), every problem of the file at its line and column. */
@@ -143,7 +143,7 @@ int wl_load(const char *path, workload *w, int quiet)
 }
 
 /* An output head's layer, by the names the core reads a checkpoint by
- * (head_prefix in core/checkpoint_names.c, which the library does not
+ * (head_prefix in core/weights/checkpoint_names.c, which the library does not
  * export): lm_head (a head tied to the embedding is listed so too),
  * GPT-NeoX's embed_out, output. */
 static int is_head_layer(const char *name)

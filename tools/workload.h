@@ -1,6 +1,6 @@
 /*
  * tools/workload.h — the shapes a bench or verify run uses: the built-in
- * spark-1.7b (design.md §6) or a YAML file.
+ * spark-1.7b (architecture.md, Reference workload) or a YAML file.
  */
 #ifndef EDGERT_TOOLS_WORKLOAD_H
 #define EDGERT_TOOLS_WORKLOAD_H

@@ -8,7 +8,7 @@
  * packed bytes' 128-byte header, then the blocks: a2_internal.h); the
  * repack reads 4 canonical bytes and writes one code dword at a time, so
  * the transient memory above the packed size is zero whatever n and k
- * (design.md §1: the peak is what a device must hold).
+ * (architecture.md, Measured background: the peak is what a device must hold).
  */
 #include <math.h>
 #include <stdio.h>

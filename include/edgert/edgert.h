@@ -30,7 +30,7 @@
  * fills, is written only up to EDGERT_QTENSOR_V1_SIZE. tests/test_abi.c
  * holds each of these.
  *
- * Selection order (design.md §4), applied to eligible candidates only:
+ * Selection order (architecture.md, Selection), applied to eligible candidates only:
  *   1. tier: a backend for the device class's accelerator (manifest
  *      `processor: gpu|npu` on a `cuda_discrete`, `jetson` or `npu_phone`
  *      device) first, then CPU backends, then the reference backend
@@ -70,7 +70,7 @@
  *      of the CPU flags it requires or uses when present are this device's
  *      (amx-w4a8 before avx512-w4a8, whose decode is the same), then name.
  *   Measured figures count only for this device and the same plugin file
- *   (core/evidence.c); evidence that a backend failed verify is a gate
+ *   (core/evidence/evidence.c); evidence that a backend failed verify is a gate
  *   (FAILED_VERIFY).
  *   Names compare with strcmp, so the order is total and reproducible.
  *

@@ -3,7 +3,7 @@
  * built without ISA flags) shares with the kernel files (a8_kern_*.c, each
  * built with its own -mavx512* flags). Nothing in here emits AVX-512 code.
  *
- * W4A8 (design.md §4, the speed choice): symmetric int4 weights (zero point
+ * W4A8 (architecture.md, Selection, the speed choice): symmetric int4 weights (zero point
  * fixed at 8, GPTQ's symmetric form), one scale per (column, group of 128),
  * activations quantized to int8 per token at run time, integer dot
  * products, fp32 epilogue.

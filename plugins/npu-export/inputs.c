@@ -42,7 +42,7 @@ static edgert_status refuse_4bit(ne_run *r, char *err, size_t len)
                     "weights quantized from the dense model: on the phone, 4-bit weights failed "
                     "the converter on the calibrated path, uncalibrated w4a16 scored %.1f dB SQNR "
                     "against %.1f dB for calibrated w8a16, and 4-bit weights saved memory, not "
-                    "time (0.917 vs 0.912 ms per layer; design.md section 1). Re-quantizing 4-bit "
+                    "time (0.917 vs 0.912 ms per layer; docs/architecture.md). Re-quantizing 4-bit "
                     "codes to 8 bits would keep their 4-bit error, so force cannot help: export "
                     "from the dense fp16/bf16/fp32 checkpoint instead.",
                     r->q->weights, t->name, why, DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);

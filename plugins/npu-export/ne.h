@@ -2,7 +2,7 @@
  * plugins/npu-export/ne.h — internals shared by the npu-export plugin's files.
  * Self-contained: the plugin includes the public ABI header and links nothing
  * of the core; the safetensors reader and the JSON string writer it shares
- * with the core are compiled in as source (core/safetensors.h).
+ * with the core are compiled in as source (core/formats/safetensors.h).
  *
  *   npu_export.c   entry, init, self-test; the export's spine
  *   request.c      the key=value request
@@ -27,9 +27,9 @@
 #define NE_NAME "npu-export"
 
 
-/* ---- safetensors: the shared reader (core/safetensors.h, compiled in) ---- */
+/* ---- safetensors: the shared reader (core/formats/safetensors.h, compiled in) ---- */
 
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 /* ---- protobuf / ONNX -------------------------------------------------------- */
 
@@ -112,7 +112,7 @@ int ne_quant_self_test(char *err, size_t len);
 
 #define NE_VERSION EDGERT_VERSION_STRING /* in-tree plugins version with edgert */
 
-/* Device figures (design.md §1), cited in refusals and the report. */
+/* Device figures (architecture.md, Measured background), cited in refusals and the report. */
 #define DEV_W8A16_DB 36.9
 #define DEV_A8_DB 5.1
 #define DEV_W4A16_UNCAL_DB (-1.6)

@@ -1,7 +1,7 @@
 /*
  * plugins/npu-export/npu_export.c — export a calibrated w8a16 QDQ graph for a
  * phone NPU runtime, refuse the exports that do not work there, and measure
- * why (design.md §1: on device, calibrated w8a16 36.9 dB SQNR; int8
+ * why (architecture.md, Measured background: on device, calibrated w8a16 36.9 dB SQNR; int8
  * activations 5.1 dB; uncalibrated w4a16 -1.6 dB; 4-bit weights failed the
  * converter on the calibrated path and saved memory, not time).
  *

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json_string.h"
+#include "formats/json_string.h"
 #include "ne.h"
 
 #define NE_FLAG_DB 10.0
@@ -239,7 +239,7 @@ static void json_head(FILE *f, const ne_run *r)
     }
     fprintf(f, "  \"flag_below_db\": %.1f,\n", NE_FLAG_DB);
     fprintf(f, "  \"device_reference\": {\"w8a16_calibrated_db\": %.1f, \"int8_activations_db\": "
-               "%.1f, \"w4a16_uncalibrated_db\": %.1f, \"source\": \"design.md section 1, "
+               "%.1f, \"w4a16_uncalibrated_db\": %.1f, \"source\": \"docs/architecture.md, "
                "measured on a phone NPU\"},\n", DEV_W8A16_DB, DEV_A8_DB, DEV_W4A16_UNCAL_DB);
     fprintf(f, "  \"warnings\": [");
     for (int i = 0; i < r->nwarn; i++) {
@@ -374,9 +374,9 @@ static void report_txt(FILE *t, const ne_run *r)
                 cfg_refused(r, c) ? "   refused unless --force" : "");
     }
     fprintf(t, "\n* exported (head protected). in-sample: over the samples the ranges were "
-               "taken from; held out: over the others, as a device sees%s. Device (design.md "
-               "section 1, on device): calibrated w8a16 %.1f dB, int8 activations %.1f dB, "
-               "uncalibrated w4a16 %.1f dB.\n",
+               "taken from; held out: over the others, as a device sees%s. Device "
+               "(docs/architecture.md, measured on device): calibrated w8a16 %.1f dB, int8 "
+               "activations %.1f dB, uncalibrated w4a16 %.1f dB.\n",
             ho ? "" : " (none here: too few samples; worst and flags are in-sample)",
             DEV_W8A16_DB, DEV_A8_DB, DEV_W4A16_UNCAL_DB);
     txt_projections(t, r, 0);
@@ -436,7 +436,7 @@ void ne_refusal(const ne_run *r, char *err, size_t len)
                     "ranges %.1f dB), against %.1f dB for calibrated w8a16. Per-tensor 8-bit "
                     "ranges are sized by the outlier channels, so ordinary channels keep only a "
                     "few codes. On the phone NPU int8 activations broke the model (%.1f dB vs "
-                    "%.1f dB for calibrated w8a16; design.md section 1). Pass force=1 (edgert "
+                    "%.1f dB for calibrated w8a16; docs/architecture.md). Pass force=1 (edgert "
                     "export --force) to export it anyway.",
                     ex.e2e, ho ? "held-out" : "calibration", r->p[ex.min_at].name, ex.min, p.e2e,
                     ok.e2e, DEV_A8_DB, DEV_W8A16_DB);
@@ -449,7 +449,7 @@ void ne_refusal(const ne_run *r, char *err, size_t len)
                     "%.1f dB), against %.1f dB for calibrated w8a16. On the phone, 4-bit weights "
                     "failed the converter on the calibrated path, uncalibrated w4a16 scored %.1f "
                     "dB, and 4-bit weights saved memory, not time (0.917 vs 0.912 ms per layer; "
-                    "design.md section 1). Pass force=1 (edgert export --force) to export it "
+                    "docs/architecture.md). Pass force=1 (edgert export --force) to export it "
                     "anyway.",
                     ex.e2e, ho ? "held out" : "in-sample", r->p[ex.min_at].name, ex.min, u.e2e,
                     ok.e2e, DEV_W4A16_UNCAL_DB);
@@ -459,7 +459,7 @@ void ne_refusal(const ne_run *r, char *err, size_t len)
                     "(worst projection %s: %.1f dB) against calibrated ranges, which the "
                     "report shows for w8a16; activations beyond [-1, 1] (the outlier channels) "
                     "are clipped. On the phone, uncalibrated w4a16 scored %.1f dB against %.1f dB "
-                    "for calibrated w8a16 (design.md section 1). Pass force=1 (edgert export "
+                    "for calibrated w8a16 (docs/architecture.md). Pass force=1 (edgert export "
                     "--force) to export it anyway.",
                     range_text(q->ranges, rb, sizeof rb), ex.e2e, r->p[ex.min_at].name, ex.min,
                     DEV_W4A16_UNCAL_DB, DEV_W8A16_DB);

@@ -1,8 +1,8 @@
 /*
  * tests/fuzz/fuzz_checkpoint.c — fuzz target: checkpoint import
- * (core/checkpoint.c over core/safetensors.c): GPTQ and dense layer lists,
+ * (core/weights/checkpoint.c over core/formats/safetensors.c): GPTQ and dense layer lists,
  * the GPTQ settings from the metadata, shapes checked against each other,
- * zero points, scales and g_idx; and packed-file headers (core/packfile.c).
+ * zero points, scales and g_idx; and packed-file headers (core/weights/packfile.c).
  *
  * The input is written as <scratch>/input.safetensors and opened with
  * edgert_checkpoint_open. Every layer the file declares is then converted

@@ -14,7 +14,7 @@
 #define _GNU_SOURCE
 #include <math.h>
 
-#include "internal.h"
+#include "internal.h" /* the runner's (runner/internal.h) */
 
 #include "fuzz_util.h"
 

@@ -1,15 +1,16 @@
 /*
  * tests/fuzz/fuzz_device_profile.c — fuzz target: device profiles
- * (er_device_profile_load, core/device_profile.c), the YAML that stands in
+ * (er_device_profile_load, core/probe/device_profile.c), the YAML that stands in
  * for the probe in plan mode (`--device FILE`).
  *
  * The input is written as <scratch>/device.yaml and loaded into a device;
  * the names the profile fills in are then read as the CLI prints them.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "common/internal.h"
 
 #include "fuzz_util.h"
+#include "probe/probe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

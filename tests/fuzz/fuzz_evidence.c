@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_evidence.c — fuzz target: the evidence file
- * (core/evidence.c), the per-user cache of figures measured on this device.
+ * (core/evidence/evidence.c), the per-user cache of figures measured on this device.
  *
  * One handle is opened per process (live, no manifests, an empty sysroot,
  * the environment ignored, evidence_file in the scratch folder); its device
@@ -21,9 +21,12 @@
 #define _GNU_SOURCE
 #include <math.h>
 
-#include "context.h"
+#include "context/context.h"
 
 #include "fuzz_util.h"
+#include "formats/yamldoc.h"
+#include "gate/gate.h"
+#include "evidence/evidence.h"
 
 #define FZ_DEVICE "0123456789abcdef"
 #define FZ_BACKEND "fuzz-w4a16"

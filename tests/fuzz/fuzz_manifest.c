@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_manifest.c — fuzz target: the manifest parser
- * (er_manifest_load, core/manifest.c), the file every backend ships and the
+ * (er_manifest_load, core/discover/manifest.c), the file every backend ships and the
  * core reads before it loads anything.
  *
  * The input is written as <scratch>/manifest.yaml and loaded; on success the
@@ -9,9 +9,10 @@
  * nothing is opened or loaded (that is the gate's and the loader's job).
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "common/internal.h"
 
 #include "fuzz_util.h"
+#include "discover/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_probe.c — fuzz target: the probe's sysroot files
- * (core/probe_host.c, probe_class.c, probe_read.c): cpuinfo, meminfo, the
+ * (core/probe/probe_host.c, probe_class.c, probe_read.c): cpuinfo, meminfo, the
  * online CPU list, the device-tree model and compatible properties, the L4T
  * release file and the NVIDIA driver's GPU information.
  *
@@ -14,7 +14,7 @@
  * tests/fuzz/make_seeds.py builds the seeds from tests/fixtures/sysroots.
  */
 #define _GNU_SOURCE /* memmem */
-#include "probe_internal.h"
+#include "probe/probe_internal.h"
 
 #include "fuzz_util.h"
 

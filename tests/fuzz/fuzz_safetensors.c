@@ -1,6 +1,6 @@
 /*
  * tests/fuzz/fuzz_safetensors.c — fuzz target: the safetensors reader
- * (core/safetensors.c), which reads a user's checkpoints (edgert_checkpoint,
+ * (core/formats/safetensors.c), which reads a user's checkpoints (edgert_checkpoint,
  * `edgert quantize`, `pack`) and npu-export's weights and calibration files.
  *
  * The target compiles safetensors.c itself, as npu-export does. The input is written as
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "safetensors.h"
+#include "formats/safetensors.h"
 
 #include "fuzz_util.h"
 

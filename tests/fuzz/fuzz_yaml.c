@@ -1,5 +1,5 @@
 /*
- * tests/fuzz/fuzz_yaml.c — fuzz target: the YAML layer (core/yamldoc.c).
+ * tests/fuzz/fuzz_yaml.c — fuzz target: the YAML layer (core/formats/yamldoc.c).
  *
  * er_yaml_load on the input, then every typed reader on every mapping of the
  * document: each key read as a string, bool, integer, number, string list
@@ -9,9 +9,10 @@
  * cycle, `&a [*a]`), which no edgert reader follows either.
  */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "common/internal.h"
 
 #include "fuzz_util.h"
+#include "formats/yamldoc.h"
 
 /* Readers per mapping: enough to reach every reader on every node type, few
  * enough that a mapping of 10,000 keys does not make the harness (whose

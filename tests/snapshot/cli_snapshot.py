@@ -10,7 +10,8 @@ artifacts, quantize of a seeded test model and greedy runs of it on every
 in-process backend, in text and --json. Each command's stdout, stderr and
 exit status go to one file in OUT_DIR. Paths of the build and of the source
 tree are replaced by <BUILD> and <SRC>, and the figures that are timings
-(tokens/s, seconds, GB/s) by <T>, so a restructured tree must give
+(tokens/s, seconds, GB/s) by <T>, and checksums by <H> (a plugin
+relinked has other bytes), so a restructured tree must give
 byte-identical files: `diff -r OUT_A OUT_B`.
 
 Runs with HOME and XDG_* in a fresh folder, so no cached first contact or
@@ -64,6 +65,7 @@ class Snap:
         s = s.replace(self.build, "<BUILD>").replace(SRC, "<SRC>").replace(self.src, "<SRC>").replace(self.home, "<HOME>")
         s = re.sub(r"/tmp/snap-[a-z]+-[A-Za-z0-9_]+", "<TMP>", s)
         s = re.sub(r"(\.edgert-[a-z]+-)[A-Za-z0-9]{6}", r"\1XXXXXX", s)
+        s = re.sub(r"xxh3-64:[0-9a-f]{16}", "xxh3-64:<H>", s)  # built files: other bytes
         if not timed:
             return s
         try:

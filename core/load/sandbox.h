@@ -1,0 +1,55 @@
+/*
+ * core/load/sandbox.h — what first contact's child reports (sandbox.c), its quick
+ * measurement (sandbox_measure.c) and the cache that keeps its verdicts
+ * (sandbox_cache.c). Private to the core.
+ */
+#ifndef EDGERT_CORE_SANDBOX_H
+#define EDGERT_CORE_SANDBOX_H
+
+#include "context/context.h"
+
+/* What the child reports. Plain data, written whole through the pipe. */
+typedef struct sb_result {
+    int ok;                /* 1: every stage passed */
+    int gate;              /* er_gate_id of the first failure, when !ok */
+    char reason[160];      /* its reason code, e.g. "SELF_TEST_FAILED" */
+    char detail[600];      /* its explanation */
+    double decode_tok_s;   /* quick measurement, NaN when not measured */
+    double prefill_gflops;
+    double decode_min, decode_max; /* the slowest and fastest call's rate */
+    double read_gbs;       /* the read beside the decode calls (median), NaN when none */
+    long long timeout_ms;  /* the limit a PLUGIN_TIMEOUT was given (parent side) */
+    int packed_outside;    /* pack did not allocate through host->alloc: no decode figure */
+    char pack_refused[240]; /* the quick measurement's pack refused: its error, else "" */
+    int passing;           /* 1: a verdict of the moment, not kept (killed from outside,
+                            * no child could be made, its end could not be read) */
+} sb_result;
+
+/* The quick measurement of a loaded candidate, in the child
+ * (sandbox_measure.c): r's decode, prefill and read figures. */
+void er_sb_quick_measure(er_cand *c, sb_result *r);
+
+/* The child's time limit, as this handle read it (EDGERT_SANDBOX_TIMEOUT). */
+long long er_sb_timeout_ms(const struct edgert_ctx *ctx);
+
+/* The cache file of c's verdict on this device, malloc'd; NULL when no
+ * per-user cache folder can be named (or, with `create`, made). */
+char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create);
+/* 0 with *r filled from c's cached verdict; -1 when there is none this
+ * edgert can use (missing, another format, or a timeout under a shorter
+ * limit than now). */
+int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r);
+/* Keep r as c's verdict (written whole, then renamed into place). */
+void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r);
+
+/* sandbox.c: first contact in a child process, verdicts cached per
+ * (device, plugin file). 0 when the plugin may be loaded in-process, -1 with
+ * the candidate's reason set. cached_only: use a cached verdict if there is
+ * one, never run the child (then 0 also means "not known yet"). */
+int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only);
+/* The child's time limit from EDGERT_SANDBOX_TIMEOUT's value v (seconds; NULL:
+ * the default), with a warning into d when v is not a number in
+ * [0.001, 3600]. */
+long long er_sandbox_timeout_ms(const char *v, er_diags *d);
+
+#endif
