@@ -1,6 +1,6 @@
 /*
  * tests/test_abi.c — the plugin ABI and the public API can grow without
- * breaking what was built against them (issue 12: ABI v1 made safe to grow).
+ * breaking what was built against them (ABI v1 made safe to grow).
  *
  * - A plugin built as against a FUTURE plugin.h (tp_future: ABI 1 and 2, a
  *   descriptor grown at the end) loads in today's core with ABI 1, and its

@@ -1,12 +1,10 @@
 /*
- * tests/test_checkpoint.c — a user's own weights end to end (issue 14's
- * "Done when"): a small dense checkpoint written here is quantized with
- * `edgert quantize`, read back as GPTQ (its codes checked against an
- * independent decode of qweight/qzeros), packed for every backend eligible
- * on this machine and run: GEMM results equal ref-w4a16's on the same codes
- * within the bound below; `edgert pack` writes a packed file that a second
- * run maps instead of repacking, whose mapped layers give results bit for
- * bit equal to the in-memory pack; keys that differ are refused, --force
+ * tests/test_checkpoint.c — a user's own weights end to end: a small dense checkpoint written
+ * here is quantized with `edgert quantize`, read back as GPTQ (its codes checked against an
+ * independent decode of qweight/qzeros), packed for every backend eligible on this machine and
+ * run: GEMM results equal ref-w4a16's on the same codes within the bound below; `edgert pack`
+ * writes a packed file that a second run maps instead of repacking, whose mapped layers give
+ * results bit for bit equal to the in-memory pack; keys that differ are refused, --force
  * repacks; select/bench/verify take --weights. The malformed-file corpus is
  * tests/test_checkpoint_bad.c.
  *

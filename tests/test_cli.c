@@ -343,7 +343,7 @@ static void test_env_priority(void **state)
     (void)out;
 }
 
-/* The JSON contract of `edgert select --json` (issue 2). */
+/* The JSON contract of `edgert select --json`. */
 static void check_select_json(const char *text, const char *want_mode)
 {
     er_yaml y;

@@ -133,7 +133,7 @@ static void check_streams(er_yaml *y, yaml_node_t *bwo, double st, double stc)
     assert_int_equal((long long)num(y, bwo, "bytes"), 64ll << 20);
 }
 
-/* edgert bench on a small workload: the JSON contract of issue 3 and figures
+/* edgert bench on a small workload: its JSON contract and figures
  * that are computed, not assumed. */
 static void test_bench_json(void **state)
 {

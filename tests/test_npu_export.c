@@ -317,7 +317,7 @@ static void check_against_ort(report *r, const char *exp, const char *ortdir, co
  * activations: w8a8 arithmetic, not the graph's w8a16, so its outputs are
  * not the simulation's to the step. What a user running the graph with a
  * plain InferenceSession gets is still held to the w8a16 floor of 30 dB
- * against fp32 on every projection (issue 16's target; 37.0-37.7 dB seen with
+ * against fp32 on every projection (the w8a16 target; 37.0-37.7 dB seen with
  * onnxruntime 1.32 against the report's 43.1-44.1), and never above the
  * report's figure by more than the 0.05 dB the exact runs are allowed. */
 static void check_ort_default(report *r, const char *exp, const char *ortdir)
@@ -378,7 +378,7 @@ static void test_export_quick_onnxruntime(void **state)
                   num(&r, scheme(&r, "w8a16_uncalibrated"), "end_to_end_db"),
                   num(&r, scheme(&r, "w4a16"), "end_to_end_db"));
     assert_true(w8a16 >= 30.0);
-    /* issue 16's target: held out, on every projection and end to end */
+    /* the target: held out, on every projection and end to end */
     print_message("  held out: w8a16 %.2f dB end to end, worst projection %.2f dB\n", w8a16_ho,
                   w8a16_ho_min);
     assert_true(w8a16_ho >= 30.0);

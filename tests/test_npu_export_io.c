@@ -5,7 +5,7 @@
  * tensor: what a converter given both files (QNN's --quantization_overrides,
  * AIMET's layout) does, by name. An encoding keyed by a name the graph does
  * not have binds to nothing, silently; that is what this test exists for
- * (issue 16: the weights' keys once named no tensor).
+ * (the weights' keys once named no tensor).
  *
  * The binding rule, per key K:
  *   - K is a tensor of the graph (a graph input or output, an initializer, or
@@ -680,7 +680,7 @@ static double student_t3(void)
 /* Three projections of dense weights (normal, std 0.02) fed with Student-t
  * activations whose every 37th channel is scaled by 30 (outlier channels),
  * 128 samples each: the held-out quarter must keep w8a16 at >= 30 dB on
- * every projection and end to end with the default ranges (issue 16). */
+ * every projection and end to end with the default ranges. */
 static void test_held_out_heavy_tails(void **state)
 {
     (void)state;

@@ -36,7 +36,7 @@ static void test_gpu_model_bf16(void **state)
         {"V100", 0},                      {"T4", 0},
         {"NVIDIA T4", 0},                 {"NVIDIA T1000", 0},
         {"  nvidia geforce gtx 1070", 0},
-        /* pre-Ampere names without GTX/Quadro/Tesla: issue 13 */
+        /* pre-Ampere names without GTX/Quadro/Tesla */
         {"NVIDIA GeForce MX450", 0},      {"GeForce 940MX", 0},
         {"GRID K520", 0},                 {"NVIDIA GRID K520", 0},
         {"GeForce 840M", 0},              {"NVIDIA GeForce 710M", 0},

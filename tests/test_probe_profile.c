@@ -344,7 +344,7 @@ static void test_profile_defaults(void **state)
 }
 
 /* Without bf16, a GPU's bf16 follows its accelerator name as the probe's
- * does (issue 13: a GeForce MX450 profile defaulted to bf16). */
+ * does (a GeForce MX450 profile once defaulted to bf16). */
 static void test_profile_gpu_bf16(void **state)
 {
     (void)state;

@@ -1,7 +1,7 @@
 /*
  * tests/test_sandbox.c — first contact with a plugin in a child process
  * (core/load/sandbox.c), and the library loaded from the descriptor that was
- * checked (core/gate/gate.c, core/load/load.c). Issue 13.
+ * checked (core/gate/gate.c, core/load/load.c).
  *
  * - Plugins that segfault in init, abort in the self-test, loop in the
  *   self-test (one after closing first contact's pipe), call exit(0) in a

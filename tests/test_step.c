@@ -1,5 +1,5 @@
 /*
- * tests/test_step.c — edgert_step (issue 17): a decode step's GEMMs run in
+ * tests/test_step.c — edgert_step: a decode step's GEMMs run in
  * order with the caller's callbacks between them, on every eligible
  * in-process backend of this machine (ref-w4a16 everywhere).
  *

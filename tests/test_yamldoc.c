@@ -450,7 +450,7 @@ static void test_depth_limit(void **state)
 /* ---- documents that load ------------------------------------------------------ */
 
 /*
- * The two hostile files of issue 13: 95,000 keys in one mapping (the
+ * Two hostile files: 95,000 keys in one mapping (the
  * quadratic duplicate-key check took 25 s) and 300,000 nested '[' (libyaml's
  * simple-key scan took 15 s for 80,000), both under 1 MiB. As manifests they
  * are refused by the 64 KiB manifest limit before parsing; as YAML files

@@ -97,11 +97,11 @@
  * A8_DECODE_RB tokens per pass over a panel's codes, the panel then in
  * L1/L2 for the next pass); above it the prefill kernels expand each
  * (panel, group) block once and reuse it for every row. Measured on the
- * development machine (AMD EPYC Zen 5, 2 threads, spark-1.7b, issue 15's
- * note): on path vnni the streaming kernel was faster at EVERY m from 4 to
- * 512 (821 vs 630 GFLOP/s at m = 64, 794 vs 587 at m = 512), because the
- * register tile then added into y per group, 8 rows of y in the same few L1
- * sets, and read its tokens row-major the same way. With its sums in an L1
+ * development machine (AMD EPYC Zen 5, 2 threads, spark-1.7b, 2026-12): on
+ * path vnni the streaming kernel was faster at EVERY m from 4 to 512 (821
+ * vs 630 GFLOP/s at m = 64, 794 vs 587 at m = 512), because the register
+ * tile then added into y per group, 8 rows of y in the same few L1 sets,
+ * and read its tokens row-major the same way. With its sums in an L1
  * buffer across the groups and group-major tokens (a8_kern_vnni.c) the
  * tile won above m = 16 on a 2-core Xeon with AMX (streaming vs tile,
  * two alternating runs: m = 8 730/706 vs 697/575, m = 16 783/754 vs

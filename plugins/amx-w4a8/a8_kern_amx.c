@@ -30,7 +30,7 @@
  * bits at every m, which the tests check.
  *
  * Why this shape (measured on a 2-core Xeon with AMX, spark-1.7b, M = 512,
- * issue 15's note; GFLOP/s): the first tile kernel (2 x 2 tiles of 32
+ * 2026-12; GFLOP/s): the first tile kernel (2 x 2 tiles of 32
  * tokens x 32 columns, zero point applied per token, each group's products
  * added into y, read and written back per group with the row stride of y)
  * ran at 420, slower than path vnni's streaming kernel (530) on the same

@@ -30,7 +30,7 @@
  *                      whose manifest declares a layout it does not take)
  * (The ABI-2 fields are set in the ABI-1 descriptor too: the core must not
  * read them from a descriptor that answered ABI 1.)
- * (the misbehaving plugins of issue 13: crash, abort, loop, exit, overfill the
+ * (the misbehaving plugins: crash, abort, loop, exit, overfill the
  * error buffer, leave a thread running — each must be rejected with its
  * reason while the process that hosts edgert goes on)
  */

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Issue 17's measurement, as its note reports it: several `edgert bench` runs
+"""Decode and prefill against their physical limits, by window: several `edgert bench` runs
 of one backend, their windows, medians and spreads, against the targets.
 
-    tests/perf/issue17.py [--edgert build/bin/edgert] [--backend avx512-w4a16]
+    tests/perf/decode_windows.py [--edgert build/bin/edgert] [--backend avx512-w4a16]
                           [--runs 5] [--paths int16,bf16] [--quiet-above 48]
                           [--workload FILE] [--verify] [--json FILE]
 
 Decode: --runs runs of `bench --phase decode --paired-read --json`, one after
 another (never beside another benchmark or build: the machine has two
 cores). Each run is put in a window by its ceiling before the steps: quiet
-when it is above --quiet-above GB/s, else busy (issue 17's Zen 5 host read
+when it is above --quiet-above GB/s, else busy (a Zen 5 host read
 about 35 GB/s busy and 57-61 quiet; name the threshold beside the figures).
 A run bench flags unstable (its ceilings before and after differ by more
 than 15%) is listed and left out of the medians, as bench asks.
@@ -18,7 +18,7 @@ M = 512; bench's fraction of the peak its kernel relies on.
 --verify: `edgert verify --backend B --json` once, its SQNR and top-1 per
 case, to compare with the figures before a change (0.01 dB).
 
-Targets (issue 17): decode >= 0.95 of the ceiling in busy windows and >= 0.90
+Targets: decode >= 0.95 of the ceiling in busy windows and >= 0.90
 in quiet ones; prefill >= 0.65 of the peak on path=int16 and path=bf16.
 A window no run saw is reported as not measured, never as met.
 Exit status: 0 when every measured target holds, 1 when one does not, 2
@@ -44,7 +44,7 @@ def bench(args, extra):
         why = f"exited {p.returncode}: {p.stderr.strip()}"
     except json.JSONDecodeError as e:
         why = f"printed no JSON ({e})"
-    print(f"issue17: {' '.join(cmd)} {why}", file=sys.stderr)
+    print(f"decode_windows: {' '.join(cmd)} {why}", file=sys.stderr)
     sys.exit(2)
 
 
