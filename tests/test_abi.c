@@ -371,6 +371,93 @@ static void test_callers_structs_by_size(void **state)
     assert_int_equal(edgert_open(&o, &ctx, err, sizeof err), EDGERT_E_USAGE);
 }
 
+/* A program built against a newer header hands a struct larger than this
+ * library's: accepted when the bytes the library does not know are all zero
+ * (nothing was asked that it would ignore), refused naming the first
+ * non-zero byte's offset when one is set, for every struct a caller passes. */
+static void assert_refused_at(edgert_status st, const char *err, size_t offset)
+{
+    char want[48];
+    snprintf(want, sizeof want, "byte %zu is not zero", offset);
+    assert_int_equal(st, EDGERT_E_USAGE);
+    if (!strstr(err, want))
+        fail_msg("expected \"%s\" in: %s", want, err);
+}
+
+static void test_newer_callers_unknown_fields(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    struct {
+        edgert_options o;
+        unsigned char later[16];
+    } go = {.o = {.struct_size = sizeof go, .ignore_env = 1, .threads = 1,
+                  .log_level = EDGERT_LOG_ERROR}};
+    edgert_ctx *ctx = NULL;
+    go.later[3] = 1;
+    assert_refused_at(edgert_open(&go.o, &ctx, err, sizeof err), err,
+                      offsetof(__typeof__(go), later) + 3);
+    assert_null(ctx);
+    go.later[3] = 0;
+    assert_int_equal(edgert_open(&go.o, &ctx, err, sizeof err), EDGERT_OK);
+    edgert_backend *b = NULL;
+    assert_int_equal(edgert_backend_open(ctx, "ref-w4a16", NULL, &b, err, sizeof err), EDGERT_OK);
+
+    enum { N = 3, K = 128 };
+    float w[N * K], x[K], y[N];
+    for (int i = 0; i < N * K; i++)
+        w[i] = 0.02f * (float)(i % 7 - 3);
+    for (int i = 0; i < K; i++)
+        x[i] = (float)(i % 3) - 1.0f;
+    edgert_qtensor q;
+    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &q), EDGERT_OK);
+    struct {
+        edgert_qweights w;
+        unsigned char later[16];
+    } gw = {.w = q.view};
+    gw.w.struct_size = sizeof gw;
+    gw.later[15] = 0x80;
+    edgert_packed *p = NULL;
+    assert_refused_at(edgert_pack(b, &gw.w, &p, err, sizeof err), err,
+                      offsetof(__typeof__(gw), later) + 15);
+    assert_null(p);
+    gw.later[15] = 0;
+    assert_int_equal(edgert_pack(b, &gw.w, &p, err, sizeof err), EDGERT_OK);
+
+    struct {
+        edgert_gemm_args a;
+        unsigned char later[16];
+    } ga = {.a = {.struct_size = sizeof ga, .m = 1, .x = x, .ldx = K, .y = y, .ldy = N}};
+    ga.later[0] = 2;
+    assert_refused_at(edgert_gemm(b, p, &ga.a, err, sizeof err), err,
+                      offsetof(__typeof__(ga), later));
+    struct {
+        edgert_step_op op;
+        unsigned char later[16];
+    } gs = {.op = {.struct_size = sizeof gs, .weights = p, .args = &ga.a}};
+    ga.later[0] = 0;
+    gs.later[7] = 9;
+    assert_refused_at(edgert_step(b, &gs.op, 1, err, sizeof err), err,
+                      offsetof(__typeof__(gs), later) + 7);
+    gs.later[7] = 0;
+    assert_int_equal(edgert_step(b, &gs.op, 1, err, sizeof err), EDGERT_OK);
+    assert_int_equal(edgert_gemm(b, p, &ga.a, err, sizeof err), EDGERT_OK);
+
+    struct {
+        edgert_quantize_options o;
+        unsigned char later[16];
+    } gq = {.o = {.struct_size = sizeof gq}};
+    gq.later[1] = 1;
+    assert_refused_at(edgert_checkpoint_quantize("in.safetensors", "out.safetensors", &gq.o, err,
+                                                 sizeof err),
+                      err, offsetof(__typeof__(gq), later) + 1);
+
+    edgert_packed_free(p);
+    edgert_qtensor_free(&q);
+    edgert_backend_close(b);
+    edgert_close(ctx);
+}
+
 /* ---- what the library writes into a caller's struct ------------------------------- */
 
 /* Bytes [EDGERT_QTENSOR_V1_SIZE, +64) of a buffer the library filled as an
@@ -496,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_abi2_plugins_that_load),
         cmocka_unit_test(test_abi2_contract_breaches_caught),
         cmocka_unit_test(test_callers_structs_by_size),
+        cmocka_unit_test(test_newer_callers_unknown_fields),
         cmocka_unit_test(test_library_writes_callers_size),
         cmocka_unit_test(test_gate_without_memory_still_rejects),
     };

@@ -881,6 +881,29 @@ static void test_decode_ranges_refused(void **state)
     edgert_close(ctx);
     ctx = open_fx(f, 0, NULL);
     assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_min));
+    /* a newer header's larger struct: its unknown bytes zero, or refused
+     * naming the item and the first non-zero byte (nothing stored) */
+    struct grown {
+        edgert_evidence e;
+        unsigned char later[16];
+    } gr[2] = {{.e = evs("test-fast", 90.0, 89.0, 91.0)},
+               {.e = evs("test-good", 91.0, 90.0, 92.0)}};
+    gr[0].e.struct_size = gr[1].e.struct_size = sizeof gr[0];
+    gr[1].later[5] = 1;
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &gr[0].e, 2, err, sizeof err),
+                     EDGERT_E_USAGE);
+    char want[96];
+    snprintf(want, sizeof want, "item 1.struct_size %zu is larger than this library's "
+             "edgert_evidence", sizeof gr[0]);
+    assert_non_null(strstr(err, want));
+    snprintf(want, sizeof want, "byte %zu is not zero", offsetof(struct grown, later) + 5);
+    assert_non_null(strstr(err, want));
+    assert_true(isnan(edgert_candidate_find(ctx, "test-good")->measured_decode_min));
+    gr[1].later[5] = 0;
+    assert_int_equal(edgert_evidence_store(ctx, NULL, &gr[0].e, 2, err, sizeof err), EDGERT_OK);
+    edgert_close(ctx);
+    ctx = open_fx(f, 0, NULL);
+    assert_true(edgert_candidate_find(ctx, "test-good")->measured_decode_min == 90.0);
     edgert_close(ctx);
 
     /* fast's range below its median, three's zeros; then good's below 0 */

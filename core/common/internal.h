@@ -57,6 +57,16 @@ int er_path_exists(const char *sysroot, const char *path);
  *  ARM64 DC CIVAC), so that the next read streams from memory; nothing on
  *  other architectures. Any range: unaligned, empty. The bytes are kept. */
 void er_cache_evict(const void *p, size_t n);
+/** A caller's struct of `given` bytes (its struct_size) where this library
+ *  knows `known` (its sizeof): EDGERT_OK when given <= known or every byte
+ *  of [known, given) is 0 (a program built against a newer header that set
+ *  nothing this library would ignore); else EDGERT_E_USAGE, err naming the
+ *  first non-zero byte's offset: a field this library does not know was
+ *  set, and silently ignoring it could undo what the caller asked (as
+ *  Linux's copy_struct_from_user). `what` names the struct for the message
+ *  ("edgert_open: options"). */
+edgert_status er_check_unknown_tail(const void *p, size_t given, size_t known, const char *what,
+                                    const char *type, char *err, size_t len);
 /** [lo, hi] is a measured decode median v's range (calibrate's rounds,
  *  first contact's calls): 0 <= lo <= v <= hi, NaN anywhere false. The one
  *  rule for what is stored, read and compared as a range. */

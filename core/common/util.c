@@ -183,3 +183,18 @@ void er_cache_evict(const void *p, size_t n)
     (void)end;
 #endif
 }
+
+edgert_status er_check_unknown_tail(const void *p, size_t given, size_t known, const char *what,
+                                    const char *type, char *err, size_t len)
+{
+    const unsigned char *b = p;
+    for (size_t i = known; i < given; i++)
+        if (b[i] != 0)
+            return er_fail(EDGERT_E_USAGE, err, len,
+                           "%s.struct_size %zu is larger than this library's %s (%zu bytes) "
+                           "and byte %zu is not zero: a field this library does not know is "
+                           "set (the program was built against a newer edgert header); "
+                           "zero-initialise the struct, or use a newer libedgert",
+                           what, given, type, known, i);
+    return EDGERT_OK;
+}

@@ -76,10 +76,10 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
     ctx->strict = o->strict;
     ctx->no_evidence = o->no_evidence;
     /* appended after version 1: read only when the caller's struct has it */
-    if (o->struct_size >= offsetof(edgert_options, no_env_selection) + sizeof(int))
+    if (o->struct_size >= EDGERT_OPTIONS_V2_SIZE) {
         ctx->no_env_selection = o->no_env_selection;
-    if (o->struct_size >= offsetof(edgert_options, defer_load) + sizeof(int))
         ctx->defer_load = o->defer_load;
+    }
     ctx->stage_fd = -1; /* set only in the sandbox's child */
     ctx->log = o->log;
     ctx->log_user = o->log_user;
@@ -202,7 +202,9 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
                                   "sizeof(edgert_options))", o->struct_size);
         return EDGERT_E_USAGE;
     }
-    if (check_options(o, err, err_len) != 0)
+    if (er_check_unknown_tail(o, o->struct_size, sizeof *o, "edgert_open: options",
+                              "edgert_options", err, err_len) != EDGERT_OK ||
+        check_options(o, err, err_len) != 0)
         return EDGERT_E_USAGE;
     edgert_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
@@ -218,7 +220,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
     if (st != EDGERT_OK)
         goto fail;
     st = er_discover(ctx, o, err, err_len);
-    if (st == EDGERT_OK && o->struct_size >= offsetof(edgert_options, weights) + sizeof(char *) &&
+    if (st == EDGERT_OK && o->struct_size >= EDGERT_OPTIONS_V3_SIZE &&
         o->weights)
         st = er_weights_summary(ctx, o->weights, err, err_len);
     if (st != EDGERT_OK)

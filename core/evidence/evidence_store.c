@@ -98,7 +98,7 @@ static const edgert_evidence *item(const edgert_evidence *items, size_t i)
  * struct_size bytes, covers keep_unmeasured and it is 1). */
 static int keeps(const edgert_evidence *e, uint32_t struct_size)
 {
-    return struct_size >= offsetof(edgert_evidence, keep_unmeasured) + sizeof(int) &&
+    return struct_size >= EDGERT_EVIDENCE_V4_SIZE &&
            e->keep_unmeasured == 1;
 }
 
@@ -118,7 +118,7 @@ static const char *figure_out_of_range(const edgert_evidence *e)
         return "sqnr_min_db must not be -inf";
     if (e->correct < -1 || e->correct > 1)
         return "correct must be 1, 0 or -1";
-    if (e->struct_size >= offsetof(edgert_evidence, keep_unmeasured) + sizeof(int) &&
+    if (e->struct_size >= EDGERT_EVIDENCE_V4_SIZE &&
         e->keep_unmeasured != 0 && e->keep_unmeasured != 1)
         return "keep_unmeasured must be 0 or 1";
     return NULL;
@@ -238,7 +238,7 @@ static int write_kept(FILE *f, edgert_ctx *ctx, const char *path, er_yaml *y, ya
 static void decode_range(const edgert_evidence *e, uint32_t struct_size, double *lo, double *hi)
 {
     *lo = *hi = NAN;
-    if (struct_size < offsetof(edgert_evidence, decode_tokens_per_s_max) + sizeof(double))
+    if (struct_size < EDGERT_EVIDENCE_V2_SIZE)
         return;
     if (er_is_range(e->decode_tokens_per_s_min, e->decode_tokens_per_s,
                  e->decode_tokens_per_s_max)) {
@@ -257,14 +257,9 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint
     const int old_rate = was && isnan(e->decode_tokens_per_s);
     double lo, hi;
     decode_range(e, struct_size, &lo, &hi);
-    /* appended later in version 1 too: only when the caller's struct has them */
-    unsigned tokens = struct_size >= offsetof(edgert_evidence, top1_tokens) + sizeof(unsigned)
-                          ? e->top1_tokens
-                          : 0u;
-    const char *source = struct_size >= offsetof(edgert_evidence, fidelity_source) +
-                                            sizeof(const char *)
-                             ? e->fidelity_source
-                             : NULL;
+    /* appended regions: only when the caller's struct has them */
+    unsigned tokens = struct_size >= EDGERT_EVIDENCE_V3_SIZE ? e->top1_tokens : 0u;
+    const char *source = struct_size >= EDGERT_EVIDENCE_V4_SIZE ? e->fidelity_source : NULL;
     const int old_fidelity = was && isnan(e->top1_agreement) && isnan(e->kl_mean);
     if (old_fidelity)
         source = ev_str(y, was, "fidelity_source");
@@ -423,6 +418,11 @@ static edgert_status check_store(edgert_ctx *ctx, const char **path, const edger
     }
     for (size_t i = 0; i < count; i++) {
         const edgert_evidence *e = item(items, i);
+        char what[64];
+        snprintf(what, sizeof what, "edgert_evidence_store: item %zu", i);
+        if (er_check_unknown_tail(e, items[0].struct_size, sizeof *e, what, "edgert_evidence",
+                                  err, err_len) != EDGERT_OK)
+            return EDGERT_E_USAGE;
         const char *bad = figure_out_of_range(e);
         if (!e->backend || bad) {
             edgert_errf(err, err_len, "edgert_evidence_store: item %zu: %s", i,

@@ -201,6 +201,9 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
                       : w->n == 0 || w->k == 0 || w->group == 0       ? "n, k and group must be > 0"
                       : !w->codes || !w->scales ? "weights.codes and weights.scales must be set"
                                                 : NULL;
+    if (!bad && er_check_unknown_tail(w, w->struct_size, sizeof *w, "edgert_pack: weights",
+                                      "edgert_qweights", err, err_len) != EDGERT_OK)
+        return EDGERT_E_USAGE;
     if (bad) {
         edgert_errf(err, err_len, "edgert_pack: bad arguments: %s", bad);
         return EDGERT_E_USAGE;
@@ -284,6 +287,10 @@ edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape,
                                  "group > 0, data, size > 0 and out)");
         return EDGERT_E_USAGE;
     }
+    if (er_check_unknown_tail(shape, shape->struct_size, sizeof *shape,
+                              "edgert_packed_map: shape", "edgert_qweights", err,
+                              err_len) != EDGERT_OK)
+        return EDGERT_E_USAGE;
     *out = NULL;
     const er_cand *c = b->cand;
     const char *tensor = shape->name ? shape->name : "weights";
@@ -394,6 +401,13 @@ static edgert_status gemm_check(const edgert_backend *b, const edgert_packed *p,
         edgert_errf(err, err_len, "%s: bad arguments: %s", who, bad);
         return EDGERT_E_USAGE;
     }
+    if (a->struct_size > sizeof *a) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: args", who);
+        if (er_check_unknown_tail(a, a->struct_size, sizeof *a, what, "edgert_gemm_args", err,
+                                  err_len) != EDGERT_OK)
+            return EDGERT_E_USAGE;
+    }
     if (p->b != b) {
         /* The packed layout may depend on the instance's code path. */
         if (p->b->cand == b->cand)
@@ -481,6 +495,9 @@ static edgert_status step_check(const edgert_backend *b, const edgert_step_op *o
                         (unsigned)ops[0].struct_size);
             return EDGERT_E_USAGE;
         }
+        if (er_check_unknown_tail(op, op->struct_size, sizeof *op, who, "edgert_step_op", err,
+                                  err_len) != EDGERT_OK)
+            return EDGERT_E_USAGE;
         edgert_status st = gemm_check(b, op->weights, op->args, who, err, err_len);
         if (st != EDGERT_OK)
             return st;

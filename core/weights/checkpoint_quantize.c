@@ -310,6 +310,9 @@ static edgert_status check_options(const char *in, const char *out,
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: options.struct_size "
                        "%u is smaller than version 1's %zu", o->struct_size,
                        (size_t)EDGERT_QUANTIZE_OPTIONS_V1_SIZE);
+    if (er_check_unknown_tail(o, o->struct_size, sizeof *o, "edgert_checkpoint_quantize: options",
+                              "edgert_quantize_options", err, len) != EDGERT_OK)
+        return EDGERT_E_USAGE;
     if (o->symmetric != 0 && o->symmetric != 1)
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: symmetric must be "
                        "0 or 1");

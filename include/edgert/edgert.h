@@ -14,7 +14,8 @@
  *
  * Length: over 700 lines because every call's contract is written at its
  * declaration (what is checked, what is kept, which version added it), and
- * an integrator reads one header for one call sequence (export.h aside).
+ * an integrator reads one header for one call sequence; checkpoints,
+ * evidence and export have their own headers, which this one includes.
  *
  * Everything lives behind the edgert_ctx handle: no global mutable state, two
  * handles in one process do not interfere. A handle is not safe for concurrent
@@ -336,6 +337,7 @@ typedef struct edgert_options {
                                          EDGERT_LOG, else EDGERT_LOG_WARN; another value
                                          is E_USAGE */
     /* ---- version 1 ends here (EDGERT_OPTIONS_V1_SIZE); fields only ever append ---- */
+    /* ---- version 2 (edgert 0.1.0), to EDGERT_OPTIONS_V2_SIZE ---- */
     int no_env_selection;           /**< 1: EDGERT_PRIORITY and EDGERT_BACKEND do not
                                          replace edgert_select's arguments (a program
                                          whose own command line is the operator's
@@ -346,7 +348,7 @@ typedef struct edgert_options {
                                          it ranks (only the forced backend when one is
                                          named) and edgert_backend_open / edgert_export
                                          load theirs on demand */
-    /* ---- appended: read only when struct_size covers them ---- */
+    /* ---- version 3 (edgert 0.1.0), to EDGERT_OPTIONS_V3_SIZE ---- */
     const char *weights;            /**< a checkpoint (edgert_checkpoint_open) the
                                          selection is for: backends whose manifest
                                          layout cannot take it fail the gate
@@ -362,8 +364,16 @@ typedef struct edgert_options {
                                          edgert_open's error. */
 } edgert_options;
 
-/** Size of edgert_options in its first version: the least struct_size accepted. */
+/** Size of edgert_options in its first version: the least struct_size accepted.
+ *  Each appended region is read only when struct_size covers its size macro;
+ *  a struct_size past sizeof(edgert_options) is accepted only when the bytes
+ *  this library does not know are all zero (else EDGERT_E_USAGE naming the
+ *  first non-zero byte's offset). */
 #define EDGERT_OPTIONS_V1_SIZE (offsetof(edgert_options, log_level) + sizeof(int))
+/** Through defer_load: no_env_selection and defer_load are read. */
+#define EDGERT_OPTIONS_V2_SIZE (offsetof(edgert_options, defer_load) + sizeof(int))
+/** Through weights: the layout gate's checkpoint is read. */
+#define EDGERT_OPTIONS_V3_SIZE (offsetof(edgert_options, weights) + sizeof(const char *))
 
 /** Open a handle (`options` NULL: every field's default). On failure *out
  *  is NULL and err explains. A bad manifest is
@@ -373,7 +383,22 @@ typedef struct edgert_options {
  *  read, is no file or folder, or is writable by others or owned by another
  *  user (neither root nor the effective one) as root is
  *  EDGERT_E_IO; options that mean nothing (a NULL or empty path, a log level
- *  past debug) are EDGERT_E_USAGE. */
+ *  past debug) are EDGERT_E_USAGE; a struct_size past this library's
+ *  edgert_options with a non-zero byte it does not know is EDGERT_E_USAGE.
+ *
+ *  What it does to the process, in live mode (no device_profile) and unless
+ *  defer_load is set: every candidate that passed its gates meets a first
+ *  contact in a child process: edgert_open fork()s, the child dlopen()s the
+ *  plugin and self-tests it, and the caller's thread waits for it, up to
+ *  EDGERT_SANDBOX_TIMEOUT seconds (default 60) per plugin before the child
+ *  is killed; the verdict is cached per device and plugin file under
+ *  $XDG_CACHE_HOME/edgert/first-contact/ (~/.cache/...), so later opens skip
+ *  the child. The child is reaped before edgert_open returns, and SIGCHLD's
+ *  disposition is left as it was. Then the plugins that passed are loaded
+ *  into this process (their constructors run here) and self-tested again; a
+ *  thread pool of options.threads is started on first use. With defer_load
+ *  that happens in edgert_select / edgert_backend_open instead, for what
+ *  they rank or open; in plan mode no plugin code runs at all. */
 EDGERT_API edgert_status edgert_open(const edgert_options *options, edgert_ctx **out, char *err,
                                      size_t err_len);
 /** Close a handle (NULL is fine) and unload its plugins. Free what was made
@@ -631,339 +656,6 @@ typedef struct edgert_step_op {
 EDGERT_API edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t count,
                                      char *err, size_t err_len);
 
-/**
- * Run an export-only backend (EDGERT_CAP_EXPORT, e.g. npu-export): the plugin
- * writes its artifact into the existing directory `out_dir`; `request` is the
- * plugin's key=value list, one per line (see the plugin's header comment).
- * The backend must be eligible for the handle's device (live, or the profiled
- * device in plan mode). The export runs on THIS host, so in plan mode the core
- * loads the plugin on demand, with the gates plan mode skipped: library file,
- * checksum, dlopen, ABI, init, self-test (same reason codes; on failure they
- * are added to the candidate, which becomes ineligible). A plugin without the
- * capability is EDGERT_E_UNSUPPORTED, the error saying
- * MISSING_CAPABILITY(export); the candidate keeps its verdict (its GEMM
- * stays eligible).
- */
-EDGERT_API edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *out_dir,
-                                       const char *request, char *err, size_t err_len);
-
-/* --- canonical weights helpers ----------------------------------------- */
-
-/** Owning canonical tensor; `view` points into the owned buffers. Filled
- *  by edgert_quantize_rtn and edgert_checkpoint_layer_weights, which write
- *  its first EDGERT_QTENSOR_V1_SIZE bytes and none past them: the buffers,
- *  then `view`'s version-1 fields (view.struct_size is
- *  EDGERT_QWEIGHTS_V1_SIZE). `view` comes last because edgert_qweights
- *  grows by the plugin ABI's rules: then neither the buffers move nor does
- *  the library write past a smaller edgert_qtensor, so a program built
- *  against an older header runs with a newer libedgert. No field is ever
- *  added here; a newer view's fields would come with a new function. */
-typedef struct edgert_qtensor {
-    uint8_t *codes;
-    float *scales;
-    uint8_t *zeros;       /**< NULL when symmetric */
-    edgert_qweights view; /**< last, see above */
-} edgert_qtensor;
-
-/** The bytes of edgert_qtensor the library writes. */
-#define EDGERT_QTENSOR_V1_SIZE (offsetof(edgert_qtensor, view) + EDGERT_QWEIGHTS_V1_SIZE)
-
-/** Round-to-nearest quantization of dense fp32 W[n][k] to canonical int4.
- *  symmetric: z = 8, s = max|w| / 7 (codes clamp to [1,15] .. [0,15]);
- *  asymmetric: s = (max - min) / 15, z = round(-min / s) clamped to [0,15].
- *  *out is written whole (free a tensor it held first: edgert_qtensor_free)
- *  and holds nothing on failure: EDGERT_E_USAGE for a NULL argument, n, k
- *  or group 0, or a weight that is not finite; EDGERT_E_NOMEM when the
- *  buffers cannot be had. */
-EDGERT_API edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32_t group,
-                                             int symmetric, edgert_qtensor *out);
-EDGERT_API void edgert_qtensor_free(edgert_qtensor *t);
-/** out[n][k] = s * (q - z). */
-EDGERT_API void edgert_dequantize(const edgert_qweights *w, float *out);
-/** Code of W[row][col]. */
-static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint32_t col)
-{
-    uint8_t b = w->codes[(size_t)row * ((w->k + 1u) / 2u) + col / 2u];
-    return (col & 1u) ? (unsigned)(b >> 4) : (unsigned)(b & 15u);
-}
-
-/* --- checkpoints: a user's own weights ----------------------------------- */
-
-/**
- * A weights file opened and validated: a GPTQ int4 checkpoint, a dense
- * F32/F16/BF16 one (safetensors), or a packed file `edgert pack` wrote for
- * one backend. The file is mapped read-only; tensors are used in place.
- * Everything is validated at open (README "Your own weights" has the rules), so a
- * malformed file fails there with EDGERT_E_PARSE and a message naming the
- * file and the tensor. The one exception is a dense layer's values, which
- * would mean reading the whole file: a NaN or infinite weight fails
- * edgert_checkpoint_layer_weights (and so packing) with EDGERT_E_PARSE.
- *
- * Linear layers: in a GPTQ file every prefix P with P.qweight, P.qzeros and
- * P.scales (P.g_idx optional); in a dense file (and for the dense tensors of
- * a GPTQ file, e.g. an unquantized head) every 2-D float tensor "P.weight"
- * whose name does not mark an embedding ("embed", "wte", "word_embeddings"):
- * embeddings are looked up, not multiplied. A head tied to the token
- * embedding (no layer is an output head: "lm_head", "embed_out", "output")
- * is listed last as a dense layer "lm_head" whose weights are the token
- * embedding's ("embed_tokens", "wte", "word_embeddings", "embed_in"), as
- * edgert_checkpoint_quantize unties it; in a GPTQ file it is a dense layer
- * too, quantized (round to nearest, groups as below) when it is packed.
- */
-typedef struct edgert_checkpoint edgert_checkpoint;
-
-/** One linear layer of a checkpoint. Read-only; owned by the checkpoint. */
-typedef struct edgert_layer {
-    const char *name;      /**< the tensors' prefix, e.g. "model.layers.0.mlp.down_proj";
-                                "lm_head" for a tied head (the embedding's tensor) */
-    uint32_t n, k;         /**< W[n][k]: output channels, inputs */
-    uint32_t group;        /**< group size along K; 0 for a dense layer */
-    int symmetric;         /**< 1: every zero point is 8; 0: asymmetric; -1: dense */
-    /** "gptq-v1", "gptq-v2", "dense-f32", "dense-f16", "dense-bf16" or "packed" */
-    const char *format;
-} edgert_layer;
-
-/** Open and validate `path`. On failure *out is NULL and err explains:
- *  EDGERT_E_IO (cannot be read, or not a regular file), EDGERT_E_PARSE
- *  (malformed, with file and tensor), EDGERT_E_UNSUPPORTED (valid but
- *  refused, e.g. act-order). */
-EDGERT_API edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out,
-                                                char *err, size_t err_len);
-EDGERT_API void edgert_checkpoint_close(edgert_checkpoint *c);
-/** "gptq", "dense" or "packed". */
-EDGERT_API const char *edgert_checkpoint_kind(const edgert_checkpoint *c);
-/** Where the GPTQ settings came from: "metadata", "<dir>/quantize_config.json"
- *  or "inferred from the tensors"; "" for other kinds. */
-EDGERT_API const char *edgert_checkpoint_config_source(const edgert_checkpoint *c);
-EDGERT_API size_t edgert_checkpoint_layer_count(const edgert_checkpoint *c);
-EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoint *c, size_t i);
-/**
- * Layer i as canonical int4 weights (an owning edgert_qtensor, freed with
- * edgert_qtensor_free; view.name is the layer's name while the checkpoint is
- * open). GPTQ codes, zeros and fp16 scales are converted (GPTQ stores W
- * transposed, so this is a copy); a dense layer is quantized by round to
- * nearest, asymmetric, in the file's dense group: the largest of 128, 64
- * and 32 dividing every dense layer's K (64 for SmolLM2's 576 and 1536),
- * else 128 with partial last groups; one group when K is smaller
- * (`edgert quantize` writes a file that skips
- * this; edgert_checkpoint_layer_packed and edgert_checkpoint_pack quantize
- * it symmetric instead for a backend whose layout is symmetric, such as
- * amx-w4a8); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
- * EDGERT_E_UNSUPPORTED: map it with edgert_checkpoint_layer_packed.
- */
-EDGERT_API edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i,
-                                                         edgert_qtensor *out, char *err,
-                                                         size_t err_len);
-
-/**
- * Rows [row0, row0 + rows) of layer i as dense fp32 W[rows][k] into out: a
- * dense layer's own values, a GPTQ layer dequantized (w = s (q - z)). What
- * a fidelity check compares a backend with. A packed layer is
- * EDGERT_E_UNSUPPORTED (it holds one backend's bytes only).
- */
-EDGERT_API edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i,
-                                                       uint32_t row0, uint32_t rows, float *out,
-                                                       char *err, size_t err_len);
-/**
- * Drop layer i's pages of the mapped file from this process's resident
- * memory. The file stays mapped and every call above still works: a later
- * read pages them in again from the file. For a caller that has packed a
- * layer and will not read it again soon, so that what stays resident is
- * the packed copy, not both (edgert_checkpoint_pack does it itself). Pages
- * a tensor shares with its neighbours in the file stay. NULL or i out of
- * range: nothing.
- */
-EDGERT_API void edgert_checkpoint_layer_release(edgert_checkpoint *c, size_t i);
-/**
- * Whether `path`, a packed file, is what packing `src` for backend `b` would
- * write now: its format version, backend name, packed layout and plugin
- * file (XXH3) match `b`, and every layer's source tensors (XXH3) match
- * `src`'s. EDGERT_OK when it is; EDGERT_E_NOT_FOUND when there is no file;
- * otherwise the status says why it cannot be used (EDGERT_E_PARSE: not a
- * valid packed file; EDGERT_E_UNSUPPORTED: keys differ) and err names the
- * first key that differs.
- */
-EDGERT_API edgert_status edgert_checkpoint_pack_check(edgert_backend *b, edgert_checkpoint *src,
-                                                      const char *path, char *err,
-                                                      size_t err_len);
-/**
- * Pack every layer of `src` (GPTQ or dense) for backend `b` into `path`: a
- * safetensors file whose metadata holds the keys above and whose tensors
- * "<layer>.packed" hold the plugin's packed bytes, each at a 4 KiB boundary,
- * so a later run maps them with edgert_checkpoint_layer_packed and runs
- * edgert_gemm with no repacking. One layer is converted and packed at a
- * time. Written to a temporary file and renamed: nothing partial is left.
- * EDGERT_E_UNSUPPORTED when the backend cannot map its packed form (an
- * ABI-1 plugin) or refuses a layer (LAYOUT: e.g. asymmetric zero points
- * for a symmetric backend).
- */
-EDGERT_API edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src,
-                                                const char *path, char *err, size_t err_len);
-/**
- * Layer i as packed weights for backend `b`: mapped in place from a packed
- * file (after checking that its backend, layout and plugin file are `b`'s),
- * or converted and packed from a GPTQ or dense checkpoint (a dense layer
- * quantized the way b's layout takes: symmetric or asymmetric). Freed with
- * edgert_packed_free, before the checkpoint is closed.
- */
-EDGERT_API edgert_status edgert_checkpoint_layer_packed(edgert_checkpoint *c, size_t i,
-                                                        edgert_backend *b, edgert_packed **out,
-                                                        char *err, size_t err_len);
-
-/** Options of edgert_checkpoint_quantize. Zero-initialise, set struct_size. */
-typedef struct edgert_quantize_options {
-    uint32_t struct_size; /**< sizeof(edgert_quantize_options) */
-    int symmetric;        /**< 1: z = 8, s = max|w| / 7; 0: asymmetric with z >= 1 */
-    uint32_t group;       /**< group size along K; 0 = 128 */
-    unsigned threads;     /**< 0 = all logical cores */
-} edgert_quantize_options;
-/** Size of edgert_quantize_options in its first version. */
-#define EDGERT_QUANTIZE_OPTIONS_V1_SIZE                                                          \
-    (offsetof(edgert_quantize_options, threads) + sizeof(unsigned))
-
-/**
- * Quantize a dense checkpoint (`in`, safetensors F32/F16/BF16) to a GPTQ
- * int4 checkpoint `out` by round to nearest: every linear layer (as listed
- * above) becomes P.qweight/P.qzeros/P.scales/P.g_idx in GPTQ's v1 layout
- * (zero points stored minus one; the asymmetric quantizer never needs a
- * zero point of 0, which v1 cannot store), every other tensor is copied as
- * it is. A head tied to the embedding (no output head: lm_head, embed_out or
- * output) is untied: the embedding stays dense and "lm_head" is quantized
- * from it (the layer edgert_checkpoint_open lists for the input file too). The settings go
- * into the file's metadata and into quantize_config.json beside `out`.
- * One layer is in memory at a time. `out` appears only complete (written to a
- * temporary file and renamed); on failure nothing is left behind.
- * EDGERT_E_PARSE for a malformed input (a non-finite weight included; one
- * without a linear layer too, as for edgert_checkpoint_open),
- * EDGERT_E_USAGE for bad options or an input that is already quantized, has
- * a layer with K not a multiple of 8 (GPTQ packs 8 codes per int32), a
- * linear layer in a float it does not read (F64), a tensor of a dtype
- * edgert does not know (it could not be copied) or a scale beyond fp16's
- * range, EDGERT_E_IO for an input that cannot be read
- * (or is not a regular file) and for a write failure.
- */
-EDGERT_API edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
-                                                    const edgert_quantize_options *options,
-                                                    char *err, size_t err_len);
-
-/* --- evidence: figures measured on this device -------------------------- */
-
-/** One backend's measured figures (NaN where not measured). */
-typedef struct edgert_evidence {
-    uint32_t struct_size;       /**< sizeof(edgert_evidence) */
-    const char *backend;        /**< candidate name; its library's XXH3 is recorded */
-    double decode_tokens_per_s; /**< GEMM-only decode step rate on `workload` */
-    double prefill_gflops;
-    double top1_agreement;      /**< vs dense fp32, output-head projection */
-    double kl_mean;
-    double sqnr_min_db;         /**< worst workload shape */
-    unsigned threads;
-    const char *workload;       /**< e.g. "spark-1.7b" */
-    int correct;                /**< 1 passed verify, 0 failed (then the backend is
-                                     not eligible: FAILED_VERIFY), -1 not checked */
-    /* ---- version 1 ends here (EDGERT_EVIDENCE_V1_SIZE) ---- */
-    /** The slowest and fastest round of the decode rate's median: the range
-     *  the selector compares (edgert_candidate.measured_decode_min). Kept
-     *  only when 0 <= min <= decode_tokens_per_s <= max (zeros from an
-     *  initializer that leaves them out are no range); read only when
-     *  struct_size covers them. */
-    double decode_tokens_per_s_min, decode_tokens_per_s_max;
-    /** The tokens top1_agreement was counted over (0: not known, then it is
-     *  compared as an exact value): what tells a difference of top-1 from
-     *  sampling noise (edgert_selection_fidelity_group). Read only when
-     *  struct_size covers it. */
-    unsigned top1_tokens;
-    /** 1: what this item leaves unmeasured (a NaN figure, top1_tokens 0,
-     *  `correct` -1) keeps what the file holds for the same device, backend
-     *  and plugin file, so figures measured apart make one entry:
-     *  `edgert run --compare --store`'s fidelity beside `edgert calibrate`'s
-     *  rates. A decode rate kept keeps its range, series, threads, workload
-     *  and time. 0: the entry is replaced whole. Read only when struct_size
-     *  covers it. */
-    int keep_unmeasured;
-    /** What top1_agreement and kl_mean were measured on when not `workload`'s
-     *  verify, as a reader would want it named ("model /models/smollm2,
-     *  12 prompts x 64 tokens, against its fp32 reference"); NULL: verify's.
-     *  Given back as edgert_candidate.measured_fidelity_source. Read only
-     *  when struct_size covers it. */
-    const char *fidelity_source;
-} edgert_evidence;
-
-/** Size of edgert_evidence in its first version: the least struct_size
- *  accepted. Set struct_size to sizeof(edgert_evidence), not to this: an
- *  array passed to edgert_evidence_store is walked with its elements' own
- *  struct_size as the stride (so a caller built against an older header
- *  still works), and this size is not a stride (version 1's sizeof has tail
- *  padding), so more than one item with it is refused. */
-#define EDGERT_EVIDENCE_V1_SIZE (offsetof(edgert_evidence, correct) + sizeof(int))
-
-/**
- * The evidence file this handle reads and, by default, writes:
- * options.evidence_file, else $XDG_CACHE_HOME/edgert/evidence.json, else
- * $HOME/.cache/edgert/evidence.json. NULL when none can be named.
- */
-EDGERT_API const char *edgert_evidence_path(const edgert_ctx *ctx);
-/** Hex XXH3-64 of the device facts evidence is keyed by (arch, class, CPU
- *  flags, OS-disabled flags, cores, name, total memory in GiB). */
-EDGERT_API const char *edgert_device_fingerprint(const edgert_ctx *ctx);
-/**
- * Merge `items` for this device into the evidence file (`path`, or
- * edgert_evidence_path when NULL): entries for the same device and backend
- * are replaced (whole, unless the item's keep_unmeasured keeps what it
- * leaves unmeasured), others kept. Each entry records the backend's library XXH3,
- * so evidence for a changed plugin file is ignored when read. The items of
- * one call are one *series* (edgert_candidate.measured_series): the
- * selector compares a tier by calibrated decode rates only when they are
- * one series, so store figures measured together (interleaved, in the same
- * windows) in one call, as `edgert calibrate` does. Written to a
- * temporary file in the same folder, then renamed, all under an exclusive
- * lock on <path>.lock (created and kept): an interrupted write never leaves
- * a corrupt file, and two stores at once (two handles, two processes) each
- * keep the other's entries. An existing file that is corrupt is moved aside
- * (<path>.corrupt-<UTC time>, never over another file) with a warning naming
- * both paths, and a new file is started; one that cannot be read now (an
- * I/O error) is left as it is and EDGERT_E_IO returned. A failed verify is
- * never dropped silently (figures without a verdict keep it). Missing
- * folders of `path` are created (mode 0700).
- * Nothing is written, and EDGERT_E_USAGE says which item and field, when an
- * item's figures are outside their meaning: a rate (decode_tokens_per_s,
- * prefill_gflops) <= 0 or infinite, top1_agreement outside [0, 1], kl_mean
- * < 0, sqnr_min_db -inf (+inf: exact output), `correct` other than 1, 0 or
- * -1, keep_unmeasured other than 0 or 1 (NaN is always "not measured");
- * when two items name one backend; when
- * struct_size is below version 1's, or is no stride (not a multiple of the
- * struct's alignment) for more than one item. A `path` that is not a
- * regular file (a folder) is EDGERT_E_IO, and left as it is.
- * Live mode only (plan-mode handles describe another device).
- */
-EDGERT_API edgert_status edgert_evidence_store(edgert_ctx *ctx, const char *path,
-                                               const edgert_evidence *items, size_t count,
-                                               char *err, size_t err_len);
-
-/* --- integrity ------------------------------------------------------------ */
-
-/** Bytes of "xxh3-64:" + 16 hex digits + NUL. */
-#define EDGERT_CHECKSUM_LEN 25u
-
-/** The checksum a manifest's `checksum` field expects for `path`:
- *  "xxh3-64:<16 lowercase hex digits>" into out (at least
- *  EDGERT_CHECKSUM_LEN bytes). EDGERT_E_IO when the file cannot be read. */
-EDGERT_API edgert_status edgert_checksum_file(const char *path, char *out, size_t out_len,
-                                              char *err, size_t err_len);
-/**
- * Write the checksum of a manifest's library into its `checksum` field: the
- * value is replaced in place, or a `checksum:` line is added after `library`;
- * the rest of the file (comments, order) is kept. The manifest is validated
- * before and after; the new file replaces the old one atomically, and a
- * failure leaves it untouched. A manifest that is a symlink stays one: the
- * file it names is stamped. The checksum written goes to checksum_out
- * (NULL, or EDGERT_CHECKSUM_LEN bytes at least). EDGERT_E_PARSE for a bad
- * manifest, EDGERT_E_USAGE for one without a library (or a short
- * checksum_out), EDGERT_E_IO when a file cannot be read or written.
- */
-EDGERT_API edgert_status edgert_manifest_stamp(const char *manifest, char *checksum_out,
-                                               size_t out_len, char *err, size_t err_len);
-
 /* --- names --------------------------------------------------------------- */
 /** The version of the running libedgert, e.g. "0.1.0" (EDGERT_VERSION_STRING
  *  is the one of the headers a program was built with). Never NULL. */
@@ -989,4 +681,12 @@ EDGERT_API int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out);
 #ifdef __cplusplus
 }
 #endif
+
+/* The topic headers, so one include gives the whole API: a user's own
+ * weights (checkpoint.h), measured evidence and file integrity
+ * (evidence.h), exports for an NPU (export.h). */
+#include "edgert/checkpoint.h"
+#include "edgert/evidence.h"
+#include "edgert/export.h"
+
 #endif /* EDGERT_EDGERT_H */

@@ -37,6 +37,12 @@
 #ifndef EDGERT_EXPORT_H
 #define EDGERT_EXPORT_H
 
+#include "edgert/edgert.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- request keys every export backend accepts ---- */
 /** Dense weights, safetensors: tensors "<proj>.weight" [N][K]. Required. */
 #define EDGERT_EXPORT_KEY_WEIGHTS "weights"
@@ -63,4 +69,24 @@
 /** The member of the report, set to 1, that marks an edgert export. */
 #define EDGERT_EXPORT_REPORT_MARKER "edgert_export_report"
 
+/* ---- the call ---- */
+/**
+ * Run an export-only backend (EDGERT_CAP_EXPORT, e.g. npu-export): the plugin
+ * writes its artifact into the existing directory `out_dir`; `request` is the
+ * plugin's key=value list, one per line (see the plugin's header comment).
+ * The backend must be eligible for the handle's device (live, or the profiled
+ * device in plan mode). The export runs on THIS host, so in plan mode the core
+ * loads the plugin on demand, with the gates plan mode skipped: library file,
+ * checksum, dlopen, ABI, init, self-test (same reason codes; on failure they
+ * are added to the candidate, which becomes ineligible). A plugin without the
+ * capability is EDGERT_E_UNSUPPORTED, the error saying
+ * MISSING_CAPABILITY(export); the candidate keeps its verdict (its GEMM
+ * stays eligible).
+ */
+EDGERT_API edgert_status edgert_export(edgert_ctx *ctx, const char *backend, const char *out_dir,
+                                       const char *request, char *err, size_t err_len);
+
+#ifdef __cplusplus
+}
+#endif
 #endif /* EDGERT_EXPORT_H */

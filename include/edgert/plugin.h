@@ -91,36 +91,39 @@ typedef enum edgert_log_level {
  * CPU feature bits, as the core's probe found them *usable* (CPUID/HWCAP and,
  * on x86, enabled by the OS in XCR0; AMX also needs Linux's permission).
  * Names match Linux /proc/cpuinfo and the manifests' `requires.cpu_flags`.
+ * Each value is a bit position in edgert_host.cpu_flags and fixed for good.
  */
 typedef enum edgert_cpu_flag {
     /* x86-64 */
     EDGERT_CPU_SSE4_2 = 0,
-    EDGERT_CPU_AVX,
-    EDGERT_CPU_AVX2,
-    EDGERT_CPU_FMA,
-    EDGERT_CPU_F16C,
-    EDGERT_CPU_AVX_VNNI,
-    EDGERT_CPU_AVX512F,
-    EDGERT_CPU_AVX512BW,
-    EDGERT_CPU_AVX512VL,
-    EDGERT_CPU_AVX512DQ,
-    EDGERT_CPU_AVX512CD,
-    EDGERT_CPU_AVX512_VNNI,
-    EDGERT_CPU_AVX512_BF16,
-    EDGERT_CPU_AVX512_FP16,
-    EDGERT_CPU_AMX_TILE,
-    EDGERT_CPU_AMX_INT8,
-    EDGERT_CPU_AMX_BF16,
-    EDGERT_CPU_AMX_FP16,
+    EDGERT_CPU_AVX = 1,
+    EDGERT_CPU_AVX2 = 2,
+    EDGERT_CPU_FMA = 3,
+    EDGERT_CPU_F16C = 4,
+    EDGERT_CPU_AVX_VNNI = 5,
+    EDGERT_CPU_AVX512F = 6,
+    EDGERT_CPU_AVX512BW = 7,
+    EDGERT_CPU_AVX512VL = 8,
+    EDGERT_CPU_AVX512DQ = 9,
+    EDGERT_CPU_AVX512CD = 10,
+    EDGERT_CPU_AVX512_VNNI = 11,
+    EDGERT_CPU_AVX512_BF16 = 12,
+    EDGERT_CPU_AVX512_FP16 = 13,
+    EDGERT_CPU_AMX_TILE = 14,
+    EDGERT_CPU_AMX_INT8 = 15,
+    EDGERT_CPU_AMX_BF16 = 16,
+    EDGERT_CPU_AMX_FP16 = 17,
     /* ARM64 (AT_HWCAP / AT_HWCAP2 names) */
-    EDGERT_CPU_ASIMD,
-    EDGERT_CPU_ASIMDHP,
-    EDGERT_CPU_ASIMDDP,
-    EDGERT_CPU_I8MM,
-    EDGERT_CPU_BF16,
-    EDGERT_CPU_SVE,
-    EDGERT_CPU_SVE2,
-    EDGERT_CPU_FLAG_COUNT
+    EDGERT_CPU_ASIMD = 18,
+    EDGERT_CPU_ASIMDHP = 19,
+    EDGERT_CPU_ASIMDDP = 20,
+    EDGERT_CPU_I8MM = 21,
+    EDGERT_CPU_BF16 = 22,
+    EDGERT_CPU_SVE = 23,
+    EDGERT_CPU_SVE2 = 24,
+    /** The flags this header names; values only ever append, and a newer
+     *  library may know more: not a bound to decide anything by. */
+    EDGERT_CPU_FLAG_COUNT = 25
 } edgert_cpu_flag;
 
 /** Test whether flag `f` is set in a flag mask. */
