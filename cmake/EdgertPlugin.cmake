@@ -20,27 +20,25 @@
 #                                       (`edgert checksum --stamp`), installed
 #                                       beside it. Several manifests may share
 #                                       one library (plugin_name, plugin_options)
-#     [NO_KIT]                          without plugins/common/plugin_kit.c
-#                                       (always so for a vendor's build against
-#                                       the installed package: the kit is not
-#                                       part of the vendor contract)
+#     [NO_KIT]                          without the plugin kit (edgert::plugin_kit,
+#                                       <edgert/kit/plugin_kit.h>), which is
+#                                       linked by default, in edgert's tree and
+#                                       from the installed package alike
+#     [X86_KIT]                         also the kit's x86 part
+#                                       (edgert::plugin_kit_x86: AMX permission,
+#                                       decode tuning, prefetch=auto)
 #     [NO_INSTALL])                     test-only plugins
 #
 # A MODULE library with hidden visibility (only edgert_plugin_entry is
 # exported, by EDGERT_PLUGIN_EXPORT), linking nothing of the core: it sees the
-# public headers and, unless NO_KIT, the in-tree support kit compiled in as
-# source. The ISA flag list of a plugin is given once and can serve a second
+# public headers and, unless NO_KIT, links the plugin kit, a static library of
+# hidden objects. The ISA flag list of a plugin is given once and can serve a second
 # target built from the same files (the AMX-emulation test build does):
 # COMPILE_OPTIONS are set per source for that target's directory.
 include_guard(GLOBAL)
 
-# The in-tree support kit exists only in edgert's own source tree.
-if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../plugins/common/plugin_kit.c)
-  set(EDGERT_PLUGIN_KIT_DIR ${CMAKE_CURRENT_LIST_DIR}/../plugins/common)
-endif()
-
 function(edgert_add_plugin target)
-  cmake_parse_arguments(P "NO_KIT;NO_INSTALL;NO_LIB_PREFIX" "OUTPUT_DIRECTORY"
+  cmake_parse_arguments(P "NO_KIT;X86_KIT;NO_INSTALL;NO_LIB_PREFIX" "OUTPUT_DIRECTORY"
     "SOURCES;ISA_FLAGS;LIBS;MANIFEST" ${ARGN})
   if(NOT P_SOURCES)
     message(FATAL_ERROR "edgert_add_plugin(${target}): no SOURCES")
@@ -48,10 +46,12 @@ function(edgert_add_plugin target)
   add_library(${target} MODULE ${P_SOURCES})
   # the headers only: a plugin links nothing of the core
   target_link_libraries(${target} PRIVATE edgert::headers)
-  if(NOT P_NO_KIT AND EDGERT_PLUGIN_KIT_DIR)
-    target_sources(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR}/plugin_kit.c
-      ${EDGERT_PLUGIN_KIT_DIR}/decode_tuning.c)
-    target_include_directories(${target} PRIVATE ${EDGERT_PLUGIN_KIT_DIR})
+  if(P_X86_KIT AND P_NO_KIT)
+    message(FATAL_ERROR "edgert_add_plugin(${target}): X86_KIT and NO_KIT")
+  elseif(P_X86_KIT)
+    target_link_libraries(${target} PRIVATE edgert::plugin_kit_x86)
+  elseif(NOT P_NO_KIT)
+    target_link_libraries(${target} PRIVATE edgert::plugin_kit)
   endif()
   if(P_LIBS)
     target_link_libraries(${target} PRIVATE ${P_LIBS})

@@ -605,7 +605,7 @@ static void same_bits(fx *f, edgert_backend *b, edgert_backend *v, uint32_t m, u
     float *yv = sentinel_y(m, ldy);
     gemm_or_fail(v, pv, m, x, ldx, yv, ldy);
     /* b twice: prefetch=auto runs a weight's first two m = 1 calls in its
-     * two modes (plugins/common/decode_tuning.c) */
+     * two modes (plugins/kit/x86/decode_tuning.c) */
     for (int call = 0; call < 2; call++) {
         float *yb = sentinel_y(m, ldy);
         gemm_or_fail(b, pb, m, x, ldx, yb, ldy);

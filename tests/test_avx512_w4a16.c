@@ -484,7 +484,7 @@ static void with_default(const char *s, char *out, size_t len)
  * every decode m, for N that leaves a part of the panels over (1000 columns:
  * 63 panels, the last short) and N below one panel per stream (37).
  * prefetch=auto and streams=auto run a weight's first m = 1 calls in their
- * two modes in turn (plugins/common/decode_tuning.c): four calls each,
+ * two modes in turn (plugins/kit/x86/decode_tuning.c): four calls each,
  * every one checked. In the describe strings '@' is with_default's.
  * Length: a table of 13 option sets, each with the words describe must
  * say, and one loop over them. */

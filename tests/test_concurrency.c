@@ -322,7 +322,7 @@ static void test_avx512_one_handle(void **state)
     one_handle("avx512-w4a16", NULL);
 }
 
-/* prefetch=auto (plugins/common/decode_tuning.c): its per-weight records and
+/* prefetch=auto (plugins/kit/x86/decode_tuning.c): its per-weight records and
  * per-instance choice, under gemm calls from every thread on one shared
  * instance and packed weights */
 static void test_avx512_one_handle_prefetch_auto(void **state)

@@ -1,6 +1,7 @@
 /*
  * tests/test_decode_tuning.c — the x86 plugins' decode tuning options
- * (plugins/common/decode_tuning.c, plugin_kit.h), compiled in as source:
+ * (plugins/kit/x86/decode_tuning.c, plugin_kit_x86.h), linked as the plugins
+ * link it:
  * the options' parsing, and prefetch=auto's choice between its two modes
  * fed with simulated call times, so that every case is exact and fast; and
  * that both plugins that offer it measure with it (their debug log says
@@ -26,7 +27,7 @@
 #include <cmocka.h>
 
 #include "edgert/edgert.h"
-#include "plugin_kit.h"
+#include "plugin_kit_x86.h"
 #include "test_util.h"
 
 enum { NW = 113 };

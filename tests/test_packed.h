@@ -6,7 +6,7 @@
  * layout) and test_neon_w4a16 (neon-w4a16 on every path, under qemu in the
  * ARM64 build).
  * Header-only (static functions, marked unused); include after cmocka.h and
- * test_util.h. The kit's header (plugins/common/plugin_kit.h) says where the
+ * test_util.h. The kit's header (plugins/kit/plugin_kit.h) says where the
  * in-tree layouts keep each field, so the corruptions aim at real fields.
  *
  * Round trip (pm_round_trip): pack, edgert_packed_data, copy the bytes into

@@ -393,7 +393,7 @@ out:
  * 4-8% longer). The 64 pairs after the first choice, which probe 1 call in
  * 16 whatever the gap, fall in the first 4-5 timed steps: they are part of
  * what a process's first steps cost. */
-#define BENCH_AUTO_WARM_PAIRS 16u /* PK_PF_AUTO_WARM (plugins/common/plugin_kit.h) */
+#define BENCH_AUTO_WARM_PAIRS 16u /* PK_PF_AUTO_WARM (plugins/kit/plugin_kit.h) */
 static unsigned warm_steps(size_t ncalls)
 {
     const size_t n = ncalls != 0u ? ncalls : 1u;

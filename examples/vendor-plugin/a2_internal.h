@@ -68,7 +68,7 @@
  * bytes packed_data returns, and packed_map takes, hold none:
  *   a2_blob_header (128 bytes) | the blocks, panel after panel (section 0)
  * The header has the field layout of edgert's in-tree plugins
- * (plugins/common/plugin_kit.h, pk_blob_header), so the same tools and
+ * (plugins/kit/plugin_kit.h, pk_blob_header), so the same tools and
  * tests read it; the checks are this plugin's own (a2_map.c), since a
  * vendor builds against the public headers only. A zero point lives in its
  * scale's 4 low bits, so no value of the blocks is out of range: garbage in

@@ -66,7 +66,8 @@ typedef struct edgert_evidence {
  *  padding), so more than one item with it is refused. */
 #define EDGERT_EVIDENCE_V1_SIZE (offsetof(edgert_evidence, correct) + sizeof(int))
 /** Through decode_tokens_per_s_max: the decode rate's range is read. */
-#define EDGERT_EVIDENCE_V2_SIZE (offsetof(edgert_evidence, decode_tokens_per_s_max) + sizeof(double))
+#define EDGERT_EVIDENCE_V2_SIZE                                                                \
+    (offsetof(edgert_evidence, decode_tokens_per_s_max) + sizeof(double))
 /** Through top1_tokens. */
 #define EDGERT_EVIDENCE_V3_SIZE (offsetof(edgert_evidence, top1_tokens) + sizeof(unsigned))
 /** Through fidelity_source: keep_unmeasured and fidelity_source are read. */

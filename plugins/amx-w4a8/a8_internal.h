@@ -69,7 +69,7 @@
 
 #include "edgert/plugin.h"
 #include "edgert/version.h"
-#include "plugin_kit.h"
+#include "plugin_kit_x86.h"
 
 /* The test-only build on the AMX tile model is a plugin of its own. */
 #ifdef EDGERT_AMX_EMULATE

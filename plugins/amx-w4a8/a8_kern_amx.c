@@ -2,7 +2,7 @@
  * plugins/amx-w4a8/a8_kern_amx.c — path "amx", prefill on AMX-INT8 tiles.
  * (Its decode is the VNNI GEMV, a8_kern_vnni.c.) Compiled with -mavx512f
  * -mavx512bw -mavx512vl; the tile instructions are inline assembly
- * (plugins/common/amx_tiles.h, whose asm names every byte of the tile
+ * (plugins/kit/x86/amx_tiles.h, whose asm names every byte of the tile
  * configuration and fences every tile load and store, so GCC cannot drop
  * or sink the stores that fill them: the SIGILL llama.cpp's AMX path meets
  * under GCC 12).

@@ -46,7 +46,7 @@
 #include <string.h>
 
 #include "a8_internal.h"
-#include "plugin_kit.h"
+#include "plugin_kit_x86.h"
 
 /* The packed bytes' layout (plugin_kit.h, pk_blob_header): one section. */
 static const pk_blob_id a8_blob = {
@@ -188,7 +188,7 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
  * as measured there; elsewhere auto, far-l1 or none by the calls' times,
  * because on AMD EPYCs (Zen 4 and Zen 5) none was faster with the host's
  * memory busy and far with the weights served fast
- * (plugins/common/decode_tuning.c has the figures); far-l1 took 0.97 of
+ * (plugins/kit/x86/decode_tuning.c has the figures); far-l1 took 0.97 of
  * far's step time on Zen 5 (a8_kern.h), not measured on Zen 4.
  * Neither is yet measured on Intel: `edgert bench --options streams=4`,
  * `--options prefetch=auto` there. */

@@ -54,7 +54,7 @@
 #include <string.h>
 
 #include "aw_internal.h"
-#include "plugin_kit.h"
+#include "plugin_kit_x86.h"
 
 typedef struct aw_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */

@@ -77,7 +77,7 @@
 
 #include "edgert/plugin.h"
 #include "edgert/version.h"
-#include "plugin_kit.h"
+#include "plugin_kit_x86.h"
 
 /* The test-only build on emulated AMX tiles (tests/plugins/amxemu) is a
  * plugin of its own, with its own name. */

@@ -1,6 +1,6 @@
 /*
  * tests/plugins/amxemu/amx_emu.h — a software model of the AMX
- * instructions plugins/common/amx_tiles.h wraps, for the test-only builds
+ * instructions plugins/kit/x86/amx_tiles.h wraps, for the test-only builds
  * of the plugins with a tile path (tp_avx512_amxemu: avx512-w4a16's AMX-BF16
  * prefill; tp_amx_w4a8_amxemu: amx-w4a8's AMX-INT8 prefill). Lets their
  * blocking, tile layout and epilogue run and be checked against ref-w4a16 on

@@ -1,5 +1,5 @@
 /*
- * plugins/common/amx_tiles.h — the AMX tile operations of the in-tree
+ * plugins/kit/x86/amx_tiles.h — the AMX tile operations of the in-tree
  * plugins' tile paths (avx512-w4a16's path amx: AMX-BF16; amx-w4a8's path
  * amx: AMX-INT8), as macros over inline assembly. Included only by their
  * tile kernel files (aw_kern_amx.c, a8_kern_amx.c).

@@ -1,7 +1,7 @@
 /*
- * plugins/common/plugin_kit.c — the plugin support kit (plugin_kit.h):
+ * plugins/kit/plugin_kit.c — the plugin kit (plugin_kit.h):
  * argument checks, the header of mappable packed bytes (plugin ABI 2) and
- * its validation, and the self-test runner, compiled into each in-tree
+ * its validation, and the self-test runner, linked into each in-tree
  * plugin. Nothing here allocates except the self-test, through the host.
  */
 #include <errno.h>
@@ -9,11 +9,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include "plugin_kit.h"
 
@@ -23,43 +18,6 @@
 #define PK_LDY_PAD 2u
 
 /* ---- init ----------------------------------------------------------------------- */
-
-/* <asm/prctl.h> values (Linux 5.16+), spelled out so older headers build. */
-#define PK_ARCH_REQ_XCOMP_PERM 0x1023
-#define PK_XFEATURE_XTILEDATA 18
-
-int pk_amx_permission(const char *plugin, char *err, size_t err_len)
-{
-#if defined(EDGERT_AMX_EMULATE)
-    (void)plugin;
-    (void)err;
-    (void)err_len;
-    return 0;
-#elif defined(__x86_64__)
-    if (syscall(SYS_arch_prctl, PK_ARCH_REQ_XCOMP_PERM, PK_XFEATURE_XTILEDATA) == 0)
-        return 0;
-    edgert_errf(err, err_len,
-                "%s: init: path=amx: Linux refused AMX tile-data permission "
-                "(arch_prctl ARCH_REQ_XCOMP_PERM: %s)",
-                plugin, strerror(errno));
-    return -1;
-#else
-    edgert_errf(err, err_len, "%s: init: path=amx: AMX exists only on x86-64", plugin);
-    return -1;
-#endif
-}
-
-int pk_cpu_is_intel(void)
-{
-#if defined(__x86_64__)
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(0, &a, &b, &c, &d))
-        return 0;
-    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
-#else
-    return 0;
-#endif
-}
 
 edgert_status pk_check_init(const char *plugin, const edgert_host *host, void **state, char *err,
                             size_t err_len)

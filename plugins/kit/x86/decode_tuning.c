@@ -1,10 +1,11 @@
 /*
- * plugins/common/decode_tuning.c — the x86 plugins' decode tuning options
- * (plugin_kit.h): prefetch=far|near|none|far-l1|auto and streams=1|2|4|auto, and
+ * plugins/kit/x86/decode_tuning.c — the x86 plugins' decode tuning options
+ * (plugin_kit_x86.h): prefetch=far|near|none|far-l1|auto and streams=1|2|4|auto, and
  * prefetch=auto itself, which of two software-prefetch modes the m = 1 GEMV
  * runs in, chosen by the calls' measured times (streams=auto: which of two
- * stream counts, by the same measure). Part of the kit, compiled
- * into each in-tree plugin; no libm (a plugin need not link it).
+ * stream counts, by the same measure), and the CPU vendor. The x86 part of
+ * the kit (edgert::plugin_kit_x86), linked into the x86 plugins; no libm
+ * (a plugin need not link it).
  *
  * What it answers, measured on AMD EPYC (Zen 4: family 25, model 17), 2
  * threads, edgert bench --versus (each run 16 alternating pairs of decode
@@ -71,7 +72,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "plugin_kit.h"
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+#include "plugin_kit_x86.h"
 
 int pk_tuning_option(const char *s, size_t len, pk_tuning *t)
 {
@@ -374,4 +379,16 @@ void pk_decode_describe(char *out, size_t out_len, const char *const said[PK_PF_
     }
     pk_tuning_describe(more, sizeof more, streams, beside);
     snprintf(out, out_len, "%s%s", near, more);
+}
+
+int pk_cpu_is_intel(void)
+{
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return 0;
+    return b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
+#else
+    return 0;
+#endif
 }
