@@ -10,21 +10,24 @@
 
 #include "cli.h"
 #include "edgert/edgert.h"
+#include "common/workload.h"
 #include "formats/yamldoc.h"
 
 void wl_builtin(workload *w)
 {
-    static const wl_shape spark[] = {
-        {"qkv", 2048, 3072, 28, 0},
-        {"o", 2048, 2048, 28, 0},
-        {"gate_up", 2048, 13312, 28, 0},
-        {"down", 6656, 2048, 28, 0},
-        {"lm_head", 2048, 131072, 1, 1},
-    };
+    size_t n;
+    const er_ref_shape *ref = er_reference_shapes(&n); /* the one definition */
     memset(w, 0, sizeof *w);
-    snprintf(w->name, sizeof w->name, "spark-1.7b");
-    w->nshapes = sizeof spark / sizeof spark[0];
-    memcpy(w->shapes, spark, sizeof spark);
+    snprintf(w->name, sizeof w->name, "%s", ER_REFERENCE_WORKLOAD);
+    w->nshapes = n;
+    for (size_t i = 0; i < n; i++) {
+        wl_shape *s = &w->shapes[i];
+        snprintf(s->name, sizeof s->name, "%s", ref[i].name);
+        s->k = ref[i].k;
+        s->n = ref[i].n;
+        s->count = ref[i].count;
+        s->head = ref[i].head;
+    }
 }
 
 uint64_t wl_weights(const workload *w)

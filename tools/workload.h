@@ -28,7 +28,8 @@ typedef struct workload {
     uint32_t *layers[WL_MAX_SHAPES];
 } workload;
 
-/** The built-in spark-1.7b: 28 layers of qkv, o, gate_up, down + lm_head. */
+/** The built-in spark-1.7b: 28 layers of qkv, o, gate_up, down + lm_head
+ *  (core/common/workload.c, the one definition first contact shares). */
 void wl_builtin(workload *w);
 /** Load a workload file through the core's YAML layer: every error as a
  *  "file:line:col: message" line on stderr (warnings too, unless quiet) and

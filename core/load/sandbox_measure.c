@@ -22,9 +22,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/workload.h"
 #include "load/sandbox.h"
 
-#define ER_SPARK_WEIGHTS 1707081728.0 /* one decode step of spark-1.7b */
 #define ER_MEASURE_BYTES (48u << 20)  /* packed weights streamed (evicted first, see above) */
 #define ER_MEASURE_SECONDS 0.25       /* at most this long of GEMV calls */
 #define ER_MEASURE_SLOW_CALL 0.05     /* s: a slower kernel keeps its small-shape figure */
@@ -318,9 +318,10 @@ void er_sb_quick_measure(er_cand *c, sb_result *r)
         rows = n;
     }
     if (s.med > 0.0) {
-        r->decode_tok_s = rows * k / s.med / ER_SPARK_WEIGHTS;
-        r->decode_min = rows * k / s.max / ER_SPARK_WEIGHTS;
-        r->decode_max = rows * k / s.min / ER_SPARK_WEIGHTS;
+        const double spark = (double)er_reference_weights(); /* one decode step */
+        r->decode_tok_s = rows * k / s.med / spark;
+        r->decode_min = rows * k / s.max / spark;
+        r->decode_max = rows * k / s.min / spark;
     }
     s = time_rows(c, &t, 64u, n_prefill_small, 3, NULL, r);
     rows = n_prefill_small;
