@@ -4,8 +4,11 @@
  * with the kernel files (a2_kern_avx2.c: -mavx2 -mfma; a2_kern_vnni.c: the
  * same plus -mavxvnni). Nothing in here may emit AVX code.
  *
- * This plugin is built only against the public headers (edgert/plugin.h),
- * as a vendor's would be: its argument checks and its self-test are its own.
+ * This plugin is built as a vendor's would be, against the installed
+ * package: the public headers (edgert/plugin.h) and the plugin kit
+ * (edgert::plugin_kit, plugin_kit.h: argument checks, the packed bytes'
+ * header and its validation, the self-test runner). Its layout, kernels and
+ * error bound are its own.
  *
  * ---- Packed layout (one layout for every path, decode and prefill) --------
  *
@@ -66,11 +69,10 @@
  *
  * The handle (a2_packed) holds pointers and stays in memory; the packed
  * bytes packed_data returns, and packed_map takes, hold none:
- *   a2_blob_header (128 bytes) | the blocks, panel after panel (section 0)
- * The header has the field layout of edgert's in-tree plugins
- * (plugins/kit/plugin_kit.h, pk_blob_header), so the same tools and
- * tests read it; the checks are this plugin's own (a2_map.c), since a
- * vendor builds against the public headers only. A zero point lives in its
+ *   pk_blob_header (128 bytes) | the blocks, panel after panel (section 0)
+ * The header is the kit's (plugin_kit.h: pk_blob_layout writes it,
+ * pk_blob_check validates it), as every in-tree plugin's, so the same tools
+ * and tests read it. A zero point lives in its
  * scale's 4 low bits, so no value of the blocks is out of range: garbage in
  * them maps and computes garbage, never outside the bytes.
  */
@@ -81,6 +83,7 @@
 #include <stdint.h>
 
 #include "edgert/plugin.h"
+#include "plugin_kit.h"
 
 /* The test-only build (tests/CMakeLists.txt) compiles the AVX-VNNI kernels
  * with their EVEX encoding (AVX512_VNNI + AVX512VL: the same instructions on
@@ -125,24 +128,6 @@ typedef enum a2_path {
     A2_PATH_COUNT
 } a2_path;
 
-/* The header the packed bytes start with: every field fixed-width, in the
- * byte order of the machine that packed, no address (see the top). */
-typedef struct a2_blob_header {
-    uint32_t magic;        /* A2_PACKED_MAGIC */
-    uint32_t version;      /* A2_LAYOUT_VERSION */
-    uint32_t header_bytes; /* sizeof(a2_blob_header) */
-    uint32_t flags;        /* none defined: 0 */
-    uint32_t n, k, group;  /* the tensor's shape; group 128, 64 or 32 */
-    uint32_t nsections;    /* 1: the blocks */
-    uint64_t total;        /* header and blocks */
-    struct {
-        uint64_t offset, bytes; /* from the header's first byte */
-    } section[4];               /* [0]: the blocks; the others all zero */
-    uint8_t reserved[24];       /* zero */
-} a2_blob_header;
-
-_Static_assert(sizeof(a2_blob_header) == 128, "the packed bytes' header is 128 bytes");
-
 /* A packed tensor, from pack (one allocation: this handle in its first
  * A2_HANDLE_BYTES, then the packed bytes) or packed_map (this handle alone,
  * over the caller's bytes). */
@@ -165,14 +150,20 @@ typedef struct a2_packed {
 #define A2_HANDLE_BYTES 128u /* the handle's room in pack's allocation */
 _Static_assert(sizeof(a2_packed) <= A2_HANDLE_BYTES, "the handle must fit its room");
 
+/* The layout as the kit's checks name it, and what it holds: groups of 32,
+ * 64 or 128, whole groups only, finite scales (the meta word keeps 20
+ * significant bits of a scale: an inf or NaN would lose its meaning). */
+extern const pk_blob_id a2_blob_id;
+extern const pk_layout_needs a2_needs;
+
 /* The header of a tensor [n, k] in groups of `group` (128, 64 or 32; k a
- * multiple of it): the blocks right after it. pack writes it and
- * packed_map expects it, so the two agree. 0, or -1 when a size
+ * multiple of it): the blocks right after it (pk_blob_layout). pack writes
+ * it and packed_map expects it, so the two agree. 0, or -1 when a size
  * overflows. */
-int a2_blob_layout(uint32_t n, uint32_t k, uint32_t group, a2_blob_header *out);
+int a2_blob_layout(uint32_t n, uint32_t k, uint32_t group, pk_blob_header *out);
 
 /* Fill a handle (zeroed first) over checked packed bytes `blob` (header h). */
-void a2_handle(a2_packed *p, const a2_blob_header *h, const uint8_t *blob, const char *name);
+void a2_handle(a2_packed *p, const pk_blob_header *h, const uint8_t *blob, const char *name);
 
 /*
  * One GEMM call, shared read-only by all chunks of its parallel_for.
@@ -241,29 +232,6 @@ edgert_status a2_packed_data(void *state, const void *packed, const void **data,
                              char *err, size_t err_len);
 edgert_status a2_packed_map(void *state, const edgert_qweights *shape, const void *data,
                             size_t size, void **packed, char *err, size_t err_len);
-const char *a2_tensor_name(const edgert_qweights *w);
-/* The layout's shape rule, for pack and map alike ("pack" or "map" names
- * the caller): group 128, 64 or 32, k a multiple of it; else
- * EDGERT_E_UNSUPPORTED saying which. */
-edgert_status a2_check_groups(const char *verb, const char *name, const edgert_qweights *w,
-                              char *err, size_t err_len);
 const char *a2_path_name(a2_path p);
-
-/* a * b and a + b into *out; 0 on success, -1 on size_t overflow. */
-static inline int a2_mul(size_t a, size_t b, size_t *out)
-{
-    if (b != 0u && a > SIZE_MAX / b)
-        return -1;
-    *out = a * b;
-    return 0;
-}
-
-static inline int a2_add(size_t a, size_t b, size_t *out)
-{
-    if (a > SIZE_MAX - b)
-        return -1;
-    *out = a + b;
-    return 0;
-}
 
 #endif /* A2_INTERNAL_H */

@@ -1,7 +1,8 @@
 /*
  * examples/vendor-plugin/a2_pack.c — canonical int4 weights (plugin.h,
  * edgert_qweights) into the avx2-w4a16 layout (a2_internal.h): the checks a
- * pack must make, then the repack, straight into the final allocation.
+ * pack must make (the plugin kit's pk_check_pack), then the repack, straight
+ * into the final allocation.
  * Compiled without ISA flags.
  *
  * Memory: the packed form is one host allocation (the 128-byte handle, the
@@ -10,82 +11,10 @@
  * the transient memory above the packed size is zero whatever n and k
  * (architecture.md, Measured background: the peak is what a device must hold).
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "a2_internal.h"
-
-/* Name for messages: the tensor's, when the caller's struct has one. */
-const char *a2_tensor_name(const edgert_qweights *w)
-{
-    if (w->struct_size >= EDGERT_QWEIGHTS_V1_SIZE && w->name != NULL && w->name[0] != '\0')
-        return w->name;
-    return "(unnamed)";
-}
-
-edgert_status a2_check_groups(const char *verb, const char *name, const edgert_qweights *w,
-                              char *err, size_t err_len)
-{
-    const unsigned g = w->group;
-    if (g != A2_GROUP && g != A2_GROUP / 2u && g != A2_MIN_GROUP) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": %s '%s' [n=%u k=%u group=%u]: group size %u is not supported "
-                            "(layout int4-asym-g128 holds groups of 32, 64 and 128)",
-                    verb, name, (unsigned)w->n, (unsigned)w->k, g, g);
-        return EDGERT_E_UNSUPPORTED;
-    }
-    if (w->k % g != 0u) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": %s '%s' [n=%u k=%u group=%u]: k=%u is not a multiple of %u, "
-                            "the group size (k %% %u = %u); layout int4-asym-g128 has no "
-                            "partial groups",
-                    verb, name, (unsigned)w->n, (unsigned)w->k, g, (unsigned)w->k, g, g,
-                    (unsigned)(w->k % g));
-        return EDGERT_E_UNSUPPORTED;
-    }
-    return EDGERT_OK;
-}
-
-/* Shape and form: the layout holds whole groups of 128, 64 or 32. */
-static edgert_status a2_check_shape(const edgert_qweights *w, const char *name, char *err,
-                                    size_t err_len)
-{
-    if (w->n == 0u || w->k == 0u || w->group == 0u || w->codes == NULL || w->scales == NULL) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": pack '%s' [n=%u k=%u group=%u]: n, k and group must be > 0 and "
-                            "codes and scales non-NULL",
-                    name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->group);
-        return EDGERT_E_USAGE;
-    }
-    return a2_check_groups("pack", name, w, err, err_len);
-}
-
-/* Zero points in [0, 15] and finite scales (the meta word keeps 20
- * significant bits of the scale: an inf or NaN would lose its meaning). */
-static edgert_status a2_check_values(const edgert_qweights *w, const char *name, char *err,
-                                     size_t err_len)
-{
-    const size_t groups = w->k / w->group, ng = (size_t)w->n * groups;
-    for (size_t i = 0; i < ng; i++) {
-        if (w->zeros != NULL && w->zeros[i] > 15u) {
-            edgert_errf(err, err_len,
-                        A2_NAME ": pack '%s' [n=%u k=%u]: zero point %u at row %zu group %zu "
-                                "is outside [0, 15]",
-                        name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->zeros[i], i / groups,
-                        i % groups);
-            return EDGERT_E_USAGE;
-        }
-        if (!isfinite(w->scales[i])) {
-            edgert_errf(err, err_len,
-                        A2_NAME ": pack '%s' [n=%u k=%u]: scale at row %zu group %zu is not "
-                                "finite",
-                        name, (unsigned)w->n, (unsigned)w->k, i / groups, i % groups);
-            return EDGERT_E_USAGE;
-        }
-    }
-    return EDGERT_OK;
-}
 
 typedef struct a2_pack_job {
     const edgert_qweights *w;
@@ -160,45 +89,22 @@ static void a2_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
     }
 }
 
-/* The checks before any allocation: out-pointers, descriptor, shape, values. */
-static edgert_status a2_check_pack(const a2_state *st, const edgert_qweights *w, void **packed,
-                                   size_t *packed_bytes, const char **name, char *err,
-                                   size_t err_len)
-{
-    const size_t need = offsetof(edgert_qweights, zeros) + sizeof(w->zeros);
-    if (packed == NULL || packed_bytes == NULL || st == NULL) {
-        edgert_errf(err, err_len, A2_NAME ": pack: state, packed or packed_bytes is NULL");
-        return EDGERT_E_USAGE;
-    }
-    *packed = NULL;
-    *packed_bytes = 0u;
-    if (w == NULL || w->struct_size < need) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": pack: weights descriptor is NULL or too small (struct_size %u, "
-                            "need >= %zu)",
-                    w != NULL ? (unsigned)w->struct_size : 0u, need);
-        return EDGERT_E_USAGE;
-    }
-    *name = a2_tensor_name(w);
-    edgert_status rc = a2_check_shape(w, *name, err, err_len);
-    if (rc != EDGERT_OK)
-        return rc;
-    return a2_check_values(w, *name, err, err_len);
-}
-
 edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size_t *packed_bytes,
                       char *err, size_t err_len)
 {
     const a2_state *st = state;
     const char *name = NULL;
-    edgert_status rc = a2_check_pack(st, w, packed, packed_bytes, &name, err, err_len);
+    /* the kit's checks before any allocation: out-pointers, the descriptor,
+     * the shape the layout holds, zero points in [0, 15], finite scales */
+    edgert_status rc = pk_check_pack(A2_NAME, st, w, packed, packed_bytes, &a2_needs, &name, err,
+                                     err_len);
     if (rc != EDGERT_OK)
         return rc;
 
-    a2_blob_header h;
+    pk_blob_header h;
     size_t total;
     if (a2_blob_layout(w->n, w->k, w->group, &h) != 0 ||
-        a2_add(A2_HANDLE_BYTES, h.total, &total) != 0) {
+        pk_add(A2_HANDLE_BYTES, h.total, &total) != 0) {
         edgert_errf(err, err_len, A2_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)w->n, (unsigned)w->k);
         return EDGERT_E_NOMEM;
@@ -215,7 +121,7 @@ edgert_status a2_pack(void *state, const edgert_qweights *w, void **packed, size
      * (the header's padding-free layout leaves no byte unwritten) */
     a2_packed *p = (a2_packed *)(void *)mem;
     uint8_t *blob = mem + A2_HANDLE_BYTES;
-    memcpy(blob, &h, sizeof h);
+    pk_blob_write_header(blob, &h);
     a2_handle(p, &h, blob, name);
 
     a2_pack_job pj = {.w = w, .data = blob + h.section[0].offset,

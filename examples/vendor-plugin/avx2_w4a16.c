@@ -7,9 +7,11 @@
  * accumulation. For the x86 CPUs with AVX2 but no AVX-512 (Intel 12th-14th
  * gen, Core Ultra, AMD Zen 2/3), which otherwise get the reference backend.
  *
- * A vendor's example: it is built only against the installed public headers
- * (edgert/plugin.h), links nothing of the core and carries its own checks and
- * self-test (a2_pack.c, a2_map.c, a2_selftest.c).
+ * A vendor's example: it is built against the installed package, the public
+ * headers (edgert/plugin.h) and the plugin kit (edgert::plugin_kit: its
+ * argument checks, packed bytes' header and self-test runner), and links
+ * nothing of the core; its layout, kernels and error bound are its own
+ * (a2_pack.c, a2_map.c, a2_selftest.c).
  *
  * This file is compiled WITHOUT ISA flags (plain x86-64), so loading the
  * library and calling init on any x86-64 CPU is safe: AVX code lives only in
@@ -240,42 +242,6 @@ static const char *a2_describe(void *state)
 
 /* ---- gemm ------------------------------------------------------------------------ */
 
-/* The checks of the arguments before touching memory; EDGERT_OK or
- * EDGERT_E_USAGE with the reason, naming the tensor. */
-static edgert_status a2_check_args(const a2_packed *w, const edgert_gemm_args *args, char *err,
-                                   size_t err_len)
-{
-    size_t span;
-    if (args == NULL || args->struct_size < EDGERT_GEMM_ARGS_V1_SIZE) {
-        edgert_errf(err, err_len, A2_NAME ": gemm on '%s': arguments NULL or too small "
-                                          "(struct_size %u)",
-                    w->name, args != NULL ? (unsigned)args->struct_size : 0u);
-        return EDGERT_E_USAGE;
-    }
-    if (args->m == 0u || args->x == NULL || args->y == NULL) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": gemm on '%s' [m=%u n=%u k=%u]: m must be >= 1 and x, y non-NULL",
-                    w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_USAGE;
-    }
-    if (args->ldx < w->k || args->ldy < w->n) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": gemm on '%s' [m=%u n=%u k=%u]: strides too small (ldx %zu must "
-                            "be >= k, ldy %zu must be >= n)",
-                    w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k, args->ldx,
-                    args->ldy);
-        return EDGERT_E_USAGE;
-    }
-    if (a2_mul((size_t)args->m - 1u, args->ldx, &span) != 0 ||
-        a2_mul((size_t)args->m - 1u, args->ldy, &span) != 0) {
-        edgert_errf(err, err_len,
-                    A2_NAME ": gemm on '%s' [m=%u n=%u k=%u]: (m - 1) * stride overflows size_t",
-                    w->name, (unsigned)args->m, (unsigned)w->n, (unsigned)w->k);
-        return EDGERT_E_USAGE;
-    }
-    return EDGERT_OK;
-}
-
 /* x's rows copied into xp, kpad apart, zero past k: whole blocks of 128
  * inputs for every kernel when k is no multiple of 128. */
 static const float *a2_pad_x(const a2_packed *w, const edgert_gemm_args *args, float *xp)
@@ -306,7 +272,7 @@ edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *a
                                           " packed handle");
         return EDGERT_E_USAGE;
     }
-    edgert_status rc = a2_check_args(w, args, err, err_len);
+    edgert_status rc = pk_check_gemm_args(A2_NAME, w->name, w->n, w->k, args, err, err_len);
     if (rc != EDGERT_OK)
         return rc;
 
@@ -317,11 +283,11 @@ edgert_status a2_gemm(void *state, const void *packed, const edgert_gemm_args *a
     const size_t row_bytes = (size_t)w->groups * A2_ACT_GROUP_BYTES + A2_ALIGN;
     const int xpad = w->kpad != w->k;
     size_t mg = (size_t)args->m * w->groups, act_bytes, sums_bytes, x_off, x_bytes = 0, total;
-    if (a2_mul(row_bytes, args->m, &act_bytes) != 0 ||
-        a2_mul(mg, (1u + w->sub) * sizeof(float), &sums_bytes) != 0 ||
-        a2_add(act_bytes, sums_bytes, &x_off) != 0 ||
-        (xpad && a2_mul((size_t)args->m * sizeof(float), w->kpad, &x_bytes) != 0) ||
-        a2_add(x_off, x_bytes, &total) != 0) {
+    if (pk_mul(row_bytes, args->m, &act_bytes) != 0 ||
+        pk_mul(mg, (1u + w->sub) * sizeof(float), &sums_bytes) != 0 ||
+        pk_add(act_bytes, sums_bytes, &x_off) != 0 ||
+        (xpad && pk_mul((size_t)args->m * sizeof(float), w->kpad, &x_bytes) != 0) ||
+        pk_add(x_off, x_bytes, &total) != 0) {
         edgert_errf(err, err_len, A2_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                     w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;

@@ -475,7 +475,7 @@ static double block_max(const float *x, size_t k, size_t ab, size_t c)
 
 static pk_sums oracle(const pk_case *tc, const pk_bufs *b, size_t i, size_t r, uint32_t act_block)
 {
-    pk_sums s = {0.0, 0.0, 0.0, 0.0};
+    pk_sums s = {0.0, 0.0, 0.0, 0.0, tc->k, tc->group};
     const float *x = b->x + i * b->ldx;
     const size_t ab = act_block ? act_block : tc->group;
     for (size_t g = 0; g < b->groups; g++) {

@@ -250,6 +250,7 @@ typedef struct pk_case {
  */
 typedef struct pk_sums {
     double exact, sum_xw, sum_grid, sum_xs15;
+    uint32_t k, group; /* the case's, for a bound that counts groups or blocks */
 } pk_sums;
 
 /* A plugin's self-test: its cases, its functions on its instance, its bound. */
