@@ -1,6 +1,6 @@
 /*
  * tests/test_sandbox.c — first contact with a plugin in a child process
- * (core/load/sandbox.c), and the library loaded from the descriptor that was
+ * (core/sandbox/sandbox.c), and the library loaded from the descriptor that was
  * checked (core/gate/gate.c, core/load/load.c).
  *
  * - Plugins that segfault in init, abort in the self-test, loop in the
@@ -480,7 +480,7 @@ static void test_quick_measurement(void **state)
 }
 
 /* Beside each decode call of first contact, a read of as many bytes from
- * memory (core/load/sandbox_measure.c, time_gemm): an in-tree kernel that streams gets
+ * memory (core/sandbox/sandbox_measure.c, time_gemm): an in-tree kernel that streams gets
  * that read's rate with its figure, and the reference, which its
  * arithmetic binds (26-28 ms calls beside ~1 ms reads), gets none. */
 static void test_quick_measurement_read(void **state)

@@ -3,7 +3,7 @@
  *
  * A host killed outright (SIGKILL, the OOM killer) while first contact's
  * child runs a plugin that never returns no longer holds that child's
- * deadline: before core/load/sandbox.c set PR_SET_PDEATHSIG, the child looped on
+ * deadline: before core/sandbox/sandbox.c set PR_SET_PDEATHSIG, the child looped on
  * with nobody to stop it, holding the host's descriptors (the lock on
  * `edgert export`'s work folder among them, tools/workdir.h). Here a host
  * process opens a handle on a plugin that loops in its self-test under a

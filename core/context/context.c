@@ -18,7 +18,7 @@
 #include "discover/discover.h"
 #include "gate/gate.h"
 #include "load/load.h"
-#include "load/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "evidence/evidence.h"
 #include "weights/checkpoint.h"
 
@@ -232,7 +232,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         if (!ctx->defer_load)
             er_load(ctx, c); /* only when every gate passed, and in live mode */
         else if (!ctx->dev.planned && !c->failed && c->lib_fd >= 0)
-            er_sandbox(ctx, c, 1); /* a cached first-contact verdict, never plugin code */
+            er_sandbox(ctx, c, 1, NULL); /* a cached verdict, never plugin code */
         c->pub.eligible = c->failed == 0;
     }
     er_evidence_apply(ctx); /* for the same device and the same plugin files */

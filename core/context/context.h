@@ -134,7 +134,7 @@ struct edgert_ctx {
 };
 
 /* Each step's functions are in its folder's header (discover/discover.h,
- * gate/gate.h, load/load.h, load/sandbox.h, evidence/evidence.h,
+ * gate/gate.h, load/load.h, sandbox/sandbox.h, evidence/evidence.h,
  * run/backend.h, weights/checkpoint.h); docs/architecture.md has the map.
  * The steps of edgert_open (context.c), in the order it calls them, and
  * what every step shares. */

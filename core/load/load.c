@@ -35,7 +35,7 @@
 #include "os/trust.h"
 #include "gate/gate.h"
 #include "load/load.h"
-#include "load/sandbox.h"
+#include "sandbox/sandbox.h"
 
 /* ---- the library, checked and loaded by its descriptor (os/dl.c) -------------- */
 
@@ -135,25 +135,11 @@ static const char *abi2_problem(const edgert_plugin *p, char *buf, size_t len)
     return NULL;
 }
 
-static const char *const stage_names[ER_STAGE_COUNT] = {
-    "dlopen (the library's constructors)", "entry and ABI", "init", "self-test",
-    "quick measurement",
-};
-
-const char *er_stage_name(int s)
-{
-    return s >= 0 && s < ER_STAGE_COUNT ? stage_names[s] : "?";
-}
-
 void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s)
 {
     er_log(ctx, EDGERT_LOG_INFO, "loading %s (%s): %s", c->m.name, c->m.library_path,
-           stage_names[s]);
-    if (ctx->stage_fd >= 0) {
-        unsigned char rec[2] = {'S', (unsigned char)s};
-        ssize_t w = write(ctx->stage_fd, rec, sizeof rec);
-        (void)w; /* the parent reads what arrives; a lost stage only blurs a message */
-    }
+           er_stage_name((int)s));
+    er_sb_stage(ctx, s); /* in first contact's child: to the parent */
 }
 
 /* The detail of a plugin's own failure: its message as it wrote it when it
@@ -192,7 +178,8 @@ void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c)
     /* First contact in a child process; in-process only once that passed.
      * The file as it was checked (defer_load: maybe long ago), and no other
      * handle mapped other bytes of it since. */
-    if (er_lib_unchanged(c) != 0 || (!c->sandbox_passed && er_sandbox(ctx, c, 0) != 0))
+    if (er_lib_unchanged(c) != 0 ||
+        (!c->sandbox_passed && er_sandbox(ctx, c, 0, er_load_now) != 0))
         return;
     er_load_now(ctx, c);
 }

@@ -6,6 +6,7 @@
 #define EDGERT_CORE_LOAD_H
 
 #include "context/context.h"
+#include "sandbox/sandbox.h"
 
 /* load.c: dlopen, entry, ABI, descriptor, init, self-test. */
 /** Live mode: er_ensure_loaded. Plan mode: nothing. */
@@ -20,7 +21,6 @@ void er_unload(er_cand *c);
 /** Log "loading <name> (<file>): <stage>" and, in the sandbox's child,
  *  report the stage to the parent. */
 void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s);
-const char *er_stage_name(int s);
 
 /* host.c: the table a plugin gets, and the core's log. */
 void er_host_fill(er_cand *c, uint32_t abi);

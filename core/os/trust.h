@@ -11,7 +11,7 @@
  * Loading code (dl.c): a plugin library opened by the descriptor its file
  * gate checked and hashed, through one process-wide table of the files
  * mapped (dlopen is called nowhere else in the core).
- * First contact's child process is the sandbox's (load/sandbox.c).
+ * First contact's child process is the sandbox's (sandbox/sandbox.c).
  */
 #ifndef EDGERT_CORE_TRUST_H
 #define EDGERT_CORE_TRUST_H

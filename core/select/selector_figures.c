@@ -214,7 +214,7 @@ int er_sel_by_first_contact(const er_cand *c, decode_src src)
 
 /* The range of the measured decode rate compared under `src`: 1 with
  * [*lo, *hi] when it has one around it (calibrate's rounds, first
- * contact's calls; core/evidence/evidence.c and core/load/sandbox.c kept only ranges
+ * contact's calls; core/evidence/evidence.c and core/sandbox/sandbox.c kept only ranges
  * with lo <= median <= hi), else 0. */
 int er_sel_measured_range(const er_cand *c, decode_src src, double *lo, double *hi)
 {

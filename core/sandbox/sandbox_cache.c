@@ -1,5 +1,5 @@
 /*
- * core/load/sandbox_cache.c — first contact's verdicts, kept per (device, plugin
+ * core/sandbox/sandbox_cache.c — first contact's verdicts, kept per (device, plugin
  * file, what the manifest gives the child) in
  * $XDG_CACHE_HOME/edgert/first-contact/ (default ~/.cache/...), one small
  * text file each: until the file, the device or that part of the manifest
@@ -17,7 +17,7 @@
 #include <xxhash.h>
 
 #include "evidence/evidence.h"
-#include "load/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "os/trust.h"
 
 /* XXH3-64 of what the child's verdict takes from the manifest besides the

@@ -1,5 +1,5 @@
 /*
- * core/load/sandbox_measure.c — first contact's quick measurement, run in the
+ * core/sandbox/sandbox_measure.c — first contact's quick measurement, run in the
  * child (sandbox.c) once the plugin loaded and passed its self-test. It
  * gives the ranking a figure measured on this device instead of a claim: a
  * few decode-shaped GEMV calls over 48 MiB of packed weights, evicted from
@@ -23,7 +23,7 @@
 #include <time.h>
 
 #include "common/workload.h"
-#include "load/sandbox.h"
+#include "sandbox/sandbox.h"
 
 #define ER_MEASURE_BYTES (48u << 20)  /* packed weights streamed (evicted first, see above) */
 #define ER_MEASURE_SECONDS 0.25       /* at most this long of GEMV calls */

@@ -1,5 +1,5 @@
 /*
- * core/load/sandbox.c — first contact with a plugin happens in a child process.
+ * core/sandbox/sandbox.c — first contact with a plugin happens in a child process.
  *
  * The gates (gate.c) stop code built for another CPU; they cannot stop wrong
  * code. So the first time edgert meets a plugin file on a device — keyed by
@@ -58,8 +58,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "load/sandbox.h"
-#include "load/load.h"
+#include "sandbox/sandbox.h"
 
 #define ER_SANDBOX_TIMEOUT_MS 60000   /* default; generous: a real plugin needs ~1 s, qemu ~10x */
 
@@ -98,7 +97,8 @@ static void put(int fd, const void *p, size_t n)
 }
 
 /* Everything that runs plugin code, then the verdict; never returns. */
-static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
+static void child(struct edgert_ctx *ctx, er_cand *c, er_sb_contact contact, int out,
+                  pid_t parent)
 {
     /* Ends with the host: a host killed outright (SIGKILL, the OOM killer)
      * no longer holds the deadline, and a plugin that hangs here would run
@@ -138,10 +138,10 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
     ctx->pool = er_pool_create(er_pool_threads(ctx->pool));
     /* nor did the arena's lock's state: the child packs into an arena of its own */
     ctx->arena = er_arena_create();
-    ctx->stage_fd = out; /* er_load_stage reports each stage through the pipe */
+    ctx->stage_fd = out; /* er_sb_stage reports each stage through the pipe */
     sb_result r = {.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN, .decode_min = NAN,
                    .decode_max = NAN, .read_gbs = NAN};
-    er_load_now(ctx, c);
+    contact(ctx, c); /* the loader's in-process load (load.c), here in the child */
     if (c->failed || !c->pub.loaded) {
         unsigned g = 0;
         while (g < ER_GATE_COUNT && !(c->failed & (1u << g)))
@@ -153,7 +153,9 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
                  c->pub.reason_count ? c->pub.reasons[c->pub.reason_count - 1] : "INIT_FAILED");
         snprintf(r.detail, sizeof r.detail, "%s", c->pub.detail ? c->pub.detail : "");
     } else {
-        er_load_stage(ctx, c, ER_STAGE_MEASURE);
+        er_log(ctx, EDGERT_LOG_INFO, "loading %s (%s): %s", c->m.name, c->m.library_path,
+               er_stage_name(ER_STAGE_MEASURE));
+        er_sb_stage(ctx, ER_STAGE_MEASURE);
         er_sb_quick_measure(c, &r);
         r.ok = 1;
     }
@@ -161,6 +163,25 @@ static void child(struct edgert_ctx *ctx, er_cand *c, int out, pid_t parent)
     put(out, &tag, 1);
     put(out, &r, sizeof r);
     _exit(0);
+}
+
+static const char *const stage_names[ER_STAGE_COUNT] = {
+    "dlopen (the library's constructors)", "entry and ABI", "init", "self-test",
+    "quick measurement",
+};
+
+const char *er_stage_name(int s)
+{
+    return s >= 0 && s < ER_STAGE_COUNT ? stage_names[s] : "?";
+}
+
+void er_sb_stage(struct edgert_ctx *ctx, er_stage s)
+{
+    if (ctx->stage_fd >= 0) {
+        unsigned char rec[2] = {'S', (unsigned char)s};
+        ssize_t w = write(ctx->stage_fd, rec, sizeof rec);
+        (void)w; /* the parent reads what arrives; a lost stage only blurs a message */
+    }
 }
 
 /* ---- the parent --------------------------------------------------------------------- */
@@ -350,7 +371,7 @@ static void no_child(sb_result *r, const char *call, int e)
 }
 
 /* Fork the child and turn what became of it into a verdict. */
-static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
+static void run_child(struct edgert_ctx *ctx, er_cand *c, er_sb_contact contact, sb_result *r)
 {
     int fds[2];
     *r = (sb_result){.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN, .decode_min = NAN,
@@ -370,7 +391,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     }
     if (pid == 0) {
         close(fds[0]);
-        child(ctx, c, fds[1], parent);
+        child(ctx, c, contact, fds[1], parent);
     }
     close(fds[1]);
     (void)fcntl(fds[0], F_SETFL, O_NONBLOCK); /* read_bytes polls, with the deadline */
@@ -420,7 +441,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, sb_result *r)
     }
 }
 
-int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
+int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only, er_sb_contact contact)
 {
     sb_result r;
     int cached = er_sb_cache_read(ctx, c, &r) == 0;
@@ -429,7 +450,7 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only)
             return 0;
         er_log(ctx, EDGERT_LOG_INFO, "first contact with %s (%s): checking it in a child process",
                c->m.name, c->m.library_path);
-        run_child(ctx, c, &r);
+        run_child(ctx, c, contact, &r);
         if (!r.passing)
             er_sb_cache_write(ctx, c, &r);
     }

@@ -1,5 +1,5 @@
 /*
- * core/load/sandbox.h — what first contact's child reports (sandbox.c), its quick
+ * core/sandbox/sandbox.h — what first contact's child reports (sandbox.c), its quick
  * measurement (sandbox_measure.c) and the cache that keeps its verdicts
  * (sandbox_cache.c). Private to the core.
  */
@@ -42,11 +42,20 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r);
 /* Keep r as c's verdict (written whole, then renamed into place). */
 void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r);
 
+/* What first contact runs in the child: the loader's in-process load of c
+ * (load.c, er_load_now), which reports its stages through er_load_stage.
+ * The sandbox calls nothing of the loader but this. */
+typedef void (*er_sb_contact)(struct edgert_ctx *ctx, er_cand *c);
+/* The name of a stage, for messages ("?" past the last). */
+const char *er_stage_name(int s);
+/* In first contact's child: stage s reached, to the parent (else nothing). */
+void er_sb_stage(struct edgert_ctx *ctx, er_stage s);
+
 /* sandbox.c: first contact in a child process, verdicts cached per
  * (device, plugin file). 0 when the plugin may be loaded in-process, -1 with
  * the candidate's reason set. cached_only: use a cached verdict if there is
  * one, never run the child (then 0 also means "not known yet"). */
-int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only);
+int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only, er_sb_contact contact);
 /* The child's time limit from EDGERT_SANDBOX_TIMEOUT's value v (seconds; NULL:
  * the default), with a warning into d when v is not a number in
  * [0.001, 3600]. */
