@@ -12,10 +12,10 @@
  *                      with the caller's callbacks between them.
  *   edgert_close()     unload everything.
  *
- * Length: over 700 lines because every call's contract is written at its
- * declaration (what is checked, what is kept, which version added it), and
- * an integrator reads one header for one call sequence; checkpoints,
- * evidence and export have their own headers, which this one includes.
+ * Every call's contract is written at its declaration (what is checked,
+ * what is kept, which version added it). Checkpoints (edgert/checkpoint.h),
+ * evidence and checksums (edgert/evidence.h) and exports (edgert/export.h)
+ * have their own headers, which this one includes.
  *
  * Everything lives behind the edgert_ctx handle: no global mutable state, two
  * handles in one process do not interfere. A handle is not safe for concurrent
@@ -24,7 +24,12 @@
  *
  * How this header grows (a program built against it keeps running with a
  * later libedgert): a struct the caller fills and passes in carries
- * struct_size and a named *_V1_SIZE, the least accepted; a struct the
+ * struct_size and a named *_V1_SIZE, the least accepted, and a size macro
+ * per appended region (read only when struct_size covers it); a
+ * struct_size past this library's sizeof is accepted only when the bytes it
+ * does not know are all zero, else EDGERT_E_USAGE names the first non-zero
+ * byte (a program built against a newer header that set a field this
+ * library would ignore is told, not ignored); a struct the
  * library returns is read through its pointer and gains fields only at its
  * end; edgert_layout and edgert_figures, which sit inside edgert_candidate,
  * never grow; edgert_qtensor, which the caller allocates and the library
