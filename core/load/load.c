@@ -22,7 +22,6 @@
  * other's symbols.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -37,22 +36,8 @@
 #include "load/load.h"
 #include "sandbox/sandbox.h"
 
-/* ---- the library, checked and loaded by its descriptor (os/dl.c) -------------- */
-
-
-
-/* The address of `name` in an open library, or NULL. */
-static void *os_symbol(void *lib, const char *name)
-{
-    dlerror();
-    return dlsym(lib, name);
-}
-
-static void os_unload(void *lib)
-{
-    if (lib)
-        dlclose(lib);
-}
+/* The library is opened, searched and closed by the OS layer (os/dl.c):
+ * er_dl_open_fd, er_dl_symbol, er_dl_close. */
 
 /* ---- loading ------------------------------------------------------------- */
 
@@ -286,7 +271,7 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
                            : "");
         goto fail;
     }
-    void *sym = os_symbol(c->dl, EDGERT_PLUGIN_ENTRY_SYMBOL);
+    void *sym = er_dl_symbol(c->dl, EDGERT_PLUGIN_ENTRY_SYMBOL);
     if (!sym) {
         er_cand_reason(c, ER_GATE_NO_ENTRY_SYMBOL, "NO_ENTRY_SYMBOL");
         er_cand_detail(c, "%s does not export %s", m->library_path, EDGERT_PLUGIN_ENTRY_SYMBOL);
@@ -348,7 +333,7 @@ void er_unload(er_cand *c)
     c->state = NULL;
     c->plugin = NULL;
     c->packed_layout = NULL;
-    os_unload(c->dl);
+    er_dl_close(c->dl);
     c->dl = NULL;
     c->pub.loaded = 0;
     c->pub.abi_version = 0;

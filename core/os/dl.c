@@ -113,3 +113,15 @@ void *er_dl_open_fd(int fd, uint64_t hash, int *reserved, char *why, size_t why_
     pthread_mutex_unlock(&os_lock);
     return h;
 }
+
+void *er_dl_symbol(void *lib, const char *name)
+{
+    dlerror();
+    return dlsym(lib, name);
+}
+
+void er_dl_close(void *lib)
+{
+    if (lib)
+        dlclose(lib);
+}

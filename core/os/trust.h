@@ -10,7 +10,8 @@
  *   process's effective user owns it, or its group or others may write it.
  * Loading code (dl.c): a plugin library opened by the descriptor its file
  * gate checked and hashed, through one process-wide table of the files
- * mapped (dlopen is called nowhere else in the core).
+ * mapped; symbols and closing too (the dl* calls are made nowhere else in
+ * the core).
  * First contact's child process is the sandbox's (sandbox/sandbox.c).
  */
 #ifndef EDGERT_CORE_TRUST_H
@@ -47,6 +48,10 @@ int er_refuse_writable(er_diags *d, const char *what, const char *path, const st
  *  its descriptor; *reserved = 1 when fd now names a mapped library and must
  *  never be closed. NULL with the loader's reason in why[] on failure. */
 void *er_dl_open_fd(int fd, uint64_t hash, int *reserved, char *why, size_t why_len);
+/** The address of `name` in a library er_dl_open_fd opened, or NULL. */
+void *er_dl_symbol(void *lib, const char *name);
+/** Close it (NULL: nothing); RTLD_NODELETE keeps its code mapped. */
+void er_dl_close(void *lib);
 /** 1 (and *then: the hash mapped then) when this process mapped the file
  *  dev/ino with bytes other than `hash`: rewritten in place since. */
 int er_dl_mapped_other(dev_t dev, ino_t ino, uint64_t hash, uint64_t *then);
