@@ -353,6 +353,22 @@ static void rank3(fx *f, const double (*r)[3], char *out, size_t len, int *g)
 }
 
 
+/* Rank r's account (edgert_selection_reason) for priority p over the
+ * fixture and its evidence; `series` is cleared (it lives in the handle). */
+static edgert_rank_reason reason_at(fx *f, edgert_priority p, size_t r)
+{
+    edgert_ctx *ctx = open_fx(f, 0, NULL);
+    edgert_selection *sel = NULL;
+    char err[512];
+    assert_int_equal(edgert_select(ctx, p, NULL, &sel, err, sizeof err), EDGERT_OK);
+    edgert_rank_reason w = {.struct_size = sizeof w};
+    assert_int_equal(edgert_selection_reason(sel, r, &w), EDGERT_OK);
+    edgert_selection_free(sel);
+    edgert_close(ctx);
+    w.series = NULL;
+    return w;
+}
+
 /* Decode rates each within the other's rounds cannot be told apart:
  * prefill decides inside such a group, and the groups hold whatever order
  * the figures come in. */
@@ -374,6 +390,20 @@ static void test_decode_groups(void **state)
     assert_true(from_evidence(good, f));
     assert_true(good->measured_decode_min == 95.0 && good->measured_decode_max == 104.0);
     edgert_close(ctx);
+    /* the selector's account: prefill decided inside the group, the decode
+     * figure (outside good's rounds) below it */
+    edgert_rank_reason w = reason_at(f, EDGERT_PRIORITY_SPEED, 1);
+    assert_int_equal(w.decider, EDGERT_DECIDER_PREFILL);
+    assert_true(w.group_first == 0 && w.group_last == 1);
+    assert_true(w.decode == 101.0 && w.decode_lo == 97.0 && w.decode_hi == 103.0);
+    assert_true(w.decode_measured == 1 && w.calibrated && !w.quick);
+    assert_string_equal(w.source, "calibrate");
+    assert_int_equal(w.split, EDGERT_SPLIT_NONE);
+    w = reason_at(f, EDGERT_PRIORITY_SPEED, 2);
+    assert_int_equal(w.decider, EDGERT_DECIDER_DECODE);
+    assert_true(w.group_first == 2 && w.group_last == 2);
+    assert_int_equal(w.split, EDGERT_SPLIT_MEDIAN_OUTSIDE);
+    assert_int_equal(w.split_rank, 0);
 
     /* apart (fast's median above good's rounds): the medians decide */
     rank3(f, (const double[3][3]){{101, 100.8, 103}, {100, 99, 100.5}, {80, 79, 81}}, out, 256, g);
@@ -381,6 +411,18 @@ static void test_decode_groups(void **state)
     assert_int_not_equal(g[0], g[1]);
     explain_says(f, "decode rounds: not one group with rank 1: its median 100.00 lies outside "
                     "test-fast's rounds [100.80..103.00]");
+    w = reason_at(f, EDGERT_PRIORITY_SPEED, 1);
+    assert_int_equal(w.decider, EDGERT_DECIDER_DECODE);
+    assert_true(w.split == EDGERT_SPLIT_MEDIAN_OUTSIDE && w.split_rank == 0);
+    /* good's median within fast's rounds, fast's outside good's: the other
+     * half of the test */
+    rank3(f, (const double[3][3]){{101, 100, 103}, {100.5, 100.2, 100.8}, {80, 79, 81}}, out,
+          256, g);
+    assert_string_equal(out, "test-fast test-good test-three");
+    w = reason_at(f, EDGERT_PRIORITY_SPEED, 1);
+    assert_true(w.split == EDGERT_SPLIT_RANGE_EXCLUDES && w.split_rank == 0);
+    explain_says(f, "decode rounds: not one group with rank 1: test-fast's median 101.00 lies "
+                    "outside these rounds [100.20..100.80]");
     /* by a hair: the figures get the decimals that tell them apart */
     rank3(f, (const double[3][3]){{32.9, 31.844, 33.39}, {31.837, 31.49, 32.9}, {10, 9, 11}}, out,
           256, g);
@@ -404,6 +446,8 @@ static void test_decode_groups(void **state)
     assert_int_not_equal(g[1], g[2]);
     explain_says(f, "decode rounds: not one group with ranks 1-2: its median 99.40 lies "
                     "outside test-good's rounds [99.50..101.50]");
+    w = reason_at(f, EDGERT_PRIORITY_SPEED, 2);
+    assert_true(w.split == EDGERT_SPLIT_MEDIAN_OUTSIDE && w.split_rank == 0);
 
     /* a merge keeps the ranges of the entries it does not replace */
     edgert_evidence one = evs("test-three", 99.4, 97.0, 101.2);
@@ -418,6 +462,11 @@ static void test_decode_groups(void **state)
     rank3(f, (const double[3][3]){{101, 97, 103}, {100, 95, 104}, {100.5, NAN, NAN}}, out, 256,
           g);
     assert_string_equal(out, "test-fast test-three test-good");
+    /* no range: the decode figure decided, and no test could split */
+    for (size_t r = 1; r < 3; r++) {
+        w = reason_at(f, EDGERT_PRIORITY_SPEED, r);
+        assert_true(w.decider == EDGERT_DECIDER_DECODE && w.split == EDGERT_SPLIT_NONE);
+    }
 }
 
 /* Edit first contact's cached figure `key` of `backend` (every verdict file
@@ -833,9 +882,14 @@ static void test_fidelity_groups(void **state)
     /* 64 tokens each: 0.03 apart, two standard errors 0.15 */
     assert_true(fidelity_pick(f, 64, 64, out, sizeof out));
     assert_string_equal(out, "test-good test-fast");
+    edgert_rank_reason w = reason_at(f, EDGERT_PRIORITY_FIDELITY, 1);
+    assert_true(w.decider == EDGERT_DECIDER_KL && w.group_first == 0 && w.group_last == 1);
+    assert_true(w.top1 == 0.78 && w.top1_measured == 1 && w.kl == 0.20 && w.kl_measured == 1);
     /* 100000 tokens each: two standard errors 0.004 */
     assert_false(fidelity_pick(f, 100000, 100000, out, sizeof out));
     assert_string_equal(out, "test-fast test-good");
+    w = reason_at(f, EDGERT_PRIORITY_FIDELITY, 1);
+    assert_true(w.decider == EDGERT_DECIDER_TOP1 && w.group_first == 1 && w.group_last == 1);
     /* no token counts, or one missing: exact, as before */
     assert_false(fidelity_pick(f, 0, 0, out, sizeof out));
     assert_string_equal(out, "test-fast test-good");

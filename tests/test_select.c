@@ -360,6 +360,15 @@ static void test_gpu_dtype_fallback(void **state)
 }
 
 /* Ties are broken by name: the order does not depend on the folder order. */
+/* The key that put rank r below rank r - 1 (edgert_selection_reason). */
+static edgert_decider decider_at(const edgert_selection *sel, size_t r)
+{
+    edgert_rank_reason w = {.struct_size = sizeof w};
+    assert_int_equal(edgert_selection_reason(sel, r, &w), EDGERT_OK);
+    assert_int_equal(w.struct_size, sizeof w);
+    return w.decider;
+}
+
 static void test_total_order(void **state)
 {
     (void)state;
@@ -381,6 +390,8 @@ static void test_total_order(void **state)
                      EDGERT_OK);
     assert_string_equal(edgert_selection_selected(sel)->name, "alpha");
     assert_int_equal(edgert_selection_count(sel), 2);
+    assert_int_equal(decider_at(sel, 0), EDGERT_DECIDER_NONE);
+    assert_int_equal(decider_at(sel, 1), EDGERT_DECIDER_NAME);
     edgert_selection_free(sel);
     edgert_close(ctx);
     tu_rmrf(dir);
@@ -399,10 +410,87 @@ static void test_total_order(void **state)
         edgert_priority prio = p ? EDGERT_PRIORITY_FIDELITY : EDGERT_PRIORITY_SPEED;
         assert_int_equal(edgert_select(ctx, prio, NULL, &sel, err, sizeof err), EDGERT_OK);
         assert_string_equal(edgert_selection_selected(sel)->name, "zeta");
+        assert_int_equal(decider_at(sel, 1), EDGERT_DECIDER_SPECIALIZATION);
         edgert_selection_free(sel);
     }
     edgert_close(ctx);
     tu_rmrf(dir);
+}
+
+/* The selector's account of each rank agrees with the ranking and its
+ * accessors, names the key that decided (the tier before the reference,
+ * the device's flags between amx-w4a8 and avx512-w4a8, whose declared
+ * decode is one figure), and keeps the struct rules: no byte written past
+ * the caller's struct_size or the library's, a size below version 1, a
+ * rank past the end and NULL refused. */
+static void test_rank_reasons(void **state)
+{
+    (void)state;
+    edgert_ctx *ctx = plan(DEVICES "/x86-amx.yaml", NULL, 0);
+    char err[512];
+    for (int p = 0; p < 2; p++) {
+        edgert_priority prio = p ? EDGERT_PRIORITY_FIDELITY : EDGERT_PRIORITY_SPEED;
+        edgert_selection *sel = NULL;
+        assert_int_equal(edgert_select(ctx, prio, NULL, &sel, err, sizeof err), EDGERT_OK);
+        size_t n = edgert_selection_count(sel);
+        assert_true(n >= 4);
+        for (size_t r = 0; r < n; r++) {
+            edgert_rank_reason w = {.struct_size = sizeof w};
+            assert_int_equal(edgert_selection_reason(sel, r, &w), EDGERT_OK);
+            const edgert_candidate *k = edgert_candidate_at(ctx, w.candidate);
+            assert_int_equal(w.candidate, edgert_selection_index(sel, r));
+            assert_true((w.decider == EDGERT_DECIDER_NONE) == (r == 0));
+            assert_non_null(edgert_decider_name(w.decider));
+            assert_int_equal(w.tier, k->reference ? 2 : 1);
+            assert_string_equal(w.source, edgert_selection_decode_source(sel, r));
+            assert_string_equal(w.source, "declared"); /* a plan measures nothing */
+            assert_int_equal(w.decode_measured, isnan(k->declared.decode_tokens_per_s) ? -1 : 0);
+            if (w.decode_measured == 0)
+                assert_true(w.decode == k->declared.decode_tokens_per_s);
+            assert_int_equal(w.group, p ? edgert_selection_fidelity_group(sel, r)
+                                        : edgert_selection_decode_group(sel, r));
+            assert_true(w.group_first == r && w.group_last == r); /* nothing measured */
+            assert_int_equal(w.split, EDGERT_SPLIT_NONE);
+            assert_false(w.calibrated);
+            assert_null(w.series);
+            if (k->reference)
+                assert_int_equal(w.decider, EDGERT_DECIDER_TIER);
+            if (!p && strcmp(k->name, "avx512-w4a8") == 0) {
+                assert_string_equal(edgert_selection_selected(sel)->name, "amx-w4a8");
+                assert_int_equal(r, 1);
+                assert_int_equal(w.decider, EDGERT_DECIDER_SPECIALIZATION);
+            }
+        }
+        /* the struct's rules */
+        struct grown {
+            edgert_rank_reason w;
+            unsigned char later[8];
+        } g;
+        memset(&g, 0xA5, sizeof g);
+        g.w.struct_size = sizeof g;
+        assert_int_equal(edgert_selection_reason(sel, 0, &g.w), EDGERT_OK);
+        assert_int_equal(g.w.struct_size, sizeof g.w);
+        for (size_t i = 0; i < sizeof g.later; i++)
+            assert_int_equal(g.later[i], 0xA5);
+        unsigned char v1[sizeof(edgert_rank_reason) + 8];
+        memset(v1, 0xA5, sizeof v1);
+        edgert_rank_reason *w1 = (edgert_rank_reason *)(void *)v1;
+        w1->struct_size = EDGERT_RANK_REASON_V1_SIZE;
+        assert_int_equal(edgert_selection_reason(sel, 0, w1), EDGERT_OK);
+        assert_int_equal(w1->struct_size, EDGERT_RANK_REASON_V1_SIZE);
+        for (size_t i = EDGERT_RANK_REASON_V1_SIZE; i < sizeof v1; i++)
+            assert_int_equal(v1[i], 0xA5);
+        edgert_rank_reason w = {.struct_size = EDGERT_RANK_REASON_V1_SIZE - 1};
+        assert_int_equal(edgert_selection_reason(sel, 0, &w), EDGERT_E_USAGE);
+        w.struct_size = sizeof w;
+        assert_int_equal(edgert_selection_reason(sel, n, &w), EDGERT_E_USAGE);
+        assert_int_equal(edgert_selection_reason(NULL, 0, &w), EDGERT_E_USAGE);
+        assert_int_equal(edgert_selection_reason(sel, 0, NULL), EDGERT_E_USAGE);
+        edgert_selection_free(sel);
+    }
+    assert_null(edgert_decider_name((edgert_decider)99));
+    assert_string_equal(edgert_decider_name(EDGERT_DECIDER_PREFILL), "prefill");
+    edgert_close(ctx);
 }
 
 /* Live: two honest test plugins with a W4A8 and a W4A16 manifest, next to the
@@ -477,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_operator_override),
         cmocka_unit_test(test_gpu_dtype_fallback),
         cmocka_unit_test(test_total_order),
+        cmocka_unit_test(test_rank_reasons),
         cmocka_unit_test(test_live_ranking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -840,77 +840,70 @@ static void explain_candidate(const edgert_candidate *k, int r)
 }
 
 /* "<prefix><figure><unit> measured" (here) or "... declared" (by the
- * manifest), whichever is known first; `unknown` when neither is. */
-static void figure_text(char *out, size_t len, const char *prefix, double measured,
-                        double declared, int decimals, const char *unit, const char *unknown)
+ * manifest), as the selector's account says (`measured` 1 or 0); `unknown`
+ * when it has neither (-1). */
+static void figure_text(char *out, size_t len, const char *prefix, double v, int measured,
+                        int decimals, const char *unit, const char *unknown)
 {
-    double v = !isnan(measured) ? measured : declared;
-    if (isnan(v))
+    if (measured < 0 || isnan(v))
         snprintf(out, len, "%s", unknown);
     else
         snprintf(out, len, "%s%.*f%s %s", prefix, decimals, v, unit,
-                 !isnan(measured) ? "measured" : "declared");
+                 measured ? "measured" : "declared");
+}
+
+/* The selector's account of every rank (edgert_selection_reason), which
+ * the explanation prints and never derives again. */
+typedef struct account {
+    edgert_ctx *ctx;
+    edgert_priority priority;
+    size_t n;
+    edgert_rank_reason *why; /* per rank */
+} account;
+
+static const char *name_at(const account *a, size_t r)
+{
+    return edgert_candidate_at(a->ctx, a->why[r].candidate)->name;
 }
 
 /* Whether ranks q and r have calibrated figures of one evidence series
  * and are compared by one decode source (the tiers' series differ in it). */
-static int same_series(edgert_ctx *ctx, const edgert_selection *sel, size_t q, size_t r)
+static int same_series(const account *a, size_t q, size_t r)
 {
-    const char *a = edgert_candidate_at(ctx, edgert_selection_index(sel, q))->measured_series,
-               *b = edgert_candidate_at(ctx, edgert_selection_index(sel, r))->measured_series;
-    return a && b && strcmp(a, b) == 0 &&
-           strcmp(edgert_selection_decode_source(sel, q), edgert_selection_decode_source(sel, r)) ==
-               0;
-}
-
-/* The first rank whose calibrated figures share rank r's evidence series. */
-static size_t first_of_series(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
-{
-    size_t q = 0;
-    while (q < r && !same_series(ctx, sel, q, r))
-        q++;
-    return q;
+    const edgert_rank_reason *x = &a->why[q], *y = &a->why[r];
+    return x->series && y->series && strcmp(x->series, y->series) == 0 &&
+           strcmp(x->source, y->source) == 0;
 }
 
 /* "a, b on <UTC time to the second>" for rank r's series (it begins with
- * the time), appended to buf after "; " */
-static void series_text(edgert_ctx *ctx, const edgert_selection *sel, size_t r, char *buf,
-                        size_t len)
+ * the time), appended to buf after "; ", once per series (at its first rank) */
+static void series_text(const account *a, size_t r, char *buf, size_t len)
 {
+    for (size_t q = 0; q < r; q++)
+        if (same_series(a, q, r))
+            return;
     char text[400] = "", when[40];
-    for (size_t q = r; q < edgert_selection_count(sel); q++)
-        if (same_series(ctx, sel, q, r))
-            text_append(text, sizeof text, ", ",
-                        edgert_candidate_at(ctx, edgert_selection_index(sel, q))->name);
-    snprintf(when, sizeof when, " on %.19s",
-             edgert_candidate_at(ctx, edgert_selection_index(sel, r))->measured_series);
+    for (size_t q = r; q < a->n; q++)
+        if (same_series(a, q, r))
+            text_append(text, sizeof text, ", ", name_at(a, q));
+    snprintf(when, sizeof when, " on %.19s", a->why[r].series);
     text_append(text, sizeof text, "", when);
     text_append(buf, len, "; ", text);
 }
 
-/* Whether k's measured decode rate is calibrate's (measured.where is the
- * evidence file, core/evidence/evidence.c), not first contact's. */
-static int calibrated_decode(edgert_ctx *ctx, const edgert_candidate *k)
-{
-    const char *ev = edgert_evidence_path(ctx);
-    return k->measured.where && ev && strcmp(k->measured.where, ev) == 0 &&
-           !isnan(k->measured.decode_tokens_per_s);
-}
-
 /* The read rate first-contact figures were compared at (one per tier, the
  * median of the reads beside them: core/select/selector_figures.c), once per rate. */
-static void explain_read_rate(edgert_ctx *ctx, const edgert_selection *sel)
+static void explain_read_rate(const account *a)
 {
     double said = NAN;
-    for (size_t r = 0; r < edgert_selection_count(sel); r++) {
-        double gbs = edgert_selection_decode_read_gbs(sel, r);
+    for (size_t r = 0; r < a->n; r++) {
+        double gbs = a->why[r].read_gbs;
         if (isnan(gbs) || gbs == said)
             continue;
         char names[512] = "";
-        for (size_t q = r; q < edgert_selection_count(sel); q++)
-            if (edgert_selection_decode_read_gbs(sel, q) == gbs)
-                text_append(names, sizeof names, ", ",
-                            edgert_candidate_at(ctx, edgert_selection_index(sel, q))->name);
+        for (size_t q = r; q < a->n; q++)
+            if (a->why[q].read_gbs == gbs)
+                text_append(names, sizeof names, ", ", name_at(a, q));
         tprintf("  first contacts met memory at different moments: %s compared at one read "
                 "rate, %.1f GB/s (the median of the reads beside their calls), each figure and "
                 "its calls scaled by it over its own read\n", names, gbs);
@@ -920,26 +913,26 @@ static void explain_read_rate(edgert_ctx *ctx, const edgert_selection *sel)
 
 /* What the ranking's measured decode rates are, where that needs saying:
  * quick figures standing in for calibrate's in a tier (naming the backends
- * without a calibrated rate for their current build: measured.where is the
- * evidence file, core/evidence/evidence.c; or, when all have one, the separate
- * calibrate runs they came from), or sources that could not be made one. */
-static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
+ * without a calibrated rate for their current build; or, when all have
+ * one, the separate calibrate runs they came from), or sources that could
+ * not be made one. */
+static void explain_decode_source(const account *a)
 {
     for (int mixed = 0; mixed < 2; mixed++) {
         char names[512] = "", runs[512] = "";
         size_t ranks = 0, named = 0;
-        for (size_t r = 0; r < edgert_selection_count(sel); r++) {
-            if (strcmp(edgert_selection_decode_source(sel, r), mixed ? "mixed" : "first-contact"))
+        for (size_t r = 0; r < a->n; r++) {
+            const edgert_rank_reason *w = &a->why[r];
+            if (strcmp(w->source, mixed ? "mixed" : "first-contact"))
                 continue;
             ranks++;
-            const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-            int calibrated = calibrated_decode(ctx, k);
-            if (!calibrated && !isnan(k->first_contact_decode_tokens_per_s)) {
+            const edgert_candidate *k = edgert_candidate_at(a->ctx, w->candidate);
+            if (!w->calibrated && !isnan(k->first_contact_decode_tokens_per_s)) {
                 text_append(names, sizeof names, ", ", k->name);
                 named++;
+            } else if (w->calibrated && w->series) {
+                series_text(a, r, runs, sizeof runs);
             }
-            else if (calibrated && k->measured_series && r == first_of_series(ctx, sel, r))
-                series_text(ctx, sel, r, runs, sizeof runs);
         }
         if (ranks == 0)
             continue;
@@ -961,57 +954,31 @@ static void explain_decode_source(edgert_ctx *ctx, const edgert_selection *sel)
                     "whose memory-bandwidth windows differ (run it again to rank by the rounds "
                     "of one run)\n", runs);
     }
-    explain_read_rate(ctx, sel);
+    explain_read_rate(a);
 }
 
-/* The ranks [*first, *last] of rank r's group by `group_of` (decode or
- * fidelity groups); 0 when it has no group or is alone in it. */
-static int group_span(const edgert_selection *sel, size_t r,
-                      int (*group_of)(const edgert_selection *, size_t), size_t *first,
-                      size_t *last)
+/* "rank N" or "ranks N-M" (1-based) of rank r's group. */
+static void group_ranks(const edgert_rank_reason *w, char *out, size_t len)
 {
-    int g = group_of(sel, r);
-    size_t n = edgert_selection_count(sel);
-    *first = *last = r;
-    if (g < 0)
-        return 0;
-    while (*first > 0 && group_of(sel, *first - 1) == g)
-        (*first)--;
-    while (*last + 1 < n && group_of(sel, *last + 1) == g)
-        (*last)++;
-    return *first != *last;
+    if (w->group_first == w->group_last)
+        snprintf(out, len, "rank %zu", w->group_first + 1);
+    else
+        snprintf(out, len, "ranks %zu-%zu", w->group_first + 1, w->group_last + 1);
 }
 
 /* Under rank r's line (priority fidelity): its fidelity group, when it has
  * other members (top-1 within sampling noise, so mean KL decided). */
-static void explain_fidelity_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
+static void explain_fidelity_group(const account *a, size_t r)
 {
-    size_t first, last;
-    if (!group_span(sel, r, edgert_selection_fidelity_group, &first, &last))
+    const edgert_rank_reason *w = &a->why[r];
+    if (a->priority != EDGERT_PRIORITY_FIDELITY || w->group_first == w->group_last)
         return;
-    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+    const edgert_candidate *k = edgert_candidate_at(a->ctx, w->candidate);
     char kl[32];
-    figure_text(kl, sizeof kl, "KL ", k->measured.kl_mean, k->declared.kl_mean, 3, "",
-                "KL unknown");
+    figure_text(kl, sizeof kl, "KL ", w->kl, w->kl_measured, 3, "", "KL unknown");
     tprintf("     %-16s top-1 %.3f over %u tokens, %s: as faithful as ranks %zu-%zu by top-1 "
-            "(within two standard errors of each other); KL decided\n", "",
-            k->measured.top1_agreement, k->measured_top1_tokens, kl, first + 1, last + 1);
-}
-
-/* Rank r's measured decode median, and the range it was grouped by, from
- * the source it was compared by (edgert.h): calibrate's rounds, or first
- * contact's calls (*quick; core/select/selector.c, by_first_contact). 1 when it
- * has all three. */
-static int decode_figures(edgert_ctx *ctx, const edgert_selection *sel, size_t r, double *lo,
-                          double *hi, double *med, int *quick)
-{
-    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-    const char *src = edgert_selection_decode_source(sel, r);
-    *quick = strcmp(src, "first-contact") == 0 ||
-             (strcmp(src, "mixed") == 0 && !calibrated_decode(ctx, k));
-    *med = edgert_selection_decode_rate(sel, r);
-    return edgert_selection_decode_range(sel, r, lo, hi) && !isnan(*med) && *lo > 0.0 &&
-           *lo <= *hi;
+            "(within two standard errors of each other); KL decided\n", "", w->top1,
+            k->measured_top1_tokens, kl, w->group_first + 1, w->group_last + 1);
 }
 
 /* Decimals (2 to 6) that print a and b as different numbers, so a median
@@ -1026,73 +993,52 @@ static int decimals_apart(double a, double b)
 
 /* Under rank r's line, when it starts a decode group right after a group of
  * the same tier and kind of figure: which median fell outside which range
- * (the selector's test, core/select/selector.c decode_groups), so a backend that
+ * (the selector's account: edgert_rank_reason.split), so a backend that
  * measured close to the one above it is not left unexplained. */
-static void explain_decode_split(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
+static void explain_decode_split(const account *a, size_t r)
 {
-    size_t first, last;
-    double lo, hi, med, plo, phi, pmed;
-    int quick, pquick;
-    if (r == 0 || edgert_selection_decode_group(sel, r) < 0 ||
-        edgert_selection_decode_group(sel, r) == edgert_selection_decode_group(sel, r - 1) ||
-        !decode_figures(ctx, sel, r, &lo, &hi, &med, &quick))
+    const edgert_rank_reason *w = &a->why[r], *o = &a->why[w->split_rank];
+    if (w->split == EDGERT_SPLIT_NONE)
         return;
-    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
-    group_span(sel, r - 1, edgert_selection_decode_group, &first, &last);
-    for (size_t m = first; m <= last; m++) {
-        const edgert_candidate *o = edgert_candidate_at(ctx, edgert_selection_index(sel, m));
-        if (o->reference != k->reference || strcmp(o->processor, k->processor) != 0 ||
-            strcmp(edgert_selection_decode_source(sel, m),
-                   edgert_selection_decode_source(sel, r)) != 0 ||
-            !decode_figures(ctx, sel, m, &plo, &phi, &pmed, &pquick) || pquick != quick)
-            return; /* another tier or kind of figure: nothing to compare */
-        const char *what = quick ? "calls" : "rounds";
-        char why[256];
-        int d;
-        if (med < plo || med > phi) {
-            d = decimals_apart(med, med < plo ? plo : phi);
-            snprintf(why, sizeof why, "its median %.*f lies outside %s's %s [%.*f..%.*f]", d, med,
-                     o->name, what, d, plo, d, phi);
-        } else if (pmed < lo || pmed > hi) {
-            d = decimals_apart(pmed, pmed < lo ? lo : hi);
-            snprintf(why, sizeof why, "%s's median %.*f lies outside these %s [%.*f..%.*f]",
-                     o->name, d, pmed, what, d, lo, d, hi);
-        } else {
-            continue;
-        }
-        char ranks[64];
-        if (first == last)
-            snprintf(ranks, sizeof ranks, "rank %zu", first + 1);
-        else
-            snprintf(ranks, sizeof ranks, "ranks %zu-%zu", first + 1, last + 1);
-        tprintf("     %-16s decode %s: not one group with %s: %s\n", "", what, ranks, why);
-        return;
+    const char *what = w->quick ? "calls" : "rounds";
+    char why[256], ranks[64];
+    int d;
+    if (w->split == EDGERT_SPLIT_MEDIAN_OUTSIDE) {
+        double bound = w->decode < o->decode_lo ? o->decode_lo : o->decode_hi;
+        d = decimals_apart(w->decode, bound);
+        snprintf(why, sizeof why, "its median %.*f lies outside %s's %s [%.*f..%.*f]", d,
+                 w->decode, name_at(a, w->split_rank), what, d, o->decode_lo, d, o->decode_hi);
+    } else {
+        double bound = o->decode < w->decode_lo ? w->decode_lo : w->decode_hi;
+        d = decimals_apart(o->decode, bound);
+        snprintf(why, sizeof why, "%s's median %.*f lies outside these %s [%.*f..%.*f]",
+                 name_at(a, w->split_rank), d, o->decode, what, d, w->decode_lo, d, w->decode_hi);
     }
+    group_ranks(o, ranks, sizeof ranks);
+    tprintf("     %-16s decode %s: not one group with %s: %s\n", "", what, ranks, why);
 }
 
-/* Under rank r's line: its decode group, when it has other members (their
- * medians lie within each other's rounds, so prefill decided between them). */
-static void explain_decode_group(edgert_ctx *ctx, const edgert_selection *sel, size_t r)
+/* Under rank r's line (priority speed): its decode group, when it has other
+ * members (their medians lie within each other's rounds, so prefill decided
+ * between them), and why it is not in the group above. */
+static void explain_decode_group(const account *a, size_t r)
 {
-    size_t first, last;
-    double lo, hi, med;
-    int quick;
-    if (!group_span(sel, r, edgert_selection_decode_group, &first, &last) ||
-        !decode_figures(ctx, sel, r, &lo, &hi, &med, &quick)) {
-        explain_decode_split(ctx, sel, r);
-        return; /* no group, or alone in it */
+    const edgert_rank_reason *w = &a->why[r];
+    if (a->priority != EDGERT_PRIORITY_SPEED)
+        return;
+    if (w->group_first == w->group_last) {
+        explain_decode_split(a, r);
+        return; /* alone in its group */
     }
-    const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
     char pre[64];
-    figure_text(pre, sizeof pre, "prefill ",
-                quick ? k->first_contact_prefill_gflops : k->measured.prefill_gflops,
-                k->declared.prefill_gflops, 0, " G(FL)OP/s", "prefill unknown");
-    const char *what = quick ? "first contact's calls" : "rounds";
+    figure_text(pre, sizeof pre, "prefill ", w->prefill, w->prefill_measured, 0, " G(FL)OP/s",
+                "prefill unknown");
     tprintf("     %-16s decode %s [%.2f..%.2f]: as fast as ranks %zu-%zu (medians within "
-            "each other's %s); %s\n", "", quick ? "calls" : "rounds", lo, hi, first + 1,
-            last + 1, what, pre);
-    if (r == first)
-        explain_decode_split(ctx, sel, r);
+            "each other's %s); %s\n", "", w->quick ? "calls" : "rounds", w->decode_lo,
+            w->decode_hi, w->group_first + 1, w->group_last + 1,
+            w->quick ? "first contact's calls" : "rounds", pre);
+    if (r == w->group_first)
+        explain_decode_split(a, r);
 }
 
 static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
@@ -1155,22 +1101,35 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                   "two standard errors count as one group and KL decides inside it; then "
                   "activation bits, weight bits; then "
                   "speed; then name");
-    explain_decode_source(ctx, sel);
-    if (edgert_selection_count(sel) == 0)
+    account a = {ctx, p, edgert_selection_count(sel), NULL};
+    a.why = calloc(a.n + 1, sizeof *a.why);
+    for (size_t r = 0; a.why && r < a.n; r++) {
+        a.why[r].struct_size = sizeof a.why[r];
+        if (edgert_selection_reason(sel, r, &a.why[r]) != EDGERT_OK)
+            a.n = r; /* cannot happen: r is below the count */
+    }
+    if (!a.why) {
+        tprintf("  (out of memory)\n");
+        return;
+    }
+    explain_decode_source(&a);
+    if (a.n == 0)
         tprintf("  (nothing eligible)\n");
-    for (size_t r = 0; r < edgert_selection_count(sel); r++) {
-        const edgert_candidate *k = edgert_candidate_at(ctx, edgert_selection_index(sel, r));
+    for (size_t r = 0; r < a.n; r++) {
+        const edgert_rank_reason *w = &a.why[r];
+        const edgert_candidate *k = edgert_candidate_at(ctx, w->candidate);
         char speed[64];
-        figure_text(speed, sizeof speed, "", edgert_selection_decode_rate(sel, r),
-                    k->declared.decode_tokens_per_s, 1, " tok/s", "speed unknown");
+        figure_text(speed, sizeof speed, "", w->decode, w->decode_measured, 1, " tok/s",
+                    "speed unknown");
         tprintf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
                 k->layout.weight_bits, k->layout.activation_bits, speed,
-                k->reference                       ? "reference (always last)"
-                : strcmp(k->processor, "cpu") != 0 ? "accelerator of this device class"
-                                                   : "CPU backend");
-        explain_decode_group(ctx, sel, r);
-        explain_fidelity_group(ctx, sel, r);
+                w->tier == 2   ? "reference (always last)"
+                : w->tier == 0 ? "accelerator of this device class"
+                               : "CPU backend");
+        explain_decode_group(&a, r);
+        explain_fidelity_group(&a, r);
     }
+    free(a.why);
     tprintf("\n");
 }
 

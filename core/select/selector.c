@@ -25,44 +25,39 @@
 #include "load/load.h"
 
 
-struct edgert_selection {
-    edgert_priority priority;
-    size_t count;        /* ranked (eligible) candidates */
-    size_t *order;       /* candidate indices, best first */
-    int *rank;           /* per candidate index; -1 when not ranked */
-    int *group;          /* per candidate index: decode group (speed) or fidelity group
-                            (fidelity); -1 when not ranked */
-    size_t ncands;
-    int selected;        /* candidate index or -1 */
-    const char *evidence;
-    decode_src src[TIERS]; /* per tier: edgert_selection_decode_source */
-    const struct edgert_ctx *ctx; /* the handle ranked; it outlives the selection */
-    const edgert_candidate *sel;
-};
-
-#define DESC(a, b)                                                                               \
+/* Return the order of a and b when they differ (descending: the larger
+ * first), and the key that told them apart in *why. */
+#define DESC(a, b, key)                                                                          \
     do {                                                                                         \
-        if ((a) != (b))                                                                          \
+        if ((a) != (b)) {                                                                        \
+            *why = (key);                                                                        \
             return (a) > (b) ? -1 : 1;                                                           \
+        }                                                                                        \
+    } while (0)
+#define KEY(f)                                                                                   \
+    do {                                                                                         \
+        int f_ = (f);                                                                            \
+        if (f_)                                                                                  \
+            return f_;                                                                           \
     } while (0)
 
 /* Fidelity key alone (no tier, no name). Negative: a is more faithful. */
-static int fidelity_key(const er_cand *a, const er_cand *b)
+static int fidelity_key(const er_cand *a, const er_cand *b, edgert_decider *why)
 {
     double ta = er_sel_top1_of(a, NULL), tb = er_sel_top1_of(b, NULL);
-    DESC(ta, tb);
+    DESC(ta, tb, EDGERT_DECIDER_TOP1);
     double ka = er_sel_kl_of(a), kb = er_sel_kl_of(b);
-    DESC(-ka, -kb);
-    DESC(a->m.activation_bits, b->m.activation_bits);
-    DESC(a->m.weight_bits, b->m.weight_bits);
+    DESC(-ka, -kb, EDGERT_DECIDER_KL);
+    DESC(a->m.activation_bits, b->m.activation_bits, EDGERT_DECIDER_BITS);
+    DESC(a->m.weight_bits, b->m.weight_bits, EDGERT_DECIDER_BITS);
     return 0;
 }
 
 /* Speed key alone: the worth of the figure, then the figure. */
-static int speed_key(const er_cand *a, const er_cand *b, decode_src src)
+static int speed_key(const er_cand *a, const er_cand *b, decode_src src, edgert_decider *why)
 {
-    DESC(er_sel_speed_class(a, src), er_sel_speed_class(b, src));
-    DESC(er_sel_speed_of(a, src, NULL), er_sel_speed_of(b, src, NULL));
+    DESC(er_sel_speed_class(a, src), er_sel_speed_class(b, src), EDGERT_DECIDER_DECODE);
+    DESC(er_sel_speed_of(a, src, NULL), er_sel_speed_of(b, src, NULL), EDGERT_DECIDER_DECODE);
     return 0;
 }
 
@@ -70,10 +65,10 @@ static int speed_key(const er_cand *a, const er_cand *b, decode_src src)
  * the faster guess: fewer activation bits, then fewer stored bits per
  * weight. (Fidelity would prefer the opposite, and used to decide here: a
  * plain-C fp32 plugin outranked neon-w4a16 for speed.) */
-static int cost_key(const er_cand *a, const er_cand *b)
+static int cost_key(const er_cand *a, const er_cand *b, edgert_decider *why)
 {
-    DESC(-a->m.activation_bits, -b->m.activation_bits);
-    DESC(-a->m.bits_per_weight, -b->m.bits_per_weight);
+    DESC(-a->m.activation_bits, -b->m.activation_bits, EDGERT_DECIDER_COST);
+    DESC(-a->m.bits_per_weight, -b->m.bits_per_weight, EDGERT_DECIDER_COST);
     return 0;
 }
 
@@ -83,82 +78,80 @@ static int cost_key(const er_cand *a, const er_cand *b)
  * library, plus AMX tiles for prefill; avx512-w4a16 uses VNNI and BF16
  * where the AVX2 vendor example only uses AVX2 and AVX-VNNI). A fact of
  * the manifests and the probe, never a measurement. */
-static int specialization_key(const struct edgert_ctx *ctx, const er_cand *a, const er_cand *b)
+static int specialization_key(const struct edgert_ctx *ctx, const er_cand *a, const er_cand *b,
+                              edgert_decider *why)
 {
     const uint64_t dev = ctx->dev.cpu_flags;
     DESC(__builtin_popcountll((a->m.requires_flags | a->m.uses_flags) & dev),
-         __builtin_popcountll((b->m.requires_flags | b->m.uses_flags) & dev));
+         __builtin_popcountll((b->m.requires_flags | b->m.uses_flags) & dev),
+         EDGERT_DECIDER_SPECIALIZATION);
     return 0;
 }
 
-struct sort_ctx {
-    const struct edgert_ctx *ctx;
-    edgert_priority prio;
-    const decode_src *src; /* per tier */
-    const int *group; /* decode (speed) or fidelity group per candidate index, or NULL */
-};
-
-static int compare(const struct sort_ctx *s, size_t ia, size_t ib)
+/* Two candidates of one group (or any two, ungrouped) for priority speed. */
+static int speed_order(const edgert_selection *s, const er_cand *a, const er_cand *b, int t,
+                       int grouped, edgert_decider *why)
 {
+    if (grouped) {
+        /* one decode group: prefill decides first */
+        DESC(er_sel_prefill_class(a, s->src[t]), er_sel_prefill_class(b, s->src[t]),
+             EDGERT_DECIDER_PREFILL);
+        DESC(er_sel_prefill_of(a, s->src[t]), er_sel_prefill_of(b, s->src[t]),
+             EDGERT_DECIDER_PREFILL);
+    }
+    KEY(speed_key(a, b, s->src[t], why));
+    KEY(cost_key(a, b, why));
+    return fidelity_key(a, b, why);
+}
+
+/* The same for priority fidelity. */
+static int fidelity_order(const edgert_selection *s, const er_cand *a, const er_cand *b, int t,
+                          int grouped, edgert_decider *why)
+{
+    if (grouped) /* one fidelity group: top-1 cannot be told apart, mean KL decides */
+        DESC(-er_sel_kl_of(a), -er_sel_kl_of(b), EDGERT_DECIDER_KL);
+    /* Equally faithful: the backend written for more of this device
+     * first, a fact rather than a measurement, so the choice does not
+     * flip between calibrations when two backends of the same
+     * arithmetic stream at the same memory bandwidth (avx512-w4a16 and
+     * the AVX2 vendor example measure within 1% of each other, in
+     * either order); then speed. */
+    KEY(fidelity_key(a, b, why));
+    KEY(specialization_key(s->ctx, a, b, why));
+    return speed_key(a, b, s->src[t], why);
+}
+
+int er_sel_compare(const edgert_selection *s, size_t ia, size_t ib, int grouped,
+                   edgert_decider *why)
+{
+    edgert_decider unused;
+    if (!why)
+        why = &unused;
+    *why = EDGERT_DECIDER_NONE;
     const er_cand *a = s->ctx->cands[ia], *b = s->ctx->cands[ib];
     int ta = er_sel_tier(s->ctx, a), tb = er_sel_tier(s->ctx, b);
-    if (ta != tb)
-        return ta < tb ? -1 : 1;
-    if (s->prio == EDGERT_PRIORITY_SPEED) {
-        if (s->group) {
-            /* groups are numbered in the order of the speed key (first
-             * pass), so a lower group is faster or better evidenced */
-            if (s->group[ia] != s->group[ib])
-                return s->group[ia] < s->group[ib] ? -1 : 1;
-            DESC(er_sel_prefill_class(a, s->src[ta]), er_sel_prefill_class(b, s->src[ta]));
-            DESC(er_sel_prefill_of(a, s->src[ta]), er_sel_prefill_of(b, s->src[ta]));
-        }
-        int f = speed_key(a, b, s->src[ta]);
-        if (f)
-            return f;
-        f = cost_key(a, b);
-        if (f)
-            return f;
-        f = fidelity_key(a, b);
-        if (f)
-            return f;
-    } else {
-        if (s->group) {
-            /* groups in the order of the fidelity key (first pass); inside
-             * one, top-1 cannot be told apart: mean KL decides */
-            if (s->group[ia] != s->group[ib])
-                return s->group[ia] < s->group[ib] ? -1 : 1;
-            DESC(-er_sel_kl_of(a), -er_sel_kl_of(b));
-        }
-        /* Equally faithful: the backend written for more of this device
-         * first, a fact rather than a measurement, so the choice does not
-         * flip between calibrations when two backends of the same
-         * arithmetic stream at the same memory bandwidth (avx512-w4a16 and
-         * the AVX2 vendor example measure within 1% of each other, in
-         * either order); then speed. */
-        int f = fidelity_key(a, b);
-        if (f)
-            return f;
-        f = specialization_key(s->ctx, a, b);
-        if (f)
-            return f;
-        f = speed_key(a, b, s->src[ta]);
-        if (f)
-            return f;
-    }
-    int f = specialization_key(s->ctx, a, b);
-    if (f)
-        return f;
+    DESC(-ta, -tb, EDGERT_DECIDER_TIER);
+    /* Groups are numbered in the order of the priority's key (the first
+     * pass), so candidates of two groups are in the first pass's order,
+     * and what told them apart there is why. */
+    if (grouped && s->group[ia] != s->group[ib])
+        return er_sel_compare(s, ia, ib, 0, why);
+    if (s->priority == EDGERT_PRIORITY_SPEED)
+        KEY(speed_order(s, a, b, ta, grouped, why));
+    else
+        KEY(fidelity_order(s, a, b, ta, grouped, why));
+    KEY(specialization_key(s->ctx, a, b, why));
+    *why = EDGERT_DECIDER_NAME;
     return strcmp(a->m.name, b->m.name);
 }
 
 /* Insertion sort: a handful of candidates, and it keeps the comparator's
  * context without a global (qsort has no user pointer in C11). */
-static void sort_indices(const struct sort_ctx *s, size_t *idx, size_t n)
+static void sort_indices(const edgert_selection *s, int grouped, size_t *idx, size_t n)
 {
     for (size_t i = 1; i < n; i++) {
         size_t v = idx[i], j = i;
-        while (j > 0 && compare(s, v, idx[j - 1]) < 0) {
+        while (j > 0 && er_sel_compare(s, v, idx[j - 1], grouped, NULL) < 0) {
             idx[j] = idx[j - 1];
             j--;
         }
@@ -286,14 +279,12 @@ static void rank_eligible(const struct edgert_ctx *ctx, edgert_selection *s)
     }
     for (int t = 0; t < TIERS; t++)
         s->src[t] = er_sel_decode_source(ctx, t);
-    struct sort_ctx sc = {ctx, s->priority, s->src, NULL};
-    sort_indices(&sc, s->order, s->count);
+    sort_indices(s, 0, s->order, s->count);
     if (s->priority == EDGERT_PRIORITY_SPEED)
         decode_groups(ctx, s->src, s->order, s->count, s->group);
     else
         fidelity_groups(ctx, s->order, s->count, s->group);
-    sc.group = s->group;
-    sort_indices(&sc, s->order, s->count);
+    sort_indices(s, 1, s->order, s->count);
     for (size_t r = 0; r < s->count; r++)
         s->rank[s->order[r]] = (int)r;
 }

@@ -1,6 +1,7 @@
 /*
  * core/select/selector.h — the figures the selector compares (selector_figures.c),
- * shared with the ranking (selector.c). Private to the core.
+ * shared with the ranking (selector.c) and its account of each rank
+ * (reasons.c). Private to the core.
  */
 #ifndef EDGERT_CORE_SELECTOR_H
 #define EDGERT_CORE_SELECTOR_H
@@ -43,5 +44,27 @@ double er_sel_prefill_of(const er_cand *c, decode_src src);
  * mean KL (measured, else declared, else infinity). */
 double er_sel_top1_of(const er_cand *c, int *measured);
 double er_sel_kl_of(const er_cand *c);
+
+/* A ranking (edgert_select), read by the accessors and edgert_selection_reason. */
+struct edgert_selection {
+    edgert_priority priority;
+    size_t count;        /* ranked (eligible) candidates */
+    size_t *order;       /* candidate indices, best first */
+    int *rank;           /* per candidate index; -1 when not ranked */
+    int *group;          /* per candidate index: decode group (speed) or fidelity group
+                            (fidelity); -1 when not ranked */
+    size_t ncands;
+    int selected;        /* candidate index or -1 */
+    const char *evidence;
+    decode_src src[TIERS]; /* per tier: edgert_selection_decode_source */
+    const struct edgert_ctx *ctx; /* the handle ranked; it outlives the selection */
+    const edgert_candidate *sel;
+};
+
+/* The selection's order of candidates ia and ib (negative: ia first),
+ * with the groups when `grouped`, else by the keys alone (the first pass);
+ * *why (may be NULL) the key that told them apart. */
+int er_sel_compare(const edgert_selection *s, size_t ia, size_t ib, int grouped,
+                   edgert_decider *why);
 
 #endif

@@ -13,7 +13,8 @@
  *   edgert_close()     unload everything.
  *
  * Every call's contract is written at its declaration (what is checked,
- * what is kept, which version added it). Checkpoints (edgert/checkpoint.h),
+ * what is kept, which version added it). The selection and its account of
+ * each rank (edgert/selection.h), checkpoints (edgert/checkpoint.h),
  * evidence and checksums (edgert/evidence.h) and exports (edgert/export.h)
  * have their own headers, which this one includes.
  *
@@ -35,50 +36,6 @@
  * never grow; edgert_qtensor, which the caller allocates and the library
  * fills, is written only up to EDGERT_QTENSOR_V1_SIZE. tests/test_abi.c
  * holds each of these.
- *
- * Selection order (architecture.md, Selection), applied to eligible candidates only:
- *   1. tier: a backend for the device class's accelerator (manifest
- *      `processor: gpu|npu` on a `cuda_discrete`, `jetson` or `npu_phone`
- *      device) first, then CPU backends, then the reference backend
- *      (manifest `reference: true`), which is always last.
- *   2. priority `speed`:    decode tokens/s (measured on this device, else
- *                           declared by a manifest with verified: true, else
- *                           an unverified claim; unknown counts as 0)
- *                           descending, then the
- *                           cheaper arithmetic (fewer activation bits, fewer
- *                           bits per weight), then fidelity (the key below).
- *                           Measured rates each within the other's rounds
- *                           [min, max] (calibrate's rounds, or first
- *                           contact's calls) cannot be told apart: fastest first,
- *                           each joins the previous one's "decode group" while
- *                           that holds with every member; one without a range
- *                           or of another tier closes it. In a group prefill
- *                           (measured by the same source, else declared, else
- *                           unknown) decides before the medians
- *                           (edgert_selection_decode_group). Measured means
- *                           one source for every backend of a tier: the
- *                           rounds of `edgert calibrate` when each measured
- *                           backend has them for its current build, all from
- *                           one run, else first contact's quick measurement
- *                           for all (edgert_selection_decode_source).
- *      priority `fidelity`: top-1 agreement (measured, else declared; a
- *                           candidate without one sorts after those with one)
- *                           descending, mean KL ascending (same rule), then
- *                           activation bits, weight bits, then the backend
- *                           written for more of this device (3.), speed.
- *                           Top-1 agreements measured here over known token
- *                           counts that differ by no more than two standard
- *                           errors cannot be told apart (at 64 tokens and
- *                           p = 0.77 that is 0.15): they form one "fidelity
- *                           group", as decode groups do, inside which mean KL
- *                           decides (edgert_selection_fidelity_group).
- *   3. at equal evidence, the backend written for more of this device: more
- *      of the CPU flags it requires or uses when present are this device's
- *      (amx-w4a8 before avx512-w4a8, whose decode is the same), then name.
- *   Measured figures count only for this device and the same plugin file
- *   (core/evidence/evidence.c); evidence that a backend failed verify is a gate
- *   (FAILED_VERIFY).
- *   Names compare with strcmp, so the order is total and reproducible.
  *
  * Environment variables (read with secure_getenv, ignored when
  * edgert_options.ignore_env is set):
@@ -440,88 +397,6 @@ EDGERT_API unsigned edgert_thread_count(const edgert_ctx *ctx);
 EDGERT_API void edgert_parallel_for(edgert_ctx *ctx, size_t n, size_t grain, edgert_range_fn fn,
                                     void *arg);
 
-/**
- * Rank the eligible candidates for `priority`. With `forced` non-NULL the
- * selection is that backend, or EDGERT_E_NOT_ELIGIBLE / EDGERT_E_NOT_FOUND with
- * the reasons in err. With nothing eligible: EDGERT_E_NOT_ELIGIBLE.
- * *out: with EDGERT_OK, EDGERT_E_NOT_ELIGIBLE and EDGERT_E_NOT_FOUND it is
- * a selection to free (edgert_selection_free) whatever the status, so
- * callers can explain: on the two errors edgert_selection_selected is NULL
- * and the ranks are those of the candidates that are eligible (all -1 when
- * none is). On EDGERT_E_USAGE and EDGERT_E_NOMEM it is NULL.
- */
-EDGERT_API edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority,
-                                       const char *forced, edgert_selection **out, char *err,
-                                       size_t err_len);
-EDGERT_API const edgert_candidate *edgert_selection_selected(const edgert_selection *sel);
-EDGERT_API edgert_priority edgert_selection_priority(const edgert_selection *sel);
-/** 0-based rank of candidate i (edgert_candidate_at index) or -1 when not ranked. */
-EDGERT_API int edgert_selection_rank(const edgert_selection *sel, size_t i);
-/** "measured" or "declared": where the winner's own figure for the priority's
- *  first key came from — its decode rate (speed; edgert_selection_decode_source
- *  says by which measurement) or top-1 agreement (fidelity), measured on this
- *  device, or else the manifest's. It does not say which key separated it from the runner-up
- *  (that may be the tier, or a tie-break). "declared" with no_evidence. */
-EDGERT_API const char *edgert_selection_evidence(const edgert_selection *sel);
-/** Ranked candidate indices, best first. */
-EDGERT_API size_t edgert_selection_count(const edgert_selection *sel);
-EDGERT_API size_t edgert_selection_index(const edgert_selection *sel, size_t r);
-EDGERT_API void edgert_selection_free(edgert_selection *sel);
-/** Priority speed: the decode group of rank r (0-based): equal numbers were
- *  measured here by one kind of figure, each within the other's range
- *  (calibrate's rounds, or first contact's calls), so prefill decided between
- *  them (selection order above). -1 past the end or for fidelity. */
-EDGERT_API int edgert_selection_decode_group(const edgert_selection *sel, size_t r);
-/** Priority fidelity: the fidelity group of rank r (0-based): equal numbers
- *  have top-1 agreements measured here (with their token counts) that differ
- *  pairwise by no more than sampling noise, two standard errors of the
- *  difference, sqrt(p (1 - p) (1/n_a + 1/n_b)) with p pooled, so mean KL
- *  decided between them; a group is consecutive ranks, so a candidate
- *  without a counted top-1 between two closes the first (selection order
- *  above). -1 past the end or for speed. */
-EDGERT_API int edgert_selection_fidelity_group(const edgert_selection *sel, size_t r);
-/** Where the measured decode rates compared with rank r (0-based) came
- *  from: one source for every candidate of its tier (tiers are never
- *  compared with each other):
- *  "calibrate"     every candidate of the tier measured on this device has
- *                  `edgert calibrate`'s decode rate for its current build,
- *                  all from one evidence series (one calibrate run: the
- *                  same memory-bandwidth windows);
- *  "first-contact" some have only first contact's quick measurement (a
- *                  plugin rebuilt or added since the last calibrate, or
- *                  none calibrated yet), or their calibrated rates come
- *                  from separate runs (then the quick figures may too:
- *                  each was measured when its plugin file was first met,
- *                  and is cached), so every candidate of the tier was
- *                  compared by its quick measurement
- *                  (first_contact_decode_tokens_per_s, at one read rate:
- *                  edgert_selection_decode_read_gbs), never one kind of
- *                  figure against the other;
- *  "mixed"         that was impossible (a calibrated candidate has no quick
- *                  measurement): each by the best figure it has;
- *  "declared"      nothing in the tier was measured here (or no_evidence).
- *  Running `edgert calibrate` again makes it "calibrate". Past the end or
- *  NULL sel: "declared". */
-EDGERT_API const char *edgert_selection_decode_source(const edgert_selection *sel, size_t r);
-/** The measured decode rate (tokens/s) rank r was compared by, from the
- *  source above (a first-contact figure at its tier's read rate,
- *  edgert_selection_decode_read_gbs, where it has one); NaN when it was
- *  ranked by a declared figure, or past the end. */
-EDGERT_API double edgert_selection_decode_rate(const edgert_selection *sel, size_t r);
-/** The range around edgert_selection_decode_rate that rank r was grouped by
- *  (calibrate's rounds, or first contact's calls, scaled as the rate is):
- *  1 with [*lo, *hi], else 0 with NaNs (no range, a declared figure, past
- *  the end). Added with first_contact_read_gbs. */
-EDGERT_API int edgert_selection_decode_range(const edgert_selection *sel, size_t r, double *lo,
-                                             double *hi);
-/** The read rate (GB/s) rank r's first-contact figure was compared at: the
- *  median of the reads beside its tier's first contacts
- *  (edgert_candidate.first_contact_read_gbs), its rate and range scaled by
- *  this over its own read; NaN when rank r was not compared by first
- *  contact, or its figure by no read (compared as measured). Added with
- *  first_contact_read_gbs. */
-EDGERT_API double edgert_selection_decode_read_gbs(const edgert_selection *sel, size_t r);
-
 /* --- running a backend -------------------------------------------------- */
 
 /** Create a fresh instance of a loaded, eligible, in-process backend.
@@ -687,9 +562,10 @@ EDGERT_API int edgert_cpu_flag_parse(const char *s, edgert_cpu_flag *out);
 }
 #endif
 
-/* The topic headers, so one include gives the whole API: a user's own
- * weights (checkpoint.h), measured evidence and file integrity
- * (evidence.h), exports for an NPU (export.h). */
+/* The topic headers, so one include gives the whole API: the ranking
+ * (selection.h), a user's own weights (checkpoint.h), measured evidence and
+ * file integrity (evidence.h), exports for an NPU (export.h). */
+#include "edgert/selection.h"
 #include "edgert/checkpoint.h"
 #include "edgert/evidence.h"
 #include "edgert/export.h"
