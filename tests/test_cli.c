@@ -379,14 +379,19 @@ static void check_select_json(const char *text, const char *want_mode)
         size_t nreasons =
             (size_t)(reasons->data.sequence.items.top - reasons->data.sequence.items.start);
         const char *rank = sval(&y, c, "rank");
+        const char *decided = sval(&y, c, "decided_by"); /* edgert_selection_reason */
         if (strcmp(eligible, "true") == 0) {
             assert_int_equal(nreasons, 0);
             assert_true(atoi(rank) >= 1);
             if (strcmp(name, selected) == 0 && atoi(rank) == 1)
                 saw_selected_rank1 = 1;
+            /* rank 1 has nothing above it; below it, a key of the ranking */
+            assert_true((strcmp(decided, "none") == 0) == (atoi(rank) == 1));
+            assert_true(strcmp(decided, "null") != 0);
         } else {
             assert_true(nreasons > 0);
             assert_string_equal(rank, "null");
+            assert_string_equal(decided, "null");
         }
     }
     assert_true(saw_selected_rank1);

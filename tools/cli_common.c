@@ -334,6 +334,10 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     json_knum(w, "decode_rate_max", hi);
     json_knum(w, "decode_read_gbs",
               sel && rank >= 0 ? edgert_selection_decode_read_gbs(sel, r) : NAN);
+    /* the key that put it below the rank above (edgert_selection_reason) */
+    edgert_rank_reason why = {.struct_size = sizeof why};
+    int told = sel && rank >= 0 && edgert_selection_reason(sel, r, &why) == EDGERT_OK;
+    json_kstr(w, "decided_by", told ? edgert_decider_name(why.decider) : NULL);
     json_kstr(w, "rationale", c->rationale);
     json_end_obj(w);
 }
