@@ -17,7 +17,7 @@ faster. "all-default" is what a plain InferenceSession does: the same fusion
 at accuracy level 4, which quantizes the activations to int8 inside the
 kernel, i.e. w8a8 (measured: 6.5 dB below the report's w8a16 on the quick
 export). The comparison is the C test's job
-(tests/test_npu_export.c); this script prints the runtime's version and what
+(tests/plugins/test_npu_export.c); this script prints the runtime's version and what
 it ran. Exit 0 ok, 1 the graph could not be run, 2 usage.
 """
 import json

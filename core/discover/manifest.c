@@ -8,7 +8,7 @@
  * The schema (manifest_version 1: every key, its type, default and meaning,
  * and an example) is documented in one place, docs/manifest.md; the key
  * lists below and the readers of this file implement it, and
- * tests/test_manifest.c checks that every key appears in that page.
+ * tests/discover/test_manifest.c checks that every key appears in that page.
  *
  * Errors: a wrong type, a missing required field, a bad value or another
  * major version fail the whole manifest (EDGERT_E_PARSE). Every problem of the
@@ -46,7 +46,7 @@ typedef struct mreader {
 } mreader;
 
 /* Every key of the schema, per mapping (internal.h; docs/manifest.md lists
- * each, and tests/test_manifest.c checks that it does). */
+ * each, and tests/discover/test_manifest.c checks that it does). */
 const char *const er_manifest_top_keys[] = {
     "manifest_version", "name", "version", "vendor", "library", "checksum", "abi", "arch",
     "device_classes", "requires", "uses_when_present", "processor", "reference", "layout",

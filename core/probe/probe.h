@@ -22,7 +22,7 @@ void er_probe_device_class(const char *sysroot, edgert_arch arch, edgert_device 
  *  diagnostic on any problem. */
 edgert_status er_device_profile_load(const char *path, edgert_device *out, er_diags *d);
 /** Every key of a device profile (NULL-terminated); docs/device-profile.md
- *  documents each, and tests/test_probe_profile.c checks that it does. */
+ *  documents each, and tests/probe/test_probe_profile.c checks that it does. */
 extern const char *const er_profile_keys[];
 
 #endif /* EDGERT_CORE_PROBE_H */

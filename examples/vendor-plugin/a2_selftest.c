@@ -16,7 +16,7 @@
  * full), decode and prefill.
  *
  * Error bound of one output against the exact sum (the same bound as
- * tests/test_avx2_w4a16.c), with w_k = s (q_k - z) the exact weight and x~
+ * tests/plugins/test_avx2_w4a16.c), with w_k = s (q_k - z) the exact weight and x~
  * the activation as the kernel sees it:
  *   activations: |x~_k - x_k| <= 2^-13 m_b per block b of 128 inputs (m_b =
  *     max |x| in b, the last block cut at k; a2_kern_avx2.c), so the output

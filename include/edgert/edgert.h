@@ -34,7 +34,7 @@
  * library returns is read through its pointer and gains fields only at its
  * end; edgert_layout and edgert_figures, which sit inside edgert_candidate,
  * never grow; edgert_qtensor, which the caller allocates and the library
- * fills, is written only up to EDGERT_QTENSOR_V1_SIZE. tests/test_abi.c
+ * fills, is written only up to EDGERT_QTENSOR_V1_SIZE. tests/load/test_abi.c
  * holds each of these.
  *
  * Environment variables (read with secure_getenv, ignored when

@@ -461,7 +461,7 @@ static edgert_status aw_gemm(void *state, const void *packed, const edgert_gemm_
  *   scale stored with 20 significant bits: 2^-20 sum|x w| (2^-19 below);
  *   fp32 accumulation, including the zero-point correction whose two terms
  *   each reach 15 |x| |s| per input: 2^-14 * sum 15 |x s|.
- * Shared by the self-test and (in the same form) tests/test_avx512_w4a16.c.
+ * Shared by the self-test and (in the same form) tests/plugins/test_avx512_w4a16.c.
  */
 static double aw_bound(aw_path path, uint32_t m, double sum_xw, double sum_act, double sum_xs15)
 {

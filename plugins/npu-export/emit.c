@@ -88,7 +88,7 @@ static int put_init(ne_run *r, const char *name, int dtype, const int64_t *dims,
  * gives them (report.c): "<proj>.x" (the input, read by its Q),
  * "<proj>.weight" (the weight as MatMul reads it, written by its DQ; the
  * name it has in the user's safetensors) and "<proj>.y" (the output,
- * written by its DQ). tests/test_npu_export_io.c binds every key. */
+ * written by its DQ). tests/plugins/test_npu_export_io.c binds every key. */
 enum { NM_X, NM_X_SCALE, NM_X_ZP, NM_X_Q, NM_X_DQ, NM_W_Q, NM_W_SCALE, NM_W_ZP, NM_W_DQ,
        NM_Y_FLOAT, NM_Y_SCALE, NM_Y_ZP, NM_Y_Q, NM_Y, NNAMES };
 static const char *const name_suffix[NNAMES] = {

@@ -2,7 +2,7 @@
  * A plugin that writes to stdout when it is loaded, initialised and
  * self-tested, as a vendor's forgotten debug output would: through stdio
  * (flushed and not) and straight to file descriptor 1. `edgert ... --json`
- * must still print exactly one JSON document on stdout (tests/test_cli.c).
+ * must still print exactly one JSON document on stdout (tests/tools/test_cli.c).
  * It is otherwise the honest test plugin of tp_common.h, named test-chatty.
  */
 #include <unistd.h>
