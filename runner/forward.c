@@ -121,7 +121,7 @@ edgert_status rn_alloc_state(edgert_model *m, uint32_t kv_bits, char *err, size_
     int kv16 = m->be && kv_bits != 32;
     m->attn = rn_attn_pick(edgert_device_facts(m->ctx)->cpu_flags, kv16);
     if (kv_bits == 16 && m->attn->kv_bytes != 2)
-        return rn_fail(EDGERT_E_UNSUPPORTED, err, len, "an fp16 KV cache: %s", !m->be
+        return er_fail(EDGERT_E_UNSUPPORTED, err, len, "an fp16 KV cache: %s", !m->be
                        ? "the fp32 reference keeps fp32" : "this CPU's attention kernels ("
                        "AVX2 and F16C without AVX-512) keep fp32 here");
     m->kv_stride = (m->ctx_len + RN_KBLOCK - 1) / RN_KBLOCK * RN_KBLOCK; /* whole K blocks */
@@ -140,7 +140,7 @@ edgert_status rn_alloc_state(edgert_model *m, uint32_t kv_bits, char *err, size_
     m->scores = zalloc((size_t)(m->threads ? m->threads : 1) * (c->heads / c->kv_heads) *
                            m->ctx_len * sizeof(float), &fail);
     if (fail)
-        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory for the KV cache (%u positions) "
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory for the KV cache (%u positions) "
                        "and activations", m->ctx_len);
     m->info.kv_cache_bytes = 2 * m->cache_bytes;
     rope_table(m);
@@ -344,7 +344,7 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
     r.ops = malloc(cap * sizeof *r.ops);
     edgert_status st = EDGERT_OK;
     if (!r.tags || !r.args || !r.ops)
-        st = rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     if (!st) {
         build(&r);
         for (uint32_t i = 0; i < n; i++) {
@@ -386,7 +386,7 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
 edgert_status edgert_model_gemm_step(edgert_model *m, char *err, size_t len)
 {
     if (!m || !m->stepped)
-        return rn_fail(EDGERT_E_USAGE, err, len, "edgert_model_gemm_step: %s",
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_model_gemm_step: %s",
                        !m ? "no model" : "no single-token step on a backend ran yet");
     const rn_config *c = &m->c;
     size_t cap = (size_t)c->layers * 7 + RN_MAX_PARTS;
@@ -397,7 +397,7 @@ edgert_status edgert_model_gemm_step(edgert_model *m, char *err, size_t len)
     r.ops = malloc(cap * sizeof *r.ops);
     edgert_status st = EDGERT_OK;
     if (!logits || !r.tags || !r.args || !r.ops)
-        st = rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     if (!st) {
         build(&r);
         for (size_t i = 0; i < r.nops; i++)

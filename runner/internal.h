@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "attn.h"
+#include "common/internal.h" /* er_fail: an error into err, returning its status */
 #include "edgert/runner.h"
 #include "formats/safetensors.h"
 #include "formats/yamldoc.h"
@@ -122,8 +123,5 @@ float rn_dot(const float *a, const float *b, uint32_t n);
 /** y += a * x */
 void rn_axpy(float *y, float a, const float *x, uint32_t n);
 
-/** Formatting into an error buffer; returns st. */
-edgert_status rn_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 #endif

@@ -33,17 +33,6 @@
 #define RN_ROW_BLOCK 256u          /* dense rows quantized at once */
 #define RN_RELEASE_BYTES (16u << 20) /* dense bytes read between drops of their pages */
 
-edgert_status rn_fail(edgert_status st, char *err, size_t len, const char *fmt, ...)
-{
-    if (err && len) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, len, fmt, ap);
-        va_end(ap);
-    }
-    return st;
-}
-
 /* ---- files ------------------------------------------------------------------------ */
 
 /* The shard file names of model.safetensors.index.json, sorted, unique;
@@ -87,7 +76,7 @@ static edgert_status index_files(const char *path, char ***names, size_t *count,
         if (!nn || !copy) {
             free(copy);
             *names = nn ? nn : *names;
-            st = rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+            st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
             break;
         }
         *names = nn;
@@ -123,19 +112,19 @@ static edgert_status open_files(edgert_model *m, char *err, size_t len)
         if (names && (names[0] = strdup("model.safetensors")))
             count = 1;
         else
-            st = rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+            st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
     m->shards = st ? NULL : calloc(count, sizeof *m->shards);
     m->cks = st ? NULL : calloc(count, sizeof *m->cks);
     if (!st && (!m->shards || !m->cks))
-        st = rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     if (!st)
         m->nshards = count; /* st_close and edgert_checkpoint_close take the unopened ones */
     for (size_t i = 0; !st && i < count; i++) {
         snprintf(path, sizeof path, "%s/%s", m->dir, names[i]);
         st = st_open(&m->shards[i], path, err, len);
         if (st == EDGERT_E_IO && errno == ENOENT)
-            st = rn_fail(EDGERT_E_IO, err, len, "%s: no such file: the folder holds no weights "
+            st = er_fail(EDGERT_E_IO, err, len, "%s: no such file: the folder holds no weights "
                          "(model.safetensors, or model.safetensors.index.json and its shards)",
                          path);
         if (!st && names_linear(&m->shards[i]))
@@ -167,23 +156,23 @@ static edgert_status vector(edgert_model *m, const char *name, uint32_t n, int r
     const st_tensor *t = find_tensor(m, name, &sf);
     *out = NULL;
     if (!t)
-        return required ? rn_fail(EDGERT_E_PARSE, err, len, "%s: tensor %s is missing",
+        return required ? er_fail(EDGERT_E_PARSE, err, len, "%s: tensor %s is missing",
                                   m->shards[0].path, name)
                         : EDGERT_OK;
     if (t->ndim != 1 || t->shape[0] != n || !st_is_float(t->dtype) || t->dtype == ST_F64)
-        return rn_fail(EDGERT_E_PARSE, err, len, "%s: tensor %s is %s [%llu%s], config.json "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor %s is %s [%llu%s], config.json "
                        "says %s [%u]", sf->path, name, t->dtype_name,
                        (unsigned long long)(t->ndim ? t->shape[0] : 0), t->ndim > 1 ? ", ..." : "",
                        "F32/F16/BF16", n);
     if (!(*out = malloc(n * sizeof(float))))
-        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     int bad = st_read_f32(sf, t, 0, n, *out, err, len) != 0;
     st_release_near(sf, t); /* the read mapped up to a folio around it */
     if (bad)
         return EDGERT_E_PARSE;
     for (uint32_t i = 0; i < n; i++)
         if (!isfinite((*out)[i]))
-            return rn_fail(EDGERT_E_PARSE, err, len, "%s: tensor %s: element %u is not finite",
+            return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor %s: element %u is not finite",
                            sf->path, name, i);
     return EDGERT_OK;
 }
@@ -207,7 +196,7 @@ static edgert_status find_layer(edgert_model *m, const char *name, uint32_t n, u
     if (head && !find_tensor(m, "lm_head.weight", &want) &&
         !find_tensor(m, "lm_head.qweight", &want)) {
         if (!m->c.tied)
-            return rn_fail(EDGERT_E_PARSE, err, len, "%s: tensor lm_head.weight is missing "
+            return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor lm_head.weight is missing "
                            "(config.json: tie_word_embeddings is false)", m->shards[0].path);
         find_tensor(m, "model.embed_tokens.weight", &want);
     }
@@ -219,14 +208,14 @@ static edgert_status find_layer(edgert_model *m, const char *name, uint32_t n, u
             if (strcmp(l->name, name) != 0)
                 continue;
             if (l->n != n || l->k != k)
-                return rn_fail(EDGERT_E_PARSE, err, len, "%s: layer %s is [%u, %u] (n, k), "
+                return er_fail(EDGERT_E_PARSE, err, len, "%s: layer %s is [%u, %u] (n, k), "
                                "config.json says [%u, %u]", m->shards[f].path, name, l->n, l->k,
                                n, k);
             *s = (rn_src){m->cks[f], i, l};
             return EDGERT_OK;
         }
     }
-    return rn_fail(EDGERT_E_PARSE, err, len, "%s: linear layer %s (%s.weight or %s.qweight) is "
+    return er_fail(EDGERT_E_PARSE, err, len, "%s: linear layer %s (%s.weight or %s.qweight) is "
                    "missing", m->shards[0].path, name, name, name);
 }
 
@@ -255,7 +244,7 @@ static edgert_status q_alloc(rn_q *q, uint32_t n, uint32_t k, uint32_t group, in
     q->zeros = zeros ? malloc((size_t)n * g) : NULL;
     if (!q->codes || !q->scales || (zeros && !q->zeros)) {
         q_free(q);
-        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
     return EDGERT_OK;
 }
@@ -296,7 +285,7 @@ static edgert_status layer_rows(edgert_model *m, const rn_src *s, const edgert_q
     float *buf = malloc((size_t)RN_ROW_BLOCK * s->l->k * sizeof(float));
     if (!buf) {
         q_free(q);
-        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     }
     /* file bytes read since its pages were last dropped, counted as fp32:
      * an F16/BF16 file's go every 8 MiB read, an F32 one's every 16 */
@@ -312,7 +301,7 @@ static edgert_status layer_rows(edgert_model *m, const rn_src *s, const edgert_q
             read = 0;
         }
         if (!st && edgert_quantize_rtn(buf, nr, s->l->k, group, sym, &t) != EDGERT_OK)
-            st = rn_fail(EDGERT_E_PARSE, err, len, "%s: rows %u..%u cannot be quantized (a "
+            st = er_fail(EDGERT_E_PARSE, err, len, "%s: rows %u..%u cannot be quantized (a "
                          "weight that is not finite?)", s->l->name, r0 + r, r0 + r + nr - 1);
         if (!st)
             q_put(q, r, t.codes, t.scales, t.zeros, nr);
@@ -334,11 +323,11 @@ static edgert_status pack_q(edgert_model *m, const rn_q *q, const char *name, rn
     char why[2048] = "";
     edgert_status st = edgert_pack(m->be, &v, &out->packed, why, sizeof why);
     if (st == EDGERT_E_UNSUPPORTED) /* the layout cannot hold these weights */
-        return rn_fail(EDGERT_E_NOT_ELIGIBLE, err, len, "%s: LAYOUT_MISMATCH: it cannot pack %s "
+        return er_fail(EDGERT_E_NOT_ELIGIBLE, err, len, "%s: LAYOUT_MISMATCH: it cannot pack %s "
                        "(n %u, k %u, group %u, %s): %s", m->backend_name, name, q->n, q->k,
                        q->group, q->zeros ? "asymmetric" : "symmetric", why);
     if (st)
-        return rn_fail(st, err, len, "%s cannot pack %s (n %u, k %u, group %u, %s): %s",
+        return er_fail(st, err, len, "%s cannot pack %s (n %u, k %u, group %u, %s): %s",
                        m->backend_name, name, q->n, q->k, q->group,
                        q->zeros ? "asymmetric" : "symmetric", why);
     out->n = q->n;
@@ -368,7 +357,7 @@ static edgert_status dense_linear(edgert_model *m, const rn_src *s, rn_linear *o
         if (!t && strcmp(l->name, "lm_head") == 0)
             t = find_tensor(m, "model.embed_tokens.weight", &sf);
         if (!t || (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16))
-            return rn_fail(EDGERT_E_PARSE, err, len, "%s: no F32/F16/BF16 tensor for layer %s",
+            return er_fail(EDGERT_E_PARSE, err, len, "%s: no F32/F16/BF16 tensor for layer %s",
                            m->shards[0].path, l->name);
         out->w = st_data(sf, t);
         out->dt = t->dtype;
@@ -377,7 +366,7 @@ static edgert_status dense_linear(edgert_model *m, const rn_src *s, rn_linear *o
     }
     size_t count = (size_t)l->n * l->k;
     if (!(out->owned = malloc(count * sizeof(float))))
-        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory: the fp32 reference of %s "
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory: the fp32 reference of %s "
                        "needs %zu MiB", l->name, count * 4 >> 20);
     out->w = out->owned;
     out->dt = ST_F32;
@@ -495,11 +484,11 @@ static edgert_status mapped_linears(edgert_model *m, const rn_want *w, unsigned 
         while (idx < n && strcmp(edgert_checkpoint_layer_at(m->packed, idx)->name, w[i].name))
             idx++;
         if (idx == n)
-            return rn_fail(EDGERT_E_PARSE, err, len, "the packed file has no layer %s",
+            return er_fail(EDGERT_E_PARSE, err, len, "the packed file has no layer %s",
                            w[i].name);
         const edgert_layer *l = edgert_checkpoint_layer_at(m->packed, idx);
         if (l->n != w[i].n || l->k != w[i].k)
-            return rn_fail(EDGERT_E_PARSE, err, len, "the packed file's layer %s is [%u, %u], "
+            return er_fail(EDGERT_E_PARSE, err, len, "the packed file's layer %s is [%u, %u], "
                            "config.json says [%u, %u]", w[i].name, l->n, l->k, w[i].n, w[i].k);
         rn_linear *p = &dst->part[i];
         edgert_status st = edgert_checkpoint_layer_packed(m->packed, idx, m->be, &p->packed, err,
@@ -586,7 +575,7 @@ static edgert_status load_layer(edgert_model *m, uint32_t i, uint32_t group, int
             st = vector(m, v[4], n[j], 1, &b[j], err, len);
         }
         if (!st && !(L->qkv_bias = malloc((nq + 2 * nkv) * sizeof(float))))
-            st = rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+            st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
         for (int j = 0, at = 0; !st && j < 3; at += (int)n[j], j++)
             memcpy(L->qkv_bias + at, b[j], n[j] * sizeof(float));
         for (int j = 0; j < 3; j++)
@@ -610,7 +599,7 @@ static edgert_status open_backend(edgert_model *m, const char *name,
     m->backend_name = strdup(name);
     m->backend_path = strdup(edgert_backend_describe(m->be));
     if (!m->backend_name || !m->backend_path)
-        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     return EDGERT_OK;
 }
 
@@ -633,7 +622,7 @@ static edgert_status load_weights(edgert_model *m, uint32_t group, char *err, si
     edgert_status st = EDGERT_OK;
     m->info.fused_qkv = m->info.fused_gate_up = 1;
     if (!(m->layers = calloc(c->layers, sizeof *m->layers)))
-        return rn_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     for (uint32_t i = 0; !st && i < c->layers; i++)
         st = load_layer(m, i, group, m->info.symmetric, err, len);
     rn_want wh = {"lm_head", c->vocab, c->hidden};
@@ -682,9 +671,9 @@ static edgert_status load_selected(edgert_model *m, const edgert_model_options *
     }
     edgert_selection_free(sel);
     if (!st && !tried)
-        st = rn_fail(EDGERT_E_NOT_ELIGIBLE, err, len, "no eligible backend runs in this process");
+        st = er_fail(EDGERT_E_NOT_ELIGIBLE, err, len, "no eligible backend runs in this process");
     else if (st == EDGERT_E_NOT_ELIGIBLE)
-        st = rn_fail(EDGERT_E_NOT_ELIGIBLE, err, len, "no eligible backend packs these weights: "
+        st = er_fail(EDGERT_E_NOT_ELIGIBLE, err, len, "no eligible backend packs these weights: "
                      "%s", m->passed_over);
     return st;
 }
@@ -695,22 +684,22 @@ edgert_status rn_load(edgert_model *m, const edgert_model_options *o, char *err,
     int fp32 = o->backend && strcmp(o->backend, "fp32") == 0;
     edgert_status st = open_files(m, err, len);
     if (!st && o->packed && fp32)
-        st = rn_fail(EDGERT_E_USAGE, err, len, "the fp32 reference runs the folder's weights, "
+        st = er_fail(EDGERT_E_USAGE, err, len, "the fp32 reference runs the folder's weights, "
                      "not a packed file (one backend's bytes)");
     if (!st && o->packed)
         st = edgert_checkpoint_open(o->packed, &m->packed, err, len);
     if (!st && m->packed && strcmp(edgert_checkpoint_kind(m->packed), "packed") != 0)
-        st = rn_fail(EDGERT_E_USAGE, err, len, "%s is not a packed file (edgert pack writes "
+        st = er_fail(EDGERT_E_USAGE, err, len, "%s is not a packed file (edgert pack writes "
                      "them)", o->packed);
     if (st)
         return st;
     m->embed = find_tensor(m, "model.embed_tokens.weight", &m->embed_file);
     if (!m->embed)
-        return rn_fail(EDGERT_E_PARSE, err, len, "%s: tensor model.embed_tokens.weight is "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor model.embed_tokens.weight is "
                        "missing", m->shards[0].path);
     if (m->embed->ndim != 2 || m->embed->shape[0] != c->vocab || m->embed->shape[1] != c->hidden ||
         (m->embed->dtype != ST_F32 && m->embed->dtype != ST_F16 && m->embed->dtype != ST_BF16))
-        return rn_fail(EDGERT_E_PARSE, err, len, "%s: tensor model.embed_tokens.weight is %s "
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor model.embed_tokens.weight is %s "
                        "[%llu, %llu], config.json says F32/F16/BF16 [%u, %u] (vocab_size, "
                        "hidden_size)", m->embed_file->path, m->embed->dtype_name,
                        (unsigned long long)m->embed->shape[0],

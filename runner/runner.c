@@ -19,29 +19,29 @@ edgert_status edgert_model_open(edgert_ctx *ctx, const char *dir,
     if (out)
         *out = NULL;
     if (!ctx || !dir || !*dir || !out)
-        return rn_fail(EDGERT_E_USAGE, err, err_len, "edgert_model_open: ctx, dir and out are "
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_model_open: ctx, dir and out are "
                        "required");
     if (options) {
         if (options->struct_size < EDGERT_MODEL_OPTIONS_V1_SIZE)
-            return rn_fail(EDGERT_E_USAGE, err, err_len, "edgert_model_open: struct_size %u is "
+            return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_model_open: struct_size %u is "
                            "below version 1's %zu", options->struct_size,
                            (size_t)EDGERT_MODEL_OPTIONS_V1_SIZE);
         memcpy(&o, options, sizeof o < options->struct_size ? sizeof o : options->struct_size);
     }
     if (o.group && o.group != 32 && o.group != 64 && o.group != 128)
-        return rn_fail(EDGERT_E_USAGE, err, err_len, "group %u: 32, 64 or 128", o.group);
+        return er_fail(EDGERT_E_USAGE, err, err_len, "group %u: 32, 64 or 128", o.group);
     if (o.kv_cache_bits && o.kv_cache_bits != 16 && o.kv_cache_bits != 32)
-        return rn_fail(EDGERT_E_USAGE, err, err_len, "kv_cache_bits %u: 16 or 32",
+        return er_fail(EDGERT_E_USAGE, err, err_len, "kv_cache_bits %u: 16 or 32",
                        o.kv_cache_bits);
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return rn_fail(EDGERT_E_IO, err, err_len, "%s: %s", dir,
+        return er_fail(EDGERT_E_IO, err, err_len, "%s: %s", dir,
                        stat(dir, &sb) != 0 ? strerror(errno) : "not a folder (a model is a "
                        "folder with config.json and model.safetensors)");
     edgert_model *m = calloc(1, sizeof *m);
     if (!m || !(m->dir = strdup(dir))) {
         free(m);
-        return rn_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
+        return er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
     }
     m->ctx = ctx;
     char path[4200];
@@ -50,7 +50,7 @@ edgert_status edgert_model_open(edgert_ctx *ctx, const char *dir,
     if (!st) {
         uint32_t want = o.context ? o.context : m->c.max_pos < 4096 ? m->c.max_pos : 4096;
         if (want > m->c.max_pos)
-            st = rn_fail(EDGERT_E_USAGE, err, err_len, "context %u is past the model's %u "
+            st = er_fail(EDGERT_E_USAGE, err, err_len, "context %u is past the model's %u "
                          "positions (max_position_embeddings%s)", want, m->c.max_pos,
                          m->c.max_pos < 4096 ? ", or its sliding_window" : "");
         m->ctx_len = want;
@@ -120,14 +120,14 @@ edgert_status edgert_model_forward(edgert_model *m, const int32_t *ids, uint32_t
                                    float *logits, int all_logits, char *err, size_t err_len)
 {
     if (!m || !ids || !logits || n == 0)
-        return rn_fail(EDGERT_E_USAGE, err, err_len, "edgert_model_forward: model, ids, logits "
+        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_model_forward: model, ids, logits "
                        "and n > 0 are required");
     for (uint32_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint32_t)ids[i] >= m->c.vocab)
-            return rn_fail(EDGERT_E_USAGE, err, err_len, "token %u: id %d is outside the "
+            return er_fail(EDGERT_E_USAGE, err, err_len, "token %u: id %d is outside the "
                            "vocabulary [0, %u)", i, ids[i], m->c.vocab);
     if ((uint64_t)m->pos + n > m->ctx_len)
-        return rn_fail(EDGERT_E_USAGE, err, err_len, "%u tokens at position %u pass the context "
+        return er_fail(EDGERT_E_USAGE, err, err_len, "%u tokens at position %u pass the context "
                        "of %u positions", n, m->pos, m->ctx_len);
     edgert_status st = EDGERT_OK;
     for (uint32_t done = 0; !st && done < n;) {

@@ -39,7 +39,6 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <libgen.h>
 #include <stdio.h>
@@ -103,44 +102,9 @@ static int add_colon_list(struct edgert_ctx *ctx, const char *list, const char *
     return rc;
 }
 
-/* The absolute path of the file mapped at `addr` (this code's library or
- * program), from /proc/self/maps; malloc'd, or NULL. */
-static char *mapped_file(const void *addr)
-{
-    FILE *f = fopen("/proc/self/maps", "re");
-    if (!f)
-        return NULL;
-    char line[4608], *found = NULL;
-    uintptr_t a = (uintptr_t)addr;
-    while (!found && fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        int path_at = 0;
-        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || path_at == 0)
-            continue;
-        if (a < lo || a >= hi || line[path_at] != '/')
-            continue;
-        line[strcspn(line, "\n")] = '\0';
-        found = er_strdup(line + path_at);
-    }
-    fclose(f);
-    return found;
-}
-
-/* The file holding this code: /proc/self/maps, else dladdr made absolute. */
-static char *core_file(void)
-{
-    char *path = mapped_file((const void *)&edgert_open);
-    if (path)
-        return path;
-    Dl_info info;
-    if (!dladdr((void *)&edgert_open, &info) || !info.dli_fname)
-        return NULL;
-    return realpath(info.dli_fname, NULL);
-}
-
 static void add_defaults(struct edgert_ctx *ctx)
 {
-    char *file = core_file();
+    char *file = er_dl_file_of((const void *)&edgert_open); /* libedgert, or the program */
     if (file) {
         const char *base = strrchr(file, '/') + 1;
         int in_lib = strncmp(base, "libedgert", 9) == 0;

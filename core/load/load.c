@@ -120,13 +120,6 @@ static const char *abi2_problem(const edgert_plugin *p, char *buf, size_t len)
     return NULL;
 }
 
-void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s)
-{
-    er_log(ctx, EDGERT_LOG_INFO, "loading %s (%s): %s", c->m.name, c->m.library_path,
-           er_stage_name((int)s));
-    er_sb_stage(ctx, s); /* in first contact's child: to the parent */
-}
-
 /* The detail of a plugin's own failure: its message as it wrote it when it
  * names itself by its descriptor's name ("name: init: ..."), else
  * "<stage>: <message>". */
@@ -249,7 +242,7 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
 {
     const er_manifest *m = &c->m;
     char err[512] = "";
-    er_load_stage(ctx, c, ER_STAGE_DLOPEN);
+    er_stage_reached(ctx, c, ER_STAGE_DLOPEN);
     if (er_lib_unchanged(c) != 0)
         goto fail;
     int reserved = 0;
@@ -285,14 +278,14 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
     uint32_t hi = m->abi_max < EDGERT_PLUGIN_ABI_MAX ? m->abi_max : EDGERT_PLUGIN_ABI_MAX;
     er_host_fill(c, hi);
     const edgert_plugin *p = NULL;
-    er_load_stage(ctx, c, ER_STAGE_ENTRY);
+    er_stage_reached(ctx, c, ER_STAGE_ENTRY);
     edgert_status st = entry(lo, hi, &c->host, &p, err, sizeof err);
     terminate(err, sizeof err);
     if (check_answer(c, lo, hi, st, p, err) != 0)
         goto fail;
     c->plugin = p;
     err[0] = '\0';
-    er_load_stage(ctx, c, ER_STAGE_INIT);
+    er_stage_reached(ctx, c, ER_STAGE_INIT);
     st = p->init(&c->host, m->plugin_options, &c->state, err, sizeof err);
     terminate(err, sizeof err);
     if (st != EDGERT_OK) {
@@ -302,7 +295,7 @@ void er_load_now(struct edgert_ctx *ctx, er_cand *c)
         goto fail;
     }
     err[0] = '\0';
-    er_load_stage(ctx, c, ER_STAGE_SELF_TEST);
+    er_stage_reached(ctx, c, ER_STAGE_SELF_TEST);
     st = p->self_test(c->state, err, sizeof err);
     terminate(err, sizeof err);
     if (st != EDGERT_OK) {

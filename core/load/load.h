@@ -18,9 +18,6 @@ void er_ensure_loaded(struct edgert_ctx *ctx, er_cand *c);
 /** In-process: dlopen, entry, ABI, descriptor, init, self-test. */
 void er_load_now(struct edgert_ctx *ctx, er_cand *c);
 void er_unload(er_cand *c);
-/** Log "loading <name> (<file>): <stage>" and, in the sandbox's child,
- *  report the stage to the parent. */
-void er_load_stage(struct edgert_ctx *ctx, const er_cand *c, er_stage s);
 
 /* host.c: the table a plugin gets, and the core's log. */
 void er_host_fill(er_cand *c, uint32_t abi);

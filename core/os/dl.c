@@ -1,12 +1,14 @@
 /*
- * core/os/dl.c — the one place the core loads code: a plugin library opened
- * by the descriptor its file gate checked and hashed (gate.c), never by its
- * path again. See os/trust.h.
+ * core/os/dl.c — the one place the core loads code or asks the loader: a
+ * plugin library opened by the descriptor its file gate checked and hashed
+ * (gate.c), never by its path again; and which file holds a piece of code
+ * (the folder next to libedgert is searched for backends). See os/trust.h.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,4 +126,38 @@ void er_dl_close(void *lib)
 {
     if (lib)
         dlclose(lib);
+}
+
+/* The absolute path of the file mapped at `addr` (this code's library or
+ * program), from /proc/self/maps; malloc'd, or NULL. */
+static char *mapped_file(const void *addr)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f)
+        return NULL;
+    char line[4608], *found = NULL;
+    uintptr_t a = (uintptr_t)addr;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || path_at == 0)
+            continue;
+        if (a < lo || a >= hi || line[path_at] != '/')
+            continue;
+        line[strcspn(line, "\n")] = '\0';
+        found = strdup(line + path_at);
+    }
+    fclose(f);
+    return found;
+}
+
+char *er_dl_file_of(const void *addr)
+{
+    char *path = mapped_file(addr);
+    if (path)
+        return path;
+    Dl_info info;
+    if (!dladdr((void *)(uintptr_t)addr, &info) || !info.dli_fname)
+        return NULL;
+    return realpath(info.dli_fname, NULL);
 }

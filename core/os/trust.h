@@ -55,5 +55,9 @@ void er_dl_close(void *lib);
 /** 1 (and *then: the hash mapped then) when this process mapped the file
  *  dev/ino with bytes other than `hash`: rewritten in place since. */
 int er_dl_mapped_other(dev_t dev, ino_t ino, uint64_t hash, uint64_t *then);
+/** The absolute path of the file mapped at `addr` (the library or program
+ *  holding that code): /proc/self/maps, else dladdr made absolute;
+ *  malloc'd, or NULL. discovery.c finds the backends folder next to it. */
+char *er_dl_file_of(const void *addr);
 
 #endif /* EDGERT_CORE_TRUST_H */

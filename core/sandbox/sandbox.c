@@ -138,7 +138,7 @@ static void child(struct edgert_ctx *ctx, er_cand *c, er_sb_contact contact, int
     ctx->pool = er_pool_create(er_pool_threads(ctx->pool));
     /* nor did the arena's lock's state: the child packs into an arena of its own */
     ctx->arena = er_arena_create();
-    ctx->stage_fd = out; /* er_sb_stage reports each stage through the pipe */
+    ctx->stage_fd = out; /* er_stage_reached reports each stage through the pipe */
     sb_result r = {.ok = 0, .decode_tok_s = NAN, .prefill_gflops = NAN, .decode_min = NAN,
                    .decode_max = NAN, .read_gbs = NAN};
     contact(ctx, c); /* the loader's in-process load (load.c), here in the child */
@@ -153,9 +153,7 @@ static void child(struct edgert_ctx *ctx, er_cand *c, er_sb_contact contact, int
                  c->pub.reason_count ? c->pub.reasons[c->pub.reason_count - 1] : "INIT_FAILED");
         snprintf(r.detail, sizeof r.detail, "%s", c->pub.detail ? c->pub.detail : "");
     } else {
-        er_log(ctx, EDGERT_LOG_INFO, "loading %s (%s): %s", c->m.name, c->m.library_path,
-               er_stage_name(ER_STAGE_MEASURE));
-        er_sb_stage(ctx, ER_STAGE_MEASURE);
+        er_stage_reached(ctx, c, ER_STAGE_MEASURE);
         er_sb_quick_measure(c, &r);
         r.ok = 1;
     }
@@ -175,8 +173,10 @@ const char *er_stage_name(int s)
     return s >= 0 && s < ER_STAGE_COUNT ? stage_names[s] : "?";
 }
 
-void er_sb_stage(struct edgert_ctx *ctx, er_stage s)
+void er_stage_reached(struct edgert_ctx *ctx, const er_cand *c, er_stage s)
 {
+    er_log(ctx, EDGERT_LOG_INFO, "loading %s (%s): %s", c->m.name, c->m.library_path,
+           er_stage_name((int)s));
     if (ctx->stage_fd >= 0) {
         unsigned char rec[2] = {'S', (unsigned char)s};
         ssize_t w = write(ctx->stage_fd, rec, sizeof rec);

@@ -43,13 +43,15 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r);
 void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r);
 
 /* What first contact runs in the child: the loader's in-process load of c
- * (load.c, er_load_now), which reports its stages through er_load_stage.
+ * (load.c, er_load_now), which reports its stages through er_stage_reached.
  * The sandbox calls nothing of the loader but this. */
 typedef void (*er_sb_contact)(struct edgert_ctx *ctx, er_cand *c);
 /* The name of a stage, for messages ("?" past the last). */
 const char *er_stage_name(int s);
-/* In first contact's child: stage s reached, to the parent (else nothing). */
-void er_sb_stage(struct edgert_ctx *ctx, er_stage s);
+/* Stage s of loading c reached: logged ("loading <name> (<file>): <stage>")
+ * and, in first contact's child, reported to the parent, which names the
+ * stage a plugin hung or crashed in. In process or in the child alike. */
+void er_stage_reached(struct edgert_ctx *ctx, const er_cand *c, er_stage s);
 
 /* sandbox.c: first contact in a child process, verdicts cached per
  * (device, plugin file). 0 when the plugin may be loaded in-process, -1 with
