@@ -1,0 +1,725 @@
+"""edgert from Python: probe the device, rank the backends for a priority,
+and run one — pack 4-bit weights, GEMMs, decode steps — over the installed
+libedgert (ctypes; numpy is the one requirement).
+
+    import edgert
+    with edgert.open() as ctx:
+        sel = ctx.select(priority="fidelity")
+        print(sel)                       # the choice, the ranking and why
+        be = ctx.backend(sel.selected.name)
+        w = edgert.quantize_rtn(dense, group=128)   # float32 [n, k]
+        packed = be.pack(w)
+        y = be.gemm(packed, x)           # x float32 [m, k] or [k]
+
+Errors are edgert.Error, carrying the status name, its code and the
+library's message. Every handle closes with `with`, with close(), or when
+collected, and in order: closing a context closes its backends, closing a
+backend frees its packed weights. docs/python.md is the manual.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+import threading
+import weakref
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from . import _native as _n
+
+__all__ = ["Error", "LibraryNotFound", "Device", "Layout", "Figures", "Candidate", "Rank",
+           "Selection", "Context", "Backend", "Packed", "QWeights", "StepOp", "open", "probe",
+           "quantize_rtn", "library_version", "library_path", "__version__"]
+
+LibraryNotFound = _n.LibraryNotFound
+_lib, _path = _n.load()
+__version__ = _lib.edgert_version().decode()
+
+_ERR_LEN = 2048
+_gemm = _lib.edgert_gemm
+_PRIORITIES = {"speed": 0, "fidelity": 1}
+
+
+def library_version() -> str:
+    """The running libedgert's version, e.g. "0.1.0"."""
+    return __version__
+
+
+def library_path() -> str:
+    """The libedgert file this package loaded."""
+    return _path
+
+
+class Error(Exception):
+    """A libedgert call failed: `status` is its name ("E_USAGE"), `code` its
+    number (edgert/status.h) and `message` the library's words."""
+
+    def __init__(self, code: int, message: str):
+        self.code = int(code)
+        self.status = _s(_lib.edgert_status_name(self.code)) or f"E_{self.code}"
+        self.message = message
+        super().__init__(f"{self.status}: {message}" if message else self.status)
+
+
+def _s(b: Optional[bytes]) -> Optional[str]:
+    return None if b is None else b.decode("utf-8", "replace")
+
+
+def _num(v: float) -> Optional[float]:
+    return None if math.isnan(v) else float(v)
+
+
+def _check(st: int, err: Any) -> None:
+    if st != 0:
+        raise Error(st, err.value.decode("utf-8", "replace") if err is not None else "")
+
+
+def _usage(msg: str) -> Error:
+    return Error(1, msg)
+
+
+# ---- what the handle knows -----------------------------------------------------------
+
+
+def _asdict(obj: Any) -> dict:
+    return dataclasses.asdict(obj)
+
+
+@dataclasses.dataclass(frozen=True)
+class Device:
+    """The device facts a selection is made for (edgert_device)."""
+    planned: bool
+    source: str
+    name: str
+    cpu_id: str
+    arch: str
+    device_class: str
+    cpu_flags: tuple
+    cpu_flags_os_disabled: tuple
+    logical_cores: int
+    mem_total_bytes: int
+    mem_available_bytes: int
+    bf16: bool
+    accelerator: str
+    class_evidence: str
+    to_dict = _asdict
+
+
+def _flags(bits: int) -> tuple:
+    out = []
+    for i in range(64):
+        if bits >> i & 1:
+            name = _s(_lib.edgert_cpu_flag_name(i))
+            out.append(name if name else f"bit{i}")
+    return tuple(out)
+
+
+def _device(d: _n.Device) -> Device:
+    return Device(planned=bool(d.planned), source=_s(d.source), name=_s(d.name),
+                  cpu_id=_s(d.cpu_id), arch=_s(_lib.edgert_arch_name(d.arch)),
+                  device_class=_s(_lib.edgert_device_class_name(d.device_class)),
+                  cpu_flags=_flags(d.cpu_flags), cpu_flags_os_disabled=_flags(
+                      d.cpu_flags_os_disabled), logical_cores=d.logical_cores,
+                  mem_total_bytes=d.mem_total_bytes, mem_available_bytes=d.mem_available_bytes,
+                  bf16=bool(d.bf16), accelerator=_s(d.accelerator),
+                  class_evidence=_s(d.class_evidence))
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """A backend's weight and activation layout, from its manifest."""
+    format: Optional[str]
+    weight_bits: int
+    group_size: int
+    symmetric: bool
+    activation_dtype: Optional[str]
+    activation_bits: int
+    bits_per_weight: float
+    fallback_dtype: Optional[str]
+    to_dict = _asdict
+
+
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    """Decode tokens/s, prefill GFLOP/s, top-1 agreement, mean KL (None:
+    unknown) and where they come from."""
+    decode_tokens_per_s: Optional[float]
+    prefill_gflops: Optional[float]
+    top1_agreement: Optional[float]
+    kl_mean: Optional[float]
+    where: Optional[str]
+    to_dict = _asdict
+
+
+def _figures(f: _n.Figures) -> Figures:
+    return Figures(_num(f.decode_tokens_per_s), _num(f.prefill_gflops), _num(f.top1_agreement),
+                   _num(f.kl_mean), _s(f.where))
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """One manifest found, with its verdict: eligible, or the reasons it is
+    not (stable codes such as "MISSING_CPU_FLAG(amx_tile)")."""
+    name: str
+    version: Optional[str]
+    vendor: Optional[str]
+    processor: Optional[str]
+    manifest: Optional[str]
+    library: Optional[str]
+    layout: Layout
+    activation_dtype: Optional[str]
+    verified: bool
+    reference: bool
+    runs_in_process: bool
+    eligible: bool
+    loaded: bool
+    reasons: tuple
+    detail: Optional[str]
+    path_chosen: Optional[str]
+    rationale: Optional[str]
+    declared: Figures
+    measured: Figures
+    first_contact_decode_tokens_per_s: Optional[float]
+    to_dict = _asdict
+
+
+def _candidate(c: _n.Candidate) -> Candidate:
+    lay = c.layout
+    return Candidate(
+        name=_s(c.name), version=_s(c.version), vendor=_s(c.vendor), processor=_s(c.processor),
+        manifest=_s(c.manifest_path), library=_s(c.library_path),
+        layout=Layout(_s(lay.format), lay.weight_bits, lay.group_size, bool(lay.symmetric),
+                      _s(lay.activation_dtype), lay.activation_bits, lay.bits_per_weight,
+                      _s(lay.fallback_dtype)),
+        activation_dtype=_s(c.effective_activation_dtype), verified=bool(c.verified),
+        reference=bool(c.reference), runs_in_process=bool(c.runs_in_process),
+        eligible=bool(c.eligible), loaded=bool(c.loaded),
+        reasons=tuple(_s(c.reasons[i]) for i in range(c.reason_count)), detail=_s(c.detail),
+        path_chosen=_s(c.path_chosen), rationale=_s(c.rationale),
+        declared=_figures(c.declared), measured=_figures(c.measured),
+        first_contact_decode_tokens_per_s=_num(c.first_contact_decode_tokens_per_s))
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnostic:
+    """What opening found wrong or worth saying, at file:line:column."""
+    level: int
+    file: Optional[str]
+    line: int
+    column: int
+    message: str
+    to_dict = _asdict
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}: " if self.file else ""
+        return where + self.message
+
+
+_SPLITS = {0: None, 1: "median outside", 2: "range excludes"}
+_TIERS = {0: "accelerator", 1: "cpu", 2: "reference"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rank:
+    """The selector's account of one rank (edgert_selection_reason): the
+    key that put it below the rank above (`decided_by`: "none" for the
+    first, else "tier", "decode", "prefill", "cost", "top1", "kl", "bits",
+    "specialization" or "name"), its group's ranks, and the figures it was
+    compared by, each measured here (True) or declared (False, None: no
+    figure)."""
+    rank: int
+    candidate: Candidate
+    tier: str
+    decided_by: str
+    group: int
+    group_ranks: tuple
+    decode_tokens_per_s: Optional[float]
+    decode_measured: Optional[bool]
+    decode_source: str
+    decode_range: Optional[tuple]
+    prefill_gflops: Optional[float]
+    top1_agreement: Optional[float]
+    kl_mean: Optional[float]
+    split: Optional[str]
+    split_rank: Optional[int]
+    to_dict = _asdict
+
+
+def _measured(v: int) -> Optional[bool]:
+    return None if v < 0 else bool(v)
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """A ranking for a priority: the chosen backend (None when nothing is
+    eligible), where its deciding figure came from ("measured" here or
+    "declared" by its manifest), every ranked candidate with the selector's
+    reasons, and every candidate found with its verdict."""
+    priority: str
+    selected: Optional[Candidate]
+    evidence: str
+    ranking: tuple
+    candidates: tuple
+    to_dict = _asdict
+
+    def __str__(self) -> str:
+        lines = [f"priority {self.priority}: "
+                 + (f"{self.selected.name} ({self.evidence})" if self.selected else "nothing")]
+        for r in self.ranking:
+            c = r.candidate
+            fig = "speed unknown" if r.decode_tokens_per_s is None else (
+                f"{r.decode_tokens_per_s:.1f} tok/s "
+                f"{'measured' if r.decode_measured else 'declared'}")
+            why = "" if r.rank == 1 else f"; below rank {r.rank - 1} by {r.decided_by}"
+            lines.append(f"  {r.rank}. {c.name:<16} {c.layout.weight_bits}-bit weights, "
+                         f"{c.layout.activation_bits}-bit activations, {fig}{why}")
+        for c in self.candidates:
+            if not c.eligible:
+                lines.append(f"  -  {c.name:<16} not eligible: {' '.join(c.reasons)}")
+        return "\n".join(lines)
+
+
+def _rank(ctx_p: int, sel_p: int, r: int, cands: list) -> Rank:
+    w = _n.RankReason(struct_size=ctypes.sizeof(_n.RankReason))
+    _check(_lib.edgert_selection_reason(sel_p, r, ctypes.byref(w)), None)
+    return Rank(
+        rank=r + 1, candidate=cands[w.candidate], tier=_TIERS.get(w.tier, str(w.tier)),
+        decided_by=_s(_lib.edgert_decider_name(w.decider)) or str(w.decider), group=w.group,
+        group_ranks=(w.group_first + 1, w.group_last + 1),
+        decode_tokens_per_s=_num(w.decode), decode_measured=_measured(w.decode_measured),
+        decode_source=_s(w.source),
+        decode_range=None if math.isnan(w.decode_lo) else (w.decode_lo, w.decode_hi),
+        prefill_gflops=_num(w.prefill), top1_agreement=_num(w.top1), kl_mean=_num(w.kl),
+        split=_SPLITS.get(w.split), split_rank=w.split_rank + 1 if w.split else None)
+
+
+# ---- handles ---------------------------------------------------------------------------
+
+
+class _Handle:
+    """A C handle, closed once: by close(), `with`, its owner's close, or
+    when collected (weakref.finalize, so never after the owner's)."""
+
+    def __init__(self, ptr: int, closer: Callable[[int], None], owner: Optional["_Handle"]):
+        self._ptr = ptr
+        self._children: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
+        self._owner = owner  # keeps the owner alive while this lives
+        self._fin = weakref.finalize(self, closer, ptr)
+        if owner is not None:
+            owner._children.add(self)
+
+    @property
+    def closed(self) -> bool:
+        return not self._fin.alive
+
+    def _p(self) -> int:
+        if not self._fin.alive:
+            raise _usage(f"this {type(self).__name__.lower()} is closed")
+        return self._ptr
+
+    def close(self) -> None:
+        """Close it (and what it made first); closing twice does nothing."""
+        for child in list(self._children):
+            child.close()
+        self._fin()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _options(kw: dict) -> tuple:
+    o = _n.Options(struct_size=ctypes.sizeof(_n.Options))
+    keep = []  # the bytes o points at, alive until edgert_open returns
+    known = {"sysroot", "device_profile", "manifest_paths", "ignore_env", "disable", "strict",
+             "no_evidence", "evidence_file", "threads", "log_level", "no_env_selection",
+             "defer_load", "weights"}
+    for k in kw:
+        if k not in known:
+            raise TypeError(f"edgert.open() got an unexpected keyword argument '{k}' "
+                            f"(it takes {', '.join(sorted(known))})")
+
+    def text(v: Any) -> bytes:
+        b = str(v).encode()
+        keep.append(b)
+        return b
+    for k in ("sysroot", "device_profile", "evidence_file", "weights"):
+        if kw.get(k) is not None:
+            setattr(o, k, text(kw[k]))
+    if kw.get("disable") is not None:
+        d = kw["disable"]
+        o.disable = text(d if isinstance(d, str) else ",".join(d))
+    paths = kw.get("manifest_paths")
+    if paths is not None:
+        if isinstance(paths, (str, bytes)):
+            paths = [paths]
+        arr = (ctypes.c_char_p * max(1, len(paths)))(*[text(p) for p in paths])
+        keep.append(arr)
+        o.manifest_paths = arr
+        o.manifest_path_count = len(paths)
+    for k in ("ignore_env", "strict", "no_evidence", "no_env_selection", "defer_load"):
+        setattr(o, k, 1 if kw.get(k) else 0)
+    o.threads = int(kw.get("threads") or 0)
+    levels = {None: 0, "error": 1, "warn": 2, "info": 3, "debug": 4}
+    lvl = kw.get("log_level")
+    o.log_level = levels[lvl] if lvl in levels else int(lvl)
+    return o, keep
+
+
+class Context(_Handle):
+    """An open handle (edgert_open): the device, the candidates and their
+    verdicts, diagnostics; select() ranks, backend() runs one."""
+
+    def __init__(self, **options: Any):
+        o, keep = _options(options)
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_open(ctypes.byref(o), ctypes.byref(out), err, _ERR_LEN), err)
+        del keep
+        super().__init__(out.value, _lib.edgert_close, None)
+
+    @property
+    def device(self) -> Device:
+        return _device(_lib.edgert_device_facts(self._p()).contents)
+
+    @property
+    def candidates(self) -> list:
+        p = self._p()
+        return [_candidate(_lib.edgert_candidate_at(p, i).contents)
+                for i in range(_lib.edgert_candidate_count(p))]
+
+    @property
+    def diagnostics(self) -> list:
+        p = self._p()
+        out = []
+        for i in range(_lib.edgert_diag_count(p)):
+            d = _lib.edgert_diag_at(p, i).contents
+            out.append(Diagnostic(d.level, _s(d.file), d.line, d.column, _s(d.message)))
+        return out
+
+    @property
+    def threads(self) -> int:
+        return int(_lib.edgert_thread_count(self._p()))
+
+    @property
+    def evidence_path(self) -> Optional[str]:
+        return _s(_lib.edgert_evidence_path(self._p()))
+
+    def select(self, priority: str = "speed", backend: Optional[str] = None) -> Selection:
+        """Rank the eligible backends for `priority` ("speed" or "fidelity");
+        `backend` forces one (it must be eligible). Error E_NOT_ELIGIBLE or
+        E_NOT_FOUND carries the reasons; EDGERT_PRIORITY and EDGERT_BACKEND
+        override the arguments unless the context ignores the environment."""
+        if priority not in _PRIORITIES:
+            raise _usage(f"priority must be 'speed' or 'fidelity', not {priority!r}")
+        p = self._p()
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        st = _lib.edgert_select(p, _PRIORITIES[priority],
+                                backend.encode() if backend else None, ctypes.byref(out), err,
+                                _ERR_LEN)
+        try:
+            _check(st, err)
+            cands = self.candidates
+            sel = out.value
+            chosen = _lib.edgert_selection_selected(sel)
+            return Selection(
+                priority=_s(_lib.edgert_priority_name(_lib.edgert_selection_priority(sel))),
+                selected=_candidate(chosen.contents) if chosen else None,
+                evidence=_s(_lib.edgert_selection_evidence(sel)),
+                ranking=tuple(_rank(p, sel, r, cands)
+                              for r in range(_lib.edgert_selection_count(sel))),
+                candidates=tuple(cands))
+        finally:
+            _lib.edgert_selection_free(out)
+
+    def backend(self, name: Optional[str] = None, options: Optional[str] = None) -> "Backend":
+        """A fresh instance of backend `name` (None: the speed selection's
+        choice); `options` go to its init, e.g. "prefetch=near"."""
+        if name is None:
+            sel = self.select("speed")
+            name = sel.selected.name
+        return Backend(self, name, options)
+
+
+def open(**options: Any) -> Context:  # noqa: A001 - the library's own verb
+    """edgert_open with the options as keyword arguments: sysroot,
+    device_profile (plan for another device), manifest_paths (a folder, a
+    file or a list of them), ignore_env, disable ("a,b" or a list), strict,
+    no_evidence, evidence_file, threads (0: every core), log_level ("error",
+    "warn", "info", "debug"), no_env_selection, defer_load, weights (a
+    checkpoint the selection is for)."""
+    return Context(**options)
+
+
+def probe(**options: Any) -> Device:
+    """The device as edgert sees it (the probe, or `device_profile`),
+    without running any plugin code (defer_load)."""
+    options.setdefault("defer_load", True)
+    with Context(**options) as ctx:
+        return ctx.device
+
+
+@dataclasses.dataclass
+class QWeights:
+    """Canonical 4-bit weights W[n][k]: `codes` uint8 [n, ceil(k/2)] two per
+    byte, low nibble first; `scales` float32 [n, groups]; `zeros` uint8
+    [n, groups] in 0..15, or None for symmetric (zero point 8); W = s (q - z)
+    in groups of `group` along k."""
+    codes: np.ndarray
+    scales: np.ndarray
+    zeros: Optional[np.ndarray]
+    n: int
+    k: int
+    group: int
+    name: Optional[str] = None
+
+    def _c(self) -> tuple:
+        n, k, g = int(self.n), int(self.k), int(self.group)
+        if n <= 0 or k <= 0 or g <= 0:
+            raise _usage(f"QWeights: n, k and group must be positive (got {n}, {k}, {g})")
+        groups = -(-k // g)
+        codes = _array(self.codes, np.uint8, (n, (k + 1) // 2), "codes")
+        scales = _array(self.scales, np.float32, (n, groups), "scales")
+        zeros = None if self.zeros is None else _array(self.zeros, np.uint8, (n, groups), "zeros")
+        name = self.name.encode() if self.name else None
+        w = _n.QWeights(struct_size=ctypes.sizeof(_n.QWeights), n=n, k=k, group=g,
+                        codes=codes.ctypes.data_as(_n.c_uint8_p),
+                        scales=scales.ctypes.data_as(_n.c_float_p),
+                        zeros=zeros.ctypes.data_as(_n.c_uint8_p) if zeros is not None else None,
+                        name=name)
+        return w, (codes, scales, zeros, name)
+
+    def dequantize(self) -> np.ndarray:
+        """W as float32 [n, k], as the library computes it."""
+        w, keep = self._c()
+        out = np.empty((self.n, self.k), np.float32)
+        _lib.edgert_dequantize(ctypes.byref(w), out.ctypes.data_as(_n.c_float_p))
+        del keep
+        return out
+
+
+def _array(a: Any, dtype: Any, shape: tuple, what: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.dtype != dtype:
+        raise _usage(f"{what}: dtype {arr.dtype}, expected {np.dtype(dtype)}")
+    if arr.shape != shape:
+        raise _usage(f"{what}: shape {arr.shape}, expected {shape}")
+    return np.ascontiguousarray(arr)
+
+
+def quantize_rtn(w: Any, group: int = 128, symmetric: bool = True,
+                 name: Optional[str] = None) -> QWeights:
+    """Round-to-nearest 4-bit quantization of dense float32 W [n, k]
+    (edgert_quantize_rtn)."""
+    arr = np.ascontiguousarray(np.asarray(w, dtype=np.float32))
+    if arr.ndim != 2:
+        raise _usage(f"quantize_rtn: W must be 2-D [n, k], not of shape {arr.shape}")
+    n, k = arr.shape
+    t = _n.QTensor()
+    _check(_lib.edgert_quantize_rtn(arr.ctypes.data_as(_n.c_float_p), n, k, group,
+                                    1 if symmetric else 0, ctypes.byref(t)), None)
+    try:
+        groups = -(-k // group)
+        codes = np.ctypeslib.as_array(t.codes, (n * ((k + 1) // 2),)).reshape(n, -1).copy()
+        scales = np.ctypeslib.as_array(t.scales, (n * groups,)).reshape(n, groups).copy()
+        zeros = None if not t.zeros else np.ctypeslib.as_array(
+            t.zeros, (n * groups,)).reshape(n, groups).copy()
+    finally:
+        _lib.edgert_qtensor_free(ctypes.byref(t))
+    return QWeights(codes, scales, zeros, n, k, group, name)
+
+
+class Backend(_Handle):
+    """An instance of a backend (edgert_backend_open): pack weights, run
+    GEMMs and decode steps. One instance may be shared by threads: gemm
+    releases the GIL, and calls on distinct outputs run at once."""
+
+    def __init__(self, ctx: Context, name: str, options: Optional[str] = None):
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_backend_open(ctx._p(), name.encode(),
+                                        options.encode() if options else None,
+                                        ctypes.byref(out), err, _ERR_LEN), err)
+        super().__init__(out.value, _lib.edgert_backend_close, ctx)
+
+    @property
+    def name(self) -> str:
+        return _s(_lib.edgert_backend_name(self._p()))
+
+    @property
+    def path(self) -> str:
+        """The instance's description of the code path it runs."""
+        return _s(_lib.edgert_backend_describe(self._p()))
+
+    def pack(self, w: QWeights) -> "Packed":
+        """w in this instance's packed layout (a copy: w may go)."""
+        qw, keep = w._c()
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_pack(self._p(), ctypes.byref(qw), ctypes.byref(out), err, _ERR_LEN),
+               err)
+        del keep
+        return Packed(self, out.value, w.n, w.k)
+
+    def gemm(self, packed: "Packed", x: Any, out: Optional[np.ndarray] = None) -> np.ndarray:
+        """y = x W^T: x float32 [m, k] (rows may be strided; columns must be
+        contiguous) or [k], a numpy array or anything numpy views without a
+        copy (DLPack CPU tensors, the buffer protocol, __array_interface__);
+        out a float32 numpy array [m, n] (or [n]) to write into, else a new
+        one. The GIL is released during the call."""
+        args, x_arr, y = _gemm_args(packed, x, out)
+        err = _err_buf()
+        st = _gemm(self._p(), packed._p_of(self), ctypes.byref(args), err, _ERR_LEN)
+        if st:
+            _check(st, err)
+        del x_arr
+        return y
+
+    def step(self, ops: Sequence["StepOp"]) -> None:
+        """Run ops in order (edgert_step): each op's GEMM, then its `after`
+        callback (a Python function of the op's index; an exception in it
+        ends the step and is raised here)."""
+        p = self._p()
+        n = len(ops)
+        arr = (_n.StepOp * max(1, n))()
+        keep: list = []
+        raised: list = []
+        for i, op in enumerate(ops):
+            args, x_arr, _ = _gemm_args(op.weights, op.x, op.y)
+            keep.append((args, x_arr))
+            cb = _n.STEP_FN(0)
+            if op.after is not None:
+                cb = _n.STEP_FN(_step_callback(op.after, raised))
+            keep.append(cb)
+            arr[i] = _n.StepOp(struct_size=ctypes.sizeof(_n.StepOp),
+                               weights=op.weights._p_of(self), args=ctypes.pointer(args),
+                               after=cb, user=None)
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        st = _lib.edgert_step(p, arr, n, err, _ERR_LEN)
+        if raised:
+            raise raised[0]
+        _check(st, err)
+
+
+def _step_callback(fn: Callable[[int], Any], raised: list) -> Callable[[Any, int], int]:
+    def call(_user: Any, index: int) -> int:
+        try:
+            fn(index)
+            return 0
+        except BaseException as e:  # carried out of the C frames, raised by step()
+            raised.append(e)
+            return 10  # EDGERT_E_INTERNAL ends the step; step() raises e instead
+    return call
+
+
+@dataclasses.dataclass
+class StepOp:
+    """One GEMM of a step: y = x W^T with `weights` (packed by the backend
+    the step runs on), then `after(index)` if given. x and y as for gemm;
+    y must be given (the step writes into it)."""
+    weights: "Packed"
+    x: np.ndarray
+    y: np.ndarray
+    after: Optional[Callable[[int], Any]] = None
+
+
+_GEMM_ARGS_SIZE = ctypes.sizeof(_n.GemmArgs)
+_tls = threading.local()
+
+
+def _err_buf() -> Any:
+    """This thread's error buffer, reused: a new one per GEMM costs more
+    than the C call on a small matrix."""
+    b = getattr(_tls, "err", None)
+    if b is None:
+        b = _tls.err = ctypes.create_string_buffer(_ERR_LEN)
+    return b
+
+
+_F32 = np.dtype(np.float32)
+
+
+def _gemm_args(packed: "Packed", x: Any, out: Optional[np.ndarray]) -> tuple:
+    """GemmArgs for y = x W^T, the x array it points into (kept alive by the
+    caller across the call) and y. Written for the per-call cost: a GEMM
+    of one token on a small matrix takes a few microseconds in C."""
+    if not isinstance(packed, Packed):
+        raise _usage(f"weights must be an edgert.Packed, not {type(packed).__name__}")
+    if type(x) is not np.ndarray:  # DLPack (a CPU tensor), the buffer protocol,
+        # __array_interface__: numpy's view of it, no copy where the layout allows
+        x = np.from_dlpack(x) if hasattr(x, "__dlpack__") else np.asarray(x)
+    if x.dtype != _F32:
+        raise _usage(f"x: dtype {x.dtype}, expected float32")
+    k, n = packed.k, packed.n
+    shape, strides = x.shape, x.strides
+    if len(shape) == 1:
+        m, kx, row, col = 1, shape[0], 4 * k, strides[0]
+    elif len(shape) == 2:
+        (m, kx), (row, col) = shape, strides
+    else:
+        m = kx = row = col = 0
+    if kx != k or m == 0:
+        raise _usage(f"x: shape {shape}, expected [m, {k}] or [{k}] with m >= 1")
+    if col != 4 or (m > 1 and (row % 4 or row < 4 * k)):
+        raise _usage("x: its columns must be contiguous and its rows at least k floats apart "
+                     f"(strides {strides})")
+    if out is None:
+        y = np.empty((n,) if len(shape) == 1 else (m, n), _F32)
+        ldy = n
+    else:
+        y = out
+        if type(y) is not np.ndarray or y.dtype != _F32:
+            raise _usage("out: must be a float32 numpy array")
+        if not y.flags.writeable:
+            raise _usage("out: is read-only")
+        yshape, ystrides = y.shape, y.strides
+        if yshape != ((n,) if len(shape) == 1 and len(yshape) == 1 else (m, n)):
+            raise _usage(f"out: shape {yshape}, expected [{m}, {n}]")
+        ldy = ystrides[0] // 4 if len(yshape) == 2 and m > 1 else n
+        if ystrides[-1] != 4 or (m > 1 and (ystrides[0] % 4 or ldy < n)):
+            raise _usage(f"out: its columns must be contiguous (strides {ystrides})")
+    args = _n.GemmArgs(_GEMM_ARGS_SIZE, m, _address(x), row // 4 if m > 1 else k, _address(y),
+                       ldy)
+    return args, x, y
+
+
+def _address(a: np.ndarray) -> int:
+    """The address of a's first element. numpy's own (a.ctypes.data) costs
+    1-3 microseconds, as much as a small GEMM, so a thread remembers the
+    addresses of the arrays it last used (a decode loop passes the same x
+    and y each token): by a weak reference, which keeps nothing alive, and
+    with the shape, since a.resize() may move the data but never keeps the
+    shape when it does."""
+    cache = getattr(_tls, "addr", None)
+    if cache is None:
+        cache = _tls.addr = {}
+    hit = cache.get(id(a))
+    if hit is not None and hit[0]() is a and hit[2] == a.shape:
+        return hit[1]
+    ptr = a.ctypes.data
+    if len(cache) >= 16:
+        cache.clear()
+    cache[id(a)] = (weakref.ref(a), ptr, a.shape)
+    return ptr
+
+
+class Packed(_Handle):
+    """Weights packed by one backend instance (freed before it closes)."""
+
+    def __init__(self, backend: Backend, ptr: int, n: int, k: int):
+        super().__init__(ptr, _lib.edgert_packed_free, backend)
+        self.n, self.k = int(n), int(k)
+
+    @property
+    def nbytes(self) -> int:
+        return int(_lib.edgert_packed_bytes(self._p()))
+
+    def _p_of(self, backend: Backend) -> int:
+        if self._owner is not backend:
+            raise _usage("these weights were packed by another backend instance")
+        return self._p()

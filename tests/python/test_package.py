@@ -1,0 +1,358 @@
+"""tests/python/test_package.py — the Python package `edgert` (python/edgert)
+against the build tree's libedgert: finding and refusing libraries, the
+probe and plans, selections and the selector's account, every eligible
+in-process backend's GEMM against a float64 reference within the bound
+derived below, gemm and step bit for bit against each other and across
+threads, every refusal, closing in order, and no growth of the resident set
+over thousands of pack/gemm/free cycles.
+
+GEMM bound, per output y[i][r] against float64 x . W^T on the library's
+own dequantized W (edgert_dequantize, so the 4-bit codes are not the
+error): fp32 accumulation of K products, (K + 2) 2^-24 sum |x_k w_k|; plus
+the activations' rounding, by the activation type the backend applies on
+this device (its manifest's, after the bf16 fallback), each x_k off by:
+  fp32:  nothing;
+  fp16:  2^-11 of itself; bf16: 2^-9 of itself;
+  int16: 15-bit integers per block of 128 inputs, 2^-13 of the block's
+         max |x| (the vendor example's a2_kern_avx2.c header); avx512-w4a16,
+         which declares bf16, runs that on its int16 path: bf16 gets both;
+  int8:  half a step of the row's max |x| / 127 (a per-group scale only
+         lowers it).
+The bound is worst-case (the errors seen are 20-400x below it), yet a
+scale off by 1% breaks it on int16: what it catches is the wrong number,
+not the rounding.
+"""
+import ctypes
+import gc
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+BUILD_PY = os.environ.get("EDGERT_TEST_PYTHONPATH", "")
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
+DEVICES = os.path.join(FIXTURES, "devices")
+
+if os.environ.get("EDGERT_TEST_EMULATED") == "1":
+    pytest.skip("libedgert is built for another architecture (run under an emulator): this "
+                "Python cannot load it", allow_module_level=True)
+if os.environ.get("EDGERT_TEST_SANITIZED") == "1":
+    pytest.skip("libedgert is built with sanitizers, whose runtime a Python interpreter does "
+                "not load", allow_module_level=True)
+sys.path.insert(0, BUILD_PY)
+import edgert  # noqa: E402
+
+BACKENDS = os.path.join(os.path.dirname(edgert.library_path()), "edgert", "backends")
+
+
+def live(**kw):
+    kw.setdefault("ignore_env", True)
+    kw.setdefault("manifest_paths", [BACKENDS])
+    return edgert.open(**kw)
+
+
+def in_process():
+    with live() as ctx:
+        return [c.name for c in ctx.candidates if c.eligible and c.runs_in_process]
+
+
+# ---- the library -------------------------------------------------------------------------
+
+
+def _copy_package(tmp_path, version, dirs):
+    pkg = tmp_path / "edgert"
+    shutil.copytree(os.path.join(BUILD_PY, "edgert"), pkg)
+    (pkg / "_build.py").write_text(f"VERSION = {version!r}\nSOVERSION = '0'\n"
+                                   f"LIBRARY_DIRS = {dirs!r}\n")
+    return str(tmp_path)
+
+
+def _import_in(path, env=None):
+    e = {k: v for k, v in os.environ.items() if k != "EDGERT_LIBRARY"}
+    e.update(PYTHONPATH=path, **(env or {}))
+    return subprocess.run([sys.executable, "-c", "import edgert; print(edgert.library_path())"],
+                          env=e, capture_output=True, text=True)
+
+
+def test_library_found_and_refused(tmp_path):
+    assert edgert.__version__ == edgert.library_version()
+    assert os.path.isfile(edgert.library_path())
+    libdir = os.path.dirname(edgert.library_path())
+    # another version than the library's: refused, naming both
+    r = _import_in(_copy_package(tmp_path / "v", "9.9.9", [(libdir, "test")]))
+    assert r.returncode != 0
+    assert f"is libedgert {edgert.__version__}" in r.stderr and "built for 9.9.9" in r.stderr
+    # nowhere to be found: says where it looked
+    r = _import_in(_copy_package(tmp_path / "n", edgert.__version__, [("/nonexistent", "test")]))
+    assert r.returncode != 0
+    assert "/nonexistent/libedgert.so.0 (test: no such file)" in r.stderr
+    assert "next to the package" in r.stderr
+    # EDGERT_LIBRARY first
+    r = _import_in(_copy_package(tmp_path / "e", edgert.__version__, [("/nonexistent", "x")]),
+                   {"EDGERT_LIBRARY": edgert.library_path()})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == edgert.library_path()
+
+
+# ---- probe, plans, selections --------------------------------------------------------------
+
+
+def test_probe_and_plan():
+    d = edgert.probe(ignore_env=True)
+    assert not d.planned and d.arch in ("x86_64", "aarch64") and d.logical_cores >= 1
+    p = edgert.probe(device_profile=os.path.join(DEVICES, "x86-amx.yaml"), ignore_env=True)
+    assert p.planned and p.arch == "x86_64" and "amx_tile" in p.cpu_flags
+    json.dumps(p.to_dict())
+
+
+def test_selection_and_its_account():
+    with live(device_profile=os.path.join(DEVICES, "x86-amx.yaml")) as ctx:
+        s = ctx.select(priority="speed")
+        assert s.selected.name == "amx-w4a8" and s.priority == "speed"
+        assert [r.rank for r in s.ranking] == list(range(1, len(s.ranking) + 1))
+        by = {r.candidate.name: r for r in s.ranking}
+        assert by["amx-w4a8"].decided_by == "none"
+        assert by["avx512-w4a8"].decided_by == "specialization"  # one declared decode figure
+        assert by["ref-w4a16"].decided_by == "tier" and by["ref-w4a16"].tier == "reference"
+        assert all(r.decode_source == "declared" and r.decode_measured is False
+                   for r in s.ranking if r.decode_tokens_per_s is not None)
+        f = ctx.select(priority="fidelity")
+        assert f.selected.name == "avx512-w4a16"
+        assert f.selected.layout.activation_bits == 16 and f.selected.layout.weight_bits == 4
+        not_here = [c for c in f.candidates if not c.eligible]
+        assert not_here and all(c.reasons for c in not_here)
+        d = json.loads(json.dumps(f.to_dict()))
+        assert d["selected"]["name"] == "avx512-w4a16" and d["ranking"][0]["rank"] == 1
+        assert "avx512-w4a16" in str(f) and "not eligible" in str(f)
+
+
+def test_errors_carry_status_and_message():
+    with pytest.raises(edgert.Error) as e:
+        edgert.open(device_profile="/nonexistent/profile.yaml", ignore_env=True)
+    assert e.value.code != 0 and e.value.status.startswith("E_")
+    assert "/nonexistent/profile.yaml" in e.value.message
+    with live() as ctx:
+        with pytest.raises(edgert.Error) as e:
+            ctx.select(priority="fast")
+        assert e.value.status == "E_USAGE"
+        with pytest.raises(edgert.Error) as e:
+            ctx.select(backend="no-such-backend")
+        assert e.value.status == "E_NOT_FOUND" and "no-such-backend" in e.value.message
+        with pytest.raises(edgert.Error) as e:
+            ctx.backend("neon-w4a16" if edgert.probe().arch == "x86_64" else "avx512-w4a16")
+        assert e.value.status == "E_NOT_ELIGIBLE"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'thread'"):
+        edgert.open(thread=2)
+
+
+# ---- GEMM ----------------------------------------------------------------------------------
+
+
+def bound(x, w, dtype):
+    """Per output, the bound of the module's docstring."""
+    xa, wa = np.abs(x.astype(np.float64)), np.abs(w.astype(np.float64))
+    k = x.shape[1]
+    prod = xa @ wa.T
+    b = (k + 2) * 2.0 ** -24 * prod
+    rel = {"fp32": 0.0, "fp16": 2.0 ** -11, "bf16": 2.0 ** -9}.get(dtype)
+    if rel is not None:
+        b += rel * prod
+    if dtype in ("int16", "bf16"):
+        for s in range(0, k, 128):
+            mx = xa[:, s:s + 128].max(axis=1, keepdims=True)
+            b += 2.0 ** -13 * mx * wa[:, s:s + 128].sum(axis=1)[None, :]
+    elif dtype == "int8":
+        b += 0.5 * xa.max(axis=1, keepdims=True) / 127.0 * wa.sum(axis=1)[None, :]
+    elif rel is None:
+        pytest.fail(f"no bound for activations of type {dtype}: derive one")
+    return b
+
+
+@pytest.mark.parametrize("name", in_process())
+def test_gemm_against_reference(name):
+    rng = np.random.default_rng(7)
+    with live() as ctx:
+        cand = next(c for c in ctx.candidates if c.name == name)
+        be = ctx.backend(name)
+        # n odd; k a multiple of the group and not (where the layout packs a partial group)
+        for n, k, group, sym in ((67, 256, 128, True), (33, 512, 64, False), (5, 200, 128, True)):
+            w = rng.standard_normal((n, k)).astype(np.float32)
+            q = edgert.quantize_rtn(w, group=group, symmetric=sym)
+            try:
+                p = be.pack(q)
+            except edgert.Error as e:
+                assert e.status == "E_UNSUPPORTED", e
+                continue
+            wd = q.dequantize()
+            for m in (1, 3, 17):
+                x = rng.standard_normal((m, k)).astype(np.float32)
+                y = be.gemm(p, x)
+                ref = x.astype(np.float64) @ wd.T.astype(np.float64)
+                err = np.abs(y - ref)
+                b = bound(x, wd, cand.activation_dtype)
+                assert (err <= b).all(), (name, n, k, m, float((err / b).max()))
+                # a row as 1-D and as [1, k] (one code path: m picks it), strided
+                # rows, an out= array: the same bits
+                assert np.array_equal(be.gemm(p, x[m // 2]), be.gemm(p, x[m // 2:m // 2 + 1])[0])
+                wide = np.zeros((m, k + 9), np.float32)
+                wide[:, :k] = x
+                out = np.full((m, n), np.nan, np.float32)
+                assert be.gemm(p, wide[:, :k], out=out) is out
+                assert np.array_equal(out, y)
+            p.close()
+
+
+def _one_backend():
+    names = in_process()
+    return names[0] if names else pytest.skip("no in-process backend is eligible here")
+
+
+def test_step_threads_and_callbacks():
+    rng = np.random.default_rng(3)
+    with live(threads=2) as ctx:
+        be = ctx.backend(_one_backend())
+        q = edgert.quantize_rtn(rng.standard_normal((96, 256)).astype(np.float32), group=128)
+        p = be.pack(q)
+        x = rng.standard_normal((4, 256)).astype(np.float32)
+        y = be.gemm(p, x)
+        # two Python threads on one backend: the GIL is released, results identical
+        outs = [np.zeros_like(y) for _ in range(4)]
+        ts = [threading.Thread(target=lambda o=o: [be.gemm(p, x, out=o) for _ in range(50)])
+              for o in outs]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+        assert all(np.array_equal(o, y) for o in outs)
+        # a step: the same bits, the callbacks in order between the GEMMs
+        ys = [np.zeros_like(y) for _ in range(3)]
+        seen = []
+
+        def after(i):
+            seen.append((i, np.array_equal(ys[i], y), np.count_nonzero(ys[i + 1:])))
+        be.step([edgert.StepOp(p, x, ys[i], after=after) for i in range(3)])
+        assert seen == [(0, True, 0), (1, True, 0), (2, True, 0)]
+        # an exception in a callback ends the step and is raised
+        zs = [np.zeros_like(y) for _ in range(2)]
+
+        def boom(i):
+            raise KeyError("from the callback")
+        with pytest.raises(KeyError, match="from the callback"):
+            be.step([edgert.StepOp(p, x, zs[0], after=boom), edgert.StepOp(p, x, zs[1])])
+        assert np.array_equal(zs[0], y) and not zs[1].any()
+
+
+def test_foreign_arrays():
+    """x from other libraries: DLPack, the buffer protocol, __array_interface__."""
+    rng = np.random.default_rng(9)
+    with live() as ctx:
+        be = ctx.backend(_one_backend())
+        p = be.pack(edgert.quantize_rtn(rng.standard_normal((16, 128)).astype(np.float32)))
+        x = rng.standard_normal((2, 128)).astype(np.float32)
+        y = be.gemm(p, x)
+
+        class DLPack:  # a CPU tensor of another library, as DLPack sees it
+            def __dlpack__(self, **kw):
+                return x.__dlpack__(**kw)
+
+            def __dlpack_device__(self):
+                return x.__dlpack_device__()
+
+        class Interface:
+            __array_interface__ = x.__array_interface__
+
+        for foreign in (DLPack(), memoryview(x), Interface()):
+            assert np.array_equal(be.gemm(p, foreign), y), type(foreign).__name__
+
+
+def test_refusals():
+    rng = np.random.default_rng(5)
+    with live() as ctx:
+        be = ctx.backend(_one_backend())
+        q = edgert.quantize_rtn(rng.standard_normal((8, 128)).astype(np.float32))
+        p = be.pack(q)
+        x = np.ones((2, 128), np.float32)
+        bad = [(x.astype(np.float64), "dtype float64"), (np.ones((2, 64), np.float32), "shape"),
+               (np.ones((2, 256), np.float32)[:, ::2], "columns must be contiguous"),
+               (np.ones((0, 128), np.float32), "shape")]
+        for xb, why in bad:
+            with pytest.raises(edgert.Error, match=why) as e:
+                be.gemm(p, xb)
+            assert e.value.status == "E_USAGE"
+        with pytest.raises(edgert.Error, match="out: shape"):
+            be.gemm(p, x, out=np.zeros((2, 9), np.float32))
+        ro = np.zeros((2, 8), np.float32)
+        ro.flags.writeable = False
+        with pytest.raises(edgert.Error, match="read-only"):
+            be.gemm(p, x, out=ro)
+        with pytest.raises(edgert.Error, match="codes: dtype"):
+            be.pack(edgert.QWeights(q.codes.astype(np.int32), q.scales, q.zeros, 8, 128, 128))
+        with pytest.raises(edgert.Error, match="scales: shape"):
+            be.pack(edgert.QWeights(q.codes, q.scales[:, :0], q.zeros, 8, 128, 128))
+        other = ctx.backend(be.name)
+        with pytest.raises(edgert.Error, match="another backend instance"):
+            other.gemm(p, x)
+        p.close()
+        with pytest.raises(edgert.Error, match="packed is closed"):
+            be.gemm(p, x)
+        p2 = be.pack(q)
+        be.close()
+        assert p2.closed  # freed before its backend closed
+        with pytest.raises(edgert.Error, match="backend is closed"):
+            be.pack(q)
+        other.close()
+        other.close()  # twice: nothing
+
+
+def test_closing_in_order_and_collection():
+    ctx = live()
+    be = ctx.backend(_one_backend())
+    p = be.pack(edgert.quantize_rtn(np.ones((4, 128), np.float32)))
+    ctx.close()
+    assert p.closed and be.closed and ctx.closed
+    with pytest.raises(edgert.Error, match="context is closed"):
+        ctx.candidates
+    # dropped in any order: a backend keeps its context, packed weights their backend
+    ctx = live()
+    be = ctx.backend(_one_backend())
+    p = be.pack(edgert.quantize_rtn(np.ones((4, 128), np.float32)))
+    del ctx, be
+    gc.collect()
+    assert not p.closed
+    y = p._owner.gemm(p, np.ones(128, np.float32))
+    assert y.shape == (4,)
+    del p, y
+    gc.collect()
+
+
+def _rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def test_no_leak_over_many_cycles():
+    """10,000 backend-open/pack/gemm/close cycles and 100 of the whole
+    handle (edgert_open takes about 60 ms: probe, discovery, first contact's
+    cache), after a warm-up: the resident set grows by less than 4 MiB,
+    where one leaked packed matrix per cycle would add over 20 MiB."""
+    x = np.ones(128, np.float32)
+    q = edgert.quantize_rtn(np.ones((8, 128), np.float32))
+    name = _one_backend()
+
+    def cycles(opens, per_open):
+        for _ in range(opens):
+            with live() as ctx:
+                for _ in range(per_open):
+                    with ctx.backend(name) as be:
+                        be.gemm(be.pack(q), x)
+    cycles(5, 100)
+    gc.collect()
+    before = _rss_kib()
+    cycles(100, 100)
+    gc.collect()
+    grown = _rss_kib() - before
+    assert grown < 4096, f"resident set grew by {grown} KiB over 10,000 cycles"
