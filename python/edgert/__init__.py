@@ -30,8 +30,10 @@ import numpy as np
 from . import _native as _n
 
 __all__ = ["Error", "LibraryNotFound", "Device", "Layout", "Figures", "Candidate", "Rank",
-           "Selection", "Context", "Backend", "Packed", "QWeights", "StepOp", "open", "probe",
-           "quantize_rtn", "library_version", "library_path", "__version__"]
+           "Selection", "Context", "Backend", "Packed", "QWeights", "StepOp", "Checkpoint",
+           "Layer", "Model", "ModelInfo", "open", "probe", "quantize_rtn", "quantize",
+           "library_version",
+           "library_path", "__version__"]
 
 LibraryNotFound = _n.LibraryNotFound
 _lib, _path = _n.load()
@@ -302,13 +304,15 @@ class _Handle:
     """A C handle, closed once: by close(), `with`, its owner's close, or
     when collected (weakref.finalize, so never after the owner's)."""
 
-    def __init__(self, ptr: int, closer: Callable[[int], None], owner: Optional["_Handle"]):
+    def __init__(self, ptr: int, closer: Callable[[int], None], owner: Optional["_Handle"],
+                 *more_owners: "_Handle"):
         self._ptr = ptr
         self._children: "weakref.WeakSet[_Handle]" = weakref.WeakSet()
-        self._owner = owner  # keeps the owner alive while this lives
+        self._owner = owner  # keeps its owners alive while this lives
+        self._owners = tuple(o for o in (owner,) + more_owners if o is not None)
         self._fin = weakref.finalize(self, closer, ptr)
-        if owner is not None:
-            owner._children.add(self)
+        for o in self._owners:
+            o._children.add(self)
 
     @property
     def closed(self) -> bool:
@@ -524,14 +528,9 @@ def quantize_rtn(w: Any, group: int = 128, symmetric: bool = True,
     _check(_lib.edgert_quantize_rtn(arr.ctypes.data_as(_n.c_float_p), n, k, group,
                                     1 if symmetric else 0, ctypes.byref(t)), None)
     try:
-        groups = -(-k // group)
-        codes = np.ctypeslib.as_array(t.codes, (n * ((k + 1) // 2),)).reshape(n, -1).copy()
-        scales = np.ctypeslib.as_array(t.scales, (n * groups,)).reshape(n, groups).copy()
-        zeros = None if not t.zeros else np.ctypeslib.as_array(
-            t.zeros, (n * groups,)).reshape(n, groups).copy()
+        return _qweights_of(t, name)
     finally:
         _lib.edgert_qtensor_free(ctypes.byref(t))
-    return QWeights(codes, scales, zeros, n, k, group, name)
 
 
 class Backend(_Handle):
@@ -709,10 +708,13 @@ def _address(a: np.ndarray) -> int:
 
 
 class Packed(_Handle):
-    """Weights packed by one backend instance (freed before it closes)."""
+    """Weights packed by one backend instance (freed before it closes, and
+    before the checkpoint they are mapped from)."""
 
-    def __init__(self, backend: Backend, ptr: int, n: int, k: int):
-        super().__init__(ptr, _lib.edgert_packed_free, backend)
+    def __init__(self, backend: Backend, ptr: int, n: int, k: int,
+                 checkpoint: Optional["Checkpoint"] = None):
+        super().__init__(ptr, _lib.edgert_packed_free, backend, *(
+            (checkpoint,) if checkpoint is not None else ()))
         self.n, self.k = int(n), int(k)
 
     @property
@@ -723,3 +725,250 @@ class Packed(_Handle):
         if self._owner is not backend:
             raise _usage("these weights were packed by another backend instance")
         return self._p()
+
+
+# ---- checkpoints ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Layer:
+    """One linear layer of a checkpoint: W [n, k], its group (0: dense),
+    symmetric (True, False; None: dense) and format ("gptq-v1", "gptq-v2",
+    "dense-f32", "dense-f16", "dense-bf16" or "packed")."""
+    index: int
+    name: str
+    n: int
+    k: int
+    group: int
+    symmetric: Optional[bool]
+    format: str
+    to_dict = _asdict
+
+
+def _qweights_of(t: _n.QTensor, name: Optional[str]) -> QWeights:
+    """A copy of an owning edgert_qtensor's buffers, which the caller frees."""
+    v = t.view
+    n, k, g = v.n, v.k, v.group
+    groups = -(-k // g)
+    codes = np.ctypeslib.as_array(t.codes, (n * ((k + 1) // 2),)).reshape(n, -1).copy()
+    scales = np.ctypeslib.as_array(t.scales, (n * groups,)).reshape(n, groups).copy()
+    zeros = None if not t.zeros else np.ctypeslib.as_array(
+        t.zeros, (n * groups,)).reshape(n, groups).copy()
+    return QWeights(codes, scales, zeros, n, k, g, name)
+
+
+class Checkpoint(_Handle):
+    """A weights file opened and validated (edgert_checkpoint_open): GPTQ
+    int4, dense F32/F16/BF16 safetensors, or a file `pack` wrote for one
+    backend. Layers by index or name."""
+
+    def __init__(self, path: str):
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_checkpoint_open(str(path).encode(), ctypes.byref(out), err,
+                                           _ERR_LEN), err)
+        super().__init__(out.value, _lib.edgert_checkpoint_close, None)
+        self.path = str(path)
+
+    @property
+    def kind(self) -> str:
+        """"gptq", "dense" or "packed"."""
+        return _s(_lib.edgert_checkpoint_kind(self._p()))
+
+    @property
+    def config_source(self) -> str:
+        return _s(_lib.edgert_checkpoint_config_source(self._p()))
+
+    @property
+    def layers(self) -> list:
+        p = self._p()
+        out = []
+        for i in range(_lib.edgert_checkpoint_layer_count(p)):
+            c = _lib.edgert_checkpoint_layer_at(p, i).contents
+            out.append(Layer(i, _s(c.name), c.n, c.k, c.group,
+                             None if c.symmetric < 0 else bool(c.symmetric), _s(c.format)))
+        return out
+
+    def _index(self, layer: Any) -> int:
+        if isinstance(layer, Layer):
+            return layer.index
+        if isinstance(layer, str):
+            for x in self.layers:
+                if x.name == layer:
+                    return x.index
+            raise Error(5, f"{self.path}: no layer named '{layer}'")
+        return int(layer)
+
+    def weights(self, layer: Any) -> QWeights:
+        """The layer as canonical 4-bit weights (a dense layer quantized by
+        round to nearest)."""
+        i = self._index(layer)
+        t = _n.QTensor()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_checkpoint_layer_weights(self._p(), i, ctypes.byref(t), err,
+                                                    _ERR_LEN), err)
+        try:
+            return _qweights_of(t, self.layers[i].name)
+        finally:
+            _lib.edgert_qtensor_free(ctypes.byref(t))
+
+    def dense(self, layer: Any, rows: Optional[tuple] = None) -> np.ndarray:
+        """Rows [first, last) of the layer as float32 (a GPTQ layer
+        dequantized); all rows when `rows` is None."""
+        i = self._index(layer)
+        lay = self.layers[i]
+        r0, r1 = rows if rows is not None else (0, lay.n)
+        out = np.empty((max(0, r1 - r0), lay.k), np.float32)
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_checkpoint_layer_dense(self._p(), i, r0, r1 - r0,
+                                                  out.ctypes.data_as(_n.c_float_p), err,
+                                                  _ERR_LEN), err)
+        return out
+
+    def packed(self, layer: Any, backend: Backend) -> Packed:
+        """The layer packed for `backend`: mapped in place from a packed
+        file (checked to be this backend's), else converted and packed."""
+        i = self._index(layer)
+        lay = self.layers[i]
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_checkpoint_layer_packed(self._p(), i, backend._p(),
+                                                   ctypes.byref(out), err, _ERR_LEN), err)
+        return Packed(backend, out.value, lay.n, lay.k, self)
+
+    def pack(self, backend: Backend, path: str) -> None:
+        """Every layer packed for `backend` into the file `path` (written
+        whole, then renamed), which a later Checkpoint(path).packed maps."""
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_lib.edgert_checkpoint_pack(backend._p(), self._p(), str(path).encode(), err,
+                                           _ERR_LEN), err)
+
+    def pack_matches(self, backend: Backend, path: str) -> bool:
+        """Whether the packed file `path` is what pack() would write now;
+        False when there is no file; Error saying which key differs."""
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        st = _lib.edgert_checkpoint_pack_check(backend._p(), self._p(), str(path).encode(), err,
+                                               _ERR_LEN)
+        if st == 5:  # EDGERT_E_NOT_FOUND: no file
+            return False
+        _check(st, err)
+        return True
+
+
+def quantize(src: str, dst: str, group: int = 128, symmetric: bool = False,
+             threads: int = 0) -> None:
+    """A dense safetensors checkpoint to a GPTQ int4 one by round to
+    nearest (edgert_checkpoint_quantize, as `edgert quantize`)."""
+    o = _n.QuantizeOptions(ctypes.sizeof(_n.QuantizeOptions), 1 if symmetric else 0, group,
+                           threads)
+    err = ctypes.create_string_buffer(_ERR_LEN)
+    _check(_lib.edgert_checkpoint_quantize(str(src).encode(), str(dst).encode(),
+                                           ctypes.byref(o), err, _ERR_LEN), err)
+
+
+# ---- the model runner -----------------------------------------------------------------------
+
+_runner = None
+
+
+def _runner_lib() -> Any:
+    global _runner
+    if _runner is None:
+        _runner = _n.load_runner(_path)
+    return _runner
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelInfo:
+    """What edgert_model_open loaded (edgert/runner.h): the architecture,
+    the backend and its path, the weights' kind, the shapes, the KV cache."""
+    model_type: str
+    backend: str
+    backend_path: str
+    weights: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    mlp: int
+    vocab: int
+    context: int
+    group: int
+    step_weight_bytes: int
+    kv_cache_bytes: int
+    kv_cache_bits: int
+    gemms_per_step: int
+    eos: Optional[int]
+    passed_over: str
+    to_dict = _asdict
+
+
+class Model(_Handle):
+    """A whole model on a backend (`edgert run`'s runner): a Hugging Face
+    folder (config.json and safetensors, dense or GPTQ). backend None: the
+    one ranked first for `priority` among those whose layout takes the
+    weights; "fp32": the dense reference."""
+
+    def __init__(self, ctx: Context, path: str, backend: Optional[str] = None,
+                 priority: str = "speed", backend_options: Optional[str] = None,
+                 context: int = 0, group: int = 0, packed: Optional[str] = None,
+                 kv_cache_bits: int = 0):
+        if priority not in _PRIORITIES:
+            raise _usage(f"priority must be 'speed' or 'fidelity', not {priority!r}")
+        lib = _runner_lib()
+        keep = [str(path).encode()] + [v.encode() if v else None
+                                        for v in (backend, backend_options, packed)]
+        o = _n.ModelOptions(ctypes.sizeof(_n.ModelOptions), keep[1], _PRIORITIES[priority],
+                            keep[2], context, group, keep[3], kv_cache_bits)
+        out = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(lib.edgert_model_open(ctx._p(), keep[0], ctypes.byref(o), ctypes.byref(out), err,
+                                     _ERR_LEN), err)
+        super().__init__(out.value, lib.edgert_model_close, ctx)
+        i = lib.edgert_model_get_info(out.value).contents
+        self.info = ModelInfo(
+            _s(i.model_type), _s(i.backend), _s(i.backend_path), _s(i.weights), i.layers,
+            i.hidden, i.heads, i.kv_heads, i.head_dim, i.mlp, i.vocab, i.context, i.group,
+            i.step_weight_bytes, i.kv_cache_bytes, i.kv_cache_bits, i.gemms_per_step,
+            None if i.eos < 0 else i.eos, _s(i.passed_over) or "")
+
+    @property
+    def position(self) -> int:
+        """Positions held in the KV cache: the next token's position."""
+        return int(_runner_lib().edgert_model_position(self._p()))
+
+    def reset(self) -> None:
+        """Forget every position."""
+        _runner_lib().edgert_model_reset(self._p())
+
+    def forward(self, ids: Sequence[int], all_logits: bool = False) -> np.ndarray:
+        """Run `ids` at the next positions: the logits after the last one
+        (float32 [vocab]), or after each ([len(ids), vocab])."""
+        arr = np.ascontiguousarray(np.asarray(ids, dtype=np.int32).reshape(-1))
+        if arr.size == 0:
+            raise _usage("forward: no token ids")
+        v = self.info.vocab
+        out = np.empty((arr.size, v) if all_logits else (v,), np.float32)
+        err = ctypes.create_string_buffer(_ERR_LEN)
+        _check(_runner_lib().edgert_model_forward(
+            self._p(), arr.ctypes.data_as(ctypes.POINTER(ctypes.c_int32)), arr.size,
+            out.ctypes.data_as(_n.c_float_p), 1 if all_logits else 0, err, _ERR_LEN), err)
+        return out
+
+    def generate(self, ids: Sequence[int], max_new_tokens: int = 32,
+                 stop_at_eos: bool = True) -> list:
+        """Greedy continuation of `ids` from position 0 (the cache is reset
+        first): the new token ids, as `edgert run` prints them."""
+        self.reset()
+        logits = self.forward(ids)
+        new: list = []
+        while len(new) < max_new_tokens:
+            t = int(np.argmax(logits))
+            new.append(t)
+            if stop_at_eos and self.info.eos is not None and t == self.info.eos:
+                break
+            if len(new) == max_new_tokens or self.position >= self.info.context:
+                break
+            logits = self.forward([t])
+        return new

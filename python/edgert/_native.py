@@ -121,6 +121,16 @@ class StepOp(Structure):
                 ("args", POINTER(GemmArgs)), ("after", STEP_FN), ("user", c_void_p)]
 
 
+class Layer(Structure):
+    _fields_ = [("name", c_char_p), ("n", c_uint32), ("k", c_uint32), ("group", c_uint32),
+                ("symmetric", c_int), ("format", c_char_p)]
+
+
+class QuantizeOptions(Structure):
+    _fields_ = [("struct_size", c_uint32), ("symmetric", c_int), ("group", c_uint32),
+                ("threads", c_uint)]
+
+
 # (name, restype, argtypes) of every call this package makes.
 _CALLS = [
     ("edgert_version", c_char_p, []),
@@ -161,6 +171,23 @@ _CALLS = [
                                     POINTER(QTensor)]),
     ("edgert_qtensor_free", None, [POINTER(QTensor)]),
     ("edgert_dequantize", None, [POINTER(QWeights), c_float_p]),
+    ("edgert_checkpoint_open", c_int, [c_char_p, POINTER(c_void_p), c_char_p, c_size_t]),
+    ("edgert_checkpoint_close", None, [c_void_p]),
+    ("edgert_checkpoint_kind", c_char_p, [c_void_p]),
+    ("edgert_checkpoint_config_source", c_char_p, [c_void_p]),
+    ("edgert_checkpoint_layer_count", c_size_t, [c_void_p]),
+    ("edgert_checkpoint_layer_at", POINTER(Layer), [c_void_p, c_size_t]),
+    ("edgert_checkpoint_layer_weights", c_int, [c_void_p, c_size_t, POINTER(QTensor), c_char_p,
+                                                c_size_t]),
+    ("edgert_checkpoint_layer_dense", c_int, [c_void_p, c_size_t, c_uint32, c_uint32, c_float_p,
+                                              c_char_p, c_size_t]),
+    ("edgert_checkpoint_layer_release", None, [c_void_p, c_size_t]),
+    ("edgert_checkpoint_pack_check", c_int, [c_void_p, c_void_p, c_char_p, c_char_p, c_size_t]),
+    ("edgert_checkpoint_pack", c_int, [c_void_p, c_void_p, c_char_p, c_char_p, c_size_t]),
+    ("edgert_checkpoint_layer_packed", c_int, [c_void_p, c_size_t, c_void_p, POINTER(c_void_p),
+                                               c_char_p, c_size_t]),
+    ("edgert_checkpoint_quantize", c_int, [c_char_p, c_char_p, POINTER(QuantizeOptions), c_char_p,
+                                           c_size_t]),
 ]
 
 LIBRARY = "libedgert.so." + _build.SOVERSION
@@ -209,3 +236,52 @@ def load():
                 f"point EDGERT_LIBRARY at libedgert {_build.VERSION}")
         return lib, path
     raise LibraryNotFound("libedgert was not found; looked at: " + "; ".join(tried))
+
+
+# ---- the model runner (libedgert-runner, runner/include/edgert/runner.h) ----
+
+
+class ModelOptions(Structure):
+    _fields_ = [("struct_size", c_uint32), ("backend", c_char_p), ("priority", c_int),
+                ("backend_options", c_char_p), ("context", c_uint32), ("group", c_uint32),
+                ("packed", c_char_p), ("kv_cache_bits", c_uint32)]
+
+
+class ModelInfo(Structure):
+    _fields_ = [("model_type", c_char_p), ("backend", c_char_p), ("backend_path", c_char_p),
+                ("weights", c_char_p), ("layers", c_uint32), ("hidden", c_uint32),
+                ("heads", c_uint32), ("kv_heads", c_uint32), ("head_dim", c_uint32),
+                ("mlp", c_uint32), ("vocab", c_uint32), ("context", c_uint32),
+                ("group", c_uint32), ("symmetric", c_int), ("tied", c_int),
+                ("fused_qkv", c_int), ("fused_gate_up", c_int),
+                ("step_weight_bytes", c_uint64), ("kv_cache_bytes", c_uint64),
+                ("gemms_per_step", c_uint), ("eos", ctypes.c_int32), ("passed_over", c_char_p),
+                ("kv_cache_bits", c_uint32)]
+
+
+_RUNNER_CALLS = [
+    ("edgert_model_open", c_int, [c_void_p, c_char_p, POINTER(ModelOptions), POINTER(c_void_p),
+                                  c_char_p, c_size_t]),
+    ("edgert_model_close", None, [c_void_p]),
+    ("edgert_model_get_info", POINTER(ModelInfo), [c_void_p]),
+    ("edgert_model_reset", None, [c_void_p]),
+    ("edgert_model_position", c_uint32, [c_void_p]),
+    ("edgert_model_forward", c_int, [c_void_p, POINTER(ctypes.c_int32), c_uint32, c_float_p,
+                                     c_int, c_char_p, c_size_t]),
+]
+
+
+def load_runner(edgert_path):
+    """libedgert-runner beside the libedgert loaded (the two are built and
+    installed together); LibraryNotFound saying where it looked."""
+    path = os.path.join(os.path.dirname(edgert_path), "libedgert-runner.so." + _build.SOVERSION)
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise LibraryNotFound(f"the model runner's library was not found beside libedgert: "
+                              f"{path}: {e}") from None
+    for name, res, args in _RUNNER_CALLS:
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+    return lib

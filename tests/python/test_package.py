@@ -329,6 +329,82 @@ def test_closing_in_order_and_collection():
     gc.collect()
 
 
+def test_checkpoints(tmp_path):
+    """A seeded dense model (tools/models/make_test_model.py): its layers,
+    quantized to GPTQ (edgert.quantize), one layer as 4-bit weights equal to
+    its dequantized rows, packed to a file whose mapped layer gives the
+    in-memory pack's bits, and a malformed file refused naming it."""
+    tools = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "tools", "models")
+    r = subprocess.run([sys.executable, os.path.join(tools, "make_test_model.py"),
+                        str(tmp_path / "m"), "--shape", "tiny", "--seed", "3"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    dense = edgert.Checkpoint(tmp_path / "m" / "model.safetensors")
+    assert dense.kind == "dense" and dense.layers and all(x.group == 0 for x in dense.layers)
+    gptq_path = tmp_path / "gptq.safetensors"
+    edgert.quantize(dense.path, gptq_path, group=32, symmetric=True)
+    with edgert.Checkpoint(gptq_path) as ck:
+        assert ck.kind == "gptq"
+        lay = ck.layers[0]
+        assert lay.group == 32 and lay.symmetric is True and lay.format.startswith("gptq")
+        w = ck.weights(lay.name)
+        assert (w.n, w.k, w.group) == (lay.n, lay.k, 32) and w.zeros is None  # symmetric
+        assert np.array_equal(w.dequantize(), ck.dense(lay))
+        assert np.array_equal(ck.dense(lay, rows=(2, 5)), ck.dense(lay)[2:5])
+        with live() as ctx:
+            be = ctx.backend(_one_backend())
+            x = np.random.default_rng(4).standard_normal((3, lay.k)).astype(np.float32)
+            want = be.gemm(be.pack(w), x)
+            packed_path = tmp_path / "packed.safetensors"
+            assert not ck.pack_matches(be, packed_path)
+            ck.pack(be, packed_path)
+            assert ck.pack_matches(be, packed_path)
+            with edgert.Checkpoint(packed_path) as pk:
+                assert pk.kind == "packed"
+                p = pk.packed(lay.name, be)
+                assert np.array_equal(be.gemm(p, x), want)
+            assert p.closed  # freed when its checkpoint closed
+            assert np.array_equal(be.gemm(ck.packed(0, be), x), want)
+    dense.close()
+    (tmp_path / "bad.safetensors").write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{bad json")
+    with pytest.raises(edgert.Error) as e:
+        edgert.Checkpoint(tmp_path / "bad.safetensors")
+    assert e.value.status == "E_PARSE" and "bad.safetensors" in e.value.message
+    with pytest.raises(edgert.Error, match="no layer named 'nope'"):
+        edgert.Checkpoint(gptq_path).weights("nope")
+
+
+def test_model_generates_what_edgert_run_prints(tmp_path):
+    """edgert.Model on a seeded test model: greedy tokens equal to `edgert
+    run --json`'s (the CLI beside the library: build/bin or the prefix's
+    bin), on the dense reference and every eligible in-process backend;
+    forward's shapes and positions; bad ids refused naming the index."""
+    tools = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "tools", "models")
+    model = tmp_path / "m"
+    subprocess.run([sys.executable, os.path.join(tools, "make_test_model.py"), str(model),
+                    "--shape", "tiny", "--seed", "5"], check=True, capture_output=True)
+    cli = os.path.join(os.path.dirname(os.path.dirname(edgert.library_path())), "bin", "edgert")
+    with live() as ctx:
+        for backend in ["fp32"] + in_process():
+            r = subprocess.run([cli, "run", str(model), "--prompt-ids", "5,6,7",
+                                "--max-new-tokens", "6", "--ignore-eos", "--backend", backend,
+                                "--json"], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            want = json.loads(r.stdout)["prompts"][0]["tokens"]
+            with edgert.Model(ctx, model, backend=backend) as m:
+                assert m.info.backend == backend and m.info.model_type == "llama"
+                assert m.generate([5, 6, 7], 6, stop_at_eos=False) == want, backend
+                assert m.position == 3 + 5  # the last token is not run
+                m.reset()
+                assert m.forward([1, 2, 3], all_logits=True).shape == (3, m.info.vocab)
+                with pytest.raises(edgert.Error, match="1") as e:
+                    m.forward([4, m.info.vocab])
+                assert e.value.status == "E_USAGE"
+        with pytest.raises(edgert.Error) as e:
+            edgert.Model(ctx, tmp_path / "nothing-here")
+        assert "nothing-here" in e.value.message
+
+
 def _rss_kib():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
