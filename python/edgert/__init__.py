@@ -31,7 +31,8 @@ from . import _native as _n
 
 __all__ = ["Error", "LibraryNotFound", "Device", "Layout", "Figures", "Candidate", "Rank",
            "Selection", "Context", "Backend", "Packed", "QWeights", "StepOp", "Checkpoint",
-           "Layer", "Model", "ModelInfo", "open", "probe", "quantize_rtn", "quantize",
+           "Layer", "Model", "ModelInfo", "Comparison", "compare", "open", "probe",
+           "quantize_rtn", "quantize",
            "library_version",
            "library_path", "__version__"]
 
@@ -972,3 +973,74 @@ class Model(_Handle):
                 break
             logits = self.forward([t])
         return new
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """One backend against the fp32 reference over the prompts, as `edgert
+    run --compare` measures it: greedy runs reproduced exactly, tokens to
+    the first divergence (mean), and teacher-forced on the reference's
+    tokens, top-1 agreement and mean KL(reference || backend) in nats."""
+    backend: str
+    prompts: int
+    tokens: int
+    exact_reproductions: int
+    mean_tokens_to_divergence: float
+    top1_forced: float
+    mean_kl: float
+    to_dict = _asdict
+
+
+def _log_softmax(v: np.ndarray) -> np.ndarray:
+    v = v.astype(np.float64)
+    m = v.max(axis=-1, keepdims=True)
+    return v - (m + np.log(np.exp(v - m).sum(axis=-1, keepdims=True)))
+
+
+def _greedy_steps(m: Model, ids: Sequence[int], t: int) -> tuple:
+    """t greedy tokens after `ids`, and the logits each was chosen from."""
+    m.reset()
+    lg = m.forward(ids)
+    toks, logits = [], []
+    for i in range(t):
+        toks.append(int(np.argmax(lg)))
+        logits.append(lg)
+        if i + 1 < t:
+            lg = m.forward([toks[-1]])
+    return toks, np.stack(logits)
+
+
+def compare(ctx: Context, folder: str, prompts: Sequence[Sequence[int]],
+            backends: Optional[Sequence[str]] = None, tokens: int = 64,
+            **model_options: Any) -> list:
+    """Each backend (None: every eligible in-process one) against the fp32
+    reference on `prompts` (lists of token ids), `tokens` tokens each: a
+    Comparison per backend. model_options go to every Model (context,
+    group, kv_cache_bits, ...)."""
+    if tokens < 1 or not prompts:
+        raise _usage("compare: needs at least one prompt and one token")
+    with Model(ctx, folder, backend="fp32", **model_options) as ref:
+        runs = [_greedy_steps(ref, p, tokens) for p in prompts]
+    ref_logp = [_log_softmax(lg) for _, lg in runs]
+    if backends is None:
+        backends = [c.name for c in ctx.candidates if c.eligible and c.runs_in_process]
+    out = []
+    for name in backends:
+        with Model(ctx, folder, backend=name, **model_options) as m:
+            exact, div, top1, kl = 0, 0, 0, 0.0
+            for p, (want, _), rlp in zip(prompts, runs, ref_logp):
+                mine, _ = _greedy_steps(m, p, tokens)
+                d = next((i for i, (a, b) in enumerate(zip(mine, want)) if a != b), tokens)
+                exact += d == tokens
+                div += d
+                m.reset()  # teacher forcing: the prompt, then the reference's tokens
+                if len(p) > 1:
+                    m.forward(list(p)[:-1])
+                lg = m.forward([list(p)[-1]] + want[:-1], all_logits=True)
+                top1 += int((lg.argmax(axis=-1) == np.asarray(want)).sum())
+                q = _log_softmax(lg)
+                kl += float((np.exp(rlp) * (rlp - q)).sum())
+            n = len(prompts) * tokens
+            out.append(Comparison(m.info.backend, len(prompts), tokens, exact,
+                                  div / len(prompts), top1 / n, kl / n))
+    return out

@@ -405,6 +405,35 @@ def test_model_generates_what_edgert_run_prints(tmp_path):
         assert "nothing-here" in e.value.message
 
 
+def test_compare_measures_as_edgert_run_does(tmp_path):
+    """edgert.compare against `edgert run --compare --json` on one test
+    model: the same exact reproductions, tokens to divergence and forced
+    top-1; KL within 1e-4 of its value (the CLI's log-softmax is in float,
+    here in float64: the two differ in the fifth digit at most)."""
+    tools = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "tools", "models")
+    model = tmp_path / "m"
+    subprocess.run([sys.executable, os.path.join(tools, "make_test_model.py"), str(model),
+                    "--shape", "tiny", "--seed", "3"], check=True, capture_output=True)
+    prompts = [[5, 6, 7], [8, 9]]
+    (tmp_path / "p.txt").write_text("5 6 7\n8 9\n")
+    cli = os.path.join(os.path.dirname(os.path.dirname(edgert.library_path())), "bin", "edgert")
+    names = in_process()
+    r = subprocess.run([cli, "run", str(model), "--compare", ",".join(names), "--prompts",
+                        str(tmp_path / "p.txt"), "--tokens", "8", "--json", "-q"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    want = {b["backend"]: b for b in json.loads(r.stdout)["backends"]}
+    with live() as ctx:
+        got = edgert.compare(ctx, model, prompts, backends=names, tokens=8)
+    assert [g.backend for g in got] == names
+    for g in got:
+        w = want[g.backend]
+        assert g.exact_reproductions == w["exact_reproductions"]
+        assert g.mean_tokens_to_divergence == pytest.approx(w["mean_tokens_to_divergence"])
+        assert g.top1_forced == pytest.approx(w["top1_forced"])
+        assert g.mean_kl == pytest.approx(w["mean_kl"], rel=1e-4, abs=1e-6)
+
+
 def _rss_kib():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
