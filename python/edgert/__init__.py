@@ -907,32 +907,47 @@ class ModelInfo:
 
 class Model(_Handle):
     """A whole model on a backend (`edgert run`'s runner): a Hugging Face
-    folder (config.json and safetensors, dense or GPTQ). backend None: the
-    one ranked first for `priority` among those whose layout takes the
-    weights; "fp32": the dense reference."""
+    folder (config.json and safetensors, dense or GPTQ), on `ctx` (None: a
+    handle of its own, edgert.open()'s defaults). backend None: the one
+    ranked first for `priority` among those whose layout takes the weights;
+    "fp32": the dense reference."""
 
-    def __init__(self, ctx: Context, path: str, backend: Optional[str] = None,
-                 priority: str = "speed", backend_options: Optional[str] = None,
-                 context: int = 0, group: int = 0, packed: Optional[str] = None,
-                 kv_cache_bits: int = 0):
+    def __init__(self, path: str, *, ctx: Optional[Context] = None,
+                 backend: Optional[str] = None, priority: str = "speed",
+                 backend_options: Optional[str] = None, context: int = 0, group: int = 0,
+                 packed: Optional[str] = None, kv_cache_bits: int = 0):
         if priority not in _PRIORITIES:
             raise _usage(f"priority must be 'speed' or 'fidelity', not {priority!r}")
         lib = _runner_lib()
+        own = ctx is None  # a handle of its own, closed with the model
+        if own:
+            ctx = Context()
         keep = [str(path).encode()] + [v.encode() if v else None
                                         for v in (backend, backend_options, packed)]
         o = _n.ModelOptions(ctypes.sizeof(_n.ModelOptions), keep[1], _PRIORITIES[priority],
                             keep[2], context, group, keep[3], kv_cache_bits)
         out = ctypes.c_void_p()
         err = ctypes.create_string_buffer(_ERR_LEN)
-        _check(lib.edgert_model_open(ctx._p(), keep[0], ctypes.byref(o), ctypes.byref(out), err,
-                                     _ERR_LEN), err)
+        st = lib.edgert_model_open(ctx._p(), keep[0], ctypes.byref(o), ctypes.byref(out), err,
+                                   _ERR_LEN)
+        if st and own:
+            ctx.close()
+        _check(st, err)
         super().__init__(out.value, lib.edgert_model_close, ctx)
+        self._own_ctx = ctx if own else None
         i = lib.edgert_model_get_info(out.value).contents
         self.info = ModelInfo(
             _s(i.model_type), _s(i.backend), _s(i.backend_path), _s(i.weights), i.layers,
             i.hidden, i.heads, i.kv_heads, i.head_dim, i.mlp, i.vocab, i.context, i.group,
             i.step_weight_bytes, i.kv_cache_bytes, i.kv_cache_bits, i.gemms_per_step,
             None if i.eos < 0 else i.eos, _s(i.passed_over) or "")
+
+    def close(self) -> None:
+        """Close the model, and the handle it opened for itself if any."""
+        super().close()
+        own, self._own_ctx = self._own_ctx, None  # once: the handle's close closes this too
+        if own is not None:
+            own.close()
 
     @property
     def position(self) -> int:
@@ -1010,23 +1025,26 @@ def _greedy_steps(m: Model, ids: Sequence[int], t: int) -> tuple:
     return toks, np.stack(logits)
 
 
-def compare(ctx: Context, folder: str, prompts: Sequence[Sequence[int]],
+def compare(folder: str, prompts: Sequence[Sequence[int]],
             backends: Optional[Sequence[str]] = None, tokens: int = 64,
-            **model_options: Any) -> list:
+            ctx: Optional[Context] = None, **model_options: Any) -> list:
     """Each backend (None: every eligible in-process one) against the fp32
     reference on `prompts` (lists of token ids), `tokens` tokens each: a
-    Comparison per backend. model_options go to every Model (context,
-    group, kv_cache_bits, ...)."""
+    Comparison per backend. On `ctx` (None: a handle of its own);
+    model_options go to every Model (context, group, kv_cache_bits, ...)."""
     if tokens < 1 or not prompts:
         raise _usage("compare: needs at least one prompt and one token")
-    with Model(ctx, folder, backend="fp32", **model_options) as ref:
+    if ctx is None:
+        with Context() as own:
+            return compare(folder, prompts, backends, tokens, own, **model_options)
+    with Model(folder, ctx=ctx, backend="fp32", **model_options) as ref:
         runs = [_greedy_steps(ref, p, tokens) for p in prompts]
     ref_logp = [_log_softmax(lg) for _, lg in runs]
     if backends is None:
         backends = [c.name for c in ctx.candidates if c.eligible and c.runs_in_process]
     out = []
     for name in backends:
-        with Model(ctx, folder, backend=name, **model_options) as m:
+        with Model(folder, ctx=ctx, backend=name, **model_options) as m:
             exact, div, top1, kl = 0, 0, 0, 0.0
             for p, (want, _), rlp in zip(prompts, runs, ref_logp):
                 mine, _ = _greedy_steps(m, p, tokens)

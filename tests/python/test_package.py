@@ -391,7 +391,9 @@ def test_model_generates_what_edgert_run_prints(tmp_path):
                                 "--json"], capture_output=True, text=True)
             assert r.returncode == 0, r.stderr
             want = json.loads(r.stdout)["prompts"][0]["tokens"]
-            with edgert.Model(ctx, model, backend=backend) as m:
+            if backend == "fp32":
+                first = want
+            with edgert.Model(model, ctx=ctx, backend=backend) as m:
                 assert m.info.backend == backend and m.info.model_type == "llama"
                 assert m.generate([5, 6, 7], 6, stop_at_eos=False) == want, backend
                 assert m.position == 3 + 5  # the last token is not run
@@ -401,8 +403,13 @@ def test_model_generates_what_edgert_run_prints(tmp_path):
                     m.forward([4, m.info.vocab])
                 assert e.value.status == "E_USAGE"
         with pytest.raises(edgert.Error) as e:
-            edgert.Model(ctx, tmp_path / "nothing-here")
+            edgert.Model(tmp_path / "nothing-here", ctx=ctx)
         assert "nothing-here" in e.value.message
+    # a handle of its own (edgert.open()'s defaults), closed with the model
+    with edgert.Model(model, backend="fp32") as m:
+        assert m.generate([5, 6, 7], 6, stop_at_eos=False) == first
+        own = m._own_ctx
+    assert own.closed and m.closed
 
 
 def test_compare_measures_as_edgert_run_does(tmp_path):
@@ -424,7 +431,7 @@ def test_compare_measures_as_edgert_run_does(tmp_path):
     assert r.returncode == 0, r.stderr
     want = {b["backend"]: b for b in json.loads(r.stdout)["backends"]}
     with live() as ctx:
-        got = edgert.compare(ctx, model, prompts, backends=names, tokens=8)
+        got = edgert.compare(model, prompts, backends=names, tokens=8, ctx=ctx)
     assert [g.backend for g in got] == names
     for g in got:
         w = want[g.backend]
