@@ -30,7 +30,8 @@ import numpy as np
 from . import _native as _n
 
 __all__ = ["Error", "LibraryNotFound", "Device", "Layout", "Figures", "Candidate", "Rank",
-           "Selection", "Context", "Backend", "Packed", "QWeights", "StepOp", "Checkpoint",
+           "Selection", "Context", "Backend", "Packed", "QWeights", "StepOp", "PreparedStep",
+           "Checkpoint",
            "Layer", "Model", "ModelInfo", "Comparison", "compare", "open", "probe",
            "quantize_rtn", "quantize",
            "library_version",
@@ -580,30 +581,61 @@ class Backend(_Handle):
         del x_arr
         return y
 
-    def step(self, ops: Sequence["StepOp"]) -> None:
+    def prepare_step(self, ops: Sequence["StepOp"]) -> "PreparedStep":
+        """ops checked and laid out once for edgert_step, to run many times
+        with step(): a decode loop writes new values into the same x arrays
+        and reads the same y arrays each token. Building the ops costs a few
+        microseconds each, a step of 113 GEMMs about 0.4 ms."""
+        return PreparedStep(self, ops)
+
+    def step(self, ops: Any) -> None:
         """Run ops in order (edgert_step): each op's GEMM, then its `after`
         callback (a Python function of the op's index; an exception in it
-        ends the step and is raised here)."""
-        p = self._p()
-        n = len(ops)
-        arr = (_n.StepOp * max(1, n))()
-        keep: list = []
-        raised: list = []
-        for i, op in enumerate(ops):
+        ends the step and is raised here). `ops`: a list of StepOp, or what
+        prepare_step made of one."""
+        if isinstance(ops, PreparedStep):
+            prep = ops
+            if prep.backend is not self:
+                raise _usage("this step was prepared for another backend instance")
+            prep._check_alive()  # a packed matrix freed since: refused, never run
+        else:
+            prep = PreparedStep(self, ops)
+        prep.raised.clear()
+        err = _err_buf()
+        st = _lib.edgert_step(self._p(), prep.arr, prep.n, err, _ERR_LEN)
+        if prep.raised:
+            raise prep.raised[0]
+        if st:
+            _check(st, err)
+
+
+class PreparedStep:
+    """StepOps laid out for edgert_step once (Backend.prepare_step). It
+    keeps its arrays and packed weights alive; freeing a packed matrix it
+    names makes running it an error."""
+
+    def __init__(self, backend: Backend, ops: Sequence["StepOp"]):
+        self.backend = backend
+        self.n = len(ops)
+        self.arr = (_n.StepOp * max(1, self.n))()
+        self.raised: list = []
+        self._keep: list = []
+        self._ops = list(ops)
+        for i, op in enumerate(self._ops):
             args, x_arr, _ = _gemm_args(op.weights, op.x, op.y)
-            keep.append((args, x_arr))
-            cb = _n.STEP_FN(0)
-            if op.after is not None:
-                cb = _n.STEP_FN(_step_callback(op.after, raised))
-            keep.append(cb)
-            arr[i] = _n.StepOp(struct_size=ctypes.sizeof(_n.StepOp),
-                               weights=op.weights._p_of(self), args=ctypes.pointer(args),
-                               after=cb, user=None)
-        err = ctypes.create_string_buffer(_ERR_LEN)
-        st = _lib.edgert_step(p, arr, n, err, _ERR_LEN)
-        if raised:
-            raise raised[0]
-        _check(st, err)
+            cb = _NO_CALLBACK if op.after is None else _n.STEP_FN(
+                _step_callback(op.after, self.raised))
+            self._keep.append((args, x_arr, cb))
+            self.arr[i] = _n.StepOp(_STEP_OP_SIZE, op.weights._p_of(backend),
+                                    ctypes.pointer(args), cb, None)
+
+    def _check_alive(self) -> None:
+        for op in self._ops:
+            op.weights._p()  # E_USAGE "this packed is closed"
+
+
+_STEP_OP_SIZE = ctypes.sizeof(_n.StepOp)
+_NO_CALLBACK = _n.STEP_FN(0)
 
 
 def _step_callback(fn: Callable[[int], Any], raised: list) -> Callable[[Any, int], int]:

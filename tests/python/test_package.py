@@ -236,6 +236,24 @@ def test_step_threads_and_callbacks():
             seen.append((i, np.array_equal(ys[i], y), np.count_nonzero(ys[i + 1:])))
         be.step([edgert.StepOp(p, x, ys[i], after=after) for i in range(3)])
         assert seen == [(0, True, 0), (1, True, 0), (2, True, 0)]
+        # prepared once, run many times: the same bits; its arrays are read
+        # anew each run; a packed matrix freed since is refused, never run
+        ys2 = [np.zeros_like(y) for _ in range(2)]
+        prep = be.prepare_step([edgert.StepOp(p, x, ys2[i]) for i in range(2)])
+        be.step(prep)
+        assert all(np.array_equal(v, y) for v in ys2)
+        x[:] = x[::-1].copy()
+        be.step(prep)
+        assert np.array_equal(ys2[1], be.gemm(p, x))
+        other = ctx.backend(be.name)
+        with pytest.raises(edgert.Error, match="prepared for another backend"):
+            other.step(prep)
+        p_tmp = be.pack(q)
+        prep = be.prepare_step([edgert.StepOp(p_tmp, x, ys2[0])])
+        p_tmp.close()
+        with pytest.raises(edgert.Error, match="packed is closed"):
+            be.step(prep)
+        y = be.gemm(p, x)
         # an exception in a callback ends the step and is raised
         zs = [np.zeros_like(y) for _ in range(2)]
 
