@@ -334,6 +334,13 @@ class _Handle:
     def __enter__(self):
         return self
 
+    def __repr__(self) -> str:
+        what = "closed" if self.closed else self._describe()
+        return f"<edgert.{type(self).__name__} {what}>"
+
+    def _describe(self) -> str:
+        return f"at 0x{self._ptr:x}"
+
     def __exit__(self, *exc) -> None:
         self.close()
 
@@ -387,6 +394,11 @@ class Context(_Handle):
         _check(_lib.edgert_open(ctypes.byref(o), ctypes.byref(out), err, _ERR_LEN), err)
         del keep
         super().__init__(out.value, _lib.edgert_close, None)
+
+    def _describe(self) -> str:
+        d = self.device
+        n = sum(c.eligible for c in self.candidates)
+        return f"{d.name} ({d.device_class}, {'plan' if d.planned else 'live'}), {n} eligible"
 
     @property
     def device(self) -> Device:
@@ -547,6 +559,9 @@ class Backend(_Handle):
                                         options.encode() if options else None,
                                         ctypes.byref(out), err, _ERR_LEN), err)
         super().__init__(out.value, _lib.edgert_backend_close, ctx)
+
+    def _describe(self) -> str:
+        return f"{self.name}: {self.path}"
 
     @property
     def name(self) -> str:
@@ -749,6 +764,9 @@ class Packed(_Handle):
         super().__init__(ptr, _lib.edgert_packed_free, backend, *(
             (checkpoint,) if checkpoint is not None else ()))
         self.n, self.k = int(n), int(k)
+
+    def _describe(self) -> str:
+        return f"[{self.n}, {self.k}], {self.nbytes} bytes"
 
     @property
     def nbytes(self) -> int:
@@ -980,6 +998,10 @@ class Model(_Handle):
         own, self._own_ctx = self._own_ctx, None  # once: the handle's close closes this too
         if own is not None:
             own.close()
+
+    def _describe(self) -> str:
+        i = self.info
+        return f"{i.model_type}, {i.layers} layers, {i.weights} on {i.backend}"
 
     @property
     def position(self) -> int:
