@@ -741,7 +741,8 @@ def _address(a: np.ndarray) -> int:
     addresses of the arrays it last used (a decode loop passes the same x
     and y each token): by a weak reference, which keeps nothing alive, and
     with the shape, since a.resize() may move the data but never keeps the
-    shape when it does."""
+    shape when it does. (Assigning a.data, which numpy deprecates and
+    numpy 2 refuses, would not be seen.)"""
     cache = getattr(_tls, "addr", None)
     if cache is None:
         cache = _tls.addr = {}
