@@ -16,6 +16,17 @@ static const er_cand *cand_at(const edgert_selection *s, size_t r)
     return s->ctx->cands[s->order[r]];
 }
 
+/* The first and last rank of rank r's group (groups are consecutive ranks). */
+static void group_span(const edgert_selection *s, size_t r, size_t *first, size_t *last)
+{
+    const int g = s->group[s->order[r]];
+    *first = *last = r;
+    while (*first > 0 && s->group[s->order[*first - 1]] == g)
+        (*first)--;
+    while (*last + 1 < s->count && s->group[s->order[*last + 1]] == g)
+        (*last)++;
+}
+
 /* Rank r's measured decode median and the range it was grouped by: 1 when
  * it has both (a range around the median, above zero). */
 static int ranged(const edgert_selection *s, size_t r, double *med, double *lo, double *hi)
@@ -47,10 +58,9 @@ static void decode_split(const edgert_selection *s, size_t r, edgert_rank_reason
     if (s->priority != EDGERT_PRIORITY_SPEED || r == 0 ||
         s->group[s->order[r]] == s->group[s->order[r - 1]] || !ranged(s, r, &med, &lo, &hi))
         return;
-    size_t first = r - 1;
-    while (first > 0 && s->group[s->order[first - 1]] == s->group[s->order[r - 1]])
-        first--;
-    for (size_t m = first; m < r; m++) {
+    size_t first, last;
+    group_span(s, r - 1, &first, &last);
+    for (size_t m = first; m <= last; m++) {
         if (!same_kind(s, m, r) || !ranged(s, m, &pm, &plo, &phi))
             return;
         if (med < plo || med > phi)
@@ -113,11 +123,7 @@ edgert_status edgert_selection_reason(const edgert_selection *s, size_t r,
     if (r > 0)
         er_sel_compare(s, s->order[r - 1], s->order[r], 1, &o.decider);
     o.group = s->group[s->order[r]];
-    o.group_first = o.group_last = r;
-    while (o.group_first > 0 && s->group[s->order[o.group_first - 1]] == o.group)
-        o.group_first--;
-    while (o.group_last + 1 < s->count && s->group[s->order[o.group_last + 1]] == o.group)
-        o.group_last++;
+    group_span(s, r, &o.group_first, &o.group_last);
     figures(s, r, c, &o);
     decode_split(s, r, &o);
     if (have > sizeof o)
