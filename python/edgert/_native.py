@@ -210,6 +210,14 @@ def _candidates():
     return out
 
 
+def _declare(lib, calls):
+    """Each call's result and argument types on `lib`."""
+    for name, res, args in calls:
+        fn = getattr(lib, name)
+        fn.restype = res
+        fn.argtypes = args
+
+
 def load():
     """The library, its calls declared; LibraryNotFound saying where it
     looked, or naming both versions when the one found is not the one this
@@ -224,10 +232,7 @@ def load():
         except OSError as e:
             tried.append(f"{path} ({why}: {e})")
             continue
-        for name, res, args in _CALLS:
-            fn = getattr(lib, name)
-            fn.restype = res
-            fn.argtypes = args
+        _declare(lib, _CALLS)
         have = lib.edgert_version().decode()
         if have != _build.VERSION:
             raise LibraryNotFound(
@@ -280,8 +285,5 @@ def load_runner(edgert_path):
     except OSError as e:
         raise LibraryNotFound(f"the model runner's library was not found beside libedgert: "
                               f"{path}: {e}") from None
-    for name, res, args in _RUNNER_CALLS:
-        fn = getattr(lib, name)
-        fn.restype = res
-        fn.argtypes = args
+    _declare(lib, _RUNNER_CALLS)
     return lib

@@ -108,18 +108,12 @@ def step(ctx, backend, edgert_cli, rounds):
     ops = [op for _, op in sorted(ops_body, key=lambda t: t[0])] + [op for _, op in ops_head]
     gib = sum(pk.nbytes for v in packed.values() for pk in v) / 2**30
     print(f"step: {len(ops)} GEMMs packed ({gib:.2f} GiB), {rounds} rounds:")
-    # the same ops as one C call, built once: what Backend.step adds is
-    # its per-call building of them (pairs of steps, alternating)
-    arr = (_native.StepOp * len(ops))()
-    keep = []
-    for i, op in enumerate(ops):
-        args, xa, _ = edgert._gemm_args(op.weights, op.x, op.y)
-        keep.append((args, xa))
-        arr[i] = _native.StepOp(ctypes.sizeof(_native.StepOp), op.weights._ptr,
-                                ctypes.pointer(args), _native.STEP_FN(0), None)
+    # the same ops as one C call, laid out once (prepare_step's array, called
+    # through ctypes directly): what Backend.step adds, alternating step by step
+    prep = be.prepare_step(ops)
+    arr = prep.arr
     err = ctypes.create_string_buffer(2048)
     c_step = edgert._lib.edgert_step
-    prep = be.prepare_step(ops)
     pair, pair_prep = [], []
     for _ in range(rounds * 8):
         t = time.perf_counter()

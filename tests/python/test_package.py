@@ -353,17 +353,21 @@ def test_closing_in_order_and_collection():
     gc.collect()
 
 
+def make_test_model(folder, seed):
+    """A seeded tiny dense model (tools/models/make_test_model.py) in folder."""
+    tools = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "tools", "models")
+    r = subprocess.run([sys.executable, os.path.join(tools, "make_test_model.py"), str(folder),
+                        "--shape", "tiny", "--seed", str(seed)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return folder
+
+
 def test_checkpoints(tmp_path):
     """A seeded dense model (tools/models/make_test_model.py): its layers,
     quantized to GPTQ (edgert.quantize), one layer as 4-bit weights equal to
     its dequantized rows, packed to a file whose mapped layer gives the
     in-memory pack's bits, and a malformed file refused naming it."""
-    tools = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "tools", "models")
-    r = subprocess.run([sys.executable, os.path.join(tools, "make_test_model.py"),
-                        str(tmp_path / "m"), "--shape", "tiny", "--seed", "3"],
-                       capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    dense = edgert.Checkpoint(tmp_path / "m" / "model.safetensors")
+    dense = edgert.Checkpoint(make_test_model(tmp_path / "m", 3) / "model.safetensors")
     assert dense.kind == "dense" and dense.layers and all(x.group == 0 for x in dense.layers)
     gptq_path = tmp_path / "gptq.safetensors"
     edgert.quantize(dense.path, gptq_path, group=32, symmetric=True)
@@ -403,10 +407,7 @@ def test_model_generates_what_edgert_run_prints(tmp_path):
     run --json`'s (the CLI beside the library: build/bin or the prefix's
     bin), on the dense reference and every eligible in-process backend;
     forward's shapes and positions; bad ids refused naming the index."""
-    tools = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "tools", "models")
-    model = tmp_path / "m"
-    subprocess.run([sys.executable, os.path.join(tools, "make_test_model.py"), str(model),
-                    "--shape", "tiny", "--seed", "5"], check=True, capture_output=True)
+    model = make_test_model(tmp_path / "m", 5)
     cli = os.path.join(os.path.dirname(os.path.dirname(edgert.library_path())), "bin", "edgert")
     with live() as ctx:
         for backend in ["fp32"] + in_process():
@@ -441,10 +442,7 @@ def test_compare_measures_as_edgert_run_does(tmp_path):
     model: the same exact reproductions, tokens to divergence and forced
     top-1; KL within 1e-4 of its value (the CLI's log-softmax is in float,
     here in float64: the two differ in the fifth digit at most)."""
-    tools = os.path.join(os.path.dirname(os.path.dirname(FIXTURES)), "tools", "models")
-    model = tmp_path / "m"
-    subprocess.run([sys.executable, os.path.join(tools, "make_test_model.py"), str(model),
-                    "--shape", "tiny", "--seed", "3"], check=True, capture_output=True)
+    model = make_test_model(tmp_path / "m", 3)
     prompts = [[5, 6, 7], [8, 9]]
     (tmp_path / "p.txt").write_text("5 6 7\n8 9\n")
     cli = os.path.join(os.path.dirname(os.path.dirname(edgert.library_path())), "bin", "edgert")

@@ -127,8 +127,9 @@ static void test_forced_by(void **state)
     free(out);
 }
 
-/* candidate `name`'s "decided_by" in select's object, or "" when absent. */
-static const char *decided_by(const char *out, const char *name, char *buf, size_t len)
+/* candidate `name`'s "decided_by" in select's object (its JSON value, at
+ * most 63 bytes, into buf[64]), or "" when absent. */
+static const char *decided_by(const char *out, const char *name, char buf[64])
 {
     char key[96];
     snprintf(key, sizeof key, "{\"name\":\"%s\"", name);
@@ -136,7 +137,6 @@ static const char *decided_by(const char *out, const char *name, char *buf, size
     buf[0] = '\0';
     if (d)
         sscanf(d + strlen("\"decided_by\":"), "%63[^,}]", buf);
-    (void)len;
     return buf;
 }
 
@@ -150,10 +150,10 @@ static void test_decided_by(void **state)
     char *out, b[64];
     assert_int_equal(run("select --json --device " EDGERT_TEST_FIXTURES "/devices/x86-amx.yaml",
                          &out), 0);
-    assert_string_equal(decided_by(out, "amx-w4a8", b, sizeof b), "\"none\"");
-    assert_string_equal(decided_by(out, "avx512-w4a8", b, sizeof b), "\"specialization\"");
-    assert_string_equal(decided_by(out, "ref-w4a16", b, sizeof b), "\"tier\"");
-    assert_string_equal(decided_by(out, "neon-w4a16", b, sizeof b), "null");
+    assert_string_equal(decided_by(out, "amx-w4a8", b), "\"none\"");
+    assert_string_equal(decided_by(out, "avx512-w4a8", b), "\"specialization\"");
+    assert_string_equal(decided_by(out, "ref-w4a16", b), "\"tier\"");
+    assert_string_equal(decided_by(out, "neon-w4a16", b), "null");
     free(out);
 }
 
