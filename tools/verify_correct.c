@@ -84,76 +84,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define U_ACC (1.0 / 16777216.0)      /* 2^-24 */
-#define FIX_GROUP (1.0 / 8192.0)      /* 2^-13: 15-bit fixed point per group, see above */
-#define FIX_TOKEN (1.0 / 65536.0)     /* 2^-16: 16-bit integer per token */
 #define Y_PAD 5u                       /* sentinel columns after each y row */
 #define Y_SENTINEL -7777.25f
 
-/* ---- the tolerance model ------------------------------------------------------------ */
+/* ---- the tolerance model (core/common/tolerance.c: first contact's check judges by it too) */
 
-static int dtype_is(const char *d, const char *const *names)
+int verify_tol_model(const edgert_candidate *k, er_tol_model *tm, char *err, size_t err_len)
 {
-    for (; *names; names++)
-        if (strcasecmp(d, *names) == 0)
-            return 1;
-    return 0;
-}
-
-int verify_tol_model(const edgert_candidate *k, tol_model *tm, char *err, size_t err_len)
-{
-    static const char *const fp32[] = {"fp32", "f32", "float32", "float", NULL};
-    static const char *const bf16[] = {"bf16", "bfloat16", NULL};
-    static const char *const fp16[] = {"fp16", "f16", "float16", "half", NULL};
-    static const char *const int16[] = {"int16", "i16", "s16", NULL};
-    static const char *const int8[] = {"int8", "i8", "s8", NULL};
     const char *d = k->effective_activation_dtype ? k->effective_activation_dtype
                                                   : k->layout.activation_dtype;
-    if (!d)
-        d = "";
-    memset(tm, 0, sizeof *tm);
-    snprintf(tm->dtype, sizeof tm->dtype, "%s", *d ? d : "?");
-    int bits = k->layout.activation_bits;
-    if (dtype_is(d, fp32) || (!*d && bits == 32)) {
-        tm->kind = TM_FP32;
-    } else if (dtype_is(d, bf16) || dtype_is(d, int16) || (!*d && bits == 16)) {
-        tm->kind = TM_16BIT;
-        tm->u16 = 1.0 / 256.0; /* 2^-8: bf16 has 8 significant bits */
-    } else if (dtype_is(d, fp16)) {
-        tm->kind = TM_16BIT;
-        tm->u16 = 1.0 / 2048.0; /* 2^-11 */
-    } else if (dtype_is(d, int8) || (!*d && bits == 8)) {
-        tm->kind = TM_INT8;
-    } else {
-        edgert_errf(
-            err, err_len,
-            "%s: cannot derive a correctness tolerance for activation dtype '%s' (%d bits): "
-            "verify knows fp32, bf16, fp16, int16 and int8",
-            k->name, d, bits);
-        return -1;
-    }
-    switch (tm->kind) {
-    case TM_FP32:
-        snprintf(tm->text, sizeof tm->text,
-                 "%s activations: |y-y_ref| <= (K+2)u(Z+S) + 4u(Z+S), u=2^-24, "
-                 "S=sum|x w|, Z=sum|x||s|(q+z)",
-                 tm->dtype);
-        break;
-    case TM_16BIT:
-        snprintf(tm->text, sizeof tm->text,
-                 "%s activations (16-bit): per element |dx| <= 2^-%d|x| + 2^-13 max_group|x| "
-                 "+ 2^-16 max_token|x|; "
-                 "|y-y_ref| <= sum|dx||w| + (K+2)u(Z_b+S_ref) + 4u(Z_b+S_b), u=2^-24",
-                 tm->dtype, tm->u16 == 1.0 / 2048.0 ? 11 : 8);
-        break;
-    case TM_INT8:
-        snprintf(tm->text, sizeof tm->text,
-                 "%s activations, emulated (reference on s*round(x/s), s=max|x|/127 per token): "
-                 "|y-y_ref| <= sum_ties s|w| + (K+2)u(Z_b+S_ref) + 4u(Z_b+S_b), u=2^-24",
-                 tm->dtype);
-        break;
-    }
-    return 0;
+    return er_tol_model_for(k->name, d, k->layout.activation_bits, ER_TOL_EMULATE_INT8, tm, err,
+                            err_len);
 }
 
 /* ---- one case's weights ---------------------------------------------------------------- */
@@ -237,7 +178,7 @@ typedef struct row_worst {
 
 typedef struct eval_job {
     const case_w *w;
-    const tol_model *tm;
+    const er_tol_model *tm;
     int self;
     uint32_t m;
     size_t ldx, ldy;
@@ -270,35 +211,18 @@ static void eval_rows(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const eval_job *j = arg;
     const uint32_t k = j->w->k;
-    const double gam = ((double)k + 2.0) * U_ACC;
     for (size_t r = begin; r < end; r++) {
         const double *wr = j->w->wd + r * k, *zr = j->w->wz + r * k;
         row_worst best = {.b = {.ratio = -1.0}, .ref = {.ratio = -1.0}};
         for (uint32_t i = 0; i < j->m; i++) {
-            const float *x = j->xr + (size_t)i * j->ldx;
-            double y = 0, S = 0, Z = 0, A = 0, ZA = 0;
-            for (uint32_t c = 0; c < k; c++) {
-                double xv = (double)x[c];
-                double p = xv * wr[c];
-                y += p;
-                S += fabs(p);
-                Z += fabs(xv) * zr[c];
-            }
-            if (j->dx) {
-                /* A = Σ (u16 |x| + dx) |w|; ZA the same for the folded terms */
-                const double *d = j->dx + (size_t)i * k;
-                for (uint32_t c = 0; c < k; c++) {
-                    A += d[c] * fabs(wr[c]);
-                    ZA += d[c] * zr[c];
-                }
-                A += j->tm->u16 * S;
-                ZA += j->tm->u16 * Z;
-            }
-            double SB = S + A, ZB = Z + ZA;
+            er_tol_sums t;
+            er_tol_sums_of(j->tm, j->xr + (size_t)i * j->ldx, j->dx ? j->dx + (size_t)i * k : NULL,
+                           wr, zr, k, &t);
+            double y = t.y;
             double yr = (double)j->yr[(size_t)i * j->ldy + r];
             double yb = (double)j->yb[(size_t)i * j->ldy + r];
             /* the oracle against the double loop */
-            double ref_tol = gam * S, ref_err = fabs(yr - y);
+            double ref_tol = er_tol_oracle(k, &t), ref_err = fabs(yr - y);
             double rr = isfinite(yr) ? ratio_of(ref_err, ref_tol) : INFINITY;
             keep_worst(&best.ref, rr, isfinite(yr) ? ref_err : INFINITY, ref_tol, yr, y, i);
             double tol, e, want;
@@ -307,7 +231,7 @@ static void eval_rows(void *arg, size_t begin, size_t end, unsigned worker)
                 e = ref_err;
                 want = y;
             } else {
-                tol = A + gam * (ZB + S) + 4.0 * U_ACC * (ZB + SB);
+                tol = er_tol_vs_oracle(k, &t);
                 e = fabs(yb - yr);
                 want = yr;
             }
@@ -345,54 +269,11 @@ static void case_x(const vrun *v, uint32_t m, uint32_t k, size_t ldx, unsigned v
         free(tmp);
     }
     for (uint32_t i = 0; i < m; i++) {
-        float *row = x + (size_t)i * ldx;
+        float *row = x + (size_t)i * ldx, *rr = xr + (size_t)i * ldx;
         for (size_t c = k; c < ldx; c++)
-            row[c] = NAN; /* padding: a kernel reading it poisons its output */
-        double mx = 0;
-        for (uint32_t c = 0; c < k; c++)
-            if (fabs((double)row[c]) > mx)
-                mx = fabs((double)row[c]);
-        float *rr = xr + (size_t)i * ldx;
-        if (v->tm.kind == TM_16BIT) {
-            /* fixed-point terms: 2^-13 max of the element's group + 2^-16 max of the token */
-            double *d = dx + (size_t)i * k;
-            for (uint32_t g0 = 0; g0 < k; g0 += v->group) {
-                uint32_t g1 = g0 + v->group < k ? g0 + v->group : k;
-                double gm = 0;
-                for (uint32_t c = g0; c < g1; c++)
-                    if (fabs((double)row[c]) > gm)
-                        gm = fabs((double)row[c]);
-                for (uint32_t c = g0; c < g1; c++)
-                    d[c] = FIX_GROUP * gm + FIX_TOKEN * mx;
-            }
-        }
-        if (v->tm.kind != TM_INT8) {
-            memcpy(rr, row, ldx * sizeof *rr);
-            continue;
-        }
-        /* int8 per token: s = max|x| / 127 in fp32 (what a kernel computes),
-         * x^ = s * round(x / s); the reference gets fp32(x^). */
-        float s = (float)mx / 127.0f;
-        double *t = dx + (size_t)i * k;
-        for (uint32_t c = 0; c < k; c++) {
-            t[c] = 0.0;
-            if (s == 0.0f) {
-                rr[c] = 0.0f;
-                continue;
-            }
-            double q = (double)row[c] / (double)s;
-            double qr = round(q); /* half away from zero */
-            if (qr > 127.0)
-                qr = 127.0;
-            if (qr < -127.0)
-                qr = -127.0;
-            double frac = fabs(q - trunc(q));
-            if (fabs(frac - 0.5) <= 0x1p-20 * fabs(q) + 0x1p-20)
-                t[c] = (double)s; /* a near-tie: either neighbouring code is right */
-            rr[c] = (float)((double)s * qr);
-        }
-        for (size_t c = k; c < ldx; c++)
-            rr[c] = NAN;
+            row[c] = rr[c] = NAN; /* padding: a kernel reading it poisons its output */
+        /* what the oracle computes with, and how far B's activations may differ */
+        er_tol_token(&v->tm, row, k, v->group, rr, dx ? dx + (size_t)i * k : NULL);
     }
 }
 
@@ -555,11 +436,11 @@ static edgert_status run_case(const vrun *v, const case_w *w, const edgert_packe
     char perr[1024] = "";
     float *x = malloc((size_t)m * ldx * sizeof *x);
     float *xr = malloc((size_t)m * ldx * sizeof *xr);
-    double *dx = v->tm.kind != TM_FP32 ? calloc((size_t)m * k, sizeof *dx) : NULL;
+    double *dx = v->tm.kind != ER_TOL_FP32 ? calloc((size_t)m * k, sizeof *dx) : NULL;
     float *yb = malloc((size_t)m * ldy * sizeof *yb);
     float *yr = v->self ? yb : malloc((size_t)m * ldy * sizeof *yr);
     row_worst *rw = malloc((size_t)n * sizeof *rw);
-    if (!x || !xr || (v->tm.kind != TM_FP32 && !dx) || !yb || !yr || !rw) {
+    if (!x || !xr || (v->tm.kind != ER_TOL_FP32 && !dx) || !yb || !yr || !rw) {
         edgert_errf(err, err_len, "out of memory for case m=%u n=%u k=%u", m, n, k);
         rc = EDGERT_E_NOMEM;
         goto out;

@@ -13,22 +13,12 @@
 #ifndef EDGERT_TOOLS_VERIFY_INTERNAL_H
 #define EDGERT_TOOLS_VERIFY_INTERNAL_H
 
+#include "common/tolerance.h"
 #include "verify.h"
 
 #define VERIFY_REF "ref-w4a16"
 #define WEIGHT_STD 0.02f /* the projections' weights (gen_dense), correctness and fidelity */
 #define SQNR_TOKENS 8u   /* tokens of each fidelity shape's SQNR */
-
-/* How the backend's activations differ from the fp32 the oracle uses
- * (verify_correct.c derives the tolerance of each from it). */
-typedef enum { TM_FP32 = 0, TM_16BIT = 1, TM_INT8 = 2 } tm_kind;
-
-typedef struct tol_model {
-    tm_kind kind;
-    double u16; /* 16-bit: relative unit roundoff of the form */
-    char dtype[32];
-    char text[256];
-} tol_model;
 
 /* One verify run. */
 typedef struct vrun {
@@ -41,7 +31,7 @@ typedef struct vrun {
     edgert_backend *b;   /* under test */
     edgert_backend *ref; /* the oracle; == b when verifying the reference itself */
     int self;            /* b is the reference */
-    tol_model tm;
+    er_tol_model tm;   /* the tolerance (core/common/tolerance.h) */
     uint32_t group;
     int symmetric;
     verify_result *r;
@@ -51,7 +41,7 @@ typedef struct vrun {
 
 /** The tolerance model for candidate k's activation dtype; -1 (with err)
  *  when verify cannot derive one. */
-int verify_tol_model(const edgert_candidate *k, tol_model *tm, char *err, size_t err_len);
+int verify_tol_model(const edgert_candidate *k, er_tol_model *tm, char *err, size_t err_len);
 /** Every correctness case; failures go to v->r, an error return means the
  *  run itself could not go on (out of memory, the oracle failed). */
 edgert_status verify_correctness(vrun *v, char *err, size_t err_len);
