@@ -289,6 +289,7 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     else
         json_null(w);
     json_kbool(w, "loaded", c->loaded);
+    json_kint(w, "arithmetic_checked", c->arithmetic_checked);
     json_kstr(w, "path_chosen", c->path_chosen);
     json_kstr(w, "manifest", c->manifest_path);
     json_kstr(w, "library", c->library_path);

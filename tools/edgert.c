@@ -763,9 +763,13 @@ static void explain_candidate(const edgert_candidate *k, int r)
     char lay[256];
     if (k->eligible) {
         tprintf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
-        if (k->loaded)
-            tprintf("; loaded and self-tested%s%s", k->path_chosen ? ", path: " : "",
+        if (k->loaded && k->arithmetic_checked)
+            tprintf("; loaded, self-tested and checked by the core (%u outputs)%s%s",
+                    k->arithmetic_checked, k->path_chosen ? ", path: " : "",
                     k->path_chosen ? k->path_chosen : "");
+        else if (k->loaded)
+            tprintf("; loaded and self-tested (not checked by the core)%s%s",
+                    k->path_chosen ? ", path: " : "", k->path_chosen ? k->path_chosen : "");
         else if (!k->library_path)
             tprintf("; declarative (no library: %s runs it)", k->processor);
         tprintf("\n");
@@ -1075,7 +1079,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
         tprintf("):\n");
     else
         tprintf(", library file (type, who may write it, ELF machine), checksum; then, in a\n"
-                "sandboxed first contact: dlopen, entry symbol, ABI answer, init, self-test):\n");
+                "sandboxed first contact: dlopen, entry symbol, ABI answer, init, self-test,\n"
+                "the core's arithmetic check):\n");
     for (size_t i = 0; i < n; i++)
         explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */

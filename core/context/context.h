@@ -45,6 +45,7 @@ typedef enum er_gate_id {
     ER_GATE_LAYOUT_MISMATCH,    /* the caller's weights (options.weights) do not fit */
     ER_GATE_SANDBOX_UNAVAILABLE, /* first contact could not make its child (sandbox.c) */
     ER_GATE_LIBRARY_REWRITTEN,  /* rewritten in place since this process mapped it (load.c) */
+    ER_GATE_WRONG_RESULTS,      /* first contact's arithmetic check (sandbox_check.c) */
     ER_GATE_COUNT
 } er_gate_id;
 _Static_assert(ER_GATE_COUNT <= 32, "er_cand.failed holds one bit per gate");
@@ -86,6 +87,7 @@ typedef enum er_stage {
     ER_STAGE_ENTRY,      /* the entry and its ABI answer */
     ER_STAGE_INIT,
     ER_STAGE_SELF_TEST,
+    ER_STAGE_CHECK,      /* the core's arithmetic check (sandbox_check.c) */
     ER_STAGE_MEASURE,    /* the sandbox's quick measurement */
     ER_STAGE_COUNT
 } er_stage;

@@ -153,9 +153,12 @@ static void child(struct edgert_ctx *ctx, er_cand *c, er_sb_contact contact, int
                  c->pub.reason_count ? c->pub.reasons[c->pub.reason_count - 1] : "INIT_FAILED");
         snprintf(r.detail, sizeof r.detail, "%s", c->pub.detail ? c->pub.detail : "");
     } else {
-        er_stage_reached(ctx, c, ER_STAGE_MEASURE);
-        er_sb_quick_measure(c, &r);
-        r.ok = 1;
+        er_stage_reached(ctx, c, ER_STAGE_CHECK);
+        if (er_sb_check_arithmetic(c, &r) == 0) { /* else r says WRONG_RESULTS */
+            er_stage_reached(ctx, c, ER_STAGE_MEASURE);
+            er_sb_quick_measure(c, &r);
+            r.ok = 1;
+        }
     }
     unsigned char tag = 'R';
     put(out, &tag, 1);
@@ -165,7 +168,7 @@ static void child(struct edgert_ctx *ctx, er_cand *c, er_sb_contact contact, int
 
 static const char *const stage_names[ER_STAGE_COUNT] = {
     "dlopen (the library's constructors)", "entry and ABI", "init", "self-test",
-    "quick measurement",
+    "the core's arithmetic check", "quick measurement",
 };
 
 const char *er_stage_name(int s)
@@ -497,6 +500,7 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only, er_sb_contac
         c->pub.measured.prefill_gflops = r.prefill_gflops;
         c->pub.measured.where = "first-contact quick measurement on this device";
     }
+    c->pub.arithmetic_checked = r.checked_outputs;
     c->sandbox_passed = 1;
     return 0;
 }

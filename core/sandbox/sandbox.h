@@ -23,11 +23,17 @@ typedef struct sb_result {
     char pack_refused[240]; /* the quick measurement's pack refused: its error, else "" */
     int passing;           /* 1: a verdict of the moment, not kept (killed from outside,
                             * no child could be made, its end could not be read) */
+    unsigned checked_outputs; /* outputs the core's arithmetic check compared (0: not run) */
 } sb_result;
 
 /* The quick measurement of a loaded candidate, in the child
  * (sandbox_measure.c): r's decode, prefill and read figures. */
 void er_sb_quick_measure(er_cand *c, sb_result *r);
+
+/* The core's arithmetic check of a loaded candidate, in the child
+ * (sandbox_check.c): 0 passed or not run (r->checked_outputs says which),
+ * -1 with r's gate, reason and detail set (WRONG_RESULTS). */
+int er_sb_check_arithmetic(er_cand *c, sb_result *r);
 
 /* The child's time limit, as this handle read it (EDGERT_SANDBOX_TIMEOUT). */
 long long er_sb_timeout_ms(const struct edgert_ctx *ctx);

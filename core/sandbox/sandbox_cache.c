@@ -87,7 +87,10 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
     }
 }
 
-/* Format 5: format 4 with pack_refused, narrowed to the manifest's own
+/* Format 6: format 5 with checked_outputs, the outputs the core's arithmetic
+ * check compared (sandbox_check.c): a format-5 verdict passed no such check,
+ * so its plugin is met again.
+ * Format 5: format 4 with pack_refused, narrowed to the manifest's own
  * group on the decode shape (a format-4 verdict could keep a refusal of the
  * measurement's fallback group, and warn of it for ever).
  * Format 4: format 3's decode measured from memory (the packed bytes
@@ -136,12 +139,12 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     char *path = er_sb_cache_file(ctx, c, 0);
     char *text = path ? read_verdict(path) : NULL;
     free(path);
-    if (!text || strncmp(text, "edgert-first-contact 5\n", 23) != 0) {
+    if (!text || strncmp(text, "edgert-first-contact 6\n", 23) != 0) {
         free(text);
         return -1;
     }
     char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan", lo[32] = "nan",
-         hi[32] = "nan", rd[32] = "nan", limit[32] = "0", outside[8] = "0";
+         hi[32] = "nan", rd[32] = "nan", limit[32] = "0", outside[8] = "0", checked[16] = "0";
     take_line(text, "ok", ok, sizeof ok);
     take_line(text, "packed_outside", outside, sizeof outside);
     take_line(text, "timeout_ms", limit, sizeof limit);
@@ -154,6 +157,7 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     take_line(text, "decode_tokens_per_s_max", hi, sizeof hi);
     take_line(text, "read_gbs", rd, sizeof rd);
     take_line(text, "pack_refused", r->pack_refused, sizeof r->pack_refused);
+    take_line(text, "checked_outputs", checked, sizeof checked);
     free(text);
     r->ok = strcmp(ok, "1") == 0;
     r->gate = atoi(gate);
@@ -164,6 +168,7 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     r->read_gbs = strtod(rd, NULL);
     r->timeout_ms = strtoll(limit, NULL, 10);
     r->packed_outside = strcmp(outside, "1") == 0;
+    r->checked_outputs = (unsigned)strtoul(checked, NULL, 10);
     if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
         return -1; /* not a verdict this edgert wrote */
     /* figures that mean nothing (inf, 0, negative: edited or damaged) would
@@ -201,13 +206,14 @@ void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result
             close(fd);
     } else {
         /* newlines cannot be in the values: each is one line */
-        fprintf(f, "edgert-first-contact 5\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
+        fprintf(f, "edgert-first-contact 6\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
                    "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
                    "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\nread_gbs %.17g\n"
-                   "timeout_ms %lld\npacked_outside %d\npack_refused %s\n",
+                   "timeout_ms %lld\npacked_outside %d\npack_refused %s\n"
+                   "checked_outputs %u\n",
                 c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
                 r->prefill_gflops, r->decode_min, r->decode_max, r->read_gbs, r->timeout_ms,
-                r->packed_outside, r->pack_refused);
+                r->packed_outside, r->pack_refused, r->checked_outputs);
         if (fclose(f) == 0 && rename(tmp, path) == 0) {
             free(tmp);
             tmp = NULL;

@@ -257,6 +257,14 @@ typedef struct edgert_candidate {
      *  model's greedy runs, say), NULL when they are calibrate's verify of
      *  measured_workload or there are none. */
     const char *measured_fidelity_source;
+    /** The outputs first contact's arithmetic check compared (the core's own
+     *  check of the plugin's GEMM, independent of its self-test: small
+     *  matrices the core draws in the manifest's layout, each output against
+     *  the exact sum under the bound derived from the activation type; a
+     *  plugin that fails it is WRONG_RESULTS and never loaded). 0 when it did
+     *  not run: no GEMM, not loaded, a plan, or its pack refused the core's
+     *  weights. Cached with first contact's verdict. */
+    unsigned arithmetic_checked;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */

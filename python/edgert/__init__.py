@@ -179,6 +179,7 @@ class Candidate:
     runs_in_process: bool
     eligible: bool
     loaded: bool
+    arithmetic_checked: int
     reasons: tuple
     detail: Optional[str]
     path_chosen: Optional[str]
@@ -200,6 +201,7 @@ def _candidate(c: _n.Candidate) -> Candidate:
         activation_dtype=_s(c.effective_activation_dtype), verified=bool(c.verified),
         reference=bool(c.reference), runs_in_process=bool(c.runs_in_process),
         eligible=bool(c.eligible), loaded=bool(c.loaded),
+        arithmetic_checked=int(c.arithmetic_checked),
         reasons=tuple(_s(c.reasons[i]) for i in range(c.reason_count)), detail=_s(c.detail),
         path_chosen=_s(c.path_chosen), rationale=_s(c.rationale),
         declared=_figures(c.declared), measured=_figures(c.measured),

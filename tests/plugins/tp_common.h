@@ -13,6 +13,12 @@
  *   TP_WRONG_LAST_ZERO a subtle arithmetic bug its symmetric self-test cannot
  *                      see: the last group of every row is dequantized with
  *                      zero point 8 instead of the stored one
+ *   TP_SKIP_LAST_GROUP an off-by-one: the last group of K is left out of every
+ *                      dot product (its weights packed as 0)
+ *   TP_WRONG_PAST_K    a bug only long rows show: columns from this one on
+ *                      are dequantized with zero point 8 instead of the
+ *                      stored one (a second K block's, say)
+ *   TP_SELFTEST_CHECKS_NOTHING  self_test returns OK without computing
  *   TP_ON_LOAD         a statement run in the library's constructor
  *   TP_ON_INIT         a statement run at the start of init
  *   TP_ON_SELF_TEST    a statement run at the start of the self-test
@@ -155,10 +161,16 @@ static edgert_status tp_pack(void *state, const edgert_qweights *w, void **packe
             size_t gi = (size_t)r * groups + g;
 #ifdef TP_WRONG_LAST_ZERO
             int z = (w->zeros && g + 1 < groups) ? w->zeros[gi] : 8; /* THE BUG */
+#elif defined(TP_WRONG_PAST_K)
+            int z = (w->zeros && c < TP_WRONG_PAST_K) ? w->zeros[gi] : 8; /* THE BUG */
 #else
             int z = w->zeros ? w->zeros[gi] : 8;
 #endif
             p->w[(size_t)r * w->k + c] = w->scales[gi] * (float)(q - z);
+#ifdef TP_SKIP_LAST_GROUP
+            if (g + 1 == groups)
+                p->w[(size_t)r * w->k + c] = 0.0f; /* THE BUG: off by one group */
+#endif
         }
     *packed = p;
     *packed_bytes = (size_t)w->n * w->k * sizeof(float);
@@ -215,6 +227,9 @@ static edgert_status tp_self_test(void *state, char *err, size_t err_len)
     (void)state;
     edgert_errf(err, err_len, "y[0][0] = 1.5, expected 2.5 (deliberate failure of a test plugin)");
     return EDGERT_E_PLUGIN;
+#elif defined(TP_SELFTEST_CHECKS_NOTHING)
+    (void)state; (void)err; (void)err_len;
+    return EDGERT_OK;
 #else
     /* 2x4 weights, group 4, symmetric: check one dot product by hand. */
     uint8_t codes[4] = {0x9A, 0x78, 0x87, 0xA9}; /* row0: 10 9 8 7, row1: 7 8 9 10 */

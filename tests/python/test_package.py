@@ -185,6 +185,7 @@ def test_gemm_against_reference(name):
     rng = np.random.default_rng(7)
     with live() as ctx:
         cand = next(c for c in ctx.candidates if c.name == name)
+        assert cand.arithmetic_checked > 0  # first contact's check by the core ran and passed
         be = ctx.backend(name)
         # n odd; k a multiple of the group and not (where the layout packs a partial group)
         for n, k, group, sym in ((67, 256, 128, True), (33, 512, 64, False), (5, 200, 128, True)):

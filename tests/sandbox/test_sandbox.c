@@ -394,6 +394,64 @@ static void test_pack_refused_said(void **state)
     tu_rmrf(dir);
 }
 
+/* The core checks the arithmetic itself at first contact: a GEMM off by one
+ * group whose self-test checks nothing, and one that takes the last group's
+ * zero point as 8, are WRONG_RESULTS with the first bad output named, met and
+ * from the cache, and never selected; honest kernels pass it, fp32-exact
+ * (test-good) and int8 per token (test-w4a8), with the outputs counted. */
+static void test_core_checks_arithmetic(void **state)
+{
+    (void)state;
+    char *dir = tu_tmpdir();
+    const char *plugins[][2] = {{"test-off-by-one", "tp_off_by_one"}, {"test-wrong", "tp_wrong"},
+                                {"test-good", "tp_good"}, {"test-w4a8", "tp_w4a8"}};
+    for (size_t i = 0; i < 4; i++) {
+        char *lib = tu_plugin(plugins[i][1]), file[96];
+        snprintf(file, sizeof file, "%s.yaml", plugins[i][0]);
+        free(tu_manifest(dir, file, plugins[i][0], lib,
+                         i == 3 ? "{format: int4-sym-g128, weight_bits: 4, group_size: 128, "
+                                  "symmetric: true, activation_dtype: int8, bits_per_weight: "
+                                  "4.125}"
+                                : NULL,
+                         NULL));
+        free(lib);
+    }
+    for (int round = 0; round < 2; round++) {
+        edgert_ctx *ctx = open_folder(dir, 0);
+        for (size_t i = 0; i < 2; i++) {
+            const edgert_candidate *c = edgert_candidate_find(ctx, plugins[i][0]);
+            assert_non_null(c);
+            if (c->eligible || c->loaded || c->reason_count != 1 ||
+                strcmp(c->reasons[0], "WRONG_RESULTS") != 0 ||
+                !strstr(c->detail,
+                        "the core's arithmetic check: m=1 n=37 k=256 group 128: y[0][") ||
+                !strstr(c->detail, "> tolerance") || !strstr(c->detail, "bf16 activations") ||
+                (round == 1) != (strstr(c->detail, "cached verdict") != NULL))
+                fail_msg("round %d, %s: eligible %d, %s: %s", round, plugins[i][0], c->eligible,
+                         c->reason_count ? c->reasons[0] : "-", c->detail);
+            assert_int_equal(c->arithmetic_checked, 0);
+        }
+        /* 37 outputs at M = 1, 3, 17 and 64 on K = 256 (no partial_groups) */
+        for (size_t i = 2; i < 4; i++) {
+            const edgert_candidate *c = edgert_candidate_find(ctx, plugins[i][0]);
+            if (!c->eligible || !c->loaded || c->arithmetic_checked != 37u * 85u)
+                fail_msg("round %d, %s: eligible %d loaded %d checked %u: %s", round,
+                         plugins[i][0], c->eligible, c->loaded, c->arithmetic_checked, c->detail);
+        }
+        edgert_selection *sel = NULL;
+        char err[512] = "";
+        assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_FIDELITY, NULL, &sel, err, sizeof err),
+                         EDGERT_OK);
+        for (size_t r = 0; r < edgert_selection_count(sel); r++) {
+            const char *n = edgert_candidate_at(ctx, edgert_selection_index(sel, r))->name;
+            assert_true(strcmp(n, "test-off-by-one") != 0 && strcmp(n, "test-wrong") != 0);
+        }
+        edgert_selection_free(sel);
+        edgert_close(ctx);
+    }
+    tu_rmrf(dir);
+}
+
 static void test_commands_complete(void **state)
 {
     (void)state;
@@ -695,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_cache_follows_threads_and_figures),
         cmocka_unit_test(test_packed_outside_arena),
         cmocka_unit_test(test_pack_refused_said),
+        cmocka_unit_test(test_core_checks_arithmetic),
         /* before test-stray-thread leaves its thread in this process: under
          * qemu, children forked beside it can end with 127 (short_timeout) */
         cmocka_unit_test(test_rewritten_in_place),

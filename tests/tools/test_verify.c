@@ -145,33 +145,35 @@ static char *small_workload(const char *dir)
                     "  - {name: head, k: 512, n: 4099, count: 1, head: true}\n");
 }
 
-/* A backend whose GEMM ignores the zero point of each row's last group must
- * FAIL, while its own (symmetric) self-test let it load. */
+/* A backend whose GEMM ignores the zero points from column 1024 on must
+ * FAIL: its own (symmetric) self-test let it load, and first contact's
+ * arithmetic check (two groups of K) passed it; verify's K = 2048 does not. */
 static void test_verify_catches_wrong_backend(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir();
-    char *lib = tu_plugin("tp_wrong");
-    free(tu_manifest(dir, "wrong.yaml", "test-wrong", lib, NULL, NULL));
+    char *lib = tu_plugin("tp_wrong_long_k");
+    free(tu_manifest(dir, "wrong.yaml", "test-wrong-long-k", lib, NULL, NULL));
     char *wl = small_workload(dir);
     char args[8192], *out;
     snprintf(args, sizeof args,
              "verify --json --tokens 16 --workload %s --manifests %s --manifests %s "
-             "--backend test-wrong", wl, dir, EDGERT_TEST_BACKEND_DIR);
+             "--backend test-wrong-long-k", wl, dir, EDGERT_TEST_BACKEND_DIR);
     free(wl);
     int rc = run(args, &out);
     er_yaml y;
     char *jdir;
     yaml_node_t *root = parse(out, &y, &jdir);
     if (rc != 1)
-        fail_msg("verify of test-wrong exited %d, expected 1:\n%.3000s", rc, out);
-    yaml_node_t *r = result_of(&y, root, "test-wrong");
+        fail_msg("verify of test-wrong-long-k exited %d, expected 1:\n%.3000s", rc, out);
+    yaml_node_t *r = result_of(&y, root, "test-wrong-long-k");
     assert_string_equal(sval(&y, r, "correct"), "false");
     assert_true(nval(&y, r, "failed_cases") > 0);
     assert_true(nval(&y, r, "worst_ratio") > 1.0);
     const char *first = sval(&y, r, "first_failure");
     assert_non_null(first);
     assert_true(strstr(first, "tolerance") != NULL || strstr(first, "reference") != NULL);
+    assert_non_null(strstr(first, "k=2048")); /* the only K of its cases past 1024 */
     /* the reference is reported next to it, and passes */
     yaml_node_t *ref = result_of(&y, root, "ref-w4a16");
     assert_string_equal(sval(&y, ref, "correct"), "true");
