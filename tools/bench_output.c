@@ -290,6 +290,32 @@ static void print_ceiling(const bench_result *r)
             r->bw.calls_l1_gbs, r->bw.calls_streams_gbs, BW_STREAMS_FEW);
 }
 
+/* The table of the workload's shapes, with the columns of the phases
+ * measured: no column of nan for the other. */
+static void shape_table(const bench_result *r, const workload *w)
+{
+    int width = 10; /* the longest shape name (a checkpoint's roles are long) */
+    for (size_t s = 0; s < w->nshapes; s++)
+        width = strlen(w->shapes[s].name) > (size_t)width ? (int)strlen(w->shapes[s].name) : width;
+    tprintf("%-*s %7s %7s %5s %10s", width, "shape", "k", "n", "count", "packed MB");
+    if (r->have_decode)
+        tprintf(" %10s %8s", "decode ms", "GB/s");
+    if (r->have_prefill)
+        tprintf(" %10s", "pf GFLOP/s");
+    tprintf("\n");
+    for (size_t s = 0; s < w->nshapes; s++) {
+        const wl_shape *sh = &w->shapes[s];
+        const bench_shape *b = &r->shapes[s];
+        tprintf("%-*s %7u %7u %5u %10.1f", width, sh->name, sh->k, sh->n, sh->count,
+                b->packed_bytes / 1e6);
+        if (r->have_decode)
+            tprintf(" %10.3f %8.2f", b->decode_ms, b->decode_gbs);
+        if (r->have_prefill)
+            tprintf(" %10.1f", b->prefill_gflops);
+        tprintf("\n");
+    }
+}
+
 void bench_print_text(const bench_result *r, const workload *w, const cli *c)
 {
     char opts[512];
@@ -375,18 +401,6 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                     "the cores during the run; measure again rather than cite it\n",
                     100.0 * BENCH_UNSTABLE);
     }
-    int width = 10; /* the longest shape name (a checkpoint's roles are long) */
-    for (size_t s = 0; s < w->nshapes; s++)
-        width = strlen(w->shapes[s].name) > (size_t)width ? (int)strlen(w->shapes[s].name) : width;
-    tprintf("%-*s %7s %7s %5s %10s %10s %8s %10s\n", width, "shape", "k", "n", "count",
-            "packed MB", "decode ms", "GB/s", "pf GFLOP/s");
-    for (size_t s = 0; s < w->nshapes; s++) {
-        const wl_shape *sh = &w->shapes[s];
-        const bench_shape *b = &r->shapes[s];
-        tprintf("%-*s %7u %7u %5u %10.1f %10.3f %8.2f %10.1f\n", width, sh->name, sh->k, sh->n,
-                sh->count,
-                b->packed_bytes / 1e6, r->have_decode ? b->decode_ms : NAN,
-                r->have_decode ? b->decode_gbs : NAN, r->have_prefill ? b->prefill_gflops : NAN);
-    }
+    shape_table(r, w);
 }
 

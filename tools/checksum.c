@@ -24,7 +24,8 @@ static void checksum_help(FILE *f)
 {
     fprintf(f,
             "usage: edgert checksum FILE...\n"
-            "       edgert checksum --stamp MANIFEST...\n\n"
+            "       edgert checksum --stamp MANIFEST...\n"
+            "       edgert checksum --stamp COPY --source MANIFEST\n\n"
             "Print the checksum a manifest's `checksum` field expects for a plugin file\n"
             "(\"xxh3-64:<16 hex digits>\"), or with --stamp write the checksum of each\n"
             "manifest's library into that manifest: the value is replaced in place (or a\n"
@@ -33,6 +34,9 @@ static void checksum_help(FILE *f)
             "A manifest with a checksum makes the core refuse a stale or swapped library\n"
             "(CHECKSUM_MISMATCH) before loading it.\n\n"
             "  --stamp    the arguments are manifests to stamp\n"
+            "  --source MANIFEST  with --stamp and one COPY of MANIFEST (a build's,\n"
+            "             made by configure_file): an error in it names MANIFEST, the\n"
+            "             file to edit, at the copy's line and column\n"
             "  --json     one JSON object on stdout\n"
             "  -h, --help this text\n\n"
             "Exit codes: 0 ok, 1 a file could not be written (stamping: or a manifest's\n"
@@ -49,6 +53,25 @@ static int looks_like_manifest(const char *path)
            (n > 4 && strcmp(path + n - 4, ".yml") == 0);
 }
 
+/* An error about `copy` said of `source`, the file it was made from: each
+ * "copy:" becomes "source:" and a line names the copy. */
+static void name_source(char *err, size_t len, const char *copy, const char *source)
+{
+    char out[4096];
+    size_t used = 0, cl = strlen(copy);
+    const char *p = err;
+    for (const char *hit; (hit = strstr(p, copy)) != NULL && hit[cl] == ':'; p = hit + cl) {
+        int w = snprintf(out + used, sizeof out - used, "%.*s%s", (int)(hit - p), p, source);
+        if (w < 0 || (size_t)w >= sizeof out - used)
+            return; /* too long to rewrite: said as it was */
+        used += (size_t)w;
+    }
+    int w = snprintf(out + used, sizeof out - used, "%s\n(found in its build copy %s, made by "
+                     "configure_file: @VAR@ texts replaced, lines as in yours)", p, copy);
+    if (w >= 0 && (size_t)w < sizeof out - used)
+        snprintf(err, len, "%s", out);
+}
+
 /* The exit code of one failure, the worst of all kept: bad file > I/O. A
  * file named to be checksummed that cannot be read is a bad input file (4,
  * as for every command); stamping's I/O failure may be a write (1). */
@@ -63,6 +86,7 @@ static int worse(int rc, edgert_status st, int stamp)
 int cmd_checksum(int argc, char **argv)
 {
     int stamp = 0, json = json_asked(argc, argv), nfiles = 0, opts_done = 0;
+    const char *source = NULL;
     /* argv[0] is "checksum": files[] takes at most argc - 1 names */
     const char **files = calloc((size_t)argc, sizeof *files);
     if (!files) {
@@ -81,12 +105,20 @@ int cmd_checksum(int argc, char **argv)
             return EXIT_OK;
         } else if (strcmp(a, "--stamp") == 0) {
             stamp = 1;
+        } else if (strcmp(a, "--source") == 0 && i + 1 < argc) {
+            source = argv[++i];
         } else if (strcmp(a, "--json") != 0) {
             tfprintf(stderr,
                      "edgert checksum: unknown option '%s' (see 'edgert checksum --help')\n", a);
             free(files);
             return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
         }
+    }
+    if (source && (!stamp || nfiles != 1)) {
+        tfprintf(stderr, "edgert checksum: --source names the manifest one --stamp COPY was made "
+                 "from (see 'edgert checksum --help')\n");
+        free(files);
+        return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
     }
     if (nfiles == 0) {
         tfprintf(stderr, "edgert checksum: name at least one %s (see 'edgert checksum --help')\n",
@@ -108,6 +140,8 @@ int cmd_checksum(int argc, char **argv)
                                  : edgert_checksum_file(files[i], sum, sizeof sum, err, sizeof err);
         if (st != EDGERT_OK)
             rc = worse(rc, st, stamp);
+        if (st != EDGERT_OK && source)
+            name_source(err, sizeof err, files[i], source);
         if (json) {
             json_obj(&w);
             json_kstr(&w, "path", files[i]);

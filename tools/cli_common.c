@@ -571,11 +571,19 @@ size_t warn_diags_since(const cli *c, const edgert_ctx *ctx, size_t from)
                 cli_said(edgert_diag_at(ctx, i));
         return n;
     }
-    for (size_t i = from; i < n; i++)
-        any |= (int)edgert_diag_at(ctx, i)->level <= upto;
+    int errors = 0, warnings = 0;
+    for (size_t i = from; i < n; i++) {
+        int level_i = (int)edgert_diag_at(ctx, i)->level;
+        errors |= level_i <= EDGERT_LOG_ERROR;
+        warnings |= level_i == EDGERT_LOG_WARN && level_i <= upto;
+    }
+    any = errors || warnings;
     if (!any || c->explain)
         return n;
-    tfprintf(stderr, "edgert: %s:\n", upto == EDGERT_LOG_ERROR ? "errors" : "warnings");
+    /* headed by what is under it: an error never sits under "warnings:" */
+    tfprintf(stderr, "edgert: %s:\n", errors && warnings ? "errors and warnings"
+                                       : errors           ? "errors"
+                                                          : "warnings");
     print_diags_from(ctx, stderr, upto, from);
     return n;
 }

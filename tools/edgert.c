@@ -745,6 +745,11 @@ static int cmd_list(const cli *c)
             tprintf("%-16s %-8s %-12s %s\n", k->name, k->version,
                     k->eligible ? (star ? "eligible*" : "eligible") : "not eligible",
                     k->eligible ? layout_text(k, lay, sizeof lay) : reasons);
+            /* a verdict on the library's own bytes or arithmetic comes with
+             * what to do about it, as in select --explain */
+            if (!k->eligible && k->detail && k->detail[0] &&
+                (strstr(reasons, "CHECKSUM_MISMATCH") || strstr(reasons, "WRONG_RESULTS")))
+                tprintf("%-16s %s\n", "", k->detail);
         }
         if (unmet)
             tprintf("* gates that run no plugin code, and any first contact cached here; "

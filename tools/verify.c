@@ -268,9 +268,12 @@ static int pick_backends(edgert_ctx *ctx, const cli *c, const char **names, size
     char why[1400];
     if (c->backend) {
         const edgert_candidate *k = edgert_candidate_find(ctx, c->backend);
-        if (!k) {
-            tfprintf(stderr, "edgert verify: no backend named '%s' (see 'edgert list')\n",
-                     c->backend);
+        if (!k) { /* the library's message: the folders searched, a manifest skipped */
+            edgert_backend *none = NULL;
+            char nf[2400] = "";
+            if (edgert_backend_open(ctx, c->backend, NULL, &none, nf, sizeof nf) == EDGERT_OK)
+                edgert_backend_close(none); /* cannot be: no candidate of that name */
+            tfprintf_lines(stderr, "edgert verify: %s\n", nf);
             cli_fail_status(EDGERT_E_NOT_FOUND);
             return EXIT_NONE;
         }

@@ -348,3 +348,41 @@ nomem:
     edgert_errf(err, err_len, "out of memory while reading manifests");
     return EDGERT_E_NOMEM;
 }
+
+/* 1 when `file`'s name is `name`.yaml or `name`.yml. */
+static int named_after(const char *file, const char *name)
+{
+    const char *base = strrchr(file, '/');
+    base = base ? base + 1 : file;
+    size_t n = strlen(name);
+    return strncmp(base, name, n) == 0 && (strcmp(base + n, ".yaml") == 0 ||
+                                           strcmp(base + n, ".yml") == 0);
+}
+
+void er_discover_why_missing(const struct edgert_ctx *ctx, const char *name, char *buf,
+                             size_t len)
+{
+    size_t used = strlen(buf);
+#define WHY_ADD(...)                                                                               \
+    do {                                                                                           \
+        int w_ = used < len ? snprintf(buf + used, len - used, __VA_ARGS__) : 0;                   \
+        used += w_ > 0 ? (size_t)w_ : 0;                                                           \
+    } while (0)
+    WHY_ADD("; folders searched: ");
+    for (size_t i = 0; i < ctx->ndirs; i++)
+        WHY_ADD("%s%s", i ? ", " : "", ctx->dirs[i].path);
+    if (ctx->ndirs == 0)
+        WHY_ADD("none");
+    const edgert_diag *first = NULL;
+    for (size_t i = 0; i < ctx->diags.count && !first; i++) {
+        const edgert_diag *g = &ctx->diags.items[i];
+        if (g->level == EDGERT_LOG_ERROR && g->file && named_after(g->file, name))
+            first = g;
+    }
+    if (first)
+        WHY_ADD("; skipped in this run: %s:%u:%u: %s", first->file, first->line, first->column,
+                first->message);
+#undef WHY_ADD
+    if (used >= len && len > 4)
+        memcpy(buf + len - 4, "...", 4);
+}

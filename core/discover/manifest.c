@@ -411,17 +411,27 @@ static void read_flags(mreader *r, yaml_node_t *map, const char *key, edgert_arc
         edgert_cpu_flag f;
         if (edgert_cpu_flag_parse(names[i], &f) != 0) {
             char known[512] = "";
+            const char *words[EDGERT_CPU_FLAG_COUNT + 1];
             size_t used = 0;
-            for (int k = 0; k < EDGERT_CPU_FLAG_COUNT && used < sizeof known; k++)
-                used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "",
-                                         edgert_cpu_flag_name((edgert_cpu_flag)k));
+            for (int k = 0; k < EDGERT_CPU_FLAG_COUNT; k++) {
+                words[k] = edgert_cpu_flag_name((edgert_cpu_flag)k);
+                if (used < sizeof known)
+                    used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
+                                             k ? ", " : "", words[k]);
+            }
+            words[EDGERT_CPU_FLAG_COUNT] = NULL;
+            /* a typo's likely flag first, as for a misspelt key */
+            const char *meant = er_near_miss(names[i], words);
+            char hint[64] = "";
+            if (meant)
+                snprintf(hint, sizeof hint, " (did you mean '%s'?)", meant);
             if (lenient) /* only a preference: a flag this edgert cannot probe is no gate */
                 er_diag_add(r->d, EDGERT_LOG_WARN, r->y.path, er_yaml_line(item),
-                            er_yaml_col(item), "field '%s': CPU flag '%s' is not one edgert "
-                            "probes; ignored (known flags: %s)", what, names[i], known);
+                            er_yaml_col(item), "field '%s': CPU flag '%s'%s is not one edgert "
+                            "probes; ignored (known flags: %s)", what, names[i], hint, known);
             else /* a requirement that cannot be checked fails closed */
-                fail_field(r, item, what, "unknown CPU flag '%s' (edgert cannot check it, so "
-                           "cannot require it); known flags: %s", names[i], known);
+                fail_field(r, item, what, "unknown CPU flag '%s'%s (edgert cannot check it, so "
+                           "cannot require it); known flags: %s", names[i], hint, known);
             continue;
         }
         edgert_arch fa = flag_arch(f);

@@ -437,13 +437,13 @@ int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required, yam
     return 0;
 }
 
-/* The known key within two edits (insert, delete, replace) of `k`, or NULL:
- * the likely typo behind an unknown key. Keys are short; a tiny DP. */
-static const char *near_miss(const char *k, const char *const *known)
+const char *er_near_miss(const char *k, const char *const *known)
 {
     size_t lk = strlen(k);
     if (lk < 4 || lk > 40) /* two edits turn any short key into any other */
         return NULL;
+    const char *best_word = NULL;
+    unsigned best_dist = 3;
     for (const char *const *kk = known; kk && *kk; kk++) {
         size_t lw = strlen(*kk);
         if (lw > 40 || (lw > lk ? lw - lk : lk - lw) > 2)
@@ -463,10 +463,12 @@ static const char *near_miss(const char *k, const char *const *known)
                 prev = cur;
             }
         }
-        if (row[lw] <= 2)
-            return *kk;
+        if (row[lw] < best_dist) { /* the closest; the first of equals */
+            best_dist = row[lw];
+            best_word = *kk;
+        }
     }
-    return NULL;
+    return best_word;
 }
 
 typedef struct key_at {
@@ -495,7 +497,7 @@ int er_yaml_misspelt(er_yaml *y, yaml_node_t *map, const char *const *known, con
         int found = 0;
         for (const char *const *kk = known; kk && *kk && !found; kk++)
             found = strcmp(*kk, k) == 0;
-        const char *meant = found ? NULL : near_miss(k, known);
+        const char *meant = found ? NULL : er_near_miss(k, known);
         if (meant && strcmp(meant, key) == 0)
             return 1;
     }
@@ -568,7 +570,7 @@ int er_yaml_check_keys(er_yaml *y, yaml_node_t *map, const char *const *known, e
          * ignoring a misspelt `requires` would load a backend without its
          * gate. Checked even when no more messages are listed, so that 64
          * harmless unknown keys cannot hide it. */
-        const char *meant = near_miss(k, known);
+        const char *meant = er_near_miss(k, known);
         if (meant && er_yaml_get(y, map, meant))
             meant = NULL; /* the known key is there too: a new key beside it */
         if (meant)

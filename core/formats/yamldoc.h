@@ -68,6 +68,11 @@ int er_yaml_strlist(er_yaml *y, yaml_node_t *map, const char *key, int required,
 /** A mapping value (not a scalar): *out is the node. */
 int er_yaml_map(er_yaml *y, yaml_node_t *map, const char *key, int required,
                 yaml_node_t **out, er_diags *d);
+/** Of the NULL-terminated `known` words, the closest to `k` within two edits
+ *  (insert, delete, replace; the first of equals), or NULL, also for a `k`
+ *  under 4 characters (two edits turn any short word into any other): the
+ *  likely typo behind an unknown key or name. */
+const char *er_near_miss(const char *k, const char *const *known);
 /** 1 when `map` lacks `key` but has an unknown key that er_yaml_check_keys
  *  reports as a misspelling of it: checks that depend on `key` being absent
  *  then say nothing (the typo's error says it). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "context/context.h"
+#include "discover/discover.h"
 #include "load/load.h"
 #include "run/backend.h"
 
@@ -108,7 +109,9 @@ edgert_status edgert_backend_open(edgert_ctx *ctx, const char *name, const char 
     *out = NULL;
     er_cand *c = er_cand_find(ctx, name);
     if (!c) {
-        edgert_errf(err, err_len, "no backend named '%s'", name);
+        char why[2048] = "";
+        er_discover_why_missing(ctx, name, why, sizeof why);
+        edgert_errf(err, err_len, "no backend named '%s'%s", name, why);
         return EDGERT_E_NOT_FOUND;
     }
     if (ctx->defer_load && !ctx->dev.planned) { /* loaded on demand */

@@ -27,8 +27,9 @@
  * as dequantized exactly, under the bound core/common/tolerance.h derives
  * from the manifest's activation type (the model `edgert verify` judges by;
  * for int8 the bound every int8 form meets, per token or finer, where
- * verify emulates the per-token one): no figure picked to pass. An output over its bound, NaN or infinite, a
- * write past n, or a GEMM that fails is WRONG_RESULTS. A pack that refuses
+ * verify emulates the per-token one): no figure picked to pass. An output
+ * over its bound, NaN or infinite, a write past n, or a GEMM that fails is
+ * WRONG_RESULTS. A pack that refuses
  * the core's weights leaves the check not run (said by the quick
  * measurement's warning when it refuses the manifest's layout outright),
  * as for a plugin without a GEMM. Cost: at most 8 GEMM calls on 37 rows of

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "select/selector.h"
+#include "discover/discover.h"
 #include "load/load.h"
 
 
@@ -400,8 +401,10 @@ edgert_status edgert_select(edgert_ctx *ctx, edgert_priority priority, const cha
                     break;
                 used += (size_t)w < sizeof known - used ? (size_t)w : sizeof known - used - 1;
             }
-            edgert_errf(err, err_len, "no backend named '%s'%s (manifests found: %s)", forced,
-                        via, known[0] ? known : "none");
+            char why[2048] = "";
+            er_discover_why_missing(ctx, forced, why, sizeof why);
+            edgert_errf(err, err_len, "no backend named '%s'%s (manifests found: %s)%s", forced,
+                        via, known[0] ? known : "none", why);
             return EDGERT_E_NOT_FOUND;
         }
         if (!c->pub.eligible) {

@@ -520,6 +520,8 @@ static const bad_case bad_cases[] = {
     {"unknown-device-class.yaml", 9, 27,
      "field 'device_classes[1]': unknown device class 'tpu_pod'"},
     {"unknown-cpu-flag.yaml", 11, 21, "field 'requires.cpu_flags[1]': unknown CPU flag 'avx1024'"},
+    {"misspelt-cpu-flag.yaml", 11, 20,
+     "field 'requires.cpu_flags[1]': unknown CPU flag 'avx2x' (did you mean 'avx2'?)"},
     {"arm-flag-on-x86.yaml", 13, 7,
      "field 'requires.cpu_flags[1]': 'asimd' is an arm64 flag, but this manifest says arch: "
      "x86_64"},
