@@ -84,23 +84,71 @@ function(edgert_add_plugin target)
     LIBRARY_OUTPUT_DIRECTORY "$<1:${P_OUTPUT_DIRECTORY}>")
   if(NOT P_NO_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
+    _edgert_plugin_dest_searched(${target})
   endif()
   if(P_MANIFEST)
     _edgert_plugin_manifest(${target} "${P_MANIFEST}" ${P_OUTPUT_DIRECTORY} ${P_NO_INSTALL})
   endif()
 endfunction()
 
+# A configure-time warning when the plugin would install where the edgert
+# found does not look (its package config lists the folders; edgert's own
+# tree has no such list and installs next to libedgert).
+function(_edgert_plugin_dest_searched target)
+  if(NOT DEFINED EDGERT_SEARCHED_BACKEND_DIRS)
+    return()
+  endif()
+  set(dest "${EDGERT_INSTALL_BACKEND_DIR}")
+  if(NOT IS_ABSOLUTE "${dest}")
+    set(dest "${CMAKE_INSTALL_PREFIX}/${dest}")
+  endif()
+  cmake_path(NORMAL_PATH dest)
+  foreach(dir ${EDGERT_SEARCHED_BACKEND_DIRS})
+    cmake_path(NORMAL_PATH dir)
+    if(dest STREQUAL dir)
+      return()
+    endif()
+  endforeach()
+  string(REPLACE ";" "\n    " dirs "${EDGERT_SEARCHED_BACKEND_DIRS}")
+  message(WARNING "edgert_add_plugin(${target}) installs to ${dest}, which edgert "
+    "${EDGERT_VERSION} does not search, so it would not find the backend there. "
+    "Its folders are:\n    ${dirs}\n"
+    "Install to one of them (a plain `cmake --install` without CMAKE_INSTALL_PREFIX goes to "
+    "${EDGERT_VENDOR_BACKEND_DIR}; -DCMAKE_INSTALL_PREFIX=$HOME/.local to the per-user one; "
+    "or -DEDGERT_INSTALL_BACKEND_DIR=<folder>), or point EDGERT_ADD_MANIFEST_PATH at ${dest} "
+    "where edgert runs (docs/backend-folders.md).")
+endfunction()
+
 # The manifests next to the library, stamped after each link with the
 # checksum of the bytes just built, so the core refuses a stale or swapped file.
 function(_edgert_plugin_manifest target manifests dir no_install)
   set(stamped)
+  set(sources)
   foreach(manifest ${manifests})
     get_filename_component(name ${manifest} NAME)
     if(NOT IS_ABSOLUTE ${manifest})
       set(manifest ${CMAKE_CURRENT_SOURCE_DIR}/${manifest})
     endif()
+    # an @VAR@ that would expand to nothing: said here, with what to do,
+    # not later as an empty field of the copy (project() without VERSION
+    # left `version: "@PROJECT_VERSION@"` empty)
+    file(READ ${manifest} text)
+    string(REGEX MATCHALL "@[A-Za-z_][A-Za-z_0-9]*@" vars "${text}")
+    list(REMOVE_DUPLICATES vars)
+    foreach(v ${vars})
+      string(REGEX REPLACE "^@(.*)@$" "\\1" var "${v}")
+      if("${${var}}" STREQUAL "")
+        set(hint "")
+        if(var MATCHES "^(PROJECT|CMAKE_PROJECT)_VERSION")
+          set(hint ": give the project a version, project(${PROJECT_NAME} VERSION 0.1.0 ...)")
+        endif()
+        message(FATAL_ERROR "edgert_add_plugin(${target}): ${manifest} says ${v}, and "
+          "${var} is empty here, so the copy would have an empty value${hint}")
+      endif()
+    endforeach()
     configure_file(${manifest} ${dir}/${name} @ONLY)
     list(APPEND stamped ${dir}/${name})
+    list(APPEND sources ${manifest})
   endforeach()
   if(TARGET edgert-cli) # in the edgert tree: the CLI being built
     set(cli $<TARGET_FILE:edgert-cli>)
@@ -111,9 +159,11 @@ function(_edgert_plugin_manifest target manifests dir no_install)
     # A target of its own that runs on every build (after the library's
     # link): a re-configure rewrites the manifest unstamped even when the
     # library is not relinked, and this stamps it again.
+    # (--source: an error in the copy names the file the vendor edits)
     set(cmds)
-    foreach(m ${stamped})
-      list(APPEND cmds COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} ${cli} checksum --stamp ${m})
+    foreach(m src IN ZIP_LISTS stamped sources)
+      list(APPEND cmds COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} ${cli} checksum --stamp ${m}
+        --source ${src})
     endforeach()
     add_custom_target(${target}-stamp ALL
       ${cmds}
