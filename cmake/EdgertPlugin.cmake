@@ -82,12 +82,17 @@ function(edgert_add_plugin target)
     PREFIX "${P_PREFIX}"
     C_VISIBILITY_PRESET hidden
     LIBRARY_OUTPUT_DIRECTORY "$<1:${P_OUTPUT_DIRECTORY}>")
+  # (the manifests first: their install-time check must come before the
+  # library's install, and their own install after it)
+  if(P_MANIFEST)
+    _edgert_plugin_manifest(${target} "${P_MANIFEST}" ${P_OUTPUT_DIRECTORY} ${P_NO_INSTALL})
+  endif()
   if(NOT P_NO_INSTALL)
     install(TARGETS ${target} LIBRARY DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
     _edgert_plugin_dest_searched(${target})
   endif()
-  if(P_MANIFEST)
-    _edgert_plugin_manifest(${target} "${P_MANIFEST}" ${P_OUTPUT_DIRECTORY} ${P_NO_INSTALL})
+  if(P_MANIFEST AND NOT P_NO_INSTALL)
+    _edgert_plugin_manifest_install(${target})
   endif()
 endfunction()
 
@@ -175,24 +180,44 @@ function(_edgert_plugin_manifest target manifests dir no_install)
       add_dependencies(${target}-stamp edgert-cli)
     endif()
   endif()
-  if(NOT no_install)
-    install(FILES ${stamped} DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
-    if(cli)
-      # Stamped again where installed, after the library: `cmake --install
-      # --strip` changes its bytes, and a manifest stamped for the unstripped
-      # build would refuse it (CHECKSUM_MISMATCH).
-      set(dest ${EDGERT_INSTALL_BACKEND_DIR})
-      if(NOT IS_ABSOLUTE ${dest})
-        set(dest "\${CMAKE_INSTALL_PREFIX}/${dest}")
-      endif()
-      foreach(m ${stamped})
-        get_filename_component(name ${m} NAME)
-        install(CODE "execute_process(COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} \"${cli}\"
-          checksum --stamp \"\$ENV{DESTDIR}${dest}/${name}\" RESULT_VARIABLE rc)
-        if(NOT rc EQUAL 0)
-          message(FATAL_ERROR \"could not stamp the installed ${name} (exit \${rc})\")
-        endif()")
-      endforeach()
-    endif()
+  if(NOT no_install AND cli)
+    # Before anything is installed: the build's copies stamped again, which
+    # fails (naming the source) when a manifest is bad or the library was not
+    # built, so a failed build installs nothing, not a manifest edgert skips.
+    foreach(m src IN ZIP_LISTS stamped sources)
+      install(CODE "execute_process(COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} \"${cli}\"
+        checksum --stamp \"${m}\" --source \"${src}\" RESULT_VARIABLE rc)
+      if(NOT rc EQUAL 0)
+        message(FATAL_ERROR \"${target}: nothing installed: its manifest or library is not \"
+          \"ready (said above); fix it and build again\")
+      endif()")
+    endforeach()
   endif()
+  set_property(TARGET ${target} PROPERTY EDGERT_STAMPED "${stamped}")
+  set_property(TARGET ${target} PROPERTY EDGERT_STAMP_CLI "${cli}")
+endfunction()
+
+# The manifests installed beside the library, after it.
+function(_edgert_plugin_manifest_install target)
+  get_property(stamped TARGET ${target} PROPERTY EDGERT_STAMPED)
+  get_property(cli TARGET ${target} PROPERTY EDGERT_STAMP_CLI)
+  install(FILES ${stamped} DESTINATION ${EDGERT_INSTALL_BACKEND_DIR})
+  if(NOT cli)
+    return()
+  endif()
+  # Stamped again where installed, after the library: `cmake --install
+  # --strip` changes its bytes, and a manifest stamped for the unstripped
+  # build would refuse it (CHECKSUM_MISMATCH).
+  set(dest ${EDGERT_INSTALL_BACKEND_DIR})
+  if(NOT IS_ABSOLUTE ${dest})
+    set(dest "\${CMAKE_INSTALL_PREFIX}/${dest}")
+  endif()
+  foreach(m ${stamped})
+    get_filename_component(name ${m} NAME)
+    install(CODE "execute_process(COMMAND ${CMAKE_CROSSCOMPILING_EMULATOR} \"${cli}\"
+      checksum --stamp \"\$ENV{DESTDIR}${dest}/${name}\" RESULT_VARIABLE rc)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR \"could not stamp the installed ${name} (exit \${rc})\")
+    endif()")
+  endforeach()
 endfunction()

@@ -349,14 +349,36 @@ nomem:
     return EDGERT_E_NOMEM;
 }
 
-/* 1 when `file`'s name is `name`.yaml or `name`.yml. */
+/* 1 when the manifest file `file` is `name`'s: named `name`.yaml or .yml,
+ * or with a top-level line `name: <name>` (quoted or not) in its first
+ * 64 KiB, read again here (only on the way to a "no backend named" error:
+ * a manifest skipped has no candidate that kept its name). */
 static int named_after(const char *file, const char *name)
 {
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
     size_t n = strlen(name);
-    return strncmp(base, name, n) == 0 && (strcmp(base + n, ".yaml") == 0 ||
-                                           strcmp(base + n, ".yml") == 0);
+    if (strncmp(base, name, n) == 0 &&
+        (strcmp(base + n, ".yaml") == 0 || strcmp(base + n, ".yml") == 0))
+        return 1;
+    FILE *f = fopen(file, "re");
+    char line[512];
+    int found = 0;
+    for (size_t read = 0; f && !found && read < 65536u && fgets(line, sizeof line, f);) {
+        read += strlen(line);
+        if (strncmp(line, "name:", 5) != 0)
+            continue;
+        char *v = line + 5, *e;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (*v == '"' || *v == '\'')
+            v++;
+        e = v + strcspn(v, "\"'# \t\r\n");
+        found = (size_t)(e - v) == n && strncmp(v, name, n) == 0;
+    }
+    if (f)
+        fclose(f);
+    return found;
 }
 
 void er_discover_why_missing(const struct edgert_ctx *ctx, const char *name, char *buf,

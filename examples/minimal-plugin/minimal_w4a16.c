@@ -28,7 +28,14 @@
 #include "edgert/plugin.h"
 #include "plugin_kit.h"
 
+/* The backend's name, which the manifest's must equal: the build's
+ * project name (CMakeLists.txt). */
+#ifndef MIN_NAME
 #define MIN_NAME "minimal-w4a16"
+#endif
+#ifndef MIN_VERSION
+#define MIN_VERSION "0.0.0"
+#endif
 
 /* The instance: the kit's convention puts the host table first, so
  * pk_fini and pk_packed_free serve as they are. */

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "test_util.h"
 #include "test_cli_util.h"
@@ -78,6 +79,16 @@ static void test_no_backend_named_says_where(void **state)
         expect_in(out, want, cmds[i]);
         free(out);
     }
+    /* a manifest file named otherwise, whose name: line is the one asked for */
+    snprintf(want, sizeof want, "%s/acme-w4a16.yaml", dir);
+    assert_int_equal(unlink(want), 0);
+    free(tu_write(dir, "template.yaml", "manifest_version: 1\nname: \"acme-w4a16\"\n"
+                                        "version: \"\"\n"));
+    snprintf(args, sizeof args, "select --backend acme-w4a16 --manifests %s", dir);
+    run_all(args, &out);
+    snprintf(want, sizeof want, "skipped in this run: %s/template.yaml:3:10:", dir);
+    expect_in(out, want, "a skipped manifest named in its name: line");
+    free(out);
     tu_rmrf(dir);
 }
 
