@@ -62,7 +62,8 @@ static void test_no_backend_named_says_where(void **state)
 {
     (void)state;
     char *dir = tu_tmpdir(), args[8192], *out = NULL, want[4200];
-    free(tu_write(dir, "acme-w4a16.yaml", "manifest_version: 1\nname: acme-w4a16\nversion: \"\"\n"));
+    free(tu_write(dir, "acme-w4a16.yaml",
+                  "manifest_version: 1\nname: acme-w4a16\nversion: \"\"\n"));
     const char *cmds[] = {"select --backend acme-w4a16", "verify --backend acme-w4a16 --quick",
                           "bench --backend acme-w4a16 --workload " TINY};
     for (size_t i = 0; i < 3; i++) {
