@@ -81,6 +81,7 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
         ctx->defer_load = o->defer_load;
     }
     ctx->stage_fd = -1; /* set only in the sandbox's child */
+    ctx->sb_lock_fd = -1; /* held only while first contact's child runs */
     ctx->log = o->log;
     ctx->log_user = o->log_user;
     const char *env_level = er_getenv(o->ignore_env, "EDGERT_LOG");

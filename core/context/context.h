@@ -127,6 +127,8 @@ struct edgert_ctx {
         uint32_t partial_k, partial_group;
     } weights;
     int stage_fd;               /**< in the sandbox's child: where stages are reported */
+    int sb_lock_fd;             /**< first contact's lock while its child runs, else -1;
+                                 *   the child closes it before any plugin code runs */
     char **disabled;            /**< NULL-terminated names */
     edgert_log_fn log;
     void *log_user;

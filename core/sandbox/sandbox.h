@@ -45,6 +45,13 @@ char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create);
  * edgert can use (missing, another format, or a timeout under a shorter
  * limit than now). */
 int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r);
+/* One first contact at a time among this user's processes: an exclusive
+ * flock on the verdict folder's .lock, taken within wait_ms. Its
+ * descriptor (close-on-exec; er_sb_unlock releases it), or -1: no cache
+ * folder (each process meets plugins on its own then, as it keeps no
+ * verdicts), or the wait ran out (*timed_out set). */
+int er_sb_lock(long long wait_ms, int *timed_out);
+void er_sb_unlock(int fd);
 /* Keep r as c's verdict (written whole, then renamed into place). */
 void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r);
 

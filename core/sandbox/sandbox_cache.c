@@ -3,7 +3,9 @@
  * file, what the manifest gives the child) in
  * $XDG_CACHE_HOME/edgert/first-contact/ (default ~/.cache/...), one small
  * text file each: until the file, the device or that part of the manifest
- * changes, first contact (sandbox.c) is not run again.
+ * changes, first contact (sandbox.c) is not run again. Beside them a lock,
+ * .lock, that lets one process of this user meet plugins at a time: others
+ * wait for it and take its verdicts (er_sb_lock).
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -12,7 +14,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -44,12 +48,12 @@ static uint64_t verdict_key(const er_manifest *m, unsigned threads)
     return h;
 }
 
-/* The cache file of this (device, plugin file, verdict_key), malloc'd; NULL
- * when no per-user cache folder can be named or created. */
-char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
+/* The per-user folder of the verdicts, malloc'd; NULL when none can be
+ * named. With `create`, each missing level is made (0700). */
+static char *verdict_folder(int create)
 {
     const char *xdg = er_getenv(0, "XDG_CACHE_HOME"), *home = er_getenv(0, "HOME");
-    char *base = NULL, *dir = NULL, *path = NULL;
+    char *base = NULL, *dir = NULL;
     if (xdg && xdg[0] == '/')
         base = er_strdup(xdg);
     else if (home && home[0] == '/')
@@ -61,16 +65,66 @@ char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
         (void)mkdir(edgert, 0700);
         (void)mkdir(dir, 0700);
     }
+    free(base);
+    free(edgert);
+    return dir;
+}
+
+/* The cache file of this (device, plugin file, verdict_key), malloc'd; NULL
+ * when no per-user cache folder can be named or created. */
+char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
+{
+    char *dir = verdict_folder(create), *path = NULL;
     /* the core's version too: a verdict is also about the core that took it */
     if (dir && asprintf(&path, "%s/%s-%016llx-%016llx-%s", dir, ctx->fingerprint,
                         (unsigned long long)c->lib_hash,
                         (unsigned long long)verdict_key(&c->m, er_pool_threads(ctx->pool)),
                         EDGERT_VERSION_STRING) < 0)
         path = NULL;
-    free(base);
-    free(edgert);
     free(dir);
     return path;
+}
+
+static long long lock_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+int er_sb_lock(long long wait_ms, int *timed_out)
+{
+    *timed_out = 0;
+    char *dir = verdict_folder(1), *path = dir ? er_path_join(dir, ".lock") : NULL;
+    free(dir);
+    /* never through a link, never a FIFO: only a regular file of our own */
+    int fd = path ? open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600) : -1;
+    free(path);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        return -1;
+    }
+    /* the holder's end (even kill -9) releases the lock: it is the open
+     * description's, not the file's presence; polled, so a wait is bounded */
+    const long long deadline = lock_now_ms() + wait_ms;
+    unsigned nap_us = 1000;
+    while (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || lock_now_ms() >= deadline) {
+            *timed_out = errno == EWOULDBLOCK;
+            close(fd);
+            return -1;
+        }
+        usleep(nap_us);
+        nap_us = nap_us < 32000u ? nap_us * 2u : 32000u;
+    }
+    return fd;
+}
+
+void er_sb_unlock(int fd)
+{
+    if (fd >= 0)
+        close(fd); /* releases the flock */
 }
 
 /* Copy one "key value" line's value into dst. */

@@ -363,8 +363,11 @@ typedef struct edgert_options {
  *  EDGERT_SANDBOX_TIMEOUT seconds (default 60) per plugin before the child
  *  is killed; the verdict is cached per device and plugin file under
  *  $XDG_CACHE_HOME/edgert/first-contact/ (~/.cache/...), so later opens skip
- *  the child. The child is reaped before edgert_open returns, and SIGCHLD's
- *  disposition is left as it was. Then the plugins that passed are loaded
+ *  the child. One process of a user meets plugins at a time: a verdict not
+ *  cached yet is waited for on a lock there (flock, for at most the time
+ *  limit and 10 s) and taken from the process that held it. The child is
+ *  reaped before edgert_open returns, and SIGCHLD's disposition is left as
+ *  it was. Then the plugins that passed are loaded
  *  into this process (their constructors run here) and self-tested again; a
  *  thread pool of options.threads is started on first use. With defer_load
  *  that happens in edgert_select / edgert_backend_open instead, for what

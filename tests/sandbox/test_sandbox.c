@@ -61,7 +61,18 @@ static const struct bad {
      "stage: self-test"},
     {"test-loop-self-test", "tp_loop_self_test", "PLUGIN_TIMEOUT", "stage: self-test"},
     {"test-close-loop", "tp_close_loop", "PLUGIN_TIMEOUT", "stage: self-test"},
+#if EDGERT_TEST_EMULATED
+    /* Under qemu-user, a child forked while a thread of the parent runs
+     * plugin code (test-stray-thread's, loaded in-process by the warm-up)
+     * ends with exit code 127 once its own pool's workers run: here at the
+     * core's arithmetic check, whose GEMM is the first to use them (before
+     * it, this plugin hung at the measurement's first call, which returns
+     * before the pool). Natively the same child hangs as it should. */
+    {"test-hang-measure", "tp_hang_measure", "PLUGIN_EXITED(127)",
+     "stage: the core's arithmetic check"},
+#else
     {"test-hang-measure", "tp_hang_measure", "PLUGIN_TIMEOUT", "stage: quick measurement"},
+#endif
 #if defined(__SANITIZE_ADDRESS__)
     /* exit() runs LeakSanitizer's check in the child, which finds the
      * allocations of a process cut short and turns the code into 1 */
