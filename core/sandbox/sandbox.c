@@ -212,7 +212,7 @@ static const char *signal_name(int sig)
     return "a signal";
 }
 
-static long long now_ms(void)
+long long er_sb_now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -220,7 +220,7 @@ static long long now_ms(void)
 }
 
 /* Read n bytes of the child's pipe `in` (non-blocking) into buf by the
- * deadline (ms on now_ms's clock): 1 when they are all read, 0 at EOF or
+ * deadline (ms on er_sb_now_ms's clock): 1 when they are all read, 0 at EOF or
  * when the child has ended with nothing more in the pipe (its pidfd pfd,
  * when there is one: a process it started, setsid, may hold the pipe open
  * for ever, and that end was a PLUGIN_TIMEOUT at the deadline instead of
@@ -242,7 +242,7 @@ static int read_bytes(int in, int pfd, void *buf, size_t n, long long deadline)
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return 0;
-        long long left = deadline - now_ms();
+        long long left = deadline - er_sb_now_ms();
         if (left <= 0)
             return -1;
         struct pollfd p[2] = {{.fd = in, .events = POLLIN}, {.fd = pfd, .events = POLLIN}};
@@ -309,14 +309,14 @@ static int pidfd_wait(int pfd, pid_t pid, long long deadline)
         return -1;
     int rc = 0;
     for (;;) {
-        long long left = deadline - now_ms();
+        long long left = deadline - er_sb_now_ms();
         struct pollfd p = {.fd = pfd, .events = POLLIN};
         int n = left > 0 ? poll(&p, 1, (int)(left > 1000 ? 1000 : left)) : 0;
         if (n > 0)
             break; /* readable: it ended */
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 || now_ms() >= deadline) {
+        if (n < 0 || er_sb_now_ms() >= deadline) {
 #ifdef SYS_pidfd_send_signal
             rc = syscall(SYS_pidfd_send_signal, pfd, SIGKILL, NULL, 0) == 0;
 #endif
@@ -353,7 +353,7 @@ static pid_t reap_child(pid_t pid, int pfd, long long deadline, int *status, int
         waited = waitpid(pid, status, WNOHANG);
         if (waited != 0 && !(waited < 0 && errno == EINTR))
             break;
-        if (waited == 0 && now_ms() >= deadline) {
+        if (waited == 0 && er_sb_now_ms() >= deadline) {
             kill(pid, SIGKILL);
             *killed = 1;
             while ((waited = waitpid(pid, status, 0)) < 0 && errno == EINTR)
@@ -409,7 +409,7 @@ static void run_child(struct edgert_ctx *ctx, er_cand *c, er_sb_contact contact,
     (void)fcntl(fds[0], F_SETFL, O_NONBLOCK); /* read_bytes polls, with the deadline */
     int pfd = child_pidfd(pid);
     int last = ER_STAGE_DLOPEN, status = 0, werr = 0, killed = 0;
-    long long limit = er_sb_timeout_ms(ctx), deadline = now_ms() + limit;
+    long long limit = er_sb_timeout_ms(ctx), deadline = er_sb_now_ms() + limit;
     int got = read_child(fds[0], pfd, deadline, r, &last);
     close(fds[0]);
     pid_t waited = reap_child(pid, pfd, got < 0 ? 0 : deadline, &status, &werr, &killed);

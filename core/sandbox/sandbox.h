@@ -51,6 +51,8 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r);
  * folder (each process meets plugins on its own then, as it keeps no
  * verdicts), or the wait ran out (*timed_out set). */
 int er_sb_lock(long long wait_ms, int *timed_out);
+/* Milliseconds of CLOCK_MONOTONIC: the deadlines of the child and the lock. */
+long long er_sb_now_ms(void);
 void er_sb_unlock(int fd);
 /* Keep r as c's verdict (written whole, then renamed into place). */
 void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r);

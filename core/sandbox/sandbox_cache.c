@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -85,13 +84,6 @@ char *er_sb_cache_file(struct edgert_ctx *ctx, const er_cand *c, int create)
     return path;
 }
 
-static long long lock_now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 int er_sb_lock(long long wait_ms, int *timed_out)
 {
     *timed_out = 0;
@@ -107,10 +99,10 @@ int er_sb_lock(long long wait_ms, int *timed_out)
     }
     /* the holder's end (even kill -9) releases the lock: it is the open
      * description's, not the file's presence; polled, so a wait is bounded */
-    const long long deadline = lock_now_ms() + wait_ms;
+    const long long deadline = er_sb_now_ms() + wait_ms;
     unsigned nap_us = 1000;
     while (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if ((errno != EWOULDBLOCK && errno != EINTR) || lock_now_ms() >= deadline) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || er_sb_now_ms() >= deadline) {
             *timed_out = errno == EWOULDBLOCK;
             close(fd);
             return -1;
