@@ -315,6 +315,11 @@ void json_candidate(json_w *w, const edgert_candidate *c, const edgert_selection
     json_knum(w, "first_contact_decode_max", c->first_contact_decode_max);
     json_knum(w, "first_contact_prefill_gflops", c->first_contact_prefill_gflops);
     json_knum(w, "first_contact_read_gbs", c->first_contact_read_gbs);
+    json_kint(w, "measured_rounds_repeated", c->measured_rounds_repeated);
+    json_knum(w, "first_contact_wait_share", c->first_contact_wait_share);
+    json_kint(w, "first_contact_attempts", c->first_contact_attempts);
+    /* null: its figures were kept (or none taken); else why not (edgert.h) */
+    json_kstr(w, "first_contact_contention", c->first_contact_contention);
     json_key(w, "decode_group"); /* priority speed: edgert_selection_decode_group */
     if (decode_group >= 0)
         json_int(w, decode_group);

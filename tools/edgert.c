@@ -59,6 +59,8 @@ static const char env_help[] =
     "                            every eligible backend unless --backend names one)\n"
     "  EDGERT_LOG                error|warn|info|debug (default warn)\n"
     "  EDGERT_SANDBOX_TIMEOUT    seconds a plugin's first contact may take (default 60)\n"
+    "  EDGERT_CONTENTION         judge|ignore: set aside figures measured under other\n"
+    "                            load (default judge), or keep them\n"
     "  XDG_CACHE_HOME            evidence lives in $XDG_CACHE_HOME/edgert/evidence.json\n"
     "                            (default ~/.cache/edgert/evidence.json), first-contact\n"
     "                            verdicts in $XDG_CACHE_HOME/edgert/first-contact/\n"
@@ -263,7 +265,10 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "every eligible in-process backend and store the results as evidence,\n"
                 "keyed by this device's fingerprint (XXH3 of the probe's facts) and each\n"
                 "plugin file's XXH3, so a changed plugin or another device never reuses\n"
-                "them. 'edgert select' then ranks by them. The file is replaced atomically.\n\n"
+                "them. 'edgert select' then ranks by them. The file is replaced atomically.\n"
+                "A round whose threads waited for a CPU a fifth of their time or more\n"
+                "(other load) is set aside and measured again, up to 3 times; the evidence\n"
+                "counts them (EDGERT_CONTENTION=ignore keeps such rounds).\n\n"
                 "  -o, --out FILE      write here instead of the per-user cache\n"
                 "  --repeat N          decode steps per backend and round (default 5; 3\n"
                 "                      interleaved rounds, the median stored)\n"
@@ -802,7 +807,8 @@ static void explain_candidate(const edgert_candidate *k, int r)
         if (!isnan(k->measured.decode_tokens_per_s))
             tprintf(" %.2f tok/s decode", k->measured.decode_tokens_per_s);
         if (!isnan(k->measured_decode_min))
-            tprintf(" [rounds %.2f..%.2f]", k->measured_decode_min, k->measured_decode_max);
+            tprintf(" [rounds %.2f..%.2f%s]", k->measured_decode_min, k->measured_decode_max,
+                    k->measured_rounds_repeated ? "; contended rounds measured again" : "");
         else if (k->measured.decode_tokens_per_s == k->first_contact_decode_tokens_per_s &&
                  !isnan(k->first_contact_decode_min))
             tprintf(" [calls %.2f..%.2f]", k->first_contact_decode_min,
@@ -837,6 +843,14 @@ static void explain_candidate(const edgert_candidate *k, int r)
             tprintf(", %.0f GFLOP/s prefill", k->first_contact_prefill_gflops);
         tprintf(" (its quick measurement)\n");
     }
+    if (k->first_contact_contention)
+        tprintf("  %-16s           first contact: figures not kept, measured under contention: "
+                "%s\n  %-16s           (its tier is ranked by declared figures; a run a minute "
+                "or more from now measures it again)\n", "", k->first_contact_contention, "");
+    else if (k->first_contact_attempts > 1u)
+        tprintf("  %-16s           first contact: measured again (%u earlier measurement%s ran "
+                "under contention)\n", "", k->first_contact_attempts - 1u,
+                k->first_contact_attempts == 2u ? "" : "s");
     if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
         tprintf("  %-16s           declared:", "");
         if (!isnan(k->declared.decode_tokens_per_s))

@@ -67,6 +67,7 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c)
     p->first_contact_decode_min = p->first_contact_decode_max = NAN;
     p->first_contact_prefill_gflops = NAN;
     p->first_contact_read_gbs = NAN;
+    p->first_contact_wait_share = NAN;
     p->detail = "";
     p->reasons = NULL;
     p->reason_count = 0;

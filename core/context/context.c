@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/contention.h"
 #include "context/context.h"
 #include "probe/probe.h"
 #include "formats/yamldoc.h"
@@ -92,6 +93,13 @@ static void configure(edgert_ctx *ctx, const edgert_options *o)
     ctx->disabled = split_names(er_getenv(o->ignore_env, "EDGERT_DISABLE"), o->disable);
     ctx->sandbox_timeout_ms =
         er_sandbox_timeout_ms(er_getenv(o->ignore_env, "EDGERT_SANDBOX_TIMEOUT"), &ctx->diags);
+    /* read even with ignore_env, as the cache folders are: it says what
+     * this machine is (never quiet), not what an application chose */
+    const char *contention = er_getenv(0, "EDGERT_CONTENTION");
+    ctx->contention_ignored = er_contention_ignored(contention) == 1;
+    if (er_contention_ignored(contention) < 0)
+        er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
+                    "EDGERT_CONTENTION=%s is not judge or ignore: judge is used", contention);
 }
 
 /* The device the selection is for: a profile (plan mode) or the probe (live). */
@@ -226,6 +234,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
         st = er_weights_summary(ctx, o->weights, err, err_len);
     if (st != EDGERT_OK)
         goto fail;
+    ctx->sb_batch = 1; /* first contacts, if any, under one hold of the lock */
     for (size_t i = 0; i < ctx->ncands; i++) {
         er_cand *c = ctx->cands[i];
         er_cand_publish(ctx, c);
@@ -236,6 +245,7 @@ edgert_status edgert_open(const edgert_options *o, edgert_ctx **out, char *err, 
             er_sandbox(ctx, c, 1, NULL); /* a cached verdict, never plugin code */
         c->pub.eligible = c->failed == 0;
     }
+    er_sb_batch_end(ctx);
     er_evidence_apply(ctx); /* for the same device and the same plugin files */
     warn_unknown_disabled(ctx);
     *out = ctx;
@@ -249,6 +259,7 @@ void edgert_close(edgert_ctx *ctx)
 {
     if (!ctx)
         return;
+    er_sb_batch_end(ctx); /* an open that failed while it held first contact's lock */
     for (size_t i = 0; i < ctx->ncands; i++)
         er_cand_free(ctx->cands[i]);
     free(ctx->cands);

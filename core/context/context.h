@@ -74,6 +74,7 @@ typedef struct er_cand {
     char *path_chosen;
     char checksum[EDGERT_CHECKSUM_LEN]; /**< pub.checksum points here when set */
     int sandbox_passed;         /**< first contact (sandbox.c) passed, now or cached */
+    char contention[240];       /**< pub.first_contact_contention points here when set */
     int calibrated;             /**< pub.measured holds calibrate's figures (evidence.c) */
     char *series;               /**< their evidence series (pub.measured_series), or NULL */
     char *workload;             /**< their workload (pub.measured_workload), or NULL */
@@ -104,6 +105,7 @@ struct edgert_ctx {
     er_arena *arena;            /**< packed weights (arena.c); NULL: host.c's allocation */
     int ignore_env, strict, no_evidence;
     long long sandbox_timeout_ms; /* first contact's limit (er_sandbox_timeout_ms) */
+    int contention_ignored;     /* EDGERT_CONTENTION=ignore: figures kept as measured */
     int no_env_selection;       /**< EDGERT_PRIORITY / EDGERT_BACKEND not applied */
     int defer_load;             /**< edgert_open loads nothing; loading happens on demand */
     int cache_unnamed_said;     /**< the warning that no verdict cache folder exists, given */
@@ -127,8 +129,11 @@ struct edgert_ctx {
         uint32_t partial_k, partial_group;
     } weights;
     int stage_fd;               /**< in the sandbox's child: where stages are reported */
-    int sb_lock_fd;             /**< first contact's lock while its child runs, else -1;
-                                 *   the child closes it before any plugin code runs */
+    int sb_lock_fd;             /**< first contact's lock while its child runs (and
+                                 *   through sb_batch), else -1; the child closes it
+                                 *   before any plugin code runs */
+    int sb_batch;               /**< 1 while edgert_open meets its candidates: a lock
+                                 *   taken is kept until all are met (er_sb_batch_end) */
     char **disabled;            /**< NULL-terminated names */
     edgert_log_fn log;
     void *log_user;

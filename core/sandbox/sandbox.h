@@ -24,6 +24,17 @@ typedef struct sb_result {
     int passing;           /* 1: a verdict of the moment, not kept (killed from outside,
                             * no child could be made, its end could not be read) */
     unsigned checked_outputs; /* outputs the core's arithmetic check compared (0: not run) */
+    /* what the quick measurement saw of the machine (common/contention.h) */
+    double wait_share;     /* its threads' wait for a CPU over their time, NaN unknown */
+    double cpu_per_wall;   /* their CPU time over wall time, NaN unknown */
+    double wait_per_wall;  /* their wait over wall time, NaN unknown */
+    int run_queue, cpus;   /* the run queue seen (-1 unknown), CPUs online */
+    /* why its figures were not kept (set by the parent, which knows this
+     * device's quiet read), else "": the verdict is cached, its figures NaN,
+     * and a later run measures again (sandbox.c) */
+    char contended[240];
+    long long measured_at; /* when (CLOCK_REALTIME, s): a contended verdict's age */
+    unsigned attempts;     /* measurements this verdict took, contended ones included */
 } sb_result;
 
 /* The quick measurement of a loaded candidate, in the child
@@ -51,9 +62,17 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r);
  * folder (each process meets plugins on its own then, as it keeps no
  * verdicts), or the wait ran out (*timed_out set). */
 int er_sb_lock(long long wait_ms, int *timed_out);
+/* The end of edgert_open's first contacts (ctx->sb_batch): the lock, if
+ * one was taken for them, is released; later contacts take it each. */
+void er_sb_batch_end(struct edgert_ctx *ctx);
 /* Milliseconds of CLOCK_MONOTONIC: the deadlines of the child and the lock. */
 long long er_sb_now_ms(void);
 void er_sb_unlock(int fd);
+/* The highest read rate (GB/s) an uncontended first contact measured on
+ * this device, NaN when none is kept yet; er_sb_quiet_read_offer keeps
+ * read_gbs when it is higher (under first contact's lock). */
+double er_sb_quiet_read(struct edgert_ctx *ctx);
+void er_sb_quiet_read_offer(struct edgert_ctx *ctx, double read_gbs);
 /* Keep r as c's verdict (written whole, then renamed into place). */
 void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r);
 

@@ -133,7 +133,13 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
     }
 }
 
-/* Format 6: format 5 with checked_outputs, the outputs the core's arithmetic
+/* Format 7: format 6 with what the quick measurement saw of the machine
+ * (wait_share, contended: common/contention.h), when it was taken
+ * (measured_at) and how many it took (attempts); a contended verdict's
+ * figures are nan. A format-6 verdict's figures were never judged for
+ * contention (a crowd cached 1.7-4.3 tok/s where 25-35 is quiet), so its
+ * plugin is met again.
+ * Format 6: format 5 with checked_outputs, the outputs the core's arithmetic
  * check compared (sandbox_check.c): a format-5 verdict passed no such check,
  * so its plugin is met again.
  * Format 5: format 4 with pack_refused, narrowed to the manifest's own
@@ -145,6 +151,7 @@ static void take_line(const char *text, const char *key, char *dst, size_t len)
  * older verdict (format 1's figure may be the L3's, format 2 has no range,
  * format 3 no read: its figure is of its moment's bandwidth) is not read,
  * so first contact runs again. */
+#define ER_SB_FORMAT "edgert-first-contact 7\n"
 /* The verdict file's text (malloc'd, at most 4 KiB), or NULL. It is read
  * from the descriptor it was checked on, never through a link or from a
  * FIFO; as root (or setuid), a file another user could have written, or
@@ -185,12 +192,13 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     char *path = er_sb_cache_file(ctx, c, 0);
     char *text = path ? read_verdict(path) : NULL;
     free(path);
-    if (!text || strncmp(text, "edgert-first-contact 6\n", 23) != 0) {
+    if (!text || strncmp(text, ER_SB_FORMAT, strlen(ER_SB_FORMAT)) != 0) {
         free(text);
         return -1;
     }
     char ok[8] = "", gate[8] = "", dec[32] = "nan", pre[32] = "nan", lo[32] = "nan",
-         hi[32] = "nan", rd[32] = "nan", limit[32] = "0", outside[8] = "0", checked[16] = "0";
+         hi[32] = "nan", rd[32] = "nan", limit[32] = "0", outside[8] = "0", checked[16] = "0",
+         wait[32] = "nan", at[32] = "0", attempts[16] = "1";
     take_line(text, "ok", ok, sizeof ok);
     take_line(text, "packed_outside", outside, sizeof outside);
     take_line(text, "timeout_ms", limit, sizeof limit);
@@ -204,6 +212,10 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     take_line(text, "read_gbs", rd, sizeof rd);
     take_line(text, "pack_refused", r->pack_refused, sizeof r->pack_refused);
     take_line(text, "checked_outputs", checked, sizeof checked);
+    take_line(text, "wait_share", wait, sizeof wait);
+    take_line(text, "contended", r->contended, sizeof r->contended);
+    take_line(text, "measured_at", at, sizeof at);
+    take_line(text, "attempts", attempts, sizeof attempts);
     free(text);
     r->ok = strcmp(ok, "1") == 0;
     r->gate = atoi(gate);
@@ -215,6 +227,15 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     r->timeout_ms = strtoll(limit, NULL, 10);
     r->packed_outside = strcmp(outside, "1") == 0;
     r->checked_outputs = (unsigned)strtoul(checked, NULL, 10);
+    r->wait_share = strtod(wait, NULL);
+    r->measured_at = strtoll(at, NULL, 10);
+    r->attempts = (unsigned)strtoul(attempts, NULL, 10);
+    r->run_queue = -1;
+    r->cpu_per_wall = NAN;
+    if (!(r->wait_share >= 0.0 && r->wait_share <= 1.0))
+        r->wait_share = NAN;
+    if (r->contended[0]) /* its figures were not kept, whatever the file says */
+        r->decode_tok_s = r->prefill_gflops = r->decode_min = r->decode_max = r->read_gbs = NAN;
     if (!r->ok && (r->gate < 0 || r->gate >= ER_GATE_COUNT || !r->reason[0]))
         return -1; /* not a verdict this edgert wrote */
     /* figures that mean nothing (inf, 0, negative: edited or damaged) would
@@ -228,10 +249,33 @@ int er_sb_cache_read(struct edgert_ctx *ctx, const er_cand *c, sb_result *r)
     return 0;
 }
 
-/* Written to a temporary file, then renamed: a reader never sees half. */
+/* text written to a temporary file beside path, then renamed to it: a
+ * reader never sees half. 0, or the errno of what failed. */
+static int put_whole(const char *path, const char *text)
+{
+    char *tmp = NULL;
+    if (asprintf(&tmp, "%s.XXXXXX", path) < 0)
+        return ENOMEM;
+    int e = 0, fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        e = errno;
+        if (fd >= 0)
+            close(fd);
+    } else if (fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
+        e = errno ? errno : EIO;
+    } else {
+        free(tmp);
+        return 0;
+    }
+    unlink(tmp);
+    free(tmp);
+    return e;
+}
+
 void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result *r)
 {
-    char *path = er_sb_cache_file(ctx, c, 1), *tmp = NULL;
+    char *path = er_sb_cache_file(ctx, c, 1), *text = NULL;
     if (!path && !ctx->cache_unnamed_said) { /* once per handle, not per plugin */
         ctx->cache_unnamed_said = 1;
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
@@ -239,42 +283,63 @@ void er_sb_cache_write(struct edgert_ctx *ctx, const er_cand *c, const sb_result
                     "names an absolute folder (or, under secure execution, they are not "
                     "read), so every process meets its plugins again (a child process each)");
     }
-    if (!path || asprintf(&tmp, "%s.XXXXXX", path) < 0) {
+    /* newlines cannot be in the values: each is one line */
+    if (!path || asprintf(&text, ER_SB_FORMAT "backend %s\nok %d\ngate %d\nreason %s\n"
+                          "detail %s\ndecode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
+                          "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\n"
+                          "read_gbs %.17g\ntimeout_ms %lld\npacked_outside %d\n"
+                          "pack_refused %s\nchecked_outputs %u\nwait_share %.17g\n"
+                          "contended %s\nmeasured_at %lld\nattempts %u\n",
+                          c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
+                          r->prefill_gflops, r->decode_min, r->decode_max, r->read_gbs,
+                          r->timeout_ms, r->packed_outside, r->pack_refused, r->checked_outputs,
+                          r->wait_share, r->contended, r->measured_at, r->attempts) < 0) {
         free(path);
         return;
     }
-    int e = 0;
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        e = errno;
-        if (fd >= 0)
-            close(fd);
-    } else {
-        /* newlines cannot be in the values: each is one line */
-        fprintf(f, "edgert-first-contact 6\nbackend %s\nok %d\ngate %d\nreason %s\ndetail %s\n"
-                   "decode_tokens_per_s %.17g\nprefill_gflops %.17g\n"
-                   "decode_tokens_per_s_min %.17g\ndecode_tokens_per_s_max %.17g\nread_gbs %.17g\n"
-                   "timeout_ms %lld\npacked_outside %d\npack_refused %s\n"
-                   "checked_outputs %u\n",
-                c->m.name, r->ok, r->gate, r->reason, r->detail, r->decode_tok_s,
-                r->prefill_gflops, r->decode_min, r->decode_max, r->read_gbs, r->timeout_ms,
-                r->packed_outside, r->pack_refused, r->checked_outputs);
-        if (fclose(f) == 0 && rename(tmp, path) == 0) {
-            free(tmp);
-            tmp = NULL;
-        } else {
-            e = errno;
-        }
-    }
-    if (tmp && !ctx->cache_unnamed_said) { /* a folder there, but not writable (HOME=/) */
+    int e = put_whole(path, text);
+    if (e && !ctx->cache_unnamed_said) { /* a folder there, but not writable (HOME=/) */
         ctx->cache_unnamed_said = 1;
         er_diag_add(&ctx->diags, EDGERT_LOG_WARN, NULL, 0, 0,
                     "first contact's verdicts are not kept: %s: %s, so every process meets "
                     "its plugins again (a child process each)", path, strerror(e));
     }
-    if (tmp)
-        unlink(tmp);
-    free(tmp);
+    free(text);
+    free(path);
+}
+
+/* The quiet read's file: one per device, beside the verdicts. */
+static char *quiet_read_file(struct edgert_ctx *ctx, int create)
+{
+    char *dir = verdict_folder(create), *path = NULL;
+    if (dir && asprintf(&path, "%s/%s-quiet-read", dir, ctx->fingerprint) < 0)
+        path = NULL;
+    free(dir);
+    return path;
+}
+
+double er_sb_quiet_read(struct edgert_ctx *ctx)
+{
+    char *path = quiet_read_file(ctx, 0), *text = path ? read_verdict(path) : NULL;
+    char rd[32] = "nan";
+    double v = NAN;
+    if (text && strncmp(text, "edgert-quiet-read 1\n", 20) == 0) {
+        take_line(text, "read_gbs", rd, sizeof rd);
+        v = strtod(rd, NULL);
+    }
+    free(text);
+    free(path);
+    return v > 0.0 && v < 1e6 ? v : NAN; /* an edited figure means nothing */
+}
+
+void er_sb_quiet_read_offer(struct edgert_ctx *ctx, double read_gbs)
+{
+    double have = er_sb_quiet_read(ctx);
+    char *path = NULL, *text = NULL;
+    if (!(read_gbs > 0.0) || have >= read_gbs || !(path = quiet_read_file(ctx, 1)))
+        return;
+    if (asprintf(&text, "edgert-quiet-read 1\nread_gbs %.17g\n", read_gbs) >= 0)
+        (void)put_whole(path, text); /* not kept: the next quiet contact offers again */
+    free(text);
     free(path);
 }

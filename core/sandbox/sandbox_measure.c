@@ -22,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/contention.h"
 #include "common/workload.h"
 #include "sandbox/sandbox.h"
 
@@ -287,6 +288,10 @@ void er_sb_quick_measure(er_cand *c, sb_result *r)
                                ? (uint32_t)c->m.group_size
                                : 128u;
     edgert_qtensor t = {0};
+    /* what the machine's other load did to the measurement (sandbox.c
+     * judges it with this device's quiet read: common/contention.h) */
+    er_cpu_mark before, after;
+    er_cpu_mark_now(&before);
     if (!(c->plugin->caps & EDGERT_CAP_GEMM) || fill_weights(&t, n, k, group) != 0)
         goto out;
     /* decode: weights per second, whatever the packed bytes per weight;
@@ -331,6 +336,13 @@ void er_sb_quick_measure(er_cand *c, sb_result *r)
     }
     if (s.med > 0.0)
         r->prefill_gflops = 2.0 * 64.0 * rows * (double)k / s.med / 1e9;
+    er_cpu_mark_now(&after);
+    er_cpu_load load = er_cpu_load_between(&before, &after);
+    r->wait_share = load.wait_share;
+    r->cpu_per_wall = load.cpu_per_wall;
+    r->wait_per_wall = load.wait_per_wall;
+    r->run_queue = load.run_queue;
+    r->cpus = load.cpus;
 out:
     edgert_qtensor_free(&t);
 }

@@ -24,6 +24,7 @@
 #include "select/selector.h"
 #include "discover/discover.h"
 #include "load/load.h"
+#include "sandbox/sandbox.h"
 
 
 /* Return the order of a and b when they differ (descending: the larger
@@ -310,6 +311,7 @@ static void load_for_selection(edgert_ctx *ctx, const char *forced)
 {
     if (!ctx->defer_load || ctx->dev.planned)
         return;
+    ctx->sb_batch = 1; /* first contacts under one hold of the lock (sandbox.c) */
     for (size_t i = 0; i < ctx->ncands; i++) {
         er_cand *c = ctx->cands[i];
         if (forced && strcmp(c->m.name, forced) != 0)
@@ -317,6 +319,7 @@ static void load_for_selection(edgert_ctx *ctx, const char *forced)
         er_ensure_loaded(ctx, c);
         c->pub.eligible = c->failed == 0;
     }
+    er_sb_batch_end(ctx);
 }
 
 /* Why nothing is eligible when no manifest was taken: none found in the

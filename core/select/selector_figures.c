@@ -118,7 +118,7 @@ int er_sel_has_calibrated_decode(const er_cand *c)
 
 decode_src er_sel_decode_source(const struct edgert_ctx *ctx, int t)
 {
-    size_t calibrated = 0, quick_only = 0, calibrated_unquick = 0;
+    size_t calibrated = 0, quick_only = 0, calibrated_unquick = 0, contended = 0;
     const char *series = NULL;
     int one_series = 1;
     for (size_t i = 0; i < ctx->ncands; i++) {
@@ -126,6 +126,12 @@ decode_src er_sel_decode_source(const struct edgert_ctx *ctx, int t)
         if (!c->pub.eligible || er_sel_tier(ctx, c) != t)
             continue;
         int quick = !isnan(c->pub.first_contact_decode_tokens_per_s);
+        /* a first contact measured under contention kept no figure
+         * (sandbox.c): a member with nothing better leaves the tier no
+         * measurement that compares all of it, so its declared figures
+         * decide, the same for every process that reads the verdict */
+        if (c->pub.first_contact_contention && !er_sel_has_calibrated_decode(c))
+            contended++;
         if (er_sel_has_calibrated_decode(c)) {
             calibrated++;
             calibrated_unquick += quick ? 0u : 1u;
@@ -137,6 +143,8 @@ decode_src er_sel_decode_source(const struct edgert_ctx *ctx, int t)
             quick_only++; /* never calibrated, or calibrate stored no decode rate */
         }
     }
+    if (contended > 0)
+        return with_read(ctx, t, SRC_DECLARED);
     if (calibrated == 0)
         return with_read(ctx, t, quick_only ? SRC_FIRST_CONTACT : SRC_DECLARED);
     if (quick_only == 0 && one_series)

@@ -51,6 +51,13 @@
  *   EDGERT_LOG                error|warn|info|debug: default log level
  *   EDGERT_SANDBOX_TIMEOUT    seconds a plugin's first contact may take
  *                             (default 60, at most 3600)
+ *   EDGERT_CONTENTION         judge|ignore: whether figures measured while
+ *                             other load took the CPUs or the memory are
+ *                             set aside (judge, the default: first contact
+ *                             keeps no figure, calibrate repeats the round)
+ *                             or kept as measured (a machine never quiet);
+ *                             read even with ignore_env: it describes the
+ *                             machine, as the cache folders below do
  * XDG_CACHE_HOME and HOME name the folder of first contact's cached
  * verdicts (read even with ignore_env) and, unless ignore_env is set or
  * edgert_options.evidence_file names it, of the evidence file;
@@ -265,6 +272,30 @@ typedef struct edgert_candidate {
      *  not run: no GEMM, not loaded, a plan, or its pack refused the core's
      *  weights. Cached with first contact's verdict. */
     unsigned arithmetic_checked;
+    /** Why first contact's quick figures were not kept, NULL when they were
+     *  (or none were taken): what its measurement saw of other load on the
+     *  machine, in one clause, and what it measured then ("its threads
+     *  waited for a CPU 52% of the time (run queue 14 on 2 CPUs); measured
+     *  3.1 tok/s, 49 GFLOP/s"). The first_contact_* figures are NaN then,
+     *  the verdict (loaded, self-tested, checked) stands and is cached, the
+     *  selector compares the backend's tier by declared figures
+     *  (edgert_selection_decode_source "declared"), and a run a minute or
+     *  more later measures it again. A measurement is contended when its
+     *  threads waited for a CPU a fifth of their time or more, or read memory
+     *  at under a third of what this device reads when quiet. */
+    const char *first_contact_contention;
+    /** The share of their time first contact's measuring threads waited
+     *  for a CPU (the kernel's schedstat run delay), NaN when not known. */
+    double first_contact_wait_share;
+    /** First-contact measurements the current verdict took: 1, or more
+     *  when earlier ones ran under contention and were taken again; 0 when
+     *  nothing was measured. */
+    unsigned first_contact_attempts;
+    /** Decode rounds `edgert calibrate` measured and set aside as contended
+     *  before the rounds `measured.decode_tokens_per_s` is the median of
+     *  (edgert_evidence.decode_rounds_repeated); 0 when none or not
+     *  calibrated. */
+    unsigned measured_rounds_repeated;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */

@@ -187,6 +187,8 @@ class Candidate:
     declared: Figures
     measured: Figures
     first_contact_decode_tokens_per_s: Optional[float]
+    # why first contact's figures were set aside (measured under contention), else None
+    first_contact_contention: Optional[str]
     to_dict = _asdict
 
 
@@ -205,7 +207,8 @@ def _candidate(c: _n.Candidate) -> Candidate:
         reasons=tuple(_s(c.reasons[i]) for i in range(c.reason_count)), detail=_s(c.detail),
         path_chosen=_s(c.path_chosen), rationale=_s(c.rationale),
         declared=_figures(c.declared), measured=_figures(c.measured),
-        first_contact_decode_tokens_per_s=_num(c.first_contact_decode_tokens_per_s))
+        first_contact_decode_tokens_per_s=_num(c.first_contact_decode_tokens_per_s),
+        first_contact_contention=_s(c.first_contact_contention))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,7 +60,9 @@ class Candidate(Structure):
                 ("first_contact_decode_max", c_double),
                 ("first_contact_prefill_gflops", c_double), ("measured_top1_tokens", c_uint),
                 ("measured_workload", c_char_p), ("first_contact_read_gbs", c_double),
-                ("measured_fidelity_source", c_char_p), ("arithmetic_checked", c_uint)]
+                ("measured_fidelity_source", c_char_p), ("arithmetic_checked", c_uint),
+                ("first_contact_contention", c_char_p), ("first_contact_wait_share", c_double),
+                ("first_contact_attempts", c_uint), ("measured_rounds_repeated", c_uint)]
 
 
 class Diag(Structure):

@@ -2,7 +2,8 @@
  * tests/sandbox/test_sandbox_crowd.c — first contact met by a crowd: processes
  * started together on a fresh cache meet each plugin once between them (one
  * child per plugin, counted from their logs), under the per-user lock, and
- * all take that one verdict and its figures; a process killed (-9) in the
+ * all take that one verdict and its figures (or, beside busy loops, all see
+ * them set aside as contended, and select alike); a process killed (-9) in the
  * middle of a first contact does not keep the next one waiting (the lock is
  * its open descriptor's, released with it).
  */
@@ -28,8 +29,9 @@
 
 /* What one process of the crowd saw. */
 typedef struct seen {
-    int ok, contacts, loaded;
+    int ok, contacts, loaded, contended;
     double decode[2];
+    char selected[32];
     char err[200];
 } seen;
 
@@ -82,23 +84,56 @@ static void crowd_member(const char *dir, int go, int out)
             const edgert_candidate *c = edgert_candidate_find(ctx, names[i]);
             s.loaded += c && c->eligible && c->arithmetic_checked > 0;
             s.decode[i] = c ? c->first_contact_decode_tokens_per_s : NAN;
+            s.contended += c && c->first_contact_contention;
         }
+        edgert_selection *sel = NULL;
+        if (edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, s.err, sizeof s.err) ==
+            EDGERT_OK)
+            snprintf(s.selected, sizeof s.selected, "%s",
+                     edgert_candidate_at(ctx, edgert_selection_index(sel, 0))->name);
+        edgert_selection_free(sel);
         edgert_close(ctx);
     }
     ssize_t w = write(out, &s, sizeof s);
     _exit(w == (ssize_t)sizeof s ? 0 : 3);
 }
 
-/* CROWD processes at once on a fresh cache, two plugins: two first contacts
- * in all, and every process with the same two figures (the one verdict). */
-static void test_crowd_meets_each_plugin_once(void **state)
+/* A busy loop on every CPU, twice over (pids into pids[], at most max). */
+static int start_burners(pid_t *pids, int max)
 {
-    (void)state;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = (int)(cpus > 0 ? 2 * cpus : 4);
+    n = n < max ? n : max;
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0)
+            for (volatile unsigned long x = 0;; x++)
+                ;
+    }
+    return n;
+}
+
+/* CROWD processes at once on a fresh cache, two plugins declaring 50 and
+ * 90 tok/s: two first contacts in all, every process with the same two
+ * figures (the one verdict) and the same selection. With `burn`, beside a
+ * busy loop on every CPU twice over, contention judged (EDGERT_CONTENTION
+ * unset): every process sees both figures set aside, none cached. */
+static void run_crowd(int burn)
+{
     char *saved, *cache = tu_fresh_cache(&saved);
     char *dir = tu_tmpdir(), *lib = tu_plugin("tp_good");
-    free(tu_manifest(dir, "one.yaml", "test-one", lib, NULL, "plugin_name: test-good\n"));
-    free(tu_manifest(dir, "two.yaml", "test-two", lib, NULL, "plugin_name: test-good\n"));
+    free(tu_manifest(dir, "one.yaml", "test-one", lib, NULL, "plugin_name: test-good\n"
+                     "declared: {decode_tokens_per_s: 50, measured_on: \"test\"}\n"));
+    free(tu_manifest(dir, "two.yaml", "test-two", lib, NULL, "plugin_name: test-good\n"
+                     "declared: {decode_tokens_per_s: 90, measured_on: \"test\"}\n"));
     free(lib);
+    pid_t burners[64];
+    int nb = 0;
+    if (burn) {
+        unsetenv("EDGERT_CONTENTION");
+        nb = start_burners(burners, 64);
+    }
     int go[2], out[2];
     assert_int_equal(pipe(go), 0);
     assert_int_equal(pipe(out), 0);
@@ -115,7 +150,7 @@ static void test_crowd_meets_each_plugin_once(void **state)
     close(go[0]);
     close(out[1]);
     close(go[1]); /* start */
-    int contacts = 0;
+    int contacts = 0, contended = 0;
     seen first = {0};
     for (int i = 0; i < CROWD; i++) {
         seen s;
@@ -123,12 +158,16 @@ static void test_crowd_meets_each_plugin_once(void **state)
         if (!s.ok || s.loaded != 2)
             fail_msg("member %d: ok %d, loaded and checked %d of 2: %s", i, s.ok, s.loaded, s.err);
         contacts += s.contacts;
+        contended += s.contended;
         if (i == 0)
             first = s;
         for (int p = 0; p < 2; p++) /* one verdict each: the same figure, bit for bit */
             if (memcmp(&s.decode[p], &first.decode[p], sizeof(double)) != 0)
                 fail_msg("member %d saw %.17g for plugin %d, member 0 %.17g", i, s.decode[p], p,
                          first.decode[p]);
+        if (strcmp(s.selected, first.selected) != 0 || !s.selected[0])
+            fail_msg("member %d selected '%s', member 0 '%s' (%s)", i, s.selected,
+                     first.selected, s.err);
     }
     close(out[0]);
     for (int i = 0; i < CROWD; i++) {
@@ -136,11 +175,45 @@ static void test_crowd_meets_each_plugin_once(void **state)
         assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
+    for (int i = 0; i < nb; i++) {
+        kill(burners[i], SIGKILL);
+        waitpid(burners[i], NULL, 0);
+    }
     if (contacts != 2)
         fail_msg("%d processes met 2 plugins with %d first contacts (one each expected)", CROWD,
                  contacts);
+    print_message("  %d processes%s: selected %s, %d of %d figures set aside as contended\n",
+                  CROWD, burn ? " beside busy loops" : "", first.selected, contended,
+                  2 * CROWD);
+    if (burn) {
+        /* set aside by all: the tier ranked by what is declared */
+        assert_int_equal(contended, 2 * CROWD);
+        assert_true(isnan(first.decode[0]) && isnan(first.decode[1]));
+        assert_string_equal(first.selected, "test-two");
+        setenv("EDGERT_CONTENTION", "ignore", 1);
+    }
     tu_rmrf(dir);
     tu_restore_cache(cache, saved);
+}
+
+static void test_crowd_meets_each_plugin_once(void **state)
+{
+    (void)state;
+    run_crowd(0);
+}
+
+/* The same crowd with a busy loop on every CPU, twice over. */
+static void test_crowd_under_load(void **state)
+{
+    (void)state;
+    char buf[128] = "";
+    FILE *f = fopen("/proc/self/schedstat", "r");
+    int known = f && fgets(buf, sizeof buf, f) && strtoull(buf, NULL, 10) > 0;
+    if (f)
+        fclose(f);
+    if (!known)
+        tu_skip("this kernel gives no schedstat: no contention can be seen");
+    run_crowd(1);
 }
 
 /* 1 when another process holds the lock of the verdict folder under `cache`. */
@@ -223,7 +296,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crowd_meets_each_plugin_once),
+        cmocka_unit_test(test_crowd_under_load),
         cmocka_unit_test(test_killed_holder_blocks_nobody),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return tu_run_group("sandbox crowd", tests, NULL, NULL);
 }

@@ -531,7 +531,11 @@ static void test_live_ranking(void **state)
     const edgert_candidate *f = edgert_candidate_find(ctx, "test-fast"),
                            *s = edgert_candidate_find(ctx, "test-slow");
     assert_true(f->loaded && s->loaded);
-    assert_true(f->measured.decode_tokens_per_s > s->measured.decode_tokens_per_s);
+    if (!(f->measured.decode_tokens_per_s > s->measured.decode_tokens_per_s))
+        fail_msg("test-fast %g (%s), test-slow %g (%s)", f->measured.decode_tokens_per_s,
+                 f->first_contact_contention ? f->first_contact_contention : "kept",
+                 s->measured.decode_tokens_per_s,
+                 s->first_contact_contention ? s->first_contact_contention : "kept");
     edgert_selection *sel = NULL;
     assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
                      EDGERT_OK);
