@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "cli.h"
+#include "common/contention.h"
 #include "verify.h"
 
 /* Decode rounds per backend, interleaved: round r measures every backend
@@ -21,6 +22,11 @@
  * measured one after the other compare windows as much as kernels, while
  * interleaved rounds see the same windows. */
 #define CAL_ROUNDS 3u
+/* A round whose threads waited for a CPU (other load: common/contention.h)
+ * measured that load as much as the backend, and its median could decide a
+ * ranking: it is set aside and measured again, up to this many times per
+ * round; a round contended every time stores nothing for its backend. */
+#define CAL_REPEATS 3u
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -44,19 +50,42 @@ static int bench_pass(edgert_ctx *ctx, const cli *bc, const workload *w, const c
     return EXIT_OK;
 }
 
-/* One decode bench of `name` into *tps. EXIT_OK, or EXIT_FAIL after saying why. */
+/* One decode bench of `name` into *tps, measured again while it runs under
+ * contention (up to CAL_REPEATS times, counted into *repeated), unless
+ * EDGERT_CONTENTION=ignore. EXIT_OK, or EXIT_FAIL after saying why. */
 static int bench_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
-                     unsigned round, bench_result *br, double *tps)
+                     unsigned round, bench_result *br, double *tps, unsigned *repeated)
 {
     cli bc = *c;
     bc.phase = PHASE_DECODE;
     bc.options = NULL;
-    char what[64];
-    snprintf(what, sizeof what, "decode, round %u of %u", round + 1u, CAL_ROUNDS);
-    if (bench_pass(ctx, &bc, w, name, what, br) != EXIT_OK)
-        return EXIT_FAIL;
-    *tps = br->tokens_per_s;
-    return EXIT_OK;
+    const int judged = er_contention_ignored(secure_getenv("EDGERT_CONTENTION")) != 1;
+    for (unsigned tries = 0;; tries++) {
+        char what[96], why[200] = "";
+        snprintf(what, sizeof what, "decode, round %u of %u%s", round + 1u, CAL_ROUNDS,
+                 tries ? ", again" : "");
+        er_cpu_mark before, after;
+        er_cpu_mark_now(&before);
+        if (bench_pass(ctx, &bc, w, name, what, br) != EXIT_OK)
+            return EXIT_FAIL;
+        er_cpu_mark_now(&after);
+        er_cpu_load load = er_cpu_load_between(&before, &after);
+        if (!judged || !er_contended(&load, NAN, NAN, why, sizeof why)) {
+            *tps = br->tokens_per_s;
+            return EXIT_OK;
+        }
+        if (tries == CAL_REPEATS) {
+            tfprintf(stderr, "edgert calibrate: %s: decode round %u ran under contention %u "
+                     "times (last: %s); no evidence stored for it: calibrate again when the "
+                     "machine is quiet (or set EDGERT_CONTENTION=ignore to keep such "
+                     "figures)\n", name, round + 1u, CAL_REPEATS + 1u, why);
+            return EXIT_FAIL;
+        }
+        ++*repeated;
+        if (!c->quiet && !c->json)
+            tfprintf(stderr, "calibrate: %s: round %u set aside (%.2f tok/s measured while %s): "
+                     "measuring it again\n", name, round + 1u, br->tokens_per_s, why);
+    }
 }
 
 /* Prefill of `name` at M = CAL_PREFILL_M into *gflops (bench's own repeats).
@@ -86,8 +115,8 @@ static int prefill_one(edgert_ctx *ctx, const cli *c, const workload *w, const c
 /* Verify one backend and fill *e with the median of its decode rounds.
  * EXIT_OK, or EXIT_FAIL after saying why nothing is stored for it. */
 static int verify_one(edgert_ctx *ctx, const cli *c, const workload *w, const char *name,
-                      const double *tps, double gflops, const bench_result *br, verify_result *v,
-                      edgert_evidence *e)
+                      const double *tps, unsigned repeated, double gflops,
+                      const bench_result *br, verify_result *v, edgert_evidence *e)
 {
     char err[1024] = "";
     if (!c->quiet && !c->json)
@@ -104,7 +133,7 @@ static int verify_one(edgert_ctx *ctx, const cli *c, const workload *w, const ch
         .struct_size = sizeof *e, .backend = name, .decode_tokens_per_s = sorted[CAL_ROUNDS / 2u],
         .prefill_gflops = gflops, .top1_agreement = v->top1_agreement, .kl_mean = v->kl_mean,
         .sqnr_min_db = v->sqnr_min_db, .threads = br->threads, .workload = w->name,
-        .correct = v->correct, .top1_tokens = v->tokens,
+        .correct = v->correct, .top1_tokens = v->tokens, .decode_rounds_repeated = repeated,
     };
     if (!v->correct)
         tfprintf(stderr,
@@ -133,6 +162,7 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             json_knum(&j, "decode_tokens_per_s_min", ev[i].decode_tokens_per_s_min);
             json_knum(&j, "decode_tokens_per_s_max", ev[i].decode_tokens_per_s_max);
             json_kint(&j, "decode_rounds", CAL_ROUNDS);
+            json_kint(&j, "decode_rounds_repeated", ev[i].decode_rounds_repeated);
             json_knum(&j, "prefill_gflops", ev[i].prefill_gflops);
             json_knum(&j, "top1_agreement", ev[i].top1_agreement);
             json_knum(&j, "top1_tokens", ev[i].top1_tokens ? ev[i].top1_tokens : NAN);
@@ -164,6 +194,12 @@ static void print_stored(edgert_ctx *ctx, const cli *c, const workload *w, const
             "at M = %u, once after them (not for the reference backend, which ranks last "
             "whatever its figures).\n",
             CAL_ROUNDS, CAL_PREFILL_M);
+    for (size_t i = 0; i < count; i++)
+        if (ev[i].decode_rounds_repeated)
+            tprintf("%s: %u decode round%s ran while other load took the CPUs, and %s measured "
+                    "again (the evidence counts them).\n", ev[i].backend,
+                    ev[i].decode_rounds_repeated, ev[i].decode_rounds_repeated == 1 ? "" : "s",
+                    ev[i].decode_rounds_repeated == 1 ? "was" : "were");
     /* --out FILE is read only when named again (select --evidence FILE) */
     tprintf("'edgert select --explain%s%s' now ranks by these measured figures (backends whose "
             "medians lie within each other's rounds count as equally fast at decode; prefill "
@@ -220,7 +256,8 @@ int cmd_calibrate(const cli *c)
     double (*tps)[CAL_ROUNDS] = calloc(n ? n : 1, sizeof *tps);
     double *gflops = calloc(n ? n : 1, sizeof *gflops);
     int *ok = calloc(n ? n : 1, sizeof *ok);
-    if (!ev || !br || !vr || !names || !tps || !gflops || !ok) {
+    unsigned *repeated = calloc(n ? n : 1, sizeof *repeated);
+    if (!ev || !br || !vr || !names || !tps || !gflops || !ok || !repeated) {
         tfprintf(stderr, "edgert calibrate: out of memory\n");
         rc = EXIT_FAIL;
         goto out;
@@ -241,7 +278,8 @@ int cmd_calibrate(const cli *c)
     }
     for (unsigned r = 0; r < CAL_ROUNDS; r++)
         for (size_t i = 0; i < nb; i++)
-            if (ok[i] && bench_one(ctx, c, &w, names[i], r, br, &tps[i][r]) != EXIT_OK) {
+            if (ok[i] &&
+                bench_one(ctx, c, &w, names[i], r, br, &tps[i][r], &repeated[i]) != EXIT_OK) {
                 ok[i] = 0;
                 rc = EXIT_FAIL;
             }
@@ -256,8 +294,8 @@ int cmd_calibrate(const cli *c)
     for (size_t i = 0; i < nb; i++) {
         if (!ok[i])
             continue;
-        if (verify_one(ctx, c, &w, names[i], tps[i], gflops[i], br, &vr[count], &ev[count]) !=
-            EXIT_OK) {
+        if (verify_one(ctx, c, &w, names[i], tps[i], repeated[i], gflops[i], br, &vr[count],
+                       &ev[count]) != EXIT_OK) {
             rc = EXIT_FAIL;
             continue;
         }
@@ -280,6 +318,7 @@ out:
     free(tps);
     free(gflops);
     free(ok);
+    free(repeated);
     edgert_close(ctx);
     wl_free(&w);
     return rc;

@@ -54,6 +54,11 @@
  * entry can hold a calibrate run's rates, with their series and time, and
  * a model's fidelity.
  *
+ * `decode_rounds_repeated` (likewise; absent or null: none) counts the
+ * decode rounds calibrate measured under contention (other load taking the
+ * CPUs: core/common/contention.h), set aside and measured again before the
+ * rounds the rate is the median of; it goes with the rate, as its range does.
+ *
  * This file reads; core/evidence/evidence_store.c writes (edgert_evidence_store).
  */
 #define _GNU_SOURCE
@@ -322,6 +327,10 @@ void er_evidence_apply(struct edgert_ctx *ctx)
             int ranged = er_is_range(lo, v, hi);
             c->pub.measured_decode_min = ranged ? lo : NAN;
             c->pub.measured_decode_max = ranged ? hi : NAN;
+            double repeated = ev_num(&y, e, "decode_rounds_repeated");
+            c->pub.measured_rounds_repeated =
+                repeated >= 1.0 && repeated <= 1e6 && repeated == floor(repeated)
+                    ? (unsigned)repeated : 0u;
             /* Evidence that the backend computes wrong results on this device
              * is a gate, like a failed self-test. */
             if (ev_num(&y, e, "correct") == 0.0) {

@@ -52,7 +52,7 @@ static void copy_entry(FILE *f, er_yaml *y, yaml_node_t *e)
     static const char *const nums[] = {"decode_tokens_per_s", "prefill_gflops", "top1_agreement",
                                        "kl_mean", "sqnr_min_db", "threads", "correct",
                                        "decode_tokens_per_s_min", "decode_tokens_per_s_max",
-                                       "top1_tokens"};
+                                       "top1_tokens", "decode_rounds_repeated"};
     fputs("    {", f);
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         fprintf(f, "%s\"%s\": ", i ? ", " : "", strs[i]);
@@ -307,6 +307,9 @@ static void write_entry(FILE *f, edgert_ctx *ctx, const edgert_evidence *e, uint
                                            ? ev_num(y, was, "top1_tokens") : NAN);
     fputs(", \"fidelity_source\": ", f); /* "": calibrate's verify of the workload */
     jstr(f, source);
+    fputs(", \"decode_rounds_repeated\": ", f); /* goes with its decode rate */
+    unsigned repeated = struct_size >= EDGERT_EVIDENCE_V5_SIZE ? e->decode_rounds_repeated : 0u;
+    jnum(f, old_rate ? ev_num(y, was, "decode_rounds_repeated") : (double)repeated);
     fputs("}", f);
 }
 

@@ -56,6 +56,13 @@ typedef struct edgert_evidence {
      *  Given back as edgert_candidate.measured_fidelity_source. Read only
      *  when struct_size covers it. */
     const char *fidelity_source;
+    /* ---- version 5 (edgert 0.1.0), to EDGERT_EVIDENCE_V5_SIZE ---- */
+    /** Decode rounds measured and set aside because they ran under
+     *  contention (other load took the CPUs: `edgert calibrate` repeats such
+     *  a round, up to a bound), 0 when none; kept with the decode rate it
+     *  goes with and given back as edgert_candidate.measured_rounds_repeated.
+     *  Read only when struct_size covers it. */
+    unsigned decode_rounds_repeated;
 } edgert_evidence;
 
 /** Size of edgert_evidence in its first version: the least struct_size
@@ -72,6 +79,9 @@ typedef struct edgert_evidence {
 #define EDGERT_EVIDENCE_V3_SIZE (offsetof(edgert_evidence, top1_tokens) + sizeof(unsigned))
 /** Through fidelity_source: keep_unmeasured and fidelity_source are read. */
 #define EDGERT_EVIDENCE_V4_SIZE (offsetof(edgert_evidence, fidelity_source) + sizeof(const char *))
+/** Through decode_rounds_repeated. */
+#define EDGERT_EVIDENCE_V5_SIZE                                                                \
+    (offsetof(edgert_evidence, decode_rounds_repeated) + sizeof(unsigned))
 
 /**
  * The evidence file this handle reads and, by default, writes:

@@ -101,7 +101,7 @@ static int from_evidence(const edgert_candidate *c, const fx *f)
 static edgert_evidence ev(const char *name, double tps, double top1, double kl, int correct)
 {
     edgert_evidence e = {sizeof e, name, tps, NAN, top1, kl, 20.0, 1, "test", correct, NAN, NAN,
-                         0u, 0, NULL};
+                         0u, 0, NULL, 0u};
     return e;
 }
 
@@ -276,6 +276,7 @@ static void test_keep_unmeasured(void **state)
     fx *f = *state;
     edgert_evidence cal[2] = {evs("test-good", 10.0, 9.0, 11.0),
                               evs("test-fast", 20.0, 19.0, 21.0)};
+    cal[0].decode_rounds_repeated = 2; /* two rounds measured again: kept with the rate */
     store(f, cal, 2);
     edgert_evidence fid = ev("test-good", NAN, 0.7, 0.2, -1);
     fid.top1_tokens = 768;
@@ -287,6 +288,8 @@ static void test_keep_unmeasured(void **state)
                            *k = edgert_candidate_find(ctx, "test-fast");
     assert_true(g->measured.decode_tokens_per_s == 10.0);
     assert_true(g->measured_decode_min == 9.0 && g->measured_decode_max == 11.0);
+    assert_int_equal(g->measured_rounds_repeated, 2);
+    assert_int_equal(k->measured_rounds_repeated, 0);
     assert_string_equal(g->measured_series, k->measured_series);
     assert_true(g->measured.top1_agreement == 0.7 && g->measured.kl_mean == 0.2);
     assert_int_equal(g->measured_top1_tokens, 768);
@@ -295,6 +298,7 @@ static void test_keep_unmeasured(void **state)
     assert_null(k->measured_fidelity_source);
     edgert_close(ctx);
     explain_says(f, "; top-1 and KL from model /m, 12 prompts x 64 tokens)");
+    explain_says(f, " [rounds 9.00..11.00; contended rounds measured again]");
     /* a rate, no fidelity: the model's fidelity stays */
     edgert_evidence rate = ev("test-good", 12.0, NAN, NAN, -1);
     rate.keep_unmeasured = 1;
@@ -516,6 +520,7 @@ static void set_quick(const char *backend, const char *value)
     set_fc(backend, "decode_tokens_per_s_min", "nan");
     set_fc(backend, "decode_tokens_per_s_max", "nan");
     set_fc(backend, "read_gbs", "nan");
+    set_fc(backend, "contended", ""); /* kept: not set aside as contended */
 }
 
 /* The quick figures whole: decode median, its calls' range, prefill; no

@@ -75,7 +75,7 @@ static edgert_ctx *open_fx(const fx *f)
 static edgert_evidence ev(double tps, double top1, double kl, int correct)
 {
     edgert_evidence e = {sizeof e, "test-good", tps, NAN, top1, kl, 20.0, 1, "test", correct,
-                         NAN, NAN, 0u, 0, NULL};
+                         NAN, NAN, 0u, 0, NULL, 0u};
     return e;
 }
 

@@ -127,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     er_evidence_apply(ctx);
 
     edgert_evidence e = {sizeof e, FZ_BACKEND, 3.5, NAN, 0.98, 1e-3, 20.0, 1, "fuzz", 1, 3.4, 3.6,
-                         64u, 0, NULL};
+                         64u, 0, NULL, 0u};
     char err[512];
     if (edgert_evidence_store(ctx, NULL, &e, 1, err, sizeof err) == EDGERT_OK)
         check_round_trip(ctx->evidence_path);
