@@ -977,6 +977,17 @@ static void explain_decode_source(const account *a)
                     "whose memory-bandwidth windows differ (run it again to rank by the rounds "
                     "of one run)\n", runs);
     }
+    /* declared figures because a first contact was measured under contention */
+    char names[512] = "";
+    for (size_t r = 0; r < a->n; r++) {
+        const edgert_candidate *k = edgert_candidate_at(a->ctx, a->why[r].candidate);
+        if (strcmp(a->why[r].source, "declared") == 0 && k->first_contact_contention)
+            text_append(names, sizeof names, ", ", k->name);
+    }
+    if (names[0])
+        tprintf("  decode is compared by declared figures: first contact measured %s under "
+                "contention and kept no figure (a run a minute or more from now measures again; "
+                "'edgert calibrate' ranks by its rounds)\n", names);
     explain_read_rate(a);
 }
 

@@ -74,7 +74,7 @@ typedef struct er_cand {
     char *path_chosen;
     char checksum[EDGERT_CHECKSUM_LEN]; /**< pub.checksum points here when set */
     int sandbox_passed;         /**< first contact (sandbox.c) passed, now or cached */
-    char contention[240];       /**< pub.first_contact_contention points here when set */
+    char contention[288];       /**< pub.first_contact_contention points here when set */
     int calibrated;             /**< pub.measured holds calibrate's figures (evidence.c) */
     char *series;               /**< their evidence series (pub.measured_series), or NULL */
     char *workload;             /**< their workload (pub.measured_workload), or NULL */

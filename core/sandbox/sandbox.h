@@ -32,7 +32,7 @@ typedef struct sb_result {
     /* why its figures were not kept (set by the parent, which knows this
      * device's quiet read), else "": the verdict is cached, its figures NaN,
      * and a later run measures again (sandbox.c) */
-    char contended[240];
+    char contended[288];
     long long measured_at; /* when (CLOCK_REALTIME, s): a contended verdict's age */
     unsigned attempts;     /* measurements this verdict took, contended ones included */
 } sb_result;
