@@ -74,9 +74,11 @@ void er_cpu_mark_now(er_cpu_mark *m)
         seen++;
     }
     closedir(d);
-    /* a kernel without schedstat accounting reads zeros for a thread that
-     * certainly ran (this one): nothing is known then */
-    m->known = seen > 0 && !bad && m->run_ns > 0;
+    /* (a kernel without schedstat accounting reads zeros: the difference
+     * of two marks is then 0 of 0, nothing known; a thread's counters are
+     * brought up to date at a tick or a switch, so a child that has just
+     * started may read 0 too, and that is a true start) */
+    m->known = seen > 0 && !bad;
 }
 
 er_cpu_load er_cpu_load_between(const er_cpu_mark *a, const er_cpu_mark *b)

@@ -86,11 +86,16 @@ static void test_marks(void **state)
     b.run_ns = 2500;
     b.known = 0;
     assert_true(isnan(er_cpu_load_between(&a, &b).wait_share));
-    /* this process, live: a mark of itself has run (where the kernel says) */
-    er_cpu_mark now;
-    er_cpu_mark_now(&now);
-    if (now.known)
-        assert_true(now.run_ns > 0);
+    /* this process, live: two marks a busy stretch apart, its one thread
+     * ran for most of it (where the kernel keeps schedstat) */
+    er_cpu_mark m0, m1;
+    er_cpu_mark_now(&m0);
+    for (volatile unsigned long x = 0; x < 50000000ul; x++)
+        ;
+    er_cpu_mark_now(&m1);
+    er_cpu_load live = er_cpu_load_between(&m0, &m1);
+    if (m1.run_ns > 0)
+        assert_true(live.cpu_per_wall > 0.2 && live.cpu_per_wall < 1.5);
 }
 
 /* ---- first contact beside busy loops --------------------------------------------------- */
@@ -171,12 +176,13 @@ static void age_verdicts(const char *cache)
     assert_int_equal(system(cmd), 0);
 }
 
-/* The kernel's per-thread schedstat, without which nothing can be seen. */
+/* The kernel's per-thread schedstat, without which nothing can be seen:
+ * this process has run, so a kernel that keeps it reads more than 0. */
 static int schedstat_known(void)
 {
     er_cpu_mark m;
     er_cpu_mark_now(&m);
-    return m.known;
+    return m.known && m.run_ns > 0;
 }
 
 static void test_contended_keeps_verdict_not_figures(void **state)
