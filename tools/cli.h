@@ -86,6 +86,22 @@ const char *tprint_last_error(void);
  *  not UTF-8 as \xHH. Everything else, valid UTF-8 included, as it is. */
 void put_text(FILE *f, const char *s, size_t len, int keep_lines);
 
+/* ---- text wrapped to the terminal (tprint.c) ----
+ * Between wrap_begin and wrap_end, what is written to stdout (file
+ * descriptor 1) is kept aside, then written wrapped at wrap_width()
+ * columns: every line broken at spaces, continuations indented 4 past the
+ * line's own indent. Nothing changes when the width is 0 (stdout not a
+ * terminal and COLUMNS unset: scripts and tests read the lines whole) or
+ * no temporary file can be made. */
+typedef struct wrap_capture {
+    int width, saved;
+    FILE *file;
+} wrap_capture;
+int wrap_width(void);
+int wrap_begin(wrap_capture *w);
+void wrap_end(wrap_capture *w);
+void wrap_text(FILE *f, const char *text, size_t len, int width);
+
 /* ---- --json (cli_common.c) ----
  * json_keep_stdout, called once before any plugin is loaded when --json is
  * given, keeps the original stdout for the JSON document alone and points

@@ -112,7 +112,7 @@ static void usage_main(FILE *f)
 
 /* select's --help: how the ranking works, in the words of edgert.h */
 static const char select_help[] =
-    "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain] "
+    "usage: edgert select [--priority speed|fidelity] [--backend NAME] [--explain[=full]] "
     "[options]\n\n"
     "Pick the backend for a priority. Gates first, in the order they run, as\n"
     "--explain lists them (disable list, arch, device class, CPU flags, OS\n"
@@ -133,7 +133,10 @@ static const char select_help[] =
     "  --priority P        speed (default) or fidelity\n"
     "  --backend NAME      use this backend; an error if it is not eligible\n"
     "  --explain           show the device, the folders searched, every manifest\n"
-    "                      with its verdict and figures, and the ranking\n"
+    "                      with its verdict and figures, and the ranking, after one\n"
+    "                      line that says what was selected and what decided it;\n"
+    "                      on a terminal (or with COLUMNS set) wrapped at 100\n"
+    "                      columns; --explain=full: manifests' notes in full\n"
     "  --no-evidence       ignore measured evidence; rank by declared figures\n"
     "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n"
     "  --weights FILE      only backends whose layout takes this checkpoint (GPTQ,\n"
@@ -409,7 +412,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"threads", required_argument, 0, OPT_THREADS},
         {"priority", required_argument, 0, OPT_PRIORITY},
         {"backend", required_argument, 0, OPT_BACKEND},
-        {"explain", no_argument, 0, OPT_EXPLAIN},
+        {"explain", optional_argument, 0, OPT_EXPLAIN},
         {"no-evidence", no_argument, 0, OPT_NO_EVIDENCE},
         {"workload", required_argument, 0, OPT_WORKLOAD},
         {"phase", required_argument, 0, OPT_PHASE},
@@ -506,7 +509,13 @@ static int parse_args(cli *c, int argc, char **argv)
             break;
         case OPT_PRIORITY: c->priority_s = optarg; break;
         case OPT_BACKEND: c->backend = optarg; break;
-        case OPT_EXPLAIN: c->explain = 1; break;
+        case OPT_EXPLAIN: /* --explain, or --explain=full: every note in full */
+            if (optarg && strcmp(optarg, "full") != 0) {
+                tfprintf(stderr, "edgert: --explain takes nothing or =full, not '=%s'\n", optarg);
+                return -1;
+            }
+            c->explain = optarg ? 2 : 1;
+            break;
         case OPT_NO_EVIDENCE: c->no_evidence = 1; break;
         case OPT_WORKLOAD: c->workload = optarg; break;
         case OPT_OPTIONS: c->options = optarg; break;
@@ -767,8 +776,27 @@ static int cmd_list(const cli *c)
 
 /* One candidate's verdict for --explain: eligible (rank, path) or rejected
  * (every reason, the first failure's detail), then its layout, checksum and
- * figures. */
-static void explain_candidate(const edgert_candidate *k, int r)
+ * figures; without `full` (--explain=full), a rejected one's reasons alone
+ * and a verified checksum left out. */
+/* A manifest's note of where its figures were measured: whole with
+ * --explain=full, else its first ~70 characters (cut at a space) and an
+ * ellipsis: the measurement record is the manifest's, not the verdict's. */
+static void note_text(const char *where, int full, char *out, size_t len)
+{
+    const size_t keep = 70;
+    if (full || strlen(where) <= keep + 10u) {
+        snprintf(out, len, "%s", where);
+        return;
+    }
+    size_t cut = keep;
+    while (cut > 20u && where[cut] != ' ')
+        cut--;
+    while (cut > 20u && (where[cut - 1] == ',' || where[cut - 1] == ';' || where[cut - 1] == ':'))
+        cut--;
+    snprintf(out, len, "%.*s ... (--explain=full)", (int)cut, where);
+}
+
+static void explain_candidate(const edgert_candidate *k, int r, int full)
 {
     char lay[256];
     if (k->eligible) {
@@ -789,12 +817,14 @@ static void explain_candidate(const edgert_candidate *k, int r)
         tprintf("  %-16s rejected  %s\n", k->name, reasons);
         if (k->detail && *k->detail)
             tprintf("  %-16s           %s\n", "", k->detail);
+        if (!full) /* its layout, checksum and claims: --explain=full */
+            return;
     }
     tprintf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
     if (k->plugin_name)
         tprintf("  %-16s           plugin_name: %s (the name its library gives itself)\n", "",
                 k->plugin_name);
-    if (k->checksum)
+    if (k->checksum && (full || k->checksum_verified <= 0))
         tprintf("  %-16s           checksum: %s %s\n", "", k->checksum,
                 k->checksum_verified > 0   ? "(verified: the library's bytes match)"
                 : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
@@ -857,8 +887,9 @@ static void explain_candidate(const edgert_candidate *k, int r)
             tprintf(" %.1f tok/s", k->declared.decode_tokens_per_s);
         if (!isnan(k->declared.top1_agreement))
             tprintf(" top-1 %.3f", k->declared.top1_agreement);
-        tprintf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
-                k->declared.where ? k->declared.where : "?");
+        char note[2048];
+        note_text(k->declared.where ? k->declared.where : "?", full, note, sizeof note);
+        tprintf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ", note);
     }
 }
 
@@ -1075,9 +1106,78 @@ static void explain_decode_group(const account *a, size_t r)
         explain_decode_split(a, r);
 }
 
+/* The tier's name in a headline. */
+static const char *tier_text(int tier)
+{
+    return tier == 0 ? "accelerator backends" : tier == 1 ? "CPU backends" : "the reference";
+}
+
+/* The first line of --explain: what was selected and the one thing that put
+ * it above the next rank (the account of rank 2), in the selector's words. */
+static void explain_headline(const account *a, const char *forced)
+{
+    if (forced) { /* the forced backend, whatever rank the figures give it */
+        tprintf("selected %s: forced (--backend or EDGERT_BACKEND), not by the ranking\n\n",
+                forced);
+        return;
+    }
+    if (a->n == 0) {
+        tprintf("selected nothing: no backend is eligible (the verdicts below say why)\n\n");
+        return;
+    }
+    const edgert_rank_reason *w0 = &a->why[0], *w1 = a->n > 1 ? &a->why[1] : NULL;
+    const char *name = edgert_candidate_at(a->ctx, w0->candidate)->name,
+               *next = w1 ? edgert_candidate_at(a->ctx, w1->candidate)->name : NULL;
+    const char *p = edgert_priority_name(a->priority);
+    if (!w1)
+        tprintf("selected %s for %s: the only eligible backend\n\n", name, p);
+    else if (w1->decider == EDGERT_DECIDER_TIER)
+        tprintf("selected %s for %s: %s rank before %s, whatever the figures (next: %s)\n\n",
+                name, p, tier_text(w0->tier), tier_text(w1->tier), next);
+    else if (w1->decider == EDGERT_DECIDER_DECODE)
+        tprintf("selected %s for %s: decode %.1f tok/s %s, against %s's %.1f %s\n\n", name, p,
+                w0->decode, w0->decode_measured ? "measured" : "declared", next, w1->decode,
+                w1->decode_measured ? "measured" : "declared");
+    else if (w1->decider == EDGERT_DECIDER_PREFILL)
+        tprintf("selected %s for %s: ranks %zu-%zu decode within each other's noise; its "
+                "prefill, %.0f against %s's %.0f GFLOP/s, decided\n\n", name, p,
+                w0->group_first + 1, w0->group_last + 1, w0->prefill, next, w1->prefill);
+    else if (w1->decider == EDGERT_DECIDER_TOP1)
+        tprintf("selected %s for %s: top-1 agreement %.3f %s, against %s's %.3f\n\n", name, p,
+                w0->top1, w0->top1_measured ? "measured" : "declared", next, w1->top1);
+    else if (w1->decider == EDGERT_DECIDER_KL)
+        tprintf("selected %s for %s: top-1 within sampling noise of %s's; its mean KL, %.3g "
+                "against %.3g, decided\n\n", name, p, next, w0->kl, w1->kl);
+    else if (w1->decider == EDGERT_DECIDER_COST)
+        tprintf("selected %s for %s: as fast as %s by the figures, with cheaper arithmetic "
+                "(fewer activation or weight bits)\n\n", name, p, next);
+    else if (w1->decider == EDGERT_DECIDER_BITS)
+        tprintf("selected %s for %s: as faithful as %s by the figures, with more activation "
+                "(then weight) bits\n\n", name, p, next);
+    else if (w1->decider == EDGERT_DECIDER_SPECIALIZATION)
+        tprintf("selected %s for %s: as good as %s by the figures, and written for more of this "
+                "device's CPU flags\n\n", name, p, next);
+    else
+        tprintf("selected %s for %s: nothing told it from %s but the name\n\n", name, p, next);
+}
+
 static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
 {
     const edgert_device *d = edgert_device_facts(ctx);
+    edgert_priority p = edgert_selection_priority(sel);
+    account a = {ctx, p, edgert_selection_count(sel), NULL};
+    a.why = calloc(a.n + 1, sizeof *a.why);
+    for (size_t r = 0; a.why && r < a.n; r++) {
+        a.why[r].struct_size = sizeof a.why[r];
+        if (edgert_selection_reason(sel, r, &a.why[r]) != EDGERT_OK)
+            a.n = r; /* cannot happen: r is below the count */
+    }
+    if (!a.why) {
+        tprintf("(out of memory)\n");
+        return;
+    }
+    const edgert_candidate *chosen = edgert_selection_selected(sel);
+    explain_headline(&a, c->backend && chosen ? chosen->name : NULL);
     print_device(d);
     if (d->planned)
         tprintf(
@@ -1089,8 +1189,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
         tprintf("  (none besides explicitly named files)\n");
     for (size_t i = 0; i < edgert_search_path_count(ctx); i++) {
         const char *origin = NULL;
-        const char *p = edgert_search_path_at(ctx, i, &origin);
-        tprintf("  %zu. %s  [%s]\n", i + 1, p, origin);
+        const char *folder = edgert_search_path_at(ctx, i, &origin);
+        tprintf("  %zu. %s  [%s]\n", i + 1, folder, origin);
     }
     size_t n = edgert_candidate_count(ctx);
     tprintf("\nmanifests found: %zu\n", n);
@@ -1112,7 +1212,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                 "sandboxed first contact: dlopen, entry symbol, ABI answer, init, self-test,\n"
                 "the core's arithmetic check):\n");
     for (size_t i = 0; i < n; i++)
-        explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
+        explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i),
+                          c->explain > 1);
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */
     if (!d->planned) {
         const char *ev = edgert_evidence_path(ctx);
@@ -1124,7 +1225,6 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                 tprintf("  %s\n", g->message);
         }
     }
-    edgert_priority p = edgert_selection_priority(sel);
     tprintf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
             p == EDGERT_PRIORITY_SPEED
                 ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
@@ -1136,17 +1236,6 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                   "two standard errors count as one group and KL decides inside it; then "
                   "activation bits, weight bits; then "
                   "speed; then name");
-    account a = {ctx, p, edgert_selection_count(sel), NULL};
-    a.why = calloc(a.n + 1, sizeof *a.why);
-    for (size_t r = 0; a.why && r < a.n; r++) {
-        a.why[r].struct_size = sizeof a.why[r];
-        if (edgert_selection_reason(sel, r, &a.why[r]) != EDGERT_OK)
-            a.n = r; /* cannot happen: r is below the count */
-    }
-    if (!a.why) {
-        tprintf("  (out of memory)\n");
-        return;
-    }
     explain_decode_source(&a);
     if (a.n == 0)
         tprintf("  (nothing eligible)\n");
@@ -1218,6 +1307,8 @@ static int cmd_select(const cli *c)
         json_end_obj(&w);
         json_finish(&w);
     } else {
+        wrap_capture wrap; /* on a terminal, every line at most 100 columns */
+        wrap_begin(&wrap);
         if (c->explain && sel)
             explain(c, ctx, sel);
         if (s) {
@@ -1237,6 +1328,7 @@ static int cmd_select(const cli *c)
                 tprintf("('edgert select --explain' shows every backend and why it was or was not "
                         "chosen)\n");
         }
+        wrap_end(&wrap);
     }
     if (st != EDGERT_OK && !c->json)
         tfprintf(stderr, "edgert: %s\n", err);

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -214,4 +216,136 @@ void tfprintf_lines(FILE *f, const char *fmt, ...)
     va_start(ap, fmt);
     vtext(f, 1, fmt, ap);
     va_end(ap);
+}
+
+/* ---- text wrapped to the terminal ---------------------------------------------- */
+
+/* The width a person reads text at: COLUMNS when it holds a number (the
+ * shell's own setting; also how a test asks), else the terminal's when
+ * stdout is one, else 0 (a pipe or a file: lines as written, for grep and
+ * scripts); never over 100. */
+int wrap_width(void)
+{
+    const char *cols = getenv("COLUMNS");
+    char *end = NULL;
+    long w = cols ? strtol(cols, &end, 10) : 0;
+    if (!(cols && end && end != cols && *end == '\0' && w >= 20)) {
+        struct winsize ws;
+        w = isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col
+                ? ws.ws_col
+                : isatty(STDOUT_FILENO) ? 100 : 0;
+    }
+    return w > 100 ? 100 : w > 0 && w < 20 ? 20 : (int)w;
+}
+
+/* Columns of the n bytes at s: UTF-8 continuation bytes take none. */
+static size_t columns(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0u) != 0x80u;
+    return c;
+}
+
+/* Where a line's continuations start: under its last column that starts in
+ * the first half of the width (text after a gap of two spaces or more:
+ * "  cpu flags     avx2", "  amx-w4a8         rejected  MISSING..."), else
+ * 4 past its indent; at most half the width. */
+static size_t continuation(const char *s, size_t n, size_t width)
+{
+    size_t i = 0;
+    while (i < n && s[i] == ' ')
+        i++;
+    size_t cont = i + 4u;
+    for (size_t j = i; j + 2u < n && columns(s, j) < width / 2u; j++)
+        if (s[j] != ' ' && s[j + 1] == ' ' && s[j + 2] == ' ') { /* the last such gap */
+            size_t k = j + 1u;
+            while (k < n && s[k] == ' ')
+                k++;
+            if (k < n && columns(s, k) <= width / 2u)
+                cont = columns(s, k);
+            j = k;
+        }
+    return cont < width / 2u ? cont : width / 2u;
+}
+
+/* One line (no newline) at most `width` columns a row where it has spaces
+ * to break at, each continuation indented (continuation()); a word longer
+ * than a row stays whole. */
+static void wrap_line(FILE *f, const char *s, size_t n, size_t width)
+{
+    size_t indent = 0;
+    while (indent < n && s[indent] == ' ')
+        indent++;
+    size_t cont = continuation(s, n, width), lead = 0;
+    for (;;) {
+        if (lead + columns(s, n) <= width) {
+            fprintf(f, "%*s%.*s\n", (int)lead, "", (int)n, s);
+            return;
+        }
+        size_t cut = 0, i = 0, col = lead;
+        for (; i < n && col <= width; i++) { /* the last space that fits */
+            if (s[i] == ' ' && i > (lead ? 0u : indent))
+                cut = i;
+            col += ((unsigned char)s[i] & 0xC0u) != 0x80u;
+        }
+        if (!cut) /* a word longer than the row: up to the next space */
+            for (cut = i; cut < n && s[cut] != ' '; cut++)
+                ;
+        fprintf(f, "%*s%.*s\n", (int)lead, "", (int)cut, s);
+        while (cut < n && s[cut] == ' ')
+            cut++;
+        if (cut >= n)
+            return;
+        s += cut, n -= cut, lead = cont;
+    }
+}
+
+void wrap_text(FILE *f, const char *text, size_t len, int width)
+{
+    while (len > 0) {
+        const char *nl = memchr(text, '\n', len);
+        size_t n = nl ? (size_t)(nl - text) : len;
+        if (width > 0)
+            wrap_line(f, text, n, (size_t)width);
+        else
+            fprintf(f, "%.*s\n", (int)n, text);
+        text += nl ? n + 1u : n, len -= nl ? n + 1u : n;
+    }
+}
+
+int wrap_begin(wrap_capture *w)
+{
+    *w = (wrap_capture){.width = wrap_width(), .saved = -1, .file = NULL};
+    if (w->width <= 0)
+        return 0;
+    fflush(stdout);
+    w->file = tmpfile();
+    w->saved = w->file ? dup(STDOUT_FILENO) : -1;
+    if (w->saved < 0 || dup2(fileno(w->file), STDOUT_FILENO) < 0) {
+        if (w->saved >= 0)
+            close(w->saved);
+        if (w->file)
+            fclose(w->file);
+        *w = (wrap_capture){.width = 0, .saved = -1, .file = NULL};
+    }
+    return 0;
+}
+
+void wrap_end(wrap_capture *w)
+{
+    if (!w->file)
+        return;
+    fflush(stdout);
+    dup2(w->saved, STDOUT_FILENO);
+    close(w->saved);
+    long len = fseek(w->file, 0, SEEK_END) == 0 ? ftell(w->file) : -1;
+    char *text = len > 0 ? malloc((size_t)len) : NULL;
+    if (text && fseek(w->file, 0, SEEK_SET) == 0 && fread(text, 1, (size_t)len, w->file) ==
+                                                       (size_t)len)
+        wrap_text(stdout, text, (size_t)len, w->width);
+    free(text);
+    fclose(w->file);
+    fflush(stdout);
+    w->file = NULL;
 }

@@ -1,0 +1,141 @@
+/*
+ * tests/tools/test_cli_explain.c — `select --explain` as a person reads it:
+ * on every device fixture (and this device) for both priorities, its first
+ * line names the backend selected and what decided it, the same backend the
+ * "selected:" block names; at a width of 100 (COLUMNS, as a terminal gives)
+ * no line is wider; without a width (a pipe), lines stay whole for grep;
+ * --explain=full gives a manifest's note of its measurements whole, and
+ * another value of --explain is a usage error.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "common/internal.h"
+#include "formats/yamldoc.h"
+#include "test_util.h"
+#include "test_cli_util.h"
+
+#define DEVICES EDGERT_TEST_FIXTURES "/devices"
+
+/* Columns of a line: UTF-8 continuation bytes take none. */
+static size_t columns(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0u) != 0x80u;
+    return c;
+}
+
+/* One explain output's checks: the headline names what the selected block
+ * names; with `width`, no line is wider. */
+static void check_explain(const char *what, const char *out, size_t width)
+{
+    char name[64] = "", block[80], *sel = NULL;
+    if (sscanf(out, "selected %63s for ", name) != 1 && sscanf(out, "selected %63s", name) != 1)
+        fail_msg("%s: the first line does not say what was selected:\n%.300s", what, out);
+    name[strcspn(name, ":")] = '\0';
+    snprintf(block, sizeof block, "\nselected: %s (", name);
+    sel = strstr(out, block);
+    if (!sel)
+        fail_msg("%s: the headline names %s, the selected block another:\n%.300s", what, name,
+                 out);
+    const char *colon = strchr(out, ':');
+    if (!colon || colon > strchr(out, '\n') + 1 + (width ? 200 : 0))
+        fail_msg("%s: the headline says nothing of what decided:\n%.300s", what, out);
+    size_t line = 1;
+    for (const char *p = out; *p; line++) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        size_t lead = 0;
+        while (lead < n && p[lead] == ' ')
+            lead++;
+        /* a word longer than a row stays whole, alone on its row */
+        int one_word = memchr(p + lead, ' ', n - lead) == NULL;
+        if (width && columns(p, n) > width && !one_word)
+            fail_msg("%s: line %zu is %zu columns wide (at most %zu):\n%.*s", what, line,
+                     columns(p, n), width, (int)n, p);
+        p += e ? n + 1 : n;
+    }
+}
+
+static void test_explain_on_every_device(void **state)
+{
+    (void)state;
+    DIR *d = opendir(DEVICES);
+    assert_non_null(d);
+    const char *prios[2] = {"speed", "fidelity"};
+    size_t checked = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".yaml") != 0)
+            continue;
+        for (int p = 0; p < 2; p++) {
+            char args[4096], what[512], *out;
+            snprintf(args, sizeof args, "select --explain --priority %s --device %s/%s",
+                     prios[p], DEVICES, e->d_name);
+            snprintf(what, sizeof what, "%s, %s", e->d_name, prios[p]);
+            assert_int_equal(run_redirected("COLUMNS=100", args, "2>/dev/null", &out), 0);
+            check_explain(what, out, 100);
+            free(out);
+            checked++;
+        }
+    }
+    closedir(d);
+    assert_true(checked >= 16); /* the fixtures: 8 devices, 2 priorities */
+    /* this device (live: first contact's figures, the path chosen) */
+    char *out;
+    assert_int_equal(run_redirected("COLUMNS=100", "select --explain", "2>/dev/null", &out), 0);
+    check_explain("this device", out, 100);
+    free(out);
+    assert_int_equal(run_redirected("COLUMNS=60", "select --explain --priority fidelity",
+                                    "2>/dev/null", &out), 0);
+    check_explain("this device, 60 columns", out, 60);
+    free(out);
+}
+
+/* A pipe without COLUMNS: lines whole (a script greps them); the note of a
+ * manifest's measurements cut short, and whole with --explain=full. */
+static void test_explain_width_and_full(void **state)
+{
+    (void)state;
+    char *out, *full;
+    const char *args = "select --explain --device " DEVICES "/x86-avx512.yaml";
+    assert_int_equal(run_redirected("env -u COLUMNS", args, "2>/dev/null", &out), 0);
+    check_explain("x86-avx512, a pipe", out, 0);
+    assert_non_null(strstr(out, "... (--explain=full))"));
+    assert_int_equal(run_redirected("env -u COLUMNS", "select --explain=full --device " DEVICES
+                                    "/x86-avx512.yaml", "2>/dev/null", &full), 0);
+    assert_null(strstr(full, "(--explain=full)"));
+    assert_true(strlen(full) > strlen(out));
+    /* a whole line of the short output is longer than 100 columns: not wrapped */
+    int wide = 0;
+    for (const char *p = out; *p;) {
+        const char *e = strchr(p, '\n');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        wide |= columns(p, n) > 100;
+        p += e ? n + 1 : n;
+    }
+    assert_true(wide);
+    free(out);
+    free(full);
+    assert_int_equal(run_redirected("", "select --explain=most", "2>&1", &out), 2);
+    assert_non_null(strstr(out, "--explain takes nothing or =full, not '=most'"));
+    free(out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_explain_on_every_device),
+        cmocka_unit_test(test_explain_width_and_full),
+    };
+    return tu_run_group("cli explain", tests, NULL, NULL);
+}
