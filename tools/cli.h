@@ -91,8 +91,8 @@ void put_text(FILE *f, const char *s, size_t len, int keep_lines);
  * descriptor 1) is kept aside, then written wrapped at wrap_width()
  * columns: every line broken at spaces, continuations indented 4 past the
  * line's own indent. Nothing changes when the width is 0 (stdout not a
- * terminal and COLUMNS unset: scripts and tests read the lines whole) or
- * no temporary file can be made. */
+ * terminal: scripts read the lines whole) or no temporary file can be
+ * made. */
 typedef struct wrap_capture {
     int width, saved;
     FILE *file;

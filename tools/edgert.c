@@ -135,8 +135,10 @@ static const char select_help[] =
     "  --explain           show the device, the folders searched, every manifest\n"
     "                      with its verdict and figures, and the ranking, after one\n"
     "                      line that says what was selected and what decided it;\n"
-    "                      on a terminal (or with COLUMNS set) wrapped at 100\n"
-    "                      columns; --explain=full: manifests' notes in full\n"
+    "                      on a terminal, wrapped at its width (COLUMNS) and at\n"
+    "                      most 100 columns; in a pipe, lines whole. Rejected\n"
+    "                      backends on one line each, notes cut short; with\n"
+    "                      --explain=full: every fact, layout, checksum and note\n"
     "  --no-evidence       ignore measured evidence; rank by declared figures\n"
     "  --evidence FILE     read evidence from FILE (as written by calibrate --out)\n"
     "  --weights FILE      only backends whose layout takes this checkpoint (GPTQ,\n"
@@ -798,6 +800,9 @@ static void note_text(const char *where, int full, char *out, size_t len)
 
 static void explain_candidate(const edgert_candidate *k, int r, int full)
 {
+    /* the lines under its verdict: under the verdict's text with full, else
+     * 6 in (fewer of them wrap on a terminal) */
+    const int ind = full ? 29 : 6;
     char lay[256];
     if (k->eligible) {
         tprintf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
@@ -814,26 +819,29 @@ static void explain_candidate(const edgert_candidate *k, int r, int full)
     } else {
         char reasons[512];
         reasons_text(k, reasons, sizeof reasons);
+        if (!full) { /* one line; its layout, checksum and claims: --explain=full */
+            tprintf("  %-16s rejected  %s%s%s\n", k->name, reasons,
+                    k->detail && *k->detail ? ": " : "", k->detail ? k->detail : "");
+            return;
+        }
         tprintf("  %-16s rejected  %s\n", k->name, reasons);
         if (k->detail && *k->detail)
-            tprintf("  %-16s           %s\n", "", k->detail);
-        if (!full) /* its layout, checksum and claims: --explain=full */
-            return;
+            tprintf("%*s%s\n", ind, "", k->detail);
     }
-    tprintf("  %-16s           layout: %s\n", "", layout_text(k, lay, sizeof lay));
+    tprintf("%*slayout: %s\n", ind, "", layout_text(k, lay, sizeof lay));
     if (k->plugin_name)
-        tprintf("  %-16s           plugin_name: %s (the name its library gives itself)\n", "",
+        tprintf("%*splugin_name: %s (the name its library gives itself)\n", ind, "",
                 k->plugin_name);
     if (k->checksum && (full || k->checksum_verified <= 0))
-        tprintf("  %-16s           checksum: %s %s\n", "", k->checksum,
+        tprintf("%*schecksum: %s %s\n", ind, "", k->checksum,
                 k->checksum_verified > 0   ? "(verified: the library's bytes match)"
                 : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
                                            : "(not checked)");
     else if (k->library_path)
-        tprintf("  %-16s           checksum: none (a changed or swapped library goes unnoticed; "
-                "'edgert checksum --stamp %s' adds one)\n", "", k->manifest_path);
+        tprintf("%*schecksum: none (a changed or swapped library goes unnoticed; "
+                "'edgert checksum --stamp %s' adds one)\n", ind, "", k->manifest_path);
     if (!isnan(k->measured.decode_tokens_per_s) || !isnan(k->measured.top1_agreement)) {
-        tprintf("  %-16s           measured here:", "");
+        tprintf("%*smeasured here:", ind, "");
         if (!isnan(k->measured.decode_tokens_per_s))
             tprintf(" %.2f tok/s decode", k->measured.decode_tokens_per_s);
         if (!isnan(k->measured_decode_min))
@@ -863,7 +871,7 @@ static void explain_candidate(const edgert_candidate *k, int r, int full)
     }
     double fc = k->first_contact_decode_tokens_per_s;
     if (!isnan(fc) && !(fc == k->measured.decode_tokens_per_s)) {
-        tprintf("  %-16s           first contact: %.2f tok/s decode", "", fc);
+        tprintf("%*sfirst contact: %.2f tok/s decode", ind, "", fc);
         if (!isnan(k->first_contact_decode_min))
             tprintf(" [calls %.2f..%.2f]", k->first_contact_decode_min,
                     k->first_contact_decode_max);
@@ -874,15 +882,16 @@ static void explain_candidate(const edgert_candidate *k, int r, int full)
         tprintf(" (its quick measurement)\n");
     }
     if (k->first_contact_contention)
-        tprintf("  %-16s           first contact: figures not kept, measured under contention: "
-                "%s\n  %-16s           (its tier is ranked by declared figures; a run a minute "
-                "or more from now measures it again)\n", "", k->first_contact_contention, "");
+        tprintf("%*sfirst contact: figures not kept, measured under contention: "
+                "%s\n%*s(its tier is ranked by declared figures; a run a minute "
+                "or more from now measures it again)\n", ind, "", k->first_contact_contention,
+                ind, "");
     else if (k->first_contact_attempts > 1u)
-        tprintf("  %-16s           first contact: measured again (%u earlier measurement%s ran "
-                "under contention)\n", "", k->first_contact_attempts - 1u,
+        tprintf("%*sfirst contact: measured again (%u earlier measurement%s ran "
+                "under contention)\n", ind, "", k->first_contact_attempts - 1u,
                 k->first_contact_attempts == 2u ? "" : "s");
     if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
-        tprintf("  %-16s           declared:", "");
+        tprintf("%*sdeclared:", ind, "");
         if (!isnan(k->declared.decode_tokens_per_s))
             tprintf(" %.1f tok/s", k->declared.decode_tokens_per_s);
         if (!isnan(k->declared.top1_agreement))
@@ -1161,6 +1170,73 @@ static void explain_headline(const account *a, const char *forced)
         tprintf("selected %s for %s: nothing told it from %s but the name\n\n", name, p, next);
 }
 
+/* --explain's first part: the device, the folders searched and what they
+ * held, and the gates the verdicts come from; short unless --explain=full
+ * (the device's facts on two lines, the folders counted, the gates named
+ * by 'select --help'), its problems always. */
+static void explain_setting(const cli *c, edgert_ctx *ctx, const edgert_device *d)
+{
+    const int full = c->explain > 1;
+    if (full) {
+        print_device(d);
+    } else {
+        char flags[1024], off[512];
+        flags_text(d->cpu_flags, flags, sizeof flags);
+        flags_text(d->cpu_flags_os_disabled, off, sizeof off);
+        tprintf("device: %s (%s): %s, %s, %u logical cores, %.1f GiB%s%s\n",
+                d->name[0] ? d->name : "unnamed",
+                d->planned ? "plan from a device profile" : "live probe",
+                edgert_device_class_name(d->device_class), edgert_arch_name(d->arch),
+                d->logical_cores, d->mem_total_bytes / 1073741824.0,
+                d->accelerator[0] ? ", accelerator " : "", d->accelerator);
+        tprintf("  cpu flags     %s%s%s\n", flags,
+                d->cpu_flags_os_disabled ? "; OS-disabled: " : "",
+                d->cpu_flags_os_disabled ? off : "");
+    }
+    if (d->planned)
+        tprintf(
+            "  mode          PLAN for the device in the profile: only declarative gates apply;\n"
+            "                nothing is loaded or self-tested here, library files are not "
+            "checked\n");
+    size_t n = edgert_candidate_count(ctx);
+    if (full) {
+        tprintf("\nmanifest folders searched, in order (first name wins):\n");
+        if (edgert_search_path_count(ctx) == 0)
+            tprintf("  (none besides explicitly named files)\n");
+        for (size_t i = 0; i < edgert_search_path_count(ctx); i++) {
+            const char *origin = NULL;
+            const char *folder = edgert_search_path_at(ctx, i, &origin);
+            tprintf("  %zu. %s  [%s]\n", i + 1, folder, origin);
+        }
+        tprintf("\nmanifests found: %zu\n", n);
+    } else {
+        tprintf("\nmanifests found: %zu, in %zu folders searched (--explain=full lists them)\n",
+                n, edgert_search_path_count(ctx));
+    }
+    int problems = 0;
+    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
+        problems |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
+    if (problems) {
+        tprintf("problems (those files were skipped, the rest were used):\n");
+        print_diags(ctx, stdout, EDGERT_LOG_WARN);
+    }
+    if (!full) {
+        tprintf("\nverdicts (gates in the order they run, %sas 'edgert select --help' lists "
+                "them):\n", c->weights ? "the layout of --weights among them, " : "");
+        return;
+    }
+    /* The gate list is literal text, not an argument: tprintf shows a newline
+     * inside an argument as "\n". */
+    tprintf("\nverdicts (gates: disable list, arch, device class, CPU flags, OS state, ABI,\n"
+            "%sstrict mode", c->weights ? "layout of --weights, " : "");
+    if (d->planned)
+        tprintf("):\n");
+    else
+        tprintf(", library file (type, who may write it, ELF machine), checksum; then, in a\n"
+                "sandboxed first contact: dlopen, entry symbol, ABI answer, init, self-test,\n"
+                "the core's arithmetic check):\n");
+}
+
 static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
 {
     const edgert_device *d = edgert_device_facts(ctx);
@@ -1178,39 +1254,8 @@ static void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     }
     const edgert_candidate *chosen = edgert_selection_selected(sel);
     explain_headline(&a, c->backend && chosen ? chosen->name : NULL);
-    print_device(d);
-    if (d->planned)
-        tprintf(
-            "  mode          PLAN for the device in the profile: only declarative gates apply;\n"
-            "                nothing is loaded or self-tested here, library files are not "
-            "checked\n");
-    tprintf("\nmanifest folders searched, in order (first name wins):\n");
-    if (edgert_search_path_count(ctx) == 0)
-        tprintf("  (none besides explicitly named files)\n");
-    for (size_t i = 0; i < edgert_search_path_count(ctx); i++) {
-        const char *origin = NULL;
-        const char *folder = edgert_search_path_at(ctx, i, &origin);
-        tprintf("  %zu. %s  [%s]\n", i + 1, folder, origin);
-    }
+    explain_setting(c, ctx, d);
     size_t n = edgert_candidate_count(ctx);
-    tprintf("\nmanifests found: %zu\n", n);
-    int problems = 0;
-    for (size_t i = 0; i < edgert_diag_count(ctx); i++)
-        problems |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
-    if (problems) {
-        tprintf("problems (those files were skipped, the rest were used):\n");
-        print_diags(ctx, stdout, EDGERT_LOG_WARN);
-    }
-    /* The gate list is literal text, not an argument: tprintf shows a newline
-     * inside an argument as "\n". */
-    tprintf("\nverdicts (gates: disable list, arch, device class, CPU flags, OS state, ABI,\n"
-            "%sstrict mode", c->weights ? "layout of --weights, " : "");
-    if (d->planned)
-        tprintf("):\n");
-    else
-        tprintf(", library file (type, who may write it, ELF machine), checksum; then, in a\n"
-                "sandboxed first contact: dlopen, entry symbol, ABI answer, init, self-test,\n"
-                "the core's arithmetic check):\n");
     for (size_t i = 0; i < n; i++)
         explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i),
                           c->explain > 1);

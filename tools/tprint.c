@@ -220,22 +220,22 @@ void tfprintf_lines(FILE *f, const char *fmt, ...)
 
 /* ---- text wrapped to the terminal ---------------------------------------------- */
 
-/* The width a person reads text at: COLUMNS when it holds a number (the
- * shell's own setting; also how a test asks), else the terminal's when
- * stdout is one, else 0 (a pipe or a file: lines as written, for grep and
- * scripts); never over 100. */
+/* The width a person reads text at, on a terminal: COLUMNS when it holds a
+ * number (the shell's own setting), else the terminal's; never over 100.
+ * Not a terminal (a pipe, a file): 0, lines as written, whatever COLUMNS
+ * says (a script greps them whole; some tools export COLUMNS to their
+ * children, pytest among them). */
 int wrap_width(void)
 {
+    if (!isatty(STDOUT_FILENO))
+        return 0;
     const char *cols = getenv("COLUMNS");
     char *end = NULL;
     long w = cols ? strtol(cols, &end, 10) : 0;
-    if (!(cols && end && end != cols && *end == '\0' && w >= 20)) {
-        struct winsize ws;
-        w = isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col
-                ? ws.ws_col
-                : isatty(STDOUT_FILENO) ? 100 : 0;
-    }
-    return w > 100 ? 100 : w > 0 && w < 20 ? 20 : (int)w;
+    struct winsize ws;
+    if (!(cols && end && end != cols && *end == '\0' && w >= 20))
+        w = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20 ? ws.ws_col : 100;
+    return w > 100 ? 100 : (int)w;
 }
 
 /* Columns of the n bytes at s: UTF-8 continuation bytes take none. */

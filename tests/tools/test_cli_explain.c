@@ -2,8 +2,8 @@
  * tests/tools/test_cli_explain.c — `select --explain` as a person reads it:
  * on every device fixture (and this device) for both priorities, its first
  * line names the backend selected and what decided it, the same backend the
- * "selected:" block names; at a width of 100 (COLUMNS, as a terminal gives)
- * no line is wider; without a width (a pipe), lines stay whole for grep;
+ * "selected:" block names; on a terminal of 100 columns (script(1)'s
+ * pseudo-terminal) no line is wider; in a pipe, lines stay whole for grep;
  * --explain=full gives a manifest's note of its measurements whole, and
  * another value of --explain is a usage error.
  */
@@ -24,6 +24,27 @@
 #include "test_cli_util.h"
 
 #define DEVICES EDGERT_TEST_FIXTURES "/devices"
+
+/* `CLI args` on a terminal of `width` columns (COLUMNS; script(1), from
+ * bsdutils, gives it a pseudo-terminal), stdout captured without the
+ * terminal's carriage returns; returns the exit code. */
+static int run_tty(const char *args, int width, char **out)
+{
+    char inner[4600], cmd[5200];
+    snprintf(inner, sizeof inner, "COLUMNS=%d %s %s 2>/dev/null", width, CLI, args);
+    snprintf(cmd, sizeof cmd, "script -qec \"%s\" /dev/null | tr -d '\\r'", inner);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0)
+        if ((len += got) + 4096 > cap)
+            buf = realloc(buf, cap *= 2);
+    buf[len] = '\0';
+    int st = pclose(p);
+    *out = buf;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
 
 /* Columns of a line: UTF-8 continuation bytes take none. */
 static size_t columns(const char *s, size_t n)
@@ -82,7 +103,7 @@ static void test_explain_on_every_device(void **state)
             snprintf(args, sizeof args, "select --explain --priority %s --device %s/%s",
                      prios[p], DEVICES, e->d_name);
             snprintf(what, sizeof what, "%s, %s", e->d_name, prios[p]);
-            assert_int_equal(run_redirected("COLUMNS=100", args, "2>/dev/null", &out), 0);
+            assert_int_equal(run_tty(args, 100, &out), 0);
             check_explain(what, out, 100);
             free(out);
             checked++;
@@ -92,23 +113,22 @@ static void test_explain_on_every_device(void **state)
     assert_true(checked >= 16); /* the fixtures: 8 devices, 2 priorities */
     /* this device (live: first contact's figures, the path chosen) */
     char *out;
-    assert_int_equal(run_redirected("COLUMNS=100", "select --explain", "2>/dev/null", &out), 0);
+    assert_int_equal(run_tty("select --explain", 100, &out), 0);
     check_explain("this device", out, 100);
     free(out);
-    assert_int_equal(run_redirected("COLUMNS=60", "select --explain --priority fidelity",
-                                    "2>/dev/null", &out), 0);
+    assert_int_equal(run_tty("select --explain --priority fidelity", 60, &out), 0);
     check_explain("this device, 60 columns", out, 60);
     free(out);
 }
 
-/* A pipe without COLUMNS: lines whole (a script greps them); the note of a
+/* A pipe: lines whole (a script greps them), COLUMNS or not; the note of a
  * manifest's measurements cut short, and whole with --explain=full. */
 static void test_explain_width_and_full(void **state)
 {
     (void)state;
     char *out, *full;
     const char *args = "select --explain --device " DEVICES "/x86-avx512.yaml";
-    assert_int_equal(run_redirected("env -u COLUMNS", args, "2>/dev/null", &out), 0);
+    assert_int_equal(run_redirected("COLUMNS=60", args, "2>/dev/null", &out), 0);
     check_explain("x86-avx512, a pipe", out, 0);
     assert_non_null(strstr(out, "... (--explain=full))"));
     assert_int_equal(run_redirected("env -u COLUMNS", "select --explain=full --device " DEVICES
