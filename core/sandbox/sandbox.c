@@ -591,10 +591,9 @@ static void take_figures(struct edgert_ctx *ctx, er_cand *c, const sb_result *r)
         !isnan(r->decode_tok_s) && r->read_gbs > 0.0 ? r->read_gbs : NAN;
     c->pub.first_contact_wait_share = r->wait_share;
     c->pub.first_contact_attempts = r->attempts;
-    if (r->contended[0]) {
-        snprintf(c->contention, sizeof c->contention, "%s", r->contended);
-        c->pub.first_contact_contention = c->contention;
-    }
+    /* (again after a deferred load measured anew what the cache had said) */
+    snprintf(c->contention, sizeof c->contention, "%s", r->contended);
+    c->pub.first_contact_contention = r->contended[0] ? c->contention : NULL;
     /* a figure from `edgert calibrate` (evidence.c) is the better measurement */
     if (!isnan(r->decode_tok_s) && !c->pub.measured.where) {
         c->pub.measured.decode_tokens_per_s = r->decode_tok_s;
@@ -638,6 +637,9 @@ int er_sandbox(struct edgert_ctx *ctx, er_cand *c, int cached_only, er_sb_contac
                     r.pack_refused);
     take_figures(ctx, c, &r);
     c->pub.arithmetic_checked = r.checked_outputs;
-    c->sandbox_passed = 1;
+    /* a verdict due to be measured again is taken for now, not settled: a
+     * deferred load (defer_load reads the cache first, cached_only) meets
+     * the plugin again when it loads it */
+    c->sandbox_passed = !(cached_only && redo);
     return 0;
 }

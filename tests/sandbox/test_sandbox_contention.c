@@ -135,11 +135,13 @@ static void count_contacts(void *user, edgert_log_level level, const char *messa
 }
 
 /* A handle on `dir`'s manifests that reads the environment and keeps first
- * contact's figures, on 2 threads, counting first contacts into *contacts. */
-static edgert_ctx *open_counting(const char *dir, int *contacts)
+ * contact's figures, on 2 threads, counting first contacts into *contacts;
+ * with `defer`, loading nothing until a selection (as the CLI opens). */
+static edgert_ctx *open_counting_as(const char *dir, int *contacts, int defer)
 {
     const char *paths[1] = {dir};
     edgert_options o = {.struct_size = sizeof o};
+    o.defer_load = defer;
     o.manifest_paths = paths;
     o.manifest_path_count = 1;
     o.threads = 2;
@@ -151,6 +153,11 @@ static edgert_ctx *open_counting(const char *dir, int *contacts)
     if (edgert_open(&o, &ctx, err, sizeof err) != EDGERT_OK)
         fail_msg("edgert_open: %s", err);
     return ctx;
+}
+
+static edgert_ctx *open_counting(const char *dir, int *contacts)
+{
+    return open_counting_as(dir, contacts, 0);
 }
 
 /* Two backends on one test plugin, declaring 50 and 90 tok/s. */
@@ -234,10 +241,16 @@ static void test_contended_keeps_verdict_not_figures(void **state)
     edgert_close(ctx);
     /* a run a minute on measures again, and counts the attempt: kept if the
      * machine is quiet now (another test beside this one may not leave it
-     * so: then contended again, and said so) */
+     * so: then contended again, and said so). Opened as the CLI opens
+     * (defer_load: the cache read first, the plugins met when selected),
+     * which once took the due verdict as settled and never measured again. */
     age_verdicts(cache);
     contacts = 0;
-    ctx = open_counting(dir, &contacts);
+    ctx = open_counting_as(dir, &contacts, 1);
+    assert_int_equal(contacts, 0);
+    assert_int_equal(edgert_select(ctx, EDGERT_PRIORITY_SPEED, NULL, &sel, err, sizeof err),
+                     EDGERT_OK);
+    edgert_selection_free(sel);
     assert_int_equal(contacts, 2);
     for (int i = 0; i < 2; i++) {
         const edgert_candidate *c = edgert_candidate_find(ctx, names[i]);
