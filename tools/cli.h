@@ -138,6 +138,10 @@ void text_append(char *buf, size_t len, const char *sep, const char *item);
 void reasons_text(const edgert_candidate *c, char *buf, size_t len);
 const char *layout_text(const edgert_candidate *c, char *buf, size_t len);
 void warn_diags(const cli *c, const edgert_ctx *ctx);
+/** `select --explain` (tools/explain.c): the headline, the device, one
+ *  verdict per manifest and the selector's account of every rank; short
+ *  unless c->explain > 1 (--explain=full). */
+void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel);
 /** warn_diags for the diagnostics from index `from` on: those that loading on
  *  demand (select, pack, export) added after the first call. Returns the
  *  count, the next call's `from`. With --json they are set aside for the
