@@ -841,8 +841,10 @@ static int cmd_select(const cli *c)
             if (s->path_chosen)
                 tprintf("  path:   %s\n", s->path_chosen);
             tprintf("  decided by %s figures\n", edgert_selection_evidence(sel));
-            if (s->rationale && *s->rationale)
-                tprintf("  why:    %s\n", s->rationale);
+            /* the manifest's account of the backend, not what decided (the
+             * headline of --explain says that): left out of the short form */
+            if (s->rationale && *s->rationale && c->explain != 1)
+                tprintf("  about:  %s\n", s->rationale);
             if (!c->explain)
                 tprintf("('edgert select --explain' shows every backend and why it was or was not "
                         "chosen)\n");

@@ -15,33 +15,58 @@
 
 #include "cli.h"
 
-/* One candidate's verdict for --explain: eligible (rank, path) or rejected
- * (every reason, the first failure's detail), then its layout, checksum and
- * figures; without `full` (--explain=full), a rejected one's reasons alone
- * and a verified checksum left out. */
-/* A manifest's note of where its figures were measured: whole with
- * --explain=full, else its first ~70 characters (cut at a space) and an
- * ellipsis: the measurement record is the manifest's, not the verdict's. */
-static void note_text(const char *where, int full, char *out, size_t len)
+/* The notes of a first contact measured under contention (its figures not
+ * kept, or measured again): what a reader acts on, in both forms. */
+static void explain_contention(const edgert_candidate *k, int ind)
 {
-    const size_t keep = 70;
-    if (full || strlen(where) <= keep + 10u) {
-        snprintf(out, len, "%s", where);
-        return;
-    }
-    size_t cut = keep;
-    while (cut > 20u && where[cut] != ' ')
-        cut--;
-    while (cut > 20u && (where[cut - 1] == ',' || where[cut - 1] == ';' || where[cut - 1] == ':'))
-        cut--;
-    snprintf(out, len, "%.*s ... (--explain=full)", (int)cut, where);
+    if (k->first_contact_contention)
+        tprintf("%*sfirst contact: figures not kept, measured under contention: "
+                "%s\n%*s(its tier is ranked by declared figures; a run a minute "
+                "or more from now measures it again)\n", ind, "", k->first_contact_contention,
+                ind, "");
+    else if (k->first_contact_attempts > 1u)
+        tprintf("%*sfirst contact: measured again (%u earlier measurement%s ran "
+                "under contention)\n", ind, "", k->first_contact_attempts - 1u,
+                k->first_contact_attempts == 2u ? "" : "s");
 }
 
-static void explain_candidate(const edgert_candidate *k, int r, int full)
+/* One candidate's verdict in the short form: one line (and a note to act on,
+ * if any). Eligible: its rank, what was checked and its path's name (the
+ * selected one's whole description closes the output). Rejected: the first
+ * reason, how many more, and the first failure's detail. Its figure is the
+ * ranking's, said once there; layout, checksum, figures as measured and the
+ * manifest's notes are --explain=full's. */
+static void explain_candidate_short(const edgert_candidate *k, int r)
 {
-    /* the lines under its verdict: under the verdict's text with full, else
-     * 6 in (fewer of them wrap on a terminal) */
-    const int ind = full ? 29 : 6;
+    if (!k->eligible) {
+        tprintf("  %-16s rejected  %s", k->name, k->reason_count ? k->reasons[0] : "?");
+        if (k->reason_count > 1)
+            tprintf(" +%zu more", k->reason_count - 1);
+        tprintf("%s%s\n", k->detail && *k->detail ? ": " : "", k->detail ? k->detail : "");
+        return;
+    }
+    tprintf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
+    if (k->loaded)
+        tprintf("; loaded, self-tested and %s", k->arithmetic_checked
+                                                    ? "checked by the core"
+                                                    : "not checked by the core");
+    else if (!k->library_path)
+        tprintf("; declarative (no library: %s runs it)", k->processor);
+    if (k->path_chosen) /* "avx2: AVX2, 15-bit ...": its name */
+        tprintf("; path %.*s", (int)strcspn(k->path_chosen, ":,"), k->path_chosen);
+    tprintf("\n");
+    if (k->plugin_name)
+        tprintf("%6splugin_name: %s (the name its library gives itself)\n", "", k->plugin_name);
+    explain_contention(k, 6);
+}
+
+/* One candidate's verdict in the full form (--explain=full): eligible (rank,
+ * path) or rejected (every reason, the first failure's detail), then, under
+ * the verdict's text, its layout, checksum, the figures measured here as
+ * measured, first contact's and the manifest's with its note whole. */
+static void explain_candidate(const edgert_candidate *k, int r)
+{
+    const int ind = 29;
     char lay[256];
     if (k->eligible) {
         tprintf("  %-16s ELIGIBLE  rank %d", k->name, r + 1);
@@ -58,11 +83,6 @@ static void explain_candidate(const edgert_candidate *k, int r, int full)
     } else {
         char reasons[512];
         reasons_text(k, reasons, sizeof reasons);
-        if (!full) { /* one line; its layout, checksum and claims: --explain=full */
-            tprintf("  %-16s rejected  %s%s%s\n", k->name, reasons,
-                    k->detail && *k->detail ? ": " : "", k->detail ? k->detail : "");
-            return;
-        }
         tprintf("  %-16s rejected  %s\n", k->name, reasons);
         if (k->detail && *k->detail)
             tprintf("%*s%s\n", ind, "", k->detail);
@@ -71,7 +91,7 @@ static void explain_candidate(const edgert_candidate *k, int r, int full)
     if (k->plugin_name)
         tprintf("%*splugin_name: %s (the name its library gives itself)\n", ind, "",
                 k->plugin_name);
-    if (k->checksum && (full || k->checksum_verified <= 0))
+    if (k->checksum)
         tprintf("%*schecksum: %s %s\n", ind, "", k->checksum,
                 k->checksum_verified > 0   ? "(verified: the library's bytes match)"
                 : k->checksum_verified < 0 ? "(MISMATCH: the library is not the one stamped)"
@@ -120,24 +140,15 @@ static void explain_candidate(const edgert_candidate *k, int r, int full)
             tprintf(", %.0f GFLOP/s prefill", k->first_contact_prefill_gflops);
         tprintf(" (its quick measurement)\n");
     }
-    if (k->first_contact_contention)
-        tprintf("%*sfirst contact: figures not kept, measured under contention: "
-                "%s\n%*s(its tier is ranked by declared figures; a run a minute "
-                "or more from now measures it again)\n", ind, "", k->first_contact_contention,
-                ind, "");
-    else if (k->first_contact_attempts > 1u)
-        tprintf("%*sfirst contact: measured again (%u earlier measurement%s ran "
-                "under contention)\n", ind, "", k->first_contact_attempts - 1u,
-                k->first_contact_attempts == 2u ? "" : "s");
+    explain_contention(k, ind);
     if (!isnan(k->declared.decode_tokens_per_s) || !isnan(k->declared.top1_agreement)) {
         tprintf("%*sdeclared:", ind, "");
         if (!isnan(k->declared.decode_tokens_per_s))
             tprintf(" %.1f tok/s", k->declared.decode_tokens_per_s);
         if (!isnan(k->declared.top1_agreement))
             tprintf(" top-1 %.3f", k->declared.top1_agreement);
-        char note[2048];
-        note_text(k->declared.where ? k->declared.where : "?", full, note, sizeof note);
-        tprintf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ", note);
+        tprintf(" (%s%s)\n", k->verified ? "verified: " : "not verified: ",
+                k->declared.where ? k->declared.where : "?");
     }
 }
 
@@ -166,6 +177,31 @@ typedef struct account {
 static const char *name_at(const account *a, size_t r)
 {
     return edgert_candidate_at(a->ctx, a->why[r].candidate)->name;
+}
+
+/* The one figure that ranked rank r, with its source in a word: decode
+ * tok/s for speed (from calibrate's rounds, first contact's quick
+ * measurement at its tier's read rate, or the manifest), top-1 agreement for
+ * fidelity (measured here or declared). The verdicts show none of it, so a
+ * backend has one figure in the short form (--explain=full adds the figures
+ * as measured, before any scaling). */
+static void rank_figure(const account *a, size_t r, char *out, size_t len)
+{
+    const edgert_rank_reason *w = &a->why[r];
+    if (a->priority == EDGERT_PRIORITY_FIDELITY) {
+        if (w->top1_measured < 0 || isnan(w->top1))
+            snprintf(out, len, "top-1 unknown");
+        else
+            snprintf(out, len, "top-1 %.3f (%s)", w->top1,
+                     w->top1_measured ? "measured" : "declared");
+        return;
+    }
+    if (w->decode_measured < 0 || isnan(w->decode))
+        snprintf(out, len, "speed unknown");
+    else if (!w->decode_measured)
+        snprintf(out, len, "%.1f tok/s (declared)", w->decode);
+    else
+        snprintf(out, len, "%.1f tok/s (%s)", w->decode, w->quick ? "first contact" : "calibrate");
 }
 
 /* Whether ranks q and r have calibrated figures of one evidence series
@@ -496,8 +532,10 @@ void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     explain_setting(c, ctx, d);
     size_t n = edgert_candidate_count(ctx);
     for (size_t i = 0; i < n; i++)
-        explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i),
-                          c->explain > 1);
+        if (c->explain > 1)
+            explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
+        else
+            explain_candidate_short(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */
     if (!d->planned) {
         const char *ev = edgert_evidence_path(ctx);
@@ -509,7 +547,11 @@ void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
                 tprintf("  %s\n", g->message);
         }
     }
-    tprintf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
+    if (c->explain < 2)
+        tprintf("\nranking for priority '%s' (its rules: 'edgert select --help'):\n",
+                edgert_priority_name(p));
+    else
+        tprintf("\nranking for priority '%s' (%s):\n", edgert_priority_name(p),
             p == EDGERT_PRIORITY_SPEED
                 ? "device-class accelerator, CPU backends, reference last; then decode tok/s "
                   "measured here else declared, where measured rates within each other's rounds "
@@ -526,12 +568,11 @@ void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
     for (size_t r = 0; r < a.n; r++) {
         const edgert_rank_reason *w = &a.why[r];
         const edgert_candidate *k = edgert_candidate_at(ctx, w->candidate);
-        char speed[64];
-        figure_text(speed, sizeof speed, "", w->decode, w->decode_measured, 1, " tok/s",
-                    "speed unknown");
-        tprintf("  %zu. %-16s %d-bit weights, %d-bit activations, %s, %s\n", r + 1, k->name,
-                k->layout.weight_bits, k->layout.activation_bits, speed,
-                w->tier == 2   ? "reference (always last)"
+        char fig[96];
+        rank_figure(&a, r, fig, sizeof fig);
+        tprintf("  %zu. %-16s %s, %d-bit weights, %d-bit activations, %s\n", r + 1, k->name,
+                fig, k->layout.weight_bits, k->layout.activation_bits,
+                w->tier == 2   ? "the reference"
                 : w->tier == 0 ? "accelerator of this device class"
                                : "CPU backend");
         explain_decode_group(&a, r);

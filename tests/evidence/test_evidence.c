@@ -126,16 +126,17 @@ static const char *selected(edgert_ctx *ctx, edgert_priority p, const char **evi
     return n;
 }
 
-/* `select --explain` over the fixture's folder and evidence says `line`
- * (tools/edgert.c: why a backend is not in the group above it). */
+/* `select --explain=full` over the fixture's folder and evidence says `line`
+ * (tools/explain.c: the figures as measured, why a backend is not in the
+ * group above it). */
 static void explain_says(const fx *f, const char *line)
 {
     char args[4096], *text = NULL;
-    snprintf(args, sizeof args, "select --explain --manifests '%s' --evidence '%s'", f->dir,
+    snprintf(args, sizeof args, "select --explain=full --manifests '%s' --evidence '%s'", f->dir,
              f->ev);
     assert_int_equal(run(args, &text), 0);
     if (!strstr(text, line))
-        fail_msg("select --explain does not say '%s':\n%s", line, text);
+        fail_msg("select --explain=full does not say '%s':\n%s", line, text);
     free(text);
 }
 
@@ -826,11 +827,11 @@ static void test_first_contact_read_rate(void **state)
     /* no evidence file yet: the cache's is read, on the handles' one thread
      * (a verdict's quick figures are of its thread count) */
     char args[4200], *text = NULL;
-    snprintf(args, sizeof args, "select --explain --threads 1 --manifests '%s'", f->dir);
+    snprintf(args, sizeof args, "select --explain=full --threads 1 --manifests '%s'", f->dir);
     assert_int_equal(run(args, &text), 0);
     if (!strstr(text, "test-good, test-fast compared at one read rate, 25.0 GB/s") ||
         !strstr(text, "[calls 9.50..10.50] beside a 20.0 GB/s read"))
-        fail_msg("select --explain does not give the read rates:\n%s", text);
+        fail_msg("select --explain=full does not give the read rates:\n%s", text);
     free(text);
     /* one read only: its median is its own, so both stand as measured
      * (good's scale is 1, fast has none to scale by) */

@@ -243,7 +243,7 @@ def test_compare_stored_as_evidence(gptq, edgert_cli, tmp_path):
         assert abs(e["kl_mean"] - max(row["mean_kl"], 0)) < 1e-6
         assert e["top1_tokens"] == 12
         assert e["fidelity_source"].startswith(f"model {gptq['sym']}, 2 prompts x 6 tokens")
-    sel = cli(edgert_cli, "select", "--explain", "--evidence", ev).stdout
+    sel = cli(edgert_cli, "select", "--explain=full", "--evidence", ev).stdout
     assert f"top-1 and KL from model {gptq['sym']}, 2 prompts x 6 tokens" in sel
     expect(edgert_cli, 2, ["add --compare"], "run", gptq["sym"], "--prompt-ids", "1", "--store")
     expect(edgert_cli, 2, ["add --compare --store"], "run", gptq["sym"], "--compare",

@@ -240,7 +240,7 @@ static void test_text_escapes_outside_strings(void **state)
 {
     (void)state;
     char *dir = hostile_manifests(), args[8192], *out;
-    const char *cmds[] = {"select --explain", "select", "list"};
+    const char *cmds[] = {"select --explain", "select --explain=full", "select", "list"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         snprintf(args, sizeof args, "%s --manifests %s", cmds[i], dir);
         assert_int_equal(run_all(args, &out), 0);
@@ -249,7 +249,7 @@ static void test_text_escapes_outside_strings(void **state)
             fail_msg("'edgert %s' printed a raw %s:\n%s", cmds[i], raw, out);
         free(out);
     }
-    snprintf(args, sizeof args, "select --explain --manifests %s", dir);
+    snprintf(args, sizeof args, "select --explain=full --manifests %s", dir);
     assert_int_equal(run_all(args, &out), 0);
     assert_non_null(strstr(out, "r \\x1b[31mRED \\u009b0m \\u202e \\u0085 \\x7f\\r"));
     assert_non_null(strstr(out, "/nonexistent/\\x1b[5mlib.so"));

@@ -3,9 +3,11 @@
  * on every device fixture (and this device) for both priorities, its first
  * line names the backend selected and what decided it, the same backend the
  * "selected:" block names; on a terminal of 100 columns (script(1)'s
- * pseudo-terminal) no line is wider; in a pipe, lines stay whole for grep;
- * --explain=full gives a manifest's note of its measurements whole, and
- * another value of --explain is a usage error.
+ * pseudo-terminal) no line is wider and the whole fits 40 rows; in a pipe,
+ * lines stay whole for grep; the short form gives one figure per backend,
+ * and --explain=full the provenance (layouts, checksums, the figures as
+ * measured, a manifest's note of its measurements whole); another value of
+ * --explain is a usage error.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,8 +58,8 @@ static size_t columns(const char *s, size_t n)
 }
 
 /* One explain output's checks: the headline names what the selected block
- * names; with `width`, no line is wider. */
-static void check_explain(const char *what, const char *out, size_t width)
+ * names; with `width`, no line is wider; with `rows`, no more lines. */
+static void check_explain(const char *what, const char *out, size_t width, size_t rows)
 {
     char name[64] = "", block[80], *sel = NULL;
     if (sscanf(out, "selected %63s for ", name) != 1 && sscanf(out, "selected %63s", name) != 1)
@@ -85,6 +87,8 @@ static void check_explain(const char *what, const char *out, size_t width)
                      columns(p, n), width, (int)n, p);
         p += e ? n + 1 : n;
     }
+    if (rows && line - 1 > rows)
+        fail_msg("%s: %zu lines (at most %zu):\n%s", what, line - 1, rows, out);
 }
 
 static void test_explain_on_every_device(void **state)
@@ -104,7 +108,7 @@ static void test_explain_on_every_device(void **state)
                      prios[p], DEVICES, e->d_name);
             snprintf(what, sizeof what, "%s, %s", e->d_name, prios[p]);
             assert_int_equal(run_tty(args, 100, &out), 0);
-            check_explain(what, out, 100);
+            check_explain(what, out, 100, 40);
             free(out);
             checked++;
         }
@@ -114,33 +118,41 @@ static void test_explain_on_every_device(void **state)
     /* this device (live: first contact's figures, the path chosen) */
     char *out;
     assert_int_equal(run_tty("select --explain", 100, &out), 0);
-    check_explain("this device", out, 100);
+    check_explain("this device", out, 100, 40);
     free(out);
     assert_int_equal(run_tty("select --explain --priority fidelity", 60, &out), 0);
-    check_explain("this device, 60 columns", out, 60);
+    check_explain("this device, 60 columns", out, 60, 0);
     free(out);
 }
 
-/* A pipe: lines whole (a script greps them), COLUMNS or not; the note of a
- * manifest's measurements cut short, and whole with --explain=full. */
+/* A pipe: lines whole (a script greps them), COLUMNS or not; the short form
+ * without provenance, --explain=full with it, a manifest's note whole. */
 static void test_explain_width_and_full(void **state)
 {
     (void)state;
     char *out, *full;
     const char *args = "select --explain --device " DEVICES "/x86-avx512.yaml";
     assert_int_equal(run_redirected("COLUMNS=60", args, "2>/dev/null", &out), 0);
-    check_explain("x86-avx512, a pipe", out, 0);
-    assert_non_null(strstr(out, "... (--explain=full))"));
+    check_explain("x86-avx512, a pipe", out, 0, 0);
     assert_int_equal(run_redirected("env -u COLUMNS", "select --explain=full --device " DEVICES
                                     "/x86-avx512.yaml", "2>/dev/null", &full), 0);
-    assert_null(strstr(full, "(--explain=full)"));
-    assert_true(strlen(full) > strlen(out));
-    /* a whole line of the short output is longer than 100 columns: not wrapped */
+    /* provenance in the full form only: checksums, declared figures
+     * with the manifest's note of where they were measured, whole */
+    const char *prov[] = {"checksum: ", "declared: ", "(verified: ", "manifest folders searched"};
+    for (size_t i = 0; i < sizeof prov / sizeof prov[0]; i++) {
+        if (strstr(out, prov[i]))
+            fail_msg("the short form says '%s':\n%s", prov[i], out);
+        if (!strstr(full, prov[i]))
+            fail_msg("--explain=full does not say '%s':\n%s", prov[i], full);
+    }
+    /* the rank lines give each backend's one figure, with its source */
+    assert_non_null(strstr(out, " tok/s (declared), "));
+    /* a whole line of the short output is wider than COLUMNS: not wrapped */
     int wide = 0;
     for (const char *p = out; *p;) {
         const char *e = strchr(p, '\n');
         size_t n = e ? (size_t)(e - p) : strlen(p);
-        wide |= columns(p, n) > 100;
+        wide |= columns(p, n) > 60;
         p += e ? n + 1 : n;
     }
     assert_true(wide);
