@@ -25,8 +25,8 @@
 static char *explain_calibrated(const char *dir)
 {
     char args[4096], *out;
-    snprintf(args, sizeof args, "select --explain=full --disable avx512-w4a16 --evidence %s/ev.json",
-             dir);
+    snprintf(args, sizeof args,
+             "select --explain=full --disable avx512-w4a16 --evidence %s/ev.json", dir);
     assert_int_equal(run(args, &out), 0);
     return out;
 }
