@@ -11,6 +11,10 @@
  * - two items for one backend in one call are refused;
  * - struct_size EDGERT_EVIDENCE_V1_SIZE is not a stride: fine for one item,
  *   refused (not read misaligned) for two;
+ * - a caller built against an older header (struct_size of version 1 to 5)
+ *   has each field past its size ignored: poisoned there (a range, a token
+ *   count, keep_unmeasured 9, a fidelity_source pointer to nowhere, repeated
+ *   rounds), none reaches the file, and the fields it has all do;
  * - an edited file's impossible figures are ignored when read, each with a
  *   warning at its line, so they cannot rank a backend;
  * - edgert_open with manifest_path_count > 0 and no array is refused.
@@ -195,6 +199,44 @@ static void test_v1_size_is_not_a_stride(void **state)
     edgert_close(ctx);
 }
 
+/* An item of `size` bytes (version 1 to 5) whose fields past it hold what a
+ * reader would take for figures, or would refuse or crash on: stored, only
+ * the fields within its size come back. */
+static void test_older_callers_read_to_their_size(void **state)
+{
+    fx *f = *state;
+    static const size_t sizes[] = {EDGERT_EVIDENCE_V1_SIZE, EDGERT_EVIDENCE_V2_SIZE,
+                                   EDGERT_EVIDENCE_V3_SIZE, EDGERT_EVIDENCE_V4_SIZE,
+                                   EDGERT_EVIDENCE_V5_SIZE};
+    for (size_t v = 0; v < sizeof sizes / sizeof sizes[0]; v++) {
+        edgert_evidence e = ev(10.0, 0.5, 0.25, 1);
+        e.struct_size = (uint32_t)sizes[v];
+        e.decode_tokens_per_s_min = 9.0;
+        e.decode_tokens_per_s_max = 11.0;
+        e.top1_tokens = 64u;
+        e.keep_unmeasured = v + 1 >= 4 ? 0 : 9; /* read, 9 is refused */
+        e.fidelity_source = v + 1 >= 4 ? "model /m" : (const char *)(uintptr_t)8; /* or crash */
+        e.decode_rounds_repeated = 3u;
+        edgert_ctx *ctx = open_fx(f);
+        char err[512] = "";
+        if (edgert_evidence_store(ctx, NULL, &e, 1, err, sizeof err) != EDGERT_OK)
+            fail_msg("version %zu: %s", v + 1, err);
+        edgert_close(ctx);
+        ctx = open_fx(f);
+        const edgert_candidate *c = edgert_candidate_find(ctx, "test-good");
+        assert_non_null(c);
+        assert_true(c->measured.decode_tokens_per_s == 10.0);
+        assert_true(v + 1 >= 2 ? c->measured_decode_min == 9.0 : isnan(c->measured_decode_min));
+        assert_int_equal(c->measured_top1_tokens, v + 1 >= 3 ? 64u : 0u);
+        if (v + 1 >= 4)
+            assert_string_equal(c->measured_fidelity_source, "model /m");
+        else
+            assert_null(c->measured_fidelity_source);
+        assert_int_equal(c->measured_rounds_repeated, v + 1 >= 5 ? 3u : 0u);
+        edgert_close(ctx);
+    }
+}
+
 static void test_edited_figures_ignored(void **state)
 {
     fx *f = *state;
@@ -240,6 +282,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_figures_out_of_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_one_entry_per_backend, setup, teardown),
         cmocka_unit_test_setup_teardown(test_v1_size_is_not_a_stride, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_older_callers_read_to_their_size, setup, teardown),
         cmocka_unit_test_setup_teardown(test_edited_figures_ignored, setup, teardown),
         cmocka_unit_test(test_open_paths_null),
     };
