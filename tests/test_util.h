@@ -13,8 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "edgert/edgert.h"
@@ -286,6 +288,52 @@ __attribute__((unused, format(printf, 3, 4))) static void tu_skip_line(const cha
         tu_skipped_cases++;                                                                       \
         skip();                                                                                   \
     } while (0)
+
+/* ---- load beside a test: busy loops --------------------------------------
+ *
+ * tu_burners_start: a busy loop on every CPU, twice over, so each runnable
+ * thread gets at most half a CPU's time whatever the machine; their pids in
+ * pids[] (at most max), the count returned, all of them running when it
+ * returns. tu_burners_stop ends and reaps them. tu_schedstat_known: whether
+ * the kernel keeps the schedstat contention is seen by (this process has
+ * run, so a kernel that keeps it reads more than 0); a test that needs it
+ * skips, saying so, without it. */
+__attribute__((unused)) static int tu_burners_start(pid_t *pids, int max)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = (int)(cpus > 0 && cpus < 1024 ? 2 * cpus : 4);
+    n = n < max ? n : max;
+    for (int i = 0; i < n; i++) {
+        pids[i] = fork();
+        if (pids[i] < 0) {
+            n = i;
+            break;
+        }
+        if (pids[i] == 0)
+            for (volatile unsigned long x = 0;; x++)
+                ;
+    }
+    usleep(100000);
+    return n;
+}
+
+__attribute__((unused)) static void tu_burners_stop(const pid_t *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], NULL, 0);
+    }
+}
+
+__attribute__((unused)) static int tu_schedstat_known(void)
+{
+    char buf[128] = "";
+    FILE *f = fopen("/proc/self/schedstat", "r");
+    int known = f && fgets(buf, sizeof buf, f) && strtoull(buf, NULL, 10) > 0;
+    if (f)
+        fclose(f);
+    return known;
+}
 
 /* A safetensors file written by hand, as an outside producer would: the
  * 8-byte little-endian length of `header`, the header as given (a caller that

@@ -100,33 +100,6 @@ static void test_marks(void **state)
 
 /* ---- first contact beside busy loops --------------------------------------------------- */
 
-/* A busy loop on every CPU, twice over: each runnable thread then gets at
- * most half a CPU's time, whatever the machine. Their pids into pids[]
- * (at most max), the count returned. */
-static int start_burners(pid_t *pids, int max)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(cpus > 0 ? 2 * cpus : 4);
-    n = n < max ? n : max;
-    for (int i = 0; i < n; i++) {
-        pids[i] = fork();
-        assert_true(pids[i] >= 0);
-        if (pids[i] == 0)
-            for (volatile unsigned long x = 0;; x++)
-                ;
-    }
-    usleep(100000); /* all of them running */
-    return n;
-}
-
-static void stop_burners(const pid_t *pids, int n)
-{
-    for (int i = 0; i < n; i++) {
-        kill(pids[i], SIGKILL);
-        waitpid(pids[i], NULL, 0);
-    }
-}
-
 static void count_contacts(void *user, edgert_log_level level, const char *message)
 {
     (void)level;
@@ -183,26 +156,17 @@ static void age_verdicts(const char *cache)
     assert_int_equal(system(cmd), 0);
 }
 
-/* The kernel's per-thread schedstat, without which nothing can be seen:
- * this process has run, so a kernel that keeps it reads more than 0. */
-static int schedstat_known(void)
-{
-    er_cpu_mark m;
-    er_cpu_mark_now(&m);
-    return m.known && m.run_ns > 0;
-}
-
 static void test_contended_keeps_verdict_not_figures(void **state)
 {
     (void)state;
-    if (!schedstat_known())
+    if (!tu_schedstat_known())
         tu_skip("this kernel gives no per-thread schedstat: no contention can be seen");
     unsetenv("EDGERT_CONTENTION");
     char *saved, *cache = tu_fresh_cache(&saved), *dir = two_backends();
     pid_t burners[64];
-    int nb = start_burners(burners, 64), contacts = 0;
+    int nb = tu_burners_start(burners, 64), contacts = 0;
     edgert_ctx *ctx = open_counting(dir, &contacts);
-    stop_burners(burners, nb);
+    tu_burners_stop(burners, nb);
     assert_int_equal(contacts, 2);
     const char *names[2] = {"test-one", "test-two"};
     for (int i = 0; i < 2; i++) {
@@ -275,14 +239,14 @@ static void test_contended_keeps_verdict_not_figures(void **state)
 static void test_ignore_keeps_figures(void **state)
 {
     (void)state;
-    if (!schedstat_known())
+    if (!tu_schedstat_known())
         tu_skip("this kernel gives no per-thread schedstat: no contention can be seen");
     setenv("EDGERT_CONTENTION", "ignore", 1);
     char *saved, *cache = tu_fresh_cache(&saved), *dir = two_backends();
     pid_t burners[64];
-    int nb = start_burners(burners, 64), contacts = 0;
+    int nb = tu_burners_start(burners, 64), contacts = 0;
     edgert_ctx *ctx = open_counting(dir, &contacts);
-    stop_burners(burners, nb);
+    tu_burners_stop(burners, nb);
     const edgert_candidate *c = edgert_candidate_find(ctx, "test-one");
     assert_null(c->first_contact_contention);
     assert_true(c->first_contact_decode_tokens_per_s > 0.0);

@@ -98,22 +98,6 @@ static void crowd_member(const char *dir, int go, int out)
     _exit(w == (ssize_t)sizeof s ? 0 : 3);
 }
 
-/* A busy loop on every CPU, twice over (pids into pids[], at most max). */
-static int start_burners(pid_t *pids, int max)
-{
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(cpus > 0 ? 2 * cpus : 4);
-    n = n < max ? n : max;
-    for (int i = 0; i < n; i++) {
-        pids[i] = fork();
-        assert_true(pids[i] >= 0);
-        if (pids[i] == 0)
-            for (volatile unsigned long x = 0;; x++)
-                ;
-    }
-    return n;
-}
-
 /* CROWD processes at once on a fresh cache, two plugins declaring 50 and
  * 90 tok/s: two first contacts in all, every process with the same two
  * figures (the one verdict) and the same selection. With `burn`, beside a
@@ -132,7 +116,7 @@ static void run_crowd(int burn)
     int nb = 0;
     if (burn) {
         unsetenv("EDGERT_CONTENTION");
-        nb = start_burners(burners, 64);
+        nb = tu_burners_start(burners, 64);
     }
     int go[2], out[2];
     assert_int_equal(pipe(go), 0);
@@ -175,10 +159,7 @@ static void run_crowd(int burn)
         assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    for (int i = 0; i < nb; i++) {
-        kill(burners[i], SIGKILL);
-        waitpid(burners[i], NULL, 0);
-    }
+    tu_burners_stop(burners, nb);
     if (contacts != 2)
         fail_msg("%d processes met 2 plugins with %d first contacts (one each expected)", CROWD,
                  contacts);
@@ -206,12 +187,7 @@ static void test_crowd_meets_each_plugin_once(void **state)
 static void test_crowd_under_load(void **state)
 {
     (void)state;
-    char buf[128] = "";
-    FILE *f = fopen("/proc/self/schedstat", "r");
-    int known = f && fgets(buf, sizeof buf, f) && strtoull(buf, NULL, 10) > 0;
-    if (f)
-        fclose(f);
-    if (!known)
+    if (!tu_schedstat_known())
         tu_skip("this kernel gives no schedstat: no contention can be seen");
     run_crowd(1);
 }

@@ -217,32 +217,16 @@ static void test_calibrate_nothing(void **state)
 static void test_calibrate_under_load(void **state)
 {
     (void)state;
-    char buf[128] = "";
-    FILE *f = fopen("/proc/self/schedstat", "r");
-    int known = f && fgets(buf, sizeof buf, f) && strtoull(buf, NULL, 10) > 0;
-    if (f)
-        fclose(f);
-    if (!known)
+    if (!tu_schedstat_known())
         tu_skip("this kernel gives no schedstat: no contention can be seen");
     char *dir = tu_tmpdir(), args[8600], path[4200], *out;
     snprintf(path, sizeof path, "%s/ev.json", dir);
     snprintf(args, sizeof args, "calibrate --quick --repeat 1 --disable ref-w4a16 --workload %s "
              "--out %s", EDGERT_TEST_FIXTURES "/workloads/tiny.yaml", path);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int nb = (int)(cpus > 0 && cpus < 32 ? 2 * cpus : 4);
     pid_t burners[64];
-    for (int i = 0; i < nb; i++) {
-        burners[i] = fork();
-        assert_true(burners[i] >= 0);
-        if (burners[i] == 0)
-            for (volatile unsigned long x = 0;; x++)
-                ;
-    }
+    int nb = tu_burners_start(burners, 64);
     int rc = run_redirected("timeout 250 env -u EDGERT_CONTENTION", args, "2>&1", &out);
-    for (int i = 0; i < nb; i++) {
-        kill(burners[i], SIGKILL);
-        waitpid(burners[i], NULL, 0);
-    }
+    tu_burners_stop(burners, nb);
     if (rc != 1 || !strstr(out, "set aside (") || !strstr(out, "ran under contention 4 times") ||
         !strstr(out, "calibrate again when the machine is quiet"))
         fail_msg("calibrate beside %d busy loops: exit %d\n%s", nb, rc, out);
