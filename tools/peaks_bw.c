@@ -149,7 +149,7 @@ static uint64_t bw_read(const bw_job *j, const uint8_t *p, const uint8_t *end)
  *   apart (medians of 9 alternated passes, busy and quieter windows: 27.7-
  *   29.9 against 25.1 GB/s, 39.3 against 28.3), which read below the reads
  *   cut into the step's calls and below the steps themselves;
- * - on a Zen 5 (README, "What a step can read") streams 128 MiB apart read
+ * - on a Zen 5 (docs/evidence-and-selection.md, "What a step can read") streams 128 MiB apart read
  *   84-87 GB/s, streams in the step's call sizes 48-57. */
 static uint64_t read_chunked(int wide, const uint8_t *p, const uint8_t *end, unsigned streams,
                            int prefetch)

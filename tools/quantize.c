@@ -57,7 +57,7 @@ static int parse_u32(const char *opt, const char *v, unsigned lo, unsigned hi, u
 /* The library's E_USAGE, once the options are checked here, is the input
  * refused for what it holds (4-bit already, a dtype or K quantize cannot
  * write, a scale past fp16): a file pack takes, so this command's refusal,
- * 1 (README's exit codes); the usage errors it shares with them are found
+ * 1 (docs/edgert.1, EXIT STATUS); the usage errors it shares with them are found
  * here first (out_misnamed). */
 static int exit_code(edgert_status st)
 {

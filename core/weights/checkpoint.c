@@ -19,7 +19,7 @@
  * A qweight word holds codes k..k+7 low nibble first, which is the canonical
  * byte order, so converting is a transpose of 32-bit words.
  *
- * The settings (the rule the README documents): from the safetensors
+ * The settings (the rule docs/weights.md documents): from the safetensors
  * metadata when it has "checkpoint_format" or "bits" (edgert quantize writes
  * them there), else from quantize_config.json in the file's folder, else
  * inferred: v1 (AutoGPTQ's default on disk), group = K / G. Read

@@ -58,7 +58,7 @@ static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint
  * A weights file opened and validated: a GPTQ int4 checkpoint, a dense
  * F32/F16/BF16 one (safetensors), or a packed file `edgert pack` wrote for
  * one backend. The file is mapped read-only; tensors are used in place.
- * Everything is validated at open (README "Your own weights" has the rules), so a
+ * Everything is validated at open (docs/weights.md has the rules), so a
  * malformed file fails there with EDGERT_E_PARSE and a message naming the
  * file and the tensor. The one exception is a dense layer's values, which
  * would mean reading the whole file: a NaN or infinite weight fails

@@ -34,10 +34,11 @@
  * smaller ones move by at most 2^(E-1) <= max|x16| * 2^-15. A group holding
  * a NaN gives NaN outputs on every path.
  *
- * Weights: the canonical form (edgert_qweights) with group 128 only, K a
- * multiple of 128; zero points are kept as given (symmetric input: 8). The
- * packed layout is described in nw_kern.h (4.3125 bits per weight); packing,
- * and mapping packed bytes back (plugin ABI 2), are nw_pack.c.
+ * Weights: the canonical form (edgert_qweights) with groups of 32, 64 or 128
+ * (the manifest's group_sizes), K a multiple of the group; zero points are
+ * kept as given (symmetric input: 8). The packed layout is described in
+ * nw_kern.h (4.3125 bits per weight at group 128); packing, and mapping
+ * packed bytes back (plugin ABI 2), are nw_pack.c.
  *
  * Memory. pack: the packed allocation only; it is written panel by panel
  * straight from the canonical codes, no transient buffer (peak = canonical

@@ -2,7 +2,7 @@
 """A dense bf16 checkpoint of spark-1.7b's shapes (tools/workload.c: 28 layers
 of qkv_proj, o_proj, gate_up_proj, down_proj, and lm_head; 3.4 GB): random
 values of magnitude 2^-7..2^-6 with random signs, written layer by layer.
-The input of the measurements of a user's own weights (README "Your own weights"):
+The input of the measurements of a user's own weights (docs/weights.md):
 
   tests/perf/gen_dense.py /tmp/spark/dense.safetensors
   build/bin/edgert quantize /tmp/spark/dense.safetensors /tmp/spark/gptq.safetensors --asym

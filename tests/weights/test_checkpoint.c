@@ -639,7 +639,7 @@ static char *act_order_copy(const char *dir, const char *src)
     return path;
 }
 
-/* Act order is refused, as the README documents, by the API and the CLI. */
+/* Act order is refused, as docs/weights.md says, by the API and the CLI. */
 static void test_act_order_refused(void **state)
 {
     fx *f = *state;
