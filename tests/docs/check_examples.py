@@ -165,7 +165,7 @@ class Checker:
             f.write(b.text)
         has_main = re.search(r"\bint\s+main\s*\(", b.text) is not None
         cc = shlex.split(self.a.cc)
-        flags = ["-std=c11", "-Wall", "-Wextra", "-Werror"]
+        flags = ["-std=c11", "-Wall", "-Wextra", "-Werror"] + shlex.split(self.a.cflags)
         for d in self.a.include:
             flags += ["-I", d]
         if not has_main:
@@ -195,7 +195,9 @@ class Checker:
     def python_usable(self):
         if self.python_ok is None:
             py = self.a.python
-            if not py or not os.access(py, os.X_OK):
+            if self.a.no_python:
+                self.python_ok = self.a.no_python
+            elif not py or not os.access(py, os.X_OK):
                 self.python_ok = f"{py or '(none given)'} is not an interpreter"
             else:
                 rc, out = self.run([py, "-c", "import numpy"], 60)
@@ -463,6 +465,11 @@ def main():
                    help="a public header folder (repeatable)")
     p.add_argument("--python", default=os.environ.get("EDGERT_TEST_PYTHON", ""))
     p.add_argument("--pythonpath", default="", help="the build tree's python/ folder")
+    p.add_argument("--cflags", default="", help="more flags for compiling and linking C blocks "
+                   "(a sanitized build's -fsanitize=..., so its runtime comes first)")
+    p.add_argument("--no-python", default="", metavar="WHY",
+                   help="report the Python blocks skipped, saying WHY (a sanitized build: an "
+                   "interpreter does not load the sanitizer's runtime)")
     p.add_argument("files", nargs="*", help="Markdown files (default: README.md, docs/**/*.md)")
     a = p.parse_args()
     a.source = os.path.abspath(a.source)
