@@ -135,6 +135,7 @@
 typedef enum a8_path {
     A8_PATH_VNNI = 0, /* AVX512_VNNI decode and prefill */
     A8_PATH_AMX = 1,  /* AMX-INT8 tiles for prefill, VNNI decode */
+    A8_PATH_AVX2 = 2, /* AVX2 vpmaddubsw GEMV for every m (a8_kern_avx2.c) */
     A8_PATH_COUNT
 } a8_path;
 
@@ -210,5 +211,8 @@ void a8_prep(void *job, size_t begin, size_t end, unsigned worker);
 void a8_vnni_decode(void *job, size_t begin, size_t end, unsigned worker);
 void a8_vnni_prefill(void *job, size_t begin, size_t end, unsigned worker);
 void a8_amx_prefill(void *job, size_t begin, size_t end, unsigned worker);
+void a8_avx2_prep(void *job, size_t begin, size_t end, unsigned worker);
+void a8_avx2_decode(void *job, size_t begin, size_t end, unsigned worker);
+void a8_avx2_prefill(void *job, size_t begin, size_t end, unsigned worker);
 
 #endif /* A8_INTERNAL_H */

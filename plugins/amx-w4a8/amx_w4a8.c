@@ -2,8 +2,13 @@
  * plugins/amx-w4a8/amx_w4a8.c — entry, options, packing, dispatch and
  * self-test of the W4A8 backend: symmetric int4 weights (zero point 8, an
  * fp16 scale per column and group of 128), int8 activations per token,
- * integer dot products, fp32 epilogue. One library behind two manifests:
- * `amx-w4a8` (plugin_options path=amx) and `avx512-w4a8` (path=vnni).
+ * integer dot products, fp32 epilogue. One library behind three manifests:
+ * `amx-w4a8` (plugin_options path=amx), `avx512-w4a8` (path=vnni) and
+ * `avx2-w4a8` (path=avx2).
+ *
+ * Length: the plain-x86 side of one library behind three manifests (entry,
+ * the options and flag checks of three paths, pack, map, dispatch and
+ * self-test) in one file; the kernels are a8_kern_*.c.
  *
  * This file is compiled WITHOUT ISA flags (plain x86-64), so loading the
  * library and calling init on any x86-64 CPU is safe: AVX-512 and AMX code
@@ -16,9 +21,11 @@
  *              decode as path vnni. Needs amx_tile, amx_int8 and the
  *              tile-data permission, asked for in init.
  *   path=vnni  AVX512_VNNI vpdpbusd for decode and prefill (a8_kern_vnni.c).
+ *   path=avx2  AVX2 vpmaddubsw, one GEMV for every m (a8_kern_avx2.c), for
+ *              CPUs without AVX-512; needs avx2, fma and f16c only.
  *   path=auto  (default, also for NULL or "") amx where the tiles are usable
- *              and granted, else vnni.
- * Every path needs avx512f, avx512bw, avx512vl and avx512_vnni.
+ *              and granted, else vnni; avx2 on a CPU without AVX-512.
+ * Paths amx and vnni need avx512f, avx512bw, avx512vl and avx512_vnni.
  * Options (blank-separated): "path=<auto|amx|vnni>",
  * "prefetch=<far|near|none|far-l1|auto>" (decode's software prefetch,
  * a8_kern.h; auto: plugin_kit.h) and "streams=<1|2|4|auto>" (the panels the
@@ -29,14 +36,16 @@
  * stream and none for 4),
  * "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
- * kernel; default: every m on path vnni, 8 on path amx (a8_internal.h has
+ * kernel; default: 16 on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
- * `edgert bench --options`). Anything else is
+ * `edgert bench --options`; path avx2 runs its GEMV for every m unless it
+ * is given). Anything else is
  * refused with EDGERT_E_USAGE; a path whose CPU flag is missing with
  * EDGERT_E_UNSUPPORTED naming the flag.
  *
  * No global mutable state: the descriptor, tables and strings are const; an
  * instance is an a8_state allocated through host->alloc. No exit/abort.
+
  */
 #include <math.h>
 #include <stddef.h>
@@ -57,6 +66,8 @@ typedef struct a8_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
     a8_path path;
     uint32_t decode_max_m;
+    edgert_range_fn prep;    /* the path's activation prep, GEMV and prefill */
+    edgert_range_fn decode;
     edgert_range_fn prefill;
     int pf_near;             /* decode's prefetch (PK_PF_*) reading one stream */
     int pf_streams;          /* and reading `streams` at m = 1 */
@@ -78,6 +89,13 @@ static const a8_flag a8_base_flags[] = {
     {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"},
 };
 
+/* The avx2 path's kernel file is compiled for these (CMakeLists.txt). */
+static const a8_flag a8_avx2_flags[] = {
+    {EDGERT_CPU_AVX2, "avx2"},
+    {EDGERT_CPU_FMA, "fma"},
+    {EDGERT_CPU_F16C, "f16c"},
+};
+
 /* The amx path's tiles: real AMX, or (test build) the tile model, which
  * needs no AMX flag. */
 #ifdef EDGERT_AMX_EMULATE
@@ -89,13 +107,15 @@ static const a8_flag a8_amx_flags[] = {{EDGERT_CPU_AMX_TILE, "amx_tile"},
 #define A8_AMX_TILES "AMX-INT8 tiles"
 #endif
 
-static const char *const a8_path_names[A8_PATH_COUNT] = {[A8_PATH_VNNI] = "vnni",
-                                                         [A8_PATH_AMX] = "amx"};
+static const char *const a8_path_names[A8_PATH_COUNT] = {
+    [A8_PATH_VNNI] = "vnni", [A8_PATH_AMX] = "amx", [A8_PATH_AVX2] = "avx2"};
 static const char *const a8_describe_text[A8_PATH_COUNT] = {
     [A8_PATH_VNNI] = "vnni: int8 activations per token, AVX512_VNNI vpdpbusd for decode "
                      "(GEMV) and prefill, exact int32 group sums, fp32 epilogue",
     [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSSD, int8 activations per token, "
                     "exact int32 group sums); decode as path vnni (vpdpbusd GEMV)",
+    [A8_PATH_AVX2] = "avx2: int8 activations per token, AVX2 vpmaddubsw GEMV for every m, "
+                     "exact int32 group sums, fp32 epilogue (path vnni's decode bits)",
 };
 
 /* ---- init ------------------------------------------------------------------------------ */
@@ -141,9 +161,13 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
             } else if (vl == 4u && strncmp(v, "vnni", 4u) == 0) {
                 *auto_path = 0;
                 *path = A8_PATH_VNNI;
+            } else if (vl == 4u && strncmp(v, "avx2", 4u) == 0) {
+                *auto_path = 0;
+                *path = A8_PATH_AVX2;
             } else {
                 edgert_errf(err, err_len,
-                            A8_NAME ": init: unknown path '%.*s' (accepted: auto, amx, vnni)",
+                            A8_NAME ": init: unknown path '%.*s' (accepted: auto, amx, vnni, "
+                                    "avx2)",
                             (int)vl, v);
                 return -1;
             }
@@ -167,7 +191,8 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
             *decode_max_m = (uint32_t)v;
         } else {
             edgert_errf(err, err_len,
-                        A8_NAME ": init: unknown option '%.*s' (accepted: path=auto|amx|vnni, "
+                        A8_NAME ": init: unknown option '%.*s' (accepted: "
+                                "path=auto|amx|vnni|avx2, "
                                 "decode_max_m=N, prefetch=far|near|none|far-l1|auto, "
                                 "streams=1|2|4|auto)",
                         (int)len, s);
@@ -195,15 +220,66 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
 static void a8_decode_defaults(const pk_tuning *t, a8_state *st)
 {
     const int intel = pk_cpu_is_intel();
-    const int with = intel ? PK_PF_NEAR_TOO : PK_PF_FAR_L1; /* the prefetching mode */
+    /* the prefetching mode; path avx2's: far on every CPU, as avx2-w4a16's
+     * (a2_kern.h). On AMD EPYC Zen 3 (family 25, model 1), spark-1.7b
+     * decode, 2 threads, bench --versus avx2-w4a16 (16 pairs each, one run
+     * per mode, ceilings 26-45 GB/s): avx2-w4a16's step over this one's
+     * 1.029 with far, 0.982 far-l1, 0.940 auto (far-l1 or none), 0.897
+     * none. Not measured on Intel. */
+    const int with = st->path == A8_PATH_AVX2 ? PK_PF_FAR
+                     : intel                  ? PK_PF_NEAR_TOO
+                                              : PK_PF_FAR_L1;
     if (t->streams == PK_STREAMS_AUTO) { /* asked for: one against PK_STREAMS_MANY */
         pk_streams_settle(t->prefetch, with, PK_PF_NONE, &st->pf_near, &st->pf_streams,
                           &st->streams, &st->pf_auto);
         return;
     }
     st->streams = t->streams != 0u ? t->streams : 1u;
-    pk_pf_settle(t->prefetch >= 0 ? t->prefetch : intel ? -1 : PK_PF_AUTO, with, with,
-                 PK_PF_NONE, st->streams, &st->pf_near, &st->pf_streams, &st->pf_auto);
+    const int given = t->prefetch >= 0                     ? t->prefetch
+                      : intel || st->path == A8_PATH_AVX2 ? -1 /* `with` */
+                                                           : PK_PF_AUTO;
+    pk_pf_settle(given, with, with, PK_PF_NONE, st->streams, &st->pf_near, &st->pf_streams,
+                 &st->pf_auto);
+}
+
+/* The first of need[0 .. n-1] that `flags` lacks, or NULL. */
+static const char *a8_lacks(uint64_t flags, const a8_flag *need, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!EDGERT_HAS_FLAG(flags, need[i].flag))
+            return need[i].name;
+    return NULL;
+}
+
+/* Whether this CPU has the flags the path's kernel files are compiled for:
+ * paths amx and vnni the AVX-512 ones, path avx2 its own; auto on a CPU
+ * without the AVX-512 ones but with avx2's becomes path avx2. */
+static edgert_status a8_check_flags(uint64_t flags, int *auto_path, a8_path *path, char *err,
+                                    size_t err_len)
+{
+    const size_t nb = sizeof a8_base_flags / sizeof a8_base_flags[0];
+    const size_t n2 = sizeof a8_avx2_flags / sizeof a8_avx2_flags[0];
+    const char *base = a8_lacks(flags, a8_base_flags, nb);
+    const char *avx2 = a8_lacks(flags, a8_avx2_flags, n2);
+    if (*auto_path && base != NULL && avx2 == NULL) {
+        *auto_path = 0;
+        *path = A8_PATH_AVX2;
+    }
+    if (!*auto_path && *path == A8_PATH_AVX2) {
+        if (avx2 == NULL)
+            return EDGERT_OK;
+        edgert_errf(err, err_len,
+                    A8_NAME ": init: this CPU lacks %s (path avx2 needs avx2, fma and f16c)",
+                    avx2);
+        return EDGERT_E_UNSUPPORTED;
+    }
+    if (base == NULL)
+        return EDGERT_OK;
+    edgert_errf(err, err_len,
+                A8_NAME ": init: this CPU lacks %s (paths amx and vnni need avx512f, avx512bw, "
+                        "avx512vl and avx512_vnni; path avx2 avx2, fma and f16c)",
+                base);
+    return EDGERT_E_UNSUPPORTED;
 }
 
 static edgert_status a8_init(const edgert_host *host, const char *options, void **state,
@@ -220,15 +296,10 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
-    for (size_t i = 0; i < sizeof a8_base_flags / sizeof a8_base_flags[0]; i++) {
-        if (!EDGERT_HAS_FLAG(flags, a8_base_flags[i].flag)) {
-            edgert_errf(err, err_len,
-                        A8_NAME ": init: this CPU lacks %s (every path needs avx512f, avx512bw, "
-                                "avx512vl and avx512_vnni)",
-                        a8_base_flags[i].name);
-            return EDGERT_E_UNSUPPORTED;
-        }
-    }
+    const int asked_auto = auto_path;
+    rc = a8_check_flags(flags, &auto_path, &path, err, err_len);
+    if (rc != EDGERT_OK)
+        return rc;
     const char *missing = a8_missing_amx_flag(flags);
     if (auto_path) {
         path = A8_PATH_VNNI;
@@ -262,10 +333,15 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     }
     st->host = host;
     st->path = path;
-    st->decode_max_m = decode_max_m != 0u        ? decode_max_m
-                       : path == A8_PATH_AMX ? A8_DECODE_MAX_M
-                                             : A8_VNNI_DECODE_MAX_M;
-    st->prefill = path == A8_PATH_AMX ? a8_amx_prefill : a8_vnni_prefill;
+    st->decode_max_m = decode_max_m != 0u         ? decode_max_m
+                       : path == A8_PATH_AMX  ? A8_DECODE_MAX_M
+                       : path == A8_PATH_AVX2 ? UINT32_MAX /* its GEMV for every m */
+                                              : A8_VNNI_DECODE_MAX_M;
+    st->prep = path == A8_PATH_AVX2 ? a8_avx2_prep : a8_prep;
+    st->decode = path == A8_PATH_AVX2 ? a8_avx2_decode : a8_vnni_decode;
+    st->prefill = path == A8_PATH_AMX    ? a8_amx_prefill
+                  : path == A8_PATH_AVX2 ? a8_avx2_prefill
+                                         : a8_vnni_prefill;
     a8_decode_defaults(&tuning, st);
     static const char *const pf_said[PK_PF_MODES] = {
         [PK_PF_FAR] = "L2 8 KiB ahead", [PK_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
@@ -277,7 +353,7 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
              a8_describe_text[path], pf);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
-              a8_path_names[path], auto_path ? " (auto)" : " (forced)");
+              a8_path_names[path], asked_auto ? " (auto)" : " (forced)");
     return EDGERT_OK;
 }
 
@@ -574,9 +650,9 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
 
     /* prep is O(m k): on the caller for small m */
     if (args->m <= 8u)
-        a8_prep(&job, 0, args->m, 0);
+        st->prep(&job, 0, args->m, 0);
     else
-        host->parallel_for(host->host_ctx, args->m, 4u, a8_prep, &job);
+        host->parallel_for(host->host_ctx, args->m, 4u, st->prep, &job);
 
     if (decode) {
         /* about 64 KiB of codes per chunk at least: the hand-off costs
@@ -586,7 +662,7 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
         size_t grain = (64u * 1024u + w->panel_bytes - 1u) / w->panel_bytes;
         pk_decode_run(host, A8_NAME, &st->pf_auto, (pk_pf_seen *)&w->pf_seen, args->m,
                       &job.pf_near, &job.pf_streams, &job.streams, w->panels, grain,
-                      a8_vnni_decode, &job);
+                      st->decode, &job);
     } else {
         const size_t pb = st->path == A8_PATH_AMX ? A8_AMX_PB : A8_PREFILL_PB;
         host->parallel_for(host->host_ctx, (w->panels + pb - 1u) / pb, 1u, st->prefill, &job);
