@@ -29,7 +29,11 @@ on the steps before the backend's greedy tokens part from the reference's:
   within 2^-11 of itself (fp16's unit roundoff; the test values stay far
   inside its range), 2 such inputs per layer (K into the scores, V into the
   output), independent signs, and the same factor 4 for the network's gain:
-  4 * 2^-11 * sqrt(2 L).
+  4 * 2^-11 * sqrt(2 L). Not for 8-bit activations: rounding to int8 is a
+  step function, so a change of 2^-11 can move an activation a whole step
+  (kappa / 254 of its row's rms), and each run then stands only within the
+  W4A8 bound above of the exact result: the two within twice that
+  (seen: avx2-w4a8 0.048 std, where the 16-bit bound is 0.0039).
 """
 import json
 import math
@@ -164,15 +168,17 @@ def test_every_backend_near_fp32_on_the_same_weights(models, gptq, edgert_cli, t
     assert ran >= 1
 
 
-def test_fp16_kv_cache_near_fp32(gptq, edgert_cli, tmp_path):
+def test_fp16_kv_cache_near_fp32(models, gptq, edgert_cli, tmp_path):
     """Each backend with an fp16 KV cache against itself with fp32 (the
     tolerance in the file's comment); where no attention kernels keep fp16
     here, asking for it is refused (exit 4, saying so) and the test skips."""
     model = gptq["sym"]
     layers = json.load(open(os.path.join(model, "config.json")))["num_hidden_layers"]
-    tol = 4 * 2 ** -11 * math.sqrt(2 * layers)
+    kappa, gemms = crest(models["llama"]), 2 * 4 + 1
     ran = 0
-    for name, _ in eligible(edgert_cli):
+    for name, bits in eligible(edgert_cli):
+        tol = (4 * 2 ** -11 * math.sqrt(2 * layers) if bits > 8
+               else 2 * 4 * kappa / 254 * math.sqrt(gemms))
         r = cli(edgert_cli, "run", model, "--backend", name, "--prompt-ids", "1",
                 "--max-new-tokens", 1, "--kv-cache", "f16", check=False)
         if r.returncode == 3 and "LAYOUT_MISMATCH" in r.stderr:
