@@ -34,8 +34,8 @@ static void explain_contention(const edgert_candidate *k, int ind)
  * if any). Eligible: its rank, what was checked and its path's name (the
  * selected one's whole description closes the output). Rejected: the first
  * reason, how many more, and the first failure's detail. Its figure is the
- * ranking's, said once there; layout, checksum, figures as measured and the
- * manifest's notes are --explain=full's. */
+ * ranking's, said once there; layout, plugin_name, checksum, figures as
+ * measured and the manifest's notes are --explain=full's. */
 static void explain_candidate_short(const edgert_candidate *k, int r)
 {
     if (!k->eligible) {
@@ -55,8 +55,6 @@ static void explain_candidate_short(const edgert_candidate *k, int r)
     if (k->path_chosen) /* "avx2: AVX2, 15-bit ...": its name */
         tprintf("; path %.*s", (int)strcspn(k->path_chosen, ":,"), k->path_chosen);
     tprintf("\n");
-    if (k->plugin_name)
-        tprintf("%6splugin_name: %s (the name its library gives itself)\n", "", k->plugin_name);
     explain_contention(k, 6);
 }
 
@@ -242,9 +240,8 @@ static void explain_read_rate(const account *a)
         for (size_t q = r; q < a->n; q++)
             if (a->why[q].read_gbs == gbs)
                 text_append(names, sizeof names, ", ", name_at(a, q));
-        tprintf("  first contacts met memory at different moments: %s compared at one read "
-                "rate, %.1f GB/s (the median of the reads beside their calls), each figure and "
-                "its calls scaled by it over its own read\n", names, gbs);
+        tprintf("  %s compared at one read rate, %.1f GB/s (their first contacts met memory at "
+                "different moments): each figure scaled by it over its own read\n", names, gbs);
         said = gbs;
     }
 }
@@ -382,10 +379,9 @@ static void explain_decode_group(const account *a, size_t r)
     char pre[64];
     figure_text(pre, sizeof pre, "prefill ", w->prefill, w->prefill_measured, 0, " G(FL)OP/s",
                 "prefill unknown");
-    tprintf("     %-16s decode %s [%.2f..%.2f]: as fast as ranks %zu-%zu (medians within "
-            "each other's %s); %s\n", "", w->quick ? "calls" : "rounds", w->decode_lo,
-            w->decode_hi, w->group_first + 1, w->group_last + 1,
-            w->quick ? "first contact's calls" : "rounds", pre);
+    tprintf("     %-16s %s [%.2f..%.2f]: one group, ranks %zu-%zu; %s\n", "",
+            w->quick ? "calls" : "rounds", w->decode_lo, w->decode_hi, w->group_first + 1,
+            w->group_last + 1, pre);
     if (r == w->group_first)
         explain_decode_split(a, r);
 }
@@ -418,6 +414,9 @@ static void explain_headline(const account *a, const char *forced)
     else if (w1->decider == EDGERT_DECIDER_TIER)
         tprintf("selected %s for %s: %s rank before %s, whatever the figures (next: %s)\n\n",
                 name, p, tier_text(w0->tier), tier_text(w1->tier), next);
+    else if (w1->decider == EDGERT_DECIDER_DECODE && isnan(w1->decode))
+        tprintf("selected %s for %s: decode %.1f tok/s %s; %s has no decode figure\n\n", name,
+                p, w0->decode, w0->decode_measured ? "measured" : "declared", next);
     else if (w1->decider == EDGERT_DECIDER_DECODE)
         tprintf("selected %s for %s: decode %.1f tok/s %s, against %s's %.1f %s\n\n", name, p,
                 w0->decode, w0->decode_measured ? "measured" : "declared", next, w1->decode,
@@ -426,6 +425,9 @@ static void explain_headline(const account *a, const char *forced)
         tprintf("selected %s for %s: ranks %zu-%zu decode within each other's noise; its "
                 "prefill, %.0f against %s's %.0f GFLOP/s, decided\n\n", name, p,
                 w0->group_first + 1, w0->group_last + 1, w0->prefill, next, w1->prefill);
+    else if (w1->decider == EDGERT_DECIDER_TOP1 && isnan(w1->top1))
+        tprintf("selected %s for %s: top-1 agreement %.3f %s; %s has no top-1 figure\n\n", name,
+                p, w0->top1, w0->top1_measured ? "measured" : "declared", next);
     else if (w1->decider == EDGERT_DECIDER_TOP1)
         tprintf("selected %s for %s: top-1 agreement %.3f %s, against %s's %.3f\n\n", name, p,
                 w0->top1, w0->top1_measured ? "measured" : "declared", next, w1->top1);
