@@ -29,8 +29,6 @@
 #include "internal.h"
 
 
-enum { OP_QKV, OP_O, OP_GU, OP_DOWN, OP_HEAD };
-
 typedef struct rn_op_tag {
     uint32_t layer;
     uint8_t kind, last; /* last: the final part of its layer's linears */
@@ -286,13 +284,13 @@ static edgert_status after(void *user, size_t index)
         return EDGERT_OK;
     r->layer = t->layer;
     switch (t->kind) {
-    case OP_QKV:
+    case RN_OP_QKV:
         for_rows(r, r->n, qkv_rows);
         for_rows(r, (size_t)r->n * r->m->c.kv_heads, attn_items);
         break;
-    case OP_O: for_rows(r, r->n, o_rows); break;
-    case OP_GU: for_rows(r, r->n, gu_rows); break;
-    case OP_DOWN: for_rows(r, r->n, down_rows); break;
+    case RN_OP_O: for_rows(r, r->n, o_rows); break;
+    case RN_OP_GU: for_rows(r, r->n, gu_rows); break;
+    case RN_OP_DOWN: for_rows(r, r->n, down_rows); break;
     default: break;
     }
     return EDGERT_OK;
@@ -315,21 +313,29 @@ static void add(rn_run *r, const rn_linears *ls, uint32_t layer, int kind, uint3
     }
 }
 
-static void build(rn_run *r)
+/* The ops of layers [l0, l1), and the head when `head`. */
+static void build_range(rn_run *r, uint32_t l0, uint32_t l1, int head)
 {
     edgert_model *m = r->m;
     const rn_config *c = &m->c;
     uint32_t n = r->n, h = c->hidden, nq = c->heads * c->head_dim;
-    for (uint32_t l = 0; l < c->layers; l++) {
+    for (uint32_t l = l0; l < l1; l++) {
         const rn_layer *L = &m->layers[l];
-        add(r, &L->qkv, l, OP_QKV, n, m->xn, h, m->qkv, L->qkv.n);
-        add(r, &L->o, l, OP_O, n, m->att, nq, m->tmp, h);
-        add(r, &L->gate_up, l, OP_GU, n, m->xn, h, m->gu, L->gate_up.n);
-        add(r, &L->down, l, OP_DOWN, n, m->act, c->mlp, m->tmp, h);
+        add(r, &L->qkv, l, RN_OP_QKV, n, m->xn, h, m->qkv, L->qkv.n);
+        add(r, &L->o, l, RN_OP_O, n, m->att, nq, m->tmp, h);
+        add(r, &L->gate_up, l, RN_OP_GU, n, m->xn, h, m->gu, L->gate_up.n);
+        add(r, &L->down, l, RN_OP_DOWN, n, m->act, c->mlp, m->tmp, h);
     }
+    if (!head)
+        return;
     uint32_t rows = r->all_logits ? n : 1;
-    add(r, &m->head, c->layers, OP_HEAD, rows, m->xn + (size_t)(n - rows) * h, h, r->logits,
+    add(r, &m->head, c->layers, RN_OP_HEAD, rows, m->xn + (size_t)(n - rows) * h, h, r->logits,
         c->vocab);
+}
+
+static void build(rn_run *r)
+{
+    build_range(r, 0, r->m->c.layers, 1);
 }
 
 edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, float *logits,
@@ -374,6 +380,43 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
             rn_gemm_f32(m->ctx, l, a->m, a->x, a->ldx, a->y - l->col, a->ldy);
             st = after(&r, i);
         }
+    }
+    if (!st)
+        m->pos += n;
+    free(r.tags);
+    free(r.args);
+    free(r.ops);
+    return st;
+}
+
+edgert_status rn_forward_layers(edgert_model *m, uint32_t n, uint32_t l0, uint32_t l1,
+                                rn_gemm_hook hook, void *user, char *err, size_t len)
+{
+    const rn_config *c = &m->c;
+    size_t cap = (size_t)(l1 - l0) * 7 * RN_MAX_PARTS;
+    rn_run r = {.m = m, .n = n, .pos0 = m->pos};
+    r.tags = malloc(cap * sizeof *r.tags);
+    r.args = malloc(cap * sizeof *r.args);
+    r.ops = malloc(cap * sizeof *r.ops);
+    edgert_status st = EDGERT_OK;
+    if (m->be || l0 >= l1 || l1 > c->layers || n == 0 || n > EDGERT_RUNNER_CHUNK)
+        st = er_fail(EDGERT_E_USAGE, err, len, "rn_forward_layers: the fp32 reference, layers "
+                     "in range, 1 to %u rows", EDGERT_RUNNER_CHUNK);
+    else if (!r.tags || !r.args || !r.ops)
+        st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    if (!st) {
+        build_range(&r, l0, l1, 0);
+        for (uint32_t i = 0; i < n; i++)
+            rn_rmsnorm(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
+                       m->layers[l0].attn_norm, c->hidden, c->eps);
+    }
+    for (size_t i = 0; !st && i < r.nops; i++) {
+        const edgert_gemm_args *a = &r.args[i];
+        const rn_linear *l = r.tags[i].lin;
+        if (!hook || !hook(user, r.tags[i].layer, r.tags[i].kind, l, a->x, a->m, a->ldx,
+                           (float *)a->y, a->ldy))
+            rn_gemm_f32(m->ctx, l, a->m, a->x, a->ldx, a->y - l->col, a->ldy);
+        st = after(&r, i);
     }
     if (!st)
         m->pos += n;

@@ -45,6 +45,7 @@ typedef struct rn_linear {
     const void *w;             /* fp32 reference: the file's values, row-major */
     st_dtype dt;               /* ST_F32, ST_F16 or ST_BF16 */
     float *owned;              /* fp32 reference of a GPTQ layer: dequantized here */
+    char *name;                /* the fp32 reference's: the checkpoint layer's name */
     uint32_t n, k, col;
     uint64_t bytes;            /* what a GEMV reads of it */
 } rn_linear;
@@ -108,6 +109,20 @@ void rn_unload_layers(edgert_model *m);
 /** The forward pass over n <= EDGERT_RUNNER_CHUNK tokens (forward.c). */
 edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, float *logits,
                                int all_logits, char *err, size_t len);
+
+/** The kinds of GEMM in a forward pass, in order. */
+enum { RN_OP_QKV, RN_OP_O, RN_OP_GU, RN_OP_DOWN, RN_OP_HEAD };
+/** Called with each GEMM's input (rows of ldx floats) before it runs; a
+ *  non-zero return: it wrote the output y (ldy) itself. */
+typedef int (*rn_gemm_hook)(void *user, uint32_t layer, int kind, const rn_linear *lin,
+                            const float *x, uint32_t rows, size_t ldx, float *y, size_t ldy);
+/** Layers [l0, l1) of the fp32 reference over n <= EDGERT_RUNNER_CHUNK rows
+ *  at positions pos.. (appended to the layers' KV cache): m->x holds layer
+ *  l0's input (the residual stream) on entry and layer l1 - 1's output on
+ *  return, m->xn that normed by the next layer's (or the final) norm.
+ *  `hook` (or NULL) sees each GEMM's input first. For calibration (gptq.c). */
+edgert_status rn_forward_layers(edgert_model *m, uint32_t n, uint32_t l0, uint32_t l1,
+                                rn_gemm_hook hook, void *user, char *err, size_t len);
 edgert_status rn_alloc_state(edgert_model *m, uint32_t kv_bits, char *err, size_t len);
 void rn_free_state(edgert_model *m);
 

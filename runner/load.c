@@ -392,6 +392,8 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
         for (unsigned i = 0, col = 0; !st && i < count; col += w[i].n, i++) {
             st = dense_linear(m, &s[i], &dst->part[i], err, len);
             dst->part[i].col = col;
+            if (!st && !(dst->part[i].name = strdup(w[i].name)))
+                st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
             /* a GPTQ layer was read to dequantize it: its pages go (a dense
              * one is read in place through the shards' own mapping) */
             edgert_checkpoint_layer_release(s[i].ck, s[i].idx);
@@ -735,6 +737,7 @@ static void free_linears(rn_linears *ls)
     for (unsigned i = 0; i < ls->count; i++) {
         edgert_packed_free(ls->part[i].packed);
         free(ls->part[i].owned);
+        free(ls->part[i].name);
     }
 }
 

@@ -146,9 +146,9 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
 }
 
 static edgert_status declare(st_writer *w, const qz_plan *p, uint32_t group, int sym,
-                             char *err, size_t len)
+                             const char *method, char *err, size_t len)
 {
-    char name[4200], gs[32];
+    char name[4200], gs[32], quantizer[256];
     int rc = 0;
     for (size_t i = 0; i < p->nl && !rc; i++) {
         const qz_layer *l = &p->l[i];
@@ -168,11 +168,12 @@ static edgert_status declare(st_writer *w, const qz_plan *p, uint32_t group, int
         rc = st_writer_tensor(w, p->copy[i]->name, p->copy[i]->dtype, p->copy[i]->ndim,
                               p->copy[i]->shape, err, len);
     snprintf(gs, sizeof gs, "%u", group);
+    snprintf(quantizer, sizeof quantizer, "edgert " EDGERT_VERSION_STRING " %s", method);
     const char *meta[][2] = {{"format", "pt"},         {"quant_method", "gptq"},
                              {"checkpoint_format", "gptq"}, {"bits", "4"},
                              {"group_size", gs},       {"sym", sym ? "true" : "false"},
                              {"desc_act", "false"},
-                             {"quantizer", "edgert " EDGERT_VERSION_STRING " round-to-nearest"}};
+                             {"quantizer", quantizer}};
     for (size_t i = 0; i < sizeof meta / sizeof meta[0] && !rc; i++)
         rc = st_writer_meta(w, meta[i][0], meta[i][1], err, len);
     return rc ? EDGERT_E_IO : EDGERT_OK;
@@ -229,16 +230,51 @@ static edgert_status emit(st_writer *w, const char *in, const qz_layer *l,
     return rc ? EDGERT_E_IO : EDGERT_OK;
 }
 
+/* The caller's codes for layer l (options.layer_codes) into *q: 1 given, 0
+ * not (round to nearest), -1 failed (err says why). */
+static int supplied(const edgert_quantize_options *o, const qz_layer *l, uint32_t group,
+                    int sym, edgert_qtensor *q, char *err, size_t len)
+{
+    if (o->struct_size < offsetof(edgert_quantize_options, layer_codes) + sizeof(void *) ||
+        !o->layer_codes)
+        return 0;
+    memset(q, 0, sizeof *q);
+    edgert_status st = o->layer_codes(o->user, l->name, l->n, l->k, q, err, len);
+    if (st == EDGERT_E_NOT_FOUND)
+        return 0;
+    if (st)
+        return -1;
+    const edgert_qweights *v = &q->view;
+    uint64_t G = l->k / group + (l->k % group != 0);
+    int bad = !q->codes || !q->scales || v->n != l->n || v->k != l->k || v->group != group ||
+              (q->zeros == NULL) != (sym != 0);
+    for (uint64_t x = 0; !bad && !sym && x < (uint64_t)l->n * G; x++)
+        bad = q->zeros[x] < 1 || q->zeros[x] > 15; /* v1 stores z - 1 */
+    if (bad) {
+        edgert_qtensor_free(q);
+        er_fail(EDGERT_E_USAGE, err, len, "layer '%s': the codes layer_codes gave are not "
+                "[n=%u k=%u] in groups of %u, %s", l->name, l->n, l->k, group,
+                sym ? "symmetric (no zero points)" : "with zero points from 1 to 15");
+        return -1;
+    }
+    return 1;
+}
+
 static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *pool,
-                                    const qz_layer *l, uint32_t group, int sym,
-                                    unsigned char *buf, char *err, size_t len)
+                                    const qz_layer *l, const edgert_quantize_options *o,
+                                    uint32_t group, unsigned char *buf, char *err, size_t len)
 {
     edgert_qtensor q;
-    if (er_qtensor_alloc(l->n, l->k, group, sym, &q))
+    int sym = o->symmetric;
+    int got = supplied(o, l, group, sym, &q, err, len);
+    if (got < 0)
+        return EDGERT_E_USAGE;
+    if (!got && er_qtensor_alloc(l->n, l->k, group, sym, &q))
         return er_fail(EDGERT_E_NOMEM, err, len, "layer '%s' [n=%u k=%u]: out of memory",
                        l->name, l->n, l->k);
     qz_job j = {sf, l, &q.view, sym, 0};
-    er_pool_run(pool, l->n, 16, qz_rows, &j);
+    if (!got)
+        er_pool_run(pool, l->n, 16, qz_rows, &j);
     edgert_status st = j.failed ? er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' has a "
                                           "non-finite value (or memory ran out)", sf->path,
                                           l->src->name)
@@ -260,8 +296,8 @@ static char *config_path(const char *out)
 
 /* quantize_config.json beside `out`, into *cfg (tmpfile.h), which the caller
  * commits once `out` is complete (check_paths has vetted the path). */
-static edgert_status write_config(const char *out, uint32_t group, int sym, er_tmpfile *cfg,
-                                  char *err, size_t len)
+static edgert_status write_config(const char *out, uint32_t group, int sym,
+                                  const char *method, er_tmpfile *cfg, char *err, size_t len)
 {
     char *path = config_path(out);
     edgert_status st;
@@ -278,8 +314,8 @@ static edgert_status write_config(const char *out, uint32_t group, int sym, er_t
     fprintf(f, "{\n  \"bits\": 4,\n  \"group_size\": %u,\n  \"desc_act\": false,\n"
                "  \"sym\": %s,\n  \"true_sequential\": true,\n  \"quant_method\": \"gptq\",\n"
                "  \"checkpoint_format\": \"gptq\",\n"
-               "  \"quantizer\": \"edgert %s round-to-nearest\"\n}\n",
-            group, sym ? "true" : "false", EDGERT_VERSION_STRING);
+               "  \"quantizer\": \"edgert %s %s\"\n}\n",
+            group, sym ? "true" : "false", EDGERT_VERSION_STRING, method);
     /* synced now, so what follows the checkpoint's commit is a link and a rename */
     if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
         return er_fail(EDGERT_E_IO, err, len, "%s: cannot write: %s", cfg->path, strerror(errno));
@@ -316,6 +352,13 @@ static edgert_status check_options(const char *in, const char *out,
     if (o->symmetric != 0 && o->symmetric != 1)
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: symmetric must be "
                        "0 or 1");
+    const char *m = o->struct_size >= offsetof(edgert_quantize_options, method) + sizeof(char *)
+                        ? o->method : NULL;
+    /* written into JSON and metadata as it is: plain words only */
+    if (m && (!*m || strlen(m) > 100 || strspn(m, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOP"
+                                              "QRSTUVWXYZ0123456789 ._,:=+-") != strlen(m)))
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: method must be 1 "
+                       "to 100 letters, digits, spaces and ._,:=+-");
     return EDGERT_OK;
 }
 
@@ -380,6 +423,10 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
         return st;
     uint32_t group = options->group ? options->group : 128u;
     int sym = options->symmetric;
+    const char *method = "round-to-nearest";
+    if (options->struct_size >= offsetof(edgert_quantize_options, method) + sizeof(char *) &&
+        options->method)
+        method = options->method;
     st_file sf;
     st = st_open(&sf, in, err, err_len);
     if (st)
@@ -399,11 +446,11 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
     if (!st && !(buf = malloc(bmax)))
         st = er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
     /* first: a config that cannot be written fails before the minutes of work */
-    st = st ? st : write_config(out, group, sym, &cfg, err, err_len);
-    st = st ? st : declare(&w, &p, group, sym, err, err_len);
+    st = st ? st : write_config(out, group, sym, method, &cfg, err, err_len);
+    st = st ? st : declare(&w, &p, group, sym, method, err, err_len);
     st = st ? st : (st_writer_begin(&w, 64, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
     for (size_t i = 0; !st && i < p.nl; i++)
-        st = quantize_layer(&w, &sf, pool, &p.l[i], group, sym, buf, err, err_len);
+        st = quantize_layer(&w, &sf, pool, &p.l[i], options, group, buf, err, err_len);
     st = st ? st : copy_tensors(&w, &sf, &p, err, err_len);
     st = st ? st : (st_writer_commit(&w, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
     if (!st && er_tmpfile_commit(&cfg) != 0)

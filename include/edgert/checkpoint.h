@@ -181,6 +181,23 @@ typedef struct edgert_quantize_options {
     int symmetric;        /**< 1: z = 8, s = max|w| / 7; 0: asymmetric with z >= 1 */
     uint32_t group;       /**< group size along K; 0 = 128 */
     unsigned threads;     /**< 0 = all logical cores */
+    /* ---- version 1 ends here (EDGERT_QUANTIZE_OPTIONS_V1_SIZE) ---- */
+    /**
+     * Codes the caller made for a layer (a calibrated quantizer: the runner's
+     * edgert_gptq_quantize), or NULL: every layer by round to nearest. Called
+     * once per linear layer with its name ("lm_head" for a tied head) and
+     * shape; EDGERT_OK: *out holds the layer's codes for this call's group
+     * and symmetry (its zeros NULL when symmetric, else at least 1 each),
+     * which the library takes and frees; EDGERT_E_NOT_FOUND: that layer by
+     * round to nearest; anything else fails the quantize with err as the
+     * callback wrote it. Read only when struct_size covers it.
+     */
+    edgert_status (*layer_codes)(void *user, const char *layer, uint32_t n, uint32_t k,
+                                 edgert_qtensor *out, char *err, size_t err_len);
+    void *user;               /**< layer_codes' first argument */
+    /** The quantizer as the file's metadata and quantize_config.json name it
+     *  ("edgert <version> <method>"); NULL: "round-to-nearest". */
+    const char *method;
 } edgert_quantize_options;
 /** Size of edgert_quantize_options in its first version. */
 #define EDGERT_QUANTIZE_OPTIONS_V1_SIZE                                                          \

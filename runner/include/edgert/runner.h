@@ -157,6 +157,71 @@ EDGERT_RUNNER_API edgert_status edgert_model_forward(edgert_model *m, const int3
 EDGERT_RUNNER_API edgert_status edgert_model_gemm_step(edgert_model *m, char *err,
                                                        size_t err_len);
 
+/* ---- calibrated quantization: GPTQ ------------------------------------------------- */
+
+/** One linear layer quantized, as edgert_gptq_quantize reports it. */
+typedef struct edgert_gptq_layer {
+    uint32_t struct_size;     /**< sizeof(edgert_gptq_layer) */
+    const char *name;         /**< "model.layers.3.mlp.down_proj", "lm_head" */
+    uint32_t n, k;
+    uint32_t index, count;    /**< this is layer `index` (from 1) of `count` */
+    double seconds;           /**< its quantization (the factorization not counted) */
+    double damp;              /**< added to the diagonal of its inputs' mean x x^T */
+    uint32_t dead;            /**< input channels no calibration token reached */
+    /** Over the held-out prompts' inputs X: 10 log10(|X W^T|^2 / |X (W - Q)^T|^2)
+     *  for round to nearest's Q and for GPTQ's; NaN without held-out prompts. */
+    double sqnr_rtn_db, sqnr_gptq_db;
+} edgert_gptq_layer;
+
+/** Options of edgert_gptq_quantize. Zero-initialise, set struct_size. */
+typedef struct edgert_gptq_options {
+    uint32_t struct_size;     /**< sizeof(edgert_gptq_options) */
+    int symmetric;            /**< 1: z = 8 (W4A8 backends); 0: zero points (W4A16) */
+    uint32_t group;           /**< group size along K; 0: 128 */
+    /** The calibration prompts: token ids, prompt_count of them. */
+    const int32_t *const *prompts;
+    const uint32_t *prompt_len;
+    size_t prompt_count;
+    /** Prompts not calibrated on, whose inputs measure each layer (the
+     *  report's SQNR), or 0 of them. */
+    const int32_t *const *held_out;
+    const uint32_t *held_out_len;
+    size_t held_out_count;
+    /** Dampening: this fraction of the mean diagonal of x x^T added to it;
+     *  0: 0.01 (GPTQ's). */
+    double damp;
+    /** Called after each layer (in model order), or NULL. */
+    void (*progress)(void *user, const edgert_gptq_layer *layer);
+    void *user;
+} edgert_gptq_options;
+
+/** Size of edgert_gptq_options in its first version. */
+#define EDGERT_GPTQ_OPTIONS_V1_SIZE (offsetof(edgert_gptq_options, user) + sizeof(void *))
+
+/**
+ * Quantize the dense model in folder `dir` (one model.safetensors) to the
+ * GPTQ checkpoint `out`, as edgert_checkpoint_quantize does but each linear
+ * layer by GPTQ on its real inputs: the calibration prompts run through the
+ * model itself (the fp32 reference), layer by layer, each layer's inputs
+ * made by the layers before it already quantized; each layer's columns are
+ * quantized in order and each one's rounding error spread over the columns
+ * after it by the inverse of its inputs' second moments (dampened; a Cholesky
+ * factor). Deterministic: the same files and prompts give the same bytes on
+ * any thread count. The rounding rules and the file's layout are
+ * edgert_checkpoint_quantize's; its metadata names the quantizer "gptq".
+ * A channel no calibration token reaches keeps its round-to-nearest code.
+ * EDGERT_E_USAGE: bad options, a prompt empty or past the model's context,
+ * an id outside the vocabulary (err names the prompt and the token), a
+ * model already quantized or in shards; EDGERT_E_UNSUPPORTED: a layer's
+ * second moments singular even dampened 1000 times more (err names the
+ * layer); else edgert_model_open's and edgert_checkpoint_quantize's. On
+ * failure nothing is written at `out`.
+ */
+EDGERT_RUNNER_API edgert_status edgert_gptq_quantize(edgert_ctx *ctx, const char *dir,
+                                                     const char *out,
+                                                     const edgert_gptq_options *options,
+                                                     char *err, size_t err_len);
+
 #ifdef __cplusplus
 }
 #endif
