@@ -255,6 +255,28 @@ static edgert_status quantize_group(gq_state *s, rn_linears *g, float *H, float 
     return st;
 }
 
+/* A layer's dense values as fp32 of its own (a BF16 or F16 file's
+ * converted once), so its GEMMs run on GPTQ's tiles. */
+static edgert_status to_f32(rn_linears *g, char *err, size_t len)
+{
+    for (unsigned p = 0; p < g->count; p++) {
+        rn_linear *lin = &g->part[p];
+        if (lin->dt == ST_F32)
+            continue;
+        size_t count = (size_t)lin->n * lin->k;
+        float *w = malloc(count * sizeof *w);
+        if (!w)
+            return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", lin->name);
+        for (size_t at = 0; at < count; at += 1u << 24)
+            rn_row_f32(lin->w, lin->dt, at, (uint32_t)(count - at < (1u << 24) ? count - at
+                                                                              : 1u << 24),
+                       w + at);
+        free(lin->owned);
+        lin->owned = w, lin->w = w, lin->dt = ST_F32;
+    }
+    return EDGERT_OK;
+}
+
 /* One layer: its inputs summed, its linear layers quantized, then run
  * again on their quantized values to make the next layer's inputs. */
 static edgert_status one_layer(gq_state *s, uint32_t l, char *err, size_t len)
@@ -263,6 +285,8 @@ static edgert_status one_layer(gq_state *s, uint32_t l, char *err, size_t len)
     rn_layer *L = &m->layers[l];
     int last = l + 1 == m->c.layers;
     edgert_status st = EDGERT_OK;
+    for (int kind = 0; !st && kind <= RN_OP_DOWN; kind++)
+        st = to_f32(group_of(L, kind), err, len);
     for (int kind = 0; kind <= RN_OP_DOWN; kind++) {
         uint32_t k = group_of(L, kind)->part[0].k;
         memset(s->H[kind], 0, (size_t)k * k * sizeof(float));
@@ -270,7 +294,7 @@ static edgert_status one_layer(gq_state *s, uint32_t l, char *err, size_t len)
             memset(s->S[kind], 0, (size_t)k * k * sizeof(float));
     }
     s->acc = s->H;
-    st = run_set(s, &s->cal, l, hook, 0, NULL, err, len);
+    st = st ? st : run_set(s, &s->cal, l, hook, 0, NULL, err, len);
     s->acc = s->S;
     if (!st && s->ho.count)
         st = run_set(s, &s->ho, l, hook, 0, NULL, err, len);

@@ -43,16 +43,22 @@ void gq_tile_portable(size_t T, const float *A, size_t ar, size_t at, const floa
             C[r * ldc + c] += acc[r][c];
 }
 
-static void tile_edge(size_t R, size_t Cn, size_t T, const float *A, size_t ar, size_t at,
-                      const float *B, size_t ldb, float *C, size_t ldc)
+/* A tile cut by the matrix's edge (R < 4 rows or C < 16 columns): its
+ * operands copied into zero-padded 4 x 16 ones, run by the same tile. */
+static void tile_edge(gq_tile_fn tile, size_t R, size_t Cn, size_t T, const float *A, size_t ar,
+                      size_t at, const float *B, size_t ldb, float *C, size_t ldc)
 {
+    float Ap[4 * 256], Bp[256 * 16], Cp[4 * 16] = {0};
+    for (size_t r = 0; r < 4; r++)
+        for (size_t t = 0; t < T; t++)
+            Ap[r * T + t] = r < R ? A[r * ar + t * at] : 0.0f;
+    for (size_t t = 0; t < T; t++)
+        for (size_t c = 0; c < 16; c++)
+            Bp[t * 16 + c] = c < Cn ? B[t * ldb + c] : 0.0f;
+    tile(T, Ap, T, 1, Bp, 16, Cp, 16);
     for (size_t r = 0; r < R; r++)
-        for (size_t c = 0; c < Cn; c++) {
-            float s = 0;
-            for (size_t t = 0; t < T; t++)
-                s += A[r * ar + t * at] * B[t * ldb + c];
-            C[r * ldc + c] += s;
-        }
+        for (size_t c = 0; c < Cn; c++)
+            C[r * ldc + c] += Cp[r * 16 + c];
 }
 
 gq_tile_fn gq_tile_pick(edgert_ctx *ctx)
@@ -79,9 +85,9 @@ void gq_gemm(gq_tile_fn tile, size_t R, size_t Cn, size_t T, const float *A, siz
                 size_t c = 0;
                 for (; rr == 4 && c + 16 <= cw; c += 16)
                     tile(tl, At + r * ar, ar, at, Bt + c, ldb, C + r * ldc + jc + c, ldc);
-                if (c < cw)
-                    tile_edge(rr, cw - c, tl, At + r * ar, ar, at, Bt + c, ldb,
-                              C + r * ldc + jc + c, ldc);
+                for (; c < cw; c += 16) /* T <= 256: the padded copies' size */
+                    tile_edge(tile, rr, cw - c < 16 ? cw - c : 16, tl, At + r * ar, ar, at,
+                              Bt + c, ldb, C + r * ldc + jc + c, ldc);
             }
         }
     }

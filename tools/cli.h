@@ -58,6 +58,7 @@ typedef struct cli {
     int compare;              /**< --compare */
     int store;                /**< run --compare --store: its fidelity as evidence */
     const char *compare_list; /**< --compare's backends (the positional after MODEL) */
+    const char *reference;    /**< --reference DIR: --compare's fp32 reference model */
     unsigned group, context;  /**< --group N, --context N (0: the runner's defaults) */
     unsigned kv_cache_bits;   /**< run --kv-cache f16|f32: 16 or 32 (0: the runner's default) */
     const char *packed;       /**< --packed FILE */

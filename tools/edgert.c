@@ -298,7 +298,7 @@ enum {
     OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
     OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_KV_CACHE, OPT_PACKED,
     OPT_IGNORE_EOS,
-    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP, OPT_READ_MIB, OPT_STORE
+    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP, OPT_READ_MIB, OPT_STORE, OPT_REFERENCE
 };
 
 /* Which command takes which command-specific option. */
@@ -345,6 +345,7 @@ static int allowed(const char *cmd, int o)
         {OPT_PACKED, " run "},
         {OPT_IGNORE_EOS, " run "},
         {OPT_LOGITS, " run "},
+        {OPT_REFERENCE, " run "},
         {OPT_PAIRED, " run "},
         {OPT_EVIDENCE, " select list bench "},
         {OPT_PROFILE, " probe "},
@@ -451,6 +452,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"packed", required_argument, 0, OPT_PACKED},
         {"ignore-eos", no_argument, 0, OPT_IGNORE_EOS},
         {"logits", required_argument, 0, OPT_LOGITS},
+        {"reference", required_argument, 0, OPT_REFERENCE},
         {"paired", required_argument, 0, OPT_PAIRED},
         {0, 0, 0, 0},
     };
@@ -542,6 +544,7 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_PACKED: c->packed = optarg; break;
         case OPT_IGNORE_EOS: c->ignore_eos = 1; break;
         case OPT_LOGITS: c->logits = optarg; break;
+        case OPT_REFERENCE: c->reference = optarg; break;
         case OPT_PAIRED:
             if (parse_uint("--paired", optarg, 1, 100000, &v))
                 return -1;

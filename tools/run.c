@@ -84,6 +84,8 @@ void run_help(FILE *f)
             "                      reference's tokens forced, mean KL(ref || backend) and\n"
             "                      how often its top-1 is the reference's token\n"
             "  --tokens T          tokens per prompt for --compare (default 64)\n"
+            "  --reference DIR     --compare against DIR's fp32 reference (the dense model\n"
+            "                      MODEL was quantized from) instead of MODEL's own\n"
             "  --store             with --compare: keep each backend's top-1 and KL as\n"
             "                      evidence of this device (its other figures, from\n"
             "                      'edgert calibrate', kept), so that --priority fidelity\n"
@@ -118,20 +120,26 @@ static unsigned long long vm_hwm(void)
     return kb * 1024ull;
 }
 
-static int open_model(const cli *c, edgert_ctx *ctx, const char *backend, edgert_model **m)
+static int open_model_in(const cli *c, edgert_ctx *ctx, const char *dir, const char *backend,
+                         edgert_model **m)
 {
     edgert_model_options o = {.struct_size = sizeof o, .backend = backend,
                               .priority = c->priority, .backend_options = c->options,
                               .context = c->context, .group = c->group, .packed = c->packed,
                               .kv_cache_bits = c->kv_cache_bits};
     char err[4096] = "";
-    edgert_status st = edgert_model_open(ctx, c->input, &o, m, err, sizeof err);
+    edgert_status st = edgert_model_open(ctx, dir, &o, m, err, sizeof err);
     if (st) {
         tfprintf_lines(stderr, "edgert run: %s\n", err);
         cli_fail_status(st);
         return exit_of(st);
     }
     return EXIT_OK;
+}
+
+static int open_model(const cli *c, edgert_ctx *ctx, const char *backend, edgert_model **m)
+{
+    return open_model_in(c, ctx, c->input, backend, m);
 }
 
 static int argmax(const float *v, uint32_t n)
@@ -591,7 +599,7 @@ static int store_compare(const cli *c, edgert_ctx *ctx, const prompts *p, const 
                          size_t nb, const char **where)
 {
     edgert_evidence *items = calloc(nb ? nb : 1, sizeof *items);
-    char source[4400], err[4096] = "";
+    char source[8400], err[4096] = "";
     size_t n = 0;
     *where = NULL;
     if (!items) {
@@ -599,7 +607,9 @@ static int store_compare(const cli *c, edgert_ctx *ctx, const prompts *p, const 
         return EXIT_FAIL;
     }
     snprintf(source, sizeof source, "model %.4096s, %zu prompts x %u tokens, teacher-forced "
-             "against its fp32 reference", c->input, p->count, c->tokens);
+             "against %s%.4096s", c->input, p->count, c->tokens,
+             c->reference ? "the fp32 reference of " : "its fp32 reference",
+             c->reference ? c->reference : "");
     for (size_t b = 0; b < nb; b++) {
         if (rows[b].failed)
             continue;
@@ -631,10 +641,23 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
 {
     uint32_t T = c->tokens;
     edgert_model *m = NULL;
-    int rc = open_model(c, ctx, "fp32", &m);
+    int rc = open_model_in(c, ctx, c->reference ? c->reference : c->input, "fp32", &m);
     if (rc)
         return rc;
     uint32_t V = edgert_model_get_info(m)->vocab;
+    edgert_model *mine = NULL;
+    if (c->reference && (rc = open_model(c, ctx, "fp32", &mine)) == EXIT_OK &&
+        edgert_model_get_info(mine)->vocab != V) {
+        tfprintf(stderr, "edgert run: --reference %s has a vocabulary of %u, %s one of %u: "
+                 "not the same model\n", c->reference, V, c->input,
+                 edgert_model_get_info(mine)->vocab);
+        rc = EXIT_USAGE;
+    }
+    edgert_model_close(mine);
+    if (rc) {
+        edgert_model_close(m);
+        return rc;
+    }
     ref_run *ref = calloc(p->count, sizeof *ref);
     char err[4096] = "";
     edgert_status st = ref ? EDGERT_OK : EDGERT_E_NOMEM;
@@ -676,7 +699,7 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
         json_kstr(&w, "evidence_stored", stored); /* --store's file, else null */
         json_kint(&w, "prompts", (long long)p->count);
         json_kint(&w, "tokens", T);
-        json_kstr(&w, "reference", "fp32");
+        json_kstr(&w, "reference", c->reference ? c->reference : "fp32");
         json_key(&w, "backends");
         json_arr(&w);
         for (size_t b = 0; b < nb; b++) {
@@ -696,8 +719,9 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
         json_end_obj(&w);
         json_finish(&w);
     } else if (nb) {
-        tprintf("%s: %zu prompts x %u tokens, against the fp32 reference (greedy)\n", c->input,
-                p->count, T);
+        tprintf("%s: %zu prompts x %u tokens, against the fp32 reference%s%s (greedy)\n",
+                c->input, p->count, T, c->reference ? " of " : "",
+                c->reference ? c->reference : "");
         tprintf("  %-16s %10s %18s %10s %14s\n", "backend", "exact", "tokens to diverge",
                 "mean KL", "top-1 forced");
         for (size_t b = 0; b < nb; b++) {
@@ -722,6 +746,10 @@ int cmd_run(const cli *c)
 {
     if (!c->input) {
         tfprintf(stderr, "edgert run: name the model folder (see 'edgert run --help')\n");
+        return EXIT_USAGE;
+    }
+    if (c->reference && !c->compare) {
+        tfprintf(stderr, "edgert run: --reference names --compare's reference: add --compare\n");
         return EXIT_USAGE;
     }
     if ((c->store && !c->compare) || (c->out && !c->store)) {
