@@ -25,7 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <libgen.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gptq.h"
 #include "internal.h"
@@ -441,6 +444,17 @@ edgert_status edgert_gptq_quantize(edgert_ctx *ctx, const char *dir, const char 
         return st;
     if (!ctx || !dir || !out)
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_gptq_quantize: NULL argument");
+    /* before the minutes of work: a folder OUT cannot be written into (the
+     * rest of what edgert_checkpoint_quantize checks costs nothing later) */
+    char *copy = strdup(out);
+    const char *folder = copy ? dirname(copy) : NULL;
+    int writable = folder && access(folder, W_OK | X_OK) == 0;
+    st = writable ? EDGERT_OK : er_fail(copy ? EDGERT_E_IO : EDGERT_E_NOMEM, err, len, "%s: "
+                                        "cannot write into it: %s", folder ? folder : out,
+                                        strerror(errno));
+    free(copy);
+    if (st)
+        return st;
     uint32_t longest = 1;
     for (size_t p = 0; p < o->prompt_count + o->held_out_count; p++) {
         uint32_t l = p < o->prompt_count ? o->prompt_len[p]

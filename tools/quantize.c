@@ -253,7 +253,13 @@ static int calibrated(const char *in, const char *out, const edgert_quantize_opt
         free(d);
     }
     prompts pc = {0}, ph = {0};
-    int rc = dir ? read_prompts("--calibrate", cal, &pc, err, sizeof err) : EXIT_FAIL;
+    char *oc = strdup(out);
+    int rc = dir && oc ? read_prompts("--calibrate", cal, &pc, err, sizeof err) : EXIT_FAIL;
+    if (rc == EXIT_OK && access(dirname(oc), W_OK | X_OK) != 0) { /* before the work: exit 1 */
+        snprintf(err, sizeof err, "%s: cannot write into it: %s", oc, strerror(errno));
+        rc = EXIT_FAIL;
+    }
+    free(oc);
     if (rc == EXIT_OK && held)
         rc = read_prompts("--held-out", held, &ph, err, sizeof err);
     edgert_ctx *ctx = NULL;

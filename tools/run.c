@@ -463,6 +463,7 @@ static int cmd_generate(const cli *c, edgert_ctx *ctx, const prompts *p)
 typedef struct ref_run {
     int32_t *tokens;  /* [T] greedy */
     float *logp;      /* [T][V] log-probabilities of the reference */
+    uint32_t vocab;   /* V */
 } ref_run;
 
 static void log_softmax(float *v, uint32_t n)
@@ -518,6 +519,12 @@ static int compare_one(const cli *c, edgert_ctx *ctx, const char *backend, const
         return rc;
     uint32_t T = c->tokens, V = edgert_model_get_info(m)->vocab;
     snprintf(row->name, sizeof row->name, "%.127s", edgert_model_get_info(m)->backend);
+    if (V != ref[0].vocab) { /* --reference: another model's */
+        tfprintf(stderr, "edgert run: --reference %s has a vocabulary of %u, %s one of %u: not "
+                 "the model it was quantized from\n", c->reference, ref[0].vocab, c->input, V);
+        edgert_model_close(m);
+        return EXIT_USAGE;
+    }
     int32_t *mine = malloc(T * sizeof *mine);
     char err[4096] = "";
     double kl_sum = 0, top1 = 0, div_sum = 0;
@@ -645,23 +652,11 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
     if (rc)
         return rc;
     uint32_t V = edgert_model_get_info(m)->vocab;
-    edgert_model *mine = NULL;
-    if (c->reference && (rc = open_model(c, ctx, "fp32", &mine)) == EXIT_OK &&
-        edgert_model_get_info(mine)->vocab != V) {
-        tfprintf(stderr, "edgert run: --reference %s has a vocabulary of %u, %s one of %u: "
-                 "not the same model\n", c->reference, V, c->input,
-                 edgert_model_get_info(mine)->vocab);
-        rc = EXIT_USAGE;
-    }
-    edgert_model_close(mine);
-    if (rc) {
-        edgert_model_close(m);
-        return rc;
-    }
     ref_run *ref = calloc(p->count, sizeof *ref);
     char err[4096] = "";
     edgert_status st = ref ? EDGERT_OK : EDGERT_E_NOMEM;
     for (size_t i = 0; !st && i < p->count; i++) {
+        ref[i].vocab = V;
         ref[i].tokens = malloc(T * sizeof(int32_t));
         ref[i].logp = malloc((size_t)T * V * sizeof(float));
         st = ref[i].tokens && ref[i].logp
@@ -677,7 +672,8 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
     char names[64][128];
     size_t nb = rc ? 0 : compare_names(c, ctx, names, 64);
     cmp_row *rows = calloc(nb ? nb : 1, sizeof *rows);
-    for (size_t b = 0; !rc && b < nb; b++) {
+    size_t ran = 0; /* a named backend that fails ends the list: the rest are not shown */
+    for (size_t b = 0; !rc && b < nb; b++, ran++) {
         if (!c->quiet && !c->json)
             tfprintf(stderr, "  comparing %s ...\n", names[b]);
         int r = compare_one(c, ctx, names[b], p, ref, &rows[b]);
@@ -688,6 +684,7 @@ static int cmd_compare(const cli *c, edgert_ctx *ctx, const prompts *p)
                 rc = r; /* named: its failure is the command's */
         }
     }
+    nb = ran;
     const char *stored = NULL;
     if (!rc && c->store)
         rc = store_compare(c, ctx, p, rows, nb, &stored);
