@@ -77,6 +77,11 @@ def quantize(edgert_cli, work, kind, calibrate, name, *extra):
     return str(d), (json.loads(r.stdout) if calibrate else None)
 
 
+EMULATED = os.environ.get("EDGERT_TEST_EMULATED") == "1"
+
+
+@pytest.mark.skipif(EMULATED, reason="under qemu the whole command takes a minute; its "
+                    "arithmetic is test_gptq_math's there, and the native builds run it")
 @pytest.mark.parametrize("kind", ["asym"] if THIN else ["asym", "sym"])
 def test_gain_and_checkpoint(work, edgert_cli, kind):
     d, rep = quantize(edgert_cli, work, kind, True, f"gptq-{kind}")
@@ -97,6 +102,8 @@ def test_gain_and_checkpoint(work, edgert_cli, kind):
     assert r.returncode == 0
 
 
+@pytest.mark.skipif(EMULATED, reason="under qemu, 4 compare runs of every backend take 70 s: "
+                    "the native builds compare")
 def test_closer_to_the_dense_model_than_rtn(work, edgert_cli):
     """On every eligible backend that takes the file: a lower mean KL
     against the dense model's fp32 reference than round to nearest's."""
