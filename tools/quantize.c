@@ -53,7 +53,7 @@ static void quantize_help(FILE *f)
             "  --held-out PROMPTS\n"
             "               prompts not calibrated on: each layer's output SQNR on them,\n"
             "               GPTQ against round to nearest (the median and the worst gain)\n"
-            "  --damp F     dampening, a fraction of the inputs' mean square (default 0.01)\n"
+            "  --damp F     dampening, a fraction of the inputs' mean square (default 0.1)\n"
             "  --threads N  threads (default: all logical cores)\n"
             "  --json       one JSON object on stdout\n"
             "  -h, --help   this text\n\n"
