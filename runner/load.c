@@ -224,7 +224,14 @@ typedef struct rn_q {
     uint8_t *codes, *zeros;
     float *scales;
     uint32_t n, k, group;
+    const uint32_t *perm; /* act order: the checkpoint's (edgert_qweights.perm); or NULL */
 } rn_q;
+
+/* Whether two layers' inputs come in one order (NULL: in order). */
+static int same_order(const uint32_t *a, const uint32_t *b, uint32_t k)
+{
+    return a == b || (a && b && memcmp(a, b, (size_t)k * sizeof *a) == 0);
+}
 
 static void q_free(rn_q *q)
 {
@@ -278,6 +285,7 @@ static edgert_status layer_rows(edgert_model *m, const rn_src *s, const edgert_q
             return st;
         q_put(q, 0, v->codes + (size_t)r0 * ((v->k + 1) / 2), v->scales + (size_t)r0 * g,
               v->zeros ? v->zeros + (size_t)r0 * g : NULL, rows);
+        q->perm = v->perm;
         return EDGERT_OK;
     }
     if ((st = q_alloc(q, rows, s->l->k, group, !sym, err, len)))
@@ -319,7 +327,7 @@ static edgert_status pack_q(edgert_model *m, const rn_q *q, const char *name, rn
 {
     edgert_qweights v = {.struct_size = sizeof v, .n = q->n, .k = q->k, .group = q->group,
                          .codes = q->codes, .scales = q->scales, .zeros = q->zeros,
-                         .name = name};
+                         .name = name, .perm = q->perm};
     char why[2048] = "";
     edgert_status st = edgert_pack(m->be, &v, &out->packed, why, sizeof why);
     if (st == EDGERT_E_UNSUPPORTED) /* the layout cannot hold these weights */
@@ -406,10 +414,14 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
     int fuse = count > 1;
     for (unsigned i = 0; !st && i < count; i++) {
         if (s[i].l->symmetric != -1)
-            st = edgert_checkpoint_layer_weights(s[i].ck, s[i].idx, &full[i], err, len);
+            st = edgert_checkpoint_layer_weights_v2(s[i].ck, s[i].idx, &full[i], err, len);
         uint32_t gi = s[i].l->symmetric != -1 ? full[i].view.group : group;
         uint32_t g0 = s[0].l->symmetric != -1 && !st ? full[0].view.group : group;
         fuse &= gi == g0 && (s[i].l->symmetric == -1) == (s[0].l->symmetric == -1);
+        /* one matrix gathers its input one way: act-order parts fuse when
+         * their orders agree (q, k and v of one GPTQ run share x x^T, so
+         * their order by its diagonal) */
+        fuse &= !st && same_order(full[i].view.perm, full[0].view.perm, w[0].k);
     }
     uint64_t codes = (uint64_t)dst->n * ((w[0].k + 1) / 2);
     unsigned slices = count == 1 && codes > RN_SLICE_BYTES
@@ -430,6 +442,7 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
                             group, sym, &part, err, len);
             if (!st)
                 q_put(&q, at, part.codes, part.scales, part.zeros, w[i].n);
+            q.perm = part.perm;
             q_free(&part);
         }
         snprintf(name, sizeof name, "%s+%u", w[0].name, count - 1);

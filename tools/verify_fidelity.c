@@ -193,7 +193,7 @@ static edgert_status pack_quantized(const vrun *v, const fid_shape *s, uint32_t 
             return rc;
         qt.view.name = s->name;
     } else if (s->ck) { /* the file's own quantized layer, its first n rows */
-        rc = edgert_checkpoint_layer_weights(s->ck, s->layer, &qt, err, err_len);
+        rc = edgert_checkpoint_layer_weights_v2(s->ck, s->layer, &qt, err, err_len);
         if (rc != EDGERT_OK)
             return rc;
         qt.view.n = n;

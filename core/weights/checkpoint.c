@@ -29,10 +29,12 @@
  * with G, sym with a zero point other than 8, are errors. A layer is
  * symmetric when every zero point is 8 (then its zeros are NULL).
  *
- * Act order (desc_act): a g_idx that is not k / group is refused
- * (EDGERT_E_UNSUPPORTED, "act-order"): running it needs the activations'
- * columns permuted in step with K, which edgert_gemm does not do. A g_idx
- * that is not even a permutation of the groups is malformed (E_PARSE).
+ * Act order (desc_act): a g_idx that is not k / group, each group still
+ * holding `group` inputs, gives the layer a perm: its inputs sorted by
+ * group (stably), so the canonical codes have contiguous groups and
+ * column j is input perm[j]; edgert_gemm gathers the activations' columns
+ * by it (edgert_qweights.perm). A g_idx that is not a permutation of the
+ * groups is malformed (E_PARSE).
  */
 #define _GNU_SOURCE
 #include <libgen.h>
@@ -277,9 +279,8 @@ static edgert_status gptq_shapes(const edgert_checkpoint *c, const char *name, e
 
 /* Zero points in range (and 8 everywhere when sym), scales finite, g_idx in
  * order; sets l->symmetric. */
-static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
-                                 const er_ck_layer *s, const gptq_cfg *g, edgert_layer *l,
-                                 char *err, size_t len)
+static edgert_status gptq_values(const edgert_checkpoint *c, const char *name, er_ck_layer *s,
+                                 const gptq_cfg *g, edgert_layer *l, char *err, size_t len)
 {
     const char *f = c->sf.path;
     uint64_t G = s->scales->shape[0], zc = s->qzeros->shape[1];
@@ -311,9 +312,8 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
     l->symmetric = sym;
     if (!s->g_idx && g->desc_act == 1) /* act-order said, but no order to check it by */
         return er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: layer '%s': the GPTQ settings (%s) "
-                       "say desc_act: true (act-order), but there is no '%s.g_idx' to run it "
-                       "by; edgert refuses act-order checkpoints: re-quantize with desc_act "
-                       "false", f, name, c->config_source, name);
+                       "say desc_act: true (act-order), but there is no '%s.g_idx' to give "
+                       "the order of its inputs", f, name, c->config_source, name);
     if (!s->g_idx)
         return EDGERT_OK;
     const unsigned char *gb = st_data(&c->sf, s->g_idx);
@@ -338,12 +338,18 @@ static edgert_status gptq_values(const edgert_checkpoint *c, const char *name,
                          (unsigned long long)gg, (unsigned long long)count[gg],
                          (unsigned long long)want);
     }
+    if (!st && !in_order && !(s->perm = malloc((size_t)l->k * sizeof *s->perm)))
+        st = EDGERT_E_NOMEM;
+    if (!st && !in_order) { /* inputs sorted by group, stably: count[] becomes each start */
+        for (uint64_t gg = 0, at = 0; gg < G; gg++) {
+            uint64_t c0 = count[gg];
+            count[gg] = at;
+            at += c0;
+        }
+        for (uint32_t k = 0; k < l->k; k++)
+            s->perm[count[rd32(gb + 4 * (uint64_t)k)]++] = k;
+    }
     free(count);
-    if (!st && !in_order)
-        st = er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: layer '%s' is act-order (desc_act: "
-                     "tensor '%s.g_idx' is not k / group); edgert refuses act-order checkpoints, "
-                     "because running them needs the activations permuted with K: re-quantize "
-                     "with desc_act false", f, name, name);
     return st;
 }
 
@@ -474,8 +480,10 @@ void edgert_checkpoint_close(edgert_checkpoint *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; i < c->n; i++)
+    for (size_t i = 0; i < c->n; i++) {
         free(c->names[i]);
+        free(c->src[i].perm);
+    }
     free(c->names);
     free(c->pub);
     free(c->src);
@@ -517,8 +525,19 @@ void er_ck_release(const edgert_checkpoint *c, size_t i)
 
 /* ---- one layer as canonical int4 ---------------------------------------------------------- */
 
+/* Codes row[j] = row[perm[j]] (two per byte, k even), `tmp` k / 2 bytes. */
+static void permute_row(uint8_t *row, const uint32_t *perm, uint32_t k, uint8_t *tmp)
+{
+    memcpy(tmp, row, k / 2);
+    for (uint32_t j = 0; j < k; j += 2) {
+        unsigned lo = (tmp[perm[j] / 2] >> 4 * (perm[j] & 1)) & 15u;
+        unsigned hi = (tmp[perm[j + 1] / 2] >> 4 * (perm[j + 1] & 1)) & 15u;
+        row[j / 2] = (uint8_t)(lo | hi << 4);
+    }
+}
+
 static void gptq_convert(const edgert_checkpoint *c, const er_ck_layer *s, const edgert_layer *l,
-                         edgert_qtensor *q)
+                         edgert_qtensor *q, uint8_t *row)
 {
     const unsigned char *qb = st_data(&c->sf, s->qweight), *zb = st_data(&c->sf, s->qzeros),
                         *sb = st_data(&c->sf, s->scales);
@@ -529,6 +548,9 @@ static void gptq_convert(const edgert_checkpoint *c, const er_ck_layer *s, const
             for (uint64_t kk = k0; kk < k8 && kk < k0 + 64; kk++)
                 for (uint64_t n = n0; n < l->n && n < n0 + 64; n++)
                     memcpy(q->codes + n * stride + kk * 4, qb + 4 * (kk * l->n + n), 4);
+    if (s->perm) /* act order: column j becomes input perm[j], a row at a time */
+        for (uint64_t n = 0; n < l->n; n++)
+            permute_row(q->codes + n * stride, s->perm, l->k, row);
     for (uint64_t g = 0; g < G; g++)
         for (uint64_t n = 0; n < l->n; n++) {
             q->scales[n * G + g] = scale_at(s->scales, sb, g * l->n + n);
@@ -593,21 +615,17 @@ uint32_t er_ck_layer_group(const edgert_checkpoint *c, size_t i)
     return layer_group(c, i);
 }
 
-edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, edgert_qtensor *out,
-                                              char *err, size_t err_len)
-{
-    return er_checkpoint_layer_weights(c, i, 0, out, err, err_len);
-}
-
-edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int dense_sym,
-                                          edgert_qtensor *out, char *err, size_t err_len)
+/* Layer i as canonical int4, its first EDGERT_QTENSOR_V1_SIZE bytes (an
+ * act-order layer's codes in group order, without the order: see below). */
+static edgert_status layer_weights(edgert_checkpoint *c, size_t i, int dense_sym,
+                                   edgert_qtensor *out, const char *who, char *err,
+                                   size_t err_len)
 {
     if (!out)
-        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: out NULL");
+        return er_fail(EDGERT_E_USAGE, err, err_len, "%s: out NULL", who);
     memset(out, 0, EDGERT_QTENSOR_V1_SIZE); /* the caller's may be smaller */
     if (!c || i >= c->n)
-        return er_fail(EDGERT_E_USAGE, err, err_len, "edgert_checkpoint_layer_weights: no layer "
-                       "%zu", i);
+        return er_fail(EDGERT_E_USAGE, err, err_len, "%s: no layer %zu", who, i);
     const edgert_layer *l = &c->pub[i];
     const er_ck_layer *s = &c->src[i];
     if (c->kind == ER_CK_PACKED)
@@ -616,17 +634,55 @@ edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int de
                        l->name);
     int sym = s->dense ? dense_sym : l->symmetric;
     uint32_t group = layer_group(c, i);
-    if (er_qtensor_alloc(l->n, l->k, group, sym, out))
+    uint8_t *row = NULL;
+    if (er_qtensor_alloc(l->n, l->k, group, sym, out) ||
+        (s->perm && !(row = malloc(l->k / 2)))) {
+        edgert_qtensor_free(out);
         return er_fail(EDGERT_E_NOMEM, err, err_len, "%s: layer '%s' [n=%u k=%u]: out of memory",
                        c->sf.path, l->name, l->n, l->k);
+    }
     out->view.name = l->name;
     edgert_status st = EDGERT_OK;
     if (s->dense)
         st = dense_convert(c, s, l, out, err, err_len);
     else
-        gptq_convert(c, s, l, out);
+        gptq_convert(c, s, l, out, row);
+    free(row);
     if (st)
         edgert_qtensor_free(out);
+    return st;
+}
+
+edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, edgert_qtensor *out,
+                                              char *err, size_t err_len)
+{
+    static const char who[] = "edgert_checkpoint_layer_weights";
+    if (c && i < c->n && c->src[i].perm) { /* its codes alone would give wrong results */
+        if (out)
+            memset(out, 0, EDGERT_QTENSOR_V1_SIZE);
+        return er_fail(EDGERT_E_UNSUPPORTED, err, err_len, "%s: %s: layer '%s' is act-order "
+                       "(tensor '%s.g_idx' is not k / group): its codes come in group order "
+                       "with the order of its inputs, which edgert_checkpoint_layer_weights_v2 "
+                       "gives", c->sf.path, who, c->pub[i].name, c->pub[i].name);
+    }
+    return layer_weights(c, i, 0, out, who, err, err_len);
+}
+
+edgert_status edgert_checkpoint_layer_weights_v2(edgert_checkpoint *c, size_t i,
+                                                 edgert_qtensor *out, char *err, size_t err_len)
+{
+    return er_checkpoint_layer_weights(c, i, 0, out, err, err_len);
+}
+
+edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int dense_sym,
+                                          edgert_qtensor *out, char *err, size_t err_len)
+{
+    edgert_status st =
+        layer_weights(c, i, dense_sym, out, "edgert_checkpoint_layer_weights_v2", err, err_len);
+    if (st == EDGERT_OK) { /* this header's whole view: version 2 */
+        out->view.struct_size = (uint32_t)sizeof out->view;
+        out->view.perm = c->src[i].perm;
+    }
     return st;
 }
 
@@ -648,7 +704,7 @@ edgert_status edgert_checkpoint_layer_dense(edgert_checkpoint *c, size_t i, uint
                    ? EDGERT_E_PARSE
                    : EDGERT_OK;
     edgert_qtensor q;
-    edgert_status st = edgert_checkpoint_layer_weights(c, i, &q, err, err_len);
+    edgert_status st = er_checkpoint_layer_weights(c, i, 0, &q, err, err_len);
     if (st)
         return st;
     size_t G = (size_t)(l->k / l->group) + (l->k % l->group != 0);

@@ -18,6 +18,8 @@ typedef struct er_ck_layer {
     uint64_t packed_bytes;                              /* the plugin's bytes in it */
     uint64_t source_hash;                               /* packed: the source's XXH3 */
     int v2;                                             /* GPTQ zero convention */
+    int act_order;                                      /* packed: its key says act_order=1 */
+    uint32_t *perm; /* act order: input of column j, groups contiguous (owned); else NULL */
 } er_ck_layer;
 
 struct edgert_checkpoint {
@@ -57,9 +59,10 @@ edgert_status er_ck_add_layer(edgert_checkpoint *c, const char *name, size_t ple
  *  cache): a whole-model pass then stays within one layer of resident
  *  memory. */
 void er_ck_release(const edgert_checkpoint *c, size_t i);
-/* edgert_checkpoint_layer_weights, with a dense layer quantized symmetric
+/* edgert_checkpoint_layer_weights_v2, with a dense layer quantized symmetric
  * (dense_sym 1: z = 8, what a symmetric backend such as amx-w4a8 takes) or
- * asymmetric (0). GPTQ layers are what they are. */
+ * asymmetric (0). GPTQ layers are what they are, an act-order one with its
+ * perm (view.struct_size covers it). */
 edgert_status er_checkpoint_layer_weights(edgert_checkpoint *c, size_t i, int dense_sym,
                                           edgert_qtensor *out, char *err, size_t err_len);
 /** Open only the container and list its layers (packfile.c reads packed files). */

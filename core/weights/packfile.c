@@ -11,11 +11,15 @@
  *   backend, layout       the backend's name and packed layout id (plugin.h)
  *   plugin_xxh3           XXH3-64 of the plugin file the bytes came from
  *   source                the checkpoint packed (for people; not a key)
- *   layer:<P>             "n=<n> k=<k> group=<g> sym=<0|1> bytes=<b> source=<xxh3>"
+ *   layer:<P>             "n=<n> k=<k> group=<g> sym=<0|1> bytes=<b> source=<xxh3>",
+ *                         then " act_order=1" for a layer with a "<P>.perm"
  * and one tensor "<P>.packed" (U8, the plugin's bytes then zero padding) per
- * layer. A layer's source XXH3 covers its format ("gptq-v1", "dense-bf16",
- * ...: the conversion applied) and the bytes of every tensor it came from
- * (qweight, qzeros, scales, g_idx; or the dense weight), so a changed
+ * layer; after them, for each act-order layer, "<P>.perm" (I32 [k], the
+ * order of its inputs: edgert_qweights.perm), which the GEMMs on the
+ * mapped bytes gather the activations by. A layer's source XXH3 covers
+ * its format ("gptq-v1", "dense-bf16", ...: the conversion applied) and
+ * the bytes of every tensor it came from (qweight, qzeros, scales, g_idx;
+ * or the dense weight), so a changed
  * checkpoint, plugin file or layout never reuses stale bytes.
  *
  * Memory while packing: one layer in canonical form and the plugin's packed
@@ -103,6 +107,49 @@ static edgert_status keys_match(const edgert_checkpoint *c, const edgert_backend
 static edgert_status packed_layer(edgert_checkpoint *c, const st_tensor *t, size_t *cap, char *err,
                                   size_t len);
 
+/* Tensor "<P>.perm" of a listed layer P: I32 [k], a permutation of 0..k-1,
+ * copied into the layer's perm. */
+static edgert_status packed_perm(edgert_checkpoint *c, const st_tensor *t, char *err, size_t len)
+{
+    size_t pl = strlen(t->name) - strlen(".perm"), i = 0;
+    while (i < c->n && (strlen(c->pub[i].name) != pl || strncmp(c->pub[i].name, t->name, pl)))
+        i++;
+    if (i == c->n)
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' is the order of no layer "
+                       "(no '%.*s.packed')", c->sf.path, t->name, (int)pl, t->name);
+    const uint32_t k = c->pub[i].k;
+    if (!c->src[i].act_order)
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' is an order for layer '%s', "
+                       "whose metadata does not say act_order=1", c->sf.path, t->name,
+                       c->pub[i].name);
+    if (t->dtype != ST_I32 || t->ndim != 1 || t->shape[0] != k || c->src[i].perm)
+        return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': %s, %u dims; expected I32 "
+                       "[%u], once", c->sf.path, t->name, t->dtype_name, t->ndim, k);
+    uint32_t *perm = malloc((size_t)k * sizeof *perm);
+    uint8_t *seen = calloc(k, 1);
+    if (!perm || !seen) {
+        free(perm);
+        free(seen);
+        return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", c->sf.path);
+    }
+    const unsigned char *d = st_data(&c->sf, t);
+    edgert_status st = EDGERT_OK;
+    for (uint32_t j = 0; j < k && !st; j++) {
+        perm[j] = (uint32_t)d[4 * j] | (uint32_t)d[4 * j + 1] << 8 |
+                  (uint32_t)d[4 * j + 2] << 16 | (uint32_t)d[4 * j + 3] << 24;
+        if (perm[j] >= k || seen[perm[j]]++)
+            st = er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' [%u] = %d: not a "
+                         "permutation of 0..%u", c->sf.path, t->name, j, (int32_t)perm[j],
+                         k - 1u);
+    }
+    free(seen);
+    if (st)
+        free(perm);
+    else
+        c->src[i].perm = perm;
+    return st;
+}
+
 edgert_status er_ck_open_packed(edgert_checkpoint *c, char *err, size_t err_len)
 {
     const char *v = st_meta_get(&c->sf, "edgert_packed_format");
@@ -116,10 +163,24 @@ edgert_status er_ck_open_packed(edgert_checkpoint *c, char *err, size_t err_len)
                        (unsigned long long)c->sf.data_start);
     size_t cap = 0;
     for (size_t i = 0; i < c->sf.n; i++) {
-        edgert_status st = packed_layer(c, &c->sf.t[i], &cap, err, err_len);
+        edgert_status st = er_ck_ends_with(c->sf.t[i].name, ".perm")
+                               ? EDGERT_OK
+                               : packed_layer(c, &c->sf.t[i], &cap, err, err_len);
         if (st)
             return st;
     }
+    for (size_t i = 0; i < c->sf.n; i++) {
+        edgert_status st = er_ck_ends_with(c->sf.t[i].name, ".perm")
+                               ? packed_perm(c, &c->sf.t[i], err, err_len)
+                               : EDGERT_OK;
+        if (st)
+            return st;
+    }
+    for (size_t i = 0; i < c->n; i++) /* mapped without its order, it would run wrong */
+        if (c->src[i].act_order && !c->src[i].perm)
+            return er_fail(EDGERT_E_PARSE, err, err_len, "%s: layer '%s' says act_order=1 but "
+                           "there is no tensor '%s.perm'", c->sf.path, c->pub[i].name,
+                           c->pub[i].name);
     /* what the gates compare before any plugin maps it (gate.c: the backend
      * it is for, and its plugin file's XXH3): without them every backend
      * would pass and the mismatch show only at map time */
@@ -155,14 +216,16 @@ static edgert_status packed_layer(edgert_checkpoint *c, const st_tensor *t, size
     char hx[17] = "";
     int used = 0;
     if (!v || sscanf(v, "n=%llu k=%llu group=%llu sym=%llu bytes=%llu source=%16[0-9a-f]%n", &n,
-                     &k, &g, &sym, &bytes, hx, &used) != 6 || v[used] || strlen(hx) != 16 ||
+                     &k, &g, &sym, &bytes, hx, &used) != 6 ||
+        (v[used] && strcmp(v + used, " act_order=1")) || strlen(hx) != 16 ||
         !n || !k || !g || n > UINT32_MAX || k > UINT32_MAX || g > UINT32_MAX || sym > 1 ||
         bytes > t->end - t->begin)
         return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': metadata '%s' is %s%s%s; "
                        "expected \"n=N k=K group=G sym=0|1 bytes=B source=<16 hex>\" with B "
-                       "within the tensor", c->sf.path, t->name, key, v ? "'" : "missing",
-                       v ? v : "", v ? "'" : "");
-    er_ck_layer s = {.packed = t, .packed_bytes = bytes, .source_hash = strtoull(hx, NULL, 16)};
+                       "within the tensor, then \" act_order=1\" or nothing", c->sf.path,
+                       t->name, key, v ? "'" : "missing", v ? v : "", v ? "'" : "");
+    er_ck_layer s = {.packed = t, .packed_bytes = bytes, .source_hash = strtoull(hx, NULL, 16),
+                     .act_order = v[used] != '\0'};
     edgert_status st = er_ck_add_layer(c, key + 6, strlen(key + 6), &s, cap);
     if (st)
         return er_fail(st, err, len, "%s: out of memory", c->sf.path);
@@ -242,8 +305,8 @@ static edgert_status pack_layer(st_writer *w, edgert_backend *b, edgert_checkpoi
         uint64_t padded = (size + PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
         snprintf(name, sizeof name, "%s.packed", l->name);
         snprintf(key, sizeof key, "layer:%s", l->name);
-        snprintf(val, sizeof val, "n=%u k=%u group=%u sym=%d bytes=%zu source=%016" PRIx64, l->n,
-                 l->k, group, sym, size, h);
+        snprintf(val, sizeof val, "n=%u k=%u group=%u sym=%d bytes=%zu source=%016" PRIx64 "%s",
+                 l->n, l->k, group, sym, size, h, src->src[i].perm ? " act_order=1" : "");
         if (st_writer_tensor(w, name, ST_U8, 1, &padded, err, len) ||
             st_writer_write(w, data, size, err, len) ||
             st_writer_write(w, zeros, (size_t)(padded - size), err, len) ||
@@ -252,6 +315,31 @@ static edgert_status pack_layer(st_writer *w, edgert_backend *b, edgert_checkpoi
     }
     edgert_packed_free(pk);
     return st;
+}
+
+/* Layer i's "<P>.perm" when it is act-order (after every layer's bytes:
+ * those stay at 4 KiB boundaries). */
+static edgert_status write_perm(st_writer *w, const edgert_checkpoint *src, size_t i, char *err,
+                                size_t len)
+{
+    const uint32_t *perm = src->src[i].perm;
+    if (!perm)
+        return EDGERT_OK;
+    char name[4200];
+    uint64_t k = src->pub[i].k;
+    snprintf(name, sizeof name, "%s.perm", src->pub[i].name);
+    if (st_writer_tensor(w, name, ST_I32, 1, &k, err, len))
+        return EDGERT_E_IO;
+    unsigned char b[4096];
+    for (uint64_t j0 = 0; j0 < k; j0 += sizeof b / 4) {
+        uint64_t n = k - j0 < sizeof b / 4 ? k - j0 : sizeof b / 4;
+        for (uint64_t j = 0; j < n; j++)
+            for (unsigned by = 0; by < 4; by++)
+                b[4 * j + by] = (unsigned char)(perm[j0 + j] >> 8 * by);
+        if (st_writer_write(w, b, (size_t)(4 * n), err, len))
+            return EDGERT_E_IO;
+    }
+    return EDGERT_OK;
 }
 
 edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src, const char *path,
@@ -277,7 +365,7 @@ edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src, 
      * worst 6 bytes per byte. */
     uint64_t reserve = 8192 + 6 * (uint64_t)strlen(src->sf.path);
     for (size_t i = 0; i < src->n; i++)
-        reserve += 12 * (uint64_t)strlen(src->pub[i].name) + 512;
+        reserve += (src->src[i].perm ? 18 : 12) * (uint64_t)strlen(src->pub[i].name) + 640;
     reserve = (reserve + PF_ALIGN - 1) / PF_ALIGN * PF_ALIGN;
     char hx[17];
     hex64(er_backend_cand(b)->lib_hash, hx);
@@ -296,6 +384,8 @@ edgert_status edgert_checkpoint_pack(edgert_backend *b, edgert_checkpoint *src, 
         st = EDGERT_E_IO;
     for (size_t i = 0; i < src->n && !st; i++)
         st = pack_layer(&w, b, src, i, err, err_len);
+    for (size_t i = 0; i < src->n && !st; i++)
+        st = write_perm(&w, src, i, err, err_len);
     if (!st && st_writer_commit(&w, err, err_len))
         st = EDGERT_E_IO;
     st_writer_free(&w);
@@ -326,7 +416,7 @@ edgert_status edgert_checkpoint_layer_packed(edgert_checkpoint *c, size_t i, edg
         return st;
     const edgert_layer *l = &c->pub[i];
     edgert_qweights shape = {.struct_size = sizeof shape, .n = l->n, .k = l->k, .group = l->group,
-                             .name = l->name};
+                             .name = l->name, .perm = c->src[i].perm};
     return edgert_packed_map(b, &shape, st_data(&c->sf, c->src[i].packed),
                              (size_t)c->src[i].packed_bytes, out, err, err_len);
 }

@@ -283,6 +283,8 @@ void edgert_dequantize(const edgert_qweights *w, float *out)
 
     size_t stride = er_codes_stride(w->k);
     size_t groups = er_groups_per_row(w->k, w->group);
+    /* act order: column c is the model's input perm[c] (plugin.h) */
+    const uint32_t *perm = w->struct_size >= EDGERT_QWEIGHTS_V2_SIZE ? w->perm : NULL;
     for (size_t r = 0; r < w->n; r++) {
         const uint8_t *row_codes = w->codes + r * stride;
         float *dst = out + r * (size_t)w->k;
@@ -294,7 +296,9 @@ void edgert_dequantize(const edgert_qweights *w, float *out)
             for (size_t c = col0; c < end; c++) {
                 int q = (c & 1u) ? (row_codes[c / 2u] >> 4) : (row_codes[c / 2u] & 15);
                 /* the same fp32 expression every backend is compared with */
-                dst[c] = s * (float)(q - z);
+                size_t d = perm ? perm[c] : c; /* never past the row, whatever perm holds */
+                if (d < w->k)
+                    dst[d] = s * (float)(q - z);
             }
         }
     }

@@ -43,7 +43,8 @@ typedef struct edgert_qtensor {
 EDGERT_API edgert_status edgert_quantize_rtn(const float *w, uint32_t n, uint32_t k, uint32_t group,
                                              int symmetric, edgert_qtensor *out);
 EDGERT_API void edgert_qtensor_free(edgert_qtensor *t);
-/** out[n][k] = s * (q - z). */
+/** out[n][k] = s * (q - z), in the model's order: with a perm (struct_size
+ *  covering it, edgert_qweights), code column j goes to out column perm[j]. */
 EDGERT_API void edgert_dequantize(const edgert_qweights *w, float *out);
 /** Code of W[row][col]. */
 static inline unsigned edgert_qcode(const edgert_qweights *w, uint32_t row, uint32_t col)
@@ -91,7 +92,7 @@ typedef struct edgert_layer {
 /** Open and validate `path`. On failure *out is NULL and err explains:
  *  EDGERT_E_IO (cannot be read, or not a regular file), EDGERT_E_PARSE
  *  (malformed, with file and tensor), EDGERT_E_UNSUPPORTED (valid but
- *  refused, e.g. act-order). */
+ *  refused, e.g. a packed file of another format version). */
 EDGERT_API edgert_status edgert_checkpoint_open(const char *path, edgert_checkpoint **out,
                                                 char *err, size_t err_len);
 EDGERT_API void edgert_checkpoint_close(edgert_checkpoint *c);
@@ -114,11 +115,24 @@ EDGERT_API const edgert_layer *edgert_checkpoint_layer_at(const edgert_checkpoin
  * this; edgert_checkpoint_layer_packed and edgert_checkpoint_pack quantize
  * it symmetric instead for a backend whose layout is symmetric, such as
  * amx-w4a8); a non-finite value in it is EDGERT_E_PARSE. A packed layer is
- * EDGERT_E_UNSUPPORTED: map it with edgert_checkpoint_layer_packed.
+ * EDGERT_E_UNSUPPORTED: map it with edgert_checkpoint_layer_packed. So is
+ * an act-order layer (a GPTQ g_idx that is not k / group): its codes
+ * without their order would give wrong results; use _v2.
  */
 EDGERT_API edgert_status edgert_checkpoint_layer_weights(edgert_checkpoint *c, size_t i,
                                                          edgert_qtensor *out, char *err,
                                                          size_t err_len);
+/**
+ * As edgert_checkpoint_layer_weights, for an act-order layer too, writing
+ * this header's whole edgert_qtensor: view.struct_size is
+ * sizeof(edgert_qweights) and view.perm the order of an act-order layer's
+ * inputs (its columns sorted by group: column j is input perm[j]; owned by
+ * the checkpoint, valid while it is open; edgert_qtensor_free leaves it),
+ * NULL for a layer in order. edgert_pack takes the view as it is.
+ */
+EDGERT_API edgert_status edgert_checkpoint_layer_weights_v2(edgert_checkpoint *c, size_t i,
+                                                            edgert_qtensor *out, char *err,
+                                                            size_t err_len);
 
 /**
  * Rows [row0, row0 + rows) of layer i as dense fp32 W[rows][k] into out: a
@@ -198,6 +212,12 @@ typedef struct edgert_quantize_options {
     /** The quantizer as the file's metadata and quantize_config.json name it
      *  ("edgert <version> <method>"); NULL: "round-to-nearest". */
     const char *method;
+    /** 1: layer_codes' codes may come in act order (their view's perm set,
+     *  struct_size covering it; it must stay valid until this call returns
+     *  and is not freed by it): each such layer's g_idx says its inputs'
+     *  groups, its qweight stays in the model's order, and the file says
+     *  desc_act: true. Needs layer_codes (round to nearest has no order). */
+    int act_order;
 } edgert_quantize_options;
 /** Size of edgert_quantize_options in its first version. */
 #define EDGERT_QUANTIZE_OPTIONS_V1_SIZE                                                          \

@@ -460,7 +460,9 @@ EDGERT_API const char *edgert_backend_describe(const edgert_backend *b);
  *  instance of the backend (the layout may depend on its code path): GEMMs
  *  on another instance, even of the same backend, are refused. *out is NULL
  *  on any failure: EDGERT_E_USAGE for a NULL argument, a struct_size below
- *  EDGERT_QWEIGHTS_V1_SIZE, n, k or group 0, or NULL codes or scales;
+ *  EDGERT_QWEIGHTS_V1_SIZE, n, k or group 0, NULL codes or scales, or a
+ *  perm (act order, version 2) that is not a permutation of 0..k-1, which
+ *  is copied with the weights;
  *  EDGERT_E_UNSUPPORTED for a shape or group the layout cannot hold; what
  *  the plugin returns otherwise (EDGERT_E_NOMEM among them), its reason in
  *  err. */
@@ -513,8 +515,9 @@ EDGERT_API edgert_status edgert_packed_data(const edgert_packed *p, const void *
  * and `size` exactly as it gave it (no padding) — without copying them: keep
  * them mapped and unchanged until
  * edgert_packed_free of *out (edgert_packed_bytes reports `size`). `shape`
- * gives n, k, group and (optionally) name; its codes, scales and zeros are
- * ignored. `data` must be aligned to EDGERT_PACKED_ALIGN. The backend checks
+ * gives n, k, group and (optionally) name and perm, which are the packed
+ * weights' (perm checked and copied as edgert_pack does); its codes, scales
+ * and zeros are ignored. `data` must be aligned to EDGERT_PACKED_ALIGN. The backend checks
  * every field of the bytes against `size` and `shape` before using them and
  * never reads outside them. The handle is used with edgert_gemm on `b`.
  * EDGERT_E_USAGE: bad arguments (NULL, n, k or group 0, size 0, data not
@@ -531,7 +534,9 @@ EDGERT_API edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweig
  *  argument, a struct_size below EDGERT_GEMM_ARGS_V1_SIZE, m 0, ldx < k,
  *  ldy < n, rows past what a pointer offset holds, weights packed by
  *  another instance, and a y whose rows share memory with x's (x and y may
- *  be blocks of columns of one matrix). */
+ *  be blocks of columns of one matrix). x is in the model's order: weights
+ *  packed with a perm get x's columns gathered into theirs first (a copy
+ *  of m x k floats; EDGERT_E_NOMEM when it cannot be had). */
 EDGERT_API edgert_status edgert_gemm(edgert_backend *b, const edgert_packed *p,
                                      const edgert_gemm_args *args, char *err, size_t err_len);
 

@@ -149,11 +149,25 @@ typedef struct edgert_qweights {
     /** Tensor name for error messages (may be NULL). */
     const char *name;
     /* ---- ABI 1 ends here (EDGERT_QWEIGHTS_V1_SIZE); later fields only ever append ---- */
+    /**
+     * The inputs' order (version 2), or NULL: in order. Column j of these
+     * codes, and so its group j / group, is the model's input perm[j], a
+     * permutation of 0 .. k-1: an act-order (desc_act) GPTQ layer, whose
+     * groups gather inputs from all over K, with its columns sorted by group
+     * so that each group is contiguous. The caller's activations stay in the
+     * model's order: edgert_gemm and edgert_step gather x's columns into
+     * this order before the backend's GEMM, and edgert_dequantize writes
+     * W in the model's order. A plugin never sees it: edgert_pack hands
+     * its pack the same weights with perm NULL.
+     */
+    const uint32_t *perm;
 } edgert_qweights;
 
 /** Size of edgert_qweights in ABI 1: the least struct_size a reader accepts.
  *  A field past it is read only when struct_size covers it. */
 #define EDGERT_QWEIGHTS_V1_SIZE (offsetof(edgert_qweights, name) + sizeof(const char *))
+/** Size of edgert_qweights up to perm (version 2). */
+#define EDGERT_QWEIGHTS_V2_SIZE (offsetof(edgert_qweights, perm) + sizeof(const uint32_t *))
 
 /** Arguments of one GEMM call: y[m][n] = x[m][k] * W^T, fp32 in and out. */
 typedef struct edgert_gemm_args {

@@ -228,7 +228,7 @@ static void expect_not_mappable(edgert_ctx *ctx, const char *name)
     assert_null(edgert_backend_packed_layout(b));
     float scales[2] = {0.5f, 0.25f};
     uint8_t codes[4] = {0x9A, 0x78, 0x87, 0xA9};
-    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "w"};
+    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "w", NULL};
     edgert_packed *p = NULL, *m = (edgert_packed *)(uintptr_t)1;
     assert_int_equal(edgert_pack(b, &w, &p, err, sizeof err), EDGERT_OK);
     const void *data = (const void *)(uintptr_t)1;
@@ -289,7 +289,7 @@ static void test_abi2_contract_breaches_caught(void **state)
     assert_string_equal(edgert_backend_packed_layout(b), "test-abi2-liar/1");
     float scales[2] = {0.5f, 0.25f};
     uint8_t codes[4] = {0x9A, 0x78, 0x87, 0xA9};
-    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "w"};
+    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "w", NULL};
     edgert_packed *p = NULL, *m = NULL;
     assert_int_equal(edgert_pack(b, &w, &p, err, sizeof err), EDGERT_OK);
     const void *data = NULL;
@@ -329,7 +329,7 @@ static void test_callers_structs_by_size(void **state)
         w[i] = 0.01f * (float)(i % 13 - 6);
     for (int i = 0; i < K; i++)
         x[i] = (float)(i % 5) - 2.0f;
-    edgert_qtensor q;
+    edgert_qtensor q = {0}; /* the library writes version 1 of its view: perm stays NULL */
     assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &q), EDGERT_OK);
     struct {
         edgert_qweights w;
@@ -409,7 +409,7 @@ static void test_newer_callers_unknown_fields(void **state)
         w[i] = 0.02f * (float)(i % 7 - 3);
     for (int i = 0; i < K; i++)
         x[i] = (float)(i % 3) - 1.0f;
-    edgert_qtensor q;
+    edgert_qtensor q = {0}; /* as above */
     assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &q), EDGERT_OK);
     struct {
         edgert_qweights w;

@@ -234,7 +234,8 @@ static edgert_status tp_self_test(void *state, char *err, size_t err_len)
     /* 2x4 weights, group 4, symmetric: check one dot product by hand. */
     uint8_t codes[4] = {0x9A, 0x78, 0x87, 0xA9}; /* row0: 10 9 8 7, row1: 7 8 9 10 */
     float scales[2] = {0.5f, 0.25f};
-    edgert_qweights w = {sizeof w, 2, 4, 4, codes, scales, NULL, "self-test"};
+    edgert_qweights w = {.struct_size = sizeof w, .n = 2, .k = 4, .group = 4, .codes = codes,
+                         .scales = scales, .name = "self-test"};
     void *p = NULL;
     size_t bytes = 0;
     edgert_status st = tp_pack(state, &w, &p, &bytes, err, err_len);

@@ -42,7 +42,6 @@
 #include "formats/safetensors.h"
 #include "test_util.h"
 #include "test_cli_util.h"
-#include "test_st_util.h"
 
 /* The dense checkpoint: odd N, K a multiple of the group and not, three
  * dtypes, a tied head (no lm_head.weight), a 1-D tensor copied as it is. */
@@ -619,50 +618,6 @@ static void test_weights_commands(void **state)
     edgert_close(ctx);
 }
 
-/* The first layer's g_idx with inputs 0 and 200 swapped between groups 0
- * and 1: still a permutation of the groups, out of order. */
-static void swap_g_idx(const st_tensor *t, unsigned char *d)
-{
-    if (strcmp(t->name, "model.layers.0.self_attn.q_proj.g_idx") == 0) {
-        uint32_t one = 1, zero = 0;
-        memcpy(d, &one, 4);
-        memcpy(d + 4 * 200, &zero, 4);
-    }
-}
-
-/* A copy of `src` with act order (swap_g_idx). */
-static char *act_order_copy(const char *dir, const char *src)
-{
-    char *path = NULL;
-    assert_true(asprintf(&path, "%s/act-order.safetensors", dir) > 0);
-    tu_st_copy(src, path, NULL, swap_g_idx);
-    return path;
-}
-
-/* Act order is refused, as docs/weights.md says, by the API and the CLI. */
-static void test_act_order_refused(void **state)
-{
-    fx *f = *state;
-    char *path = act_order_copy(f->dir, f->asym), err[1024] = "", *out = NULL;
-    edgert_checkpoint *ck = NULL;
-    assert_int_equal(edgert_checkpoint_open(path, &ck, err, sizeof err), EDGERT_E_UNSUPPORTED);
-    assert_null(ck);
-    assert_non_null(strstr(err, "act-order"));
-    assert_non_null(strstr(err, "model.layers.0.self_attn.q_proj"));
-    assert_non_null(strstr(err, path));
-    /* one input, one exit code: select said 1 where the others say 4 */
-    for (int i = 0; i < 3; i++) {
-        int rc = i == 0   ? run_fmt(&out, "pack %s --backend ref-w4a16 -o %s.packed", path, path)
-                 : i == 1 ? run_fmt(&out, "select --weights %s", path)
-                          : run_fmt(&out, "bench --weights %s --phase prefill", path);
-        if (rc != 4 || !strstr(out, "act-order"))
-            fail_msg("command %d of pack, select, bench on an act-order file: exit %d (want 4)"
-                     "\n%s", i, rc, out);
-        free(out);
-    }
-    free(path);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -671,7 +626,6 @@ int main(void)
         cmocka_unit_test(test_dense_for_symmetric_backend),
         cmocka_unit_test(test_pack_cache),
         cmocka_unit_test(test_weights_commands),
-        cmocka_unit_test(test_act_order_refused),
     };
     return tu_run_group("checkpoint", tests, setup, teardown);
 }

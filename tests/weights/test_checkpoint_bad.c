@@ -152,6 +152,12 @@ static size_t b_zeros(unsigned char *d)
     return 4096;
 }
 
+static size_t b_zeros_8k(unsigned char *d) /* a packed layer, then its order (all 0) */
+{
+    memset(d, 0, 8192);
+    return 8192;
+}
+
 /* W[16][256] F32, finite, and 16 spare bytes after it. */
 static size_t b_dense(unsigned char *d)
 {
@@ -231,6 +237,15 @@ static size_t f_hlen_huge(unsigned char *d) /* says 200 MB of header */
 #define W22(b, e) "'P.weight':{'dtype':'F32','shape':[2,2],'data_offsets':[" #b "," #e "]}"
 #define PACKED_META(v) "{'__metadata__':{'edgert_packed_format':'" v "'"
 #define PACKED_T(name) "'" name "':{'dtype':'U8','shape':[4096],'data_offsets':[0,4096]}}"
+/* A sound packed file of one layer P (the key then `tail`), its tensor
+ * P.packed; the header's last '}' left to the case. */
+#define PACKED_SOUND(tail)                                                                        \
+    PACKED_META("1") ",'backend':'b','layout':'l/1','plugin_xxh3':'0123456789abcdef',"           \
+                     "'layer:P':'n=16 k=256 group=128 sym=0 bytes=4096 source=0123456789abcdef" \
+        tail "'},'P.packed':{'dtype':'U8','shape':[4096],'data_offsets':[0,4096]}"
+/* A layer's order after P.packed: I32 [n], ending at byte `end` = 4096 + 4 n. */
+#define PERM_T(name, n, end)                                                                      \
+    "'" name "':{'dtype':'I32','shape':[" #n "],'data_offsets':[4096," #end "]}"
 #define B10 "[[[[[[[[[["
 #define E10 "]]]]]]]]]]"
 
@@ -371,9 +386,10 @@ static ck_case cases[] = {
      .want = {"[7] = -1: not a group"}, .pack = 4},
     {C("g_idx_not_a_permutation", GPTQ, b_gidx_count), .open_st = PARSE, .tensor = "P.g_idx",
      .want = {"not a permutation of the groups", "group 0 has 129 inputs, not 128"}, .pack = 4},
-    /* valid, but refused: E_UNSUPPORTED; `edgert pack` exits 4, IN cannot be taken */
-    {C("g_idx_act_order", GPTQ, b_gidx_act), .open_st = UNSUP, .tensor = "P.g_idx",
-     .want = {"act-order", "desc_act false"}, .pack = 4},
+    /* act order opens (test_checkpoint_act_order runs it); the version-1
+     * call, whose codes would lack their order, refuses the layer */
+    {C("g_idx_act_order", GPTQ, b_gidx_act), .open_st = EDGERT_OK, .layer_st = UNSUP,
+     .tensor = "P.g_idx", .want = {"act-order", "edgert_checkpoint_layer_weights_v2"}},
     /* act-order said, with no g_idx to run it by (it ran as if in order) */
     {C("desc_act_without_g_idx",
        "{'__metadata__':{'checkpoint_format':'gptq','bits':'4','group_size':'128','sym':'false',"
@@ -451,6 +467,22 @@ static ck_case cases[] = {
        "source=0123456789abcdef'}," PACKED_T("P.packed"), b_zeros), .align = 4096,
      .open_st = PARSE, .want = {"metadata 'plugin_xxh3' is '12345', not 16 hex digits"},
      .pack = 4},
+    /* act order in a packed file: "<P>.perm" and the key's act_order=1, both or neither */
+    {C("packed_perm_without_act_order", PACKED_SOUND("") "," PERM_T("P.perm", 256, 5120)
+       "}", b_zeros_8k), .align = 4096, .open_st = PARSE, .tensor = "P.perm",
+     .want = {"whose metadata does not say act_order=1"}, .pack = 4},
+    {C("packed_act_order_without_perm", PACKED_SOUND(" act_order=1") "}", b_zeros),
+     .align = 4096, .open_st = PARSE, .tensor = "P.perm",
+     .want = {"says act_order=1 but there is no tensor"}, .pack = 4},
+    {C("packed_perm_not_a_permutation", PACKED_SOUND(" act_order=1") ","
+       PERM_T("P.perm", 256, 5120) "}", b_zeros_8k), .align = 4096, .open_st = PARSE,
+     .tensor = "P.perm", .want = {"[1] = 0: not a permutation of 0..255"}, .pack = 4},
+    {C("packed_perm_short", PACKED_SOUND(" act_order=1") "," PERM_T("P.perm", 255, 5116)
+       "}", b_zeros_8k), .align = 4096, .open_st = PARSE, .tensor = "P.perm",
+     .want = {"expected I32 [256]"}, .pack = 4},
+    {C("packed_perm_of_no_layer", PACKED_SOUND("") "," PERM_T("Q.perm", 256, 5120) "}",
+       b_zeros_8k), .align = 4096, .open_st = PARSE, .tensor = "Q.perm",
+     .want = {"the order of no layer"}, .pack = 4},
 };
 
 #define NCASES (sizeof cases / sizeof cases[0])
