@@ -49,6 +49,7 @@
 typedef struct gq_result {
     char *name;
     edgert_qtensor q;
+    uint32_t *perm; /* act order: q.view.perm, until the file is written */
 } gq_result;
 
 typedef struct gq_set {
@@ -68,6 +69,7 @@ typedef struct gq_state {
     float **acc; /* H or S during a pass */
     gq_result *res;
     size_t nres;
+    int act_order; /* options.act_order, where its struct_size covers it */
     uint32_t index, count; /* layers reported, of */
 } gq_state;
 
@@ -179,9 +181,14 @@ static int slice(gq_state *s, const float *Wd, float *Wg, float *Wr, const float
     edgert_ctx *ctx = s->m->ctx;
     const edgert_qweights *v = &q->view;
     size_t count = (size_t)v->n * v->k;
-    memcpy(Wg, Wd, count * sizeof *Wg);
+    if (v->perm) /* act order: the columns in its order, as U's are */
+        for (size_t r = 0; r < v->n; r++)
+            for (uint32_t j = 0; j < v->k; j++)
+                Wg[r * v->k + j] = Wd[r * v->k + v->perm[j]];
+    else
+        memcpy(Wg, Wd, count * sizeof *Wg);
     gq_quantize(ctx, Wg, U, q);
-    edgert_dequantize(v, Wg);
+    edgert_dequantize(v, Wg); /* in the model's order (perm: scattered back) */
     if (!S)
         return 0;
     edgert_qtensor r;
@@ -200,7 +207,8 @@ static int slice(gq_state *s, const float *Wd, float *Wg, float *Wr, const float
 /* Quantize one linear layer; keep: its dequantized values replace its
  * dense ones (the layer runs again on them). */
 static edgert_status quantize_part(gq_state *s, rn_linear *lin, const float *U, const float *S,
-                                   const gq_prep *prep, int keep, char *err, size_t len)
+                                   const gq_prep *prep, const uint32_t *perm, int keep, char *err,
+                                   size_t len)
 {
     double t0 = now();
     uint32_t n = lin->n, k = lin->k;
@@ -212,7 +220,13 @@ static edgert_status quantize_part(gq_state *s, rn_linear *lin, const float *U, 
     float *kept = keep ? malloc((size_t)n * k * sizeof(float)) : NULL;
     gq_err e = {0};
     int fail = !Wd || !Wg || (S && !Wr) || (keep && !kept) ||
-               q_alloc(&r->q, n, k, s->group, s->sym) || !(r->name = strdup(lin->name));
+               q_alloc(&r->q, n, k, s->group, s->sym) || !(r->name = strdup(lin->name)) ||
+               (perm && !(r->perm = malloc((size_t)k * sizeof *r->perm)));
+    if (!fail && perm) { /* the codes' order: version 2 of the view */
+        memcpy(r->perm, perm, (size_t)k * sizeof *r->perm);
+        r->q.view.struct_size = (uint32_t)sizeof r->q.view;
+        r->q.view.perm = r->perm;
+    }
     for (uint32_t r0 = 0; !fail && r0 < n; r0 += (uint32_t)rs) {
         uint32_t R = n - r0 < rs ? n - r0 : (uint32_t)rs;
         rn_row_f32(lin->w, lin->dt, (uint64_t)r0 * k, R * k, Wd);
@@ -247,14 +261,45 @@ static edgert_status quantize_part(gq_state *s, rn_linear *lin, const float *U, 
     return EDGERT_OK;
 }
 
+/* Act order: perm = the inputs by their diagonal of H, largest first (ties
+ * in order: deterministic), and H (its upper triangle) permuted to match,
+ * through `scratch` (k x k). */
+static void act_order(float *H, uint32_t k, uint32_t *perm, float *scratch)
+{
+    for (uint32_t i = 0; i < k; i++)
+        perm[i] = i;
+    for (uint32_t i = 1; i < k; i++) { /* insertion sort, stable; k^2 beside U's k^3 / 3 */
+        uint32_t p = perm[i], j = i;
+        float d = H[(size_t)p * k + p];
+        for (; j > 0 && H[(size_t)perm[j - 1] * k + perm[j - 1]] < d; j--)
+            perm[j] = perm[j - 1];
+        perm[j] = p;
+    }
+    for (uint32_t i = 0; i < k; i++)
+        for (uint32_t j = i; j < k; j++) {
+            uint32_t a = perm[i] < perm[j] ? perm[i] : perm[j], b = perm[i] ^ perm[j] ^ a;
+            scratch[(size_t)i * k + j] = H[(size_t)a * k + b];
+        }
+    for (uint32_t i = 0; i < k; i++)
+        memcpy(H + (size_t)i * k + i, scratch + (size_t)i * k + i, (k - i) * sizeof *H);
+}
+
 /* Every part of a group of layers sharing input k, against H (and S). */
 static edgert_status quantize_group(gq_state *s, rn_linears *g, float *H, float *S, size_t rows,
                                     int keep, char *err, size_t len)
 {
     uint32_t k = g->part[0].k;
+    uint32_t *perm = NULL;
+    if (s->act_order) {
+        if (!(perm = malloc((size_t)k * sizeof *perm)))
+            return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        act_order(H, k, perm, s->scratch);
+    }
     gq_prep prep;
     int rc = gq_prepare(s->m->ctx, H, k, rows, s->o->damp > 0 ? s->o->damp : GQ_DAMP, s->scratch,
                         &prep);
+    if (rc)
+        free(perm);
     if (rc)
         return rc == -2 ? er_fail(EDGERT_E_NOMEM, err, len, "out of memory")
                         : er_fail(EDGERT_E_UNSUPPORTED, err, len, "%s: the inputs' second moments "
@@ -266,7 +311,8 @@ static edgert_status quantize_group(gq_state *s, rn_linears *g, float *H, float 
         symmetrize(S, k);
     edgert_status st = EDGERT_OK;
     for (unsigned p = 0; !st && p < g->count; p++)
-        st = quantize_part(s, &g->part[p], H, S, &prep, keep, err, len);
+        st = quantize_part(s, &g->part[p], H, S, &prep, perm, keep, err, len);
+    free(perm);
     return st;
 }
 
@@ -395,6 +441,9 @@ static edgert_status check_options(const edgert_gptq_options *o, char *err, size
     if (o->held_out_count && (!o->held_out || !o->held_out_len))
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_gptq_quantize: held_out_count without "
                        "held_out prompts");
+    if (o->struct_size >= offsetof(edgert_gptq_options, act_order) + sizeof(int) &&
+        o->act_order != 0 && o->act_order != 1)
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_gptq_quantize: act_order is 0 or 1");
     if (!(o->damp >= 0 && o->damp < 1))
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_gptq_quantize: damp is from 0 (the "
                        "default, %g) to below 1, not %g", GQ_DAMP, o->damp);
@@ -413,6 +462,7 @@ static void state_free(gq_state *s)
     for (size_t i = 0; s->res && i < s->nres; i++) {
         free(s->res[i].name);
         edgert_qtensor_free(&s->res[i].q);
+        free(s->res[i].perm);
     }
     free(s->res);
 }
@@ -484,7 +534,9 @@ edgert_status edgert_gptq_quantize(edgert_ctx *ctx, const char *dir, const char 
     }
     if (st)
         return st;
-    gq_state s = {.m = m, .o = o, .group = o->group ? o->group : 128, .sym = o->symmetric};
+    gq_state s = {.m = m, .o = o, .group = o->group ? o->group : 128, .sym = o->symmetric,
+                  .act_order = o->struct_size >= offsetof(edgert_gptq_options, act_order) +
+                                                     sizeof(int) && o->act_order};
     st = setup(&s, err, len);
     for (uint32_t l = 0; !st && l < m->c.layers; l++)
         st = one_layer(&s, l, err, len);
@@ -492,11 +544,11 @@ edgert_status edgert_gptq_quantize(edgert_ctx *ctx, const char *dir, const char 
         st = quantize_group(&s, &m->head, s.H[0], s.ho.count ? s.S[0] : NULL, s.cal.tokens, 0,
                             err, len);
     char method[96];
-    snprintf(method, sizeof method, "gptq damp=%g tokens=%zu", o->damp > 0 ? o->damp : GQ_DAMP,
-             s.cal.tokens);
+    snprintf(method, sizeof method, "gptq damp=%g tokens=%zu%s",
+             o->damp > 0 ? o->damp : GQ_DAMP, s.cal.tokens, s.act_order ? " act-order" : "");
     edgert_quantize_options qo = {.struct_size = sizeof qo, .symmetric = o->symmetric,
                                   .group = s.group, .layer_codes = take_codes, .user = &s,
-                                  .method = method};
+                                  .method = method, .act_order = s.act_order};
     if (!st)
         st = edgert_checkpoint_quantize(m->shards[0].path, out, &qo, err, len);
     state_free(&s);

@@ -5,7 +5,7 @@
  *
  *   edgert quantize IN OUT --sym|--asym [--group N] [--threads N] [--json]
  *   edgert quantize MODEL OUT --sym|--asym --calibrate PROMPTS [--held-out PROMPTS]
- *                   [--damp F] [--group N] [--threads N] [--json]
+ *                   [--damp F] [--act-order] [--group N] [--threads N] [--json]
  * With --calibrate, GPTQ on the model's own inputs (edgert_gptq_quantize in
  * libedgert-runner): MODEL is the folder (or its model.safetensors).
  * Exit codes: 0 written, 1 cannot write, or the input refused for what it
@@ -34,7 +34,7 @@ static void quantize_help(FILE *f)
     fprintf(f,
             "usage: edgert quantize IN OUT --sym|--asym [--group N] [--threads N] [--json]\n"
             "       edgert quantize MODEL OUT --sym|--asym --calibrate PROMPTS\n"
-            "                       [--held-out PROMPTS] [--damp F] [options]\n\n"
+            "                       [--held-out PROMPTS] [--damp F] [--act-order] [options]\n\n"
             "Quantize a dense checkpoint (safetensors, F32/F16/BF16) to 4-bit GPTQ by round\n"
             "to nearest: every linear layer (2-D 'P.weight' that is not an embedding) becomes\n"
             "P.qweight/P.qzeros/P.scales/P.g_idx in GPTQ's v1 layout, which AutoGPTQ,\n"
@@ -54,6 +54,9 @@ static void quantize_help(FILE *f)
             "               prompts not calibrated on: each layer's output SQNR on them,\n"
             "               GPTQ against round to nearest (the median and the worst gain)\n"
             "  --damp F     dampening, a fraction of the inputs' mean square (default 0.1)\n"
+            "  --act-order  GPTQ's act order (desc_act): each layer's columns quantized\n"
+            "               largest input first, groups in that order; g_idx says each\n"
+            "               input's group (every backend runs such files)\n"
             "  --threads N  threads (default: all logical cores)\n"
             "  --json       one JSON object on stdout\n"
             "  -h, --help   this text\n\n"
@@ -200,6 +203,7 @@ static void cal_report(const cal_run *r, const char *out, int json, const edgert
         json_kstr(&w, "method", "gptq");
         json_kstr(&w, "scheme", o->symmetric ? "sym" : "asym");
         json_kint(&w, "group", o->group ? o->group : 128);
+        json_kbool(&w, "act_order", o->act_order);
         json_kint(&w, "calibration_tokens", (long long)tokens);
         json_knum(&w, "seconds", seconds);
         json_knum(&w, "gain_db_median", median);
@@ -273,7 +277,8 @@ static int calibrated(const char *in, const char *out, const edgert_quantize_opt
                               .prompt_len = pc.len, .prompt_count = pc.count,
                               .held_out = (const int32_t *const *)ph.ids,
                               .held_out_len = ph.len, .held_out_count = ph.count, .damp = damp,
-                              .progress = cal_progress, .user = &r};
+                              .progress = cal_progress, .user = &r,
+                              .act_order = qo->act_order};
     edgert_status st = EDGERT_OK;
     if (rc == EXIT_OK) {
         st = edgert_gptq_quantize(ctx, dir, out, &go, err, sizeof err);
@@ -303,12 +308,16 @@ static int calibrated(const char *in, const char *out, const edgert_quantize_opt
     return rc;
 }
 
-/* argv[*i] if it is --calibrate, --held-out or --damp (with its value):
- * 1 taken, 0 another option, -1 a usage error (said). */
+/* argv[*i] if it is --calibrate, --held-out or --damp (with its value), or
+ * --act-order: 1 taken, 0 another option, -1 a usage error (said). */
 static int gptq_option(int argc, char **argv, int *i, const char **cal, const char **held,
-                       double *damp)
+                       double *damp, int *act_order)
 {
     const char *a = argv[*i];
+    if (!strcmp(a, "--act-order")) {
+        *act_order = 1;
+        return 1;
+    }
     if (!strcmp(a, "--calibrate") || !strcmp(a, "--held-out")) {
         if (*i + 1 >= argc) {
             tfprintf(stderr, "edgert quantize: %s takes a prompt file\n", a);
@@ -328,6 +337,15 @@ static int gptq_option(int argc, char **argv, int *i, const char **cal, const ch
         return -1;
     }
     return 1;
+}
+
+/* err on stderr (and as the JSON document with --json); the exit code. */
+static int failed(int json, const char *err, edgert_status st, int code)
+{
+    tfprintf(stderr, "edgert quantize: %s\n", err);
+    if (json)
+        json_error_object(err, st, code);
+    return code;
 }
 
 int cmd_quantize(int argc, char **argv)
@@ -362,7 +380,7 @@ int cmd_quantize(int argc, char **argv)
                                                                                       : 1024, &v))
                 return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
             *(!strcmp(a, "--group") ? &o.group : &o.threads) = v;
-        } else if ((rc = gptq_option(argc, argv, &i, &cal, &held, &damp)) != 0) {
+        } else if ((rc = gptq_option(argc, argv, &i, &cal, &held, &damp, &o.act_order)) != 0) {
             if (rc < 0)
                 return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
         } else if (strcmp(a, "--json") != 0) {
@@ -377,34 +395,25 @@ int cmd_quantize(int argc, char **argv)
         return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
     }
     o.symmetric = scheme;
-    if ((held || damp > 0) && !cal) {
-        tfprintf(stderr, "edgert quantize: %s\n", held ? "--held-out measures a --calibrate run"
-                                                      : "--damp is GPTQ's, with --calibrate");
+    const char *alone = cal ? NULL
+                        : held ? "--held-out measures a --calibrate run"
+                        : damp > 0 ? "--damp is GPTQ's, with --calibrate"
+                        : o.act_order ? "--act-order is GPTQ's, with --calibrate" : NULL;
+    if (alone) {
+        tfprintf(stderr, "edgert quantize: %s\n", alone);
         return json ? json_failed(EXIT_USAGE) : EXIT_USAGE;
     }
     if (json && json_keep_stdout() != 0)
         tfprintf(stderr, "edgert: warning: cannot set stdout aside for the JSON document\n");
     char err[4096] = "";
-    if (cal && out_misnamed(pos[0], pos[1], err, sizeof err)) {
-        tfprintf(stderr, "edgert quantize: %s\n", err);
-        if (json)
-            json_error_object(err, EDGERT_E_USAGE, EXIT_USAGE);
-        return EXIT_USAGE;
-    }
+    if (cal && out_misnamed(pos[0], pos[1], err, sizeof err))
+        return failed(json, err, EDGERT_E_USAGE, EXIT_USAGE);
     if (cal)
         return calibrated(pos[0], pos[1], &o, cal, held, damp, json);
-    if (input_file_check(NULL, pos[0], err, sizeof err) != 0) { /* named explicitly: exit 4 */
-        tfprintf(stderr, "edgert quantize: %s\n", err);
-        if (json)
-            json_error_object(err, EDGERT_E_IO, EXIT_BADFILE);
-        return EXIT_BADFILE;
-    }
-    if (out_misnamed(pos[0], pos[1], err, sizeof err)) {
-        tfprintf(stderr, "edgert quantize: %s\n", err);
-        if (json)
-            json_error_object(err, EDGERT_E_USAGE, EXIT_USAGE);
-        return EXIT_USAGE;
-    }
+    if (input_file_check(NULL, pos[0], err, sizeof err) != 0) /* named explicitly: exit 4 */
+        return failed(json, err, EDGERT_E_IO, EXIT_BADFILE);
+    if (out_misnamed(pos[0], pos[1], err, sizeof err))
+        return failed(json, err, EDGERT_E_USAGE, EXIT_USAGE);
     /* a 4-bit file (GPTQ, or packed for a backend) is one pack, verify and
      * bench take: this command's refusal, exit 1, not a malformed file */
     edgert_checkpoint *ck = NULL;
@@ -416,20 +425,13 @@ int cmd_quantize(int argc, char **argv)
                  packed ? "bench --weights and select --weights"
                         : "pack, verify --weights and bench --weights");
         edgert_checkpoint_close(ck);
-        tfprintf(stderr, "edgert quantize: %s\n", err);
-        if (json)
-            json_error_object(err, EDGERT_E_USAGE, EXIT_FAIL);
-        return EXIT_FAIL;
+        return failed(json, err, EDGERT_E_USAGE, EXIT_FAIL);
     }
     edgert_checkpoint_close(ck);
     err[0] = '\0';
     edgert_status st = edgert_checkpoint_quantize(pos[0], pos[1], &o, err, sizeof err);
-    if (st) {
-        tfprintf(stderr, "edgert quantize: %s\n", err);
-        if (json)
-            json_error_object(err, st, exit_code(st));
-        return exit_code(st);
-    }
+    if (st)
+        return failed(json, err, st, exit_code(st));
     report(pos[1], json, &o);
     return EXIT_OK;
 }

@@ -4,7 +4,8 @@
  * checkpoint.c the GPTQ layout).
  *
  * Output: every linear layer P (checkpoint.c's rule) as P.qweight,
- * P.qzeros, P.scales (F16) and P.g_idx (k / group: no act order), in the v1
+ * P.qzeros, P.scales (F16) and P.g_idx (k / group; or the groups of a
+ * calibrated quantizer's act order, options.act_order), in the v1
  * zero convention that AutoGPTQ, GPTQModel and vLLM read (stored z - 1); the
  * asymmetric quantizer keeps z >= 1 (weights.c), so v1 can always store it.
  * Every other tensor (embeddings, norms, biases) is copied byte for byte. A
@@ -145,8 +146,16 @@ static edgert_status plan(const st_file *sf, uint32_t group, qz_plan *p, char *e
     return EDGERT_OK;
 }
 
+/* options.act_order where struct_size covers it, else 0. */
+static int act_order_of(const edgert_quantize_options *o)
+{
+    return o->struct_size >= offsetof(edgert_quantize_options, act_order) + sizeof(int)
+               ? o->act_order
+               : 0;
+}
+
 static edgert_status declare(st_writer *w, const qz_plan *p, uint32_t group, int sym,
-                             const char *method, char *err, size_t len)
+                             const char *method, int act_order, char *err, size_t len)
 {
     char name[4200], gs[32], quantizer[256];
     int rc = 0;
@@ -172,7 +181,7 @@ static edgert_status declare(st_writer *w, const qz_plan *p, uint32_t group, int
     const char *meta[][2] = {{"format", "pt"},         {"quant_method", "gptq"},
                              {"checkpoint_format", "gptq"}, {"bits", "4"},
                              {"group_size", gs},       {"sym", sym ? "true" : "false"},
-                             {"desc_act", "false"},
+                             {"desc_act", act_order ? "true" : "false"},
                              {"quantizer", quantizer}};
     for (size_t i = 0; i < sizeof meta / sizeof meta[0] && !rc; i++)
         rc = st_writer_meta(w, meta[i][0], meta[i][1], err, len);
@@ -185,17 +194,32 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
+/* The view's perm, where its struct_size covers it. */
+static const uint32_t *perm_of(const edgert_qweights *v)
+{
+    return v->struct_size >= EDGERT_QWEIGHTS_V2_SIZE ? v->perm : NULL;
+}
+
 /* One quantized layer's four tensors, from its canonical codes (`in`: the
- * input's path, for messages). */
+ * input's path, for messages). In act order (`inv`: the column of each
+ * input, the inverse of the view's perm) qweight holds each input's code
+ * where the model has it and g_idx its group; else inv is NULL. */
 static edgert_status emit(st_writer *w, const char *in, const qz_layer *l,
-                          const edgert_qtensor *q, unsigned char *buf, char *err, size_t len)
+                          const edgert_qtensor *q, const uint32_t *inv, unsigned char *buf,
+                          char *err, size_t len)
 {
     uint64_t stride = l->k / 2, G = l->k / q->view.group + (l->k % q->view.group != 0);
     uint64_t zc = (l->n + 7u) / 8u;
     int rc = 0;
     for (uint64_t kk = 0; kk < l->k / 8 && !rc; kk++) {
-        for (uint64_t n = 0; n < l->n; n++)
+        for (uint64_t n = 0; n < l->n && !inv; n++)
             memcpy(buf + 4 * n, q->codes + n * stride + 4 * kk, 4);
+        for (uint64_t n = 0; n < l->n && inv; n++) {
+            uint32_t word = 0;
+            for (unsigned b = 0; b < 8; b++)
+                word |= (uint32_t)edgert_qcode(&q->view, (uint32_t)n, inv[8 * kk + b]) << 4 * b;
+            put32(buf + 4 * n, word);
+        }
         rc = st_writer_write(w, buf, 4 * (size_t)l->n, err, len);
     }
     for (uint64_t g = 0; g < G && !rc; g++) {
@@ -224,16 +248,17 @@ static edgert_status emit(st_writer *w, const char *in, const qz_layer *l,
     for (uint64_t k = 0; k < l->k && !rc; k += 1024) {
         uint64_t e = k + 1024 < l->k ? k + 1024 : l->k;
         for (uint64_t j = k; j < e; j++)
-            put32(buf + 4 * (j - k), (uint32_t)(j / q->view.group));
+            put32(buf + 4 * (j - k), (uint32_t)((inv ? inv[j] : j) / q->view.group));
         rc = st_writer_write(w, buf, 4 * (size_t)(e - k), err, len);
     }
     return rc ? EDGERT_E_IO : EDGERT_OK;
 }
 
-/* The caller's codes for layer l (options.layer_codes) into *q: 1 given, 0
- * not (round to nearest), -1 failed (err says why). */
+/* The caller's codes for layer l (options.layer_codes) into *q: 1 given, 2
+ * given in act order (inv[input] = its column; inv holds k entries), 0 not
+ * (round to nearest), -1 failed (err says why). */
 static int supplied(const edgert_quantize_options *o, const qz_layer *l, uint32_t group,
-                    int sym, edgert_qtensor *q, char *err, size_t len)
+                    int sym, edgert_qtensor *q, uint32_t *inv, char *err, size_t len)
 {
     if (o->struct_size < offsetof(edgert_quantize_options, layer_codes) + sizeof(void *) ||
         !o->layer_codes)
@@ -245,19 +270,33 @@ static int supplied(const edgert_quantize_options *o, const qz_layer *l, uint32_
     if (st)
         return -1;
     const edgert_qweights *v = &q->view;
+    memset(inv, 0xff, (size_t)l->k * sizeof *inv); /* UINT32_MAX: no column yet */
     uint64_t G = l->k / group + (l->k % group != 0);
     int bad = !q->codes || !q->scales || v->n != l->n || v->k != l->k || v->group != group ||
               (q->zeros == NULL) != (sym != 0);
     for (uint64_t x = 0; !bad && !sym && x < (uint64_t)l->n * G; x++)
         bad = q->zeros[x] < 1 || q->zeros[x] > 15; /* v1 stores z - 1 */
+    const uint32_t *perm = bad ? NULL : perm_of(v);
+    if (perm && !act_order_of(o)) {
+        edgert_qtensor_free(q);
+        er_fail(EDGERT_E_USAGE, err, len, "layer '%s': layer_codes gave codes in act order (a "
+                "perm), but options.act_order is 0", l->name);
+        return -1;
+    }
+    for (uint32_t j = 0; perm && !bad && j < l->k; j++) /* inv: each input's column, once */
+        if (perm[j] >= l->k || inv[perm[j]] != UINT32_MAX)
+            bad = 1;
+        else
+            inv[perm[j]] = j;
     if (bad) {
         edgert_qtensor_free(q);
         er_fail(EDGERT_E_USAGE, err, len, "layer '%s': the codes layer_codes gave are not "
-                "[n=%u k=%u] in groups of %u, %s", l->name, l->n, l->k, group,
-                sym ? "symmetric (no zero points)" : "with zero points from 1 to 15");
+                "[n=%u k=%u] in groups of %u, %s%s", l->name, l->n, l->k, group,
+                sym ? "symmetric (no zero points)" : "with zero points from 1 to 15",
+                perm ? ", their perm a permutation of the inputs" : "");
         return -1;
     }
-    return 1;
+    return perm ? 2 : 1;
 }
 
 static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *pool,
@@ -266,20 +305,28 @@ static edgert_status quantize_layer(st_writer *w, const st_file *sf, er_pool *po
 {
     edgert_qtensor q;
     int sym = o->symmetric;
-    int got = supplied(o, l, group, sym, &q, err, len);
-    if (got < 0)
+    uint32_t *inv = malloc((size_t)l->k * sizeof *inv);
+    if (!inv)
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    int got = supplied(o, l, group, sym, &q, inv, err, len);
+    if (got < 0) {
+        free(inv);
         return EDGERT_E_USAGE;
-    if (!got && er_qtensor_alloc(l->n, l->k, group, sym, &q))
+    }
+    if (!got && er_qtensor_alloc(l->n, l->k, group, sym, &q)) {
+        free(inv);
         return er_fail(EDGERT_E_NOMEM, err, len, "layer '%s' [n=%u k=%u]: out of memory",
                        l->name, l->n, l->k);
+    }
     qz_job j = {sf, l, &q.view, sym, 0};
     if (!got)
         er_pool_run(pool, l->n, 16, qz_rows, &j);
     edgert_status st = j.failed ? er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' has a "
                                           "non-finite value (or memory ran out)", sf->path,
                                           l->src->name)
-                                : emit(w, sf->path, l, &q, buf, err, len);
+                                : emit(w, sf->path, l, &q, got == 2 ? inv : NULL, buf, err, len);
     edgert_qtensor_free(&q);
+    free(inv);
     st_release(sf, l->src); /* read: drop its pages from this process */
     return st;
 }
@@ -297,7 +344,8 @@ static char *config_path(const char *out)
 /* quantize_config.json beside `out`, into *cfg (tmpfile.h), which the caller
  * commits once `out` is complete (check_paths has vetted the path). */
 static edgert_status write_config(const char *out, uint32_t group, int sym,
-                                  const char *method, er_tmpfile *cfg, char *err, size_t len)
+                                  const char *method, int act_order, er_tmpfile *cfg, char *err,
+                                  size_t len)
 {
     char *path = config_path(out);
     edgert_status st;
@@ -311,11 +359,12 @@ static edgert_status write_config(const char *out, uint32_t group, int sym,
     if (bad)
         return st;
     FILE *f = cfg->f;
-    fprintf(f, "{\n  \"bits\": 4,\n  \"group_size\": %u,\n  \"desc_act\": false,\n"
+    fprintf(f, "{\n  \"bits\": 4,\n  \"group_size\": %u,\n  \"desc_act\": %s,\n"
                "  \"sym\": %s,\n  \"true_sequential\": true,\n  \"quant_method\": \"gptq\",\n"
                "  \"checkpoint_format\": \"gptq\",\n"
                "  \"quantizer\": \"edgert %s %s\"\n}\n",
-            group, sym ? "true" : "false", EDGERT_VERSION_STRING, method);
+            group, act_order ? "true" : "false", sym ? "true" : "false", EDGERT_VERSION_STRING,
+            method);
     /* synced now, so what follows the checkpoint's commit is a link and a rename */
     if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0)
         return er_fail(EDGERT_E_IO, err, len, "%s: cannot write: %s", cfg->path, strerror(errno));
@@ -359,6 +408,13 @@ static edgert_status check_options(const char *in, const char *out,
                                               "QRSTUVWXYZ0123456789 ._,:=+-") != strlen(m)))
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: method must be 1 "
                        "to 100 letters, digits, spaces and ._,:=+-");
+    int ao = act_order_of(o);
+    if (ao != 0 && ao != 1)
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: act_order must be "
+                       "0 or 1");
+    if (ao && !o->layer_codes)
+        return er_fail(EDGERT_E_USAGE, err, len, "edgert_checkpoint_quantize: act_order needs "
+                       "layer_codes (round to nearest quantizes in order)");
     return EDGERT_OK;
 }
 
@@ -446,8 +502,9 @@ edgert_status edgert_checkpoint_quantize(const char *in, const char *out,
     if (!st && !(buf = malloc(bmax)))
         st = er_fail(EDGERT_E_NOMEM, err, err_len, "out of memory");
     /* first: a config that cannot be written fails before the minutes of work */
-    st = st ? st : write_config(out, group, sym, method, &cfg, err, err_len);
-    st = st ? st : declare(&w, &p, group, sym, method, err, err_len);
+    int ao = act_order_of(options);
+    st = st ? st : write_config(out, group, sym, method, ao, &cfg, err, err_len);
+    st = st ? st : declare(&w, &p, group, sym, method, ao, err, err_len);
     st = st ? st : (st_writer_begin(&w, 64, err, err_len) ? EDGERT_E_IO : EDGERT_OK);
     for (size_t i = 0; !st && i < p.nl; i++)
         st = quantize_layer(&w, &sf, pool, &p.l[i], options, group, buf, err, err_len);

@@ -11,7 +11,10 @@ spread and correlations, on which GPTQ has something to gain).
     that runs on every eligible backend whose layout takes it, and that
     `run --compare --reference` finds closer to the dense model than the
     round-to-nearest one (lower mean KL on every backend);
-  - the same bytes on one thread and on two;
+  - act order (--act-order): the same gains at least, desc_act and a g_idx
+    out of order in every layer, and a file that runs on every backend the
+    file in order runs on, closer to the dense model than round to nearest;
+  - the same bytes on one thread and on two, in order and in act order;
   - bad input: an id outside the vocabulary, a prompt past the context, an
     empty prompt file, a model already quantized, --held-out alone: each a
     clear error, and nothing at OUT.
@@ -20,7 +23,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -29,19 +31,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
 
 import make_test_model  # noqa: E402
+from cli_util import cli, expect  # noqa: E402
 
 # Under a sanitizer or an emulator every process is 10-25x slower: one
 # scheme there, fewer calibration tokens; the native build runs both.
 THIN = "1" in (os.environ.get("EDGERT_TEST_EMULATED"), os.environ.get("EDGERT_TEST_SANITIZED"))
 SCHEMES = {"asym": 64, "sym": 128}
-
-
-def cli(edgert_cli, *args, check=True):
-    r = subprocess.run(edgert_cli + [str(a) for a in args], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError(f"edgert {' '.join(map(str, args))}: exit {r.returncode}\n"
-                             f"{r.stdout}\n{r.stderr}")
-    return r
 
 
 def prompts(path, count, length, seed, vocab=1024):
@@ -83,8 +78,11 @@ EMULATED = os.environ.get("EDGERT_TEST_EMULATED") == "1"
 @pytest.mark.skipif(EMULATED, reason="under qemu the whole command takes a minute; its "
                     "arithmetic is test_gptq_math's there, and the native builds run it")
 @pytest.mark.parametrize("kind", ["asym"] if THIN else ["asym", "sym"])
-def test_gain_and_checkpoint(work, edgert_cli, kind):
-    d, rep = quantize(edgert_cli, work, kind, True, f"gptq-{kind}")
+@pytest.mark.parametrize("act_order", [False, True])
+def test_gain_and_checkpoint(work, edgert_cli, kind, act_order):
+    extra = ["--act-order"] if act_order else []
+    d, rep = quantize(edgert_cli, work, kind, True, f"gptq-{kind}-{act_order}", *extra)
+    assert rep["act_order"] == act_order
     layers = rep["layers"]
     assert len(layers) == 2 * 7 + 1 and layers[-1]["name"] == "lm_head"
     gains = sorted(l["sqnr_gptq_db"] - l["sqnr_rtn_db"] for l in layers)
@@ -97,49 +95,81 @@ def test_gain_and_checkpoint(work, edgert_cli, kind):
     assert cfg["sym"] == (kind == "sym") and cfg["group_size"] == SCHEMES[kind]
     assert cfg["quantizer"].startswith("edgert ") and " gptq damp=0.1 tokens=" in \
         cfg["quantizer"]
+    assert cfg["desc_act"] == act_order and cfg["quantizer"].endswith(" act-order") == act_order
+    g_idx = read_g_idx(os.path.join(d, "model.safetensors"))
+    out_of_order = 0
+    for name, g in g_idx.items():  # each group holds `group` inputs; in order or not
+        assert sorted(g) == [i // SCHEMES[kind] for i in range(len(g))], name
+        out_of_order += g != sorted(g)
+    # act order: every layer's inputs by their second moments, which the test
+    # model spreads over orders of magnitude (the head's too)
+    assert out_of_order == (len(g_idx) if act_order else 0)
     r = cli(edgert_cli, "pack", os.path.join(d, "model.safetensors"), "--backend", "auto",
-            "-o", work["root"] / f"packed-{kind}.safetensors")
+            "-o", work["root"] / f"packed-{kind}-{act_order}.safetensors")
     assert r.returncode == 0
+
+
+def read_g_idx(path):
+    """Every P.g_idx of a safetensors file, as lists (the header read here,
+    not by edgert)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        start = 8 + n
+        out = {}
+        for name, t in header.items():
+            if name.endswith(".g_idx"):
+                assert t["dtype"] == "I32"
+                b, e = t["data_offsets"]
+                f.seek(start + b)
+                raw = f.read(e - b)
+                out[name] = [int.from_bytes(raw[i:i + 4], "little", signed=True)
+                             for i in range(0, len(raw), 4)]
+    return out
 
 
 @pytest.mark.skipif(EMULATED, reason="under qemu, 4 compare runs of every backend take 70 s: "
                     "the native builds compare")
 def test_closer_to_the_dense_model_than_rtn(work, edgert_cli):
     """On every eligible backend that takes the file: a lower mean KL
-    against the dense model's fp32 reference than round to nearest's."""
+    against the dense model's fp32 reference than round to nearest's, in
+    order and in act order (which runs wherever the file in order does)."""
     kind = "asym" if THIN else "sym"  # sym: every backend here takes it, W4A8 too
     g, _ = quantize(edgert_cli, work, kind, True, f"cmp-gptq-{kind}")
+    a, _ = quantize(edgert_cli, work, kind, True, f"cmp-ao-{kind}", "--act-order")
     r, _ = quantize(edgert_cli, work, kind, False, f"cmp-rtn-{kind}")
     first = prompts(work["root"] / "cmp.txt", 3, 24, 3)
     out = {}
-    for name, d in (("gptq", g), ("rtn", r)):
+    for name, d in (("gptq", g), ("act-order", a), ("rtn", r)):
         res = cli(edgert_cli, "run", d, "--compare", "--prompts", first, "--tokens", 16,
                   "--reference", work["dense"], "--json")
         doc = json.loads(res.stdout)
         assert doc["reference"] == work["dense"]
         out[name] = {b["backend"]: b for b in doc["backends"] if b["ok"]}
     assert out["gptq"], "no backend ran the GPTQ file"
-    assert set(out["gptq"]) == set(out["rtn"])
+    assert set(out["gptq"]) == set(out["rtn"]) == set(out["act-order"])
     for b, row in out["gptq"].items():
-        print(f"{b}: KL {row['mean_kl']:.5f} (GPTQ) against {out['rtn'][b]['mean_kl']:.5f}")
+        ao = out["act-order"][b]
+        print(f"{b}: KL {row['mean_kl']:.5f} (GPTQ), {ao['mean_kl']:.5f} (act order) against "
+              f"{out['rtn'][b]['mean_kl']:.5f}")
         assert row["mean_kl"] < out["rtn"][b]["mean_kl"], b
+        assert ao["mean_kl"] < out["rtn"][b]["mean_kl"], b
 
 
 @pytest.mark.skipif(THIN, reason="the bytes on 1 and 2 threads: the native build checks them")
-def test_same_bytes_on_any_thread_count(work, edgert_cli):
-    a, _ = quantize(edgert_cli, work, "asym", True, "t1", "--threads", 1)
-    b, _ = quantize(edgert_cli, work, "asym", True, "t2", "--threads", 2)
+@pytest.mark.parametrize("act_order", [False, True])
+def test_same_bytes_on_any_thread_count(work, edgert_cli, act_order):
+    extra = ["--act-order"] if act_order else []
+    a, _ = quantize(edgert_cli, work, "asym", True, f"t1-{act_order}", "--threads", 1, *extra)
+    b, _ = quantize(edgert_cli, work, "asym", True, f"t2-{act_order}", "--threads", 2, *extra)
     with open(os.path.join(a, "model.safetensors"), "rb") as f1, \
             open(os.path.join(b, "model.safetensors"), "rb") as f2:
         assert f1.read() == f2.read()
 
 
-def expect(edgert_cli, code, must, out, *args):
-    r = cli(edgert_cli, *args, check=False)
-    print(r.stderr)
-    assert r.returncode == code, f"exit {r.returncode}, expected {code}: {r.stderr}"
-    for m in must:
-        assert m in r.stderr, f"{m!r} not in {r.stderr!r}"
+def expect_nothing(edgert_cli, code, must, out, *args):
+    """cli_util.expect, and nothing at OUT nor beside it."""
+    expect(edgert_cli, code, must, *args)
     assert not os.path.exists(out) and not os.listdir(os.path.dirname(out))
 
 
@@ -149,21 +179,23 @@ def test_bad_input(work, edgert_cli, tmp_path):
     dense = work["dense"]
     bad = tmp_path / "bad.txt"
     bad.write_text("1 2 3\n4 5 6000 7\n")
-    expect(edgert_cli, 2, ["calibration prompt 2, token 3: id 6000 is outside the vocabulary "
-                           "[0, 1024)"], out, "quantize", dense, out, "--asym", "--calibrate", bad)
-    expect(edgert_cli, 2, ["held-out prompt 1, token 1: id 5000"], out, "quantize", dense, out,
-           "--asym", "--calibrate", work["cal"], "--held-out", "5000,1")
+
+    def refused(code, must, *args, model=dense):
+        expect_nothing(edgert_cli, code, must, out, "quantize", model, out, "--asym", *args)
+
+    refused(2, ["calibration prompt 2, token 3: id 6000 is outside the vocabulary [0, 1024)"],
+            "--calibrate", bad)
+    refused(2, ["held-out prompt 1, token 1: id 5000"], "--calibrate", work["cal"],
+            "--held-out", "5000,1")
     long = prompts(tmp_path / "long.txt", 1, 4097, 4)
-    expect(edgert_cli, 2, ["the longest prompt, 4097 tokens", "4096"], out, "quantize", dense,
-           out, "--asym", "--calibrate", long)
+    refused(2, ["the longest prompt, 4097 tokens", "4096"], "--calibrate", long)
     empty = tmp_path / "empty.txt"
     empty.write_text("# nothing\n\n")
-    expect(edgert_cli, 4, ["no prompt"], out, "quantize", dense, out, "--asym", "--calibrate",
-           empty)
-    expect(edgert_cli, 2, ["--held-out measures a --calibrate run"], out, "quantize", dense,
-           out, "--asym", "--held-out", work["held"])
-    expect(edgert_cli, 2, ["--damp takes a number above 0 and below 1"], out, "quantize", dense,
-           out, "--asym", "--calibrate", work["cal"], "--damp", "1.5")
+    refused(4, ["no prompt"], "--calibrate", empty)
+    refused(2, ["--held-out measures a --calibrate run"], "--held-out", work["held"])
+    refused(2, ["--act-order is GPTQ's, with --calibrate"], "--act-order")
+    refused(2, ["--damp takes a number above 0 and below 1"], "--calibrate", work["cal"],
+            "--damp", "1.5")
     r = cli(edgert_cli, "quantize", dense, tmp_path / "none" / "m.safetensors", "--asym",
             "--calibrate", work["cal"], check=False)
     assert r.returncode == 1 and "none: cannot write into it" in r.stderr, r.stderr
@@ -172,5 +204,4 @@ def test_bad_input(work, edgert_cli, tmp_path):
     shutil.copy(os.path.join(dense, "config.json"), q)
     cli(edgert_cli, "quantize", os.path.join(dense, "model.safetensors"),
         q / "model.safetensors", "--asym")
-    expect(edgert_cli, 2, ["already quantized"], out, "quantize", q, out, "--asym",
-           "--calibrate", work["cal"])
+    refused(2, ["already quantized"], "--calibrate", work["cal"], model=q)

@@ -39,7 +39,6 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -50,6 +49,7 @@ sys.path.insert(0, os.path.join(ROOT, "tools", "models"))
 
 import llama_numpy  # noqa: E402
 import make_test_model  # noqa: E402
+from cli_util import cli, expect  # noqa: E402
 
 PROMPT = [5, 17, 300, 42, 7, 900, 33, 2, 11, 64, 5, 17, 300]
 # Under a sanitizer or an emulator every edgert process is 10-25x slower:
@@ -60,14 +60,6 @@ THIN = "1" in (os.environ.get("EDGERT_TEST_EMULATED"), os.environ.get("EDGERT_TE
 STEPS = 10
 ARCHS = {"llama": {}, "llama3": {"arch": "llama3"}, "qwen2": {"arch": "qwen2"},
          "qwen3": {"arch": "qwen3"}, "untied-sharded": {"tied": False, "shards": 3}}
-
-
-def cli(edgert_cli, *args, check=True):
-    r = subprocess.run(edgert_cli + [str(a) for a in args], capture_output=True, text=True)
-    if check and r.returncode != 0:
-        raise AssertionError(f"edgert {' '.join(map(str, args))}: exit {r.returncode}\n"
-                             f"{r.stdout}\n{r.stderr}")
-    return r
 
 
 @pytest.fixture(scope="module")
@@ -261,15 +253,6 @@ def test_compare_stored_as_evidence(gptq, edgert_cli, tmp_path):
 def copy_model(src, dst):
     shutil.copytree(src, dst)
     return str(dst)
-
-
-def expect(edgert_cli, code, must, *args):
-    r = cli(edgert_cli, *args, check=False)
-    print(r.stderr)
-    assert r.returncode == code, f"exit {r.returncode}, expected {code}: {r.stderr}"
-    for m in must:
-        assert m in r.stderr, f"{m!r} not in {r.stderr!r}"
-    return r
 
 
 def test_bad_config(models, edgert_cli, tmp_path):

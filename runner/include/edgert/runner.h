@@ -194,6 +194,14 @@ typedef struct edgert_gptq_options {
     /** Called after each layer (in model order), or NULL. */
     void (*progress)(void *user, const edgert_gptq_layer *layer);
     void *user;
+    /* ---- version 1 ends here (EDGERT_GPTQ_OPTIONS_V1_SIZE) ---- */
+    /** 1: act order (GPTQ's desc_act): each layer's columns quantized in
+     *  the order of their inputs' second moments, largest first, and its
+     *  groups made of consecutive columns in that order, so the inputs
+     *  that matter most are quantized while the most columns remain to
+     *  take their error; the file says desc_act: true and each layer's
+     *  g_idx gives its inputs' groups. 0: in order. */
+    int act_order;
 } edgert_gptq_options;
 
 /** Size of edgert_gptq_options in its first version. */
