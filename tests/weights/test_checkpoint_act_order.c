@@ -183,7 +183,8 @@ static void test_read(void **state)
     fx *f = *state;
     char err[1024] = "";
     for (size_t s = 0; s < NSCHEME; s++) {
-        edgert_checkpoint *a = tu_open_checkpoint(f->act[s]), *b = tu_open_checkpoint(f->in_order[s]);
+        edgert_checkpoint *a = tu_open_checkpoint(f->act[s]);
+        edgert_checkpoint *b = tu_open_checkpoint(f->in_order[s]);
         size_t permuted = 0;
         for (size_t l = 0; l < edgert_checkpoint_layer_count(a); l++) {
             const edgert_layer *ly = edgert_checkpoint_layer_at(a, l);
