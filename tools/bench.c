@@ -385,11 +385,12 @@ static void run_close(bench_run *b)
     b->be = NULL;
 }
 
-edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
-                            unsigned flags, bench_result *r, char *err, size_t err_len)
+edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w,
+                            const workload *vw, const char *backend, unsigned flags,
+                            bench_result *r, char *err, size_t err_len)
 {
     bench_run b = {.ctx = ctx, .c = c, .w = w, .r = r};
-    bench_run vs = {.ctx = ctx, .c = c, .w = w}; /* --versus: the other backend */
+    bench_run vs = {.ctx = ctx, .c = c, .w = vw ? vw : w}; /* --versus: the other backend */
     float *x = NULL, *y = NULL;
     memset(r, 0, sizeof *r);
     edgert_status st = run_open(&b, backend, c->options, err, err_len);
@@ -450,6 +451,24 @@ out:
     return st;
 }
 
+/* --versus-weights: its workload, the shapes of --weights' one by one (each
+ * decode step then reads the same GEMMs of two checkpoints). */
+static int versus_workload(const cli *c, const workload *w, workload *vw)
+{
+    if (wl_from_checkpoint(c->versus_weights, vw) != 0)
+        return EXIT_BADFILE;
+    int same = vw->nshapes == w->nshapes;
+    for (size_t s = 0; same && s < w->nshapes; s++)
+        same = strcmp(vw->shapes[s].name, w->shapes[s].name) == 0 &&
+               vw->shapes[s].n == w->shapes[s].n && vw->shapes[s].k == w->shapes[s].k &&
+               vw->shapes[s].count == w->shapes[s].count;
+    if (!same)
+        tfprintf(stderr, "edgert bench: %s and %s have other layers (roles, shapes or counts): "
+                 "--versus-weights compares two checkpoints of one model\n", c->versus_weights,
+                 c->weights);
+    return same ? EXIT_OK : EXIT_USAGE;
+}
+
 int cmd_bench(const cli *c)
 {
     workload w;
@@ -457,6 +476,12 @@ int cmd_bench(const cli *c)
     if ((c->group || c->versus_group) && c->weights) {
         tfprintf(stderr, "edgert bench: --%sgroup generates weights in groups of N; --weights "
                          "has its own\n", c->group ? "" : "versus-");
+        return EXIT_USAGE;
+    }
+    if ((c->versus_weights && (!c->weights || !c->versus)) ||
+        (c->versus_weights && c->versus_group)) {
+        tfprintf(stderr, "edgert bench: --versus-weights is --versus's --weights: it needs "
+                 "--versus and --weights, and its group is the file's\n");
         return EXIT_USAGE;
     }
     if ((c->versus_options || c->versus_group) && !c->versus) {
@@ -477,6 +502,13 @@ int cmd_bench(const cli *c)
     int rc = open_measuring(c, "bench", "bench measures this one", &w, &ctx);
     if (rc)
         return rc;
+    workload vw = {0};
+    if (c->versus_weights && (rc = versus_workload(c, &w, &vw)) != EXIT_OK) {
+        edgert_close(ctx);
+        wl_free(&w);
+        wl_free(&vw);
+        return rc;
+    }
     char err[1024] = "";
     const char *name = c->backend;
     edgert_selection *sel = NULL;
@@ -493,7 +525,9 @@ int cmd_bench(const cli *c)
         name = edgert_selection_selected(sel)->name;
     }
     bench_result *r = calloc(1, sizeof *r);
-    edgert_status st = r ? bench_backend(ctx, c, &w, name, 0, r, err, sizeof err) : EDGERT_E_NOMEM;
+    edgert_status st = r ? bench_backend(ctx, c, &w, c->versus_weights ? &vw : NULL, name, 0, r,
+                                         err, sizeof err)
+                         : EDGERT_E_NOMEM;
     if (st == EDGERT_OK) {
         if (c->json)
             bench_print_json(r, &w, c);
@@ -511,5 +545,6 @@ int cmd_bench(const cli *c)
     edgert_selection_free(sel);
     edgert_close(ctx);
     wl_free(&w);
+    wl_free(&vw);
     return rc;
 }

@@ -121,8 +121,10 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c);
  *  calibrate under ASan or qemu). */
 #define BENCH_STEPS_ONLY 1u
 
-/** Run the bench for one backend on an open handle. */
-edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
-                            unsigned flags, bench_result *r, char *err, size_t err_len);
+/** Run the bench for one backend on an open handle; with --versus, `vw`
+ *  is its workload (--versus-weights: the same shapes), NULL: w. */
+edgert_status bench_backend(edgert_ctx *ctx, const cli *c, const workload *w,
+                            const workload *vw, const char *backend, unsigned flags,
+                            bench_result *r, char *err, size_t err_len);
 
 #endif

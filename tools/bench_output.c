@@ -110,6 +110,7 @@ static void json_versus(json_w *j, const bench_result *r, const cli *c)
     json_kstr(j, "path", v->path);
     json_kstr(j, "options", c->versus_options);
     json_kint(j, "group", c->versus_group); /* 0: --group's, or the layout's */
+    json_kstr(j, "weights", c->versus_weights); /* null: --weights', or generated */
     json_kint(j, "pairs", v->pairs);
     json_kspread(j, "ms_per_step", "median", v->ms_median, v->ms_min, v->ms_max);
     json_kint(j, "weight_bytes", (long long)v->weight_bytes);
@@ -373,6 +374,8 @@ void bench_print_text(const bench_result *r, const workload *w, const cli *c)
                 given_options(opts, sizeof opts, "versus-options", c->versus_options), v->pairs,
                 v->ms_median, v->ms_min, v->ms_max,
                 v->weight_bytes / 1e6, v->weight_gbs, v->fraction_of_bandwidth, v->fraction_after);
+        if (c->versus_weights)
+            tprintf("         its layers from %s\n", c->versus_weights);
         tprintf("         its step time over %s's, pair by pair: %.3f median [%.3f..%.3f]; its "
                 "step the shorter in %u of %u pairs\n",
                 r->backend, v->ratio_median, v->ratio_min, v->ratio_max, v->faster, v->pairs);

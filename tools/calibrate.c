@@ -42,7 +42,7 @@ static int bench_pass(edgert_ctx *ctx, const cli *bc, const workload *w, const c
     char err[1024] = "";
     if (!bc->quiet && !bc->json)
         tfprintf(stderr, "calibrate: %s: bench (%s)...\n", name, what);
-    if (bench_backend(ctx, bc, w, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
+    if (bench_backend(ctx, bc, w, NULL, name, BENCH_STEPS_ONLY, br, err, sizeof err) != EDGERT_OK) {
         tfprintf(stderr, "edgert calibrate: %s: bench (%s) failed: %s; no evidence stored for "
                  "it\n", name, what, err);
         return EXIT_FAIL;

@@ -33,6 +33,7 @@ typedef struct cli {
     const char *versus;       /**< bench --versus NAME: decode steps paired with this one's */
     const char *versus_options; /**< bench --versus-options STR: options for --versus */
     unsigned versus_group;      /**< bench --versus-group N: --versus's group (0: --group's) */
+    const char *versus_weights; /**< bench --versus-weights FILE: --versus's own --weights */
     const char *out;          /**< --out FILE (calibrate) */
     const char *evidence;     /**< --evidence FILE: read evidence from here */
     bench_phase phase;

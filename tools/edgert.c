@@ -233,6 +233,9 @@ static void usage_cmd(FILE *f, const char *cmd)
                 "                      (default: the layout's own group)\n"
                 "  --versus-group N    --versus's generated weights in groups of N (to compare\n"
                 "                      group sizes per byte, name the same backend)\n"
+                "  --versus-weights FILE  --versus's layers from FILE, whose shapes are\n"
+                "                      --weights' (two checkpoints of one model: act order\n"
+                "                      against in order; name the same backend)\n"
                 "  --read-mib N        the read ceiling's buffer, in MiB (default 1024; at\n"
                 "                      least 16): a device short of memory can take less, but\n"
                 "                      a buffer the last-level cache holds measures the cache\n"
@@ -298,7 +301,8 @@ enum {
     OPT_CALLS, OPT_VERSUS, OPT_VERSUS_OPTIONS, OPT_PAIRED_READ, OPT_PROFILE, OPT_PROMPT_IDS,
     OPT_PROMPTS, OPT_MAX_NEW, OPT_COMPARE, OPT_GROUP, OPT_CONTEXT, OPT_KV_CACHE, OPT_PACKED,
     OPT_IGNORE_EOS,
-    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP, OPT_READ_MIB, OPT_STORE, OPT_REFERENCE
+    OPT_LOGITS, OPT_PAIRED, OPT_VERSUS_GROUP, OPT_READ_MIB, OPT_STORE, OPT_REFERENCE,
+    OPT_VERSUS_WEIGHTS
 };
 
 /* Which command takes which command-specific option. */
@@ -333,6 +337,7 @@ static int allowed(const char *cmd, int o)
         {OPT_VERSUS, " bench "},
         {OPT_VERSUS_OPTIONS, " bench "},
         {OPT_VERSUS_GROUP, " bench "},
+        {OPT_VERSUS_WEIGHTS, " bench "},
         {OPT_READ_MIB, " bench "},
         {OPT_OPTIONS, " bench verify pack run "},
         {OPT_PROMPT_IDS, " run "},
@@ -440,6 +445,7 @@ static int parse_args(cli *c, int argc, char **argv)
         {"versus", required_argument, 0, OPT_VERSUS},
         {"versus-options", required_argument, 0, OPT_VERSUS_OPTIONS},
         {"versus-group", required_argument, 0, OPT_VERSUS_GROUP},
+        {"versus-weights", required_argument, 0, OPT_VERSUS_WEIGHTS},
         {"read-mib", required_argument, 0, OPT_READ_MIB},
         {"prompt-ids", required_argument, 0, OPT_PROMPT_IDS},
         {"prompts", required_argument, 0, OPT_PROMPTS},
@@ -537,6 +543,7 @@ static int parse_args(cli *c, int argc, char **argv)
         case OPT_PROFILE: c->profile = 1; break;
         case OPT_VERSUS: c->versus = optarg; break;
         case OPT_VERSUS_OPTIONS: c->versus_options = optarg; break;
+        case OPT_VERSUS_WEIGHTS: c->versus_weights = optarg; break;
         case OPT_PROMPT_IDS: c->prompt_ids = optarg; break;
         case OPT_PROMPTS: c->prompts = optarg; break;
         case OPT_COMPARE: c->compare = 1; break;

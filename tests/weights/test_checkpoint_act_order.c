@@ -500,23 +500,40 @@ static void test_bad_perm(void **state)
     edgert_close(ctx);
 }
 
-/* The commands take an act-order file as any other (they refused it, exit 4). */
+/* The commands take an act-order file as any other (they refused it, exit 4),
+ * and bench --versus-weights times its decode steps beside the file in
+ * order's (only where the two have the same layers). */
 static void test_commands(void **state)
 {
     fx *f = *state;
-    char *args[3] = {NULL}, *out = NULL;
+    char *args[4] = {NULL}, *out = NULL;
     assert_true(asprintf(&args[0], "select --weights %s", f->act[0]) > 0);
     assert_true(asprintf(&args[1], "pack %s --backend ref-w4a16 -o %s/cli.packed", f->act[0],
                          f->dir) > 0);
     assert_true(asprintf(&args[2], "verify --weights %s --backend ref-w4a16 --quick --tokens 8",
                          f->act[0]) > 0);
-    for (int i = 0; i < 3; i++) {
+    assert_true(asprintf(&args[3], "bench --weights %s --backend ref-w4a16 --versus ref-w4a16 "
+                         "--versus-weights %s --phase decode --repeat 2 --read-mib 16 --json",
+                         f->in_order[0], f->act[0]) > 0);
+    for (int i = 0; i < 4; i++) {
         int rc = run_all(args[i], &out);
         if (rc != 0)
             fail_msg("edgert %s: exit %d\n%s", args[i], rc, out);
+        if (i == 3 && (!strstr(out, "\"step_ratio\"") || !strstr(out, f->act[0])))
+            fail_msg("bench --versus-weights: no step ratio for %s:\n%s", f->act[0], out);
         free(out);
         free(args[i]);
     }
+    /* other layers: refused before anything runs */
+    static const float w[2 * 8] = {0};
+    char *other = tu_safetensors(f->dir, "other.safetensors", "{\"l.weight\":{\"dtype\":\"F32\","
+                                 "\"shape\":[2,8],\"data_offsets\":[0,64]}}", w, sizeof w);
+    assert_true(asprintf(&args[0], "bench --weights %s --backend ref-w4a16 --versus ref-w4a16 "
+                         "--versus-weights %s --phase decode", f->act[0], other) > 0);
+    int rc = run_all(args[0], &out);
+    if (rc != 2 || !strstr(out, "--versus-weights compares two checkpoints of one model"))
+        fail_msg("edgert %s: exit %d (want 2)\n%s", args[0], rc, out);
+    free(out), free(args[0]), free(other);
 }
 
 int main(void)
