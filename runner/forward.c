@@ -338,19 +338,48 @@ static void build(rn_run *r)
     build_range(r, 0, r->m->c.layers, 1);
 }
 
+/* The op list's arrays for `cap` ops; E_NOMEM (said) without them. */
+static edgert_status run_alloc(rn_run *r, size_t cap, char *err, size_t len)
+{
+    r->tags = malloc(cap * sizeof *r->tags);
+    r->args = malloc(cap * sizeof *r->args);
+    r->ops = malloc(cap * sizeof *r->ops);
+    if (!r->tags || !r->args || !r->ops)
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    return EDGERT_OK;
+}
+
+static void run_free(rn_run *r)
+{
+    free(r->tags);
+    free(r->args);
+    free(r->ops);
+}
+
+/* The list on the fp32 reference, one GEMM at a time: each by `hook` where
+ * it computes y (rn_gemm_hook), else rn_gemm_f32; then the runner's work
+ * after it. */
+static edgert_status run_f32(rn_run *r, rn_gemm_hook hook, void *user)
+{
+    edgert_status st = EDGERT_OK;
+    for (size_t i = 0; !st && i < r->nops; i++) {
+        const edgert_gemm_args *a = &r->args[i];
+        const rn_linear *l = r->tags[i].lin;
+        if (!hook || !hook(user, r->tags[i].layer, r->tags[i].kind, l, a->x, a->m, a->ldx,
+                           (float *)a->y, a->ldy))
+            rn_gemm_f32(r->m->ctx, l, a->m, a->x, a->ldx, a->y - l->col, a->ldy);
+        st = after(r, i);
+    }
+    return st;
+}
+
 edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, float *logits,
                                int all_logits, char *err, size_t len)
 {
     const rn_config *c = &m->c;
-    size_t cap = (size_t)c->layers * 7 + RN_MAX_PARTS;
     rn_run r = {.m = m, .n = n, .pos0 = m->pos, .ids = ids, .all_logits = all_logits,
                 .logits = logits};
-    r.tags = malloc(cap * sizeof *r.tags);
-    r.args = malloc(cap * sizeof *r.args);
-    r.ops = malloc(cap * sizeof *r.ops);
-    edgert_status st = EDGERT_OK;
-    if (!r.tags || !r.args || !r.ops)
-        st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    edgert_status st = run_alloc(&r, (size_t)c->layers * 7 + RN_MAX_PARTS, err, len);
     if (!st) {
         build(&r);
         for (uint32_t i = 0; i < n; i++) {
@@ -374,18 +403,11 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
         if (!st && n == 1)
             m->stepped = 1; /* edgert_model_gemm_step repeats it */
     } else if (!st) { /* the fp32 reference: the same list, one GEMM at a time */
-        for (size_t i = 0; !st && i < r.nops; i++) {
-            const edgert_gemm_args *a = &r.args[i];
-            const rn_linear *l = r.tags[i].lin;
-            rn_gemm_f32(m->ctx, l, a->m, a->x, a->ldx, a->y - l->col, a->ldy);
-            st = after(&r, i);
-        }
+        st = run_f32(&r, NULL, NULL);
     }
     if (!st)
         m->pos += n;
-    free(r.tags);
-    free(r.args);
-    free(r.ops);
+    run_free(&r);
     return st;
 }
 
@@ -393,36 +415,21 @@ edgert_status rn_forward_layers(edgert_model *m, uint32_t n, uint32_t l0, uint32
                                 rn_gemm_hook hook, void *user, char *err, size_t len)
 {
     const rn_config *c = &m->c;
-    size_t cap = (size_t)(l1 - l0) * 7 * RN_MAX_PARTS;
     rn_run r = {.m = m, .n = n, .pos0 = m->pos};
-    r.tags = malloc(cap * sizeof *r.tags);
-    r.args = malloc(cap * sizeof *r.args);
-    r.ops = malloc(cap * sizeof *r.ops);
-    edgert_status st = EDGERT_OK;
     if (m->be || l0 >= l1 || l1 > c->layers || n == 0 || n > EDGERT_RUNNER_CHUNK)
-        st = er_fail(EDGERT_E_USAGE, err, len, "rn_forward_layers: the fp32 reference, layers "
-                     "in range, 1 to %u rows", EDGERT_RUNNER_CHUNK);
-    else if (!r.tags || !r.args || !r.ops)
-        st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+        return er_fail(EDGERT_E_USAGE, err, len, "rn_forward_layers: the fp32 reference, layers "
+                       "in range, 1 to %u rows", EDGERT_RUNNER_CHUNK);
+    edgert_status st = run_alloc(&r, (size_t)(l1 - l0) * 7 * RN_MAX_PARTS, err, len);
     if (!st) {
         build_range(&r, l0, l1, 0);
         for (uint32_t i = 0; i < n; i++)
             rn_rmsnorm(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
                        m->layers[l0].attn_norm, c->hidden, c->eps);
-    }
-    for (size_t i = 0; !st && i < r.nops; i++) {
-        const edgert_gemm_args *a = &r.args[i];
-        const rn_linear *l = r.tags[i].lin;
-        if (!hook || !hook(user, r.tags[i].layer, r.tags[i].kind, l, a->x, a->m, a->ldx,
-                           (float *)a->y, a->ldy))
-            rn_gemm_f32(m->ctx, l, a->m, a->x, a->ldx, a->y - l->col, a->ldy);
-        st = after(&r, i);
+        st = run_f32(&r, hook, user);
     }
     if (!st)
         m->pos += n;
-    free(r.tags);
-    free(r.args);
-    free(r.ops);
+    run_free(&r);
     return st;
 }
 
@@ -432,14 +439,10 @@ edgert_status edgert_model_gemm_step(edgert_model *m, char *err, size_t len)
         return er_fail(EDGERT_E_USAGE, err, len, "edgert_model_gemm_step: %s",
                        !m ? "no model" : "no single-token step on a backend ran yet");
     const rn_config *c = &m->c;
-    size_t cap = (size_t)c->layers * 7 + RN_MAX_PARTS;
     float *logits = malloc((size_t)c->vocab * sizeof(float));
     rn_run r = {.m = m, .n = 1, .pos0 = m->pos, .logits = logits};
-    r.tags = malloc(cap * sizeof *r.tags);
-    r.args = malloc(cap * sizeof *r.args);
-    r.ops = malloc(cap * sizeof *r.ops);
-    edgert_status st = EDGERT_OK;
-    if (!logits || !r.tags || !r.args || !r.ops)
+    edgert_status st = run_alloc(&r, (size_t)c->layers * 7 + RN_MAX_PARTS, err, len);
+    if (!st && !logits)
         st = er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     if (!st) {
         build(&r);
@@ -448,8 +451,6 @@ edgert_status edgert_model_gemm_step(edgert_model *m, char *err, size_t len)
         st = edgert_step(m->be, r.ops, r.nops, err, len);
     }
     free(logits);
-    free(r.tags);
-    free(r.args);
-    free(r.ops);
+    run_free(&r);
     return st;
 }
