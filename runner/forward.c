@@ -224,15 +224,20 @@ static void attn_items(void *arg, size_t b, size_t e, unsigned worker)
     const size_t vb = k->kv_bytes, head_bytes = (size_t)d * m->kv_stride * vb;
     const char *kc = (const char *)m->kcache + (size_t)r->layer * nkv * m->kv_stride * vb;
     const char *vc = (const char *)m->vcache + (size_t)r->layer * nkv * m->kv_stride * vb;
+    const uint32_t *inv = m->layers[r->layer].o.inv; /* o's act order, or NULL */
     for (size_t it = b; it < e; it++) {
         uint32_t i = (uint32_t)(it / c->kv_heads), kvh = (uint32_t)(it % c->kv_heads);
         uint32_t npos = r->pos0 + i + 1;
-        const float *q = m->qkv + (size_t)i * width + (size_t)kvh * g * d;
+        float *q = m->qkv + (size_t)i * width + (size_t)kvh * g * d;
+        float *out = m->att + (size_t)i * nq + (size_t)kvh * g * d;
         k->qk(q, g, kc + kvh * head_bytes, d, npos, (float)(1.0 / sqrt((double)d)), s, ls);
         for (uint32_t h = 0; h < g; h++)
             scale[h] = (float)(1.0 / k->softmax(s + h * ls, npos));
-        k->pv(s, ls, g, vc + kvh * head_bytes, d, npos, scale,
-              m->att + (size_t)i * nq + (size_t)kvh * g * d);
+        /* in o's act order: into q's place (read, and these heads' only),
+         * then each output to its column */
+        k->pv(s, ls, g, vc + kvh * head_bytes, d, npos, scale, inv ? q : out);
+        for (uint32_t j = 0; inv && j < g * d; j++)
+            m->att[(size_t)i * nq + inv[kvh * g * d + j]] = q[j];
     }
 }
 
@@ -246,7 +251,8 @@ static void o_rows(void *arg, size_t b, size_t e, unsigned worker)
         float *x = m->x + i * h;
         for (uint32_t j = 0; j < h; j++)
             x[j] += m->tmp[i * h + j];
-        rn_rmsnorm(m->xn + i * h, x, m->layers[r->layer].mlp_norm, h, m->c.eps);
+        rn_rmsnorm_to(m->xn + i * h, x, m->layers[r->layer].mlp_norm, h, m->c.eps,
+                      m->layers[r->layer].gate_up.perm, m->tmp + i * h);
     }
 }
 
@@ -255,9 +261,15 @@ static void gu_rows(void *arg, size_t b, size_t e, unsigned worker)
     rn_run *r = arg;
     edgert_model *m = r->m;
     uint32_t f = m->c.mlp;
+    const uint32_t *perm = m->layers[r->layer].down.perm; /* down's act order, or NULL */
     (void)worker;
-    for (size_t i = b; i < e; i++)
-        m->attn->silu_mul(m->gu + i * 2 * f, m->gu + i * 2 * f + f, m->act + i * f, f);
+    for (size_t i = b; i < e; i++) {
+        float *gate = m->gu + i * 2 * f;
+        /* in down's act order: into gate's place (elementwise), then gathered */
+        m->attn->silu_mul(gate, gate + f, perm ? gate : m->act + i * f, f);
+        for (uint32_t j = 0; perm && j < f; j++)
+            m->act[i * f + j] = gate[perm[j]];
+    }
 }
 
 static void down_rows(void *arg, size_t b, size_t e, unsigned worker)
@@ -265,15 +277,27 @@ static void down_rows(void *arg, size_t b, size_t e, unsigned worker)
     rn_run *r = arg;
     edgert_model *m = r->m;
     uint32_t h = m->c.hidden;
-    const float *g = r->layer + 1 < m->c.layers ? m->layers[r->layer + 1].attn_norm
-                                                : m->final_norm;
+    const int last = r->layer + 1 == m->c.layers;
+    const float *g = last ? m->final_norm : m->layers[r->layer + 1].attn_norm;
+    const uint32_t *perm = last ? m->head.perm : m->layers[r->layer + 1].qkv.perm;
     (void)worker;
     for (size_t i = b; i < e; i++) {
         float *x = m->x + i * h;
         for (uint32_t j = 0; j < h; j++)
             x[j] += m->tmp[i * h + j];
-        rn_rmsnorm(m->xn + i * h, x, g, h, m->c.eps);
+        rn_rmsnorm_to(m->xn + i * h, x, g, h, m->c.eps, perm, m->tmp + i * h);
     }
+}
+
+/* The act order the next op's own work writes its output in (perm, or for
+ * the attention inv), into the cache during that op's GEMM: a step streams
+ * more weights than the cache holds, so each order left it since the last
+ * step, and the work would wait for every line of it. */
+static void prefetch_order(const rn_linears *ls, uint32_t k, int inv)
+{
+    const uint32_t *o = !ls ? NULL : inv ? ls->inv : ls->perm;
+    for (size_t b = 0; o && b < (size_t)k * sizeof *o; b += 64)
+        __builtin_prefetch((const char *)o + b, 0, 3);
 }
 
 static edgert_status after(void *user, size_t index)
@@ -282,15 +306,29 @@ static edgert_status after(void *user, size_t index)
     const rn_op_tag *t = &r->tags[index];
     if (!t->last)
         return EDGERT_OK;
+    edgert_model *m = r->m;
+    const rn_config *c = &m->c;
     r->layer = t->layer;
+    const rn_layer *L = t->layer < c->layers ? &m->layers[t->layer] : NULL;
+    const rn_layer *next = t->layer + 1 < c->layers ? &m->layers[t->layer + 1] : NULL;
     switch (t->kind) {
     case RN_OP_QKV:
         for_rows(r, r->n, qkv_rows);
-        for_rows(r, (size_t)r->n * r->m->c.kv_heads, attn_items);
+        for_rows(r, (size_t)r->n * c->kv_heads, attn_items);
+        prefetch_order(&L->gate_up, c->hidden, 0); /* o's work writes gate_up's input */
         break;
-    case RN_OP_O: for_rows(r, r->n, o_rows); break;
-    case RN_OP_GU: for_rows(r, r->n, gu_rows); break;
-    case RN_OP_DOWN: for_rows(r, r->n, down_rows); break;
+    case RN_OP_O:
+        for_rows(r, r->n, o_rows);
+        prefetch_order(&L->down, c->mlp, 0);
+        break;
+    case RN_OP_GU:
+        for_rows(r, r->n, gu_rows);
+        prefetch_order(next ? &next->qkv : &m->head, c->hidden, 0);
+        break;
+    case RN_OP_DOWN:
+        for_rows(r, r->n, down_rows);
+        prefetch_order(next ? &next->o : NULL, c->heads * c->head_dim, 1);
+        break;
     default: break;
     }
     return EDGERT_OK;
@@ -385,8 +423,9 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
         for (uint32_t i = 0; i < n; i++) {
             rn_row_f32(st_data(m->embed_file, m->embed), m->embed->dtype,
                        (uint64_t)ids[i] * c->hidden, c->hidden, m->x + (size_t)i * c->hidden);
-            rn_rmsnorm(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
-                       m->layers[0].attn_norm, c->hidden, c->eps);
+            rn_rmsnorm_to(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
+                          m->layers[0].attn_norm, c->hidden, c->eps, m->layers[0].qkv.perm,
+                          m->tmp + (size_t)i * c->hidden);
         }
         /* Each row looked up maps the page cache's folio around it (up to
          * 2 MiB: st_release_near), so over a conversation much of the

@@ -56,6 +56,10 @@ typedef struct rn_linears {
     rn_linear part[RN_MAX_PARTS];
     unsigned count;
     uint32_t n;                /* the output's columns: sum of the parts' n */
+    /* Act order the runner writes their input in (owned; NULL: the model's
+     * order): column j is input perm[j], input i goes to column inv[i]; the
+     * parts packed without it (runner/load.c, make_linears). */
+    uint32_t *perm, *inv;
 } rn_linears;
 
 typedef struct rn_layer {
@@ -129,6 +133,10 @@ void rn_free_state(edgert_model *m);
 /* ---- arithmetic (math.c) ------------------------------------------------------ */
 
 void rn_rmsnorm(float *y, const float *x, const float *g, uint32_t n, double eps);
+/** rn_rmsnorm into y in an act order, y[j] = input perm[j] (perm NULL:
+ *  rn_rmsnorm), through tmp (n floats; x's place will do). */
+void rn_rmsnorm_to(float *y, const float *x, const float *g, uint32_t n, double eps,
+                   const uint32_t *perm, float *tmp);
 /** y[m][n] (row stride ldy) = x[m][k] * W^T for the fp32 reference, on the pool. */
 void rn_gemm_f32(edgert_ctx *ctx, const rn_linear *l, uint32_t m, const float *x, size_t ldx,
                  float *y, size_t ldy);

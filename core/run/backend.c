@@ -28,7 +28,7 @@ struct edgert_packed {
     void *handle;
     size_t bytes;
     uint32_t n, k; /* the weights' shape: the checks every GEMM gets up front */
-    uint32_t *perm; /* act order (edgert_qweights.perm): x's columns gathered by it; or NULL */
+    uint32_t *inv; /* act order: column of input i, the inverse of edgert_qweights.perm; or NULL */
 };
 
 /* The weights' perm, when their struct_size covers it. */
@@ -37,9 +37,9 @@ static const uint32_t *qw_perm(const edgert_qweights *w)
     return w->struct_size >= EDGERT_QWEIGHTS_V2_SIZE ? w->perm : NULL;
 }
 
-/* p->perm = a copy of w's perm, checked to be a permutation of 0 .. k-1
- * (E_USAGE otherwise: a gather by it would read outside x's row, or a
- * column twice); nothing to do without one. */
+/* p->inv = the inverse of w's perm, which is checked to be a permutation of
+ * 0 .. k-1 (E_USAGE otherwise: x's columns would go outside the row, or
+ * two to one place); nothing to do without one. */
 static edgert_status take_perm(edgert_packed *p, const edgert_qweights *w, const char *who,
                                char *err, size_t err_len)
 {
@@ -47,7 +47,7 @@ static edgert_status take_perm(edgert_packed *p, const edgert_qweights *w, const
     if (!perm)
         return EDGERT_OK;
     uint8_t *seen = calloc(w->k, 1);
-    if (!seen || !(p->perm = malloc((size_t)w->k * sizeof *p->perm))) {
+    if (!seen || !(p->inv = malloc((size_t)w->k * sizeof *p->inv))) {
         free(seen);
         edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
@@ -58,11 +58,11 @@ static edgert_status take_perm(edgert_packed *p, const edgert_qweights *w, const
                         "a permutation of 0..%u)", who, w->name ? w->name : "weights", j,
                         perm[j], perm[j] >= w->k ? "not an input" : "there twice", w->k - 1u);
             free(seen);
-            free(p->perm);
-            p->perm = NULL;
+            free(p->inv);
+            p->inv = NULL;
             return EDGERT_E_USAGE;
         }
-        p->perm[j] = perm[j];
+        p->inv[perm[j]] = j;
     }
     free(seen);
     return EDGERT_OK;
@@ -264,7 +264,7 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
     }
     /* the plugin packs the columns as they come; the order is the library's */
     edgert_qweights plain;
-    if (p->perm) {
+    if (p->inv) {
         memcpy(&plain, w, sizeof plain); /* any bytes past it are zero (checked) */
         plain.struct_size = sizeof plain;
         plain.perm = NULL;
@@ -282,7 +282,7 @@ edgert_status edgert_pack(edgert_backend *b, const edgert_qweights *w, edgert_pa
                  w->k);
         er_set_plugin_err(err, err_len, b->cand->m.name, er_manifest_plugin_name(&b->cand->m),
                           what, perr, st);
-        free(p->perm);
+        free(p->inv);
         free(p);
         return st;
     }
@@ -388,7 +388,7 @@ edgert_status edgert_packed_map(edgert_backend *b, const edgert_qweights *shape,
         char what[256];
         snprintf(what, sizeof what, "map %s [%u x %u]", tensor, shape->n, shape->k);
         er_set_plugin_err(err, err_len, c->m.name, er_manifest_plugin_name(&c->m), what, perr, st);
-        free(p->perm);
+        free(p->inv);
         free(p);
         return st;
     }
@@ -406,7 +406,7 @@ void edgert_packed_free(edgert_packed *p)
     if (!p)
         return;
     p->b->cand->plugin->packed_free(p->b->state, p->handle);
-    free(p->perm);
+    free(p->inv);
     free(p);
 }
 
@@ -500,21 +500,35 @@ static edgert_status gemm_check(const edgert_backend *b, const edgert_packed *p,
 }
 
 /* Act order: the caller's rows of x with their columns in the weights'
- * order, xg[r][j] = x[r][perm[j]], k floats a row. For a decode step's
- * m = 1: 8 bytes read and written per input, in cache, beside the n / 2
- * bytes of codes per input the GEMM streams from memory, 16 / n of its
- * traffic: 1.7% for SmolLM2's fused q/k/v (n = 960), 0.5% for gate and up
- * (n = 3072), 0.03% for its head. */
+ * order, xg[r][inv[i]] = x[r][i], k floats a row (malloc'd: the caller
+ * frees it; NULL when out of memory). x is read in order, the scattered
+ * stores land in the copy. The copy costs a decode step what moving its
+ * lines between the cores costs (it is written here, read by the backend's
+ * workers): SmolLM2's step on avx2-w4a16, 1.01-1.05x (bench
+ * --versus-weights, Zen 3); a caller that makes x itself can write it in
+ * the weights' order instead and pack them without perm, as the model
+ * runner does (runner/load.c). */
 static float *gather(const edgert_packed *p, const edgert_gemm_args *a)
 {
     float *xg = malloc((size_t)a->m * p->k * sizeof *xg);
     for (size_t r = 0; xg && r < a->m; r++) {
         const float *xr = a->x + r * a->ldx;
         float *d = xg + r * p->k;
-        for (uint32_t j = 0; j < p->k; j++)
-            d[j] = xr[p->perm[j]];
+        for (uint32_t i = 0; i < p->k; i++)
+            d[p->inv[i]] = xr[i];
     }
     return xg;
+}
+
+/* The next op's order into the cache while this op runs: a step streams
+ * more weights than the last-level cache holds, so each order left it since
+ * the last step and a gather would wait for its every line; they are asked
+ * for here, the GEMM's time before they are read. */
+static void prefetch_order(const edgert_packed *p)
+{
+    const char *at = p && p->inv ? (const char *)p->inv : NULL;
+    for (size_t o = 0; at && o < (size_t)p->k * sizeof *p->inv; o += 64)
+        __builtin_prefetch(at + o, 0, 3);
 }
 
 static edgert_status gemm_run(edgert_backend *b, const edgert_packed *p, const edgert_gemm_args *a,
@@ -522,7 +536,7 @@ static edgert_status gemm_run(edgert_backend *b, const edgert_packed *p, const e
 {
     edgert_gemm_args ga;
     float *xg = NULL;
-    if (p->perm) {
+    if (p->inv) {
         if (!(xg = gather(p, a))) {
             edgert_errf(err, err_len, "out of memory (act order: %u x %u activations)",
                         (unsigned)a->m, (unsigned)p->k);
@@ -622,6 +636,8 @@ edgert_status edgert_step(edgert_backend *b, const edgert_step_op *ops, size_t c
             break;
         }
         char gerr[1024] = "";
+        if (after)
+            prefetch_order(after->weights);
         er_pool_readahead(next, next_len);
         st = gemm_run(b, op->weights, op->args, gerr, sizeof gerr);
         er_pool_readahead(NULL, 0);
