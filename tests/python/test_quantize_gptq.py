@@ -156,6 +156,38 @@ def test_closer_to_the_dense_model_than_rtn(work, edgert_cli):
         assert ao["mean_kl"] < out["rtn"][b]["mean_kl"], b
 
 
+@pytest.mark.skipif(EMULATED, reason="under qemu the whole command takes a minute; the native "
+                    "builds run it")
+def test_act_order_two_ways(work, edgert_cli):
+    """An act-order model on every eligible backend that takes it: the
+    runner writing each GEMM's input in the layer's order itself gives the
+    logits, bit for bit, that edgert_gemm's own gather gives on the same
+    file packed (run --packed), whose GEMMs test_checkpoint_act_order checks
+    against the sorted equivalent."""
+    d, _ = quantize(edgert_cli, work, "sym", True, "two-ways", "--act-order")
+    model = os.path.join(d, "model.safetensors")
+    ids = "5,77,300,12,9,1000,64,3"
+    ran = []
+    ctx = json.loads(cli(edgert_cli, "select", "--json").stdout)
+    for c in ctx["candidates"]:
+        if not c.get("eligible") or not c.get("runs_in_process"):
+            continue
+        b = c["name"]
+        packed = work["root"] / f"two-ways-{b}.packed"
+        if cli(edgert_cli, "pack", model, "--backend", b, "-o", packed, check=False).returncode:
+            continue  # its layout does not take the file
+        logits = []
+        for extra in ([], ["--packed", packed]):
+            out = work["root"] / f"two-ways-{b}-{len(extra)}.bin"
+            cli(edgert_cli, "run", d, "--backend", b, "--prompt-ids", ids, "--max-new-tokens", 6,
+                "--ignore-eos", "--logits", out, *extra)
+            logits.append(open(out, "rb").read())
+        assert logits[0] and logits[0] == logits[1], b
+        ran.append(b)
+    print("act order, the runner's order and edgert_gemm's gather agree on", ran)
+    assert ran
+
+
 @pytest.mark.skipif(THIN, reason="the bytes on 1 and 2 threads: the native build checks them")
 @pytest.mark.parametrize("act_order", [False, True])
 def test_same_bytes_on_any_thread_count(work, edgert_cli, act_order):
