@@ -67,6 +67,17 @@ void er_cache_evict(const void *p, size_t n);
  *  ("edgert_open: options"). */
 edgert_status er_check_unknown_tail(const void *p, size_t given, size_t known, const char *what,
                                     const char *type, char *err, size_t len);
+/** A weights view's order (plugin.h: column j is the model's input perm[j])
+ *  where its struct_size covers the field, else NULL: a version 1 view. */
+static inline const uint32_t *er_qw_perm(const edgert_qweights *w)
+{
+    return w->struct_size >= EDGERT_QWEIGHTS_V2_SIZE ? w->perm : NULL;
+}
+/** inv[perm[j]] = j for j < k (inv: k entries, all written). Returns k when
+ *  perm is a permutation of 0 .. k-1, else the first j whose perm[j] is out
+ *  of range or already taken (inv's content then undefined): the one check
+ *  of an order, whoever supplied it. */
+uint32_t er_perm_invert(const uint32_t *perm, uint32_t k, uint32_t *inv);
 /** [lo, hi] is a measured decode median v's range (calibrate's rounds,
  *  first contact's calls): 0 <= lo <= v <= hi, NaN anywhere false. The one
  *  rule for what is stored, read and compared as a range. */

@@ -1,6 +1,6 @@
 /*
- * core/common/util.c — error formatting, strings, paths, environment and bounded
- * file reads.
+ * core/common/util.c — error formatting, strings, paths, environment, bounded
+ * file reads and an order's check.
  * Every file the probe reads goes through er_read_file/er_path_exists so a
  * sysroot prefix can present any device to the tests.
  */
@@ -197,4 +197,16 @@ edgert_status er_check_unknown_tail(const void *p, size_t given, size_t known, c
                            "zero-initialise the struct, or use a newer libedgert",
                            what, given, type, known, i);
     return EDGERT_OK;
+}
+
+uint32_t er_perm_invert(const uint32_t *perm, uint32_t k, uint32_t *inv)
+{
+    for (uint32_t j = 0; j < k; j++)
+        inv[j] = UINT32_MAX; /* no column yet */
+    for (uint32_t j = 0; j < k; j++) {
+        if (perm[j] >= k || inv[perm[j]] != UINT32_MAX)
+            return j;
+        inv[perm[j]] = j;
+    }
+    return k;
 }

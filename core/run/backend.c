@@ -32,40 +32,28 @@ struct edgert_packed {
 };
 
 /* The weights' perm, when their struct_size covers it. */
-static const uint32_t *qw_perm(const edgert_qweights *w)
-{
-    return w->struct_size >= EDGERT_QWEIGHTS_V2_SIZE ? w->perm : NULL;
-}
-
 /* p->inv = the inverse of w's perm, which is checked to be a permutation of
  * 0 .. k-1 (E_USAGE otherwise: x's columns would go outside the row, or
  * two to one place); nothing to do without one. */
 static edgert_status take_perm(edgert_packed *p, const edgert_qweights *w, const char *who,
                                char *err, size_t err_len)
 {
-    const uint32_t *perm = qw_perm(w);
+    const uint32_t *perm = er_qw_perm(w);
     if (!perm)
         return EDGERT_OK;
-    uint8_t *seen = calloc(w->k, 1);
-    if (!seen || !(p->inv = malloc((size_t)w->k * sizeof *p->inv))) {
-        free(seen);
+    if (!(p->inv = malloc((size_t)w->k * sizeof *p->inv))) {
         edgert_errf(err, err_len, "out of memory");
         return EDGERT_E_NOMEM;
     }
-    for (uint32_t j = 0; j < w->k; j++) {
-        if (perm[j] >= w->k || seen[perm[j]]++) {
-            edgert_errf(err, err_len, "%s: bad arguments: %s.perm[%u] = %u is %s (perm must be "
-                        "a permutation of 0..%u)", who, w->name ? w->name : "weights", j,
-                        perm[j], perm[j] >= w->k ? "not an input" : "there twice", w->k - 1u);
-            free(seen);
-            free(p->inv);
-            p->inv = NULL;
-            return EDGERT_E_USAGE;
-        }
-        p->inv[perm[j]] = j;
-    }
-    free(seen);
-    return EDGERT_OK;
+    uint32_t j = er_perm_invert(perm, w->k, p->inv);
+    if (j == w->k)
+        return EDGERT_OK;
+    edgert_errf(err, err_len, "%s: bad arguments: %s.perm[%u] = %u is %s (perm must be a "
+                "permutation of 0..%u)", who, w->name ? w->name : "weights", j, perm[j],
+                perm[j] >= w->k ? "not an input" : "there twice", w->k - 1u);
+    free(p->inv);
+    p->inv = NULL;
+    return EDGERT_E_USAGE;
 }
 
 /* The length of the key of the option word at w (up to '=', a blank or the

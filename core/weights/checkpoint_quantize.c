@@ -194,12 +194,6 @@ static void put32(unsigned char *p, uint32_t v)
         p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* The view's perm, where its struct_size covers it. */
-static const uint32_t *perm_of(const edgert_qweights *v)
-{
-    return v->struct_size >= EDGERT_QWEIGHTS_V2_SIZE ? v->perm : NULL;
-}
-
 /* One quantized layer's four tensors, from its canonical codes (`in`: the
  * input's path, for messages). In act order (`inv`: the column of each
  * input, the inverse of the view's perm) qweight holds each input's code
@@ -270,24 +264,20 @@ static int supplied(const edgert_quantize_options *o, const qz_layer *l, uint32_
     if (st)
         return -1;
     const edgert_qweights *v = &q->view;
-    memset(inv, 0xff, (size_t)l->k * sizeof *inv); /* UINT32_MAX: no column yet */
     uint64_t G = l->k / group + (l->k % group != 0);
     int bad = !q->codes || !q->scales || v->n != l->n || v->k != l->k || v->group != group ||
               (q->zeros == NULL) != (sym != 0);
     for (uint64_t x = 0; !bad && !sym && x < (uint64_t)l->n * G; x++)
         bad = q->zeros[x] < 1 || q->zeros[x] > 15; /* v1 stores z - 1 */
-    const uint32_t *perm = bad ? NULL : perm_of(v);
+    const uint32_t *perm = bad ? NULL : er_qw_perm(v);
     if (perm && !act_order_of(o)) {
         edgert_qtensor_free(q);
         er_fail(EDGERT_E_USAGE, err, len, "layer '%s': layer_codes gave codes in act order (a "
                 "perm), but options.act_order is 0", l->name);
         return -1;
     }
-    for (uint32_t j = 0; perm && !bad && j < l->k; j++) /* inv: each input's column, once */
-        if (perm[j] >= l->k || inv[perm[j]] != UINT32_MAX)
-            bad = 1;
-        else
-            inv[perm[j]] = j;
+    if (perm && !bad) /* inv: each input's column, once */
+        bad = er_perm_invert(perm, l->k, inv) != l->k;
     if (bad) {
         edgert_qtensor_free(q);
         er_fail(EDGERT_E_USAGE, err, len, "layer '%s': the codes layer_codes gave are not "

@@ -126,27 +126,26 @@ static edgert_status packed_perm(edgert_checkpoint *c, const st_tensor *t, char 
         return er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s': %s, %u dims; expected I32 "
                        "[%u], once", c->sf.path, t->name, t->dtype_name, t->ndim, k);
     uint32_t *perm = malloc((size_t)k * sizeof *perm);
-    uint8_t *seen = calloc(k, 1);
-    if (!perm || !seen) {
+    uint32_t *inv = malloc((size_t)k * sizeof *inv);
+    if (!perm || !inv) {
         free(perm);
-        free(seen);
+        free(inv);
         return er_fail(EDGERT_E_NOMEM, err, len, "%s: out of memory", c->sf.path);
     }
     const unsigned char *d = st_data(&c->sf, t);
-    edgert_status st = EDGERT_OK;
-    for (uint32_t j = 0; j < k && !st; j++) {
+    for (uint32_t j = 0; j < k; j++)
         perm[j] = (uint32_t)d[4 * j] | (uint32_t)d[4 * j + 1] << 8 |
                   (uint32_t)d[4 * j + 2] << 16 | (uint32_t)d[4 * j + 3] << 24;
-        if (perm[j] >= k || seen[perm[j]]++)
-            st = er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' [%u] = %d: not a "
-                         "permutation of 0..%u", c->sf.path, t->name, j, (int32_t)perm[j],
-                         k - 1u);
-    }
-    free(seen);
-    if (st)
+    uint32_t j = er_perm_invert(perm, k, inv);
+    free(inv);
+    edgert_status st = EDGERT_OK;
+    if (j < k) {
+        st = er_fail(EDGERT_E_PARSE, err, len, "%s: tensor '%s' [%u] = %d: not a permutation "
+                     "of 0..%u", c->sf.path, t->name, j, (int32_t)perm[j], k - 1u);
         free(perm);
-    else
+    } else {
         c->src[i].perm = perm;
+    }
     return st;
 }
 

@@ -284,7 +284,7 @@ void edgert_dequantize(const edgert_qweights *w, float *out)
     size_t stride = er_codes_stride(w->k);
     size_t groups = er_groups_per_row(w->k, w->group);
     /* act order: column c is the model's input perm[c] (plugin.h) */
-    const uint32_t *perm = w->struct_size >= EDGERT_QWEIGHTS_V2_SIZE ? w->perm : NULL;
+    const uint32_t *perm = er_qw_perm(w);
     for (size_t r = 0; r < w->n; r++) {
         const uint8_t *row_codes = w->codes + r * stride;
         float *dst = out + r * (size_t)w->k;
