@@ -13,7 +13,7 @@
 /* src copied to dst: its metadata and every tensor that keep (NULL: all)
  * takes, each tensor's bytes given to edit (NULL: none) before they are
  * written. */
-__attribute__((unused)) static void tu_st_copy(const char *src, const char *dst,
+__attribute__((unused)) static void tu_st_copy(const char *src, const char *dst, size_t align,
                                                int (*keep)(const st_tensor *),
                                                void (*edit)(const st_tensor *, unsigned char *))
 {
@@ -29,7 +29,7 @@ __attribute__((unused)) static void tu_st_copy(const char *src, const char *dst,
         if (!keep || keep(&sf.t[i]))
             assert_int_equal(st_writer_tensor(&w, sf.t[i].name, sf.t[i].dtype, sf.t[i].ndim,
                                               sf.t[i].shape, err, sizeof err), 0);
-    assert_int_equal(st_writer_begin(&w, 8, err, sizeof err), 0);
+    assert_int_equal(st_writer_begin(&w, align, err, sizeof err), 0);
     for (size_t i = 0; i < sf.n; i++) {
         if (keep && !keep(&sf.t[i]))
             continue;

@@ -9,6 +9,7 @@
 #define EDGERT_TEST_UTIL_H
 
 #include <ftw.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -214,6 +215,48 @@ __attribute__((unused)) static edgert_checkpoint *tu_open_checkpoint(const char 
     if (edgert_checkpoint_open(path, &ck, err, sizeof err) != EDGERT_OK)
         fail_msg("edgert_checkpoint_open(%s): %s", path, err);
     return ck;
+}
+
+/* y[m][n] = x[m][k] W^T through edgert_gemm on b, or the case fails saying why. */
+__attribute__((unused)) static void tu_gemm(edgert_backend *b, const edgert_packed *p, uint32_t m,
+                                            const float *x, uint32_t k, float *y, uint32_t n)
+{
+    char err[1024] = "";
+    edgert_gemm_args a = {.struct_size = sizeof a, .m = m, .x = x, .ldx = k, .y = y, .ldy = n};
+    if (edgert_gemm(b, p, &a, err, sizeof err) != EDGERT_OK)
+        fail_msg("%s: gemm: %s", edgert_backend_name(b), err);
+}
+
+/* Every layer of packed file pk, mapped on b, gives bit for bit what the
+ * same layer of ck packed on b gives, m = 3 (pk: what `edgert pack` or
+ * edgert_checkpoint_pack wrote of ck for b). */
+__attribute__((unused)) static void tu_mapped_equals_packed(edgert_backend *b,
+                                                            edgert_checkpoint *pk,
+                                                            edgert_checkpoint *ck)
+{
+    char err[1024] = "";
+    assert_string_equal(edgert_checkpoint_kind(pk), "packed");
+    assert_int_equal(edgert_checkpoint_layer_count(pk), edgert_checkpoint_layer_count(ck));
+    for (size_t l = 0; l < edgert_checkpoint_layer_count(ck); l++) {
+        const edgert_layer *ly = edgert_checkpoint_layer_at(ck, l);
+        edgert_packed *pm = NULL, *pp = NULL;
+        if (edgert_checkpoint_layer_packed(pk, l, b, &pm, err, sizeof err) != EDGERT_OK)
+            fail_msg("map %s: %s", ly->name, err);
+        if (edgert_checkpoint_layer_packed(ck, l, b, &pp, err, sizeof err) != EDGERT_OK)
+            fail_msg("pack %s: %s", ly->name, err);
+        uint32_t m = 3, n = ly->n, k = ly->k;
+        float *x = malloc(sizeof(float) * m * k), *y1 = calloc((size_t)m * n, sizeof(float));
+        float *y2 = calloc((size_t)m * n, sizeof(float));
+        assert_true(x && y1 && y2);
+        for (size_t i = 0; i < (size_t)m * k; i++) /* an outlier channel, as real inputs have */
+            x[i] = (float)sin(0.3 * (double)i) * (i % k == 7 ? 20.0f : 1.0f);
+        tu_gemm(b, pm, m, x, k, y1, n);
+        tu_gemm(b, pp, m, x, k, y2, n);
+        assert_memory_equal(y1, y2, sizeof(float) * m * n);
+        free(x), free(y1), free(y2);
+        edgert_packed_free(pm);
+        edgert_packed_free(pp);
+    }
 }
 
 /* The CPU vendor the x86 plugins' decode defaults follow (plugin_kit.h,

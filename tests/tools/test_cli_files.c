@@ -357,7 +357,7 @@ static void test_tied_head_of_a_gptq_file(void **state)
     char *tied = NULL, q[4200];
     snprintf(q, sizeof q, "%s/q.safetensors", dir);
     assert_true(asprintf(&tied, "%s/tied-gptq.safetensors", dir) > 0);
-    tu_st_copy(q, tied, not_the_head, NULL);
+    tu_st_copy(q, tied, 8, not_the_head, NULL);
     edgert_checkpoint *ck = NULL;
     assert_int_equal(edgert_checkpoint_open(tied, &ck, err, sizeof err), EDGERT_OK);
     assert_int_equal(edgert_checkpoint_layer_count(ck), 2);

@@ -155,15 +155,6 @@ static void check_codes(const char *path, edgert_checkpoint *ck, size_t l, int s
 
 /* ---- running every eligible backend ----------------------------------------------------- */
 
-static void gemm(edgert_backend *b, const edgert_packed *p, uint32_t m, const float *x, uint32_t k,
-                 float *y, uint32_t n)
-{
-    char err[1024] = "";
-    edgert_gemm_args a = {.struct_size = sizeof a, .m = m, .x = x, .ldx = k, .y = y, .ldy = n};
-    if (edgert_gemm(b, p, &a, err, sizeof err) != EDGERT_OK)
-        fail_msg("%s: gemm: %s", edgert_backend_name(b), err);
-}
-
 /* Backend b against ref on every layer of ck, m = 1, 3, 17 (the bound is
  * derived in the header comment). A backend whose layout holds only its own
  * group size (its manifest's), or only whole groups, may refuse a layer
@@ -197,8 +188,8 @@ static size_t against_ref(const edgert_candidate *c, edgert_backend *b, edgert_b
             for (size_t i = 0; i < (size_t)m * k; i++)
                 x[i] = (float)cos(0.11 * (double)i) * (i % k == 3 ? 20.0f : 1.0f);
             edgert_dequantize(&q.view, w);
-            gemm(b, pb, m, x, k, yb, n);
-            gemm(ref, pr, m, x, k, yr, n);
+            tu_gemm(b, pb, m, x, k, yb, n);
+            tu_gemm(ref, pr, m, x, k, yr, n);
             size_t G = (k + q.view.group - 1) / q.view.group;
             const int int8 = c->layout.activation_bits == 8;
             for (uint32_t i = 0; i < m; i++)
@@ -418,8 +409,8 @@ static void test_dense_for_symmetric_backend(void **state)
             assert_int_equal(edgert_pack(b, &q.view, &ph, err, sizeof err), EDGERT_OK);
             for (size_t j = 0; j < (size_t)m * k; j++)
                 x[j] = (float)sin(0.3 * (double)j);
-            gemm(b, pc, m, x, k, y1, n);
-            gemm(b, ph, m, x, k, y2, n);
+            tu_gemm(b, pc, m, x, k, y1, n);
+            tu_gemm(b, ph, m, x, k, y2, n);
             assert_memory_equal(y1, y2, sizeof(float) * m * n);
             printf("  %s: dense %s [n=%u k=%u] packed symmetric\n", c->name, ly->name, n, k);
             free(w), free(x), free(y1), free(y2);
@@ -452,27 +443,7 @@ static int run_fmt(char **out, const char *fmt, ...)
 static void mapped_equals_packed(edgert_backend *b, const char *packed, const char *src)
 {
     edgert_checkpoint *pk = tu_open_checkpoint(packed), *ck = tu_open_checkpoint(src);
-    char err[1024] = "";
-    assert_string_equal(edgert_checkpoint_kind(pk), "packed");
-    assert_int_equal(edgert_checkpoint_layer_count(pk), edgert_checkpoint_layer_count(ck));
-    for (size_t l = 0; l < edgert_checkpoint_layer_count(ck); l++) {
-        const edgert_layer *ly = edgert_checkpoint_layer_at(ck, l);
-        edgert_packed *pm = NULL, *pp = NULL;
-        if (edgert_checkpoint_layer_packed(pk, l, b, &pm, err, sizeof err) != EDGERT_OK)
-            fail_msg("map %s: %s", ly->name, err);
-        assert_int_equal(edgert_checkpoint_layer_packed(ck, l, b, &pp, err, sizeof err), 0);
-        uint32_t m = 3, n = ly->n, k = ly->k;
-        float *x = malloc(sizeof(float) * m * k), *y1 = calloc((size_t)m * n, sizeof(float));
-        float *y2 = calloc((size_t)m * n, sizeof(float));
-        for (size_t i = 0; i < (size_t)m * k; i++)
-            x[i] = (float)sin(0.3 * (double)i);
-        gemm(b, pm, m, x, k, y1, n);
-        gemm(b, pp, m, x, k, y2, n);
-        assert_memory_equal(y1, y2, sizeof(float) * m * n);
-        free(x), free(y1), free(y2);
-        edgert_packed_free(pm);
-        edgert_packed_free(pp);
-    }
+    tu_mapped_equals_packed(b, pk, ck);
     edgert_checkpoint_close(pk);
     edgert_checkpoint_close(ck);
 }

@@ -123,7 +123,7 @@ static int setup(void **state)
             fail_msg("edgert %s: exit %d\n%s", args, rc, text);
         free(args);
         free(text);
-        tu_st_copy(f->in_order[s], f->act[s], NULL, act_order_g_idx);
+        tu_st_copy(f->in_order[s], f->act[s], 8, NULL, act_order_g_idx);
     }
     *state = f;
     return 0;
@@ -240,15 +240,6 @@ static void test_read(void **state)
     }
 }
 
-static void gemm(edgert_backend *b, const edgert_packed *p, uint32_t m, const float *x, uint32_t k,
-                 float *y, uint32_t n)
-{
-    char err[1024] = "";
-    edgert_gemm_args a = {.struct_size = sizeof a, .m = m, .x = x, .ldx = k, .y = y, .ldy = n};
-    if (edgert_gemm(b, p, &a, err, sizeof err) != EDGERT_OK)
-        fail_msg("%s: gemm: %s", edgert_backend_name(b), err);
-}
-
 static void fill_x(float *x, size_t count, uint32_t k)
 {
     for (size_t i = 0; i < count; i++) /* an outlier channel, as real activations have */
@@ -308,8 +299,8 @@ static int one_layer(edgert_backend *b, edgert_checkpoint *a, size_t l)
         for (uint32_t i = 0; i < m; i++)
             for (uint32_t j = 0; j < k; j++)
                 xg[(size_t)i * k + j] = x[(size_t)i * k + (q.view.perm ? q.view.perm[j] : j)];
-        gemm(b, pa, m, x, k, ya, n);
-        gemm(b, ps, m, xg, k, ys, n);
+        tu_gemm(b, pa, m, x, k, ya, n);
+        tu_gemm(b, ps, m, xg, k, ys, n);
         if (memcmp(ya, ys, (size_t)m * n * 4))
             fail_msg("%s %s m=%u: the act-order layer differs from its sorted equivalent",
                      edgert_backend_name(b), ly->name, m);
@@ -385,6 +376,12 @@ static void poke(const char *path, const char *name, uint32_t at, uint32_t v)
 /* A packed file of an act-order checkpoint keeps each layer's order: its
  * mapped layers give the in-memory pack's results bit for bit; one whose
  * order is broken or missing is refused at open, naming the tensor. */
+static int not_an_order(const st_tensor *t)
+{
+    size_t n = strlen(t->name);
+    return n < 5 || strcmp(t->name + n - 5, ".perm") != 0;
+}
+
 static void test_packed_file(void **state)
 {
     fx *f = *state;
@@ -400,21 +397,7 @@ static void test_packed_file(void **state)
         fail_msg("pack: %s", err);
     assert_int_equal(edgert_checkpoint_pack_check(b, a, path, err, sizeof err), EDGERT_OK);
     p = tu_open_checkpoint(path);
-    for (size_t l = 0; l < edgert_checkpoint_layer_count(a); l++) {
-        const edgert_layer *ly = edgert_checkpoint_layer_at(a, l);
-        edgert_packed *pm = NULL, *pa = NULL;
-        assert_int_equal(edgert_checkpoint_layer_packed(p, l, b, &pm, err, sizeof err), 0);
-        assert_int_equal(edgert_checkpoint_layer_packed(a, l, b, &pa, err, sizeof err), 0);
-        float *x = malloc(3u * ly->k * 4), *y1 = malloc(3u * ly->n * 4);
-        float *y2 = malloc(3u * ly->n * 4);
-        fill_x(x, 3u * ly->k, ly->k);
-        gemm(b, pm, 3, x, ly->k, y1, ly->n);
-        gemm(b, pa, 3, x, ly->k, y2, ly->n);
-        assert_memory_equal(y1, y2, 3u * ly->n * 4);
-        free(x), free(y1), free(y2);
-        edgert_packed_free(pm);
-        edgert_packed_free(pa);
-    }
+    tu_mapped_equals_packed(b, p, a);
     edgert_checkpoint_close(p);
     p = NULL;
     /* an order with input 3 twice */
@@ -429,27 +412,7 @@ static void test_packed_file(void **state)
     char *copy = NULL;
     assert_true(asprintf(&copy, "%s/no-order.packed", f->dir) > 0);
     assert_int_equal(edgert_checkpoint_pack(b, a, path, err, sizeof err), EDGERT_OK);
-    st_file sf;
-    st_writer w;
-    assert_int_equal(st_open(&sf, path, err, sizeof err), 0);
-    st_writer_init(&w, copy);
-    for (size_t i = 0; i < sf.nmeta; i++)
-        assert_int_equal(st_writer_meta(&w, sf.meta[i].key, sf.meta[i].value, err, sizeof err),
-                         0);
-    for (size_t i = 0; i < sf.n; i++)
-        if (!strstr(sf.t[i].name, ".perm"))
-            assert_int_equal(st_writer_tensor(&w, sf.t[i].name, sf.t[i].dtype, sf.t[i].ndim,
-                                              sf.t[i].shape, err, sizeof err), 0);
-    assert_int_equal(st_writer_begin(&w, 4096, err, sizeof err), 0);
-    for (size_t i = 0; i < sf.n; i++)
-        if (!strstr(sf.t[i].name, ".perm"))
-            assert_int_equal(st_writer_write(&w, st_data(&sf, &sf.t[i]),
-                                             (size_t)(sf.t[i].end - sf.t[i].begin), err,
-                                             sizeof err), 0);
-    if (st_writer_commit(&w, err, sizeof err))
-        fail_msg("%s", err);
-    st_writer_free(&w);
-    st_close(&sf);
+    tu_st_copy(path, copy, 4096, not_an_order, NULL);
     assert_int_equal(edgert_checkpoint_open(copy, &p, err, sizeof err), EDGERT_E_PARSE);
     assert_non_null(strstr(err, "act_order=1"));
     assert_non_null(strstr(err, ".perm'"));
