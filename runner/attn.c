@@ -67,6 +67,19 @@ static void silu_mul_c(const float *g, const float *u, float *a, uint32_t n)
         a[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+void rn_silu_mul_gather_c(const float *g, const float *u, const uint32_t *perm, float *a,
+                          uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        a[i] = g[perm[i]] / (1.0f + expf(-g[perm[i]])) * u[perm[i]];
+}
+
+void rn_gather_c(const float *src, const uint32_t *idx, uint32_t n, float *dst)
+{
+    for (uint32_t i = 0; i < n; i++)
+        dst[i] = src[idx[i]];
+}
+
 void rn_kv_put_f32(const float *src, uint32_t n, void *dst, size_t stride)
 {
     float *d = dst;
@@ -74,8 +87,11 @@ void rn_kv_put_f32(const float *src, uint32_t n, void *dst, size_t stride)
         d[(size_t)i * stride] = src[i];
 }
 
-const rn_attn_kern rn_attn_portable = {"portable C", 4, qk_c, softmax_c, pv_c, silu_mul_c,
-                                       rn_kv_put_f32};
+const rn_attn_kern rn_attn_portable = {"portable C",    4,
+                                       qk_c,            softmax_c,
+                                       pv_c,            silu_mul_c,
+                                       rn_kv_put_f32,   rn_silu_mul_gather_c,
+                                       rn_gather_c};
 
 const rn_attn_kern *rn_attn_pick(uint64_t f, int kv16)
 {

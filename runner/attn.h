@@ -51,7 +51,19 @@ typedef struct rn_attn_kern {
     /** value i of the cache at dst + i * stride (in values), i < n, = src[i] in the set's
      *  format */
     void (*kv_put)(const float *src, uint32_t n, void *dst, size_t stride);
+    /** a[i] = SiLU(g[perm[i]]) * u[perm[i]], i < n: silu_mul's result in an act-order
+     *  layer's order (perm: a permutation of 0 .. n-1) */
+    void (*silu_mul_gather)(const float *g, const float *u, const uint32_t *perm, float *a,
+                            uint32_t n);
+    /** dst[i] = src[idx[i]], i < n (idx below 2^31) */
+    void (*gather)(const float *src, const uint32_t *idx, uint32_t n, float *dst);
 } rn_attn_kern;
+
+/** The portable silu_mul_gather and gather, which sets without their own
+ *  use (the AVX-512 one: no machine here to measure its gathers on). */
+void rn_silu_mul_gather_c(const float *g, const float *u, const uint32_t *perm, float *a,
+                          uint32_t n);
+void rn_gather_c(const float *src, const uint32_t *idx, uint32_t n, float *dst);
 
 /** The most query heads per KV head the kernels take at once. */
 #define RN_ATTN_MAX_GROUP 64u

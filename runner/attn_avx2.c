@@ -226,14 +226,43 @@ static void pv_256h(const float *w, size_t lw, uint32_t g, const void *v, uint32
     pv_gen(w, lw, g, v, d, n, scale, o, 1);
 }
 
+static inline __m256 silu_256(__m256 x, __m256 u)
+{
+    __m256 e = exp_256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_mul_ps(_mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
 static void silu_mul_256(const float *g, const float *u, float *a, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i += 8) {
         __m256i m = tail_mask(n - i);
-        __m256 x = _mm256_maskload_ps(g + i, m);
-        __m256 e = exp_256(_mm256_sub_ps(_mm256_setzero_ps(), x));
-        __m256 y = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
-        _mm256_maskstore_ps(a + i, m, _mm256_mul_ps(y, _mm256_maskload_ps(u + i, m)));
+        __m256 y = silu_256(_mm256_maskload_ps(g + i, m), _mm256_maskload_ps(u + i, m));
+        _mm256_maskstore_ps(a + i, m, y);
+    }
+}
+
+/* The act-order passes (forward.c) read through vgatherdps, 8 lanes a
+ * time; the lanes past n are masked off (no read, zeros). */
+static inline __m256 gather8(const float *src, const uint32_t *idx, __m256i m)
+{
+    __m256i ix = _mm256_maskload_epi32((const int *)idx, m);
+    return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), src, ix, _mm256_castsi256_ps(m), 4);
+}
+
+static void silu_mul_gather_256(const float *g, const float *u, const uint32_t *perm, float *a,
+                                uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(a + i, m, silu_256(gather8(g, perm + i, m), gather8(u, perm + i, m)));
+    }
+}
+
+static void gather_256(const float *src, const uint32_t *idx, uint32_t n, float *dst)
+{
+    for (uint32_t i = 0; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(dst + i, m, gather8(src, idx + i, m));
     }
 }
 
@@ -259,7 +288,13 @@ static void kv_put_f16(const float *src, uint32_t n, void *dst, size_t stride)
     }
 }
 
-const rn_attn_kern rn_attn_avx2 = {"AVX2+FMA", 4,         qk_256,       softmax_256,
-                                   pv_256,     silu_mul_256, rn_kv_put_f32};
-const rn_attn_kern rn_attn_avx2_f16 = {"AVX2+FMA, fp16 KV cache", 2, qk_256h, softmax_256,
-                                       pv_256h, silu_mul_256, kv_put_f16};
+const rn_attn_kern rn_attn_avx2 = {"AVX2+FMA",    4,
+                                   qk_256,        softmax_256,
+                                   pv_256,        silu_mul_256,
+                                   rn_kv_put_f32, silu_mul_gather_256,
+                                   gather_256};
+const rn_attn_kern rn_attn_avx2_f16 = {"AVX2+FMA, fp16 KV cache", 2,
+                                       qk_256h,                   softmax_256,
+                                       pv_256h,                   silu_mul_256,
+                                       kv_put_f16,                silu_mul_gather_256,
+                                       gather_256};

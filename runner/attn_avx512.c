@@ -184,5 +184,8 @@ static void silu_mul_512(const float *g, const float *u, float *a, uint32_t n)
     }
 }
 
-const rn_attn_kern rn_attn_avx512 = {"AVX-512F", 4,      qk_512,       softmax_512,
-                                     pv_512,     silu_mul_512, rn_kv_put_f32};
+const rn_attn_kern rn_attn_avx512 = {"AVX-512F",    4,
+                                     qk_512,        softmax_512,
+                                     pv_512,        silu_mul_512,
+                                     rn_kv_put_f32, rn_silu_mul_gather_c,
+                                     rn_gather_c};

@@ -252,7 +252,7 @@ static void o_rows(void *arg, size_t b, size_t e, unsigned worker)
         for (uint32_t j = 0; j < h; j++)
             x[j] += m->tmp[i * h + j];
         rn_rmsnorm_to(m->xn + i * h, x, m->layers[r->layer].mlp_norm, h, m->c.eps,
-                      m->layers[r->layer].gate_up.perm, m->tmp + i * h);
+                      m->layers[r->layer].gate_up.perm, m->tmp + i * h, m->attn);
     }
 }
 
@@ -265,10 +265,10 @@ static void gu_rows(void *arg, size_t b, size_t e, unsigned worker)
     (void)worker;
     for (size_t i = b; i < e; i++) {
         float *gate = m->gu + i * 2 * f;
-        /* in down's act order: into gate's place (elementwise), then gathered */
-        m->attn->silu_mul(gate, gate + f, perm ? gate : m->act + i * f, f);
-        for (uint32_t j = 0; perm && j < f; j++)
-            m->act[i * f + j] = gate[perm[j]];
+        if (perm) /* in down's act order */
+            m->attn->silu_mul_gather(gate, gate + f, perm, m->act + i * f, f);
+        else
+            m->attn->silu_mul(gate, gate + f, m->act + i * f, f);
     }
 }
 
@@ -285,7 +285,7 @@ static void down_rows(void *arg, size_t b, size_t e, unsigned worker)
         float *x = m->x + i * h;
         for (uint32_t j = 0; j < h; j++)
             x[j] += m->tmp[i * h + j];
-        rn_rmsnorm_to(m->xn + i * h, x, g, h, m->c.eps, perm, m->tmp + i * h);
+        rn_rmsnorm_to(m->xn + i * h, x, g, h, m->c.eps, perm, m->tmp + i * h, m->attn);
     }
 }
 
@@ -425,7 +425,7 @@ edgert_status rn_forward_chunk(edgert_model *m, const int32_t *ids, uint32_t n, 
                        (uint64_t)ids[i] * c->hidden, c->hidden, m->x + (size_t)i * c->hidden);
             rn_rmsnorm_to(m->xn + (size_t)i * c->hidden, m->x + (size_t)i * c->hidden,
                           m->layers[0].attn_norm, c->hidden, c->eps, m->layers[0].qkv.perm,
-                          m->tmp + (size_t)i * c->hidden);
+                          m->tmp + (size_t)i * c->hidden, m->attn);
         }
         /* Each row looked up maps the page cache's folio around it (up to
          * 2 MiB: st_release_near), so over a conversation much of the

@@ -134,9 +134,9 @@ void rn_free_state(edgert_model *m);
 
 void rn_rmsnorm(float *y, const float *x, const float *g, uint32_t n, double eps);
 /** rn_rmsnorm into y in an act order, y[j] = input perm[j] (perm NULL:
- *  rn_rmsnorm), through tmp (n floats; x's place will do). */
+ *  rn_rmsnorm), through tmp (n floats; x's place will do) and k's gather. */
 void rn_rmsnorm_to(float *y, const float *x, const float *g, uint32_t n, double eps,
-                   const uint32_t *perm, float *tmp);
+                   const uint32_t *perm, float *tmp, const rn_attn_kern *k);
 /** y[m][n] (row stride ldy) = x[m][k] * W^T for the fp32 reference, on the pool. */
 void rn_gemm_f32(edgert_ctx *ctx, const rn_linear *l, uint32_t m, const float *x, size_t ldx,
                  float *y, size_t ldy);

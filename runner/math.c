@@ -44,15 +44,14 @@ void rn_rmsnorm(float *y, const float *x, const float *g, uint32_t n, double eps
  * workers read on the other cores, go in order as without act order;
  * scattered, each waited for its line (SmolLM2's step 3% longer). */
 void rn_rmsnorm_to(float *y, const float *x, const float *g, uint32_t n, double eps,
-                   const uint32_t *perm, float *tmp)
+                   const uint32_t *perm, float *tmp, const rn_attn_kern *k)
 {
     if (!perm) {
         rn_rmsnorm(y, x, g, n, eps);
         return;
     }
     rn_rmsnorm(tmp, x, g, n, eps);
-    for (uint32_t j = 0; j < n; j++)
-        y[j] = tmp[perm[j]];
+    k->gather(tmp, perm, n, y);
 }
 
 void rn_row_f32(const void *base, st_dtype dt, uint64_t first, uint32_t count, float *out)

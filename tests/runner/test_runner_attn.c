@@ -19,6 +19,11 @@
  * vector ones) within (n + 8) u of the exact one. silu_mul: the same exp
  * in 1 + e^-g, a division and a product: 12 u relative; below g = -88 the
  * vector exp's clamp gives g e^-88 (under 1e-35 in size) for g e^g.
+ * The act-order passes: gather copies values (exact), and silu_mul_gather
+ * is silu_mul on the gathered values, bit for bit its own set's silu_mul
+ * followed by the gather (the runner's two act-order ways agree bit for
+ * bit, test_quantize_gptq), over lengths 1 to 70 (8-lane tails) and a
+ * permutation of each.
  *
  * K and V reach each set through its kv_put, in its cache's format; the
  * double loops use the values as cached (decoded here from fp16 with code
@@ -139,6 +144,36 @@ static void check_put(const rn_attn_kern *ks)
     }
 }
 
+/* gather and silu_mul_gather against silu_mul and a loop (header) */
+static void check_gathers(const rn_attn_kern *ks, uint64_t *seed)
+{
+    for (uint32_t n = 1; n <= 70; n += n < 17 ? 1 : 9) {
+        float g[80], u[80], a[80], want[80], got[80], ref[80];
+        uint32_t perm[80];
+        for (uint32_t i = 0; i < n; i++) {
+            g[i] = 12 * frand(seed);
+            u[i] = frand(seed);
+            perm[i] = i;
+        }
+        for (uint32_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
+            uint32_t j = (uint32_t)((frand(seed) + 1) * 0.5 * (i + 1)) % (i + 1), t = perm[i];
+            perm[i] = perm[j], perm[j] = t;
+        }
+        for (uint32_t i = n; i < 80; i++)
+            got[i] = a[i] = -7.0f; /* what the masked lanes must leave */
+        ks->gather(g, perm, n, got);
+        for (uint32_t i = 0; i < 80; i++)
+            if (memcmp(&got[i], i < n ? &g[perm[i]] : &(float){-7.0f}, 4))
+                fail_msg("%s gather n=%u: [%u] = %.9g", ks->name, n, i, (double)got[i]);
+        ks->silu_mul(g, u, ref, n);
+        for (uint32_t i = 0; i < n; i++)
+            want[i] = ref[perm[i]];
+        ks->silu_mul_gather(g, u, perm, a, n);
+        if (memcmp(a, want, n * sizeof *a) || a[n] != -7.0f)
+            fail_msg("%s silu_mul_gather n=%u: not silu_mul's values in the order", ks->name, n);
+    }
+}
+
 static void check_set(const rn_attn_kern *ks)
 {
     static const uint32_t ns[] = {1, 3, 15, 16, 17, 63, 64, 65, 200};
@@ -236,8 +271,10 @@ static void check_set(const rn_attn_kern *ks)
                          (double)a[i], (double)g[i], e);
         }
     }
+    check_gathers(ks, &seed);
     check_put(ks);
-    print_message("  %s: kv_put, qk, softmax, pv, silu_mul within their bounds\n", ks->name);
+    print_message("  %s: kv_put, qk, softmax, pv, silu_mul within their bounds; gather and "
+                  "silu_mul_gather exact\n", ks->name);
 }
 
 static void test_portable(void **state)
