@@ -492,7 +492,9 @@ class QWeights:
     """Canonical 4-bit weights W[n][k]: `codes` uint8 [n, ceil(k/2)] two per
     byte, low nibble first; `scales` float32 [n, groups]; `zeros` uint8
     [n, groups] in 0..15, or None for symmetric (zero point 8); W = s (q - z)
-    in groups of `group` along k."""
+    in groups of `group` along k. `perm`, uint32 [k] or None: an act-order
+    layer's order, column j being the model's input perm[j] (a permutation
+    of 0..k-1); gemm and dequantize then take and give the model's order."""
     codes: np.ndarray
     scales: np.ndarray
     zeros: Optional[np.ndarray]
@@ -500,6 +502,7 @@ class QWeights:
     k: int
     group: int
     name: Optional[str] = None
+    perm: Optional[np.ndarray] = None
 
     def _c(self) -> tuple:
         n, k, g = int(self.n), int(self.k), int(self.group)
@@ -509,13 +512,15 @@ class QWeights:
         codes = _array(self.codes, np.uint8, (n, (k + 1) // 2), "codes")
         scales = _array(self.scales, np.float32, (n, groups), "scales")
         zeros = None if self.zeros is None else _array(self.zeros, np.uint8, (n, groups), "zeros")
+        perm = None if self.perm is None else _array(self.perm, np.uint32, (k,), "perm")
         name = self.name.encode() if self.name else None
         w = _n.QWeights(struct_size=ctypes.sizeof(_n.QWeights), n=n, k=k, group=g,
                         codes=codes.ctypes.data_as(_n.c_uint8_p),
                         scales=scales.ctypes.data_as(_n.c_float_p),
                         zeros=zeros.ctypes.data_as(_n.c_uint8_p) if zeros is not None else None,
-                        name=name)
-        return w, (codes, scales, zeros, name)
+                        name=name,
+                        perm=perm.ctypes.data_as(_n.c_uint32_p) if perm is not None else None)
+        return w, (codes, scales, zeros, name, perm)
 
     def dequantize(self) -> np.ndarray:
         """W as float32 [n, k], as the library computes it."""
@@ -811,7 +816,10 @@ def _qweights_of(t: _n.QTensor, name: Optional[str]) -> QWeights:
     scales = np.ctypeslib.as_array(t.scales, (n * groups,)).reshape(n, groups).copy()
     zeros = None if not t.zeros else np.ctypeslib.as_array(
         t.zeros, (n * groups,)).reshape(n, groups).copy()
-    return QWeights(codes, scales, zeros, n, k, g, name)
+    perm = None
+    if v.struct_size >= ctypes.sizeof(_n.QWeights) and v.perm:
+        perm = np.ctypeslib.as_array(v.perm, (k,)).copy()
+    return QWeights(codes, scales, zeros, n, k, g, name, perm)
 
 
 class Checkpoint(_Handle):
@@ -858,12 +866,12 @@ class Checkpoint(_Handle):
 
     def weights(self, layer: Any) -> QWeights:
         """The layer as canonical 4-bit weights (a dense layer quantized by
-        round to nearest)."""
+        round to nearest; an act-order layer with its perm)."""
         i = self._index(layer)
         t = _n.QTensor()
         err = ctypes.create_string_buffer(_ERR_LEN)
-        _check(_lib.edgert_checkpoint_layer_weights(self._p(), i, ctypes.byref(t), err,
-                                                    _ERR_LEN), err)
+        _check(_lib.edgert_checkpoint_layer_weights_v2(self._p(), i, ctypes.byref(t), err,
+                                                       _ERR_LEN), err)
         try:
             return _qweights_of(t, self.layers[i].name)
         finally:

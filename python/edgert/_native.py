@@ -18,6 +18,7 @@ from . import _build
 
 c_uint8_p = POINTER(ctypes.c_uint8)
 c_float_p = POINTER(c_float)
+c_uint32_p = POINTER(ctypes.c_uint32)
 
 
 class Device(Structure):
@@ -99,7 +100,8 @@ class RankReason(Structure):
 class QWeights(Structure):
     _fields_ = [("struct_size", c_uint32), ("n", c_uint32), ("k", c_uint32),
                 ("group", c_uint32), ("codes", c_uint8_p), ("scales", c_float_p),
-                ("zeros", c_uint8_p), ("name", c_char_p)]
+                ("zeros", c_uint8_p), ("name", c_char_p),
+                ("perm", c_uint32_p)]  # version 2 (EDGERT_QWEIGHTS_V2_SIZE)
 
 
 class QTensor(Structure):
@@ -180,6 +182,8 @@ _CALLS = [
     ("edgert_checkpoint_layer_count", c_size_t, [c_void_p]),
     ("edgert_checkpoint_layer_at", POINTER(Layer), [c_void_p, c_size_t]),
     ("edgert_checkpoint_layer_weights", c_int, [c_void_p, c_size_t, POINTER(QTensor), c_char_p,
+                                                c_size_t]),
+    ("edgert_checkpoint_layer_weights_v2", c_int, [c_void_p, c_size_t, POINTER(QTensor), c_char_p,
                                                 c_size_t]),
     ("edgert_checkpoint_layer_dense", c_int, [c_void_p, c_size_t, c_uint32, c_uint32, c_float_p,
                                               c_char_p, c_size_t]),

@@ -403,6 +403,40 @@ def test_checkpoints(tmp_path):
         edgert.Checkpoint(gptq_path).weights("nope")
 
 
+def test_act_order_weights(tmp_path):
+    """An act-order GPTQ file (`edgert quantize --calibrate --act-order`):
+    a layer's weights carry its order, dequantize in the model's order as
+    the file's dense rows, and pack to what the checkpoint packs (bit for
+    bit); an order that is not a permutation is refused."""
+    model = make_test_model(tmp_path / "m", 3)
+    (tmp_path / "cal.txt").write_text("5 6 7 8 9 10 11 12\n300 2 17 44 9 1000 3 61\n")
+    (tmp_path / "ao").mkdir()
+    out = tmp_path / "ao" / "model.safetensors"
+    cli = os.path.join(os.path.dirname(os.path.dirname(edgert.library_path())), "bin", "edgert")
+    r = subprocess.run([cli, "quantize", str(model), str(out), "--sym",
+                        "--group", "32", "--calibrate", str(tmp_path / "cal.txt"),
+                        "--act-order"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    x = np.random.default_rng(5).standard_normal((3, 256)).astype(np.float32)
+    with edgert.Checkpoint(out) as ck, live() as ctx:
+        be = ctx.backend("ref-w4a16" if "ref-w4a16" in in_process() else _one_backend())
+        permuted = 0
+        for lay in ck.layers:
+            w = ck.weights(lay)
+            assert w.perm is not None and w.perm.dtype == np.uint32
+            assert np.array_equal(np.sort(w.perm), np.arange(lay.k))
+            permuted += not np.array_equal(w.perm, np.arange(lay.k))
+            assert np.array_equal(w.dequantize(), ck.dense(lay))
+            if lay.k == 256:
+                assert np.array_equal(be.gemm(be.pack(w), x), be.gemm(ck.packed(lay, be), x))
+        assert permuted >= len(ck.layers) // 2
+        w.perm = w.perm.copy()
+        w.perm[0] = w.perm[1]
+        with pytest.raises(edgert.Error, match="perm") as e:
+            be.pack(w)
+        assert e.value.status == "E_USAGE"
+
+
 def test_model_generates_what_edgert_run_prints(tmp_path):
     """edgert.Model on a seeded test model: greedy tokens equal to `edgert
     run --json`'s (the CLI beside the library: build/bin or the prefix's
