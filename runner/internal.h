@@ -57,9 +57,9 @@ typedef struct rn_linears {
     unsigned count;
     uint32_t n;                /* the output's columns: sum of the parts' n */
     /* Act order the runner writes their input in (owned; NULL: the model's
-     * order): column j is input perm[j], input i goes to column inv[i]; the
-     * parts packed without it (runner/load.c, make_linears). */
-    uint32_t *perm, *inv;
+     * order): column j is input perm[j]; the parts packed without it
+     * (runner/load.c, make_linears). */
+    uint32_t *perm;
 } rn_linears;
 
 typedef struct rn_layer {

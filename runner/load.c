@@ -350,6 +350,7 @@ static edgert_status pack_q(edgert_model *m, const rn_q *q, const char *name, rn
 typedef struct rn_want {
     const char *name; /* "model.layers.3.self_attn.q_proj", "lm_head" */
     uint32_t n, k;
+    const uint32_t *rows; /* GPTQ parts: row j made of the file's row rows[j]; or NULL */
 } rn_want;
 
 /* The fp32 reference's weights of one layer: mapped dense values, or a GPTQ
@@ -386,11 +387,11 @@ static edgert_status dense_linear(edgert_model *m, const rn_src *s, rn_linear *o
 }
 
 /* Act order: when the parts (GPTQ, all of them) share one order, the
- * runner writes their input in it (dst->inv) and packs them without it,
+ * runner writes their input in it (dst->perm) and packs them without it,
  * instead of edgert_gemm gathering a copy of the input per call: the input
- * is made here anyway (a norm, the attention, silu(gate) up), and writing
- * it scattered costs nothing more, where the copy moved its lines between
- * the cores twice (SmolLM2, avx2-w4a16: 1.03-1.05x the step in order). */
+ * is made here anyway (a norm, the attention, silu(gate) up) and gathered
+ * in the same pass, where the copy moved its lines between the cores
+ * twice (SmolLM2, avx2-w4a16: 1.03-1.05x the step in order). */
 static edgert_status runner_order(edgert_qtensor *full, const rn_src *s, unsigned count,
                                   uint32_t k, rn_linears *dst, char *err, size_t len)
 {
@@ -400,13 +401,35 @@ static edgert_status runner_order(edgert_qtensor *full, const rn_src *s, unsigne
             return EDGERT_OK; /* orders of their own: edgert_gemm gathers each */
     if (!perm)
         return EDGERT_OK;
-    dst->perm = malloc((size_t)k * sizeof *dst->perm);
-    if (!(dst->inv = malloc((size_t)k * sizeof *dst->inv)) || !dst->perm)
+    if (!(dst->perm = malloc((size_t)k * sizeof *dst->perm)))
         return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
-    for (uint32_t j = 0; j < k; j++)
-        dst->perm[j] = perm[j], dst->inv[perm[j]] = j;
+    memcpy(dst->perm, perm, (size_t)k * sizeof *dst->perm);
     for (unsigned i = 0; i < count; i++)
         full[i].view.perm = NULL; /* packed as the sorted equivalent */
+    return EDGERT_OK;
+}
+
+/* t's rows in the order `rows` (row j becomes the file's row rows[j]). */
+static edgert_status permute_rows(edgert_qtensor *t, const uint32_t *rows, char *err, size_t len)
+{
+    const edgert_qweights *v = &t->view;
+    size_t stride = (v->k + 1) / 2, G = (v->k + v->group - 1) / v->group;
+    uint8_t *codes = malloc((size_t)v->n * stride);
+    uint8_t *zeros = t->zeros ? malloc((size_t)v->n * G) : NULL;
+    float *scales = malloc((size_t)v->n * G * sizeof *scales);
+    if (!codes || !scales || (t->zeros && !zeros)) {
+        free(codes), free(zeros), free(scales);
+        return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
+    }
+    for (uint32_t j = 0; j < v->n; j++) {
+        memcpy(codes + j * stride, t->codes + (size_t)rows[j] * stride, stride);
+        memcpy(scales + j * G, t->scales + (size_t)rows[j] * G, G * sizeof *scales);
+        if (zeros)
+            memcpy(zeros + j * G, t->zeros + (size_t)rows[j] * G, G);
+    }
+    free(t->codes), free(t->scales), free(t->zeros);
+    t->codes = codes, t->scales = scales, t->zeros = zeros;
+    t->view.codes = codes, t->view.scales = scales, t->view.zeros = zeros;
     return EDGERT_OK;
 }
 
@@ -450,6 +473,10 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
     for (unsigned i = 0; !st && i < count; i++) {
         if (s[i].l->symmetric != -1)
             st = edgert_checkpoint_layer_weights_v2(s[i].ck, s[i].idx, &full[i], err, len);
+        if (!st && w[i].rows)
+            st = s[i].l->symmetric != -1 ? permute_rows(&full[i], w[i].rows, err, len)
+                                         : er_fail(EDGERT_E_USAGE, err, len, "internal: rows "
+                                                   "of dense layer %s", w[i].name);
         uint32_t gi = s[i].l->symmetric != -1 ? full[i].view.group : group;
         uint32_t g0 = s[0].l->symmetric != -1 && !st ? full[0].view.group : group;
         fuse &= gi == g0 && (s[i].l->symmetric == -1) == (s[0].l->symmetric == -1);
@@ -593,20 +620,33 @@ static edgert_status load_layer(edgert_model *m, uint32_t i, uint32_t group, int
     static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
     for (int j = 0; j < 3; j++)
         snprintf(q[j], sizeof q[j], "model.layers.%u.self_attn.%s", i, qkv[j]);
-    rn_want wq[3] = {{q[0], nq, h}, {q[1], nkv, h}, {q[2], nkv, h}};
+    rn_want wq[3] = {{q[0], nq, h, NULL}, {q[1], nkv, h, NULL}, {q[2], nkv, h, NULL}};
     snprintf(p[0], sizeof p[0], "model.layers.%u.self_attn.o_proj", i);
     snprintf(p[1], sizeof p[1], "model.layers.%u.mlp.gate_proj", i);
     snprintf(p[2], sizeof p[2], "model.layers.%u.mlp.up_proj", i);
     snprintf(p[3], sizeof p[3], "model.layers.%u.mlp.down_proj", i);
-    rn_want wo = {p[0], h, nq}, wgu[2] = {{p[1], c->mlp, h}, {p[2], c->mlp, h}};
-    rn_want wd = {p[3], h, c->mlp};
+    rn_want wo = {p[0], h, nq, NULL};
+    rn_want wgu[2] = {{p[1], c->mlp, h, NULL}, {p[2], c->mlp, h, NULL}};
+    rn_want wd = {p[3], h, c->mlp, NULL};
     edgert_status st = linears(m, wq, 3, group, sym, &L->qkv, err, len);
     if (!st)
         st = linears(m, &wo, 1, group, sym, &L->o, err, len);
     if (!st)
-        st = linears(m, wgu, 2, group, sym, &L->gate_up, err, len);
-    if (!st)
         st = linears(m, &wd, 1, group, sym, &L->down, err, len);
+    /* down in act order and gate, up from GPTQ files: their rows in down's
+     * order, so silu(gate) up (elementwise) comes in it, and no pass over
+     * down's order is left (as ExLlama does); else the runner gathers */
+    rn_src sg, su;
+    if (!st && L->down.perm && !find_layer(m, p[1], c->mlp, h, &sg, err, len) &&
+        !find_layer(m, p[2], c->mlp, h, &su, err, len) && sg.l->symmetric != -1 &&
+        su.l->symmetric != -1)
+        wgu[0].rows = wgu[1].rows = L->down.perm;
+    if (!st)
+        st = linears(m, wgu, 2, group, sym, &L->gate_up, err, len);
+    if (!st && wgu[0].rows) {
+        free(L->down.perm);
+        L->down.perm = NULL;
+    }
     snprintf(v[0], sizeof v[0], "model.layers.%u.input_layernorm.weight", i);
     snprintf(v[1], sizeof v[1], "model.layers.%u.post_attention_layernorm.weight", i);
     snprintf(v[2], sizeof v[2], "model.layers.%u.self_attn.q_norm.weight", i);
@@ -677,7 +717,7 @@ static edgert_status load_weights(edgert_model *m, uint32_t group, char *err, si
         return er_fail(EDGERT_E_NOMEM, err, len, "out of memory");
     for (uint32_t i = 0; !st && i < c->layers; i++)
         st = load_layer(m, i, group, m->info.symmetric, err, len);
-    rn_want wh = {"lm_head", c->vocab, c->hidden};
+    rn_want wh = {"lm_head", c->vocab, c->hidden, NULL};
     if (!st)
         st = linears(m, &wh, 1, group, m->info.symmetric, &m->head, err, len);
     if (!st)
@@ -789,9 +829,8 @@ static void free_linears(rn_linears *ls)
         free(ls->part[i].owned);
         free(ls->part[i].name);
     }
-    free(ls->inv);
     free(ls->perm);
-    ls->inv = ls->perm = NULL;
+    ls->perm = NULL;
 }
 
 void rn_unload_layers(edgert_model *m)
