@@ -31,7 +31,6 @@ struct edgert_packed {
     uint32_t *inv; /* act order: column of input i, the inverse of edgert_qweights.perm; or NULL */
 };
 
-/* The weights' perm, when their struct_size covers it. */
 /* p->inv = the inverse of w's perm, which is checked to be a permutation of
  * 0 .. k-1 (E_USAGE otherwise: x's columns would go outside the row, or
  * two to one place); nothing to do without one. */
