@@ -137,27 +137,87 @@ void er_tol_token(const er_tol_model *tm, const float *x, uint32_t k, uint32_t g
     memcpy(xr, x, (size_t)k * sizeof *xr);
 }
 
+/* Four partial sums of each kind, in two vectors of two doubles (GCC's
+ * vector extension: SSE2 on x86-64's baseline, NEON on AArch64), added at
+ * the end. The scalar loop, one chain of adds per sum, took half of an
+ * `edgert verify` run. The order differs from a sequential loop's; either
+ * errs by at most k 2^-53 S, 2^-29 of the oracle's own bound (K+2) 2^-24 S. */
+typedef double sum2 __attribute__((vector_size(2 * sizeof(double))));
+typedef long long bits2 __attribute__((vector_size(2 * sizeof(double))));
+
+static sum2 load2(const double *p)
+{
+    sum2 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static sum2 load2f(const float *p)
+{
+    return (sum2){(double)p[0], (double)p[1]};
+}
+
+static sum2 abs2(sum2 v)
+{
+    return (sum2)((bits2)v & ~(bits2)(sum2){-0.0, -0.0});
+}
+
+static double total(sum2 a, sum2 b, double tail)
+{
+    sum2 t = a + b;
+    return (t[0] + t[1]) + tail;
+}
+
+/* The tail k % 4 (and the whole of a k below 4): plain sums. */
+static void tail_sums(const float *xr, const double *dx, const double *wd, const double *wz,
+                      size_t c, size_t n, double t[5])
+{
+    for (; c < n; c++) {
+        double xv = (double)xr[c], p = xv * wd[c];
+        t[0] += p;
+        t[1] += fabs(p);
+        t[2] += fabs(xv) * wz[c];
+        if (dx) {
+            t[3] += dx[c] * fabs(wd[c]);
+            t[4] += dx[c] * wz[c];
+        }
+    }
+}
+
 void er_tol_sums_of(const er_tol_model *tm, const float *xr, const double *dx, const double *wd,
                     const double *wz, uint32_t k, er_tol_sums *s)
 {
-    double y = 0, S = 0, Z = 0, A = 0, ZA = 0;
-    for (uint32_t c = 0; c < k; c++) {
-        double xv = (double)xr[c];
-        double p = xv * wd[c];
-        y += p;
-        S += fabs(p);
-        Z += fabs(xv) * wz[c];
+    sum2 y0 = {0}, y1 = {0}, S0 = {0}, S1 = {0}, Z0 = {0}, Z1 = {0};
+    size_t n = k, n4 = n - n % 4;
+    for (size_t c = 0; c < n4; c += 4) {
+        sum2 x0 = load2f(xr + c), x1 = load2f(xr + c + 2);
+        sum2 p0 = x0 * load2(wd + c), p1 = x1 * load2(wd + c + 2);
+        y0 += p0;
+        y1 += p1;
+        S0 += abs2(p0);
+        S1 += abs2(p1);
+        Z0 += abs2(x0) * load2(wz + c);
+        Z1 += abs2(x1) * load2(wz + c + 2);
     }
-    if (dx) {
+    sum2 A0 = {0}, A1 = {0}, ZA0 = {0}, ZA1 = {0};
+    if (dx)
         /* A = Σ (u16 |x| + dx) |w|; ZA the same for the folded terms */
-        for (uint32_t c = 0; c < k; c++) {
-            A += dx[c] * fabs(wd[c]);
-            ZA += dx[c] * wz[c];
+        for (size_t c = 0; c < n4; c += 4) {
+            sum2 d0 = load2(dx + c), d1 = load2(dx + c + 2);
+            A0 += d0 * abs2(load2(wd + c));
+            A1 += d1 * abs2(load2(wd + c + 2));
+            ZA0 += d0 * load2(wz + c);
+            ZA1 += d1 * load2(wz + c + 2);
         }
-        A += tm->u16 * S;
-        ZA += tm->u16 * Z;
+    double t[5] = {0};
+    tail_sums(xr, dx, wd, wz, n4, n, t);
+    er_tol_sums r = {total(y0, y1, t[0]), total(S0, S1, t[1]), total(Z0, Z1, t[2]),
+                     total(A0, A1, t[3]), total(ZA0, ZA1, t[4])};
+    if (dx) {
+        r.A += tm->u16 * r.S;
+        r.ZA += tm->u16 * r.Z;
     }
-    *s = (er_tol_sums){y, S, Z, A, ZA};
+    *s = r;
 }
 
 static double gamma_of(uint32_t k)
