@@ -44,11 +44,20 @@ typedef struct verify_result {
     char worst_case[256];      /**< the output with the worst err/tolerance */
     char reference[96];        /**< what fidelity compares with (the dense weights) */
     char activations[32];      /**< the activation dtype the tolerance model used */
+    char oracle_of[64];        /**< "" or, for the reference beside `--backend NAME`, NAME:
+                                    no cases of its own (each of NAME's cases checked it
+                                    against the double loop), its fidelity alone */
 } verify_result;
 
 /** Verify one backend (correctness + fidelity). Returns EDGERT_OK when it ran
  *  (r->correct says whether it passed); an error when it could not run. */
 edgert_status verify_backend(edgert_ctx *ctx, const cli *c, const workload *w, const char *backend,
                              verify_result *r, char *err, size_t err_len);
+
+/** The reference's fidelity beside `of`, verified by verify_backend just
+ *  before: no correctness cases of its own, since each of `of`'s cases
+ *  checked the reference against an independent double-precision loop. */
+edgert_status verify_oracle_fidelity(edgert_ctx *ctx, const cli *c, const workload *w,
+                                     const char *of, verify_result *r, char *err, size_t err_len);
 
 #endif

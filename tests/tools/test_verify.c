@@ -2,7 +2,8 @@
  * tests/tools/test_verify.c — `edgert verify` as a user runs it: the reference
  * backend passes and reports its fidelity; an unknown or ineligible backend
  * is exit 3; a backend with a subtle arithmetic bug (tests/plugins/tp_wrong.c)
- * FAILS correctness with exit 1. JSON is parsed back with libyaml.
+ * FAILS correctness with exit 1, and so does a correct one beside a wrong
+ * reference (tests/plugins/tp_wrong_oracle.c). JSON is parsed back with libyaml.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -189,13 +190,53 @@ static void test_verify_catches_wrong_backend(void **state)
     assert_non_null(first);
     assert_true(strstr(first, "tolerance") != NULL || strstr(first, "reference") != NULL);
     assert_non_null(strstr(first, "k=2048")); /* the only K of its cases past 1024 */
-    /* the reference is reported next to it, and passes */
+    /* the reference is reported next to it, and passes: its fidelity alone,
+     * each of the backend's cases having checked it against the double loop */
     yaml_node_t *ref = result_of(&y, root, "ref-w4a16");
     assert_string_equal(sval(&y, ref, "correct"), "true");
+    assert_string_equal(sval(&y, ref, "oracle_of"), "test-wrong-long-k");
+    assert_int_equal((int)nval(&y, ref, "cases"), 0);
+    assert_true(nval(&y, ref, "top1_agreement") > 0.0);
     er_yaml_free(&y);
     tu_rmrf(jdir);
     free(out);
     free(lib);
+    tu_rmrf(dir);
+}
+
+/* A wrong oracle: a "ref-w4a16" with test-wrong-long-k's bug. Verify of a
+ * correct backend beside it runs no cases of the reference's own, yet fails
+ * (exit 1), each case having checked the oracle against the double loop. */
+static void test_verify_catches_wrong_oracle(void **state)
+{
+    (void)state;
+    SKIP_UNDER_QEMU();
+    char *dir = tu_tmpdir();
+    char *bad = tu_plugin("tp_wrong_oracle"), *good = tu_plugin("tp_good");
+    free(tu_manifest(dir, "ref.yaml", "ref-w4a16", bad, NULL, NULL));
+    free(tu_manifest(dir, "good.yaml", "test-good", good, NULL, NULL));
+    char *wl = small_workload(dir);
+    char args[8192], *out;
+    snprintf(args, sizeof args,
+             "verify --json --tokens 8 --workload %s --manifests %s --backend test-good", wl, dir);
+    free(wl);
+    int rc = run(args, &out);
+    er_yaml y;
+    char *jdir;
+    yaml_node_t *root = parse(out, &y, &jdir);
+    if (rc != 1)
+        fail_msg("verify beside a wrong oracle exited %d, expected 1:\n%.3000s", rc, out);
+    yaml_node_t *r = result_of(&y, root, "test-good");
+    assert_string_equal(sval(&y, r, "correct"), "false");
+    const char *first = sval(&y, r, "first_failure");
+    if (!first || !strstr(first, "the oracle is broken") || !strstr(first, "k=2048"))
+        fail_msg("first failure: %s", first ? first : "(none)");
+    assert_string_equal(sval(&y, result_of(&y, root, "ref-w4a16"), "oracle_of"), "test-good");
+    er_yaml_free(&y);
+    tu_rmrf(jdir);
+    free(out);
+    free(bad);
+    free(good);
     tu_rmrf(dir);
 }
 
@@ -247,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_verify_exit_codes),
         cmocka_unit_test(test_verify_reference),
         cmocka_unit_test(test_verify_catches_wrong_backend),
+        cmocka_unit_test(test_verify_catches_wrong_oracle),
         cmocka_unit_test(test_verify_passes_w4a8),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
