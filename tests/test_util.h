@@ -332,6 +332,18 @@ __attribute__((unused, format(printf, 3, 4))) static void tu_skip_line(const cha
         skip();                                                                                   \
     } while (0)
 
+/* A case whose code is the same on every arch (the CLI's own logic, over the
+ * portable reference backend): the native builds run it, plain and under
+ * ASan; a cross build under qemu user-mode emulation (EDGERT_TEST_EMULATED,
+ * some 25x slower) reports it skipped, with `took` what it took there, and
+ * spends CI's ARM64 stage on what depends on the arch. */
+#if EDGERT_TEST_EMULATED
+#define TU_SKIP_EMULATED(took)                                                                    \
+    tu_skip("the same on every arch, and the native builds run it (under qemu %s)", took)
+#else
+#define TU_SKIP_EMULATED(took) ((void)0)
+#endif
+
 /* ---- load beside a test: busy loops --------------------------------------
  *
  * tu_burners_start: a busy loop on every CPU, twice over, so each runnable

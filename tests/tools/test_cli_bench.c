@@ -71,6 +71,7 @@ static void test_bench_peaks_without_amx_backend(void **state)
 static void test_bench_in_cache_skips(void **state)
 {
     (void)state;
+    TU_SKIP_EMULATED("11 s");
     char *dir = tu_tmpdir(), *out = NULL, args[1024];
     assert_non_null(dir);
     char *wl = tu_write(dir, "wl.yaml",
@@ -244,6 +245,7 @@ static void test_bench_json(void **state)
 static void test_bench_versus(void **state)
 {
     (void)state;
+    TU_SKIP_EMULATED("14 s");
     char *out;
     /* no --repeat: the default pairs */
     assert_int_equal(run("bench" READ
@@ -323,6 +325,7 @@ static void test_bench_versus(void **state)
 static void test_bench_group(void **state)
 {
     (void)state;
+    TU_SKIP_EMULATED("7 s");
     /* refusals: without --versus, a group no layout has, a command without it, with
      * --weights (whose groups are the file's) */
     assert_int_equal(run("bench --group 64 --weights no-such.safetensors", NULL), 2);
@@ -378,6 +381,7 @@ static void test_bench_group(void **state)
 static void test_bench_paired_read(void **state)
 {
     (void)state;
+    TU_SKIP_EMULATED("10 s");
     char *out;
     assert_int_equal(run("bench" READ
                          " --backend ref-w4a16 --phase decode --paired-read --repeat 7 "

@@ -1,14 +1,12 @@
 /*
- * tests/tools/test_cli_files.c — files a user names on the `edgert` command line
- * that are not what they should be: a FIFO or a device where a file
- * belongs (refused, never read: reading a FIFO blocks), and workload files
- * with the faults the YAML layer catches in manifests (duplicate keys,
- * runaway nesting, misspelt keys), each at its line and column; options
- * an operator gets wrong; and an output file's writer killed half way
- * (Ctrl-C during `edgert pack`), or `edgert export` stopped by Ctrl-C,
- * which leave nothing behind; `edgert export` killed outright, whose
- * work folder the next export removes; and a first-contact verdict cache
- * that cannot be used, said.
+ * tests/tools/test_cli_files.c — files a user names on the `edgert` command line that
+ * are not what they should be: a FIFO or a device where a file belongs (refused, never
+ * read: reading a FIFO blocks), and workload files with the faults the YAML layer catches
+ * in manifests (duplicate keys, runaway nesting, misspelt keys), each at its line and
+ * column; options an operator gets wrong; and an output file's writer killed half way
+ * (Ctrl-C during `edgert pack`), or `edgert export` stopped by Ctrl-C, which leave
+ * nothing behind; `edgert export` killed outright, whose work folder the next export
+ * removes; and a first-contact verdict cache that cannot be used, said.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -247,6 +245,7 @@ static char *dense_of(const char *dir, const char *file, const char *const *name
 static void test_quantize_head(void **state)
 {
     (void)state;
+    TU_SKIP_EMULATED("21 s");
     char *dir = tu_tmpdir(), args[4400], err[1024] = "", *out = NULL;
     static const struct {
         const char *names[3];
@@ -599,6 +598,7 @@ static void fake_work(const char *dir, const char *name, int marked, int previou
 static void test_export_killed_swept(void **state)
 {
     (void)state;
+    TU_SKIP_EMULATED("24 s");
     char *dir = tu_tmpdir(), first[256] = "", said[4096], path[4400], args[8400], *out;
     char left[1024], any[256];
     int err_fd;

@@ -82,14 +82,14 @@ static void test_verify_reference(void **state)
 {
     (void)state;
     char *out;
-#if (EDGERT_TEST_EMULATED && defined(__aarch64__)) || defined(__SANITIZE_ADDRESS__)
-    /* Under qemu the reference alone (36 of the 69 s with neon-w4a16): the
-     * verify_neon_w4a16_* tests (tests/CMakeLists.txt) verify each of its
-     * paths on the model that has it, on the tiny workload; only its
-     * fidelity on spark-1.7b's shapes is not run here. Under ASan too: each
-     * x86 backend's kernels run under it in its own suite (odd shapes
-     * against the reference), and verifying all of them here took 146 s of
-     * CI's 30 minutes with three eligible; the native build verifies them. */
+    /* under qemu the reference's verify on spark-1.7b's shapes took 47 s:
+     * its arithmetic on ARM64 is test_ref's, its paths' verify_neon_w4a16_*'s */
+    TU_SKIP_EMULATED("47 s");
+#if defined(__SANITIZE_ADDRESS__)
+    /* Under ASan the reference alone: each x86 backend's kernels run under it
+     * in its own suite (odd shapes against the reference), and verifying all
+     * of them here took 146 s of CI's 30 minutes with three eligible; the
+     * plain build verifies them. */
     int rc = run("verify --quick --json --tokens 16 --backend ref-w4a16", &out);
 #else
     int rc = run("verify --quick --json --tokens 16", &out);
@@ -138,17 +138,8 @@ static void test_verify_exit_codes(void **state)
     free(out);
 }
 
-/* The test plugins' cases check verify's own logic, the same on every arch,
- * and the native builds run them (plain and under ASan); under qemu they took
- * 54 and 45 s of this program's 135, each checking the reference's 196 cases
- * once more, so an emulated build reports them skipped. */
-#if EDGERT_TEST_EMULATED
-#define SKIP_UNDER_QEMU() tu_skip("verify's own logic, which the native builds run (%s)", \
-                                  "about 50 s under qemu")
-#else
-#define SKIP_UNDER_QEMU() ((void)0)
-#endif
-
+/* The test plugins' cases check verify's own logic, the same on every arch:
+ * under qemu they took 54 and 45 s of this program's 135 (TU_SKIP_EMULATED). */
 /* A small workload for the test plugins' runs: their verdict comes from the
  * correctness pass, so fidelity needs no 16384-row head (slow under qemu). */
 static char *small_workload(const char *dir)
@@ -166,7 +157,7 @@ static char *small_workload(const char *dir)
 static void test_verify_catches_wrong_backend(void **state)
 {
     (void)state;
-    SKIP_UNDER_QEMU();
+    TU_SKIP_EMULATED("about 50 s");
     char *dir = tu_tmpdir();
     char *lib = tu_plugin("tp_wrong_long_k");
     free(tu_manifest(dir, "wrong.yaml", "test-wrong-long-k", lib, NULL, NULL));
@@ -210,7 +201,7 @@ static void test_verify_catches_wrong_backend(void **state)
 static void test_verify_catches_wrong_oracle(void **state)
 {
     (void)state;
-    SKIP_UNDER_QEMU();
+    TU_SKIP_EMULATED("as long as the two beside it");
     char *dir = tu_tmpdir();
     char *bad = tu_plugin("tp_wrong_oracle"), *good = tu_plugin("tp_good");
     free(tu_manifest(dir, "ref.yaml", "ref-w4a16", bad, NULL, NULL));
@@ -245,7 +236,7 @@ static void test_verify_catches_wrong_oracle(void **state)
 static void test_verify_passes_w4a8(void **state)
 {
     (void)state;
-    SKIP_UNDER_QEMU();
+    TU_SKIP_EMULATED("about 50 s");
     char *dir = tu_tmpdir();
     char *lib = tu_plugin("tp_w4a8");
     free(tu_manifest(dir, "w4a8.yaml", "test-w4a8", lib,
