@@ -47,6 +47,7 @@ typedef struct verify_result {
     char oracle_of[64];        /**< "" or, for the reference beside `--backend NAME`, NAME:
                                     no cases of its own (each of NAME's cases checked it
                                     against the double loop), its fidelity alone */
+    int oracle_failed;         /**< a case found the reference off the double loop */
 } verify_result;
 
 /** Verify one backend (correctness + fidelity). Returns EDGERT_OK when it ran

@@ -405,12 +405,13 @@ static void judge_case(const vrun *v, uint32_t m, uint32_t n, uint32_t k, size_t
                  b->i, wr, b->got, v->self ? "exact" : "reference",
                  b->want, b->err, b->tol);
     }
-    if (!v->self && o->ratio > 1.0)
+    if (!v->self && o->ratio > 1.0) {
+        r->oracle_failed = 1;
         record_failure(r, "m=%u n=%u k=%u: the REFERENCE disagrees with the double "
                        "loop: y[%u][%zu] = %.9g, exact %.9g (|err| %.3g > %.3g); "
                        "the oracle is broken", m, n, k, o->i, wref,
                        o->got, o->want, o->err, o->tol);
-    else if (b->ratio > 1.0)
+    } else if (b->ratio > 1.0)
         record_failure(r, "m=%u n=%u k=%u%s: y[%u][%zu] = %.9g, %s %.9g (|err| "
                        "%.3g > tolerance %.3g, ratio %.3g)", m, n, k,
                        ldx > k ? " (ldx > k)" : "", b->i, wr, b->got,

@@ -222,7 +222,9 @@ static void test_verify_catches_wrong_oracle(void **state)
     const char *first = sval(&y, r, "first_failure");
     if (!first || !strstr(first, "the oracle is broken") || !strstr(first, "k=2048"))
         fail_msg("first failure: %s", first ? first : "(none)");
-    assert_string_equal(sval(&y, result_of(&y, root, "ref-w4a16"), "oracle_of"), "test-good");
+    yaml_node_t *ref = result_of(&y, root, "ref-w4a16");
+    assert_string_equal(sval(&y, ref, "oracle_of"), "test-good");
+    assert_string_equal(sval(&y, ref, "correct"), "false"); /* that run's verdict on it */
     er_yaml_free(&y);
     tu_rmrf(jdir);
     free(out);
