@@ -60,6 +60,9 @@ typedef struct rn_linears {
      * order): column j is input perm[j]; the parts packed without it
      * (runner/load.c, make_linears). */
     uint32_t *perm;
+    /* The output's columns in the order its rn_want asked (rows), which
+     * make_linears follows only when every part is GPTQ; else 0. */
+    int in_rows;
 } rn_linears;
 
 typedef struct rn_layer {

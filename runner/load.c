@@ -350,7 +350,9 @@ static edgert_status pack_q(edgert_model *m, const rn_q *q, const char *name, rn
 typedef struct rn_want {
     const char *name; /* "model.layers.3.self_attn.q_proj", "lm_head" */
     uint32_t n, k;
-    const uint32_t *rows; /* GPTQ parts: row j made of the file's row rows[j]; or NULL */
+    /* row j made of the file's row rows[j] (or NULL), when every part is
+     * GPTQ (dst->in_rows says whether it was) */
+    const uint32_t *rows;
 } rn_want;
 
 /* The fp32 reference's weights of one layer: mapped dense values, or a GPTQ
@@ -469,14 +471,14 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
         return reference_linears(m, s, w, count, dst, err, len);
     /* canonical forms: GPTQ layers whole (they are converted whole anyway) */
     edgert_qtensor full[RN_MAX_PARTS] = {0};
-    int fuse = count > 1;
+    int fuse = count > 1, rows = w[0].rows != NULL;
+    for (unsigned i = 0; i < count; i++)
+        rows &= s[i].l->symmetric != -1;
     for (unsigned i = 0; !st && i < count; i++) {
         if (s[i].l->symmetric != -1)
             st = edgert_checkpoint_layer_weights_v2(s[i].ck, s[i].idx, &full[i], err, len);
-        if (!st && w[i].rows)
-            st = s[i].l->symmetric != -1 ? permute_rows(&full[i], w[i].rows, err, len)
-                                         : er_fail(EDGERT_E_USAGE, err, len, "internal: rows "
-                                                   "of dense layer %s", w[i].name);
+        if (!st && rows)
+            st = permute_rows(&full[i], w[i].rows, err, len);
         uint32_t gi = s[i].l->symmetric != -1 ? full[i].view.group : group;
         uint32_t g0 = s[0].l->symmetric != -1 && !st ? full[0].view.group : group;
         fuse &= gi == g0 && (s[i].l->symmetric == -1) == (s[0].l->symmetric == -1);
@@ -487,6 +489,7 @@ static edgert_status make_linears(edgert_model *m, const rn_want *w, unsigned co
     }
     if (!st)
         st = runner_order(full, s, count, w[0].k, dst, err, len);
+    dst->in_rows = rows;
     uint64_t codes = (uint64_t)dst->n * ((w[0].k + 1) / 2);
     unsigned slices = count == 1 && codes > RN_SLICE_BYTES
                           ? (unsigned)((codes + RN_SLICE_BYTES - 1) / RN_SLICE_BYTES) : 1;
@@ -633,17 +636,14 @@ static edgert_status load_layer(edgert_model *m, uint32_t i, uint32_t group, int
         st = linears(m, &wo, 1, group, sym, &L->o, err, len);
     if (!st)
         st = linears(m, &wd, 1, group, sym, &L->down, err, len);
-    /* down in act order and gate, up from GPTQ files: their rows in down's
-     * order, so silu(gate) up (elementwise) comes in it, and no pass over
+    /* down in act order: gate's and up's rows in down's order, where both
+     * are GPTQ, so silu(gate) up (elementwise) comes in it, and no pass over
      * down's order is left (as ExLlama does); else the runner gathers */
-    rn_src sg, su;
-    if (!st && L->down.perm && !find_layer(m, p[1], c->mlp, h, &sg, err, len) &&
-        !find_layer(m, p[2], c->mlp, h, &su, err, len) && sg.l->symmetric != -1 &&
-        su.l->symmetric != -1)
+    if (!st && L->down.perm)
         wgu[0].rows = wgu[1].rows = L->down.perm;
     if (!st)
         st = linears(m, wgu, 2, group, sym, &L->gate_up, err, len);
-    if (!st && wgu[0].rows) {
+    if (!st && L->gate_up.in_rows) {
         free(L->down.perm);
         L->down.perm = NULL;
     }
