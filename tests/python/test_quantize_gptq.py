@@ -158,13 +158,11 @@ def test_closer_to_the_dense_model_than_rtn(work, edgert_cli):
 
 @pytest.mark.skipif(THIN, reason="under a sanitizer or qemu 9 runs take a minute: the native "
                     "build runs them")
-def test_act_order_two_ways(work, edgert_cli):
-    """An act-order model on every eligible backend that takes it: the
-    runner writing each GEMM's input in the layer's order itself gives the
-    logits, bit for bit, that edgert_gemm's own gather gives on the same
-    file packed (run --packed), whose GEMMs test_checkpoint_act_order checks
-    against the sorted equivalent."""
-    d, _ = quantize(edgert_cli, work, "sym", True, "two-ways", "--act-order")
+def two_ways(edgert_cli, work, d, tag):
+    """The backends on which the runner's logits for model folder d equal,
+    bit for bit, those of the same file packed (run --packed), where
+    edgert_gemm gathers each act-order layer's input itself; every eligible
+    in-process backend whose layout takes the file is checked."""
     model = os.path.join(d, "model.safetensors")
     ids = "5,77,300,12,9,1000,64,3"
     ran = []
@@ -173,18 +171,87 @@ def test_act_order_two_ways(work, edgert_cli):
         if not c.get("eligible") or not c.get("runs_in_process"):
             continue
         b = c["name"]
-        packed = work["root"] / f"two-ways-{b}.packed"
+        packed = work["root"] / f"{tag}-{b}.packed"
         if cli(edgert_cli, "pack", model, "--backend", b, "-o", packed, check=False).returncode:
             continue  # its layout does not take the file
         logits = []
         for extra in ([], ["--packed", packed]):
-            out = work["root"] / f"two-ways-{b}-{len(extra)}.bin"
+            out = work["root"] / f"{tag}-{b}-{len(extra)}.bin"
             cli(edgert_cli, "run", d, "--backend", b, "--prompt-ids", ids, "--max-new-tokens", 6,
                 "--ignore-eos", "--logits", out, *extra)
             logits.append(open(out, "rb").read())
         assert logits[0] and logits[0] == logits[1], b
         ran.append(b)
+    return ran
+
+
+def act_order_sym(edgert_cli, work):
+    """The sym act-order model, quantized once for the tests that run it."""
+    if "act_order_sym" not in work:
+        work["act_order_sym"], _ = quantize(edgert_cli, work, "sym", True, "two-ways",
+                                            "--act-order")
+    return work["act_order_sym"]
+
+
+def test_act_order_two_ways(work, edgert_cli):
+    """An act-order model on every eligible backend that takes it: the
+    runner writing each GEMM's input in the layer's order itself gives the
+    logits, bit for bit, that edgert_gemm's own gather gives on the same
+    file packed (run --packed), whose GEMMs test_checkpoint_act_order checks
+    against the sorted equivalent."""
+    ran = two_ways(edgert_cli, work, act_order_sym(edgert_cli, work), "two-ways")
     print("act order, the runner's order and edgert_gemm's gather agree on", ran)
+    assert ran
+
+
+def read_st(path):
+    """A safetensors file's tensors {name: (dtype, shape, bytes)} and its
+    metadata, read here, not by edgert."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        data = f.read()
+    meta = header.pop("__metadata__", None)
+    return {k: (t["dtype"], t["shape"], data[t["data_offsets"][0]:t["data_offsets"][1]])
+            for k, t in header.items()}, meta
+
+
+def write_st(path, tensors, meta):
+    header, at = {}, 0
+    for k, (dtype, shape, raw) in tensors.items():
+        header[k] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + len(raw)]}
+        at += len(raw)
+    if meta:
+        header["__metadata__"] = meta
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h)
+        for _, _, raw in tensors.values():
+            f.write(raw)
+
+
+def test_act_order_down_beside_dense_gate_up(work, edgert_cli):
+    """down in act order while gate and up are dense (a file no writer here
+    makes, mixed by hand from the act-order one and the dense model): the
+    runner cannot put gate's and up's rows in down's order, so it gathers
+    silu(gate) up into it (silu_mul_gather), and the logits still equal
+    edgert_gemm's own gather's, bit for bit. A gather reading gate where it
+    should read up fails this."""
+    src = act_order_sym(edgert_cli, work)
+    d = work["root"] / "mixed"
+    d.mkdir(exist_ok=True)
+    for f in ("config.json", "quantize_config.json"):
+        shutil.copy(os.path.join(src, f), d)
+    q, meta = read_st(os.path.join(src, "model.safetensors"))
+    dense, _ = read_st(os.path.join(work["dense"], "model.safetensors"))
+    mlp = (".mlp.gate_proj.", ".mlp.up_proj.")
+    q = {k: v for k, v in q.items() if not any(p in k for p in mlp)}
+    q.update({k: v for k, v in dense.items() if any(p in k for p in mlp)})
+    assert sum(k.endswith("down_proj.g_idx") for k in q) == 2  # the tiny model's two layers
+    write_st(d / "model.safetensors", q, meta)
+    ran = two_ways(edgert_cli, work, str(d), "mixed")
+    print("act-order down beside dense gate and up: the two ways agree on", ran)
     assert ran
 
 
