@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,24 @@
 #include "sandbox/sandbox.h"
 #include "evidence/evidence.h"
 #include "weights/checkpoint.h"
+
+/* The handle's log: the integrator's callback, else stderr, at the level
+ * options or EDGERT_LOG_LEVEL set. Every step logs through it (and a
+ * plugin, through the host table: load/host.c). */
+void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
+{
+    if ((int)lvl > ctx->log_level)
+        return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (ctx->log)
+        ctx->log(ctx->log_user, lvl, buf);
+    else
+        fprintf(stderr, "edgert: %s\n", buf);
+}
 
 /* a ; or : list, as PATH-minded operators write, works too (names hold
  * neither: docs/manifest.md) */

@@ -162,7 +162,7 @@ void er_cand_detail(er_cand *c, const char *fmt, ...) __attribute__((format(prin
  *  the first failure's explanation), for every message that refuses it. */
 void er_cand_why_not(const er_cand *c, char *buf, size_t len);
 
-/* host.c (load/): the core's log. */
+/* context.c: the handle's log, which every step writes to. */
 void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -1,6 +1,7 @@
 /*
  * core/load/host.c — what the core offers a plugin: the host table (plugin.h's
- * edgert_host: logging, allocation, the thread pool), and the core's own log.
+ * edgert_host: logging into the core's log (context.c), allocation, the
+ * thread pool).
  * One table per candidate, valid from the entry call until the plugin is
  * unloaded; host_ctx is the candidate, so every service reaches its handle.
  */
@@ -13,23 +14,6 @@
 
 #include "context/context.h"
 #include "load/load.h"
-
-/* ---- the core's log ------------------------------------------------------- */
-
-void er_log(struct edgert_ctx *ctx, edgert_log_level lvl, const char *fmt, ...)
-{
-    if ((int)lvl > ctx->log_level)
-        return;
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (ctx->log)
-        ctx->log(ctx->log_user, lvl, buf);
-    else
-        fprintf(stderr, "edgert: %s\n", buf);
-}
 
 /* ---- the host table ------------------------------------------------------ */
 
