@@ -184,8 +184,28 @@ static void silu_mul_512(const float *g, const float *u, float *a, uint32_t n)
     }
 }
 
+/* silu_mul_512's values in the order perm gives (a[i] = silu(g[perm[i]])
+ * u[perm[i]]), the same operations on the same lanes' values: the bits of
+ * silu_mul_512 followed by a gather, which the act-order MLP needs (a
+ * down projection whose rows follow its GPTQ order beside dense gate and
+ * up; runner/forward.c). The portable one (expf) gave other bits than
+ * silu_mul_512 (test_runner_attn). */
+static void silu_mul_gather_512(const float *g, const float *u, const uint32_t *perm, float *a,
+                                uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i += 16) {
+        __mmask16 m = n - i >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        __m512i ix = _mm512_maskz_loadu_epi32(m, perm + i);
+        __m512 x = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, ix, g, 4);
+        __m512 uv = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, ix, u, 4);
+        __m512 e = exp_512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        __m512 y = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_mask_storeu_ps(a + i, m, _mm512_mul_ps(y, uv));
+    }
+}
+
 const rn_attn_kern rn_attn_avx512 = {"AVX-512F",    4,
                                      qk_512,        softmax_512,
                                      pv_512,        silu_mul_512,
-                                     rn_kv_put_f32, rn_silu_mul_gather_c,
+                                     rn_kv_put_f32, silu_mul_gather_512,
                                      rn_gather_c};
