@@ -36,8 +36,31 @@ static void explain_contention(const edgert_candidate *k, int ind)
  * reason, how many more, and the first failure's detail. Its figure is the
  * ranking's, said once there; layout, plugin_name, checksum, figures as
  * measured and the manifest's notes are --explain=full's. */
+/* A backend rejected because it is not meant for this kind of device at
+ * all (another arch or device class): the short form names those in one row
+ * (explain_not_for_device), the full form gives each its own. */
+static int not_for_device(const edgert_candidate *k)
+{
+    return !k->eligible && k->reason_count > 0 &&
+           (strcmp(k->reasons[0], "WRONG_ARCH") == 0 ||
+            strcmp(k->reasons[0], "WRONG_DEVICE_CLASS") == 0);
+}
+
+static void explain_not_for_device(edgert_ctx *ctx)
+{
+    char names[512] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < edgert_candidate_count(ctx); i++)
+        if (not_for_device(edgert_candidate_at(ctx, i)) && ++n)
+            text_append(names, sizeof names, ", ", edgert_candidate_at(ctx, i)->name);
+    if (n > 0)
+        tprintf("  not for this device: %s (WRONG_ARCH or WRONG_DEVICE_CLASS)\n", names);
+}
+
 static void explain_candidate_short(const edgert_candidate *k, int r)
 {
+    if (not_for_device(k))
+        return;
     if (!k->eligible) {
         tprintf("  %-16s rejected  %s", k->name, k->reason_count ? k->reasons[0] : "?");
         if (k->reason_count > 1)
@@ -240,8 +263,13 @@ static void explain_read_rate(const account *a)
         for (size_t q = r; q < a->n; q++)
             if (a->why[q].read_gbs == gbs)
                 text_append(names, sizeof names, ", ", name_at(a, q));
-        tprintf("  %s compared at one read rate, %.1f GB/s (their first contacts met memory at "
-                "different moments): each figure scaled by it over its own read\n", names, gbs);
+        /* why, where the row has room for it (a row each: this section fits a
+         * screen with five eligible backends); 'edgert select --help' says it */
+        char line[768];
+        snprintf(line, sizeof line, "  %s compared at one read rate, %.1f GB/s", names, gbs);
+        if (strlen(line) + 45u <= 98u)
+            text_append(line, sizeof line, "", " (each figure scaled by it over its own read)");
+        tprintf("%s\n", line);
         said = gbs;
     }
 }
@@ -276,9 +304,8 @@ static void explain_decode_source(const account *a)
                     "measurement (%s), as a calibrated backend has no quick figure; run 'edgert "
                     "calibrate' again\n", names[0] ? names : "some of them");
         else if (named == ranks)
-            tprintf("  decode measured here is first contact's quick measurement: 'edgert "
-                    "calibrate' has not measured these backends' current builds yet (run it to "
-                    "rank by its rounds)\n");
+            tprintf("  decode: first contact's quick measurement ('edgert calibrate' has not "
+                    "measured these builds)\n");
         else if (names[0] || !runs[0])
             tprintf("  decode measured here is first contact's quick measurement, for every "
                     "backend of the tier: 'edgert calibrate' has no rounds for %s in its current "
@@ -486,20 +513,19 @@ static void explain_setting(const cli *c, edgert_ctx *ctx, const edgert_device *
             tprintf("  %zu. %s  [%s]\n", i + 1, folder, origin);
         }
         tprintf("\nmanifests found: %zu\n", n);
-    } else {
-        tprintf("\nmanifests found: %zu, in %zu folders searched (--explain=full lists them)\n",
-                n, edgert_search_path_count(ctx));
     }
     int problems = 0;
     for (size_t i = 0; i < edgert_diag_count(ctx); i++)
         problems |= edgert_diag_at(ctx, i)->level <= EDGERT_LOG_WARN;
     if (problems) {
-        tprintf("problems (those files were skipped, the rest were used):\n");
+        tprintf("%sproblems (those files were skipped, the rest were used):\n", full ? "" : "\n");
         print_diags(ctx, stdout, EDGERT_LOG_WARN);
     }
-    if (!full) {
-        tprintf("\nverdicts (gates in the order they run, %sas 'edgert select --help' lists "
-                "them):\n", c->weights ? "the layout of --weights among them, " : "");
+    if (!full) { /* the folders: --explain=full */
+        tprintf("\nverdicts of %zu manifests found in %zu folders (gates in the order 'edgert "
+                "select --help' lists them%s):\n",
+                n, edgert_search_path_count(ctx),
+                c->weights ? ", the layout of --weights among them" : "");
         return;
     }
     /* The gate list is literal text, not an argument: tprintf shows a newline
@@ -538,15 +564,29 @@ void explain(const cli *c, edgert_ctx *ctx, const edgert_selection *sel)
             explain_candidate(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
         else
             explain_candidate_short(edgert_candidate_at(ctx, i), edgert_selection_rank(sel, i));
+    if (c->explain < 2)
+        explain_not_for_device(ctx);
     /* Evidence notes (info level) matter to a newcomer reading the ranking. */
     if (!d->planned) {
-        const char *ev = edgert_evidence_path(ctx);
-        tprintf("\nevidence measured on this device: %s\n",
-                ev ? ev : "(no evidence file can be named)");
+        const char *ev = edgert_evidence_path(ctx), *only = NULL;
+        size_t notes = 0;
         for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
             const edgert_diag *g = edgert_diag_at(ctx, i);
-            if (g->level == EDGERT_LOG_INFO && g->file && ev && strcmp(g->file, ev) == 0)
-                tprintf("  %s\n", g->message);
+            if (g->level == EDGERT_LOG_INFO && g->file && ev && strcmp(g->file, ev) == 0 &&
+                ++notes == 1)
+                only = g->message;
+        }
+        /* one short note ("no evidence file yet") beside the path, else a row each */
+        if (notes == 1 && strlen(only) <= 24) {
+            tprintf("\nevidence measured on this device: %s (%s)\n", ev, only);
+        } else {
+            tprintf("\nevidence measured on this device: %s\n",
+                    ev ? ev : "(no evidence file can be named)");
+            for (size_t i = 0; i < edgert_diag_count(ctx); i++) {
+                const edgert_diag *g = edgert_diag_at(ctx, i);
+                if (g->level == EDGERT_LOG_INFO && g->file && ev && strcmp(g->file, ev) == 0)
+                    tprintf("  %s\n", g->message);
+            }
         }
     }
     if (c->explain < 2)
