@@ -60,8 +60,10 @@
  *     - 2^-16 max over the token: a 16-bit integer form with one scale per
  *       token (max -> 32767, rounded to nearest).
  *     A = Σ_k |Δx_k| |w_ik| with that bound.
- *   int8 activations (per-token symmetric: s = max|x| / 127 in fp32,
- *     x^ = s round(x / s)): EMULATED — R runs on fp32(x^) (not x), so B must
+ *   int8 activations (symmetric per token, s = max|x| / 127 in fp32,
+ *     x^ = s round(x / s); or per group of the manifest's
+ *     layout.activation_group_size inputs along K, the same with each
+ *     group's max): EMULATED — R runs on fp32(x^) (not x), so B must
  *     match the reference run on x^ to the accumulation bound. Where x / s
  *     lies within a relative 2^-20 of a rounding tie, a kernel that computes
  *     x / s differently (x * (127 / max), a reciprocal) may pick the other
@@ -93,7 +95,8 @@ int verify_tol_model(const edgert_candidate *k, er_tol_model *tm, char *err, siz
 {
     const char *d = k->effective_activation_dtype ? k->effective_activation_dtype
                                                   : k->layout.activation_dtype;
-    return er_tol_model_for(k->name, d, k->layout.activation_bits, ER_TOL_EMULATE_INT8, tm, err,
+    return er_tol_model_for(k->name, d, k->layout.activation_bits, k->activation_group_size,
+                            ER_TOL_EMULATE_INT8, tm, err,
                             err_len);
 }
 

@@ -42,16 +42,19 @@ static void model_text(er_tol_model *tm)
                      tm->dtype);
             break;
         }
+        char span[40] = "token";
+        if (tm->act_group != 0u)
+            snprintf(span, sizeof span, "group of %u inputs", tm->act_group);
         snprintf(tm->text, sizeof tm->text,
-                 "%s activations, emulated (reference on s*round(x/s), s=max|x|/127 per token): "
+                 "%s activations, emulated (reference on s*round(x/s), s=max|x|/127 per %s): "
                  "|y-y_ref| <= sum_ties s|w| + (K+2)u(Z_b+S_ref) + 4u(Z_b+S_b), u=2^-24",
-                 tm->dtype);
+                 tm->dtype, span);
         break;
     }
 }
 
-int er_tol_model_for(const char *backend, const char *dtype, int bits, unsigned flags,
-                     er_tol_model *tm, char *err, size_t err_len)
+int er_tol_model_for(const char *backend, const char *dtype, int bits, int act_group,
+                     unsigned flags, er_tol_model *tm, char *err, size_t err_len)
 {
     static const char *const fp32[] = {"fp32", "f32", "float32", "float", NULL};
     static const char *const bf16[] = {"bf16", "bfloat16", NULL};
@@ -73,6 +76,7 @@ int er_tol_model_for(const char *backend, const char *dtype, int bits, unsigned 
     } else if (dtype_is(d, int8) || (!*d && bits == 8)) {
         tm->kind = ER_TOL_INT8;
         tm->emulated = (flags & ER_TOL_EMULATE_INT8) != 0;
+        tm->act_group = act_group > 0 ? (uint32_t)act_group : 0u;
     } else {
         edgert_errf(err, err_len,
                     "%s: cannot derive a correctness tolerance for activation dtype '%s' (%d "
@@ -84,8 +88,9 @@ int er_tol_model_for(const char *backend, const char *dtype, int bits, unsigned 
     return 0;
 }
 
-/* int8 per token: s = max|x| / 127 in fp32 (what a kernel computes),
- * x^ = s * round(x / s); the oracle gets fp32(x^). */
+/* int8 over one scale's span (a token, or a group of its inputs): s =
+ * max|x| / 127 in fp32 (what a kernel computes), x^ = s * round(x / s);
+ * the oracle gets fp32(x^). */
 static void int8_token(const float *x, uint32_t k, double mx, float *xr, double *dx)
 {
     float s = (float)mx / 127.0f;
@@ -116,7 +121,16 @@ void er_tol_token(const er_tol_model *tm, const float *x, uint32_t k, uint32_t g
         if (fabs((double)x[c]) > mx)
             mx = fabs((double)x[c]);
     if (tm->kind == ER_TOL_INT8 && tm->emulated) {
-        int8_token(x, k, mx, xr, dx);
+        /* one scale per act_group inputs (the last span may be short), or per token */
+        const uint32_t span = tm->act_group != 0u ? tm->act_group : k;
+        for (uint32_t c0 = 0; c0 < k; c0 += span) {
+            const uint32_t n = k - c0 < span ? k - c0 : span;
+            double gm = 0;
+            for (uint32_t c = c0; c < c0 + n; c++)
+                if (fabs((double)x[c]) > gm)
+                    gm = fabs((double)x[c]);
+            int8_token(x + c0, n, span == k ? mx : gm, xr + c0, dx + c0);
+        }
         return;
     }
     if (tm->kind == ER_TOL_INT8) /* one step of a per-token scale, whatever the form */

@@ -20,8 +20,10 @@
  * relative part, folded into A through S) plus 2^-13 of the group's largest
  * |x| and 2^-16 of the token's (dx below); for int8, two models:
  *   - emulated (ER_TOL_EMULATE_INT8: `edgert verify`, tight): the oracle
- *     computes with x^ = s round(x / s), s = max|x| / 127 per token, and dx
- *     is s where x / s is within 2^-20 of a rounding tie;
+ *     computes with x^ = s round(x / s), s = max|x| / 127 per token, or per
+ *     group of act_group inputs along K when the manifest's
+ *     layout.activation_group_size says so, and dx is s where x / s is
+ *     within 2^-20 of a rounding tie;
  *   - any int8 form (first contact's check, a gate that must pass every
  *     correct kernel): the oracle computes with x, and dx = max_token|x| /
  *     127, one whole step of a per-token scale, which bounds any rounding
@@ -43,6 +45,7 @@ typedef enum { ER_TOL_FP32 = 0, ER_TOL_16BIT = 1, ER_TOL_INT8 = 2 } er_tol_kind;
 typedef struct er_tol_model {
     er_tol_kind kind;
     int emulated;    /* int8: the emulated model (ER_TOL_EMULATE_INT8) */
+    uint32_t act_group; /* int8, emulated: inputs per activation scale; 0: the token */
     double u16;      /* 16-bit: relative unit roundoff of the form */
     char dtype[32];  /* the activation dtype it was derived for */
     char text[256];  /* the bound, in one line */
@@ -52,10 +55,12 @@ typedef struct er_tol_model {
 #define ER_TOL_EMULATE_INT8 1u
 
 /** The model of `backend`'s activation dtype `dtype` (the manifest's, as it
- *  applies on the device; NULL or "" with `bits` alone). 0, or -1 with err
- *  naming the backend when no tolerance can be derived for it. */
-int er_tol_model_for(const char *backend, const char *dtype, int bits, unsigned flags,
-                     er_tol_model *tm, char *err, size_t err_len);
+ *  applies on the device; NULL or "" with `bits` alone); `act_group`: the
+ *  manifest's layout.activation_group_size (int8: inputs per activation
+ *  scale, 0 per token). 0, or -1 with err naming the backend when no
+ *  tolerance can be derived for it. */
+int er_tol_model_for(const char *backend, const char *dtype, int bits, int act_group,
+                     unsigned flags, er_tol_model *tm, char *err, size_t err_len);
 
 /** One token's activations x[0..k): what the oracle computes with, into
  *  xr[0..k) (x, or x^ for int8), and the absolute part of |Δx| per element

@@ -54,6 +54,7 @@ void er_cand_publish(struct edgert_ctx *ctx, er_cand *c)
          strcmp(m->activation_dtype, "bf16") == 0)
             ? m->fallback_dtype
             : m->activation_dtype;
+    p->activation_group_size = m->activation_group_size;
     p->runs_in_process = m->runs_in_process;
     p->verified = m->verified;
     p->reference = m->reference;

@@ -57,7 +57,8 @@ const char *const er_manifest_abi_keys[] = {"min", "max", NULL};
 const char *const er_manifest_requires_keys[] = {"cpu_flags", NULL};
 const char *const er_manifest_layout_keys[] = {
     "format", "weight_bits", "group_size", "symmetric", "activation_dtype", "activation_bits",
-    "bits_per_weight", "fallback_dtype", "group_sizes", "partial_groups", NULL,
+    "bits_per_weight", "fallback_dtype", "group_sizes", "partial_groups",
+    "activation_group_size", NULL,
 };
 const char *const er_manifest_declared_keys[] = {
     "decode_tokens_per_s", "prefill_gflops", "top1_agreement", "kl_mean", "measured_on", NULL,
@@ -615,6 +616,15 @@ static void read_layout(mreader *r, yaml_node_t *root, er_manifest *m)
         m->activation_bits = (int)v;
     } else if (dtype_rc == 0) {
         m->activation_bits = dtype_width;
+    }
+    if (integer(r, layout, "activation_group_size", 0, 0, 65536, &v) == 0) {
+        if (dtype_rc == 0 && m->activation_bits != 8)
+            fail_field(r, er_yaml_get(&r->y, layout, "activation_group_size"),
+                       "activation_group_size",
+                       "is the span of an int8 activation scale; activation_dtype %s is not "
+                       "int8: leave the field out",
+                       m->activation_dtype);
+        m->activation_group_size = (int)v;
     }
 
     number(r, layout, "bits_per_weight", 1, 0.0, 1, 32.0, "greater than 0 and at most 32",

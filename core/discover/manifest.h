@@ -36,6 +36,9 @@ typedef struct er_manifest {
     uint32_t group_sizes[ER_MANIFEST_MAX_GROUP_SIZES];
     unsigned n_group_sizes;
     int group_sizes_any, partial_groups;
+    /** layout.activation_group_size: int8 activations, the inputs along K
+     *  one scale covers; 0 (absent): one scale per token. */
+    int activation_group_size;
     double bits_per_weight;
     int runs_in_process, verified, reference;
     char *plugin_options;  /**< optional default init options */

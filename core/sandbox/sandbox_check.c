@@ -251,7 +251,8 @@ int er_sb_check_arithmetic(er_cand *c, sb_result *r)
                                                           : c->m.activation_dtype;
     er_tol_model tm;
     char err[300];
-    if (er_tol_model_for(c->m.name, dtype, c->m.activation_bits, 0u, &tm, err, sizeof err) != 0)
+    if (er_tol_model_for(c->m.name, dtype, c->m.activation_bits, c->m.activation_group_size, 0u,
+                         &tm, err, sizeof err) != 0)
         return ck_fail(r, "%s", err); /* no bound: not judged, so not trusted */
     const uint32_t g = c->m.group_size > 0 ? (uint32_t)c->m.group_size : 128u;
     if (ck_one_k(c, &tm, 2u * g, g, r) != 0)

@@ -296,6 +296,11 @@ typedef struct edgert_candidate {
      *  (edgert_evidence.decode_rounds_repeated); 0 when none or not
      *  calibrated. */
     unsigned measured_rounds_repeated;
+    /** The manifest's layout.activation_group_size: with int8 activations,
+     *  how many inputs along K share one activation scale (the backend
+     *  quantizes each token's activations per group of that many); 0, one
+     *  scale per token. `edgert verify` emulates that form. */
+    int activation_group_size;
 } edgert_candidate;
 
 /** A diagnostic collected while opening: bad manifests, duplicates, warnings. */

@@ -5,8 +5,9 @@
  *
  * W4A8 (architecture.md, Selection, the speed choice): symmetric int4 weights (zero point
  * fixed at 8, GPTQ's symmetric form), one scale per (column, group of 128),
- * activations quantized to int8 per token at run time, integer dot
- * products, fp32 epilogue.
+ * activations quantized to int8 at run time with a scale per group of 128
+ * inputs (or per token: option act_scale=token), integer dot products, fp32
+ * epilogue.
  *
  * ---- Packed layout "amx-w4a8/1" (one layout for decode and prefill, both paths) ----
  *
@@ -41,14 +42,27 @@
  * group) the kernels compute, all in int32 and exact,
  *   d = sum_k a_k q_k  -  8 sum_k a_k      (|d| <= 128 * 127 * 15 < 2^18)
  * with a the token's int8 codes, q the weight codes, and sum_k a_k over the
- * group computed once per (token, group) in prep; then in fp32
- *   y += s_w d      (per group)     and finally  y *= s_x   (per token),
- * or y += (s_w s_x) d per group (prefill). fp16 scales are exact in fp32.
+ * group computed once per (token, group) in prep; then in fp32, per group
+ * in group order from 0 and on every path in the same operations,
+ *   y = fma(d, s_w * s_g, y)     and finally  y *= s_x   (per token).
+ * fp16 scales are exact in fp32.
  *
- * Activations (prep, once per call and token, shared by every column):
- * m = max_k |x_k|, s_x = m / 127 (fp32), a_k = rint(x_k * (127 / m)) in
- * [-127, 127] (round half to even). A token that holds a NaN or an infinity
- * gets s_x = NaN: its whole output row is NaN. m = 0 gives a = 0, y = 0.
+ * Activations (prep, once per call and token, shared by every column), in
+ * one of two modes (option act_scale, the instance's):
+ *   group (default): one scale per group of 128 inputs, the weights'
+ *     group: m_g = max_{k in g} |x_k|, s_g = m_g / 127 (fp32), a_k =
+ *     rint(x_k * (127 / m_g)) in [-127, 127] (round half to even); s_x = 1.
+ *     A group of zeros gets a = 0, s_g = 0.
+ *   token: one scale per token, the form W4A8 had first: m = max_k |x_k|,
+ *     s_x = m / 127, a_k = rint(x_k * (127 / m)); s_g = 1, so s_w * s_g is
+ *     s_w exactly and the bits are the per-token kernel's.
+ * Why per group: a few outlier channels set a token's max, and with one
+ * scale per token every other channel's grid is that coarse. On `edgert
+ * verify`'s LLM-like activations (outlier channels) the group scale is
+ * what closes most of W4A8's gap to W4A16 on the same weights
+ * (docs/measurements.md has the figures).
+ * A token that holds a NaN or an infinity gets s_x = NaN in either mode:
+ * its whole output row is NaN. m = 0 gives a = 0, y = 0.
  *
  * ---- In memory, and as mappable bytes (plugin ABI 2) -----------------------------
  *
@@ -183,7 +197,10 @@ static inline size_t a8_scales_at(uint32_t groups, uint32_t g)
  *         fall in a few L1 sets). Rows are padded with zero rows to the
  *         prefill kernel's row pad.
  * asum8   int32 [m][groups]: 8 * sum of the group's codes
- * sx      fp32 [m]: the token's scale s_x (NaN: the row holds a non-finite x)
+ * sg      fp32 [rows][groups]: the group's activation scale s_g (1 in mode
+ *         token; the padding rows' 0): the epilogue multiplies s_w by it
+ * sx      fp32 [m]: the token's scale s_x (1 in mode group; NaN: the row
+ *         holds a non-finite x)
  * tile_scratch  path amx's prefill: A8_AMX_SCRATCH bytes per worker of the
  *         call (parallel_for's `worker`), 64-byte aligned; NULL otherwise
  */
@@ -198,7 +215,9 @@ typedef struct a8_job {
     size_t act_row_bytes;
     size_t act_group_bytes;
     int32_t *asum8;
+    float *sg;
     float *sx;
+    int act_group; /* activation scales per group (1) or per token (0) */
     uint8_t *tile_scratch;
     int pf_near; /* decode's prefetch reading one stream (PK_PF_*, a8_kern.h) */
     int pf_streams;   /* and reading `streams` panels side by side */

@@ -20,7 +20,7 @@
  *     d = sum a (q - 8), exact (|d| <= 128 * 127 * 8 < 2^18), stored;
  *     then the PREVIOUS block's epilogue, from the other half of a double
  *     buffer (the vector loads do not wait on tile stores just issued):
- *     acc = fma(d, s_w, acc) per (token, column), into the worker's fp32
+ *     acc = fma(d, s_w s_g, acc) per (token, column), into the worker's fp32
  *     accumulators (the chunk's tokens x 32 columns, contiguous: 64 KiB at
  *     A8_AMX_RC = 512, across the groups);
  *   then y = acc * s_x, once per (token, column).
@@ -126,17 +126,21 @@ A8_INLINE void amx_tiles(const a8_job *j, const unsigned two, uint32_t g, size_t
         AMX_TILE_STORE(1, cbuf[16], 64);
 }
 
-/* acc rows [0, 16) of a token block += d s_w, panel by panel. */
+/* acc rows [0, 16) of a token block += d s_w s_g, panel by panel (sg: the
+ * block's first token's s_g of this group, tokens `groups` floats apart;
+ * the padding rows' are 0). */
 A8_INLINE void amx_accumulate(const int32_t (*cbuf)[16], float (*acc)[AMX_COLS],
-                              const unsigned two, const __m512 *sw)
+                              const unsigned two, const __m512 *sw, const float *sg,
+                              uint32_t groups)
 {
     A8_UNROLL
     for (unsigned r = 0; r < AMX_RB; r++) {
+        const __m512 sgr = _mm512_set1_ps(sg[(size_t)r * groups]);
         for (unsigned q = 0; q < 1u + two; q++) {
             const __m512 d =
                 _mm512_cvtepi32_ps(_mm512_load_si512((const void *)cbuf[16u * q + r]));
             float *ap = acc[r] + q * A8_PANEL;
-            _mm512_store_ps(ap, _mm512_fmadd_ps(d, sw[q], _mm512_load_ps(ap)));
+            _mm512_store_ps(ap, _mm512_fmadd_ps(d, _mm512_mul_ps(sw[q], sgr), _mm512_load_ps(ap)));
         }
     }
 }
@@ -163,7 +167,8 @@ static void amx_chunk(const a8_job *j, size_t p0, const unsigned two, size_t r0,
                     amx_tiles(j, 1, g, r0 + b * AMX_RB, s->cbuf[b & 1u]);
                 if (b > 0)
                     amx_accumulate((const int32_t (*)[16])s->cbuf[(b - 1u) & 1u],
-                                   &s->acc[(b - 1u) * AMX_RB], 1, sw);
+                                   &s->acc[(b - 1u) * AMX_RB], 1, sw,
+                                   j->sg + (r0 + (b - 1u) * AMX_RB) * w->groups + g, w->groups);
             }
         } else {
             amx_load_b(s->wexp, 0);
@@ -172,7 +177,8 @@ static void amx_chunk(const a8_job *j, size_t p0, const unsigned two, size_t r0,
                     amx_tiles(j, 0, g, r0 + b * AMX_RB, s->cbuf[b & 1u]);
                 if (b > 0)
                     amx_accumulate((const int32_t (*)[16])s->cbuf[(b - 1u) & 1u],
-                                   &s->acc[(b - 1u) * AMX_RB], 0, sw);
+                                   &s->acc[(b - 1u) * AMX_RB], 0, sw,
+                                   j->sg + (r0 + (b - 1u) * AMX_RB) * w->groups + g, w->groups);
             }
         }
     }

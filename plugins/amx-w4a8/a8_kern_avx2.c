@@ -6,7 +6,7 @@
  *
  * The same packed layout and activations as the AVX-512 paths
  * (a8_internal.h). Per (token, column, group) the exact int32
- * d = sum a q - 8 sum a, then y = fma(d, s_w, y) per group and y * s_x, the
+ * d = sum a q - 8 sum a, then y = fma(d, s_w s_g, y) per group and y * s_x, the
  * same fp32 operations in the same order as path vnni's GEMV: the same bits
  * as its decode (tests/plugins/test_amx_w4a8.c).
  *
@@ -75,9 +75,17 @@ A8_AVX2_INLINE float row_max(const float *x, uint32_t k, int *bad)
     return _mm_cvtss_f32(m4);
 }
 
-/* a8_prep's arithmetic on AVX2: s_x = m / 127, a = rint(x * (127 / m))
- * clamped to [-127, 127] (vcvtps2dq rounds to nearest even, as a8_prep's
- * explicit rounding), 8 times each group's sum. */
+/* The largest |x| of one group of 128 (a8_prep's group mode). */
+A8_AVX2_INLINE float group_max(const float *x)
+{
+    int unused = 0;
+    return row_max(x, A8_GROUP, &unused);
+}
+
+/* a8_prep's arithmetic on AVX2, in either mode: the scale's max m (the
+ * group's or the token's), a = rint(x * (127 / m)) clamped to [-127, 127]
+ * (vcvtps2dq rounds to nearest even, as a8_prep's explicit rounding), 8
+ * times each group's sum, s_g and s_x. */
 void a8_avx2_prep(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a8_job *j = arg;
@@ -91,17 +99,27 @@ void a8_avx2_prep(void *arg, size_t begin, size_t end, unsigned worker)
         int8_t *a = j->act + i * j->act_row_bytes;
         const size_t gb = j->act_group_bytes;
         int32_t *asum8 = j->asum8 + i * groups;
+        float *sg = j->sg + i * groups;
         int bad = 0;
         const float m = row_max(x, k, &bad);
         if (bad || m == 0.0f) {
-            for (uint32_t g = 0; g < groups; g++)
+            for (uint32_t g = 0; g < groups; g++) {
                 memset(a + g * gb, 0, A8_GROUP);
+                sg[g] = 0.0f;
+            }
             memset(asum8, 0, groups * sizeof *asum8);
             j->sx[i] = bad ? NAN : 0.0f;
             continue;
         }
-        const __m256 inv = _mm256_set1_ps(127.0f / m);
         for (uint32_t g = 0; g < groups; g++) {
+            const float mg = j->act_group ? group_max(x + g * A8_GROUP) : m;
+            if (mg == 0.0f) { /* a group of zeros: codes 0, scale 0 */
+                memset(a + g * gb, 0, A8_GROUP);
+                asum8[g] = 0;
+                sg[g] = 0.0f;
+                continue;
+            }
+            const __m256 inv = _mm256_set1_ps(127.0f / mg);
             __m256i sum = _mm256_setzero_si256();
             for (uint32_t c = 0; c < A8_GROUP; c += 32u) {
                 __m256i q[4];
@@ -119,8 +137,9 @@ void a8_avx2_prep(void *arg, size_t begin, size_t end, unsigned worker)
                                     _mm256_permutevar8x32_epi32(b, order));
             }
             asum8[g] = 8 * hsum_epi32(sum);
+            sg[g] = j->act_group ? mg / 127.0f : 1.0f;
         }
-        j->sx[i] = m / 127.0f;
+        j->sx[i] = j->act_group ? 1.0f : m / 127.0f;
     }
 }
 
@@ -201,9 +220,11 @@ A8_AVX2_INLINE void panel_rows(const a8_job *j, size_t p, size_t r0, const unsig
             const __m256 sw = half_scales(w, p, g, h);
             A8_AVX2_UNROLL
             for (unsigned r = 0; r < R; r++) {
-                const int32_t s8 = j->asum8[(r0 + r) * w->groups + g];
-                __m256i d = _mm256_sub_epi32(acc[r][h], _mm256_set1_epi32(s8));
-                yacc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), sw, yacc[r][h]);
+                const size_t rg = (r0 + r) * w->groups + g;
+                __m256i d = _mm256_sub_epi32(acc[r][h], _mm256_set1_epi32(j->asum8[rg]));
+                yacc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
+                                             _mm256_mul_ps(sw, _mm256_set1_ps(j->sg[rg])),
+                                             yacc[r][h]);
             }
         }
     }

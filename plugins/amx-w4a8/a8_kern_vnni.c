@@ -6,7 +6,8 @@
  * Arithmetic (a8_internal.h): per (token, column, group) an exact int32
  * d = sum a q - 8 sum a from vpdpbusd (unsigned weight codes 0..15 times
  * signed activation codes -127..127; |partial sums| < 2^18, no overflow);
- * then fp32: y += s_w d per group, times s_x per token.
+ * then fp32: y = fma(d, s_w s_g, y) per group, times s_x per token (s_g the
+ * group's activation scale, 1 in mode token; s_x 1 in mode group).
  *
  * Decode: per panel the codes are streamed once (software prefetch) for up
  * to A8_DECODE_RB tokens, 64 bytes = 16 columns x 8 inputs per load feeding
@@ -45,6 +46,16 @@
 
 /* ---- activations -------------------------------------------------------------------- */
 
+/* The largest |x| of one group of 128 (a8_prep's group mode). */
+A8_INLINE float group_max(const float *x)
+{
+    __m512 mx = _mm512_setzero_ps();
+    A8_UNROLL
+    for (uint32_t c = 0; c < A8_GROUP; c += 16u)
+        mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(x + c)));
+    return _mm512_reduce_max_ps(mx);
+}
+
 void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
 {
     const a8_job *j = arg;
@@ -57,6 +68,7 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
         int8_t *a = j->act + i * j->act_row_bytes; /* group 0; group g act_group_bytes on */
         const size_t gb = j->act_group_bytes;
         int32_t *asum8 = j->asum8 + i * groups;
+        float *sg = j->sg + i * groups;
         __m512 mx = _mm512_setzero_ps();
         __mmask16 bad = 0;
         for (uint32_t c = 0; c < k; c += 16u) {
@@ -67,14 +79,23 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
         }
         const float m = _mm512_reduce_max_ps(mx);
         if (bad != 0 || m == 0.0f) {
-            for (uint32_t g = 0; g < groups; g++)
+            for (uint32_t g = 0; g < groups; g++) {
                 memset(a + g * gb, 0, A8_GROUP);
+                sg[g] = 0.0f;
+            }
             memset(asum8, 0, groups * sizeof *asum8);
             j->sx[i] = bad != 0 ? NAN : 0.0f;
             continue;
         }
-        const __m512 inv = _mm512_set1_ps(127.0f / m);
         for (uint32_t g = 0; g < groups; g++) {
+            const float mg = j->act_group ? group_max(x + g * A8_GROUP) : m;
+            if (mg == 0.0f) { /* a group of zeros: codes 0, scale 0 */
+                memset(a + g * gb, 0, A8_GROUP);
+                asum8[g] = 0;
+                sg[g] = 0.0f;
+                continue;
+            }
+            const __m512 inv = _mm512_set1_ps(127.0f / mg);
             __m512i sum = _mm512_setzero_si512();
             for (uint32_t c = g * A8_GROUP; c < (g + 1u) * A8_GROUP; c += 16u) {
                 __m512i q = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + c), inv),
@@ -86,8 +107,9 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
                                  _mm512_cvtepi32_epi8(q));
             }
             asum8[g] = 8 * _mm512_reduce_add_epi32(sum);
+            sg[g] = j->act_group ? mg / 127.0f : 1.0f;
         }
-        j->sx[i] = m / 127.0f;
+        j->sx[i] = j->act_group ? 1.0f : m / 127.0f;
     }
 }
 
@@ -159,8 +181,10 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
                 _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(acc[r][0], acc[r][2]), 4),
                                  _mm512_add_epi32(acc[r][1], acc[r][3])),
                 4);
-            d = _mm512_sub_epi32(d, _mm512_set1_epi32(j->asum8[(r0 + r) * w->groups + g]));
-            yacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sw, yacc[r]);
+            const size_t rg = (r0 + r) * w->groups + g;
+            d = _mm512_sub_epi32(d, _mm512_set1_epi32(j->asum8[rg]));
+            yacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+                                      _mm512_mul_ps(sw, _mm512_set1_ps(j->sg[rg])), yacc[r]);
         }
     }
     const __mmask16 mask = a8_panel_mask(w, p);
@@ -218,7 +242,8 @@ A8_INLINE void decode_streams(const a8_job *j, const size_t *pp, const unsigned 
                                  _mm512_add_epi32(acc[s][1], acc[s][3])),
                 4);
             d = _mm512_sub_epi32(d, _mm512_set1_epi32(j->asum8[g]));
-            yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d), sw, yacc[s]);
+            yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+                                      _mm512_mul_ps(sw, _mm512_set1_ps(j->sg[g])), yacc[s]);
         }
     }
     A8_UNROLL
@@ -338,7 +363,7 @@ static const pf_kern_fn pf_kerns[PF_RB][PF_PB] = {
 /* Tokens of a chunk: the fp32 sums of PF_RC tokens x PF_PB panels (24 KiB)
  * stay in an L1-resident buffer across all groups and reach y once (added
  * into y per group, 8 rows of y ldy * 4 bytes apart fell in the same few L1
- * sets). The arithmetic is the GEMV's: acc = fma(d_g, s_g, acc) per group
+ * sets). The arithmetic is the GEMV's: acc = fma(d_g, s_w s_g, acc) per group
  * in group order from 0, then y = acc * s_x, so both kernels (and path
  * amx's tiles) give the same bits at every m. */
 #define PF_RC 128u
@@ -353,12 +378,14 @@ static void pf_tile(const a8_job *j, const uint8_t *wexp, uint32_t g, size_t r0,
     const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * j->act_group_bytes;
     pf_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, out);
     for (unsigned r = 0; r < R; r++) {
-        const __m512i a8 = _mm512_set1_epi32(j->asum8[(r0 + r) * j->w->groups + g]);
+        const size_t rg = (r0 + r) * j->w->groups + g;
+        const __m512i a8 = _mm512_set1_epi32(j->asum8[rg]);
+        const __m512 sg = _mm512_set1_ps(j->sg[rg]);
         float *ar = acc + r * PF_ACC_ROW;
         for (unsigned p = 0; p < P; p++) {
             __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(out[r * P + p], a8));
             __m512 prev = g != 0u ? _mm512_load_ps(ar + p * A8_PANEL) : _mm512_setzero_ps();
-            _mm512_store_ps(ar + p * A8_PANEL, _mm512_fmadd_ps(d, sw[p], prev));
+            _mm512_store_ps(ar + p * A8_PANEL, _mm512_fmadd_ps(d, _mm512_mul_ps(sw[p], sg), prev));
         }
     }
 }

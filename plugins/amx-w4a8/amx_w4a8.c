@@ -1,8 +1,8 @@
 /*
  * plugins/amx-w4a8/amx_w4a8.c — entry, options, packing, dispatch and
  * self-test of the W4A8 backend: symmetric int4 weights (zero point 8, an
- * fp16 scale per column and group of 128), int8 activations per token,
- * integer dot products, fp32 epilogue. One library behind three manifests:
+ * fp16 scale per column and group of 128), int8 activations with a scale
+ * per group of 128 (or per token), integer dot products, fp32 epilogue. One library behind three manifests:
  * `amx-w4a8` (plugin_options path=amx), `avx512-w4a8` (path=vnni) and
  * `avx2-w4a8` (path=avx2).
  *
@@ -34,7 +34,9 @@
  * elsewhere auto for either, far-l1 or none, where m > 1 runs with far-l1;
  * with streams=auto fixed instead: near on Intel, else far-l1, for one
  * stream and none for 4),
- * "decode_max_m=<1..512>"
+ * "act_scale=<group|token>" (the activations' int8 scale: one per group of
+ * 128 inputs, the default, or one per token, the form W4A8 had first, kept
+ * to compare; a8_internal.h), "decode_max_m=<1..512>"
  * (the largest m that runs the streaming GEMV instead of the prefill
  * kernel; default: 16 on path vnni, 8 on path amx (a8_internal.h has
  * the measurements); an option so the crossover can be measured again with
@@ -65,6 +67,7 @@ static const pk_blob_id a8_blob = {
 typedef struct a8_state {
     const edgert_host *host; /* first: pk_fini and pk_packed_free find it */
     a8_path path;
+    int act_group;           /* act_scale: per group (1, default) or per token (0) */
     uint32_t decode_max_m;
     edgert_range_fn prep;    /* the path's activation prep, GEMV and prefill */
     edgert_range_fn decode;
@@ -73,7 +76,7 @@ typedef struct a8_state {
     int pf_streams;          /* and reading `streams` at m = 1 */
     unsigned streams;        /* decode, m = 1: panels read side by side */
     pk_pf_auto pf_auto;      /* where one of them is PK_PF_AUTO (plugin_kit.h) */
-    char describe[448];      /* the path's description, the prefetch and streams */
+    char describe[576];      /* the path's description, the prefetch and streams */
 } a8_state;
 
 typedef struct a8_flag {
@@ -110,11 +113,11 @@ static const a8_flag a8_amx_flags[] = {{EDGERT_CPU_AMX_TILE, "amx_tile"},
 static const char *const a8_path_names[A8_PATH_COUNT] = {
     [A8_PATH_VNNI] = "vnni", [A8_PATH_AMX] = "amx", [A8_PATH_AVX2] = "avx2"};
 static const char *const a8_describe_text[A8_PATH_COUNT] = {
-    [A8_PATH_VNNI] = "vnni: int8 activations per token, AVX512_VNNI vpdpbusd for decode "
+    [A8_PATH_VNNI] = "vnni: int8 activations %s, AVX512_VNNI vpdpbusd for decode "
                      "(GEMV) and prefill, exact int32 group sums, fp32 epilogue",
-    [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSSD, int8 activations per token, "
+    [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSSD, int8 activations %s, "
                     "exact int32 group sums); decode as path vnni (vpdpbusd GEMV)",
-    [A8_PATH_AVX2] = "avx2: int8 activations per token, AVX2 vpmaddubsw GEMV for every m, "
+    [A8_PATH_AVX2] = "avx2: int8 activations %s, AVX2 vpmaddubsw GEMV for every m, "
                      "exact int32 group sums, fp32 epilogue (path vnni's decode bits)",
 };
 
@@ -131,9 +134,11 @@ static const char *a8_missing_amx_flag(uint64_t flags)
 /* Parse the blank-separated options (a later one wins, as here always;
  * avx512-w4a16 takes each once). 0 on success. */
 static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
-                            uint32_t *decode_max_m, pk_tuning *t, char *err, size_t err_len)
+                            int *act_group, uint32_t *decode_max_m, pk_tuning *t, char *err,
+                            size_t err_len)
 {
     *auto_path = 1;
+    *act_group = 1;
     *decode_max_m = 0; /* 0: the path's default */
     *t = (pk_tuning){-1, 0u}; /* not given: a8_decode_defaults */
     const char *s = options != NULL ? options : "";
@@ -171,6 +176,19 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
                             (int)vl, v);
                 return -1;
             }
+        } else if (len > 10u && strncmp(s, "act_scale=", 10u) == 0) {
+            const char *v = s + 10;
+            const size_t vl = len - 10u;
+            if (vl == 5u && strncmp(v, "group", 5u) == 0) {
+                *act_group = 1;
+            } else if (vl == 5u && strncmp(v, "token", 5u) == 0) {
+                *act_group = 0;
+            } else {
+                edgert_errf(err, err_len,
+                            A8_NAME ": init: unknown act_scale '%.*s' (accepted: group, token)",
+                            (int)vl, v);
+                return -1;
+            }
         } else if (len > 13u && strncmp(s, "decode_max_m=", 13u) == 0) {
             char num[16] = {0};
             const size_t vl = len - 13u;
@@ -192,7 +210,7 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
         } else {
             edgert_errf(err, err_len,
                         A8_NAME ": init: unknown option '%.*s' (accepted: "
-                                "path=auto|amx|vnni|avx2, "
+                                "path=auto|amx|vnni|avx2, act_scale=group|token, "
                                 "decode_max_m=N, prefetch=far|near|none|far-l1|auto, "
                                 "streams=1|2|4|auto)",
                         (int)len, s);
@@ -290,9 +308,11 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
         return rc;
     int auto_path = 1;
     a8_path path = A8_PATH_VNNI;
+    int act_group = 1;
     uint32_t decode_max_m = 0;
     pk_tuning tuning;
-    if (a8_parse_options(options, &auto_path, &path, &decode_max_m, &tuning, err, err_len) != 0)
+    if (a8_parse_options(options, &auto_path, &path, &act_group, &decode_max_m, &tuning, err,
+                         err_len) != 0)
         return EDGERT_E_USAGE;
 
     const uint64_t flags = host->cpu_flags;
@@ -333,6 +353,7 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     }
     st->host = host;
     st->path = path;
+    st->act_group = act_group;
     st->decode_max_m = decode_max_m != 0u         ? decode_max_m
                        : path == A8_PATH_AMX  ? A8_DECODE_MAX_M
                        : path == A8_PATH_AVX2 ? UINT32_MAX /* its GEMV for every m */
@@ -349,8 +370,10 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     char pf[320];
     pk_decode_describe(pf, sizeof pf, pf_said, st->pf_near, st->pf_streams, st->streams,
                        &st->pf_auto);
-    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s",
-             a8_describe_text[path], pf);
+    char what[224];
+    snprintf(what, sizeof what, a8_describe_text[path],
+             act_group ? "per group of 128" : "per token (act_scale=token)");
+    snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s", what, pf);
     *state = st;
     host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
               a8_path_names[path], asked_auto ? " (auto)" : " (forced)");
@@ -590,8 +613,9 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
 
     /* Per-call scratch: the tokens' int8 codes (rows padded with zero rows
      * to the AMX token block in prefill), 8 * their group sums, their
-     * scales: (m + 31) k + m (4 k / 128 + 4) bytes at most; on path amx's
-     * prefill also A8_AMX_SCRATCH (72 KiB) per thread of the pool. */
+     * group scales (padding rows too: 0) and token scales: (m + 31) k +
+     * (2 m + 31) 4 k / 128 + 4 m bytes at most; on path amx's prefill also
+     * A8_AMX_SCRATCH (72 KiB) per thread of the pool. */
     const edgert_host *host = st->host;
     const int decode = args->m <= st->decode_max_m;
     const size_t pad = decode ? 1u : A8_AMX_ROW_PAD;
@@ -599,10 +623,12 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
     /* path amx's prefill: group-major codes, its accumulators and tiles */
     const int tiles = !decode && st->path == A8_PATH_AMX;
     const size_t kb = a8_round64(w->k);
-    size_t act_bytes, sums_bytes, total;
+    size_t act_bytes, sums_bytes, sg_bytes, sx_off, total;
     if (pk_mul(kb, rows, &act_bytes) != 0 ||
-        pk_mul((size_t)args->m, (size_t)w->groups * 4u + 4u, &sums_bytes) != 0 ||
-        pk_add(act_bytes, sums_bytes, &total) != 0) {
+        pk_mul((size_t)args->m, (size_t)w->groups * 4u, &sums_bytes) != 0 ||
+        pk_mul(rows, (size_t)w->groups * 4u, &sg_bytes) != 0 ||
+        pk_add(act_bytes, sums_bytes, &sx_off) != 0 || pk_add(sx_off, sg_bytes, &sx_off) != 0 ||
+        pk_add(sx_off, (size_t)args->m * 4u, &total) != 0) {
         edgert_errf(err, err_len, A8_NAME ": gemm on '%s' [m=%u]: scratch size overflows size_t",
                     w->name, (unsigned)args->m);
         return EDGERT_E_NOMEM;
@@ -633,15 +659,20 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
     const int gmajor = !decode;
     const size_t row_bytes = gmajor ? A8_GROUP : kb;
     const size_t group_bytes = gmajor ? rows * A8_GROUP : A8_GROUP;
-    if (rows > args->m) /* padding tokens: zeros, computed but never stored */
+    if (rows > args->m) { /* padding tokens: zeros, computed but never stored */
         for (uint32_t g = 0; g < (gmajor ? w->groups : 1u); g++)
             memset(scratch + g * group_bytes + (size_t)args->m * row_bytes, 0,
                    (rows - args->m) * row_bytes);
+        memset(scratch + act_bytes + sums_bytes + (size_t)args->m * w->groups * 4u, 0,
+               (rows - args->m) * w->groups * 4u);
+    }
     a8_job job = {
         .w = w, .m = args->m, .x = args->x, .ldx = args->ldx, .y = args->y, .ldy = args->ldy,
         .act = (int8_t *)scratch, .act_row_bytes = row_bytes, .act_group_bytes = group_bytes,
         .asum8 = (int32_t *)(void *)(scratch + act_bytes),
-        .sx = (float *)(void *)(scratch + act_bytes) + (size_t)args->m * w->groups,
+        .sg = (float *)(void *)(scratch + act_bytes + sums_bytes),
+        .sx = (float *)(void *)(scratch + sx_off),
+        .act_group = st->act_group,
         .tile_scratch = tiles ? scratch + tile_off : NULL,
         .pf_near = st->pf_near,
         .pf_streams = st->pf_streams,
@@ -678,21 +709,19 @@ static edgert_status a8_gemm(void *state, const void *packed, const edgert_gemm_
 static void a8_effective_x(const void *state, const float *x, uint32_t k, uint32_t group,
                            double *out)
 {
-    (void)state;
-    (void)group; /* one scale per row, whatever the weights' group */
-    float m = 0.0f;
-    for (uint32_t c = 0; c < k; c++)
-        m = fabsf(x[c]) > m ? fabsf(x[c]) : m;
-    if (m == 0.0f) {
-        for (uint32_t c = 0; c < k; c++)
-            out[c] = 0.0;
-        return;
-    }
-    const float inv = 127.0f / m, s = m / 127.0f;
-    for (uint32_t c = 0; c < k; c++) {
-        float q = rintf(x[c] * inv);
-        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-        out[c] = (double)q * (double)s;
+    const a8_state *st = state;
+    (void)group; /* the weights' group, 128 here: the scale's span is A8_GROUP or k */
+    const uint32_t span = st != NULL && st->act_group ? A8_GROUP : k;
+    for (uint32_t c0 = 0; c0 < k; c0 += span) {
+        float m = 0.0f;
+        for (uint32_t c = c0; c < c0 + span; c++)
+            m = fabsf(x[c]) > m ? fabsf(x[c]) : m;
+        const float inv = m != 0.0f ? 127.0f / m : 0.0f, s = m / 127.0f;
+        for (uint32_t c = c0; c < c0 + span; c++) {
+            float q = rintf(x[c] * inv);
+            q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+            out[c] = (double)q * (double)s;
+        }
     }
 }
 
@@ -701,9 +730,10 @@ static void a8_effective_x(const void *state, const float *x, uint32_t k, uint32
  * activations as the kernel has them) and the canonical weights:
  *   scales stored as fp16 (11 significant bits, round to nearest): 2^-11 sum|x_e w|;
  *   the integer dot products are exact; per group one fp32 conversion
- *   (exact, |d| < 2^18) and one multiply-add or two multiplies, over at
- *   most K / 128 groups, plus the final multiply: (K / 128 + 3) 2^-24 sum|x_e w|
- *   relative to the terms, covered for K <= 2^12 by 2^-16 sum|x_e w|.
+ *   (exact, |d| < 2^18), the product s_w s_g and one multiply-add, over at
+ *   most K / 128 groups, plus the final multiply: (2 K / 128 + 3) 2^-24
+ *   sum|x_e w| relative to the terms, covered for K <= 2^12 by 2^-16
+ *   sum|x_e w| (67 < 256).
  */
 static double a8_self_test_bound(const void *state, uint32_t m, const pk_sums *s)
 {

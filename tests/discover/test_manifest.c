@@ -562,6 +562,9 @@ static const bad_case bad_cases[] = {
      "field 'layout.group_sizes': needs 'group_size', the layout's own group, beside it"},
     {"activation-bits-mismatch.yaml", 15, 20,
      "field 'layout.activation_bits': 8 disagrees with activation_dtype bf16"},
+    {"activation-group-not-int8.yaml", 15, 26,
+     "field 'layout.activation_group_size': is the span of an int8 activation scale; "
+     "activation_dtype bf16 is not int8"},
     {"activation-dtype-unknown.yaml", 14, 21,
      "field 'layout.activation_dtype': unknown dtype 'fp8'"},
     {"top1-out-of-range.yaml", 20, 19,

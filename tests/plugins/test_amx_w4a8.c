@@ -47,17 +47,22 @@
  * scale rounded to fp16 (as tools/verify_correct.c does, as GPTQ stores
  * them): the plugin's fp16 scales hold them exactly, so w_k = s_g (q_k - 8)
  * is the same real number for the plugin, for ref-w4a16 and for the test.
- * Activations are quantized by the plugin per token (a8_internal.h); the
- * test does it the same way, in the same fp32 operations as a8_prep and the
- * plugin's a8_effective_x: m = max_k |x_k|, inv = 127 / m, s_x = m / 127,
- * a_k = rint(x_k * inv) clamped to [-127, 127], x_e,k = s_x a_k. Same
- * operations, same codes: the test knows the plugin's activations exactly.
+ * Activations are quantized by the plugin per group of 128 (the default) or
+ * per token (act_scale=token; a8_internal.h); the test does it the same
+ * way, in the same fp32 operations as a8_prep and the plugin's
+ * a8_effective_x: m = max |x_k| over the scale's span (the group, or the
+ * token), inv = 127 / m, s = m / 127, a_k = rint(x_k * inv) clamped to
+ * [-127, 127], x_e,k = s a_k; as the plugin, s_g = s, s_x = 1 per group,
+ * s_g = 1, s_x = s per token. Same operations, same codes: the test knows
+ * the plugin's activations exactly.
  *
  * ---- Tolerance (derivation) ------------------------------------------------
  * u = 2^-24. For one output y[i][r], G = k / 128 groups, integer codes
  * a_k (token i) and q_k (column r), d_g = sum_{k in g} a_k (q_k - 8):
- *   exact  y* = sum_g s_x s_g d_g,   S = sum_k |x_e,k w_k| >= sum_g |s_x s_g d_g|.
- * The test forms y* in double: s_x s_g is exact (24 + 11 significant bits),
+ *   exact  y* = sum_g s_x s_g s_w,g d_g,   S = sum_k |x_e,k w_k| >= its terms,
+ * s_g the group's activation scale, s_w,g the column's weight scale (one of
+ * s_x and s_g is 1). The test forms y* in double: the product of the
+ * scales is exact (24 + 11 significant bits),
  * times d_g (|d_g| <= 128 * 127 * 8 < 2^17) exact (52 bits), G <= 16 terms
  * summed with error <= G 2^-53 S (the 2^-40 S below).
  * The plugin:
@@ -66,14 +71,15 @@
  *     8; sums < 2^18, no saturation), and its conversion to fp32 is exact
  *     (|d_g| < 2^24). No error before the epilogue.
  *   - the GEMV (m <= decode_max_m on either path), path vnni's register-
- *     tile prefill and path amx's tiles alike: y = fma(d_g, s_g, y) per
- *     group (one rounding each: G), then y * s_x (one): G + 1 roundings;
- *   So |y - y*| <= gamma_{G+1} S, gamma_n = n u / (1 - n u) < (n + 1) u here.
- *   Bound used:  B = (G + 3) u S + 2^-40 S + 1e-30
- *   ((G + 3) u: gamma_{G+1}'s G + 1 roundings plus two u of room for its
+ *     tile prefill and path amx's tiles alike: y = fma(d_g, s_w,g s_g, y)
+ *     per group (the product and the fma, two roundings each: 2G; the
+ *     product is exact per token, s_g = 1), then y * s_x (one): 2G + 1;
+ *   So |y - y*| <= gamma_{2G+1} S, gamma_n = n u / (1 - n u) < (n + 1) u here.
+ *   Bound used:  B = (2G + 3) u S + 2^-40 S + 1e-30
+ *   ((2G + 3) u: gamma_{2G+1}'s 2G + 1 roundings plus two u of room for its
  *   higher-order term; 2^-40 S: the double sum's own rounding; 1e-30: S = 0
  *   and underflow, which these magnitudes never reach). For k = 2048 that
- *   is 19 u S ~ 1.1e-6 S: one wrong activation code or a lost group fails,
+ *   is 35 u S ~ 2.1e-6 S: one wrong activation code or a lost group fails,
  *   and so does a scale off by one fp16 ulp, on most outputs (the test
  *   prints the largest |y - y*| / B it met: about 0.3).
  * ref-w4a16 computes in fp32 on fp32 activations: it is given fl(x_e) (the
@@ -208,7 +214,8 @@ static char *write_manifest(const char *dir, const char *file, const char *name,
                     "  cpu_flags: [avx512f, avx512bw, avx512vl, avx512_vnni]\n"
                     "processor: cpu\n"
                     "layout: {format: int4-sym-g128, weight_bits: 4, group_size: 128, "
-                    "symmetric: true, activation_dtype: int8, bits_per_weight: 4.125}\n"
+                    "symmetric: true, activation_dtype: int8, activation_group_size: 128, "
+                    "bits_per_weight: 4.125}\n"
                     "runs_in_process: true\n"
                     "verified: false\n"
                     "rationale: \"test manifest (tests/plugins/test_amx_w4a8.c): the library on "
@@ -296,6 +303,8 @@ static void fill_x(float *x, uint32_t m, uint32_t k, size_t ldx, uint64_t seed)
             x[i * ldx + c] = v;
         }
         x[i * ldx + (i * 7u) % k] = 0.0f;
+        if (i % 5u == 3u && k >= 256u) /* a group of zeros in a live row: its scale 0 */
+            memset(x + i * ldx + 128u, 0, 128u * sizeof *x);
         for (size_t c = k; c < ldx; c++)
             x[i * ldx + c] = NAN; /* padding of x must never be read into a result */
     }
@@ -317,10 +326,17 @@ static void sym_weights(uint32_t n, uint32_t k, uint64_t seed, const char *name,
     t->view.name = name;
 }
 
+/* The activations' scale modes (option act_scale): the span of one scale. */
+#define SPAN_GROUP 128u
+#define SPAN_TOKEN 0u
+
 /* One token's activations as the plugin quantizes them (a8_prep and
- * a8_effective_x, in the same fp32 operations): the codes into a, s_x
- * returned (NaN for a non-finite x, 0 for a zero row). */
-static float quantize_token(const float *x, uint32_t k, int8_t *a)
+ * a8_effective_x, in the same fp32 operations): the codes into a, each
+ * group's scale s_g into sg[k / 128], s_x returned (NaN for a non-finite
+ * x, 0 for a zero row). span SPAN_GROUP: a scale per group of 128 (s_g =
+ * max_g / 127, 0 for a group of zeros; s_x = 1); SPAN_TOKEN: one per token
+ * (s_g = 1, s_x = max / 127). */
+static float quantize_token(const float *x, uint32_t k, uint32_t span, int8_t *a, float *sg)
 {
     float m = 0.0f;
     int bad = 0;
@@ -330,15 +346,26 @@ static float quantize_token(const float *x, uint32_t k, int8_t *a)
     }
     if (bad || m == 0.0f) {
         memset(a, 0, k);
+        for (uint32_t g = 0; g < k / 128u; g++)
+            sg[g] = 0.0f;
         return bad ? NAN : 0.0f;
     }
-    const float inv = 127.0f / m, s = m / 127.0f;
-    for (uint32_t c = 0; c < k; c++) {
-        float q = rintf(x[c] * inv);
-        q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-        a[c] = (int8_t)q;
+    for (uint32_t g = 0; g < k / 128u; g++) {
+        float mg = m;
+        if (span == SPAN_GROUP) {
+            mg = 0.0f;
+            for (uint32_t c = 128u * g; c < 128u * (g + 1u); c++)
+                mg = fabsf(x[c]) > mg ? fabsf(x[c]) : mg;
+        }
+        const float inv = mg != 0.0f ? 127.0f / mg : 0.0f;
+        for (uint32_t c = 128u * g; c < 128u * (g + 1u); c++) {
+            float q = rintf(x[c] * inv);
+            q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+            a[c] = (int8_t)q;
+        }
+        sg[g] = span == SPAN_GROUP ? mg / 127.0f : 1.0f;
     }
-    return s;
+    return span == SPAN_GROUP ? 1.0f : m / 127.0f;
 }
 
 /* The weights as integers the exact sums use: q - 8 per (column, input). */
@@ -353,9 +380,9 @@ static int8_t *weight_ints(const edgert_qtensor *t)
     return wq;
 }
 
-/* y* and S for token codes a (scale sx), column r (see the header). */
-static void exact_dot(const int8_t *a, float sx, const int8_t *wq, const float *scales,
-                      uint32_t k, double *exact, double *sum_xw)
+/* y* and S for token codes a (scales sx and sg), column r (see the header). */
+static void exact_dot(const int8_t *a, float sx, const float *sg, const int8_t *wq,
+                      const float *scales, uint32_t k, double *exact, double *sum_xw)
 {
     const uint32_t groups = k / 128u;
     double y = 0.0, s = 0.0;
@@ -367,7 +394,8 @@ static void exact_dot(const int8_t *a, float sx, const int8_t *wq, const float *
             d += p;
             ad += p < 0 ? -p : p;
         }
-        const double ss = (double)sx * (double)scales[g]; /* exact: 24 + 11 bits */
+        /* exact: 24 + 11 bits (sx or sg[g] is 1) */
+        const double ss = (double)sx * (double)sg[g] * (double)scales[g];
         y += ss * (double)d;                              /* exact: 35 + 17 bits */
         s += fabs(ss) * (double)ad;
     }
@@ -378,7 +406,7 @@ static void exact_dot(const int8_t *a, float sx, const int8_t *wq, const float *
 /* The plugin's bound against y* (header: B). */
 static double a8_bound(uint32_t k, double sum_xw)
 {
-    return ldexp(sum_xw * (double)(k / 128u + 3u), -24) + ldexp(sum_xw, -40) + 1e-30;
+    return ldexp(sum_xw * (double)(2u * (k / 128u) + 3u), -24) + ldexp(sum_xw, -40) + 1e-30;
 }
 
 /* ref-w4a16's own error against y*, on fl(x_e). */
@@ -492,21 +520,23 @@ static void padding_untouched(const char *who, const float *y, uint32_t m, uint3
 
 /* One (path, m) check on a packed tensor; the largest |y - y*| / B seen is
  * kept in *worst (to show the bound is not vacuous). */
-static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edgert_qtensor *t,
-                        const int8_t *wq, const edgert_packed *pk, const edgert_packed *pref,
-                        uint32_t m, uint64_t seed, double *worst)
+static void check_shape(fx *f, edgert_backend *b, const path_def *p, uint32_t span,
+                        const edgert_qtensor *t, const int8_t *wq, const edgert_packed *pk,
+                        const edgert_packed *pref, uint32_t m, uint64_t seed, double *worst)
 {
     const uint32_t n = t->view.n, k = t->view.k, groups = k / 128u;
     const size_t ldx = (size_t)k + 5u, ldy = (size_t)n + 3u;
     float *x = malloc(sizeof(float) * m * ldx), *xe = malloc(sizeof(float) * m * ldx);
     int8_t *a = malloc((size_t)m * k);
-    float *sx = malloc(sizeof(float) * m);
-    assert_true(x && xe && a && sx);
+    float *sx = malloc(sizeof(float) * m), *sg = malloc(sizeof(float) * m * groups);
+    assert_true(x && xe && a && sx && sg);
     fill_x(x, m, k, ldx, seed);
     for (uint32_t i = 0; i < m; i++) {
-        sx[i] = quantize_token(x + i * ldx, k, a + (size_t)i * k);
+        sx[i] = quantize_token(x + i * ldx, k, span, a + (size_t)i * k, sg + (size_t)i * groups);
         for (size_t c = 0; c < ldx; c++) /* ref's input: fl(x_e), the same NaN padding */
-            xe[i * ldx + c] = c < k ? sx[i] * (float)a[(size_t)i * k + c] : NAN;
+            xe[i * ldx + c] =
+                c < k ? sx[i] * sg[(size_t)i * groups + c / 128u] * (float)a[(size_t)i * k + c]
+                      : NAN;
     }
     float *y = sentinel_y(m, ldy), *yr = sentinel_y(m, ldy);
     gemm_or_fail(b, pk, m, x, ldx, y, ldy);
@@ -517,7 +547,7 @@ static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edger
     for (uint32_t i = 0; i < m; i++) {
         for (uint32_t r = 0; r < n; r++) {
             double exact, sum_xw;
-            exact_dot(a + (size_t)i * k, sx[i], wq + (size_t)r * k,
+            exact_dot(a + (size_t)i * k, sx[i], sg + (size_t)i * groups, wq + (size_t)r * k,
                       t->view.scales + (size_t)r * groups, k, &exact, &sum_xw);
             const double got = y[i * ldy + r], ref = yr[i * ldy + r];
             const double bound = a8_bound(k, sum_xw), bref = ref_bound(k, sum_xw);
@@ -543,15 +573,17 @@ static void check_shape(fx *f, edgert_backend *b, const path_def *p, const edger
     free(xe);
     free(a);
     free(sx);
+    free(sg);
     free(y);
     free(yr);
 }
 
-static void test_paths_against_ref(void **state)
+/* Every shape of the set against the exact sum and ref-w4a16, with the
+ * activation scale mode `span` of instance b; `few`: a subset of n and k
+ * (the second mode's: its kernels are the same, only prep and the scales'
+ * product differ). */
+static void shapes_against_ref(fx *f, edgert_backend *b, uint32_t span, int few)
 {
-    fx *f = *state;
-    edgert_backend *b = NULL;
-    OPEN_OR_SKIP(f, f->pi, NULL, b);
     const path_def *p = &paths[f->pi];
     /* decode (<= 8 on path amx) and prefill: AMX blocks of 16 tokens,
      * full and partial; panels of 16 columns, full and partial, items of 3
@@ -559,7 +591,7 @@ static void test_paths_against_ref(void **state)
     static const uint32_t ms[] = {1, 2, 3, 4, 5, 8, 9, 17, 31, 32, 33, 64};
     static const uint32_t ns[] = {1, 15, 16, 17, 33, 48, 87, 1001};
     static const uint32_t ks[] = {128, 256, 384, 2048};
-    uint64_t seed = 42;
+    uint64_t seed = span == SPAN_GROUP ? 42u : 4242u;
     char name[64];
     double worst = 0.0;
 
@@ -569,18 +601,20 @@ static void test_paths_against_ref(void **state)
             const int light = A8_LIGHT && f->pi == P_MODEL;
             if (light && ((k == 2048u && n > 17u) || (n == 1001u && k > 128u)))
                 continue;
+            if (few && (n == 15u || n == 16u || n == 48u || n == 1001u || k == 256u))
+                continue;
             snprintf(name, sizeof name, "blk.%zu.shape_n%u_k%u", ni, n, k);
             edgert_qtensor t;
             sym_weights(n, k, seed++, name, &t);
             int8_t *wq = weight_ints(&t);
             edgert_packed *pk = pack_or_fail(b, &t), *pref = pack_or_fail(f->ref, &t);
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
-                check_shape(f, b, p, &t, wq, pk, pref, ms[mi], seed++, &worst);
+                check_shape(f, b, p, span, &t, wq, pk, pref, ms[mi], seed++, &worst);
             if (n <= 48u && !(light && (n > 17u || k > 256u))) { /* prefill-sized m, small n */
-                check_shape(f, b, p, &t, wq, pk, pref, 512u, seed++, &worst);
+                check_shape(f, b, p, span, &t, wq, pk, pref, 512u, seed++, &worst);
                 /* beyond one chunk of path amx's accumulators (512 tokens:
                  * A8_AMX_RC), the second partial, not whole token blocks */
-                check_shape(f, b, p, &t, wq, pk, pref, 600u, seed++, &worst);
+                check_shape(f, b, p, span, &t, wq, pk, pref, 600u, seed++, &worst);
             }
             edgert_packed_free(pk);
             edgert_packed_free(pref);
@@ -588,10 +622,22 @@ static void test_paths_against_ref(void **state)
             free(wq);
         }
     }
-    print_message("%s path=%s: largest |y - y*| / bound %.3f%s\n", p->backend, p->path, worst,
+    print_message("%s path=%s act_scale=%s: largest |y - y*| / bound %.3f%s\n", p->backend,
+                  p->path, span == SPAN_GROUP ? "group" : "token", worst,
                   A8_LIGHT && f->pi == P_MODEL ? " (unoptimized build: the reduced shape set)"
                                                : "");
+}
+
+static void test_paths_against_ref(void **state)
+{
+    fx *f = *state;
+    edgert_backend *b = NULL, *bt = NULL;
+    OPEN_OR_SKIP(f, f->pi, NULL, b);
+    shapes_against_ref(f, b, SPAN_GROUP, 0);
     edgert_backend_close(b);
+    OPEN_OR_SKIP(f, f->pi, "act_scale=token", bt);
+    shapes_against_ref(f, bt, SPAN_TOKEN, 1);
+    edgert_backend_close(bt);
 }
 
 /* ---- 2. every prefill gives the GEMV's bits ----------------------------------------- */
@@ -960,11 +1006,12 @@ static void test_decode_max_m(void **state)
                 fail_msg("decode_max_m=64 m=%u: row %u differs from the same row alone (m = 1): "
                          "not the GEMV",
                          m, i);
-            const float sx = quantize_token(x + i * ldx, K, a);
+            float sg[K / 128u];
+            const float sx = quantize_token(x + i * ldx, K, SPAN_GROUP, a, sg);
             for (uint32_t r = 0; r < N; r++) {
                 double exact, sum_xw;
-                exact_dot(a, sx, wq + (size_t)r * K, t.view.scales + (size_t)r * (K / 128u), K,
-                          &exact, &sum_xw);
+                exact_dot(a, sx, sg, wq + (size_t)r * K, t.view.scales + (size_t)r * (K / 128u),
+                          K, &exact, &sum_xw);
                 const double bound = a8_bound(K, sum_xw);
                 if (!(fabs(yg[i * ldy + r] - exact) <= bound) ||
                     !(fabs((double)yg[i * ldy + r] - yd[i * ldy + r]) <= 2.0 * bound))
