@@ -54,8 +54,9 @@ static void fill(float *w, float *x)
  * largest |y - y_ref| / allowed (<= 1: right).
  *   16-bit and wider activations (bf16: 2^-8 relative rounding): 1e-2 of
  *     the largest |y_ref|, far above that and far below a wrong result.
- *   8-bit activations (W4A8: per token s = max|x| / 127, x rounded to the
- *     nearest s q): each x_k moves by at most s / 2, so y by at most
+ *   8-bit activations (W4A8: s = max|x| / 127 per group of inputs or per
+ *     token, x rounded to the nearest s q; the token's s bounds a group's):
+ *     each x_k moves by at most s / 2, so y by at most
  *     (s / 2) sum_k |w_k|; plus 2^-10 sum_k |x_k w_k| for the fp16 scales
  *     such backends store (2^-11 each) and the fp32 sums.
  * With `dense` set, wq are dense weights the backend got quantized to int4

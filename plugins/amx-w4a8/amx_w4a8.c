@@ -2,9 +2,9 @@
  * plugins/amx-w4a8/amx_w4a8.c — entry, options, packing, dispatch and
  * self-test of the W4A8 backend: symmetric int4 weights (zero point 8, an
  * fp16 scale per column and group of 128), int8 activations with a scale
- * per group of 128 (or per token), integer dot products, fp32 epilogue. One library behind three manifests:
- * `amx-w4a8` (plugin_options path=amx), `avx512-w4a8` (path=vnni) and
- * `avx2-w4a8` (path=avx2).
+ * per group of 128 (or per token), integer dot products, fp32 epilogue.
+ * One library behind three manifests: `amx-w4a8` (plugin_options
+ * path=amx), `avx512-w4a8` (path=vnni) and `avx2-w4a8` (path=avx2).
  *
  * Length: the plain-x86 side of one library behind three manifests (entry,
  * the options and flag checks of three paths, pack, map, dispatch and
