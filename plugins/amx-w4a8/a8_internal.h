@@ -29,6 +29,15 @@
  * n % 16 != 0, of the last scale line when K / 128 is odd, and a 128-byte
  * header).
  *
+ * Asymmetric weights (a zero point other than 8 anywhere in the tensor; the
+ * header's flags then lack PK_BLOB_SYMMETRIC): the same panels with one more
+ * 64-byte line after every second pair (after the last pair when fewer are
+ * left), the zero points of those four groups, 16 bytes a group, byte j =
+ * the zero point (0..15) of column 16p + j; the rest of a last partial line
+ * zero. Bits per weight 4 + 16 / 128 + 8 / 128 = 4.1875: the codes and
+ * scales of a symmetric tensor sit where they would, shifted by the lines
+ * before them. A tensor whose zero points are all 8 packs symmetric.
+ *
  * Why that nibble order: one 64-byte load v feeds both paths with one mask
  * and one shift-and-mask:
  *   v & 0x0F..          = bytes (k0, k1, k2, k3) of each lane: 4 inputs in
@@ -40,9 +49,10 @@
  *
  * Zero point and scales are never applied per weight: per (token, column,
  * group) the kernels compute, all in int32 and exact,
- *   d = sum_k a_k q_k  -  8 sum_k a_k      (|d| <= 128 * 127 * 15 < 2^18)
- * with a the token's int8 codes, q the weight codes, and sum_k a_k over the
- * group computed once per (token, group) in prep; then in fp32, per group
+ *   d = sum_k a_k q_k  -  z sum_k a_k      (|d| <= 128 * 127 * 15 < 2^18)
+ * with a the token's int8 codes, q the weight codes, z the zero point (8,
+ * or the column's for the group), and sum_k a_k over the group computed
+ * once per (token, group) in prep; then in fp32, per group
  * in group order from 0 and on every path in the same operations,
  *   y = fma(d, s_w * s_g, y)     and finally  y *= s_x   (per token).
  * fp16 scales are exact in fp32.
@@ -158,7 +168,10 @@ typedef struct a8_packed {
     uint32_t n, k;
     uint32_t groups;      /* k / 128 */
     uint32_t panels;      /* ceil(n / 16) */
-    uint32_t panel_bytes; /* groups * 1024 + ceil(groups / 2) * 64 */
+    uint32_t panel_bytes; /* a8_panel_bytes */
+    int asym;             /* zero points per (column, group): layout flag, a8_zeros_at */
+    uint32_t last_quad;   /* asym: (groups - 1) / 4, and the offset in that quad ... */
+    uint32_t zline_last;  /* ... of its zero-point line (a8_zeros_off) */
     const uint8_t *data;  /* the panels, 64-byte aligned */
     const void *blob;     /* the packed bytes: pk_blob_header, then the panels */
     size_t blob_bytes;
@@ -166,23 +179,53 @@ typedef struct a8_packed {
     pk_pf_seen pf_seen;   /* its m = 1 calls, for prefetch=auto (plugin_kit.h) */
 } a8_packed;
 
-/* Bytes of one panel of `groups` groups. */
-static inline size_t a8_panel_bytes(uint32_t groups)
+/* Bytes of one panel of `groups` groups (asym: with a zero-point line per
+ * four groups). */
+static inline size_t a8_panel_bytes(uint32_t groups, int asym)
 {
-    return (size_t)groups * A8_CODE_BYTES + (size_t)(groups / 2u + (groups & 1u)) * 64u;
+    return (size_t)groups * A8_CODE_BYTES + (size_t)(groups / 2u + (groups & 1u)) * 64u +
+           (asym ? (size_t)(groups / 4u + (groups % 4u != 0u)) * 64u : 0u);
+}
+
+/* Offset in a panel of pair pi (groups 2 pi and 2 pi + 1): every pair before
+ * it is whole; asym, a zero-point line after every second pair. */
+static inline size_t a8_pair_at(int asym, uint32_t pi)
+{
+    return (size_t)pi * A8_PAIR_BYTES + (asym ? (size_t)(pi / 2u) * 64u : 0u);
 }
 
 /* Offsets in a panel of group g's codes and of its 16 scales. */
-static inline size_t a8_codes_at(uint32_t g)
+static inline size_t a8_codes_at(int asym, uint32_t g)
 {
-    return (size_t)(g / 2u) * A8_PAIR_BYTES + (size_t)(g & 1u) * A8_CODE_BYTES;
+    return a8_pair_at(asym, g / 2u) + (size_t)(g & 1u) * A8_CODE_BYTES;
 }
 
-static inline size_t a8_scales_at(uint32_t groups, uint32_t g)
+static inline size_t a8_scales_at(int asym, uint32_t groups, uint32_t g)
 {
     const uint32_t first = g & ~1u, in_pair = groups - first >= 2u ? 2u : 1u;
-    return (size_t)(g / 2u) * A8_PAIR_BYTES + (size_t)in_pair * A8_CODE_BYTES +
+    return a8_pair_at(asym, g / 2u) + (size_t)in_pair * A8_CODE_BYTES +
            (size_t)(g & 1u) * A8_SCALE_ROW;
+}
+
+#define A8_QUAD_BYTES (2u * A8_PAIR_BYTES + 64u) /* asym: four groups and their zeros */
+#define A8_QUAD_ZLINE (4u * A8_CODE_BYTES + 128u) /* where a whole quad's zeros are */
+
+/* Offset in an asymmetric panel of group g's 16 zero points (bytes): the
+ * line after the pairs of its quad (groups 4q .. 4q + 3), 16 bytes a group. */
+static inline size_t a8_zeros_at(uint32_t groups, uint32_t g)
+{
+    const uint32_t q0 = g & ~3u, in_quad = groups - q0 >= 4u ? 4u : groups - q0;
+    return a8_pair_at(1, q0 / 2u) + (size_t)in_quad * A8_CODE_BYTES +
+           (size_t)(in_quad / 2u + (in_quad & 1u)) * 64u + (size_t)(g & 3u) * A8_PANEL;
+}
+
+/* a8_zeros_at for the kernels, from what the handle keeps (a8_handle): a
+ * multiply, a compare and two adds per group. */
+static inline size_t a8_zeros_off(const a8_packed *w, uint32_t g)
+{
+    const uint32_t q = g >> 2;
+    return (size_t)q * A8_QUAD_BYTES + (q == w->last_quad ? w->zline_last : A8_QUAD_ZLINE) +
+           (size_t)(g & 3u) * A8_PANEL;
 }
 
 /*
@@ -196,7 +239,8 @@ static inline size_t a8_scales_at(uint32_t groups, uint32_t g)
  *         128-byte rows (row-major, a group's tokens are k bytes apart and
  *         fall in a few L1 sets). Rows are padded with zero rows to the
  *         prefill kernel's row pad.
- * asum8   int32 [m][groups]: 8 * sum of the group's codes
+ * asum8   int32 [m][groups]: 8 * sum of the group's codes (asym: its
+ *         eighth, times the zero points)
  * sg      fp32 [rows][groups]: the group's activation scale s_g (1 in mode
  *         token; the padding rows' 0): the epilogue multiplies s_w by it
  * sx      fp32 [m]: the token's scale s_x (1 in mode group; NaN: the row

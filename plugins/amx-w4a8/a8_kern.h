@@ -31,14 +31,29 @@ A8_INLINE __m512i a8_bcast4(const int8_t *p)
 
 A8_INLINE const uint8_t *a8_codes(const a8_packed *w, size_t p, uint32_t g)
 {
-    return w->data + p * w->panel_bytes + a8_codes_at(g);
+    return w->data + p * w->panel_bytes + a8_codes_at(w->asym, g);
 }
 
 /* The 16 fp32 scales of panel p, group g. */
 A8_INLINE __m512 a8_scales(const a8_packed *w, size_t p, uint32_t g)
 {
-    const uint8_t *s = w->data + p * w->panel_bytes + a8_scales_at(w->groups, g);
+    const uint8_t *s = w->data + p * w->panel_bytes + a8_scales_at(w->asym, w->groups, g);
     return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)s));
+}
+
+/* The 16 zero points of panel p, group g, one per dword lane (asym only). */
+A8_INLINE __m512i a8_zeros(const a8_packed *w, size_t p, uint32_t g)
+{
+    const uint8_t *z = w->data + p * w->panel_bytes + a8_zeros_off(w, g);
+    return _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(const void *)z));
+}
+
+/* What d subtracts: z sum a per lane; asum8 = 8 sum a (exact, so its
+ * eighth is sum a). Symmetric: 8 sum a, no multiply. */
+A8_INLINE __m512i a8_zsum(const int asym, __m512i z, int32_t asum8)
+{
+    return asym ? _mm512_mullo_epi32(z, _mm512_set1_epi32(asum8 >> 3)) /* exact: 8 | asum8 */
+                : _mm512_set1_epi32(asum8);
 }
 
 /* Columns of panel p that exist (1..16) as a lane mask. */
@@ -66,14 +81,20 @@ A8_INLINE void a8_y_add(float *yp, __mmask16 mask, int first, __m512 v)
  * t's low nibbles, step 2t + 1 its high ones (a8_internal.h). 2 KiB per
  * panel; the caller's buffer is 64-byte aligned. Codes are stored as they
  * are (0..15, unsigned: bias 0) or minus the zero point (-8..7, signed
- * bytes: bias 8), which folds the zero point into the integer product.
+ * bytes: bias 8), which folds the zero point into the integer product; an
+ * asymmetric tensor's bias is each column's own zero point, -15..15.
  */
 A8_INLINE void a8_expand_bias(const a8_packed *w, size_t p0, unsigned P, uint32_t g,
                               uint8_t *wexp, const int bias)
 {
-    const __m512i nib = _mm512_set1_epi8(0x0F), b = _mm512_set1_epi8((char)bias);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
     for (unsigned p = 0; p < P; p++) {
         const uint8_t *codes = a8_codes(w, p0 + p, g);
+        /* the zero point in every byte of its column's dword lane */
+        const __m512i b = bias != 0 && w->asym
+                              ? _mm512_mullo_epi32(a8_zeros(w, p0 + p, g),
+                                                   _mm512_set1_epi32(0x01010101))
+                              : _mm512_set1_epi8((char)bias);
         for (unsigned t = 0; t < A8_OCTETS; t++) {
             __m512i v = _mm512_load_si512((const void *)(codes + 64u * t));
             __m512i lo = _mm512_and_si512(v, nib);

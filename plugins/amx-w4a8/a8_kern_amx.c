@@ -10,14 +10,14 @@
  * Per parallel_for item of up to A8_AMX_PB = 2 panels (32 columns), per
  * chunk of up to A8_AMX_RC tokens, per group g:
  *   expand the item's codes of group g once, minus the zero point
- *   (a8_expand_bias, -8..7 as signed bytes: 2 KiB per panel, the quads
+ *   (a8_expand_bias, -15..15 as signed bytes: 2 KiB per panel, the quads
  *   TDPBSSD reads, row stride P * 64) and load them into four B tiles that
  *   stay for the whole chunk (2 panels x inputs 0-63, 64-127);
  *   for each block of 16 tokens of the chunk:
  *     two A tiles (16 tokens x 64 signed activation codes each, the
  *     group's two halves: consecutive 128-byte rows, the activations being
  *     group-major here), four TDPBSSD into two C tiles (one per panel):
- *     d = sum a (q - 8), exact (|d| <= 128 * 127 * 8 < 2^18), stored;
+ *     d = sum a (q - z), exact (|d| <= 128 * 127 * 15 < 2^18), stored;
  *     then the PREVIOUS block's epilogue, from the other half of a double
  *     buffer (the vector loads do not wait on tile stores just issued):
  *     acc = fma(d, s_w s_g, acc) per (token, column), into the worker's fp32

@@ -6,7 +6,7 @@
  *
  * The same packed layout and activations as the AVX-512 paths
  * (a8_internal.h). Per (token, column, group) the exact int32
- * d = sum a q - 8 sum a, then y = fma(d, s_w s_g, y) per group and y * s_x, the
+ * d = sum a q - z sum a, then y = fma(d, s_w s_g, y) per group and y * s_x, the
  * same fp32 operations in the same order as path vnni's GEMV: the same bits
  * as its decode (tests/plugins/test_amx_w4a8.c).
  *
@@ -155,8 +155,21 @@ A8_AVX2_INLINE __m256i bcast4(const int8_t *p)
 /* The 8 fp32 scales of half h of panel p, group g. */
 A8_AVX2_INLINE __m256 half_scales(const a8_packed *w, size_t p, uint32_t g, unsigned h)
 {
-    const uint8_t *s = w->data + p * w->panel_bytes + a8_scales_at(w->groups, g) + 16u * h;
+    const uint8_t *s =
+        w->data + p * w->panel_bytes + a8_scales_at(w->asym, w->groups, g) + 16u * h;
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)s));
+}
+
+/* What d subtracts for half h of panel p, group g: z sum a per lane
+ * (asym: the columns' zero points; asum8 = 8 sum a, exact), else 8 sum a. */
+A8_AVX2_INLINE __m256i half_zsum(const a8_packed *w, size_t p, uint32_t g, unsigned h,
+                                 int32_t asum8)
+{
+    if (!w->asym)
+        return _mm256_set1_epi32(asum8);
+    const uint8_t *z = w->data + p * w->panel_bytes + a8_zeros_off(w, g) + 8u * h;
+    const __m256i zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)z));
+    return _mm256_mullo_epi32(zv, _mm256_set1_epi32(asum8 >> 3)); /* exact: 8 | asum8 */
 }
 
 /* Tokens r0 .. r0 + R - 1 of panel p: y[r][16 p ..] for the columns that
@@ -174,7 +187,7 @@ A8_AVX2_INLINE void panel_rows(const a8_job *j, size_t p, size_t r0, const unsig
         xa[r] = j->act + (r0 + r) * j->act_row_bytes;
     }
     for (uint32_t g = 0; g < w->groups; g++) {
-        const uint8_t *blk = w->data + p * w->panel_bytes + a8_codes_at(g);
+        const uint8_t *blk = w->data + p * w->panel_bytes + a8_codes_at(w->asym, g);
         const int8_t *xg[A8_AVX2_RB];
         __m256i acc[A8_AVX2_RB][2];
         A8_AVX2_UNROLL
@@ -221,7 +234,7 @@ A8_AVX2_INLINE void panel_rows(const a8_job *j, size_t p, size_t r0, const unsig
             A8_AVX2_UNROLL
             for (unsigned r = 0; r < R; r++) {
                 const size_t rg = (r0 + r) * w->groups + g;
-                __m256i d = _mm256_sub_epi32(acc[r][h], _mm256_set1_epi32(j->asum8[rg]));
+                __m256i d = _mm256_sub_epi32(acc[r][h], half_zsum(w, p, g, h, j->asum8[rg]));
                 yacc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
                                              _mm256_mul_ps(sw, _mm256_set1_ps(j->sg[rg])),
                                              yacc[r][h]);

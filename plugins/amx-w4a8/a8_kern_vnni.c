@@ -4,7 +4,7 @@
  * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni.
  *
  * Arithmetic (a8_internal.h): per (token, column, group) an exact int32
- * d = sum a q - 8 sum a from vpdpbusd (unsigned weight codes 0..15 times
+ * d = sum a q - z sum a from vpdpbusd (unsigned weight codes 0..15 times
  * signed activation codes -127..127; |partial sums| < 2^18, no overflow);
  * then fp32: y = fma(d, s_w s_g, y) per group, times s_x per token (s_g the
  * group's activation scale, 1 in mode token; s_x 1 in mode group).
@@ -171,9 +171,14 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
             for (unsigned t = 0; t < A8_OCTETS; t++)
                 A8_DECODE_OCTET(t, 2u * (t & 1u));
         }
-        if (g & 1u || g + 1u == w->groups) /* the pair's scale line follows its codes */
+        /* the pair's scale line follows its codes. An asymmetric quad's zero
+         * line needs no prefetch of its own: at each distance (512 B, 4, 6
+         * and 8 KiB) the line that far before it is a code line, whose
+         * prefetch brings it (a8_internal.h's offsets) */
+        if (g & 1u || g + 1u == w->groups)
             a8_prefetch(blk + A8_CODE_BYTES, near);
         const __m512 sw = a8_scales(w, p, g);
+        const __m512i zq = w->asym ? a8_zeros(w, p, g) : _mm512_setzero_si512();
         A8_UNROLL
         for (unsigned r = 0; r < R; r++) {
             /* chains 1 and 3 hold 16 x their sums: 16 d, exact, then >> 4 */
@@ -182,7 +187,7 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
                                  _mm512_add_epi32(acc[r][1], acc[r][3])),
                 4);
             const size_t rg = (r0 + r) * w->groups + g;
-            d = _mm512_sub_epi32(d, _mm512_set1_epi32(j->asum8[rg]));
+            d = _mm512_sub_epi32(d, a8_zsum(w->asym, zq, j->asum8[rg]));
             yacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
                                       _mm512_mul_ps(sw, _mm512_set1_ps(j->sg[rg])), yacc[r]);
         }
@@ -237,11 +242,12 @@ A8_INLINE void decode_streams(const a8_job *j, const size_t *pp, const unsigned 
             if (g & 1u || g + 1u == w->groups) /* the pair's scale line follows its codes */
                 a8_prefetch(blk[s] + A8_CODE_BYTES, near);
             const __m512 sw = a8_scales(w, pp[s], g);
+            const __m512i zq = w->asym ? a8_zeros(w, pp[s], g) : _mm512_setzero_si512();
             __m512i d = _mm512_srai_epi32(
                 _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(acc[s][0], acc[s][2]), 4),
                                  _mm512_add_epi32(acc[s][1], acc[s][3])),
                 4);
-            d = _mm512_sub_epi32(d, _mm512_set1_epi32(j->asum8[g]));
+            d = _mm512_sub_epi32(d, a8_zsum(w->asym, zq, j->asum8[g]));
             yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
                                       _mm512_mul_ps(sw, _mm512_set1_ps(j->sg[g])), yacc[s]);
         }
@@ -372,18 +378,18 @@ static const pf_kern_fn pf_kerns[PF_RB][PF_PB] = {
 /* tokens [r0, r0 + R) x panels [p0, p0 + P) for group g, fused into acc
  * (token r at acc + r * PF_ACC_ROW; started by group 0) */
 static void pf_tile(const a8_job *j, const uint8_t *wexp, uint32_t g, size_t r0, unsigned R,
-                    unsigned P, const __m512 *sw, float *acc)
+                    unsigned P, const __m512 *sw, const __m512i *zq, float *acc)
 {
     _Alignas(64) __m512i out[PF_RB * PF_PB];
     const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * j->act_group_bytes;
     pf_kerns[R - 1u][P - 1u](wexp, xa, j->act_row_bytes, out);
     for (unsigned r = 0; r < R; r++) {
         const size_t rg = (r0 + r) * j->w->groups + g;
-        const __m512i a8 = _mm512_set1_epi32(j->asum8[rg]);
         const __m512 sg = _mm512_set1_ps(j->sg[rg]);
         float *ar = acc + r * PF_ACC_ROW;
         for (unsigned p = 0; p < P; p++) {
-            __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(out[r * P + p], a8));
+            const __m512i zs = a8_zsum(j->w->asym, zq[p], j->asum8[rg]);
+            __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(out[r * P + p], zs));
             __m512 prev = g != 0u ? _mm512_load_ps(ar + p * A8_PANEL) : _mm512_setzero_ps();
             _mm512_store_ps(ar + p * A8_PANEL, _mm512_fmadd_ps(d, _mm512_mul_ps(sw[p], sg), prev));
         }
@@ -397,14 +403,18 @@ static void pf_chunk(const a8_job *j, size_t p0, unsigned P, size_t c0, size_t c
     const a8_packed *w = j->w;
     for (uint32_t g = 0; g < w->groups; g++) {
         __m512 sw[PF_PB] = {0};
-        for (unsigned p = 0; p < P; p++)
+        __m512i zq[PF_PB] = {0};
+        for (unsigned p = 0; p < P; p++) {
             sw[p] = a8_scales(w, p0 + p, g);
+            zq[p] = w->asym ? a8_zeros(w, p0 + p, g) : _mm512_setzero_si512();
+        }
         a8_expand(w, p0, P, g, wexp);
         size_t r0 = c0;
         for (; r0 + PF_RB <= c1; r0 += PF_RB)
-            pf_tile(j, wexp, g, r0, PF_RB, P, sw, acc + (r0 - c0) * PF_ACC_ROW);
+            pf_tile(j, wexp, g, r0, PF_RB, P, sw, zq, acc + (r0 - c0) * PF_ACC_ROW);
         if (r0 < c1)
-            pf_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sw, acc + (r0 - c0) * PF_ACC_ROW);
+            pf_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sw, zq,
+                    acc + (r0 - c0) * PF_ACC_ROW);
     }
     for (size_t r = c0; r < c1; r++) {
         const float *ar = acc + (r - c0) * PF_ACC_ROW;

@@ -1,7 +1,8 @@
 /*
  * plugins/amx-w4a8/amx_w4a8.c — entry, options, packing, dispatch and
- * self-test of the W4A8 backend: symmetric int4 weights (zero point 8, an
- * fp16 scale per column and group of 128), int8 activations with a scale
+ * self-test of the W4A8 backend: int4 weights (an fp16 scale per column and
+ * group of 128; zero point 8, or the checkpoint's own per column and group,
+ * a8_internal.h), int8 activations with a scale
  * per group of 128 (or per token), integer dot products, fp32 epilogue.
  * One library behind three manifests: `amx-w4a8` (plugin_options
  * path=amx), `avx512-w4a8` (path=vnni) and `avx2-w4a8` (path=avx2).
@@ -413,6 +414,7 @@ typedef struct a8_pack_job {
     uint8_t *data;
     size_t panel_bytes;
     uint32_t groups;
+    int asym;
 } a8_pack_job;
 
 /* Pack panels [begin, end) straight from the canonical tensor into the
@@ -424,21 +426,26 @@ static void a8_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
     const size_t stride = (size_t)w->k / 2u; /* k is a multiple of 128 */
     (void)worker;
 
+    const int asym = pj->asym;
     for (size_t p = begin; p < end; p++) {
         uint8_t *panel = pj->data + p * pj->panel_bytes;
         if (pj->groups & 1u) /* the unused half of the last scale line */
-            memset(panel + a8_scales_at(pj->groups, pj->groups - 1u) + A8_SCALE_ROW, 0,
+            memset(panel + a8_scales_at(asym, pj->groups, pj->groups - 1u) + A8_SCALE_ROW, 0,
                    A8_SCALE_ROW);
+        for (uint32_t g = 0; asym && g < pj->groups; g += 4u) /* zero lines, unused parts 0 */
+            memset(panel + a8_zeros_at(pj->groups, g), 0, 64u);
         for (unsigned j = 0; j < A8_PANEL; j++) {
             const size_t col = p * A8_PANEL + j;
             for (uint32_t g = 0; g < pj->groups; g++) {
-                uint8_t *blk = panel + a8_codes_at(g);
-                if (col >= w->n) { /* padding column: zero codes, scale 0 */
+                uint8_t *blk = panel + a8_codes_at(asym, g);
+                if (col >= w->n) { /* padding column: zero codes, scale 0 (zero point 0) */
                     for (unsigned t = 0; t < A8_OCTETS; t++)
                         memset(blk + 64u * t + 4u * j, 0, 4u);
-                    memset(panel + a8_scales_at(pj->groups, g) + 2u * j, 0, 2u);
+                    memset(panel + a8_scales_at(asym, pj->groups, g) + 2u * j, 0, 2u);
                     continue;
                 }
+                if (asym)
+                    panel[a8_zeros_at(pj->groups, g) + j] = w->zeros[col * pj->groups + g];
                 const uint8_t *src = w->codes + col * stride + (size_t)g * (A8_GROUP / 2u);
                 for (unsigned t = 0; t < A8_OCTETS; t++) {
                     const uint8_t *b = src + 4u * t; /* codes of inputs 8t .. 8t+7 */
@@ -450,7 +457,7 @@ static void a8_pack_panels(void *arg, size_t begin, size_t end, unsigned worker)
                     memcpy(blk + 64u * t + 4u * j, d, 4u);
                 }
                 const uint16_t h = a8_half(w->scales[col * pj->groups + g]);
-                memcpy(panel + a8_scales_at(pj->groups, g) + 2u * j, &h, 2u);
+                memcpy(panel + a8_scales_at(asym, pj->groups, g) + 2u * j, &h, 2u);
             }
         }
     }
@@ -462,7 +469,7 @@ static int a8_layout(uint32_t n, uint32_t k, uint32_t flags, pk_blob_header *h)
 {
     const size_t panels = ((size_t)n + A8_PANEL - 1u) / A8_PANEL;
     const uint32_t groups = k / A8_GROUP;
-    const size_t panel_bytes = a8_panel_bytes(groups);
+    const size_t panel_bytes = a8_panel_bytes(groups, !(flags & PK_BLOB_SYMMETRIC));
     size_t bytes;
     if (panel_bytes > UINT32_MAX || pk_mul(panels, panel_bytes, &bytes) != 0)
         return -1;
@@ -477,7 +484,11 @@ static void a8_handle(a8_packed *p, const pk_blob_header *h, const void *blob, c
     p->k = h->k;
     p->groups = h->k / A8_GROUP;
     p->panels = (uint32_t)(((size_t)h->n + A8_PANEL - 1u) / A8_PANEL);
-    p->panel_bytes = (uint32_t)a8_panel_bytes(p->groups);
+    p->asym = !(h->flags & PK_BLOB_SYMMETRIC);
+    p->panel_bytes = (uint32_t)a8_panel_bytes(p->groups, p->asym);
+    p->last_quad = p->groups > 0u ? (p->groups - 1u) / 4u : 0u;
+    p->zline_last = (uint32_t)(a8_zeros_at(p->groups, 4u * p->last_quad) -
+                               (size_t)p->last_quad * A8_QUAD_BYTES);
     p->data = pk_blob_at(blob, h, 0);
     p->blob = blob;
     p->blob_bytes = (size_t)h->total;
@@ -489,7 +500,7 @@ static size_t a8_round64(size_t a)
     return (a + (A8_ALIGN - 1u)) & ~(size_t)(A8_ALIGN - 1u);
 }
 
-static const pk_layout_needs a8_needs = {"int4-sym-g128", A8_GROUP, 1, 1};
+static const pk_layout_needs a8_needs = {"int4-asym-g128", A8_GROUP, 1, 1};
 
 static edgert_status a8_pack(void *state, const edgert_qweights *w, void **packed,
                              size_t *packed_bytes, char *err, size_t err_len)
@@ -502,21 +513,11 @@ static edgert_status a8_pack(void *state, const edgert_qweights *w, void **packe
     if (rc != EDGERT_OK)
         return rc;
     const size_t groups = (size_t)w->k / A8_GROUP;
-    /* symmetric only: the layout has no zero points; never re-quantized */
-    if (w->zeros != NULL) {
-        for (size_t i = 0; i < (size_t)w->n * groups; i++) {
-            if (w->zeros[i] != 8u) {
-                edgert_errf(err, err_len,
-                            A8_NAME ": pack '%s' [n=%u k=%u]: asymmetric weights: zero point %u "
-                                    "at row %zu, group %zu (W4A8 fixes it at 8); use a W4A16 "
-                                    "backend (avx512-w4a16) or re-quantize symmetric (edgert "
-                                    "quantize --sym)",
-                            name, (unsigned)w->n, (unsigned)w->k, (unsigned)w->zeros[i],
-                            i / groups, i % groups);
-                return EDGERT_E_UNSUPPORTED;
-            }
-        }
-    }
+    /* zero points all 8 (or none): the symmetric layout; else the zero
+     * points ride along (a8_internal.h). Never re-quantized. */
+    int asym = 0;
+    for (size_t i = 0; w->zeros != NULL && i < (size_t)w->n * groups && !asym; i++)
+        asym = w->zeros[i] != 8u;
     for (size_t i = 0; i < (size_t)w->n * groups; i++) {
         if (fabsf(w->scales[i]) > A8_HALF_LIMIT) {
             edgert_errf(err, err_len,
@@ -530,7 +531,7 @@ static edgert_status a8_pack(void *state, const edgert_qweights *w, void **packe
 
     size_t total;
     const size_t off = a8_round64(sizeof(a8_packed)); /* the handle, then the packed bytes */
-    if (a8_layout(w->n, w->k, PK_BLOB_SYMMETRIC, &h) != 0 ||
+    if (a8_layout(w->n, w->k, asym ? 0u : PK_BLOB_SYMMETRIC, &h) != 0 ||
         pk_add(off, (size_t)h.total, &total) != 0) {
         edgert_errf(err, err_len, A8_NAME ": pack '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)w->n, (unsigned)w->k);
@@ -547,7 +548,7 @@ static edgert_status a8_pack(void *state, const edgert_qweights *w, void **packe
     pk_blob_write_header(mem + off, &h);
     a8_handle(p, &h, mem + off, name);
     a8_pack_job pj = {.w = w, .data = mem + off + h.section[0].offset,
-                      .panel_bytes = p->panel_bytes, .groups = p->groups};
+                      .panel_bytes = p->panel_bytes, .groups = p->groups, .asym = asym};
     host->parallel_for(host->host_ctx, p->panels, 16u, a8_pack_panels, &pj);
     *packed = p;
     *packed_bytes = total;
@@ -568,7 +569,7 @@ static edgert_status a8_packed_data(void *state, const void *packed, const void 
 static edgert_status a8_packed_map(void *state, const edgert_qweights *shape, const void *data,
                                    size_t size, void **packed, char *err, size_t err_len)
 {
-    static const pk_layout_needs needs = {"int4-sym-g128", A8_GROUP, 1, 0};
+    static const pk_layout_needs needs = {"int4-asym-g128", A8_GROUP, 1, 0};
     a8_state *st = state;
     const char *name = NULL;
     pk_blob_header expect, h;
@@ -576,7 +577,11 @@ static edgert_status a8_packed_map(void *state, const edgert_qweights *shape, co
                                     err_len);
     if (rc != EDGERT_OK)
         return rc;
-    if (a8_layout(shape->n, shape->k, PK_BLOB_SYMMETRIC, &expect) != 0) {
+    /* the data say which of the two layouts they hold: their size and every
+     * section are then checked against that one */
+    pk_blob_header peek;
+    memcpy(&peek, data, sizeof peek);
+    if (a8_layout(shape->n, shape->k, peek.flags & PK_BLOB_SYMMETRIC, &expect) != 0) {
         edgert_errf(err, err_len, A8_NAME ": map '%s' [n=%u k=%u]: packed size overflows size_t",
                     name, (unsigned)shape->n, (unsigned)shape->k);
         return EDGERT_E_UNSUPPORTED;
@@ -750,6 +755,8 @@ static double a8_self_test_bound(const void *state, uint32_t m, const pk_sums *s
 static const pk_case a8_cases[] = {
     {1u, 37u, 256u, A8_GROUP, 1},  {1u, 61u, 256u, A8_GROUP, 1}, {3u, 20u, 128u, A8_GROUP, 1},
     {7u, 37u, 256u, A8_GROUP, 1},  {10u, 50u, 128u, A8_GROUP, 1}, {40u, 87u, 256u, A8_GROUP, 1},
+    /* asymmetric: a whole quad of groups, a partial one, one and a partial */
+    {1u, 37u, 512u, A8_GROUP, 0},  {3u, 20u, 384u, A8_GROUP, 0}, {40u, 87u, 640u, A8_GROUP, 0},
 };
 
 static edgert_status a8_self_test(void *state, char *err, size_t err_len)

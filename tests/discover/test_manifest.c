@@ -168,10 +168,10 @@ static const shipped shipped_facts[] = {
     {"amx-w4a8", "libedgert-amx-w4a8.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
      FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL) | FLAG(AVX512_VNNI) | FLAG(AMX_TILE) |
          FLAG(AMX_INT8),
-     0, "cpu", "int4-sym-g128", 4, 128, 1, "int8", 8, 4.125, NULL, 1, A8_DECODE, 2},
+     0, "cpu", "int4-asym-g128", 4, 128, 0, "int8", 8, 4.1875, NULL, 1, A8_DECODE, 2},
     {"avx512-w4a8", "libedgert-amx-w4a8.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
      FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL) | FLAG(AVX512_VNNI), 0, "cpu",
-     "int4-sym-g128", 4, 128, 1, "int8", 8, 4.125, NULL, 1, A8_DECODE, 2},
+     "int4-asym-g128", 4, 128, 0, "int8", 8, 4.1875, NULL, 1, A8_DECODE, 2},
     {"avx512-w4a16", "libedgert-avx512-w4a16.so", EDGERT_ARCH_X86_64, CLASS(X86_CPU),
      FLAG(AVX512F) | FLAG(AVX512BW) | FLAG(AVX512VL),
      FLAG(AMX_BF16) | FLAG(AMX_TILE) | FLAG(AVX512_BF16) | FLAG(AVX512_VNNI), "cpu",

@@ -43,10 +43,11 @@
  * host table whose cpu_flags lack them (test_missing_flags).
  *
  * ---- Weights and activations -----------------------------------------------
- * Canonical weights: edgert_quantize_rtn(symmetric, group 128), then every
- * scale rounded to fp16 (as tools/verify_correct.c does, as GPTQ stores
- * them): the plugin's fp16 scales hold them exactly, so w_k = s_g (q_k - 8)
- * is the same real number for the plugin, for ref-w4a16 and for the test.
+ * Canonical weights: edgert_quantize_rtn(group 128), symmetric or not, then
+ * every scale rounded to fp16 (as tools/verify_correct.c does, as GPTQ
+ * stores them): the plugin's fp16 scales hold them exactly, so w_k = s_g
+ * (q_k - z) (z = 8, or the column's zero point for the group) is the same
+ * real number for the plugin, for ref-w4a16 and for the test.
  * Activations are quantized by the plugin per group of 128 (the default) or
  * per token (act_scale=token; a8_internal.h); the test does it the same
  * way, in the same fp32 operations as a8_prep and the plugin's
@@ -63,12 +64,12 @@
  * s_g the group's activation scale, s_w,g the column's weight scale (one of
  * s_x and s_g is 1). The test forms y* in double: the product of the
  * scales is exact (24 + 11 significant bits),
- * times d_g (|d_g| <= 128 * 127 * 8 < 2^17) exact (52 bits), G <= 16 terms
+ * times d_g (|d_g| <= 128 * 127 * 15 < 2^18) exact (53 bits), G <= 16 terms
  * summed with error <= G 2^-53 S (the 2^-40 S below).
  * The plugin:
  *   - d_g is an exact int32 (vpdpbusd products <= 127 * 15 with the exact
- *     8 sum a correction; TDPBSSD products <= 127 * 8 of the codes minus
- *     8; sums < 2^18, no saturation), and its conversion to fp32 is exact
+ *     z sum a correction; TDPBSSD products <= 127 * 15 of the codes minus
+ *     z; sums < 2^18, no saturation), and its conversion to fp32 is exact
  *     (|d_g| < 2^24). No error before the epilogue.
  *   - the GEMV (m <= decode_max_m on either path), path vnni's register-
  *     tile prefill and path amx's tiles alike: y = fma(d_g, s_w,g s_g, y)
@@ -122,15 +123,17 @@
 #include "test_fake_host.h"
 #include "test_packed.h"
 
-/* An unoptimized build (the ASan/UBSan suite is a Debug build) runs the
- * tile model some 70 times slower than Release (measured: 100 s for the
- * full shape set of test_paths_against_ref[amx_model]). There the tile
+/* An unoptimized or sanitized build (the ASan/UBSan suite is a Debug build
+ * at -Og) runs the tile model some 70 times slower than Release (measured:
+ * 100 s for the full shape set of test_paths_against_ref[amx_model]; at
+ * -Og under ASan on an AVX-512 Zen 4 with both scale modes and both weight
+ * forms 142 s, and verify on the model 121 s: over ctest's 300). There the tile
  * model's cases leave out the largest products, which cross no boundary
  * the others do not (k = 2048 only for n <= 17, n = 1001 only with k = 128,
  * m = 512 and 600 only for n <= 17 and k <= 256; the map round trip on
  * [256, 2048]),
  * and `edgert verify` on the model is left to the optimized suite. */
-#if defined(__OPTIMIZE__)
+#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)
 #define A8_LIGHT 0
 #else
 #define A8_LIGHT 1
@@ -213,9 +216,9 @@ static char *write_manifest(const char *dir, const char *file, const char *name,
                     "requires:\n"
                     "  cpu_flags: [avx512f, avx512bw, avx512vl, avx512_vnni]\n"
                     "processor: cpu\n"
-                    "layout: {format: int4-sym-g128, weight_bits: 4, group_size: 128, "
-                    "symmetric: true, activation_dtype: int8, activation_group_size: 128, "
-                    "bits_per_weight: 4.125}\n"
+                    "layout: {format: int4-asym-g128, weight_bits: 4, group_size: 128, "
+                    "symmetric: false, activation_dtype: int8, activation_group_size: 128, "
+                    "bits_per_weight: 4.1875}\n"
                     "runs_in_process: true\n"
                     "verified: false\n"
                     "rationale: \"test manifest (tests/plugins/test_amx_w4a8.c): the library on "
@@ -330,6 +333,24 @@ static void sym_weights(uint32_t n, uint32_t k, uint64_t seed, const char *name,
 #define SPAN_GROUP 128u
 #define SPAN_TOKEN 0u
 
+/* The canonical ASYMMETRIC tensor [n][k] (round to nearest, group 128,
+ * fp16 scales): zero points all over 0..15, which the plugin packs with its
+ * zero-point lines (a8_internal.h). */
+static void asym_weights(uint32_t n, uint32_t k, uint64_t seed, const char *name,
+                         edgert_qtensor *t)
+{
+    float *w = malloc(sizeof(float) * n * k);
+    assert_non_null(w);
+    for (size_t i = 0; i < (size_t)n * k; i++) /* skewed: zero points away from 8 */
+        w[i] = 0.05f * rng_unit(&seed) + 0.02f * (float)((i / 128u) % 5u) - 0.03f;
+    assert_int_equal(edgert_quantize_rtn(w, n, k, 128, 0, t), EDGERT_OK);
+    assert_non_null(t->zeros);
+    free(w);
+    for (size_t i = 0; i < (size_t)n * (k / 128u); i++)
+        t->scales[i] = st_f16_to_f32(st_f32_to_f16(t->scales[i]));
+    t->view.name = name;
+}
+
 /* One token's activations as the plugin quantizes them (a8_prep and
  * a8_effective_x, in the same fp32 operations): the codes into a, each
  * group's scale s_g into sg[k / 128], s_x returned (NaN for a non-finite
@@ -376,7 +397,10 @@ static int8_t *weight_ints(const edgert_qtensor *t)
     assert_non_null(wq);
     for (uint32_t r = 0; r < n; r++)
         for (uint32_t c = 0; c < k; c++)
-            wq[(size_t)r * k + c] = (int8_t)((int)edgert_qcode(&t->view, r, c) - 8);
+            wq[(size_t)r * k + c] =
+                (int8_t)((int)edgert_qcode(&t->view, r, c) -
+                         (t->view.zeros ? (int)t->view.zeros[(size_t)r * (k / 128u) + c / 128u]
+                                        : 8));
     return wq;
 }
 
@@ -582,7 +606,7 @@ static void check_shape(fx *f, edgert_backend *b, const path_def *p, uint32_t sp
  * activation scale mode `span` of instance b; `few`: a subset of n and k
  * (the second mode's: its kernels are the same, only prep and the scales'
  * product differ). */
-static void shapes_against_ref(fx *f, edgert_backend *b, uint32_t span, int few)
+static void shapes_against_ref(fx *f, edgert_backend *b, uint32_t span, int few, int asym)
 {
     const path_def *p = &paths[f->pi];
     /* decode (<= 8 on path amx) and prefill: AMX blocks of 16 tokens,
@@ -591,7 +615,7 @@ static void shapes_against_ref(fx *f, edgert_backend *b, uint32_t span, int few)
     static const uint32_t ms[] = {1, 2, 3, 4, 5, 8, 9, 17, 31, 32, 33, 64};
     static const uint32_t ns[] = {1, 15, 16, 17, 33, 48, 87, 1001};
     static const uint32_t ks[] = {128, 256, 384, 2048};
-    uint64_t seed = span == SPAN_GROUP ? 42u : 4242u;
+    uint64_t seed = asym ? 4343u : span == SPAN_GROUP ? 42u : 4242u;
     char name[64];
     double worst = 0.0;
 
@@ -605,7 +629,10 @@ static void shapes_against_ref(fx *f, edgert_backend *b, uint32_t span, int few)
                 continue;
             snprintf(name, sizeof name, "blk.%zu.shape_n%u_k%u", ni, n, k);
             edgert_qtensor t;
-            sym_weights(n, k, seed++, name, &t);
+            if (asym)
+                asym_weights(n, k, seed++, name, &t);
+            else
+                sym_weights(n, k, seed++, name, &t);
             int8_t *wq = weight_ints(&t);
             edgert_packed *pk = pack_or_fail(b, &t), *pref = pack_or_fail(f->ref, &t);
             for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
@@ -622,9 +649,10 @@ static void shapes_against_ref(fx *f, edgert_backend *b, uint32_t span, int few)
             free(wq);
         }
     }
-    print_message("%s path=%s act_scale=%s: largest |y - y*| / bound %.3f%s\n", p->backend,
-                  p->path, span == SPAN_GROUP ? "group" : "token", worst,
-                  A8_LIGHT && f->pi == P_MODEL ? " (unoptimized build: the reduced shape set)"
+    print_message("%s path=%s act_scale=%s, %s weights: largest |y - y*| / bound %.3f%s\n",
+                  p->backend, p->path, span == SPAN_GROUP ? "group" : "token",
+                  asym ? "asymmetric" : "symmetric", worst,
+                  A8_LIGHT && f->pi == P_MODEL ? " (unoptimized or sanitized: the reduced set)"
                                                : "");
 }
 
@@ -633,10 +661,14 @@ static void test_paths_against_ref(void **state)
     fx *f = *state;
     edgert_backend *b = NULL, *bt = NULL;
     OPEN_OR_SKIP(f, f->pi, NULL, b);
-    shapes_against_ref(f, b, SPAN_GROUP, 0);
+    shapes_against_ref(f, b, SPAN_GROUP, 0, 0);
+    shapes_against_ref(f, b, SPAN_GROUP, 1, 1); /* the zero points' lines and products */
     edgert_backend_close(b);
+    if (A8_LIGHT && f->pi == P_MODEL) /* the token mode's prep is path vnni's, run there */
+        return;
     OPEN_OR_SKIP(f, f->pi, "act_scale=token", bt);
-    shapes_against_ref(f, bt, SPAN_TOKEN, 1);
+    shapes_against_ref(f, bt, SPAN_TOKEN, 1, 0);
+    shapes_against_ref(f, bt, SPAN_TOKEN, 1, 1);
     edgert_backend_close(bt);
 }
 
@@ -645,12 +677,15 @@ static void test_paths_against_ref(void **state)
 /* y of path pi and of path vnni on the same weights and x, padding and all,
  * memcmp'ed. */
 static void same_bits(fx *f, edgert_backend *b, edgert_backend *v, uint32_t m, uint32_t n,
-                      uint32_t k, uint64_t seed)
+                      uint32_t k, uint64_t seed, int asym)
 {
     char name[64];
-    snprintf(name, sizeof name, "bits.m%u.n%u.k%u", m, n, k);
+    snprintf(name, sizeof name, "bits.m%u.n%u.k%u%s", m, n, k, asym ? ".asym" : "");
     edgert_qtensor t;
-    sym_weights(n, k, seed, name, &t);
+    if (asym)
+        asym_weights(n, k, seed, name, &t);
+    else
+        sym_weights(n, k, seed, name, &t);
     edgert_packed *pb = pack_or_fail(b, &t), *pv = pack_or_fail(v, &t);
     const size_t ldx = (size_t)k + 3u, ldy = (size_t)n + 1u;
     float *x = malloc(sizeof(float) * m * ldx);
@@ -702,14 +737,16 @@ static void test_prefill_bits_equal_vnni(void **state)
     }
     edgert_backend *v = open_path_opts(f, vp, "decode_max_m=512", NULL, 0);
     /* token blocks of 32 and chunks of 256 (A8_AMX_RC), full and partial;
-     * items of 2 panels and a last item of 1 (n = 33, 1001) */
+     * items of 2 panels and a last item of 1 (n = 33, 1001); every second
+     * shape asymmetric (its zero points in the tiles' codes, in the VNNI
+     * tile's and the GEMV's products) */
     static const uint32_t shapes[][3] = {
         {5, 87, 256},    {8, 1001, 128},  {9, 33, 384},  {17, 15, 128},
         {31, 48, 2048},  {32, 16, 256},   {33, 1001, 384}, {64, 87, 2048},
         {512, 17, 256},  {40, 87, 256},   {300, 33, 384},
     };
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        same_bits(f, b, v, shapes[i][0], shapes[i][1], shapes[i][2], 900u + i);
+        same_bits(f, b, v, shapes[i][0], shapes[i][1], shapes[i][2], 900u + i, (int)(i & 1u));
     edgert_backend_close(b);
     edgert_backend_close(v);
 
@@ -717,7 +754,7 @@ static void test_prefill_bits_equal_vnni(void **state)
     b = open_path_opts(f, f->pi, "decode_max_m=1", NULL, 0);
     v = open_path_opts(f, vp, "decode_max_m=512", NULL, 0);
     for (uint32_t m = 2; m <= 4; m++)
-        same_bits(f, b, v, m, 33, 384, 950u + m);
+        same_bits(f, b, v, m, 33, 384, 950u + m, 0);
     edgert_backend_close(b);
     edgert_backend_close(v);
 }
@@ -770,7 +807,7 @@ static void test_manifest_options_fixed(void **state)
     }
 }
 
-/* Length: a table-like list of independent refusals (asymmetric weights,
+/* Length: a table-like list of independent refusals (zero points past 15,
  * scale range, group size, k, options), each with the words its error must
  * say; one function so a refusal is never left out of the list. */
 static void test_refusals(void **state)
@@ -815,8 +852,8 @@ static void test_refusals(void **state)
     assert_non_null(strstr(edgert_backend_describe(v), "L2 8 KiB ahead"));
     assert_non_null(strstr(edgert_backend_describe(l1), "decode prefetch: L1 6 KiB ahead"));
     for (uint32_t m = 1; m <= 5; m++) {
-        same_bits(f, b, v, m, 1001, 2048, 970u + m);
-        same_bits(f, l1, v, m, 1001, 2048, 975u + m);
+        same_bits(f, b, v, m, 1001, 2048, 970u + m, 0);
+        same_bits(f, l1, v, m, 1001, 2048, 975u + m, 0);
     }
     edgert_backend_close(b);
     edgert_backend_close(l1);
@@ -856,34 +893,16 @@ static void test_refusals(void **state)
         if (!strstr(edgert_backend_describe(b), said[i]))
             fail_msg("'%s' describes itself as '%s'", streams[i], edgert_backend_describe(b));
         for (uint32_t m = 1; m <= 2; m++) {
-            same_bits(f, b, v, m, 1001, 2048, 980u + m);
-            same_bits(f, b, v, m, 37, 384, 990u + m);
+            same_bits(f, b, v, m, 1001, 2048, 980u + m, 0);
+            same_bits(f, b, v, m, 37, 384, 990u + m, 1);
         }
         edgert_backend_close(b);
     }
     edgert_backend_close(v);
     b = open_path_opts(f, P_VNNI, NULL, NULL, 0);
 
-    /* asymmetric weights: refused, never re-quantized; the message names
-     * the tensor and says what to do */
     enum { N = 5, K = 256, G = K / 128 };
-    float w[N * K];
-    uint64_t seed = 11;
-    for (int i = 0; i < N * K; i++)
-        w[i] = 0.03f * rng_unit(&seed) + 0.01f;
     edgert_qtensor t;
-    assert_int_equal(edgert_quantize_rtn(w, N, K, 128, 0, &t), EDGERT_OK);
-    t.view.name = "blk.3.attn_k";
-    assert_non_null(t.zeros);
-    int asym = 0;
-    for (int i = 0; i < N * G; i++)
-        asym |= t.zeros[i] != 8u;
-    assert_true(asym);
-    static const char *const asym_says[] = {A8, "blk.3.attn_k", "asymmetric", "W4A16",
-                                            "re-quantize", NULL};
-    expect_pack_refused(b, &t.view, EDGERT_E_UNSUPPORTED, asym_says);
-    edgert_qtensor_free(&t);
-
     /* a zeros array of all 8 is symmetric: accepted, the same packed bytes
      * and the same results as zeros = NULL; one zero point of 7 refused */
     edgert_qtensor s;
@@ -908,10 +927,20 @@ static void test_refusals(void **state)
     assert_memory_equal(y0, y8, sizeof y0);
     edgert_packed_free(p0);
     edgert_packed_free(p8);
+    /* one zero point of 7: the asymmetric layout (its zero-point line: 64
+     * bytes more per panel), no longer refused; a zero point past 15 is */
     zeros[N * G - 1] = 7;
-    static const char *const z7_says[] = {"blk.3.attn_v", "zero point 7", "row 4", "group 1",
-                                          "W4A16", NULL};
-    expect_pack_refused(b, &wz, EDGERT_E_UNSUPPORTED, z7_says);
+    edgert_packed *p7 = NULL;
+    if (edgert_pack(b, &wz, &p7, err, sizeof err) != EDGERT_OK)
+        fail_msg("one zero point of 7: pack refused: %s", err);
+    const void *d7 = NULL;
+    size_t n7 = 0;
+    assert_int_equal(edgert_packed_data(p7, &d7, &n7, err, sizeof err), EDGERT_OK);
+    assert_int_equal(n7, n0 + 64u);
+    edgert_packed_free(p7);
+    zeros[N * G - 1] = 16;
+    static const char *const z16_says[] = {"blk.3.attn_v", "zero point 16", "[0, 15]", NULL};
+    expect_pack_refused(b, &wz, EDGERT_E_USAGE, z16_says);
 
     /* scales beyond fp16 (the layout stores fp16): refused, named; the
      * largest fp16 (65504) and what rounds to it are accepted */
@@ -1109,6 +1138,30 @@ static void test_packed_bits_and_map(void **state)
         edgert_backend_close(v);
     }
     edgert_qtensor_free(&t);
+
+    /* asymmetric: a zero-point line per four groups, 4.1875 bits per weight;
+     * k = 640 (5 groups): a whole quad and a partial one */
+    {
+        enum { KA = 640, GA = KA / 128 };
+        edgert_qtensor ta;
+        asym_weights(48, KA, 35, "blk.7.ffn_up.asym", &ta);
+        edgert_packed *pa = pack_or_fail(b, &ta);
+        const void *da = NULL;
+        size_t sa = 0;
+        assert_int_equal(edgert_packed_data(pa, &da, &sa, err, sizeof err), EDGERT_OK);
+        assert_int_equal(sa, 128u + 3u * (GA * 1024u + 3u * 64u + 2u * 64u));
+        edgert_qtensor_free(&ta);
+        round_trip(b, pa, 48, KA, "blk.7.ffn_up.asym");
+        edgert_qtensor big;
+        asym_weights(N, K, 36, "blk.7.ffn_gate.asym", &big);
+        edgert_packed *pb = pack_or_fail(b, &big);
+        const double bpa = (double)edgert_packed_bytes(pb) * 8.0 / ((double)N * K);
+        print_message("%s path=%s: asymmetric %u x %u: %.6f bits per weight\n",
+                      paths[f->pi].backend, paths[f->pi].path, N, K, bpa);
+        assert_true(bpa <= 4.19);
+        edgert_packed_free(pb);
+        edgert_qtensor_free(&big);
+    }
 
     if (A8_LIGHT && f->pi == P_MODEL) {
         /* unoptimized build: the tile model's m = 17 on [2048, 2048] takes
