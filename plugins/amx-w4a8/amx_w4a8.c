@@ -114,12 +114,12 @@ static const a8_flag a8_amx_flags[] = {{EDGERT_CPU_AMX_TILE, "amx_tile"},
 static const char *const a8_path_names[A8_PATH_COUNT] = {
     [A8_PATH_VNNI] = "vnni", [A8_PATH_AMX] = "amx", [A8_PATH_AVX2] = "avx2"};
 static const char *const a8_describe_text[A8_PATH_COUNT] = {
-    [A8_PATH_VNNI] = "vnni: int8 activations %s, AVX512_VNNI vpdpbusd for decode "
-                     "(GEMV) and prefill, exact int32 group sums, fp32 epilogue",
+    [A8_PATH_VNNI] = "vnni: int8 activations %s, vpdpbusd GEMV and prefill, exact int32 "
+                     "group sums",
     [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSSD, int8 activations %s, "
                     "exact int32 group sums); decode as path vnni (vpdpbusd GEMV)",
-    [A8_PATH_AVX2] = "avx2: int8 activations %s, AVX2 vpmaddubsw GEMV for every m, "
-                     "exact int32 group sums, fp32 epilogue (path vnni's decode bits)",
+    [A8_PATH_AVX2] = "avx2: int8 activations %s, vpmaddubsw GEMV for every m, exact int32 "
+                     "group sums (path vnni's bits)",
 };
 
 /* ---- init ------------------------------------------------------------------------------ */
