@@ -115,10 +115,14 @@ static void test_explain_on_every_device(void **state)
     }
     closedir(d);
     assert_true(checked >= 16); /* the fixtures: 8 devices, 2 priorities */
-    /* this device (live: first contact's figures, the path chosen) */
+    /* this device (live: first contact's figures, the path chosen). Its
+     * rows are not held to the 40 of the fixtures: what it says depends on
+     * the moment (a first contact measured under contention adds 3 rows per
+     * backend and 3 to the ranking, a decode group split by a hair 2 per
+     * split; 46 rows with five eligible backends on a busy AVX-512 machine) */
     char *out;
     assert_int_equal(run_tty("select --explain", 100, &out), 0);
-    check_explain("this device", out, 100, 40);
+    check_explain("this device", out, 100, 0);
     free(out);
     assert_int_equal(run_tty("select --explain --priority fidelity", 60, &out), 0);
     check_explain("this device, 60 columns", out, 60, 0);
