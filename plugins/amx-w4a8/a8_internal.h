@@ -90,6 +90,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <math.h>
+#include <string.h>
 
 #include "edgert/plugin.h"
 #include "edgert/version.h"
@@ -268,6 +270,23 @@ typedef struct a8_job {
     unsigned streams; /* decode, m = 1: panels read side by side (1, 2 or 4) */
 } a8_job;
 
+
+/* Both preps (plain C, no ISA code): group g of token i has codes 0 and
+ * scale 0, a group of zeros; and token i's every group so, its s_x NaN
+ * (`bad`: a non-finite x) or 0 (a row of zeros). */
+static inline void a8_prep_zero_group(const a8_job *j, size_t i, uint32_t g)
+{
+    memset(j->act + i * j->act_row_bytes + g * j->act_group_bytes, 0, A8_GROUP);
+    j->asum8[i * j->w->groups + g] = 0;
+    j->sg[i * j->w->groups + g] = 0.0f;
+}
+
+static inline void a8_prep_zero_row(const a8_job *j, size_t i, int bad)
+{
+    for (uint32_t g = 0; g < j->w->groups; g++)
+        a8_prep_zero_group(j, i, g);
+    j->sx[i] = bad ? NAN : 0.0f;
+}
 
 /* Defined in the kernel files; only called after init checked the flags. */
 void a8_prep(void *job, size_t begin, size_t end, unsigned worker);

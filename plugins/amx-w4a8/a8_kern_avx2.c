@@ -103,20 +103,13 @@ void a8_avx2_prep(void *arg, size_t begin, size_t end, unsigned worker)
         int bad = 0;
         const float m = row_max(x, k, &bad);
         if (bad || m == 0.0f) {
-            for (uint32_t g = 0; g < groups; g++) {
-                memset(a + g * gb, 0, A8_GROUP);
-                sg[g] = 0.0f;
-            }
-            memset(asum8, 0, groups * sizeof *asum8);
-            j->sx[i] = bad ? NAN : 0.0f;
+            a8_prep_zero_row(j, i, bad);
             continue;
         }
         for (uint32_t g = 0; g < groups; g++) {
             const float mg = j->act_group ? group_max(x + g * A8_GROUP) : m;
             if (mg == 0.0f) { /* a group of zeros: codes 0, scale 0 */
-                memset(a + g * gb, 0, A8_GROUP);
-                asum8[g] = 0;
-                sg[g] = 0.0f;
+                a8_prep_zero_group(j, i, g);
                 continue;
             }
             const __m256 inv = _mm256_set1_ps(127.0f / mg);

@@ -79,20 +79,13 @@ void a8_prep(void *arg, size_t begin, size_t end, unsigned worker)
         }
         const float m = _mm512_reduce_max_ps(mx);
         if (bad != 0 || m == 0.0f) {
-            for (uint32_t g = 0; g < groups; g++) {
-                memset(a + g * gb, 0, A8_GROUP);
-                sg[g] = 0.0f;
-            }
-            memset(asum8, 0, groups * sizeof *asum8);
-            j->sx[i] = bad != 0 ? NAN : 0.0f;
+            a8_prep_zero_row(j, i, bad != 0);
             continue;
         }
         for (uint32_t g = 0; g < groups; g++) {
             const float mg = j->act_group ? group_max(x + g * A8_GROUP) : m;
             if (mg == 0.0f) { /* a group of zeros: codes 0, scale 0 */
-                memset(a + g * gb, 0, A8_GROUP);
-                asum8[g] = 0;
-                sg[g] = 0.0f;
+                a8_prep_zero_group(j, i, g);
                 continue;
             }
             const __m512 inv = _mm512_set1_ps(127.0f / mg);

@@ -313,6 +313,15 @@ static void fill_x(float *x, uint32_t m, uint32_t k, size_t ldx, uint64_t seed)
     }
 }
 
+/* Every scale of t rounded to fp16, as verify and GPTQ files have them (the
+ * plugin's layout then holds them exactly), and its name. */
+static void fp16_scales(edgert_qtensor *t, const char *name)
+{
+    for (size_t i = 0; i < (size_t)t->view.n * (t->view.k / 128u); i++)
+        t->scales[i] = st_f16_to_f32(st_f32_to_f16(t->scales[i]));
+    t->view.name = name;
+}
+
 /* The canonical SYMMETRIC tensor [n][k] from `seed`, group 128, scales
  * rounded to fp16 (exact in the plugin's layout). */
 static void sym_weights(uint32_t n, uint32_t k, uint64_t seed, const char *name, edgert_qtensor *t)
@@ -324,9 +333,7 @@ static void sym_weights(uint32_t n, uint32_t k, uint64_t seed, const char *name,
     assert_int_equal(edgert_quantize_rtn(w, n, k, 128, 1, t), EDGERT_OK);
     assert_null(t->zeros);
     free(w);
-    for (size_t i = 0; i < (size_t)n * (k / 128u); i++)
-        t->scales[i] = st_f16_to_f32(st_f32_to_f16(t->scales[i]));
-    t->view.name = name;
+    fp16_scales(t, name);
 }
 
 /* The activations' scale modes (option act_scale): the span of one scale. */
@@ -346,9 +353,7 @@ static void asym_weights(uint32_t n, uint32_t k, uint64_t seed, const char *name
     assert_int_equal(edgert_quantize_rtn(w, n, k, 128, 0, t), EDGERT_OK);
     assert_non_null(t->zeros);
     free(w);
-    for (size_t i = 0; i < (size_t)n * (k / 128u); i++)
-        t->scales[i] = st_f16_to_f32(st_f32_to_f16(t->scales[i]));
-    t->view.name = name;
+    fp16_scales(t, name);
 }
 
 /* One token's activations as the plugin quantizes them (a8_prep and
@@ -664,8 +669,12 @@ static void test_paths_against_ref(void **state)
     shapes_against_ref(f, b, SPAN_GROUP, 0, 0);
     shapes_against_ref(f, b, SPAN_GROUP, 1, 1); /* the zero points' lines and products */
     edgert_backend_close(b);
-    if (A8_LIGHT && f->pi == P_MODEL) /* the token mode's prep is path vnni's, run there */
+    if (A8_LIGHT && f->pi == P_MODEL) { /* the token mode's prep is path vnni's, run there */
+        tu_skip_line(__func__, "",
+                     "act_scale=token on the tile model: unoptimized or sanitized build "
+                     "(paths vnni and avx2 run it)");
         return;
+    }
     OPEN_OR_SKIP(f, f->pi, "act_scale=token", bt);
     shapes_against_ref(f, bt, SPAN_TOKEN, 1, 0);
     shapes_against_ref(f, bt, SPAN_TOKEN, 1, 1);
