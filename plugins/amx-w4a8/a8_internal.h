@@ -162,8 +162,15 @@ typedef enum a8_path {
     A8_PATH_VNNI = 0, /* AVX512_VNNI decode and prefill */
     A8_PATH_AMX = 1,  /* AMX-INT8 tiles for prefill, VNNI decode */
     A8_PATH_AVX2 = 2, /* AVX2 vpmaddubsw GEMV for every m (a8_kern_avx2.c) */
+    A8_PATH_AVXVNNI = 3, /* AVX-VNNI vpdpbusd on ymm, GEMV for every m (a8_kern_avxvnni.c) */
     A8_PATH_COUNT
 } a8_path;
+
+/* The paths for CPUs without AVX-512 (256-bit, a8_kern256.h). */
+static inline int a8_is_256(a8_path p)
+{
+    return p == A8_PATH_AVX2 || p == A8_PATH_AVXVNNI;
+}
 
 typedef struct a8_packed {
     uint32_t magic;
@@ -296,5 +303,7 @@ void a8_amx_prefill(void *job, size_t begin, size_t end, unsigned worker);
 void a8_avx2_prep(void *job, size_t begin, size_t end, unsigned worker);
 void a8_avx2_decode(void *job, size_t begin, size_t end, unsigned worker);
 void a8_avx2_prefill(void *job, size_t begin, size_t end, unsigned worker);
+void a8_avxvnni_decode(void *job, size_t begin, size_t end, unsigned worker);
+void a8_avxvnni_prefill(void *job, size_t begin, size_t end, unsigned worker);
 
 #endif /* A8_INTERNAL_H */

@@ -33,11 +33,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "a8_internal.h"
-#include "a8_prefetch.h"
+#include "a8_kern256.h"
 
-#define A8_AVX2_INLINE static inline __attribute__((always_inline))
-#define A8_AVX2_UNROLL _Pragma("GCC unroll 32")
+#define A8_AVX2_INLINE A8_256_INLINE
+#define A8_AVX2_UNROLL A8_256_UNROLL
 #define A8_AVX2_RB 2u /* tokens per pass: 2 x 2 halves of int16 and int32 sums */
 
 /* Keep a sum in a register, as computed: an empty asm GCC cannot see
@@ -138,33 +137,6 @@ void a8_avx2_prep(void *arg, size_t begin, size_t end, unsigned worker)
 
 /* ---- the GEMV --------------------------------------------------------------------------- */
 
-A8_AVX2_INLINE __m256i bcast4(const int8_t *p)
-{
-    int32_t d;
-    memcpy(&d, p, sizeof d);
-    return _mm256_set1_epi32(d);
-}
-
-/* The 8 fp32 scales of half h of panel p, group g. */
-A8_AVX2_INLINE __m256 half_scales(const a8_packed *w, size_t p, uint32_t g, unsigned h)
-{
-    const uint8_t *s =
-        w->data + p * w->panel_bytes + a8_scales_at(w->asym, w->groups, g) + 16u * h;
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)s));
-}
-
-/* What d subtracts for half h of panel p, group g: z sum a per lane
- * (asym: the columns' zero points; asum8 = 8 sum a, exact), else 8 sum a. */
-A8_AVX2_INLINE __m256i half_zsum(const a8_packed *w, size_t p, uint32_t g, unsigned h,
-                                 int32_t asum8)
-{
-    if (!w->asym)
-        return _mm256_set1_epi32(asum8);
-    const uint8_t *z = w->data + p * w->panel_bytes + a8_zeros_off(w, g) + 8u * h;
-    const __m256i zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)z));
-    return _mm256_mullo_epi32(zv, _mm256_set1_epi32(asum8 >> 3)); /* exact: 8 | asum8 */
-}
-
 /* Tokens r0 .. r0 + R - 1 of panel p: y[r][16 p ..] for the columns that
  * exist (the rest of the panel's lanes are padding, never stored). */
 A8_AVX2_INLINE void panel_rows(const a8_job *j, size_t p, size_t r0, const unsigned R,
@@ -204,11 +176,12 @@ A8_AVX2_INLINE void panel_rows(const a8_job *j, size_t p, size_t r0, const unsig
                     __m256i hi4 = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
                     A8_AVX2_UNROLL
                     for (unsigned r = 0; r < R; r++) {
+                        const int8_t *xt = xg[r] + 8u * t;
                         s16[r][h] = _mm256_add_epi16(
-                            s16[r][h], _mm256_maddubs_epi16(lo4, bcast4(xg[r] + 8u * t)));
+                            s16[r][h], _mm256_maddubs_epi16(lo4, a8_bcast4_256(xt)));
                         A8_AVX2_KEEP(s16[r][h]);
                         s16[r][h] = _mm256_add_epi16(
-                            s16[r][h], _mm256_maddubs_epi16(hi4, bcast4(xg[r] + 8u * t + 4u)));
+                            s16[r][h], _mm256_maddubs_epi16(hi4, a8_bcast4_256(xt + 4u)));
                         A8_AVX2_KEEP(s16[r][h]);
                     }
                 }
@@ -223,35 +196,16 @@ A8_AVX2_INLINE void panel_rows(const a8_job *j, size_t p, size_t r0, const unsig
             a8_prefetch(blk + A8_CODE_BYTES, near);
         A8_AVX2_UNROLL
         for (unsigned h = 0; h < 2u; h++) {
-            const __m256 sw = half_scales(w, p, g, h);
+            const __m256 sw = a8_half_scales(w, p, g, h);
             A8_AVX2_UNROLL
-            for (unsigned r = 0; r < R; r++) {
-                const size_t rg = (r0 + r) * w->groups + g;
-                __m256i d = _mm256_sub_epi32(acc[r][h], half_zsum(w, p, g, h, j->asum8[rg]));
-                yacc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
-                                             _mm256_mul_ps(sw, _mm256_set1_ps(j->sg[rg])),
-                                             yacc[r][h]);
-            }
+            for (unsigned r = 0; r < R; r++)
+                yacc[r][h] = a8_half_group(j, p, g, h, (r0 + r) * w->groups + g, acc[r][h], sw,
+                                           yacc[r][h]);
         }
     }
-    const size_t c0 = p * A8_PANEL, left = (size_t)w->n - c0;
     A8_AVX2_UNROLL
-    for (unsigned r = 0; r < R; r++) {
-        float *yp = j->y + (r0 + r) * j->ldy + c0;
-        const __m256 sx = _mm256_set1_ps(j->sx[r0 + r]);
-        A8_AVX2_UNROLL
-        for (unsigned h = 0; h < 2u; h++) {
-            const __m256 v = _mm256_mul_ps(yacc[r][h], sx);
-            const size_t have = left > 8u * h ? left - 8u * h : 0u;
-            if (have >= 8u) {
-                _mm256_storeu_ps(yp + 8u * h, v);
-            } else if (have > 0u) {
-                const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-                const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)have), lane);
-                _mm256_maskstore_ps(yp + 8u * h, mask, v);
-            }
-        }
-    }
+    for (unsigned r = 0; r < R; r++)
+        a8_store_row(j, p, r0 + r, yacc[r]);
 }
 
 /* Panels [begin, end) for every token of the call. */

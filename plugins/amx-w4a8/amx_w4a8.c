@@ -5,7 +5,7 @@
  * a8_internal.h), int8 activations with a scale
  * per group of 128 (or per token), integer dot products, fp32 epilogue.
  * One library behind three manifests: `amx-w4a8` (plugin_options
- * path=amx), `avx512-w4a8` (path=vnni) and `avx2-w4a8` (path=avx2).
+ * path=amx), `avx512-w4a8` (path=vnni) and `avx2-w4a8` (path=avxvnni,avx2).
  *
  * Length: the plain-x86 side of one library behind three manifests (entry,
  * the options and flag checks of three paths, pack, map, dispatch and
@@ -24,10 +24,14 @@
  *   path=vnni  AVX512_VNNI vpdpbusd for decode and prefill (a8_kern_vnni.c).
  *   path=avx2  AVX2 vpmaddubsw, one GEMV for every m (a8_kern_avx2.c), for
  *              CPUs without AVX-512; needs avx2, fma and f16c only.
- *   path=auto  (default, also for NULL or "") amx where the tiles are usable
- *              and granted, else vnni; avx2 on a CPU without AVX-512.
+ *   path=avxvnni  the same GEMV on AVX-VNNI's vpdpbusd on ymm
+ *              (a8_kern_avxvnni.c); needs avx2, fma, f16c and avx_vnni.
+ *   path=a,b,...  the first of the listed paths this CPU runs (avx2-w4a8's
+ *              avxvnni,avx2: one manifest for every CPU without AVX-512).
+ *   path=auto  (default, also for NULL or "") the first of amx (where the
+ *              tiles are usable and granted), vnni, avxvnni, avx2.
  * Paths amx and vnni need avx512f, avx512bw, avx512vl and avx512_vnni.
- * Options (blank-separated): "path=<auto|amx|vnni>",
+ * Options (blank-separated): "path=<auto|amx|vnni|avxvnni|avx2>[,...]",
  * "prefetch=<far|near|none|far-l1|auto>" (decode's software prefetch,
  * a8_kern.h; auto: plugin_kit.h) and "streams=<1|2|4|auto>" (the panels the
  * m = 1 GEMV reads side by side; default 1. The default prefetch,
@@ -85,60 +89,118 @@ typedef struct a8_flag {
     const char *name;
 } a8_flag;
 
-/* Every path's kernel files are compiled for these (CMakeLists.txt). */
-static const a8_flag a8_base_flags[] = {
-    {EDGERT_CPU_AVX512F, "avx512f"},
-    {EDGERT_CPU_AVX512BW, "avx512bw"},
-    {EDGERT_CPU_AVX512VL, "avx512vl"},
-    {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"},
-};
-
-/* The avx2 path's kernel file is compiled for these (CMakeLists.txt). */
-static const a8_flag a8_avx2_flags[] = {
-    {EDGERT_CPU_AVX2, "avx2"},
-    {EDGERT_CPU_FMA, "fma"},
-    {EDGERT_CPU_F16C, "f16c"},
-};
+/* The AVX-512 flags paths vnni and amx's kernel files are compiled for,
+ * and avx2's (CMakeLists.txt). */
+#define A8_FLAGS_512                                                                            \
+    {EDGERT_CPU_AVX512F, "avx512f"}, {EDGERT_CPU_AVX512BW, "avx512bw"},                         \
+        {EDGERT_CPU_AVX512VL, "avx512vl"}, {EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}
+#define A8_FLAGS_AVX2 {EDGERT_CPU_AVX2, "avx2"}, {EDGERT_CPU_FMA, "fma"}, {EDGERT_CPU_F16C, "f16c"}
 
 /* The amx path's tiles: real AMX, or (test build) the tile model, which
  * needs no AMX flag. */
 #ifdef EDGERT_AMX_EMULATE
-static const a8_flag a8_amx_flags[] = {{EDGERT_CPU_AVX512_VNNI, "avx512_vnni"}};
+#define A8_FLAGS_AMX A8_FLAGS_512
 #define A8_AMX_TILES "the AMX tile MODEL (test build)"
 #else
-static const a8_flag a8_amx_flags[] = {{EDGERT_CPU_AMX_TILE, "amx_tile"},
-                                       {EDGERT_CPU_AMX_INT8, "amx_int8"}};
+#define A8_FLAGS_AMX                                                                            \
+    A8_FLAGS_512, {EDGERT_CPU_AMX_TILE, "amx_tile"}, { EDGERT_CPU_AMX_INT8, "amx_int8" }
 #define A8_AMX_TILES "AMX-INT8 tiles"
 #endif
 
-static const char *const a8_path_names[A8_PATH_COUNT] = {
-    [A8_PATH_VNNI] = "vnni", [A8_PATH_AMX] = "amx", [A8_PATH_AVX2] = "avx2"};
-static const char *const a8_describe_text[A8_PATH_COUNT] = {
-    [A8_PATH_VNNI] = "vnni: int8 activations %s, vpdpbusd GEMV and prefill, exact int32 "
-                     "group sums",
-    [A8_PATH_AMX] = "amx: prefill on " A8_AMX_TILES " (TDPBSSD, int8 activations %s, "
-                    "exact int32 group sums); decode as path vnni (vpdpbusd GEMV)",
-    [A8_PATH_AVX2] = "avx2: int8 activations %s, vpmaddubsw GEMV for every m, exact int32 "
-                     "group sums (path vnni's bits)",
+/* Path avxvnni's vpdpbusd on ymm: AVX-VNNI (VEX), or in the test-only build
+ * (A8_VNNI_EVEX, tests/CMakeLists.txt) the same instruction as EVEX. */
+#ifdef A8_VNNI_EVEX
+#define A8_FLAGS_AVXVNNI                                                                        \
+    A8_FLAGS_AVX2, {EDGERT_CPU_AVX512VL, "avx512vl"}, { EDGERT_CPU_AVX512_VNNI, "avx512_vnni" }
+#define A8_AVXVNNI_ISA "vpdpbusd on ymm (EVEX, test build)"
+#else
+#define A8_FLAGS_AVXVNNI A8_FLAGS_AVX2, {EDGERT_CPU_AVX_VNNI, "avx_vnni"}
+#define A8_AVXVNNI_ISA "AVX-VNNI vpdpbusd"
+#endif
+
+/* One code path: the CPU flags its kernel files need (all of them usable),
+ * what describe() says of it (%s: the activations' scale), its kernels and
+ * the largest m its GEMV serves by default. */
+typedef struct a8_path_def {
+    const char *name;
+    a8_flag flags[6];
+    const char *describe;
+    edgert_range_fn prep, decode, prefill;
+    uint32_t decode_max_m;
+} a8_path_def;
+
+static const a8_path_def a8_paths[A8_PATH_COUNT] = {
+    [A8_PATH_VNNI] = {"vnni", {A8_FLAGS_512},
+                      "vnni: int8 activations %s, vpdpbusd GEMV and prefill, exact int32 group "
+                      "sums",
+                      a8_prep, a8_vnni_decode, a8_vnni_prefill, A8_VNNI_DECODE_MAX_M},
+    [A8_PATH_AMX] = {"amx", {A8_FLAGS_AMX},
+                     "amx: prefill on " A8_AMX_TILES " (TDPBSSD, int8 activations %s, exact "
+                     "int32 group sums); decode as path vnni (vpdpbusd GEMV)",
+                     a8_prep, a8_vnni_decode, a8_amx_prefill, A8_DECODE_MAX_M},
+    /* the 256-bit paths: their GEMV for every m unless decode_max_m is given */
+    [A8_PATH_AVX2] = {"avx2", {A8_FLAGS_AVX2},
+                      "avx2: int8 activations %s, vpmaddubsw GEMV for every m, exact int32 "
+                      "group sums (path vnni's bits)",
+                      a8_avx2_prep, a8_avx2_decode, a8_avx2_prefill, UINT32_MAX},
+    [A8_PATH_AVXVNNI] = {"avxvnni", {A8_FLAGS_AVXVNNI},
+                         "avxvnni: int8 activations %s, " A8_AVXVNNI_ISA " GEMV for every m, "
+                         "exact int32 group sums (path vnni's bits)",
+                         a8_avx2_prep, a8_avxvnni_decode, a8_avxvnni_prefill, UINT32_MAX},
 };
+
+/* path=auto: the first of these this CPU runs (amx only where Linux grants
+ * the tile data). */
+static const a8_path a8_auto_paths[A8_PATH_COUNT] = {A8_PATH_AMX, A8_PATH_VNNI,
+                                                     A8_PATH_AVXVNNI, A8_PATH_AVX2};
+
+/* The paths an instance may take, in the order asked: path=a,b,... */
+typedef struct a8_path_list {
+    a8_path path[A8_PATH_COUNT];
+    unsigned n; /* 0: path=auto (a8_auto_paths) */
+} a8_path_list;
 
 /* ---- init ------------------------------------------------------------------------------ */
 
-static const char *a8_missing_amx_flag(uint64_t flags)
+/* "path=" 's value: auto, or one path or several, comma-separated. 0 on
+ * success. */
+static int a8_parse_paths(const char *v, size_t vl, a8_path_list *list, char *err,
+                          size_t err_len)
 {
-    for (size_t i = 0; i < sizeof a8_amx_flags / sizeof a8_amx_flags[0]; i++)
-        if (!EDGERT_HAS_FLAG(flags, a8_amx_flags[i].flag))
-            return a8_amx_flags[i].name;
-    return NULL;
+    list->n = 0;
+    if (vl == 4u && strncmp(v, "auto", 4u) == 0)
+        return 0;
+    for (size_t at = 0; at <= vl;) {
+        const char *name = v + at;
+        const char *comma = memchr(name, ',', vl - at);
+        const size_t nl = comma != NULL ? (size_t)(comma - name) : vl - at;
+        unsigned found = A8_PATH_COUNT;
+        for (unsigned i = 0; i < A8_PATH_COUNT; i++)
+            if (strlen(a8_paths[i].name) == nl && strncmp(a8_paths[i].name, name, nl) == 0)
+                found = i;
+        int dup = 0;
+        for (unsigned i = 0; i < list->n; i++)
+            dup |= list->path[i] == (a8_path)found;
+        if (found == A8_PATH_COUNT || dup) {
+            edgert_errf(err, err_len,
+                        A8_NAME ": init: %s path '%.*s' in 'path=%.*s' (accepted: auto, or one "
+                                "or more of amx, vnni, avxvnni, avx2, comma-separated: the first "
+                                "this CPU runs)",
+                        dup ? "repeated" : "unknown", (int)nl, name, (int)vl, v);
+            return -1;
+        }
+        list->path[list->n++] = (a8_path)found;
+        at += nl + 1u;
+    }
+    return 0;
 }
 
 /* Parse the blank-separated options (a later one wins, as here always;
  * avx512-w4a16 takes each once). 0 on success. */
-static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
-                            int *act_group, uint32_t *decode_max_m, pk_tuning *t, char *err,
-                            size_t err_len)
+static int a8_parse_options(const char *options, a8_path_list *paths, int *act_group,
+                            uint32_t *decode_max_m, pk_tuning *t, char *err, size_t err_len)
 {
-    *auto_path = 1;
+    paths->n = 0;
     *act_group = 1;
     *decode_max_m = 0; /* 0: the path's default */
     *t = (pk_tuning){-1, 0u}; /* not given: a8_decode_defaults */
@@ -157,26 +219,8 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
             t->prefetch = later.prefetch >= 0 ? later.prefetch : t->prefetch;
             t->streams = later.streams != 0u ? later.streams : t->streams;
         } else if (len > 5u && strncmp(s, "path=", 5u) == 0) {
-            const char *v = s + 5;
-            const size_t vl = len - 5u;
-            if (vl == 4u && strncmp(v, "auto", 4u) == 0) {
-                *auto_path = 1;
-            } else if (vl == 3u && strncmp(v, "amx", 3u) == 0) {
-                *auto_path = 0;
-                *path = A8_PATH_AMX;
-            } else if (vl == 4u && strncmp(v, "vnni", 4u) == 0) {
-                *auto_path = 0;
-                *path = A8_PATH_VNNI;
-            } else if (vl == 4u && strncmp(v, "avx2", 4u) == 0) {
-                *auto_path = 0;
-                *path = A8_PATH_AVX2;
-            } else {
-                edgert_errf(err, err_len,
-                            A8_NAME ": init: unknown path '%.*s' (accepted: auto, amx, vnni, "
-                                    "avx2)",
-                            (int)vl, v);
+            if (a8_parse_paths(s + 5, len - 5u, paths, err, err_len) != 0)
                 return -1;
-            }
         } else if (len > 10u && strncmp(s, "act_scale=", 10u) == 0) {
             const char *v = s + 10;
             const size_t vl = len - 10u;
@@ -211,7 +255,7 @@ static int a8_parse_options(const char *options, int *auto_path, a8_path *path,
         } else {
             edgert_errf(err, err_len,
                         A8_NAME ": init: unknown option '%.*s' (accepted: "
-                                "path=auto|amx|vnni|avx2, act_scale=group|token, "
+                                "path=auto|amx|vnni|avxvnni|avx2[,...], act_scale=group|token, "
                                 "decode_max_m=N, prefetch=far|near|none|far-l1|auto, "
                                 "streams=1|2|4|auto)",
                         (int)len, s);
@@ -245,7 +289,7 @@ static void a8_decode_defaults(const pk_tuning *t, a8_state *st)
      * per mode, ceilings 26-45 GB/s): avx2-w4a16's step over this one's
      * 1.029 with far, 0.982 far-l1, 0.940 auto (far-l1 or none), 0.897
      * none. Not measured on Intel. */
-    const int with = st->path == A8_PATH_AVX2 ? PK_PF_FAR
+    const int with = a8_is_256(st->path) ? PK_PF_FAR
                      : intel                  ? PK_PF_NEAR_TOO
                                               : PK_PF_FAR_L1;
     if (t->streams == PK_STREAMS_AUTO) { /* asked for: one against PK_STREAMS_MANY */
@@ -255,49 +299,60 @@ static void a8_decode_defaults(const pk_tuning *t, a8_state *st)
     }
     st->streams = t->streams != 0u ? t->streams : 1u;
     const int given = t->prefetch >= 0                     ? t->prefetch
-                      : intel || st->path == A8_PATH_AVX2 ? -1 /* `with` */
+                      : intel || a8_is_256(st->path) ? -1 /* `with` */
                                                            : PK_PF_AUTO;
     pk_pf_settle(given, with, with, PK_PF_NONE, st->streams, &st->pf_near, &st->pf_streams,
                  &st->pf_auto);
 }
 
-/* The first of need[0 .. n-1] that `flags` lacks, or NULL. */
-static const char *a8_lacks(uint64_t flags, const a8_flag *need, size_t n)
+/* The first flag of path p that `flags` lacks, or NULL. */
+static const char *a8_lacks(uint64_t flags, a8_path p)
 {
-    for (size_t i = 0; i < n; i++)
+    const a8_flag *need = a8_paths[p].flags;
+    for (size_t i = 0; i < sizeof a8_paths[p].flags / sizeof need[0] && need[i].name; i++)
         if (!EDGERT_HAS_FLAG(flags, need[i].flag))
             return need[i].name;
     return NULL;
 }
 
-/* Whether this CPU has the flags the path's kernel files are compiled for:
- * paths amx and vnni the AVX-512 ones, path avx2 its own; auto on a CPU
- * without the AVX-512 ones but with avx2's becomes path avx2. */
-static edgert_status a8_check_flags(uint64_t flags, int *auto_path, a8_path *path, char *err,
-                                    size_t err_len)
+/* The first path of the list (path=auto: a8_auto_paths) this CPU runs:
+ * every flag of its kernel files usable and, for amx, Linux's tile-data
+ * permission. A path passed over for the permission is logged when
+ * another follows; when none runs, E_UNSUPPORTED names what each lacks. */
+static edgert_status a8_choose_path(const edgert_host *host, const a8_path_list *asked,
+                                    a8_path *out, char *err, size_t err_len)
 {
-    const size_t nb = sizeof a8_base_flags / sizeof a8_base_flags[0];
-    const size_t n2 = sizeof a8_avx2_flags / sizeof a8_avx2_flags[0];
-    const char *base = a8_lacks(flags, a8_base_flags, nb);
-    const char *avx2 = a8_lacks(flags, a8_avx2_flags, n2);
-    if (*auto_path && base != NULL && avx2 == NULL) {
-        *auto_path = 0;
-        *path = A8_PATH_AVX2;
-    }
-    if (!*auto_path && *path == A8_PATH_AVX2) {
-        if (avx2 == NULL)
+    const a8_path *list = asked->n != 0u ? asked->path : a8_auto_paths;
+    const unsigned n = asked->n != 0u ? asked->n : A8_PATH_COUNT;
+    char why[384] = "";
+    size_t used = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const char *lacks = a8_lacks(host->cpu_flags, list[i]);
+        if (lacks == NULL && list[i] == A8_PATH_AMX &&
+            pk_amx_permission(A8_NAME, err, err_len) != 0) {
+            if (i + 1u == n)
+                return EDGERT_E_UNSUPPORTED; /* err says why */
+            host->log(host->host_ctx, EDGERT_LOG_WARN, "%s; path %s goes on with the next",
+                      err != NULL && err_len != 0u ? err : A8_NAME ": AMX refused",
+                      asked->n != 0u ? "list" : "auto");
+            if (err != NULL && err_len != 0u)
+                err[0] = '\0';
+            continue;
+        }
+        if (lacks == NULL) {
+            *out = list[i];
             return EDGERT_OK;
-        edgert_errf(err, err_len,
-                    A8_NAME ": init: this CPU lacks %s (path avx2 needs avx2, fma and f16c)",
-                    avx2);
-        return EDGERT_E_UNSUPPORTED;
+        }
+        if (used < sizeof why) {
+            int w = snprintf(why + used, sizeof why - used, "%spath %s needs %s",
+                             used != 0u ? "; " : "", a8_paths[list[i]].name, lacks);
+            used += w > 0 ? (size_t)w : 0u;
+        }
     }
-    if (base == NULL)
-        return EDGERT_OK;
     edgert_errf(err, err_len,
-                A8_NAME ": init: this CPU lacks %s (paths amx and vnni need avx512f, avx512bw, "
-                        "avx512vl and avx512_vnni; path avx2 avx2, fma and f16c)",
-                base);
+                A8_NAME ": init: no path asked for runs on this CPU: %s, which it lacks (or the "
+                        "OS has not enabled)",
+                why);
     return EDGERT_E_UNSUPPORTED;
 }
 
@@ -307,44 +362,16 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     edgert_status rc = pk_check_init(A8_NAME, host, state, err, err_len);
     if (rc != EDGERT_OK)
         return rc;
-    int auto_path = 1;
-    a8_path path = A8_PATH_VNNI;
+    a8_path_list asked;
     int act_group = 1;
     uint32_t decode_max_m = 0;
     pk_tuning tuning;
-    if (a8_parse_options(options, &auto_path, &path, &act_group, &decode_max_m, &tuning, err,
-                         err_len) != 0)
+    if (a8_parse_options(options, &asked, &act_group, &decode_max_m, &tuning, err, err_len) != 0)
         return EDGERT_E_USAGE;
-
-    const uint64_t flags = host->cpu_flags;
-    const int asked_auto = auto_path;
-    rc = a8_check_flags(flags, &auto_path, &path, err, err_len);
+    a8_path path = A8_PATH_VNNI;
+    rc = a8_choose_path(host, &asked, &path, err, err_len);
     if (rc != EDGERT_OK)
         return rc;
-    const char *missing = a8_missing_amx_flag(flags);
-    if (auto_path) {
-        path = A8_PATH_VNNI;
-        if (missing == NULL) {
-            if (pk_amx_permission(A8_NAME, err, err_len) == 0) {
-                path = A8_PATH_AMX;
-            } else {
-                host->log(host->host_ctx, EDGERT_LOG_WARN, "%s; path auto goes on with vnni",
-                          err != NULL && err_len != 0u ? err : A8_NAME ": AMX refused");
-                if (err != NULL && err_len != 0u)
-                    err[0] = '\0';
-            }
-        }
-    } else if (path == A8_PATH_AMX) {
-        if (missing != NULL) {
-            edgert_errf(err, err_len,
-                        A8_NAME ": init: path=amx needs the CPU flag %s, which this CPU does "
-                                "not have (or the OS has not enabled)",
-                        missing);
-            return EDGERT_E_UNSUPPORTED;
-        }
-        if (pk_amx_permission(A8_NAME, err, err_len) != 0)
-            return EDGERT_E_UNSUPPORTED;
-    }
 
     a8_state *st = host->alloc(host->host_ctx, sizeof *st, A8_ALIGN);
     if (st == NULL) {
@@ -352,18 +379,14 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
                     sizeof *st);
         return EDGERT_E_NOMEM;
     }
+    const a8_path_def *def = &a8_paths[path];
     st->host = host;
     st->path = path;
     st->act_group = act_group;
-    st->decode_max_m = decode_max_m != 0u         ? decode_max_m
-                       : path == A8_PATH_AMX  ? A8_DECODE_MAX_M
-                       : path == A8_PATH_AVX2 ? UINT32_MAX /* its GEMV for every m */
-                                              : A8_VNNI_DECODE_MAX_M;
-    st->prep = path == A8_PATH_AVX2 ? a8_avx2_prep : a8_prep;
-    st->decode = path == A8_PATH_AVX2 ? a8_avx2_decode : a8_vnni_decode;
-    st->prefill = path == A8_PATH_AMX    ? a8_amx_prefill
-                  : path == A8_PATH_AVX2 ? a8_avx2_prefill
-                                         : a8_vnni_prefill;
+    st->decode_max_m = decode_max_m != 0u ? decode_max_m : def->decode_max_m;
+    st->prep = def->prep;
+    st->decode = def->decode;
+    st->prefill = def->prefill;
     a8_decode_defaults(&tuning, st);
     static const char *const pf_said[PK_PF_MODES] = {
         [PK_PF_FAR] = "L2 8 KiB ahead", [PK_PF_NEAR_TOO] = "L2 4 KiB and L1 512 B ahead",
@@ -372,12 +395,12 @@ static edgert_status a8_init(const edgert_host *host, const char *options, void 
     pk_decode_describe(pf, sizeof pf, pf_said, st->pf_near, st->pf_streams, st->streams,
                        &st->pf_auto);
     char what[224];
-    snprintf(what, sizeof what, a8_describe_text[path],
+    snprintf(what, sizeof what, def->describe,
              act_group ? "per group of 128" : "per token (act_scale=token)");
     snprintf(st->describe, sizeof st->describe, "%s; decode prefetch: %s", what, pf);
     *state = st;
-    host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s%s",
-              a8_path_names[path], asked_auto ? " (auto)" : " (forced)");
+    host->log(host->host_ctx, EDGERT_LOG_DEBUG, A8_NAME ": instance ready, path %s (%s)",
+              def->name, asked.n == 0u ? "auto" : asked.n == 1u ? "forced" : "first of a list");
     return EDGERT_OK;
 }
 
@@ -763,7 +786,7 @@ static edgert_status a8_self_test(void *state, char *err, size_t err_len)
 {
     const a8_state *st = state;
     const pk_self_test t = {
-        .plugin = A8_NAME, .path = st != NULL ? a8_path_names[st->path] : NULL, .state = state,
+        .plugin = A8_NAME, .path = st != NULL ? a8_paths[st->path].name : NULL, .state = state,
         .host = st != NULL ? st->host : NULL, .cases = a8_cases,
         .ncases = sizeof a8_cases / sizeof a8_cases[0], .seed = 0x7F4A7C15u, .pack = a8_pack,
         .packed_free = pk_packed_free, .gemm = a8_gemm, .effective_x = a8_effective_x,

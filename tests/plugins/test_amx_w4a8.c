@@ -21,9 +21,15 @@
  *              software tile model (tests/plugins/amxemu), on any AVX512_VNNI
  *              CPU, so the tile path's blocking, tile layout and epilogue are
  *              checked where there is no AMX;
- *   avx2       avx2-w4a8 (the shipped manifest: the library with path=avx2,
- *              requiring avx2, fma and f16c): the 256-bit GEMV for every m,
- *              on any x86 CPU of the last decade.
+ *   avx2       amx-w4a8-256 path=avx2 (a test manifest for the library that
+ *              requires avx2, fma and f16c, as the shipped avx2-w4a8 does):
+ *              the vpmaddubsw GEMV for every m, on any x86 CPU of the last
+ *              decade;
+ *   avxvnni    amx-w4a8-256 path=avxvnni: the same GEMV on AVX-VNNI's
+ *              vpdpbusd (Intel since Alder Lake and Sapphire Rapids);
+ *   avxvnni_evex  amx-w4a8-amxemu path=avxvnni: that loop's instructions
+ *              encoded as EVEX (the test build's A8_VNNI_EVEX), on any
+ *              AVX512_VNNI CPU, so the loop is checked where AVX-VNNI is not.
  * A path whose flag this CPU lacks reports skipped, naming the flag. The
  * program prints one line saying which AMX it has: "AMX: real tiles" or
  * "AMX: not on this CPU, tile model only".
@@ -160,7 +166,10 @@ typedef struct path_def {
 #define P_AMX 1u
 #define P_MODEL 2u
 #define P_AVX2 3u
-#define A8_AVX2 "avx2-w4a8"
+#define P_AVXVNNI 4u
+#define P_AVXVNNI_EVEX 5u
+#define A8_256 "amx-w4a8-256" /* the test manifest of the 256-bit paths */
+#define A8_AVX2 "avx2-w4a8"   /* the shipped manifest: path=avxvnni,avx2 */
 static const path_def paths[] = {
     [P_VNNI] = {A8, "vnni", "vnni: int8 activations",
                 {EDGERT_CPU_AVX512F, EDGERT_CPU_AVX512BW, EDGERT_CPU_AVX512VL,
@@ -174,8 +183,15 @@ static const path_def paths[] = {
                  {EDGERT_CPU_AVX512F, EDGERT_CPU_AVX512BW, EDGERT_CPU_AVX512VL,
                   EDGERT_CPU_AVX512_VNNI},
                  {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}, 4},
-    [P_AVX2] = {A8_AVX2, "avx2", "avx2: int8 activations",
+    [P_AVX2] = {A8_256, "avx2", "avx2: int8 activations",
                 {EDGERT_CPU_AVX2, EDGERT_CPU_FMA, EDGERT_CPU_F16C}, {"avx2", "fma", "f16c"}, 3},
+    [P_AVXVNNI] = {A8_256, "avxvnni", "AVX-VNNI vpdpbusd GEMV",
+                   {EDGERT_CPU_AVX2, EDGERT_CPU_FMA, EDGERT_CPU_F16C, EDGERT_CPU_AVX_VNNI},
+                   {"avx2", "fma", "f16c", "avx_vnni"}, 4},
+    [P_AVXVNNI_EVEX] = {A8_EMU, "avxvnni", "vpdpbusd on ymm (EVEX, test build) GEMV",
+                        {EDGERT_CPU_AVX2, EDGERT_CPU_FMA, EDGERT_CPU_F16C, EDGERT_CPU_AVX512VL,
+                         EDGERT_CPU_AVX512_VNNI},
+                        {"avx2", "fma", "f16c", "avx512vl", "avx512_vnni"}, 5},
 };
 
 typedef struct fx {
@@ -197,12 +213,14 @@ PATH_SETUP(vnni, P_VNNI)
 PATH_SETUP(amx, P_AMX)
 PATH_SETUP(amx_model, P_MODEL)
 PATH_SETUP(avx2, P_AVX2)
+PATH_SETUP(avxvnni, P_AVXVNNI)
+PATH_SETUP(avxvnni_evex, P_AVXVNNI_EVEX)
 #define PATH_TEST(fn, tag) {#fn "[" #tag "]", fn, on_##tag, NULL, NULL}
 
 /* A manifest for `library` under `name` that requires what every path of
  * the library needs; path=amx is left to the plugin's own checks. */
 static char *write_manifest(const char *dir, const char *file, const char *name,
-                            const char *library)
+                            const char *library, const char *flags)
 {
     return tu_write(dir, file,
                     "manifest_version: 1\n"
@@ -210,11 +228,12 @@ static char *write_manifest(const char *dir, const char *file, const char *name,
                     "version: \"0.0.1\"\n"
                     "vendor: tests\n"
                     "library: \"%s\"\n"
+                    "%s"
                     "abi: {min: 2, max: 2}\n"
                     "arch: x86_64\n"
                     "device_classes: [x86_cpu]\n"
                     "requires:\n"
-                    "  cpu_flags: [avx512f, avx512bw, avx512vl, avx512_vnni]\n"
+                    "  cpu_flags: [%s]\n"
                     "processor: cpu\n"
                     "layout: {format: int4-asym-g128, weight_bits: 4, group_size: 128, "
                     "symmetric: false, activation_dtype: int8, activation_group_size: 128, "
@@ -222,8 +241,10 @@ static char *write_manifest(const char *dir, const char *file, const char *name,
                     "runs_in_process: true\n"
                     "verified: false\n"
                     "rationale: \"test manifest (tests/plugins/test_amx_w4a8.c): the library on "
-                    "the flags of its vnni path; path=amx is the plugin's own check\"\n",
-                    name, library);
+                    "the flags of its vnni path, or of its 256-bit paths; path=amx and "
+                    "avx_vnni are the plugin's own checks\"\n",
+                    name, library,
+                    strcmp(name, A8_256) == 0 ? "plugin_name: " A8 "\n" : "", flags);
 }
 
 static int setup(void **state)
@@ -237,8 +258,10 @@ static int setup(void **state)
         free(emu);
         return -1;
     }
-    free(write_manifest(f->dir, "a8.yaml", A8, f->lib));
-    free(write_manifest(f->dir, "a8emu.yaml", A8_EMU, emu));
+    const char *f512 = "avx512f, avx512bw, avx512vl, avx512_vnni";
+    free(write_manifest(f->dir, "a8.yaml", A8, f->lib, f512));
+    free(write_manifest(f->dir, "a8emu.yaml", A8_EMU, emu, f512));
+    free(write_manifest(f->dir, "a8-256.yaml", A8_256, f->lib, "avx2, fma, f16c"));
     free(emu);
     /* the test folder first: its amx-w4a8 shadows the shipped one */
     const char *dirs[2] = {f->dir, EDGERT_TEST_BACKEND_DIR};
@@ -816,6 +839,32 @@ static void test_manifest_options_fixed(void **state)
     }
 }
 
+/* The shipped avx2-w4a8 (plugin_options path=avxvnni,avx2): eligible on
+ * any CPU with avx2, fma and f16c, on path avxvnni where avx_vnni is
+ * usable and avx2 elsewhere; a path option of a caller contradicts it. */
+static void test_shipped_256(void **state)
+{
+    fx *f = *state;
+    PATH_OR_SKIP(f, P_AVX2);
+    const edgert_candidate *c = edgert_candidate_find(f->ctx, A8_AVX2);
+    if (c == NULL || !c->eligible)
+        fail_msg("the shipped " A8_AVX2 " is not eligible on a CPU with avx2, fma and f16c");
+    const int vnni = !path_lacks(f, P_AVXVNNI, NULL, 0);
+    edgert_backend *b = NULL;
+    char err[512] = "";
+    if (edgert_backend_open(f->ctx, A8_AVX2, NULL, &b, err, sizeof err) != EDGERT_OK)
+        fail_msg(A8_AVX2 ": %s", err);
+    if (!strstr(edgert_backend_describe(b), vnni ? "avxvnni:" : "avx2:"))
+        fail_msg(A8_AVX2 " on a CPU %s avx_vnni runs '%s'", vnni ? "with" : "without",
+                 edgert_backend_describe(b));
+    edgert_backend_close(b);
+    b = (edgert_backend *)(uintptr_t)1;
+    edgert_status st = edgert_backend_open(f->ctx, A8_AVX2, "path=avx2", &b, err, sizeof err);
+    if (st != EDGERT_E_USAGE || b != NULL || !strstr(err, "path=avxvnni,avx2"))
+        fail_msg(A8_AVX2 " with path=avx2: %s (expected EDGERT_E_USAGE naming the manifest's "
+                 "list): %s", edgert_status_name(st), err);
+}
+
 /* Length: a table-like list of independent refusals (zero points past 15,
  * scale range, group size, k, options), each with the words its error must
  * say; one function so a refusal is never left out of the list. */
@@ -828,7 +877,8 @@ static void test_refusals(void **state)
 
     /* options: anything unknown or out of range is EDGERT_E_USAGE, named */
     static const char *bad[] = {
-        "path=warp-drive", "threads=3", "path=", "path=vnni extra", "decode_max_m=0",
+        "path=warp-drive", "threads=3", "path=", "path=vnni extra", "path=avx2,avx2",
+        "path=avx2,", "path=,avx2", "path=vnni,,avx2", "path=auto,avx2", "decode_max_m=0",
         "decode_max_m=513", "decode_max_m=abc", "decode_max_m=-1", "decode_max_m=",
         "decode_max_m=+4", "decode_max_m=4x", "decode_max_m=99999999999999999999",
         "prefetch=sideways", "prefetch=", "prefetch=far-l2", "prefetch=far-l",
@@ -846,6 +896,7 @@ static void test_refusals(void **state)
             fail_msg("options '%s': the refusal does not name decode_max_m: %s", bad[i], err);
     }
     static const char *good[] = {"decode_max_m=1", "decode_max_m=512", "path=vnni decode_max_m=64",
+                                 "path=vnni,avx2", "path=avxvnni,vnni",
                                  "  path=auto\tdecode_max_m=07 ", "", "prefetch=far",
                                  "path=vnni prefetch=near", "prefetch=none streams=2"};
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
@@ -1251,6 +1302,45 @@ static void init_refused(const edgert_plugin *p, const edgert_host *host, const 
                  edgert_status_name(st), flag, err);
 }
 
+/* A host with AVX2, FMA and F16C and no AVX-512 (cpu: this CPU's flags,
+ * to self-test only what runs here): auto is path avx2, the AVX-512 paths
+ * and avxvnni name the first flag they lack, a list takes the first path
+ * that runs; with AVX-VNNI added, auto and the shipped avx2-w4a8's list
+ * are path avxvnni. */
+static void paths_256(const edgert_plugin *p, edgert_host *host, uint64_t cpu)
+{
+    void *inst = NULL;
+    char err[512] = "";
+    init_refused(p, host, "path=vnni", "avx512f");
+    init_refused(p, host, "path=amx", "avx512f");
+    init_refused(p, host, "path=avxvnni", "avx_vnni");
+    init_refused(p, host, "path=vnni,avxvnni", "avx_vnni");
+    const int avx2_here = EDGERT_HAS_FLAG(cpu, EDGERT_CPU_AVX2) &&
+                          EDGERT_HAS_FLAG(cpu, EDGERT_CPU_FMA) &&
+                          EDGERT_HAS_FLAG(cpu, EDGERT_CPU_F16C);
+    static const char *const to_avx2[] = {NULL, "path=avxvnni,avx2", "path=vnni,avx2"};
+    for (size_t i = 0; i < sizeof to_avx2 / sizeof to_avx2[0]; i++) {
+        assert_int_equal(p->init(host, to_avx2[i], &inst, err, sizeof err), EDGERT_OK);
+        assert_non_null(strstr(p->describe(inst), "avx2:"));
+        if (avx2_here && i == 0) /* its kernels run on this CPU */
+            assert_int_equal(p->self_test(inst, err, sizeof err), EDGERT_OK);
+        p->fini(inst);
+        inst = NULL;
+    }
+
+    /* and AVX-VNNI: auto and the shipped avx2-w4a8's list are path avxvnni */
+    host->cpu_flags |= FLAG(EDGERT_CPU_AVX_VNNI);
+    static const char *const to_vnni256[] = {NULL, "path=avxvnni,avx2", "path=amx,avxvnni"};
+    for (size_t i = 0; i < sizeof to_vnni256 / sizeof to_vnni256[0]; i++) {
+        assert_int_equal(p->init(host, to_vnni256[i], &inst, err, sizeof err), EDGERT_OK);
+        assert_non_null(strstr(p->describe(inst), "avxvnni:"));
+        if (avx2_here && EDGERT_HAS_FLAG(cpu, EDGERT_CPU_AVX_VNNI) && i == 0)
+            assert_int_equal(p->self_test(inst, err, sizeof err), EDGERT_OK);
+        p->fini(inst);
+        inst = NULL;
+    }
+}
+
 static void test_missing_flags(void **state)
 {
     fx *f = *state;
@@ -1293,20 +1383,10 @@ static void test_missing_flags(void **state)
     host.cpu_flags = FLAG(EDGERT_CPU_AVX2) | FLAG(EDGERT_CPU_FMA); /* no AVX-512 at all */
     init_refused(p, &host, NULL, "avx512f");
     init_refused(p, &host, "path=avx2", "f16c");
+    init_refused(p, &host, "path=avxvnni,avx2", "f16c");
 
-    /* AVX2, FMA and F16C without AVX-512: auto is path avx2, the AVX-512
-     * paths name the first flag they lack */
     host.cpu_flags |= FLAG(EDGERT_CPU_F16C);
-    init_refused(p, &host, "path=vnni", "avx512f");
-    init_refused(p, &host, "path=amx", "avx512f");
-    assert_int_equal(p->init(&host, NULL, &inst, err, sizeof err), EDGERT_OK);
-    assert_non_null(strstr(p->describe(inst), "avx2:"));
-    if (EDGERT_HAS_FLAG(d->cpu_flags, EDGERT_CPU_AVX2) &&
-        EDGERT_HAS_FLAG(d->cpu_flags, EDGERT_CPU_FMA) &&
-        EDGERT_HAS_FLAG(d->cpu_flags, EDGERT_CPU_F16C)) /* its kernels run on this CPU */
-        assert_int_equal(p->self_test(inst, err, sizeof err), EDGERT_OK);
-    p->fini(inst);
-    inst = NULL;
+    paths_256(p, &host, d->cpu_flags);
 
     /* VNNI without AMX: path=amx names the first flag it lacks; auto is vnni */
     host.cpu_flags = BASE_FLAGS | FLAG(EDGERT_CPU_AVX512_VNNI);
@@ -1390,26 +1470,37 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_manifest_options_fixed),
         cmocka_unit_test(test_missing_flags),
+        cmocka_unit_test(test_shipped_256),
         PATH_TEST(test_decode_max_m, vnni),
         PATH_TEST(test_decode_max_m, amx),
         PATH_TEST(test_decode_max_m, amx_model),
         PATH_TEST(test_decode_max_m, avx2),
+        PATH_TEST(test_decode_max_m, avxvnni),
+        PATH_TEST(test_decode_max_m, avxvnni_evex),
         PATH_TEST(test_zero_and_nan_rows, vnni),
         PATH_TEST(test_zero_and_nan_rows, amx),
         PATH_TEST(test_zero_and_nan_rows, amx_model),
         PATH_TEST(test_zero_and_nan_rows, avx2),
+        PATH_TEST(test_zero_and_nan_rows, avxvnni),
+        PATH_TEST(test_zero_and_nan_rows, avxvnni_evex),
         PATH_TEST(test_packed_bits_and_map, vnni),
         PATH_TEST(test_packed_bits_and_map, amx),
         PATH_TEST(test_packed_bits_and_map, amx_model),
         PATH_TEST(test_packed_bits_and_map, avx2),
+        PATH_TEST(test_packed_bits_and_map, avxvnni),
+        PATH_TEST(test_packed_bits_and_map, avxvnni_evex),
         PATH_TEST(test_prefill_bits_equal_vnni, vnni),
         PATH_TEST(test_prefill_bits_equal_vnni, amx),
         PATH_TEST(test_prefill_bits_equal_vnni, amx_model),
         PATH_TEST(test_prefill_bits_equal_vnni, avx2),
+        PATH_TEST(test_prefill_bits_equal_vnni, avxvnni),
+        PATH_TEST(test_prefill_bits_equal_vnni, avxvnni_evex),
         PATH_TEST(test_paths_against_ref, vnni),
         PATH_TEST(test_paths_against_ref, amx),
         PATH_TEST(test_paths_against_ref, amx_model),
         PATH_TEST(test_paths_against_ref, avx2),
+        PATH_TEST(test_paths_against_ref, avxvnni),
+        PATH_TEST(test_paths_against_ref, avxvnni_evex),
         cmocka_unit_test(test_verify_amx_model),
     };
     return tu_run_group(A8, tests, setup, teardown);

@@ -1,0 +1,81 @@
+/*
+ * plugins/amx-w4a8/a8_kern256.h — what the two 256-bit paths share (avx2,
+ * a8_kern_avx2.c; avxvnni, a8_kern_avxvnni.c): the activation broadcast, a
+ * half panel's scales and zero-point correction, the per-group epilogue and
+ * the store. Included only by files compiled with at least -mavx2 -mfma
+ * -mf16c; nothing here needs more.
+ *
+ * A 64-byte line of codes (16 columns x 8 inputs, a8_internal.h) is two
+ * 32-byte halves on ymm: columns 0-7 and 8-15, each dword lane one column's
+ * 8 nibbles (low nibbles inputs 8t + 0..3, high ones 8t + 4..7).
+ */
+#ifndef A8_KERN256_H
+#define A8_KERN256_H
+
+#include <immintrin.h>
+#include <string.h>
+
+#include "a8_internal.h"
+#include "a8_prefetch.h"
+
+#define A8_256_INLINE static inline __attribute__((always_inline))
+#define A8_256_UNROLL _Pragma("GCC unroll 32")
+
+/* 4 activation bytes in every dword lane. */
+A8_256_INLINE __m256i a8_bcast4_256(const int8_t *p)
+{
+    int32_t d;
+    memcpy(&d, p, sizeof d);
+    return _mm256_set1_epi32(d);
+}
+
+/* The 8 fp32 scales of half h of panel p, group g. */
+A8_256_INLINE __m256 a8_half_scales(const a8_packed *w, size_t p, uint32_t g, unsigned h)
+{
+    const uint8_t *s = w->data + p * w->panel_bytes + a8_scales_at(w->asym, w->groups, g) + 16u * h;
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)s));
+}
+
+/* What d subtracts for half h of panel p, group g: z sum a per lane
+ * (asym: the columns' zero points; asum8 = 8 sum a, exact), else 8 sum a. */
+A8_256_INLINE __m256i a8_half_zsum(const a8_packed *w, size_t p, uint32_t g, unsigned h,
+                                   int32_t asum8)
+{
+    if (!w->asym)
+        return _mm256_set1_epi32(asum8);
+    const uint8_t *z = w->data + p * w->panel_bytes + a8_zeros_off(w, g) + 8u * h;
+    const __m256i zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)z));
+    return _mm256_mullo_epi32(zv, _mm256_set1_epi32(asum8 >> 3)); /* exact: 8 | asum8 */
+}
+
+/* One group's epilogue for token row rg's half h: d = sum - z sum a (exact
+ * int32), y = fma(d, s_w s_g, y): path vnni's operations, in its order. */
+A8_256_INLINE __m256 a8_half_group(const a8_job *j, size_t p, uint32_t g, unsigned h, size_t rg,
+                                   __m256i sum, __m256 sw, __m256 y)
+{
+    const __m256i d = _mm256_sub_epi32(sum, a8_half_zsum(j->w, p, g, h, j->asum8[rg]));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sw, _mm256_set1_ps(j->sg[rg])), y);
+}
+
+/* Token row r's outputs of panel p, y times s_x, for the columns that exist
+ * (the panel's other lanes are padding, never stored). */
+A8_256_INLINE void a8_store_row(const a8_job *j, size_t p, size_t r, const __m256 yacc[2])
+{
+    const size_t c0 = p * A8_PANEL, left = (size_t)j->w->n - c0;
+    float *yp = j->y + r * j->ldy + c0;
+    const __m256 sx = _mm256_set1_ps(j->sx[r]);
+    A8_256_UNROLL
+    for (unsigned h = 0; h < 2u; h++) {
+        const __m256 v = _mm256_mul_ps(yacc[h], sx);
+        const size_t have = left > 8u * h ? left - 8u * h : 0u;
+        if (have >= 8u) {
+            _mm256_storeu_ps(yp + 8u * h, v);
+        } else if (have > 0u) {
+            const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+            const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)have), lane);
+            _mm256_maskstore_ps(yp + 8u * h, mask, v);
+        }
+    }
+}
+
+#endif /* A8_KERN256_H */
