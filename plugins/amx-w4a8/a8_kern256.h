@@ -36,25 +36,24 @@ A8_256_INLINE __m256 a8_half_scales(const a8_packed *w, size_t p, uint32_t g, un
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)s));
 }
 
-/* What d subtracts for half h of panel p, group g: z sum a per lane
- * (asym: the columns' zero points; asum8 = 8 sum a, exact), else 8 sum a. */
-A8_256_INLINE __m256i a8_half_zsum(const a8_packed *w, size_t p, uint32_t g, unsigned h,
-                                   int32_t asum8)
-{
-    if (!w->asym)
-        return _mm256_set1_epi32(asum8);
-    const uint8_t *z = w->data + p * w->panel_bytes + a8_zeros_off(w, g) + 8u * h;
-    const __m256i zv = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)z));
-    return _mm256_mullo_epi32(zv, _mm256_set1_epi32(asum8 >> 3)); /* exact: 8 | asum8 */
-}
-
-/* One group's epilogue for token row rg's half h: d = sum - z sum a (exact
- * int32), y = fma(d, s_w s_g, y): path vnni's operations, in its order. */
+/* One group's epilogue for token row rg's half h of panel p: d = sum -
+ * z sum a, y = fma(d, s_w s_g, y), path vnni's operations in its order (d
+ * as a8_kern.h's a8_d forms it: exact in fp32, no vpmulld). */
 A8_256_INLINE __m256 a8_half_group(const a8_job *j, size_t p, uint32_t g, unsigned h, size_t rg,
                                    __m256i sum, __m256 sw, __m256 y)
 {
-    const __m256i d = _mm256_sub_epi32(sum, a8_half_zsum(j->w, p, g, h, j->asum8[rg]));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(sw, _mm256_set1_ps(j->sg[rg])), y);
+    const a8_packed *w = j->w;
+    const int32_t asum8 = j->asum8[rg];
+    __m256 d;
+    if (!w->asym) {
+        d = _mm256_cvtepi32_ps(_mm256_sub_epi32(sum, _mm256_set1_epi32(asum8)));
+    } else {
+        const uint8_t *z = w->data + p * w->panel_bytes + a8_zeros_off(w, g) + 8u * h;
+        const __m256 zf = _mm256_cvtepi32_ps(
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)z)));
+        d = _mm256_fnmadd_ps(zf, _mm256_set1_ps((float)(asum8 >> 3)), _mm256_cvtepi32_ps(sum));
+    }
+    return _mm256_fmadd_ps(d, _mm256_mul_ps(sw, _mm256_set1_ps(j->sg[rg])), y);
 }
 
 /* Token row r's outputs of panel p, y times s_x, for the columns that exist

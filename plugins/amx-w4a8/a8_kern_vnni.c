@@ -171,17 +171,16 @@ A8_INLINE void decode_panel(const a8_job *j, size_t p, size_t r0, const unsigned
         if (g & 1u || g + 1u == w->groups)
             a8_prefetch(blk + A8_CODE_BYTES, near);
         const __m512 sw = a8_scales(w, p, g);
-        const __m512i zq = w->asym ? a8_zeros(w, p, g) : _mm512_setzero_si512();
+        const __m512 zf = a8_zeros_f(w, p, g);
         A8_UNROLL
         for (unsigned r = 0; r < R; r++) {
-            /* chains 1 and 3 hold 16 x their sums: 16 d, exact, then >> 4 */
-            __m512i d = _mm512_srai_epi32(
+            /* chains 1 and 3 hold 16 x their sums: 16 sum, exact, then >> 4 */
+            const __m512i sum = _mm512_srai_epi32(
                 _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(acc[r][0], acc[r][2]), 4),
                                  _mm512_add_epi32(acc[r][1], acc[r][3])),
                 4);
             const size_t rg = (r0 + r) * w->groups + g;
-            d = _mm512_sub_epi32(d, a8_zsum(w->asym, zq, j->asum8[rg]));
-            yacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+            yacc[r] = _mm512_fmadd_ps(a8_d(w->asym, sum, zf, j->asum8[rg]),
                                       _mm512_mul_ps(sw, _mm512_set1_ps(j->sg[rg])), yacc[r]);
         }
     }
@@ -235,13 +234,11 @@ A8_INLINE void decode_streams(const a8_job *j, const size_t *pp, const unsigned 
             if (g & 1u || g + 1u == w->groups) /* the pair's scale line follows its codes */
                 a8_prefetch(blk[s] + A8_CODE_BYTES, near);
             const __m512 sw = a8_scales(w, pp[s], g);
-            const __m512i zq = w->asym ? a8_zeros(w, pp[s], g) : _mm512_setzero_si512();
-            __m512i d = _mm512_srai_epi32(
+            const __m512i sum = _mm512_srai_epi32(
                 _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(acc[s][0], acc[s][2]), 4),
                                  _mm512_add_epi32(acc[s][1], acc[s][3])),
                 4);
-            d = _mm512_sub_epi32(d, a8_zsum(w->asym, zq, j->asum8[g]));
-            yacc[s] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(d),
+            yacc[s] = _mm512_fmadd_ps(a8_d(w->asym, sum, a8_zeros_f(w, pp[s], g), j->asum8[g]),
                                       _mm512_mul_ps(sw, _mm512_set1_ps(j->sg[g])), yacc[s]);
         }
     }
@@ -371,7 +368,7 @@ static const pf_kern_fn pf_kerns[PF_RB][PF_PB] = {
 /* tokens [r0, r0 + R) x panels [p0, p0 + P) for group g, fused into acc
  * (token r at acc + r * PF_ACC_ROW; started by group 0) */
 static void pf_tile(const a8_job *j, const uint8_t *wexp, uint32_t g, size_t r0, unsigned R,
-                    unsigned P, const __m512 *sw, const __m512i *zq, float *acc)
+                    unsigned P, const __m512 *sw, const __m512 *zf, float *acc)
 {
     _Alignas(64) __m512i out[PF_RB * PF_PB];
     const int8_t *xa = j->act + r0 * j->act_row_bytes + (size_t)g * j->act_group_bytes;
@@ -381,8 +378,7 @@ static void pf_tile(const a8_job *j, const uint8_t *wexp, uint32_t g, size_t r0,
         const __m512 sg = _mm512_set1_ps(j->sg[rg]);
         float *ar = acc + r * PF_ACC_ROW;
         for (unsigned p = 0; p < P; p++) {
-            const __m512i zs = a8_zsum(j->w->asym, zq[p], j->asum8[rg]);
-            __m512 d = _mm512_cvtepi32_ps(_mm512_sub_epi32(out[r * P + p], zs));
+            const __m512 d = a8_d(j->w->asym, out[r * P + p], zf[p], j->asum8[rg]);
             __m512 prev = g != 0u ? _mm512_load_ps(ar + p * A8_PANEL) : _mm512_setzero_ps();
             _mm512_store_ps(ar + p * A8_PANEL, _mm512_fmadd_ps(d, _mm512_mul_ps(sw[p], sg), prev));
         }
@@ -396,17 +392,17 @@ static void pf_chunk(const a8_job *j, size_t p0, unsigned P, size_t c0, size_t c
     const a8_packed *w = j->w;
     for (uint32_t g = 0; g < w->groups; g++) {
         __m512 sw[PF_PB] = {0};
-        __m512i zq[PF_PB] = {0};
+        __m512 zf[PF_PB] = {0};
         for (unsigned p = 0; p < P; p++) {
             sw[p] = a8_scales(w, p0 + p, g);
-            zq[p] = w->asym ? a8_zeros(w, p0 + p, g) : _mm512_setzero_si512();
+            zf[p] = a8_zeros_f(w, p0 + p, g);
         }
         a8_expand(w, p0, P, g, wexp);
         size_t r0 = c0;
         for (; r0 + PF_RB <= c1; r0 += PF_RB)
-            pf_tile(j, wexp, g, r0, PF_RB, P, sw, zq, acc + (r0 - c0) * PF_ACC_ROW);
+            pf_tile(j, wexp, g, r0, PF_RB, P, sw, zf, acc + (r0 - c0) * PF_ACC_ROW);
         if (r0 < c1)
-            pf_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sw, zq,
+            pf_tile(j, wexp, g, r0, (unsigned)(c1 - r0), P, sw, zf,
                     acc + (r0 - c0) * PF_ACC_ROW);
     }
     for (size_t r = c0; r < c1; r++) {
