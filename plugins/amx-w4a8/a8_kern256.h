@@ -77,4 +77,38 @@ A8_256_INLINE void a8_store_row(const a8_job *j, size_t p, size_t r, const __m25
     }
 }
 
+/* A 256-bit path's entry points around its kernel ROWS(j, p, r0, R, near)
+ * (tokens r0 .. r0 + R - 1 of panel p, R = RB or 1):
+ *   panels   [begin, end) for every token of the call, RB tokens a pass;
+ *   DECODE   (m <= decode_max_m) a range of panels with the instance's
+ *            prefetch for one stream (PK_BY_PF: one instantiation per
+ *            mode), one panel at a time whatever `streams` says;
+ *   PREFILL  (m > decode_max_m, decode_max_m=N given) items of
+ *            A8_PREFILL_PB panels, the same GEMV, no prefetch (the codes are
+ *            read once per token pass and stay in cache). */
+#define A8_256_ENTRIES(ROWS, RB, DECODE, PREFILL)                                                  \
+    A8_256_INLINE void panels(const a8_job *j, size_t begin, size_t end, const int near)           \
+    {                                                                                              \
+        for (size_t p = begin; p < end; p++) {                                                     \
+            size_t r0 = 0;                                                                         \
+            for (; r0 + (RB) <= j->m; r0 += (RB))                                                  \
+                ROWS(j, p, r0, (RB), near);                                                        \
+            if (r0 < j->m)                                                                         \
+                ROWS(j, p, r0, 1, near);                                                           \
+        }                                                                                          \
+    }                                                                                              \
+    void DECODE(void *arg, size_t begin, size_t end, unsigned worker)                              \
+    {                                                                                              \
+        const a8_job *j = arg;                                                                     \
+        (void)worker;                                                                              \
+        PK_BY_PF(j->pf_near, panels, j, begin, end);                                               \
+    }                                                                                              \
+    void PREFILL(void *arg, size_t begin, size_t end, unsigned worker)                             \
+    {                                                                                              \
+        const a8_job *j = arg;                                                                     \
+        (void)worker;                                                                              \
+        size_t last = end * A8_PREFILL_PB;                                                         \
+        panels(j, begin *A8_PREFILL_PB, last < j->w->panels ? last : j->w->panels, PK_PF_NONE);    \
+    }
+
 #endif /* A8_KERN256_H */

@@ -129,34 +129,5 @@ A8_256_INLINE void vnni_rows(const a8_job *j, size_t p, size_t r0, const unsigne
 }
 #undef A8_VNNI256_OCTET
 
-/* Panels [begin, end) for every token of the call. */
-A8_256_INLINE void panels(const a8_job *j, size_t begin, size_t end, const int near)
-{
-    for (size_t p = begin; p < end; p++) {
-        size_t r0 = 0;
-        for (; r0 + A8_VNNI256_RB <= j->m; r0 += A8_VNNI256_RB)
-            vnni_rows(j, p, r0, A8_VNNI256_RB, near);
-        if (r0 < j->m)
-            vnni_rows(j, p, r0, 1, near);
-    }
-}
-
-/* decode (m <= decode_max_m): a range of panels, with the instance's
- * prefetch for one stream (PK_BY_PF); one panel at a time, whatever
- * `streams` says, as path avx2. */
-void a8_avxvnni_decode(void *arg, size_t begin, size_t end, unsigned worker)
-{
-    const a8_job *j = arg;
-    (void)worker;
-    PK_BY_PF(j->pf_near, panels, j, begin, end);
-}
-
-/* prefill (m > decode_max_m, decode_max_m=N given): items of
- * A8_PREFILL_PB panels, the same GEMV, no prefetch. */
-void a8_avxvnni_prefill(void *arg, size_t begin, size_t end, unsigned worker)
-{
-    const a8_job *j = arg;
-    (void)worker;
-    size_t last = end * A8_PREFILL_PB;
-    panels(j, begin * A8_PREFILL_PB, last < j->w->panels ? last : j->w->panels, PK_PF_NONE);
-}
+/* panels, decode and prefill around it (a8_kern256.h) */
+A8_256_ENTRIES(vnni_rows, A8_VNNI256_RB, a8_avxvnni_decode, a8_avxvnni_prefill)
